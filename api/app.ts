@@ -1,0 +1,61 @@
+import { randomBytes } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fastify/type-provider-zod';
+import type { RequestLimits } from '../core/ratelimit';
+import type { Services } from '../core/services';
+import './types';
+import { authPlugin } from './plugins/auth';
+import { errorsPlugin } from './plugins/errors';
+import { idempotencyPlugin } from './plugins/idempotency';
+import { openapiPlugin } from './plugins/openapi';
+import { folderRoutes } from './routes/kb/folders';
+import { healthRoutes } from './routes/health';
+
+export interface AppDeps {
+  services: Services;
+  limits: RequestLimits;
+  bodyLimitBytes: number;
+  logger?: FastifyServerOptions['logger'];
+}
+
+/** Log options shared by every process: never the Authorization header or a key. */
+export function loggerOptions(level: string): FastifyServerOptions['logger'] {
+  return {
+    level,
+    redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.key', '*.secret'], censor: '[redacted]' },
+  };
+}
+
+/**
+ * The API as one Fastify instance: external plugins, then app plugins (errors, the
+ * deny-by-default auth guard, idempotency, OpenAPI), then the routes. The auth guard
+ * must be registered before any route so its onRoute check sees every one of them.
+ */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: deps.logger ?? false,
+    bodyLimit: deps.bodyLimitBytes,
+    genReqId: () => `req_${randomBytes(12).toString('hex')}`,
+    requestIdHeader: false,
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  // JSON only: a text/plain body on a JSON endpoint is a 415, not a string to validate.
+  app.removeContentTypeParser('text/plain');
+  app.decorate('services', deps.services);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+  });
+
+  await app.register(errorsPlugin);
+  await app.register(authPlugin, { apiKeys: deps.services.apiKeys, limits: deps.limits });
+  await app.register(idempotencyPlugin, { store: deps.services.idempotency });
+  await app.register(openapiPlugin);
+
+  await app.register(healthRoutes);
+  await app.register(folderRoutes);
+  return app;
+}

@@ -1,0 +1,18 @@
+// Production API entry: one process, configured by env. Rate limits default to the
+// PostgreSQL store (shared by every API process) unless Redis is configured.
+import { DEFAULT_DATABASE_URL, loadConfig, rateLimitStoreKind } from '../core/config';
+import { createApiServer } from './server';
+
+async function main() {
+  const config = loadConfig();
+  const rateStore = rateLimitStoreKind(config, 'postgres');
+  const server = await createApiServer(config, { databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, rateStore });
+  await server.app.listen({ host: config.HOST, port: config.PORT });
+  console.log(`[concierge] API on http://${config.HOST}:${config.PORT} (rate limits: ${rateStore})`);
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void server.close().then(() => process.exit(0)));
+}
+
+main().catch((err) => {
+  console.error(`[concierge] API failed: ${err instanceof Error ? err.message : err}`);
+  process.exit(1);
+});

@@ -1,0 +1,44 @@
+import type { FastifyInstance } from 'fastify';
+import { KeyCache } from '../core/auth/key-cache';
+import type { Config } from '../core/config';
+import { openDatabase, type Orm } from '../core/db/orm';
+import { createRequestLimits, openRateStore } from '../core/ratelimit';
+import { createServices } from '../core/services';
+import { buildApp, loggerOptions } from './app';
+import pino from 'pino';
+
+export interface ApiServer {
+  app: FastifyInstance;
+  orm: Orm;
+  close(): Promise<void>;
+}
+
+/** Everything one API process needs, wired from config: database, key cache, limits, app. */
+export async function createApiServer(
+  config: Config,
+  opts: { databaseUrl: string; rateStore: 'memory' | 'redis' | 'postgres'; logger?: boolean },
+): Promise<ApiServer> {
+  const log = pino({ level: config.LOG_LEVEL });
+  const orm = await openDatabase(opts.databaseUrl);
+  const keyCache = new KeyCache(opts.databaseUrl, log);
+  await keyCache.start();
+  const rate = await openRateStore(opts.rateStore, { redisUrl: config.REDIS_URL, databaseUrl: opts.databaseUrl });
+  const limits = await createRequestLimits(rate.store, config.RATE_LIMIT_PER_KEY, config.RATE_LIMIT_PER_WORKSPACE);
+  const services = createServices(orm.em, { keyCache, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS });
+  const app = await buildApp({
+    services,
+    limits,
+    bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    logger: opts.logger === false ? false : loggerOptions(config.LOG_LEVEL),
+  });
+  return {
+    app,
+    orm,
+    close: async () => {
+      await app.close();
+      await keyCache.stop();
+      await rate.close();
+      await orm.close();
+    },
+  };
+}

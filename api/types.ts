@@ -1,0 +1,25 @@
+import type { AuthenticatedKey } from '../core/auth/api-keys';
+import type { Scope } from '../core/auth/scopes';
+import type { Services } from '../core/services';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The scope a key needs to call the route. Every route declares a scope or `public`. */
+    scope?: Scope;
+    /** Reachable without an API key (the OpenAPI document, health checks). */
+    public?: boolean;
+  }
+  interface FastifyInstance {
+    services: Services;
+  }
+  interface FastifyRequest {
+    auth: AuthenticatedKey | null;
+    idempotency: { workspaceId: string; key: string; fingerprint?: string; claimed: boolean } | null;
+  }
+}
+
+/** The authenticated key of a request that passed the auth hook. */
+export function authOf(request: { auth: AuthenticatedKey | null }): AuthenticatedKey {
+  if (!request.auth) throw new Error('route reached without authentication');
+  return request.auth;
+}

@@ -1,0 +1,97 @@
+// The console's actions from the command line. JSON on stdout; a clear message on
+// stderr and a non-zero exit on error. Uses the same database as `npm start`.
+import { parseArgs } from 'node:util';
+import { parseScopes } from '../core/auth/api-keys';
+import { ALL_SCOPES } from '../core/auth/scopes';
+import { dataDir, loadConfig } from '../core/config';
+import { Workspace } from '../core/db/entities';
+import { openDatabase, type Orm } from '../core/db/orm';
+import { ApiError } from '../core/errors';
+import { newId } from '../core/ids';
+import { createServices } from '../core/services';
+import { resolveDatabaseUrl } from '../infra/postgres';
+
+const USAGE = `usage: npm run -s admin -- <command>
+  workspace create --name NAME
+  workspace list
+  key create --workspace WS_ID --name NAME --scopes SCOPE[,SCOPE...]
+  key list --workspace WS_ID
+  key rotate KEY_ID
+  key delete KEY_ID
+scopes: ${ALL_SCOPES.join(', ')}`;
+
+class UsageError extends Error {}
+
+function need(value: string | undefined, flag: string): string {
+  if (!value) throw new UsageError(`missing --${flag}`);
+  return value;
+}
+
+async function run(orm: Orm, argv: string[]): Promise<unknown> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: { name: { type: 'string' }, workspace: { type: 'string' }, scopes: { type: 'string' } },
+  });
+  const [area, action, target] = positionals;
+  const services = createServices(orm.em, { idempotencyTtlHours: 24 });
+  switch (`${area ?? ''} ${action ?? ''}`) {
+    case 'workspace create': {
+      const name = need(values.name, 'name');
+      const em = orm.em.fork();
+      const ws = em.create(Workspace, { id: newId('ws'), name });
+      await em.flush();
+      return { id: ws.id, name: ws.name };
+    }
+    case 'workspace list': {
+      const rows = await orm.em.fork().find(Workspace, {}, { orderBy: { createdAt: 'asc' } });
+      return { workspaces: rows.map((w) => ({ id: w.id, name: w.name, created_at: w.createdAt.toISOString() })) };
+    }
+    case 'key create': {
+      const created = await services.apiKeys.create(need(values.workspace, 'workspace'), need(values.name, 'name'), parseScopes(need(values.scopes, 'scopes')));
+      return { id: created.id, key: created.key, prefix: created.prefix, scopes: created.scopes };
+    }
+    case 'key list':
+      return { keys: await services.apiKeys.list(need(values.workspace, 'workspace')) };
+    case 'key rotate': {
+      const rotated = await services.apiKeys.rotate(need(target, 'KEY_ID (positional)'));
+      return { id: rotated.id, key: rotated.key };
+    }
+    case 'key delete':
+      await services.apiKeys.delete(need(target, 'KEY_ID (positional)'));
+      return { id: target, deleted: true };
+    default:
+      throw new UsageError(area ? `unknown command '${positionals.join(' ')}'` : 'no command given');
+  }
+}
+
+async function main() {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help') || argv.includes('-h')) {
+    console.log(USAGE);
+    return;
+  }
+  const config = loadConfig();
+  let orm: Orm | null = null;
+  try {
+    orm = await openDatabase(await resolveDatabaseUrl(config.DATABASE_URL, dataDir(config)));
+    const result = await run(orm, argv);
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  } catch (err) {
+    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`error: ${(err as Error).message}\n${USAGE}`);
+      process.exitCode = 2;
+    } else if (err instanceof ApiError) {
+      console.error(`error: ${err.code}: ${err.message}`);
+      process.exitCode = 1;
+    } else {
+      console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
+      process.exitCode = 1;
+    }
+  } finally {
+    await orm?.close();
+  }
+}
+
+void main();

@@ -1,0 +1,164 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { ApiKey, RetiredKeySecret, Workspace, type IApiKey } from '../db/entities';
+import { ApiError } from '../errors';
+import { newId } from '../ids';
+import { isScope, type Scope } from './scopes';
+import { KEY_CHANGES_CHANNEL, type KeyCache } from './key-cache';
+
+/** `sk_` followed by 64 lowercase hexadecimal characters. */
+export const API_KEY_PATTERN = /^sk_[0-9a-f]{64}$/;
+
+export interface AuthenticatedKey {
+  id: string;
+  workspaceId: string;
+  scopes: ReadonlySet<string>;
+}
+
+export type KeyLookup = { kind: 'active'; key: AuthenticatedKey } | { kind: 'revoked' } | { kind: 'unknown' };
+
+export interface KeyView {
+  id: string;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  status: 'active' | 'revoked';
+  created_at: string;
+  rotated_at: string | null;
+  revoked_at: string | null;
+}
+
+export function generateApiKey(): string {
+  return `sk_${randomBytes(32).toString('hex')}`;
+}
+
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+export function displayPrefix(key: string): string {
+  return key.slice(0, 3 + 8);
+}
+
+function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+function view(k: IApiKey): KeyView {
+  return {
+    id: k.id,
+    name: k.name,
+    prefix: k.prefix,
+    scopes: [...k.scopes],
+    status: k.status,
+    created_at: k.createdAt.toISOString(),
+    rotated_at: k.rotatedAt ? k.rotatedAt.toISOString() : null,
+    revoked_at: k.revokedAt ? k.revokedAt.toISOString() : null,
+  };
+}
+
+export function parseScopes(list: string): Scope[] {
+  const scopes = list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (scopes.length === 0) throw new ApiError(400, 'invalid_request', 'scopes: at least one scope is required');
+  const unknown = scopes.filter((s) => !isScope(s));
+  if (unknown.length) throw new ApiError(400, 'invalid_request', `scopes: unknown scope(s) ${unknown.join(', ')}`);
+  return [...new Set(scopes)] as Scope[];
+}
+
+/**
+ * Keys are stored only as a SHA-256 hash plus their display prefix. Every change that
+ * can end a key's validity (rotate, delete) publishes a NOTIFY in the same transaction,
+ * so every API process drops its cached copy when the change commits.
+ */
+export class ApiKeyService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly cache?: KeyCache,
+  ) {}
+
+  async create(workspaceId: string, name: string, scopes: Scope[]): Promise<KeyView & { key: string }> {
+    if (!name.trim()) throw new ApiError(400, 'invalid_request', 'name: must not be empty');
+    const em = this.em.fork();
+    const ws = await em.findOne(Workspace, { id: workspaceId });
+    if (!ws) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
+    const key = generateApiKey();
+    const row = em.create(ApiKey, {
+      id: newId('key'),
+      workspaceId,
+      name,
+      prefix: displayPrefix(key),
+      secretHash: hashApiKey(key),
+      scopes,
+      status: 'active',
+      rotatedAt: null,
+      revokedAt: null,
+    });
+    await em.flush();
+    return { ...view(row), key };
+  }
+
+  async list(workspaceId: string): Promise<KeyView[]> {
+    const rows = await this.em.fork().find(ApiKey, { workspaceId }, { orderBy: { createdAt: 'asc', id: 'asc' } });
+    return rows.map(view);
+  }
+
+  /** New secret for the same key; the old one answers `revoked_api_key` from the commit on. */
+  async rotate(keyId: string): Promise<{ id: string; key: string; prefix: string }> {
+    const key = generateApiKey();
+    await this.em.fork().transactional(async (em) => {
+      const row = await em.findOne(ApiKey, { id: keyId }, { lockMode: 4 /* pessimistic write */ });
+      if (!row) throw new ApiError(404, 'not_found', `No API key with id '${keyId}'`);
+      if (row.status !== 'active') throw new ApiError(409, 'key_revoked', `API key '${keyId}' is deleted and cannot be rotated`);
+      em.create(RetiredKeySecret, { secretHash: row.secretHash, keyId: row.id });
+      row.secretHash = hashApiKey(key);
+      row.prefix = displayPrefix(key);
+      row.rotatedAt = new Date();
+      await em.flush();
+      await em.execute('select pg_notify(?, ?)', [KEY_CHANGES_CHANNEL, row.id]);
+    });
+    this.cache?.clear();
+    return { id: keyId, key, prefix: displayPrefix(key) };
+  }
+
+  /** Permanent revocation: requests with the key answer `revoked_api_key` from the commit on. */
+  async delete(keyId: string): Promise<void> {
+    await this.em.fork().transactional(async (em) => {
+      const row = await em.findOne(ApiKey, { id: keyId }, { lockMode: 4 });
+      if (!row) throw new ApiError(404, 'not_found', `No API key with id '${keyId}'`);
+      if (row.status === 'revoked') return;
+      row.status = 'revoked';
+      row.revokedAt = new Date();
+      await em.flush();
+      await em.execute('select pg_notify(?, ?)', [KEY_CHANGES_CHANNEL, row.id]);
+    });
+    this.cache?.clear();
+  }
+
+  /** Looks a presented key up by its hash. The caller has already checked the format. */
+  async lookup(presented: string): Promise<KeyLookup> {
+    const hash = hashApiKey(presented);
+    const cached = this.cache?.get(hash);
+    if (cached) return cached;
+    const generation = this.cache?.generation();
+    const result = await this.lookupUncached(hash);
+    if (result.kind !== 'unknown') this.cache?.set(hash, result, generation);
+    return result;
+  }
+
+  private async lookupUncached(hash: string): Promise<KeyLookup> {
+    const em = this.em.fork();
+    const row = await em.findOne(ApiKey, { secretHash: hash });
+    if (row && sameHash(row.secretHash, hash)) {
+      if (row.status !== 'active') return { kind: 'revoked' };
+      return { kind: 'active', key: { id: row.id, workspaceId: row.workspaceId, scopes: new Set(row.scopes) } };
+    }
+    const retired = await em.findOne(RetiredKeySecret, { secretHash: hash });
+    if (retired && sameHash(retired.secretHash, hash)) return { kind: 'revoked' };
+    return { kind: 'unknown' };
+  }
+}

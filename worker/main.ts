@@ -1,0 +1,20 @@
+// Production worker entry: one process, configured by env (TEMPORAL_ADDRESS and DATABASE_URL required).
+import { DEFAULT_DATABASE_URL, loadConfig } from '../core/config';
+import { startWorkerRuntime } from './runtime';
+
+async function main() {
+  const config = loadConfig();
+  if (!config.TEMPORAL_ADDRESS) throw new Error('TEMPORAL_ADDRESS is required for the worker process (npm start embeds a dev server instead)');
+  const rt = await startWorkerRuntime(config, {
+    databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL,
+    temporalAddress: config.TEMPORAL_ADDRESS,
+  });
+  console.log(`[concierge] worker polling task queue '${config.TEMPORAL_TASK_QUEUE}' on ${config.TEMPORAL_ADDRESS}`);
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void rt.close().then(() => process.exit(0)));
+  await rt.running;
+}
+
+main().catch((err) => {
+  console.error(`[concierge] worker failed: ${err instanceof Error ? err.message : err}`);
+  process.exit(1);
+});

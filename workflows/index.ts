@@ -1,0 +1,2 @@
+// Every workflow type the worker registers. Deterministic code only: see eslint.config.mjs.
+export { purgeExpiredWorkflow } from './maintenance';

@@ -1,0 +1,79 @@
+import { Redis } from 'ioredis';
+import { Pool } from 'pg';
+import type { RateStore } from '../../core/ratelimit';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+
+let db: TestDatabase;
+let redis: Redis;
+let pool: Pool;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  redis = new Redis(process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', { lazyConnect: true });
+  await redis.connect();
+  pool = new Pool({ connectionString: db.url, max: 4 });
+});
+afterAll(async () => {
+  redis.disconnect();
+  await pool.end();
+  await db.drop();
+});
+
+const WINDOW_SECONDS = 2;
+const get = (t: TestApp, key: string) => t.app.inject({ method: 'GET', url: '/api/v1/kb/folders', headers: bearer(key) });
+
+describe.each([
+  ['Redis', (): RateStore => ({ kind: 'redis', client: redis })],
+  ['PostgreSQL', (): RateStore => ({ kind: 'postgres', pool })],
+])('rate limits shared by two API processes through %s', (_name, store) => {
+  let a: TestApp;
+  let b: TestApp;
+  beforeAll(async () => {
+    const opts = { orm: db.orm, databaseUrl: db.url, rateStore: store(), perKey: 4, perWorkspace: 6, windowSeconds: WINDOW_SECONDS };
+    a = await startTestApp(opts);
+    b = await startTestApp(opts);
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+  });
+
+  test('per key: the limit holds across both processes, 429 + Retry-After, then success after the window', async () => {
+    const ws = await createWorkspace(db.orm);
+    const { key } = await createKey(a.services, ws, ['kb:read']);
+    const codes = [];
+    for (let i = 0; i < 6; i++) codes.push((await get(i % 2 ? b : a, key)).statusCode);
+    expect(codes).toEqual([200, 200, 200, 200, 429, 429]);
+    const limited = await get(a, key);
+    expect(limited.json().error).toBe('rate_limited');
+    const retryAfter = Number(limited.headers['retry-after']);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(WINDOW_SECONDS);
+    await new Promise((r) => setTimeout(r, retryAfter * 1000 + 100));
+    expect((await get(b, key)).statusCode).toBe(200);
+  });
+
+  test('per workspace: keys of one workspace share its budget; another workspace is unaffected', async () => {
+    const ws = await createWorkspace(db.orm);
+    const k1 = (await createKey(a.services, ws, ['kb:read'])).key;
+    const k2 = (await createKey(a.services, ws, ['kb:read'])).key;
+    const codes = [];
+    for (let i = 0; i < 4; i++) codes.push((await get(a, k1)).statusCode);
+    for (let i = 0; i < 3; i++) codes.push((await get(b, k2)).statusCode);
+    expect(codes).toEqual([200, 200, 200, 200, 200, 200, 429]);
+    const limited = await get(b, k2);
+    expect(limited.headers['x-ratelimit-limit']).toBe('6');
+    expect(limited.json().message).toMatch(/workspace/);
+    const other = await createWorkspace(db.orm);
+    expect((await get(a, (await createKey(a.services, other, ['kb:read'])).key)).statusCode).toBe(200);
+  });
+
+  test('concurrent requests never exceed the limit', async () => {
+    const ws = await createWorkspace(db.orm);
+    const { key } = await createKey(a.services, ws, ['kb:read']);
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => get(i % 2 ? a : b, key)));
+    expect(results.filter((r) => r.statusCode === 200)).toHaveLength(4);
+    expect(results.filter((r) => r.statusCode === 429)).toHaveLength(8);
+  });
+});

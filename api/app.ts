@@ -10,6 +10,7 @@ import { idempotencyPlugin } from './plugins/idempotency';
 import { openapiPlugin } from './plugins/openapi';
 import { folderRoutes } from './routes/kb/folders';
 import { healthRoutes } from './routes/health';
+import { plannedRoutes } from './routes/planned';
 
 export interface AppDeps {
   services: Services;
@@ -57,5 +58,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(healthRoutes);
   await app.register(folderRoutes);
+  await app.register(plannedRoutes);
   return app;
 }

@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import type { Config } from '../core/config';
 import { openDatabase } from '../core/db/orm';
 import { createServices } from '../core/services';
@@ -12,7 +12,7 @@ let runtimeInstalled = false;
 export async function startWorkerRuntime(config: Config, opts: { databaseUrl: string; temporalAddress: string }) {
   if (!runtimeInstalled) {
     runtimeInstalled = true;
-    Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+    Runtime.install({ logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'DEBUG' : 'WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
   }
   const orm = await openDatabase(opts.databaseUrl);
   const connection = await NativeConnection.connect({ address: opts.temporalAddress });

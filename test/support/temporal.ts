@@ -1,0 +1,54 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import type { ActivityDeps } from '../../activities';
+import { createWorker } from '../../worker/worker';
+
+export const HISTORIES_DIR = path.resolve(__dirname, '../replay/histories');
+
+let runtimeInstalled = false;
+/** Worker logs at WARN and above only, so test output shows what matters. */
+export function installQuietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
+}
+
+/** The run's shared dev server (see global-setup.ts), a client, and a worker on a task queue of this file's own. */
+export async function startTestWorker(deps: ActivityDeps): Promise<{ client: Client; worker: Worker; taskQueue: string; close(): Promise<void> }> {
+  const address = process.env.TEST_TEMPORAL_ADDRESS;
+  const bundle = process.env.TEST_WORKFLOW_BUNDLE;
+  if (!address || !bundle) throw new Error('Temporal test server not started: run the tests through jest (global-setup.ts)');
+  installQuietRuntime();
+  const taskQueue = `test-${randomBytes(6).toString('hex')}`;
+  const nativeConnection = await NativeConnection.connect({ address });
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
+  const worker = await createWorker({ connection: nativeConnection, namespace: 'default', taskQueue, deps, workflowBundle: { codePath: bundle } });
+  const running = worker.run();
+  return {
+    client,
+    worker,
+    taskQueue,
+    close: async () => {
+      worker.shutdown();
+      await running;
+      await connection.close();
+      await nativeConnection.close();
+    },
+  };
+}
+
+/**
+ * With RECORD_HISTORIES=1, stores a finished workflow's history as a replay fixture
+ * (test/replay/histories/NAME.json). Run when a workflow changes on purpose.
+ */
+export async function maybeRecordHistory(client: Client, workflowId: string, name: string): Promise<void> {
+  if (!process.env.RECORD_HISTORIES) return;
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  fs.mkdirSync(HISTORIES_DIR, { recursive: true });
+  fs.writeFileSync(path.join(HISTORIES_DIR, `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 2)}\n`);
+}

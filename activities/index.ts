@@ -3,7 +3,7 @@ import type { Services } from '../core/services';
 
 export interface ActivityDeps {
   em: EntityManager;
-  services: Pick<Services, 'idempotency'>;
+  services: Pick<Services, 'idempotency' | 'deliveries'>;
 }
 
 /** Every activity, closed over its dependencies: the worker wires real ones, tests their own. */
@@ -24,6 +24,16 @@ export function createActivities(deps: ActivityDeps) {
         [Date.now() - 3_600_000],
       );
       return Number(rows[0]?.n ?? 0);
+    },
+
+    /** One webhook delivery attempt: one signed POST of the stored body, logged. */
+    async attemptWebhookDelivery(input: { deliveryId: string; run: number; attempt: number }) {
+      return deps.services.deliveries.attempt(input.deliveryId, input.run, input.attempt);
+    },
+
+    /** Settles a delivery run and updates its subscription's failure accounting. */
+    async recordWebhookOutcome(input: { deliveryId: string; run: number; delivered: boolean; error: string | null }) {
+      return deps.services.deliveries.recordOutcome(input.deliveryId, input.run, input.delivered, input.error);
     },
   };
 }

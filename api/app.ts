@@ -11,6 +11,7 @@ import { openapiPlugin } from './plugins/openapi';
 import { folderRoutes } from './routes/kb/folders';
 import { healthRoutes } from './routes/health';
 import { plannedRoutes } from './routes/planned';
+import { webhookRoutes } from './routes/webhooks/subscriptions';
 
 export interface AppDeps {
   services: Services;
@@ -58,6 +59,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(healthRoutes);
   await app.register(folderRoutes);
+  await app.register(webhookRoutes);
   await app.register(plannedRoutes);
   return app;
 }

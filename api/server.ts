@@ -3,7 +3,7 @@ import { KeyCache } from '../core/auth/key-cache';
 import type { Config } from '../core/config';
 import { openDatabase, type Orm } from '../core/db/orm';
 import { createRequestLimits, openRateStore } from '../core/ratelimit';
-import { createServices } from '../core/services';
+import { createServices, serviceOptionsFromConfig } from '../core/services';
 import { buildApp, loggerOptions } from './app';
 import pino from 'pino';
 
@@ -16,7 +16,7 @@ export interface ApiServer {
 /** Everything one API process needs, wired from config: database, key cache, limits, app. */
 export async function createApiServer(
   config: Config,
-  opts: { databaseUrl: string; rateStore: 'memory' | 'redis' | 'postgres'; logger?: boolean },
+  opts: { databaseUrl: string; rateStore: 'memory' | 'redis' | 'postgres'; embedded: boolean; logger?: boolean },
 ): Promise<ApiServer> {
   const log = pino({ level: config.LOG_LEVEL });
   const orm = await openDatabase(opts.databaseUrl);
@@ -24,7 +24,7 @@ export async function createApiServer(
   await keyCache.start();
   const rate = await openRateStore(opts.rateStore, { redisUrl: config.REDIS_URL, databaseUrl: opts.databaseUrl });
   const limits = await createRequestLimits(rate.store, config.RATE_LIMIT_PER_KEY, config.RATE_LIMIT_PER_WORKSPACE);
-  const services = createServices(orm.em, { keyCache, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS });
+  const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded, keyCache }));
   const app = await buildApp({
     services,
     limits,

@@ -3,12 +3,12 @@
 import { parseArgs } from 'node:util';
 import { parseScopes } from '../core/auth/api-keys';
 import { ALL_SCOPES } from '../core/auth/scopes';
-import { dataDir, loadConfig } from '../core/config';
+import { dataDir, loadConfig, type Config } from '../core/config';
 import { Workspace } from '../core/db/entities';
 import { openDatabase, type Orm } from '../core/db/orm';
 import { ApiError } from '../core/errors';
 import { newId } from '../core/ids';
-import { createServices } from '../core/services';
+import { createServices, serviceOptionsFromConfig } from '../core/services';
 import { resolveDatabaseUrl } from '../infra/postgres';
 
 const USAGE = `usage: npm run -s admin -- <command>
@@ -27,7 +27,7 @@ function need(value: string | undefined, flag: string): string {
   return value;
 }
 
-async function run(orm: Orm, argv: string[]): Promise<unknown> {
+async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -35,7 +35,7 @@ async function run(orm: Orm, argv: string[]): Promise<unknown> {
     options: { name: { type: 'string' }, workspace: { type: 'string' }, scopes: { type: 'string' } },
   });
   const [area, action, target] = positionals;
-  const services = createServices(orm.em, { idempotencyTtlHours: 24 });
+  const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: true }));
   switch (`${area ?? ''} ${action ?? ''}`) {
     case 'workspace create': {
       const name = need(values.name, 'name');
@@ -76,7 +76,7 @@ async function main() {
   let orm: Orm | null = null;
   try {
     orm = await openDatabase(await resolveDatabaseUrl(config.DATABASE_URL, dataDir(config)));
-    const result = await run(orm, argv);
+    const result = await run(orm, config, argv);
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } catch (err) {
     if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {

@@ -46,7 +46,7 @@ async function main() {
       say(`Temporal: ${temporalAddress}`);
     }
 
-    const worker = await startWorkerRuntime(config, { databaseUrl: db.url, temporalAddress });
+    const worker = await startWorkerRuntime(config, { databaseUrl: db.url, temporalAddress, embedded: true });
     stops.push(worker.close);
     worker.running.catch((err) => {
       console.error('[concierge] worker stopped:', err);
@@ -54,7 +54,7 @@ async function main() {
     });
 
     const rateStore = rateLimitStoreKind(config, 'memory');
-    const api = await createApiServer(config, { databaseUrl: db.url, rateStore });
+    const api = await createApiServer(config, { databaseUrl: db.url, rateStore, embedded: true });
     stops.push(api.close);
     const port = process.env.PORT ? config.PORT : await pickPort(config.HOST, config.PORT);
     await api.app.listen({ host: config.HOST, port });

@@ -36,6 +36,21 @@ export const configSchema = z.object({
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   /** How long an Idempotency-Key's stored response is replayed. */
   IDEMPOTENCY_TTL_HOURS: positiveInt(24),
+  /** AES-256-GCM key for secrets at rest (64 hex or base64 of 32 bytes). Unset: generated into the data directory. */
+  CONCIERGE_ENCRYPTION_KEY: optionalString,
+  /** Private ranges webhooks may still reach (self-hosting, tests): comma-separated CIDRs. */
+  CONCIERGE_WEBHOOK_ALLOW_CIDRS: z.preprocess(emptyToUndefined, z.string().default('')),
+  /** The five waits between the six delivery attempts, in milliseconds. */
+  CONCIERGE_WEBHOOK_BACKOFF_MS: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .default('1000,2000,4000,8000,16000')
+      .transform((s) => s.split(',').map((x) => Number(x.trim())))
+      .refine((a) => a.length === 5 && a.every((n) => Number.isInteger(n) && n >= 0), 'must be five non-negative integers, comma-separated'),
+  ),
+  /** Time-out of one delivery attempt, in milliseconds. */
+  CONCIERGE_WEBHOOK_TIMEOUT_MS: positiveInt(10_000),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -8,6 +8,7 @@ async function main() {
   const rt = await startWorkerRuntime(config, {
     databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL,
     temporalAddress: config.TEMPORAL_ADDRESS,
+    embedded: false,
   });
   console.log(`[concierge] worker polling task queue '${config.TEMPORAL_TASK_QUEUE}' on ${config.TEMPORAL_ADDRESS}`);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void rt.close().then(() => process.exit(0)));

@@ -1,25 +1,33 @@
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
+import pino from 'pino';
 import type { Config } from '../core/config';
 import { openDatabase } from '../core/db/orm';
-import { createServices } from '../core/services';
+import { createServices, serviceOptionsFromConfig } from '../core/services';
+import { OutboxDispatcher } from './outbox-dispatcher';
 import { ensureSchedules } from './schedules';
+import { ensureSearchAttributes } from './search-attributes';
 import { createWorker } from './worker';
 
 let runtimeInstalled = false;
 
-/** A worker process's pieces: database, Temporal connection, schedules, the worker itself. */
-export async function startWorkerRuntime(config: Config, opts: { databaseUrl: string; temporalAddress: string }) {
+/** A worker process's pieces: database, Temporal connection, schedules, the outbox relay, the worker itself. */
+export async function startWorkerRuntime(config: Config, opts: { databaseUrl: string; temporalAddress: string; embedded: boolean }) {
   if (!runtimeInstalled) {
     runtimeInstalled = true;
-    Runtime.install({ logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'DEBUG' : 'WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+    Runtime.install({
+      logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'DEBUG' : 'WARN'),
+      telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } },
+    });
   }
+  const log = pino({ level: config.LOG_LEVEL });
   const orm = await openDatabase(opts.databaseUrl);
   const connection = await NativeConnection.connect({ address: opts.temporalAddress });
   const clientConnection = await Connection.connect({ address: opts.temporalAddress });
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+  await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
   await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE);
-  const services = createServices(orm.em, { idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS });
+  const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded }));
   const worker = await createWorker({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
@@ -27,11 +35,18 @@ export async function startWorkerRuntime(config: Config, opts: { databaseUrl: st
     deps: { em: orm.em, services },
   });
   const running = worker.run();
+  const dispatcher = new OutboxDispatcher(opts.databaseUrl, services.deliveries, client, {
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS,
+    timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS,
+  }, log);
+  await dispatcher.start();
   return {
     worker,
     client,
     running,
     close: async () => {
+      await dispatcher.stop();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
       await clientConnection.close();

@@ -1,2 +1,3 @@
 // Every workflow type the worker registers. Deterministic code only: see eslint.config.mjs.
 export { purgeExpiredWorkflow } from './maintenance';
+export { webhookDeliveryWorkflow } from './webhook-delivery';

@@ -6,13 +6,33 @@ import { Workspace } from '../../core/db/entities';
 import type { Orm } from '../../core/db/orm';
 import { newId } from '../../core/ids';
 import { createRequestLimits, type RateStore } from '../../core/ratelimit';
-import { createServices, type Services } from '../../core/services';
+import { createServices, type ServiceOptions, type Services } from '../../core/services';
+import { SecretBox } from '../../core/crypto/secret-box';
+import { policyFromCidrs } from '../../core/net/ssrf';
+import { createTestPki } from './tls';
+import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 
 export interface TestApp {
   app: FastifyInstance;
   services: Services;
   close(): Promise<void>;
+}
+
+/** One encryption key per test process: every service built here can open every secret. */
+const testBox = new SecretBox(randomBytes(32));
+
+/**
+ * Services as a test process builds them: a per-process encryption key; webhook
+ * deliveries may reach loopback (the test receivers) and trust the test CA.
+ */
+export function testServiceOptions(overrides: Partial<ServiceOptions> = {}): ServiceOptions {
+  return {
+    idempotencyTtlHours: 24,
+    box: testBox,
+    sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 2_000, ca: createTestPki().ca },
+    ...overrides,
+  };
 }
 
 /**
@@ -27,12 +47,19 @@ export async function startTestApp(opts: {
   perWorkspace?: number;
   windowSeconds?: number;
   bodyLimitBytes?: number;
+  serviceOptions?: Partial<ServiceOptions>;
 }): Promise<TestApp> {
   const keyCache = new KeyCache(opts.databaseUrl, pino({ level: 'silent' }));
   await keyCache.start();
   const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds);
-  const services = createServices(opts.orm.em, { keyCache, idempotencyTtlHours: 24 });
-  const app = await buildApp({ services, limits, bodyLimitBytes: opts.bodyLimitBytes ?? 1024 * 1024 });
+  const services = createServices(opts.orm.em, testServiceOptions({ keyCache, ...opts.serviceOptions }));
+  const app = await buildApp({
+    services,
+    limits,
+    bodyLimitBytes: opts.bodyLimitBytes ?? 1024 * 1024,
+    // TEST_LOG=debug shows the app's logs (5xx details included) while debugging a test.
+    logger: process.env.TEST_LOG ? { level: process.env.TEST_LOG } : false,
+  });
   await app.ready();
   return {
     app,

@@ -6,6 +6,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import type { ActivityDeps } from '../../activities';
 import { createWorker } from '../../worker/worker';
+import { ensureSearchAttributes } from '../../worker/search-attributes';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../replay/histories');
 
@@ -27,6 +28,7 @@ export async function startTestWorker(deps: ActivityDeps): Promise<{ client: Cli
   const nativeConnection = await NativeConnection.connect({ address });
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
+  await ensureSearchAttributes(connection, 'default');
   const worker = await createWorker({ connection: nativeConnection, namespace: 'default', taskQueue, deps, workflowBundle: { codePath: bundle } });
   const running = worker.run();
   return {

@@ -1,5 +1,6 @@
 import { ScheduleNotFoundError } from '@temporalio/client';
 import { createServices } from '../../core/services';
+import { testServiceOptions } from '../support/app';
 import { purgeExpiredWorkflow } from '../../workflows';
 import { ensureSchedules, PURGE_SCHEDULE_ID } from '../../worker/schedules';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -12,7 +13,7 @@ let ws: string;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  tw = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, { idempotencyTtlHours: 24 }) });
+  tw = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, testServiceOptions()) });
   ws = await createWorkspace(db.orm);
 });
 afterAll(async () => {

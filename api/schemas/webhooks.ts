@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import { SUBSCRIBABLE_EVENTS } from '../../core/webhooks/events';
+
+const Timestamp = z.string().meta({ format: 'date-time' });
+const EventName = z.enum(SUBSCRIBABLE_EVENTS);
+
+export const WebhookUrl = z.string().min(1).max(2048).meta({
+  description: 'https URL of a public host; refused with 400 invalid_url when not https or when the host is or resolves to a private, loopback, link-local or otherwise reserved address',
+  example: 'https://example.com/hooks/concierge',
+});
+
+export const Subscription = z
+  .object({
+    id: z.string().meta({ example: 'whk_5d1c2b3a4f5e6d7c8b9a0f1e' }),
+    url: z.string(),
+    events: z.array(EventName),
+    status: z.enum(['active', 'disabled']),
+    consecutive_failures: z.number().int(),
+    last_error: z.string().nullable(),
+    last_failed_at: Timestamp.nullable(),
+    last_delivered_at: Timestamp.nullable(),
+    disabled_reason: z.string().nullable(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: 'WebhookSubscription' });
+
+export const SubscriptionWithSecret = Subscription.extend({
+  secret: z.string().meta({ description: 'Signing secret `whsec_…`: returned only here, at creation and at rotation. The HMAC key is the whole string.' }),
+}).meta({ id: 'WebhookSubscriptionWithSecret' });
+
+export const SubscriptionUpdateResult = Subscription.extend({
+  secret: z.string().optional().meta({ description: 'Present only when rotate_secret was true: the new secret, shown once' }),
+});
+
+export const SubscriptionList = z.object({ subscriptions: z.array(Subscription) }).meta({ id: 'WebhookSubscriptionList' });
+
+export const CreateSubscriptionBody = z
+  .object({
+    url: WebhookUrl,
+    events: z.array(EventName).min(1).meta({ description: 'Non-empty subset of message.inbound, message.status' }),
+  })
+  .strict();
+
+export const UpdateSubscriptionBody = z
+  .object({
+    url: WebhookUrl.optional(),
+    events: z.array(EventName).min(1).optional(),
+    status: z.enum(['active', 'disabled']).optional().meta({ description: '`active` re-enables and clears the failure counter; `disabled` pauses' }),
+    rotate_secret: z.boolean().optional().meta({ description: 'true issues a new secret (returned once); the old one stops signing at once' }),
+  })
+  .strict()
+  .refine((b) => Object.keys(b).length > 0, 'body: at least one of url, events, status, rotate_secret');
+
+export const TestResult = z
+  .object({
+    delivered: z.boolean(),
+    status: z.number().int().meta({ description: "The subscriber's HTTP status; 0 when it never answered" }),
+    error: z.string().optional().meta({ description: 'The transport error, when status is 0' }),
+  })
+  .meta({ id: 'WebhookTestResult' });
+
+export const Delivery = z
+  .object({
+    id: z.string().meta({ description: 'Also the X-Concierge-Delivery header, identical on every attempt and retry' }),
+    event_id: z.string(),
+    event_type: z.string(),
+    subscription_id: z.string(),
+    status: z.enum(['pending', 'delivered', 'failed']),
+    attempt_count: z.number().int(),
+    last_status_code: z.number().int().nullable(),
+    last_error: z.string().nullable(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    completed_at: Timestamp.nullable(),
+  })
+  .meta({ id: 'WebhookDelivery' });
+
+export const Attempt = z.object({
+  run: z.number().int().meta({ description: '1 for the original delivery; +1 for each retry or replay' }),
+  attempt: z.number().int(),
+  started_at: Timestamp,
+  status_code: z.number().int().nullable(),
+  error: z.string().nullable(),
+  latency_ms: z.number().int(),
+  response_body: z.string().nullable().meta({ description: 'First 1 KB of the response body' }),
+});
+
+export const DeliveryDetail = Delivery.extend({
+  attempts: z.array(Attempt),
+  payload: z.unknown().meta({ description: 'The event envelope exactly as delivered: {id, event, created_at, data}' }),
+}).meta({ id: 'WebhookDeliveryDetail' });
+
+export const DeliveryList = z.object({ deliveries: z.array(Delivery), next_cursor: z.string().nullable() }).meta({ id: 'WebhookDeliveryList' });
+
+export const ListDeliveriesQuery = z.object({
+  status: z.enum(['pending', 'delivered', 'failed']).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().min(1).max(500).optional(),
+});
+
+export const DeliveryParams = z.object({ id: z.string().min(1).max(100), delivery_id: z.string().min(1).max(100) });
+
+export const ReplayBody = z
+  .object({
+    since: z.iso.datetime({ offset: true }).meta({ description: 'Inclusive' }),
+    until: z.iso.datetime({ offset: true }).meta({ description: 'Exclusive' }),
+  })
+  .strict()
+  .refine((b) => Date.parse(b.since) < Date.parse(b.until), { message: 'must be after since', path: ['until'] });
+
+export const ReplayResult = z.object({ replayed: z.number().int(), delivery_ids: z.array(z.string()) }).meta({ id: 'WebhookReplayResult' });

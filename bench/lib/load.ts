@@ -1,0 +1,140 @@
+import autocannon from 'autocannon';
+import type { FastifyInstance } from 'fastify';
+import type { AddressInfo } from 'node:net';
+import type { RunStats, TargetSummary } from './types';
+
+function envNumber(name: string, fallback: number, min: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < min) throw new Error(`${name}=${raw}: expected a number >= ${min}`);
+  return value;
+}
+
+/** Load settings shared by every section, from the environment. */
+export interface LoadSettings {
+  /** Length of each measured run (BENCH_DURATION_SECONDS, default 10). */
+  durationSeconds: number;
+  /** Length of the unmeasured warm-up each server gets first (BENCH_WARMUP_SECONDS, default 2). */
+  warmupSeconds: number;
+  /** Concurrent keep-alive connections (BENCH_CONNECTIONS, default 10). */
+  connections: number;
+  /** Measured runs per server (BENCH_ROUNDS, default 2). */
+  rounds: number;
+}
+
+export function loadSettings(): LoadSettings {
+  return {
+    durationSeconds: envNumber('BENCH_DURATION_SECONDS', 10, 1),
+    warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 2, 0),
+    connections: Math.round(envNumber('BENCH_CONNECTIONS', 10, 1)),
+    rounds: Math.round(envNumber('BENCH_ROUNDS', 2, 1)),
+  };
+}
+
+/** Listens on a random port of 127.0.0.1 and returns the base URL. */
+export async function listen(app: FastifyInstance): Promise<string> {
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.server.address() as AddressInfo;
+  return `http://127.0.0.1:${port}`;
+}
+
+export interface LoadTarget {
+  name: string;
+  url: string;
+  headers?: Record<string, string>;
+}
+
+/**
+ * One autocannon run. The load generator runs in a worker thread (`workers: 1`), so it
+ * never shares an event loop with the server it measures (both live in this process).
+ * Throws unless every response was a 2xx: a benchmark of 401s or 429s is worthless.
+ */
+export async function runLoad(target: LoadTarget, opts: { seconds: number; connections: number; round: number }): Promise<RunStats> {
+  const result = await autocannon({
+    url: target.url,
+    headers: target.headers,
+    connections: opts.connections,
+    duration: opts.seconds,
+    workers: 1,
+  });
+  const statusCodes: Record<string, number> = {};
+  for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat?.count ?? 0;
+  const twoXx = result['2xx'];
+  const completed = result.requests.total;
+  const what = opts.round === 0 ? 'warm-up' : `round ${opts.round}`;
+  if (result.errors || result.timeouts || result.non2xx || twoXx === 0 || twoXx !== completed) {
+    throw new Error(
+      `${target.name} (${what}): expected only 2xx responses, got ${JSON.stringify(statusCodes)} ` +
+        `(2xx ${twoXx} of ${completed} completed, non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts})`,
+    );
+  }
+  return {
+    target: target.name,
+    round: opts.round,
+    // autocannon stops on its first one-second sample after the duration, so a run can last a second longer.
+    durationSeconds: result.duration,
+    connections: opts.connections,
+    // autocannon's mean of its one-second samples (≈ total / duration).
+    requestsPerSec: result.requests.mean,
+    latencyP50Ms: result.latency.p50,
+    latencyP99Ms: result.latency.p99,
+    latencyMeanMs: result.latency.average,
+    totalRequests: completed,
+    statusCodes,
+  };
+}
+
+export function formatRun(s: RunStats): string {
+  const what = s.round === 0 ? 'warm-up' : `round ${s.round}`;
+  return (
+    `  ${s.target.padEnd(16)} ${what.padEnd(8)} ${s.requestsPerSec.toFixed(0).padStart(7)} req/s  ` +
+    `p50 ${s.latencyP50Ms.toFixed(1).padStart(6)} ms  p99 ${s.latencyP99Ms.toFixed(1).padStart(6)} ms  ` +
+    `(${s.totalRequests} requests in ${s.durationSeconds.toFixed(1)} s, all 2xx)`
+  );
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/**
+ * Runs every target `rounds` times after a warm-up each, alternating the order: even
+ * rounds go first to last, odd rounds last to first (A B C, C B A, ...). Over each
+ * pair of rounds every target's mean position is the same, so a machine that speeds up
+ * or slows down during the run (thermal, a neighbour, autovacuum) weighs on all of them
+ * alike. The figure that counts is the mean over the rounds; the best is reported too.
+ */
+export async function measureInterleaved(
+  targets: LoadTarget[],
+  settings: LoadSettings,
+  log: (line: string) => void,
+): Promise<{ runs: RunStats[]; summaries: TargetSummary[] }> {
+  // Warm-ups are kept (round 0) for the record but left out of the summaries.
+  const runs: RunStats[] = [];
+  if (settings.warmupSeconds > 0) {
+    for (const t of targets) {
+      const s = await runLoad(t, { seconds: settings.warmupSeconds, connections: settings.connections, round: 0 });
+      runs.push(s);
+      log(formatRun(s));
+    }
+  }
+  for (let round = 1; round <= settings.rounds; round++) {
+    const order = round % 2 === 1 ? targets : [...targets].reverse();
+    for (const t of order) {
+      const s = await runLoad(t, { seconds: settings.durationSeconds, connections: settings.connections, round });
+      runs.push(s);
+      log(formatRun(s));
+    }
+  }
+  const summaries = targets.map((t): TargetSummary => {
+    const mine = runs.filter((r) => r.target === t.name && r.round > 0);
+    return {
+      target: t.name,
+      rounds: mine.length,
+      meanRequestsPerSec: mean(mine.map((r) => r.requestsPerSec)),
+      bestRequestsPerSec: Math.max(...mine.map((r) => r.requestsPerSec)),
+      meanLatencyP50Ms: mean(mine.map((r) => r.latencyP50Ms)),
+      meanLatencyP99Ms: mean(mine.map((r) => r.latencyP99Ms)),
+    };
+  });
+  return { runs, summaries };
+}

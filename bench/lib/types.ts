@@ -1,0 +1,55 @@
+/** What one autocannon run against one server measured. */
+export interface RunStats {
+  /** Which server (e.g. 'baseline', 'authed-memory'). */
+  target: string;
+  /** 1-based round number; 0 for a warm-up. */
+  round: number;
+  durationSeconds: number;
+  connections: number;
+  /** autocannon's mean of the per-second request counts. */
+  requestsPerSec: number;
+  latencyP50Ms: number;
+  latencyP99Ms: number;
+  latencyMeanMs: number;
+  totalRequests: number;
+  statusCodes: Record<string, number>;
+}
+
+/** The per-target aggregate over every measured round. */
+export interface TargetSummary {
+  target: string;
+  rounds: number;
+  /** Mean of the rounds' requests/s: the figure the ratios use. */
+  meanRequestsPerSec: number;
+  bestRequestsPerSec: number;
+  meanLatencyP50Ms: number;
+  meanLatencyP99Ms: number;
+}
+
+/** One "subject vs baseline" line of the summary. */
+export interface Comparison {
+  name: string;
+  subject: string;
+  baseline: string;
+  subjectRequestsPerSec: number;
+  baselineRequestsPerSec: number;
+  /** subjectRequestsPerSec / baselineRequestsPerSec (means over the rounds). */
+  ratio: number;
+  /** The same ratio within each round (adjacent runs): its spread shows how noisy the machine was. */
+  roundRatios: number[];
+  /** The ratio of the best rounds (noise only ever slows a run, so best/best is the other fair estimate). */
+  bestRatio: number;
+  /** The ratio must be at least this. */
+  target: number;
+  pass: boolean;
+}
+
+/** What each benchmark section returns to bench/run.ts. */
+export interface Result {
+  section: string;
+  description: string;
+  settings: Record<string, unknown>;
+  runs: RunStats[];
+  targets: TargetSummary[];
+  comparisons: Comparison[];
+}

@@ -1,0 +1,72 @@
+// `npm run bench`: runs each benchmark section in turn, prints a summary and writes
+// bench/results/latest.json. Settings come from the environment (bench/lib/load.ts):
+// BENCH_DURATION_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10),
+// BENCH_ROUNDS (2), BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section;
+// BENCH_STRICT=1 exits 1 when a ratio misses its target.
+//
+// To add a section (webhooks, KB indexing, search): write bench/<name>.ts exporting an
+// `async (log) => Result` and list it in SECTIONS.
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { benchAuthOverhead } from './auth-overhead';
+import type { Result } from './lib/types';
+
+const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Promise<Result> }> = [
+  { name: 'auth-overhead', run: benchAuthOverhead },
+];
+
+const fmt = (n: number, digits = 0) => n.toFixed(digits);
+
+function printSummary(results: Result[]): void {
+  console.log('\nSummary (mean over measured rounds)');
+  const header = ['section', 'target', 'rounds', 'req/s mean', 'req/s best', 'p50 ms', 'p99 ms'];
+  const rows = results.flatMap((r) =>
+    r.targets.map((t) => [r.section, t.target, String(t.rounds), fmt(t.meanRequestsPerSec), fmt(t.bestRequestsPerSec), fmt(t.meanLatencyP50Ms, 1), fmt(t.meanLatencyP99Ms, 1)]),
+  );
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(line(header));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const row of rows) console.log(line(row));
+  console.log('');
+  for (const r of results) {
+    for (const c of r.comparisons) {
+      console.log(
+        `${c.name}: ${c.subject} ${fmt(c.subjectRequestsPerSec)} req/s / ${c.baseline} ${fmt(c.baselineRequestsPerSec)} req/s ` +
+          `= ratio ${fmt(c.ratio, 2)} (target >= ${c.target}) ${c.pass ? 'ok' : 'BELOW TARGET'}` +
+          `  [per round: ${c.roundRatios.map((x) => fmt(x, 2)).join(', ')}; best/best: ${fmt(c.bestRatio, 2)}]`,
+      );
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const only = process.env.BENCH_ONLY;
+  const sections = only ? SECTIONS.filter((s) => s.name === only) : SECTIONS;
+  if (sections.length === 0) throw new Error(`BENCH_ONLY=${only}: no such section (have: ${SECTIONS.map((s) => s.name).join(', ')})`);
+
+  const results: Result[] = [];
+  for (const s of sections) {
+    console.log(`[bench] ${s.name}`);
+    const started = Date.now();
+    results.push(await s.run((line) => console.log(line)));
+    console.log(`[bench] ${s.name} done in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  }
+
+  printSummary(results);
+
+  const dir = path.join(__dirname, 'results');
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, 'latest.json');
+  const machine = { node: process.version, platform: `${os.platform()} ${os.release()}`, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model };
+  await writeFile(file, JSON.stringify({ finishedAt: new Date().toISOString(), machine, results }, null, 2) + '\n');
+  console.log(`\n[bench] results written to ${path.relative(process.cwd(), file)}`);
+
+  if (process.env.BENCH_STRICT === '1' && results.some((r) => r.comparisons.some((c) => !c.pass))) process.exitCode = 1;
+}
+
+main().catch((err: unknown) => {
+  console.error(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  process.exitCode = 1;
+});

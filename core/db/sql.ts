@@ -1,0 +1,7 @@
+/**
+ * A PostgreSQL array literal for a `?::text[]` binding. Knex expands a JS array in raw
+ * bindings into a list of values, so arrays travel as one literal instead.
+ */
+export function textArray(values: readonly string[]): string {
+  return `{${values.map((v) => `"${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`;
+}

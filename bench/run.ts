@@ -2,7 +2,8 @@
 // bench/results/latest.json. Settings come from the environment (bench/lib/load.ts):
 // BENCH_DURATION_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10),
 // BENCH_ROUNDS (2), BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section;
-// BENCH_STRICT=1 exits 1 when a ratio misses its target.
+// BENCH_STRICT=1 exits 1 when a ratio misses its target. Section-specific settings
+// (BENCH_WEBHOOK_*) are described at the top of the section's file.
 //
 // To add a section (webhooks, KB indexing, search): write bench/<name>.ts exporting an
 // `async (log) => Result` and list it in SECTIONS.
@@ -10,10 +11,12 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { benchAuthOverhead } from './auth-overhead';
+import { benchWebhookFanout } from './webhook-fanout';
 import type { Result } from './lib/types';
 
 const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Promise<Result> }> = [
   { name: 'auth-overhead', run: benchAuthOverhead },
+  { name: 'webhook-fanout', run: benchWebhookFanout },
 ];
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
@@ -33,7 +36,7 @@ function printSummary(results: Result[]): void {
   for (const r of results) {
     for (const c of r.comparisons) {
       console.log(
-        `${c.name}: ${c.subject} ${fmt(c.subjectRequestsPerSec)} req/s / ${c.baseline} ${fmt(c.baselineRequestsPerSec)} req/s ` +
+        `${c.name}: ${c.subject} ${fmt(c.subjectRequestsPerSec)} ${c.subjectUnit ?? 'req/s'} / ${c.baseline} ${fmt(c.baselineRequestsPerSec)} ${c.baselineUnit ?? 'req/s'} ` +
           `= ratio ${fmt(c.ratio, 2)} (target >= ${c.target}) ${c.pass ? 'ok' : 'BELOW TARGET'}` +
           `  [per round: ${c.roundRatios.map((x) => fmt(x, 2)).join(', ')}; best/best: ${fmt(c.bestRatio, 2)}]`,
       );

@@ -3,6 +3,8 @@ import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from '@fastify/type-provider-zod';
 import type { OpenAPIV3_1 } from 'openapi-types';
+import { z } from 'zod';
+import { DELIVERY_HEADERS, WEBHOOK_EVENTS } from '../schemas/webhooks';
 
 const DESCRIPTION = `Concierge server API. Authenticate with \`Authorization: Bearer sk_...\`; each operation names the
 scope it needs in \`x-required-scope\`. Errors are \`{error, message}\` plus documented extra fields.
@@ -64,5 +66,27 @@ function finish(raw: OpenAPIV3_1.Document, app: FastifyInstance): OpenAPIV3_1.Do
       op.security = [];
     }
   }
+  doc.webhooks = webhookPayloads();
   return doc;
+}
+
+/** What subscribers receive: OpenAPI 3.1's top-level `webhooks`, one entry per event type. */
+function webhookPayloads(): Record<string, OpenAPIV3_1.PathItemObject> {
+  const out: Record<string, OpenAPIV3_1.PathItemObject> = {};
+  for (const [event, schema] of Object.entries(WEBHOOK_EVENTS)) {
+    const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'output' }) as Record<string, unknown>;
+    delete json.$schema;
+    out[event] = {
+      post: {
+        operationId: `webhook_${event.replace('.', '_')}`,
+        summary: `Event ${event}`,
+        description: String(json.description ?? ''),
+        tags: ['Webhooks'],
+        parameters: Object.entries(DELIVERY_HEADERS).map(([name, description]) => ({ name, in: 'header' as const, required: true, description, schema: { type: 'string' } })),
+        requestBody: { required: true, content: { 'application/json': { schema: json as never } } },
+        responses: { '200': { description: 'Any 2xx acknowledges the delivery; anything else, a transport error or a 10 s time-out is a failed attempt (6 attempts: now, then after 1, 2, 4, 8 and 16 s)' } },
+      },
+    };
+  }
+  return out;
 }

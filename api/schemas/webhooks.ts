@@ -110,3 +110,63 @@ export const ReplayBody = z
   .refine((b) => Date.parse(b.since) < Date.parse(b.until), { message: 'must be after since', path: ['until'] });
 
 export const ReplayResult = z.object({ replayed: z.number().int(), delivery_ids: z.array(z.string()) }).meta({ id: 'WebhookReplayResult' });
+
+// Delivery payloads, documented under the OpenAPI document's top-level `webhooks`.
+const Media = z.object({
+  type: z.enum(['image', 'audio', 'video', 'document', 'voice']),
+  mime_type: z.string(),
+  url: z.string().meta({ description: 'Signed, expiring download link' }),
+  filename: z.string().optional(),
+  size: z.number().int().optional(),
+});
+
+const envelope = <T extends z.ZodType>(event: string, data: T, description: string) =>
+  z
+    .object({
+      id: z.string().meta({ description: 'Event id (evt_…); the same on every delivery of this event' }),
+      event: z.literal(event),
+      created_at: Timestamp,
+      data,
+    })
+    .meta({ description });
+
+export const WEBHOOK_EVENTS = {
+  'message.inbound': envelope(
+    'message.inbound',
+    z.object({
+      message_id: z.string(),
+      channel: z.literal('msgapp'),
+      from: z.string(),
+      to: z.string(),
+      text: z.string().nullable(),
+      profile_name: z.string().nullable(),
+      received_at: Timestamp,
+      media: z.array(Media).optional().meta({ description: 'Present for image, audio, document or voice notes' }),
+      media_error: z.string().optional().meta({ description: 'Why the media bytes could not be obtained' }),
+    }),
+    'A customer wrote in. Delivered whether or not an agent also answers.',
+  ),
+  'message.status': envelope(
+    'message.status',
+    z.object({
+      message_id: z.string(),
+      channel: z.literal('msgapp'),
+      status: z.enum(['sent', 'delivered', 'read', 'failed']),
+      conversation_id: z.string(),
+      occurred_at: Timestamp,
+      error: z.string().optional().meta({ description: "The provider's reason, for a failure" }),
+    }),
+    'A message sent through POST /api/v1/messages changed delivery state.',
+  ),
+  'webhook.test': envelope(
+    'webhook.test',
+    z.object({ subscription_id: z.string(), message: z.string() }),
+    'Sent only by POST /api/v1/webhook-subscriptions/{id}/test; cannot be subscribed to.',
+  ),
+} as const;
+
+export const DELIVERY_HEADERS = {
+  'X-Concierge-Signature': 't=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the whole whsec_ secret>; verify the raw bytes, reject |now - t| > 300 s, compare in constant time',
+  'X-Concierge-Event': 'The event type',
+  'X-Concierge-Delivery': 'Delivery id (dlv_…): identical on every attempt and retry; use it to deduplicate',
+} as const;

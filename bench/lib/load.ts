@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import type { RunStats, TargetSummary } from './types';
 
-function envNumber(name: string, fallback: number, min: number): number {
+export function envNumber(name: string, fallback: number, min: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);

@@ -42,6 +42,9 @@ export interface Comparison {
   /** The ratio must be at least this. */
   target: number;
   pass: boolean;
+  /** What the subject's and the baseline's rates count (default 'req/s'), e.g. 'deliveries/s'. */
+  subjectUnit?: string;
+  baselineUnit?: string;
 }
 
 /** What each benchmark section returns to bench/run.ts. */
@@ -52,4 +55,6 @@ export interface Result {
   runs: RunStats[];
   targets: TargetSummary[];
   comparisons: Comparison[];
+  /** Section-specific figures (stage breakdowns, CPU use, ...), kept in the JSON as they are. */
+  details?: Record<string, unknown>;
 }

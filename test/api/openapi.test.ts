@@ -59,3 +59,14 @@ describe('GET /api/v1/openapi.json', () => {
     expect(Object.keys(create.responses ?? {})).toEqual(expect.arrayContaining(['201', '400', '401', '403', '404', '409', '429']));
   });
 });
+
+describe('webhook payloads in the OpenAPI document', () => {
+  test('every event type is described under webhooks, with the delivery headers', () => {
+    const hooks = (doc as { webhooks?: Record<string, OpenAPIV3_1.PathItemObject> }).webhooks ?? {};
+    expect(Object.keys(hooks).sort()).toEqual(['message.inbound', 'message.status', 'webhook.test']);
+    const status = hooks['message.status'].post!;
+    expect((status.parameters as OpenAPIV3_1.ParameterObject[]).map((p) => p.name)).toEqual(['X-Concierge-Signature', 'X-Concierge-Event', 'X-Concierge-Delivery']);
+    const schema = (status.requestBody as OpenAPIV3_1.RequestBodyObject).content['application/json'].schema as OpenAPIV3_1.SchemaObject;
+    expect(schema.required).toEqual(['id', 'event', 'created_at', 'data']);
+  });
+});

@@ -70,3 +70,10 @@ describe('maintenance: purge expired data through Temporal', () => {
     expect(await keyCount()).toBe(2);
   });
 });
+
+test('a schedule created for another task queue is pointed at the current one', async () => {
+  await ensureSchedules(tw.client, 'some-old-queue');
+  await ensureSchedules(tw.client, tw.taskQueue);
+  const described = await tw.client.schedule.getHandle(PURGE_SCHEDULE_ID).describe();
+  expect(described.action).toMatchObject({ taskQueue: tw.taskQueue });
+});

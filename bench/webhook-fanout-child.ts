@@ -1,0 +1,664 @@
+// The webhook-fanout measurement, run in a child process by bench/webhook-fanout.ts
+// (which documents the settings and why a child). Talks to its parent over IPC.
+//
+// One process plays every part, as `npm start` does: the "API" (emitEvent in its own
+// transaction, on its own ORM pool), the worker process (one Temporal worker, the outbox
+// dispatcher and the activities on a second ORM pool), and the receiver. A Temporal dev
+// server (SQLite file, like `npm start`) and the PostgreSQL server are the other
+// processes. The pipeline's code is not changed; it is timed from outside by wrapping
+// the DeliveryService methods and the dispatcher's WorkflowClient.start on their
+// instances.
+//
+// Order: setup, warm-up (webhook burst and plain POSTs, excluded), probes (single events
+// on an idle pipeline), then plain(1) webhook(1) plain(2) webhook(2) ... plain(R+1): every
+// webhook round sits between two plain runs, and its ratio is taken against their mean.
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection, type WorkflowClient } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
+import pino from 'pino';
+import { SecretBox } from '../core/crypto/secret-box';
+import { openDatabase } from '../core/db/orm';
+import { policyFromCidrs } from '../core/net/ssrf';
+import { createServices } from '../core/services';
+import { emitEvent } from '../core/webhooks/emitter';
+import { USER_AGENT, type SenderSettings } from '../core/webhooks/sender';
+import { signatureHeader, verifyWebhook } from '../core/webhooks/signature';
+import { findTemporalCli, startDevServer } from '../infra/temporal';
+import { installQuietRuntime } from '../test/support/temporal';
+import type { TestPki } from '../test/support/tls';
+import { OutboxDispatcher, deliveryWorkflowId } from '../worker/outbox-dispatcher';
+import { ensureSearchAttributes } from '../worker/search-attributes';
+import { createWorker } from '../worker/worker';
+import { cpuBetween, cpuSnapshot, formatCpu, type CpuSnapshot, type CpuUse } from './lib/cpu';
+import { createBenchDatabase, createWorkspace } from './lib/db';
+import { envNumber, loadSettings } from './lib/load';
+import { mean, round1, spread, type Spread } from './lib/stats';
+import type { Comparison, Result, RunStats, TargetSummary } from './lib/types';
+import { PKI_FILE_ENV, type ChildMessage } from './webhook-fanout';
+
+const TARGET_RATIO = 0.5;
+const TASK_QUEUE = 'bench-webhooks';
+const NAMESPACE = 'default';
+/** The production defaults (core/config.ts): no attempt fails here, so they never apply. */
+const BACKOFF_MS = [1000, 2000, 4000, 8000, 16000];
+const ATTEMPT_TIMEOUT_MS = 10_000;
+
+const send = (m: ChildMessage) => (process.send ? process.send(m) : m.kind === 'result' ? undefined : console.log(m.kind === 'log' ? m.line : m.message));
+const log = (line: string) => send({ kind: 'log', line });
+const now = () => performance.now();
+const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
+
+function loadWebhookSettings() {
+  const base = loadSettings();
+  const workerOptionsRaw = process.env.BENCH_WEBHOOK_WORKER_OPTIONS ?? '';
+  let workerOptions: Partial<WorkerOptions> = {};
+  if (workerOptionsRaw) {
+    try {
+      workerOptions = JSON.parse(workerOptionsRaw) as Partial<WorkerOptions>;
+    } catch {
+      throw new Error(`BENCH_WEBHOOK_WORKER_OPTIONS is not JSON: ${workerOptionsRaw}`);
+    }
+  }
+  return {
+    events: Math.round(envNumber('BENCH_WEBHOOK_EVENTS', 500, 1)),
+    warmupEvents: Math.round(envNumber('BENCH_WEBHOOK_WARMUP_EVENTS', 20, 0)),
+    probes: Math.round(envNumber('BENCH_WEBHOOK_PROBES', 10, 0)),
+    timeoutSeconds: envNumber('BENCH_WEBHOOK_TIMEOUT_SECONDS', 180, 1),
+    historySample: Math.round(envNumber('BENCH_WEBHOOK_HISTORY_SAMPLE', 25, 0)),
+    rounds: base.rounds,
+    /** In-flight plain POSTs, and concurrent emitting transactions on the webhook side. */
+    concurrency: base.connections,
+    tls: process.env.BENCH_WEBHOOK_TLS === 'ca-option' ? ('ca-option' as const) : ('extra-ca' as const),
+    workerOptions,
+  };
+}
+
+/** A message.inbound payload of a realistic size (the envelope is ~400 bytes). */
+const eventData = (i: number) => ({
+  message_id: `msg_bench_${i}`,
+  conversation_id: 'conv_bench',
+  channel: 'msgapp',
+  from: '+15550100100',
+  text: 'Hello! I ordered a blue jacket last week and would like to know whether it has shipped yet, and when it should arrive. Thanks.',
+});
+
+/** Per delivery: when each stage happened (performance.now() ms). */
+type Stage = 'emit' | 'picked' | 'startCall' | 'started' | 'attemptStart' | 'recv' | 'attemptEnd' | 'outcomeStart' | 'outcomeEnd';
+
+/** The in-process stage intervals reported for every delivery: [label, from, to]. */
+const STAGES: Array<[string, Stage, Stage]> = [
+  ['emit commit -> dispatcher read it', 'emit', 'picked'],
+  ['dispatcher read -> start RPC sent', 'picked', 'startCall'],
+  ['start RPC (StartWorkflowExecution)', 'startCall', 'started'],
+  ['workflow started -> attempt activity running', 'started', 'attemptStart'],
+  ['attempt running -> receipt (select, sign, TLS connect, POST)', 'attemptStart', 'recv'],
+  ['receipt -> attempt done (response, 2 writes)', 'recv', 'attemptEnd'],
+  ['attempt done -> recordOutcome running', 'attemptEnd', 'outcomeStart'],
+  ['recordOutcome', 'outcomeStart', 'outcomeEnd'],
+];
+
+interface PlainPhase {
+  stats: RunStats;
+  latencies: number[];
+  cpu: CpuUse;
+}
+
+interface WebhookPhase {
+  stats: RunStats;
+  ids: string[];
+  cpu: CpuUse;
+  cpuTail: CpuUse;
+  /** Seconds from the first emit commit until the last of each stage. */
+  timeline: Record<string, number>;
+  inflight: { mean: number; max: number };
+  settledSeconds: number;
+}
+
+async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Result> {
+  const s = loadWebhookSettings();
+  const pkiFile = process.env[PKI_FILE_ENV];
+  if (!pkiFile) throw new Error(`${PKI_FILE_ENV} is not set: run this through bench/run.ts (BENCH_ONLY=webhook-fanout npm run bench)`);
+  const pki = JSON.parse(fs.readFileSync(pkiFile, 'utf8')) as TestPki;
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-temporal-'));
+  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
+
+  // ---- Stage marks, filled by the receiver and by the wrappers below.
+  const marks = new Map<string, Partial<Record<Stage, number>>>();
+  const mark = (id: string, stage: Stage, t = now()) => {
+    let m = marks.get(id);
+    if (!m) marks.set(id, (m = {}));
+    if (m[stage] === undefined) m[stage] = t;
+  };
+  const attemptProblems: string[] = [];
+  let duplicates = 0;
+  // Attempts in flight, integrated over time (for the mean concurrency the webhook side reached).
+  let inflight = 0;
+  let inflightMax = 0;
+  let inflightArea = 0;
+  let inflightAt = now();
+  const inflightStep = (d: number) => {
+    const t = now();
+    inflightArea += inflight * (t - inflightAt);
+    inflightAt = t;
+    inflight += d;
+    inflightMax = Math.max(inflightMax, inflight);
+  };
+
+  // ---- The receiver: HTTPS with the test certificate, 200 at once, receipt time per X-Concierge-Delivery.
+  const received = new Map<string, { at: number; body: Buffer; signature: string }>();
+  const plainReceived = new Map<string, number>();
+  const server = https.createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const at = now();
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+      const id = String(req.headers['x-concierge-delivery'] ?? '');
+      if (id.startsWith('dlv_')) {
+        if (received.has(id)) duplicates++;
+        else received.set(id, { at, body: Buffer.concat(chunks), signature: String(req.headers['x-concierge-signature'] ?? '') });
+        mark(id, 'recv', at);
+      } else {
+        plainReceived.set(id, at);
+      }
+    });
+  });
+  server.on('tlsClientError', () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  cleanup.push([
+    'receiver',
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  ]);
+  const port = (server.address() as { port: number }).port;
+  const hookUrl = `https://127.0.0.1:${port}/hook`;
+
+  // ---- Database: the worker side's ORM (dispatcher + activities) and the "API" side's own pool.
+  const db = await createBenchDatabase();
+  cleanup.push(['database', () => db.drop()]);
+  const apiOrm = await openDatabase(db.url);
+  cleanup.push(['api orm', () => apiOrm.close(true)]);
+  const workspaceId = await createWorkspace(db.orm);
+  const sender: SenderSettings = { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: ATTEMPT_TIMEOUT_MS, ...(s.tls === 'ca-option' ? { ca: pki.ca } : {}) };
+  const services = createServices(db.orm.em, { idempotencyTtlHours: 24, box: new SecretBox(randomBytes(32)), sender });
+  const subscription = await services.subscriptions.create(workspaceId, hookUrl, ['message.inbound']);
+
+  // Instrument the one DeliveryService instance the dispatcher and the activities share.
+  const deliveries = services.deliveries;
+  const undispatched = deliveries.undispatched.bind(deliveries);
+  const dispatchBatches: number[] = [];
+  deliveries.undispatched = async (limit) => {
+    const rows = await undispatched(limit);
+    const t = now();
+    for (const r of rows) mark(r.id, 'picked', t);
+    if (rows.length) dispatchBatches.push(rows.length);
+    return rows;
+  };
+  const attempt = deliveries.attempt.bind(deliveries);
+  deliveries.attempt = async (id, run, n) => {
+    mark(id, 'attemptStart');
+    inflightStep(+1);
+    try {
+      const r = await attempt(id, run, n);
+      if (r.outcome !== 'delivered') attemptProblems.push(`${id} attempt ${n}: ${r.outcome} ${r.error ?? ''}`.trim());
+      return r;
+    } finally {
+      inflightStep(-1);
+      mark(id, 'attemptEnd');
+    }
+  };
+  const recordOutcome = deliveries.recordOutcome.bind(deliveries);
+  deliveries.recordOutcome = async (id, run, delivered, error) => {
+    mark(id, 'outcomeStart');
+    try {
+      return await recordOutcome(id, run, delivered, error);
+    } finally {
+      mark(id, 'outcomeEnd');
+    }
+  };
+
+  // ---- Temporal: a dev server, one worker, the dispatcher.
+  const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
+  const logFile = path.join(tmp, 'temporal.log');
+  const dev = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile });
+  cleanup.push(['temporal dev server', () => dev.stop()]);
+  installQuietRuntime();
+  const nativeConnection = await NativeConnection.connect({ address: dev.address });
+  cleanup.push(['worker connection', () => nativeConnection.close()]);
+  const connection = await Connection.connect({ address: dev.address });
+  cleanup.push(['client connection', () => connection.close()]);
+  const client = new Client({ connection, namespace: NAMESPACE });
+  await ensureSearchAttributes(connection, NAMESPACE);
+
+  const bundleStarted = now();
+  const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: db.orm.em, services }, options: s.workerOptions });
+  const bundleMs = now() - bundleStarted;
+  const running = worker.run();
+  cleanup.push([
+    'worker',
+    async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+    },
+  ]);
+
+  // The dispatcher's client, with WorkflowClient.start timed per delivery.
+  const dispatcherClient = new Client({ connection, namespace: NAMESPACE });
+  const wf: WorkflowClient = dispatcherClient.workflow;
+  const start = wf.start.bind(wf);
+  wf.start = (async (...args: Parameters<typeof start>) => {
+    const id = String(args[1].workflowId).replace(/^webhook-delivery:/, '');
+    mark(id, 'startCall');
+    const handle = await start(...args);
+    mark(id, 'started');
+    return handle;
+  }) as typeof wf.start;
+  const dispatcher = new OutboxDispatcher(
+    db.url,
+    deliveries,
+    dispatcherClient,
+    { taskQueue: TASK_QUEUE, backoffMs: BACKOFF_MS, timeoutMs: ATTEMPT_TIMEOUT_MS },
+    pino({ level: 'warn' }),
+  );
+  await dispatcher.start();
+  cleanup.push(['dispatcher', () => dispatcher.stop()]);
+  log(
+    `  setup: Temporal dev server ${dev.address} (SQLite file), one worker on '${TASK_QUEUE}' (workflows bundled in ${(bundleMs / 1000).toFixed(1)} s; ` +
+      `options ${JSON.stringify(s.workerOptions)}), dispatcher, HTTPS receiver ${hookUrl}; TLS trust: ${s.tls}`,
+  );
+
+  const cpuSources = { pids: { temporal: dev.process.pid }, names: { postgres: 'postgres' } };
+  const snap = (): CpuSnapshot => cpuSnapshot(cpuSources);
+  const cpus = os.cpus().length;
+
+  async function waitUntil(cond: () => boolean, timeoutMs: number, what: () => string): Promise<void> {
+    const deadline = now() + timeoutMs;
+    while (!cond()) {
+      if (now() > deadline) throw new Error(`timed out after ${(timeoutMs / 1000).toFixed(0)} s: ${what()}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+  const count = (ids: string[], stage: Stage) => ids.filter((id) => marks.get(id)?.[stage] !== undefined).length;
+  const progress = (ids: string[]) =>
+    `of ${ids.length} deliveries: dispatcher read ${count(ids, 'picked')}, workflows started ${count(ids, 'started')}, ` +
+    `attempts started ${count(ids, 'attemptStart')}, received ${count(ids, 'recv')}, attempts done ${count(ids, 'attemptEnd')}, ` +
+    `outcomes recorded ${count(ids, 'outcomeEnd')}; attempt problems: ${attemptProblems.slice(0, 5).join('; ') || 'none'}`;
+
+  /** Every delivery recorded as delivered and no delivery workflow still running. */
+  async function settle(ids: string[]): Promise<void> {
+    await waitUntil(() => count(ids, 'outcomeEnd') === ids.length, s.timeoutSeconds * 1000, () => `waiting for outcomes; ${progress(ids)}`);
+    const deadline = now() + s.timeoutSeconds * 1000;
+    for (;;) {
+      const { count: open } = await client.workflow.count(`WorkflowType = "webhookDeliveryWorkflow" AND ExecutionStatus = "Running"`);
+      if (open === 0) break;
+      if (now() > deadline) throw new Error(`${open} delivery workflows still running ${s.timeoutSeconds} s after their outcomes were recorded`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const [{ pending }] = await db.orm.em.fork().execute<{ pending: string }[]>(
+      `select count(*) as pending from webhook_deliveries where status <> 'delivered' and id in (${ids.map(() => '?').join(',')})`,
+      ids,
+    );
+    if (Number(pending) !== 0) throw new Error(`${pending} deliveries not marked delivered after settling`);
+  }
+
+  // ---- The webhook side: N events, each its own transaction, `concurrency` at a time.
+  async function webhookRun(round: number, n: number, concurrency: number): Promise<WebhookPhase> {
+    const ids: string[] = [];
+    const cpu0 = snap();
+    const area0 = inflightArea;
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(concurrency, n) }, async () => {
+        while (next < n) {
+          const i = next++;
+          const { deliveryIds } = await apiOrm.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
+          const t = now();
+          if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1 (one subscription)`);
+          mark(deliveryIds[0], 'emit', t);
+          ids.push(deliveryIds[0]);
+        }
+      }),
+    );
+    const what = round === 0 ? 'warm-up' : `round ${round}`;
+    await waitUntil(() => count(ids, 'recv') === ids.length, s.timeoutSeconds * 1000, () => `webhook ${what}: not every delivery arrived; ${progress(ids)}`);
+    const cpu1 = snap();
+    inflightStep(0);
+    const area1 = inflightArea;
+    await settle(ids);
+    const cpu2 = snap();
+    if (attemptProblems.length) throw new Error(`webhook ${what}: attempts that did not deliver: ${attemptProblems.slice(0, 5).join('; ')}`);
+
+    const at = (id: string, st: Stage) => marks.get(id)![st]!;
+    const firstEmit = Math.min(...ids.map((id) => at(id, 'emit')));
+    const lastRecv = Math.max(...ids.map((id) => at(id, 'recv')));
+    const latencies = ids.map((id) => at(id, 'recv') - at(id, 'emit'));
+    const seconds = (lastRecv - firstEmit) / 1000;
+    const lat = spread(latencies);
+    const lastOf = (st: Stage) => round1((Math.max(...ids.map((id) => at(id, st))) - firstEmit) / 10) / 100;
+    const timeline: Record<string, number> = {};
+    for (const st of ['emit', 'picked', 'started', 'attemptStart', 'recv', 'attemptEnd', 'outcomeEnd'] as Stage[]) timeline[st] = lastOf(st);
+    return {
+      ids,
+      stats: {
+        target: 'webhook',
+        round,
+        durationSeconds: seconds,
+        connections: concurrency,
+        requestsPerSec: n / seconds,
+        latencyP50Ms: lat.p50,
+        latencyP99Ms: lat.p99,
+        latencyMeanMs: lat.mean,
+        totalRequests: n,
+        statusCodes: { '200': n },
+      },
+      cpu: cpuBetween(cpu0, cpu1, cpus),
+      cpuTail: cpuBetween(cpu1, cpu2, cpus),
+      timeline,
+      inflight: { mean: (area1 - area0) / (cpu1.at - cpu0.at), max: inflightMax },
+      settledSeconds: (cpu2.at - firstEmit) / 1000,
+    };
+  }
+
+  // ---- The baseline: the same receiver, a similar signed body, straight from Node.
+  const secret = subscription.secret;
+  async function plainRun(target: 'plain' | 'plain-keepalive', round: number, n: number, concurrency: number): Promise<PlainPhase> {
+    const ca = s.tls === 'ca-option' ? pki.ca : undefined;
+    // `plain`: a fresh connection (TLS handshake) per POST, as the sender makes (agent: false).
+    const agent = target === 'plain' ? false : new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
+    const tag = `${target}_${round}_${randomBytes(3).toString('hex')}`;
+    const starts = new Map<string, number>();
+    const cpu0 = snap();
+    const post = (i: number) =>
+      new Promise<void>((resolve, reject) => {
+        const id = `${tag}_${i}`;
+        starts.set(id, now());
+        const body = Buffer.from(
+          JSON.stringify({ id: `evt_${tag}_${i}`, event: 'message.inbound', created_at: new Date().toISOString(), data: eventData(i) }),
+          'utf8',
+        );
+        const req = https.request({
+          method: 'POST',
+          hostname: '127.0.0.1',
+          port,
+          path: '/hook',
+          agent,
+          ...(agent === false && ca ? { ca } : {}),
+          headers: {
+            'Content-Type': 'application/json',
+            'X-Concierge-Signature': signatureHeader(secret, body, Math.floor(Date.now() / 1000)),
+            'X-Concierge-Event': 'message.inbound',
+            'X-Concierge-Delivery': id,
+            'User-Agent': USER_AGENT,
+            'Content-Length': String(body.length),
+          },
+        });
+        req.on('error', reject);
+        req.on('response', (res) => {
+          res.resume();
+          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`plain POST answered ${res.statusCode}`))));
+        });
+        req.end(body);
+      });
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(concurrency, n) }, async () => {
+        while (next < n) await post(next++);
+      }),
+    );
+    const cpu1 = snap();
+    if (agent) agent.destroy();
+    const ids = [...starts.keys()];
+    const missing = ids.filter((id) => !plainReceived.has(id));
+    if (missing.length) throw new Error(`${target}: ${missing.length} POSTs answered but not recorded by the receiver`);
+    const first = Math.min(...starts.values());
+    const last = Math.max(...ids.map((id) => plainReceived.get(id)!));
+    const latencies = ids.map((id) => plainReceived.get(id)! - starts.get(id)!);
+    for (const id of ids) plainReceived.delete(id);
+    const seconds = (last - first) / 1000;
+    const lat = spread(latencies);
+    return {
+      latencies,
+      cpu: cpuBetween(cpu0, cpu1, cpus),
+      stats: {
+        target,
+        round,
+        durationSeconds: seconds,
+        connections: concurrency,
+        requestsPerSec: n / seconds,
+        latencyP50Ms: lat.p50,
+        latencyP99Ms: lat.p99,
+        latencyMeanMs: lat.mean,
+        totalRequests: n,
+        statusCodes: { '200': n },
+      },
+    };
+  }
+
+  /** Stage intervals over the given deliveries. */
+  const stageSpreads = (ids: string[]): Record<string, Spread> => {
+    const out: Record<string, Spread> = {};
+    for (const [label, from, to] of STAGES) {
+      out[label] = spread(ids.map((id) => marks.get(id)!).filter((m) => m[from] !== undefined && m[to] !== undefined).map((m) => m[to]! - m[from]!));
+    }
+    return out;
+  };
+
+  /** Server-side timings from the histories of a sample of workflows. */
+  async function historyStages(ids: string[], sample: number): Promise<Record<string, Spread>> {
+    if (!sample || !ids.length) return {};
+    const E = temporal.api.enums.v1.EventType;
+    const step = Math.max(1, Math.floor(ids.length / sample));
+    const picked = ids.filter((_, i) => i % step === 0).slice(0, sample);
+    const rows: Record<string, number[]> = {};
+    const add = (k: string, v: number) => (rows[k] ??= []).push(v);
+    for (const id of picked) {
+      const history = await client.workflow.getHandle(deliveryWorkflowId(id)).fetchHistory();
+      const times: Record<string, number[]> = {};
+      for (const e of history.events ?? []) {
+        const ts = e.eventTime;
+        const wall = Number(ts?.seconds ?? 0) * 1000 + (ts?.nanos ?? 0) / 1e6;
+        (times[E[e.eventType ?? 0] ?? String(e.eventType)] ??= []).push(wall - performance.timeOrigin);
+      }
+      const t = (name: string, i = 0) => times[`EVENT_TYPE_${name}`]?.[i] ?? NaN;
+      const m = marks.get(id)!;
+      add('start RPC sent -> WorkflowExecutionStarted (server)', t('WORKFLOW_EXECUTION_STARTED') - m.startCall!);
+      add('WFT1 scheduled -> started (workflow task queue wait)', t('WORKFLOW_TASK_STARTED', 0) - t('WORKFLOW_TASK_SCHEDULED', 0));
+      add('WFT1 started -> completed (worker runs the workflow)', t('WORKFLOW_TASK_COMPLETED', 0) - t('WORKFLOW_TASK_STARTED', 0));
+      add('attempt scheduled -> started (activity task queue wait)', t('ACTIVITY_TASK_STARTED', 0) - t('ACTIVITY_TASK_SCHEDULED', 0));
+      add('attempt started (server) -> running in the worker', m.attemptStart! - t('ACTIVITY_TASK_STARTED', 0));
+      add('attempt done in the worker -> completed (server)', t('ACTIVITY_TASK_COMPLETED', 0) - m.attemptEnd!);
+      add('WFT2 scheduled -> started', t('WORKFLOW_TASK_STARTED', 1) - t('WORKFLOW_TASK_SCHEDULED', 1));
+      add('recordOutcome scheduled -> started', t('ACTIVITY_TASK_STARTED', 1) - t('ACTIVITY_TASK_SCHEDULED', 1));
+      add('WFT3 scheduled -> workflow completed', t('WORKFLOW_EXECUTION_COMPLETED') - t('WORKFLOW_TASK_SCHEDULED', 2));
+      add('workflow started -> completed', t('WORKFLOW_EXECUTION_COMPLETED') - t('WORKFLOW_EXECUTION_STARTED'));
+      add('history events', (history.events ?? []).length);
+    }
+    const out: Record<string, Spread> = {};
+    for (const [k, v] of Object.entries(rows)) out[k] = spread(v.filter(Number.isFinite));
+    return out;
+  }
+
+  const printStages = (title: string, st: Record<string, Spread>) => {
+    log(`    ${title} (p50 / p99 ms):`);
+    for (const [k, v] of Object.entries(st)) log(`      ${k.padEnd(58)} ${ms(v.p50).padStart(8)} / ${ms(v.p99).padStart(8)}`);
+  };
+  const fmtRun = (r: RunStats, unit: string) =>
+    `  ${r.target.padEnd(16)} ${(r.round === 0 ? 'warm-up' : `round ${r.round}`).padEnd(8)} ${r.requestsPerSec.toFixed(0).padStart(6)} ${unit.padEnd(12)} ` +
+    `p50 ${ms(r.latencyP50Ms).padStart(7)} ms  p99 ${ms(r.latencyP99Ms).padStart(7)} ms  (${r.totalRequests} in ${r.durationSeconds.toFixed(2)} s)`;
+
+  function verifySignatures(ids: string[]): void {
+    for (const id of ids) {
+      const hit = received.get(id)!;
+      verifyWebhook(hit.body, hit.signature, secret);
+    }
+  }
+
+  // ---- Warm-up: excluded from every figure.
+  const runs: RunStats[] = [];
+  if (s.warmupEvents > 0) {
+    const w = await webhookRun(0, s.warmupEvents, s.concurrency);
+    verifySignatures(w.ids);
+    runs.push(w.stats);
+    log(fmtRun(w.stats, 'deliveries/s') + ' (excluded)');
+    for (const target of ['plain', 'plain-keepalive'] as const) {
+      const p = await plainRun(target, 0, s.warmupEvents, s.concurrency);
+      runs.push(p.stats);
+      log(fmtRun(p.stats, 'posts/s') + ' (excluded)');
+    }
+  }
+
+  // ---- Probes: one event at a time on an idle pipeline (unloaded latency and where it goes).
+  let probe: { latency: Spread; stages: Record<string, Spread>; history: Record<string, Spread>; plainLatency: Spread } | null = null;
+  if (s.probes > 0) {
+    const ids: string[] = [];
+    for (let i = 0; i < s.probes; i++) {
+      const { deliveryIds } = await apiOrm.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
+      mark(deliveryIds[0], 'emit');
+      ids.push(deliveryIds[0]);
+      await settle([deliveryIds[0]]);
+    }
+    verifySignatures(ids);
+    const plain = await plainRun('plain', 0, s.probes, 1);
+    probe = {
+      latency: spread(ids.map((id) => marks.get(id)!.recv! - marks.get(id)!.emit!)),
+      stages: stageSpreads(ids),
+      history: await historyStages(ids, s.probes),
+      plainLatency: spread(plain.latencies),
+    };
+    log(
+      `  probes: ${s.probes} events one at a time on an idle pipeline: event->receipt p50 ${ms(probe.latency.p50)} ms, max ${ms(probe.latency.max)} ms ` +
+        `(a plain POST, one at a time: p50 ${ms(probe.plainLatency.p50)} ms)`,
+    );
+    printStages('where an idle event spends its time, in process', probe.stages);
+    printStages('and on the Temporal server (histories)', probe.history);
+  }
+
+  // ---- Measured: plain, webhook, plain, webhook, ..., plain.
+  const plains: PlainPhase[] = [];
+  const keepalives: PlainPhase[] = [];
+  const webhooks: WebhookPhase[] = [];
+  const roundDetails: Record<string, unknown>[] = [];
+  const plainSlot = async (slot: number) => {
+    for (const target of (slot % 2 === 1 ? ['plain', 'plain-keepalive'] : ['plain-keepalive', 'plain']) as Array<'plain' | 'plain-keepalive'>) {
+      const p = await plainRun(target, slot, s.events, s.concurrency);
+      (target === 'plain' ? plains : keepalives).push(p);
+      runs.push(p.stats);
+      log(fmtRun(p.stats, 'posts/s') + `  ${s.concurrency} in flight; ${formatCpu(p.cpu)}`);
+    }
+  };
+  await plainSlot(1);
+  for (let round = 1; round <= s.rounds; round++) {
+    const w = await webhookRun(round, s.events, s.concurrency);
+    verifySignatures(w.ids);
+    webhooks.push(w);
+    runs.push(w.stats);
+    log(
+      fmtRun(w.stats, 'deliveries/s') +
+        `  attempts in flight: mean ${w.inflight.mean.toFixed(1)}, max ${w.inflight.max}; all settled ${w.settledSeconds.toFixed(2)} s after the first emit`,
+    );
+    log(`    last of each stage, s after the first emit commit: ${Object.entries(w.timeline).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
+    log(`    while delivering: ${formatCpu(w.cpu)}; settling tail: ${formatCpu(w.cpuTail)}`);
+    const stages = stageSpreads(w.ids);
+    const history = await historyStages(w.ids, s.historySample);
+    printStages(`stages of the ${s.events} deliveries, in process`, stages);
+    printStages(`and on the Temporal server (${Math.min(s.historySample, w.ids.length)} sampled histories)`, history);
+    roundDetails.push({ round, timelineSeconds: w.timeline, inflight: w.inflight, settledSeconds: w.settledSeconds, cpu: w.cpu, cpuTail: w.cpuTail, stages, history });
+    await plainSlot(round + 1);
+  }
+  if (duplicates) throw new Error(`the receiver got ${duplicates} duplicate deliveries`);
+
+  // ---- Figures.
+  const summary = (target: string, phases: RunStats[]): TargetSummary => ({
+    target,
+    rounds: phases.length,
+    meanRequestsPerSec: mean(phases.map((r) => r.requestsPerSec)),
+    bestRequestsPerSec: Math.max(...phases.map((r) => r.requestsPerSec)),
+    meanLatencyP50Ms: mean(phases.map((r) => r.latencyP50Ms)),
+    meanLatencyP99Ms: mean(phases.map((r) => r.latencyP99Ms)),
+  });
+  const webhookSummary = summary('webhook', webhooks.map((w) => w.stats));
+  const plainSummary = summary('plain', plains.map((p) => p.stats));
+  const keepaliveSummary = summary('plain-keepalive', keepalives.map((p) => p.stats));
+  const ratio = webhookSummary.meanRequestsPerSec / plainSummary.meanRequestsPerSec;
+  const roundRatios = webhooks.map((w, k) => w.stats.requestsPerSec / mean([plains[k].stats.requestsPerSec, plains[k + 1].stats.requestsPerSec]));
+  const comparison: Comparison = {
+    name: 'webhook-fanout',
+    subject: 'webhook',
+    baseline: 'plain',
+    subjectRequestsPerSec: webhookSummary.meanRequestsPerSec,
+    baselineRequestsPerSec: plainSummary.meanRequestsPerSec,
+    ratio,
+    roundRatios,
+    bestRatio: webhookSummary.bestRequestsPerSec / plainSummary.bestRequestsPerSec,
+    target: TARGET_RATIO,
+    pass: ratio >= TARGET_RATIO,
+    subjectUnit: 'deliveries/s',
+    baselineUnit: 'posts/s',
+  };
+  log(
+    `  webhook-fanout: ${webhookSummary.meanRequestsPerSec.toFixed(0)} deliveries/s / plain ${plainSummary.meanRequestsPerSec.toFixed(0)} posts/s ` +
+      `= ratio ${ratio.toFixed(2)} (goal >= ${TARGET_RATIO}) ${comparison.pass ? 'ok' : 'BELOW GOAL'}  [per round: ${roundRatios.map((r) => r.toFixed(2)).join(', ')}]`,
+  );
+  log(
+    `    latency (event commit -> receipt / request start -> receipt): webhook p50 ${ms(webhookSummary.meanLatencyP50Ms)} ms, p99 ${ms(webhookSummary.meanLatencyP99Ms)} ms; ` +
+      `plain p50 ${ms(plainSummary.meanLatencyP50Ms)} ms, p99 ${ms(plainSummary.meanLatencyP99Ms)} ms` +
+      (probe ? `; idle webhook p50 ${ms(probe.latency.p50)} ms` : ''),
+  );
+  log(
+    `    for reference, plain POSTs over ${s.concurrency} keep-alive connections: ${keepaliveSummary.meanRequestsPerSec.toFixed(0)} posts/s ` +
+      `(webhook / keep-alive = ${(webhookSummary.meanRequestsPerSec / keepaliveSummary.meanRequestsPerSec).toFixed(2)}); the sender opens a fresh connection per POST by design`,
+  );
+
+  return {
+    section: 'webhook-fanout',
+    description:
+      `${s.events} message.inbound events (one transaction each, ${s.concurrency} at a time) through outbox + dispatcher + Temporal delivery workflows to a local HTTPS receiver, ` +
+      `vs the same number of plain signed HTTPS POSTs from Node (${s.concurrency} in flight, fresh connection each) to the same receiver`,
+    settings: {
+      events: s.events,
+      warmupEvents: s.warmupEvents,
+      probes: s.probes,
+      rounds: s.rounds,
+      concurrency: s.concurrency,
+      timeoutSeconds: s.timeoutSeconds,
+      historySample: s.historySample,
+      tls: s.tls,
+      workerOptions: s.workerOptions,
+      temporal: 'temporal server start-dev, SQLite file',
+      order: 'plain, webhook, plain, ..., plain: each webhook round against the mean of the plain runs around it; rates: N / (last receipt - first emit commit or first request start)',
+    },
+    runs,
+    targets: [webhookSummary, plainSummary, keepaliveSummary],
+    comparisons: [comparison],
+    details: { probe, rounds: roundDetails, dispatchBatches: spread(dispatchBatches), plainCpu: plains.map((p) => p.cpu) },
+  };
+}
+
+async function main(): Promise<void> {
+  const cleanup: Array<[string, () => Promise<void>]> = [];
+  try {
+    const result = await run(cleanup);
+    send({ kind: 'result', result });
+  } catch (err) {
+    send({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    process.exitCode = 1;
+  } finally {
+    for (const [name, fn] of cleanup.reverse()) {
+      await fn().catch((err: unknown) => log(`  cleanup of ${name} failed: ${err instanceof Error ? err.message : String(err)}`));
+    }
+    if (process.connected) process.disconnect();
+  }
+}
+
+void main();

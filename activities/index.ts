@@ -1,9 +1,22 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { IndexingService } from '../core/kb/indexing';
 import type { Services } from '../core/services';
 
 export interface ActivityDeps {
   em: EntityManager;
-  services: Pick<Services, 'idempotency' | 'deliveries'>;
+  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs'>;
+  indexing: IndexingService;
+}
+
+/** Heartbeats every few seconds while `work` runs (extraction waits on a child process). */
+async function withHeartbeat<T>(work: () => Promise<T>): Promise<T> {
+  const timer = setInterval(() => Context.current().heartbeat(), 5_000);
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
 }
 
 /** Every activity, closed over its dependencies: the worker wires real ones, tests their own. */
@@ -29,6 +42,33 @@ export function createActivities(deps: ActivityDeps) {
     /** One webhook delivery attempt: one signed POST of the stored body, logged. */
     async attemptWebhookDelivery(input: { deliveryId: string; run: number; attempt: number }) {
       return deps.services.deliveries.attempt(input.deliveryId, input.run, input.attempt);
+    },
+
+    async beginIndexing(fileId: string) {
+      return deps.indexing.begin(fileId);
+    },
+
+    /** Extracts (in an isolated child process), chunks and stores the passages, replacing any earlier set. */
+    async extractAndChunkFile(fileId: string): Promise<number> {
+      try {
+        return await withHeartbeat(() => deps.indexing.extractAndChunk(fileId));
+      } catch (err) {
+        const reason = (err as { reason?: unknown }).reason;
+        if (typeof reason === 'string') throw ApplicationFailure.nonRetryable(reason, 'ExtractionError');
+        throw err;
+      }
+    },
+
+    async embedFileChunks(fileId: string): Promise<number> {
+      return deps.indexing.embed(fileId, (done) => Context.current().heartbeat(done));
+    },
+
+    async finishIndexing(fileId: string) {
+      return deps.indexing.finish(fileId);
+    },
+
+    async failIndexing(fileId: string, reason: string): Promise<void> {
+      await deps.indexing.fail(fileId, reason);
     },
 
     /** Settles a delivery run and updates its subscription's failure accounting. */

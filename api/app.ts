@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import multipart from '@fastify/multipart';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fastify/type-provider-zod';
 import type { RequestLimits } from '../core/ratelimit';
 import type { Services } from '../core/services';
@@ -8,6 +9,7 @@ import { authPlugin } from './plugins/auth';
 import { errorsPlugin } from './plugins/errors';
 import { idempotencyPlugin } from './plugins/idempotency';
 import { openapiPlugin } from './plugins/openapi';
+import { fileRoutes } from './routes/kb/files';
 import { folderRoutes } from './routes/kb/folders';
 import { healthRoutes } from './routes/health';
 import { plannedRoutes } from './routes/planned';
@@ -17,6 +19,8 @@ export interface AppDeps {
   services: Services;
   limits: RequestLimits;
   bodyLimitBytes: number;
+  /** Largest knowledge-base upload (streamed, never buffered). */
+  maxUploadBytes?: number;
   logger?: FastifyServerOptions['logger'];
 }
 
@@ -52,6 +56,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     reply.header('X-Request-Id', request.id);
   });
 
+  // Multipart bodies are streamed by the handlers that accept them (uploads), part by part.
+  await app.register(multipart);
   await app.register(errorsPlugin);
   await app.register(authPlugin, { apiKeys: deps.services.apiKeys, limits: deps.limits });
   await app.register(idempotencyPlugin, { store: deps.services.idempotency });
@@ -59,6 +65,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(healthRoutes);
   await app.register(folderRoutes);
+  await app.register(fileRoutes, { maxUploadBytes: deps.maxUploadBytes });
   await app.register(webhookRoutes);
   await app.register(plannedRoutes);
   return app;

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { KeyCache } from '../core/auth/key-cache';
+import { DenseIndex } from '../core/kb/dense-index';
 import type { Config } from '../core/config';
 import { openDatabase, type Orm } from '../core/db/orm';
 import { createRequestLimits, openRateStore } from '../core/ratelimit';
@@ -24,11 +25,14 @@ export async function createApiServer(
   await keyCache.start();
   const rate = await openRateStore(opts.rateStore, { redisUrl: config.REDIS_URL, databaseUrl: opts.databaseUrl });
   const limits = await createRequestLimits(rate.store, config.RATE_LIMIT_PER_KEY, config.RATE_LIMIT_PER_WORKSPACE);
-  const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded, keyCache }));
+  const denseIndex = new DenseIndex(orm.em, opts.databaseUrl, log);
+  await denseIndex.start();
+  const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded, keyCache, denseIndex }));
   const app = await buildApp({
     services,
     limits,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    maxUploadBytes: config.KB_UPLOAD_MAX_BYTES,
     logger: opts.logger === false ? false : loggerOptions(config.LOG_LEVEL),
   });
   return {
@@ -37,6 +41,7 @@ export async function createApiServer(
     close: async () => {
       await app.close();
       await keyCache.stop();
+      await denseIndex.stop();
       await rate.close();
       await orm.close();
     },

@@ -13,12 +13,18 @@ import { SecretBox } from '../core/crypto/secret-box';
 import { policyFromCidrs } from '../core/net/ssrf';
 import { createServices, type ServiceOptions, type Services } from '../core/services';
 import { BENCH_REDIS_URL, createBenchDatabase, createKey, createWorkspace } from './lib/db';
+import { unusedKbOptions } from './lib/services';
 import { listen, loadSettings, measureInterleaved, type LoadTarget } from './lib/load';
 import type { Comparison, Result } from './lib/types';
 
 const box = new SecretBox(randomBytes(32));
-/** Webhook settings are unused by this section; the services still need them. */
-const benchServiceOptions = (): ServiceOptions => ({ idempotencyTtlHours: 24, box, sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 } });
+/** Webhook and knowledge-base settings are unused by this section; the services still need them. */
+const benchServiceOptions = (kb: Pick<ServiceOptions, 'blobs' | 'embedder'>): ServiceOptions => ({
+  idempotencyTtlHours: 24,
+  box,
+  sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 },
+  ...kb,
+});
 
 const PATH = '/api/v1/kb/folders';
 const FOLDERS = 20;
@@ -72,10 +78,12 @@ export async function benchAuthOverhead(log: (line: string) => void = console.lo
   const settings = loadSettings();
   const quiet = pino({ level: 'silent' });
   const cleanup: Array<() => Promise<void>> = [];
+  const kb = unusedKbOptions();
+  cleanup.push(kb.cleanup);
   const db = await createBenchDatabase();
   cleanup.push(() => db.drop());
   try {
-    const setupServices = createServices(db.orm.em, benchServiceOptions());
+    const setupServices = createServices(db.orm.em, benchServiceOptions(kb.options));
     const workspaceId = await createWorkspace(db.orm);
     const key = await createKey(setupServices, workspaceId, ['kb:read']);
     for (let i = 0; i < FOLDERS; i++) {
@@ -83,7 +91,7 @@ export async function benchAuthOverhead(log: (line: string) => void = console.lo
     }
 
     // Baseline.
-    const baseline = await buildBaseline(createServices(db.orm.em, benchServiceOptions()), {
+    const baseline = await buildBaseline(createServices(db.orm.em, benchServiceOptions(kb.options)), {
       id: key.id,
       workspaceId,
       scopes: new Set(['kb:read']),
@@ -97,7 +105,7 @@ export async function benchAuthOverhead(log: (line: string) => void = console.lo
       await keyCache.start();
       cleanup.push(() => keyCache.stop());
       const limits = await createRequestLimits(store, UNREACHABLE_LIMIT, UNREACHABLE_LIMIT);
-      const services = createServices(db.orm.em, { ...benchServiceOptions(), keyCache });
+      const services = createServices(db.orm.em, { ...benchServiceOptions(kb.options), keyCache });
       const app = await buildApp({ services, limits, bodyLimitBytes: BODY_LIMIT_BYTES });
       cleanup.push(() => app.close());
       return listen(app);

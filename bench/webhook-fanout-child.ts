@@ -17,9 +17,11 @@ import fs from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection, type WorkflowClient } from '@temporalio/client';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, type WorkerOptions } from '@temporalio/worker';
 import pino from 'pino';
 import { SecretBox } from '../core/crypto/secret-box';
 import { openDatabase } from '../core/db/orm';
@@ -29,17 +31,19 @@ import { emitEvent } from '../core/webhooks/emitter';
 import { USER_AGENT, type SenderSettings } from '../core/webhooks/sender';
 import { signatureHeader, verifyWebhook } from '../core/webhooks/signature';
 import { findTemporalCli, startDevServer } from '../infra/temporal';
-import { installQuietRuntime } from '../test/support/temporal';
 import type { TestPki } from '../test/support/tls';
-import { OutboxDispatcher, deliveryWorkflowId } from '../worker/outbox-dispatcher';
+import { IndexingService } from '../core/kb/indexing';
+import { OutboxDispatcher } from '../worker/outbox-dispatcher';
+import { deliveryWorkflowId, kbIndexing, webhookDeliveries } from '../worker/outbox-sources';
 import { ensureSearchAttributes } from '../worker/search-attributes';
 import { createWorker } from '../worker/worker';
-import { cpuBetween, cpuSnapshot, formatCpu, type CpuSnapshot, type CpuUse } from './lib/cpu';
+import { cpuBetween, cpuSnapshot, descendantNamed, formatCpu, type CpuSnapshot, type CpuUse } from './lib/cpu';
 import { createBenchDatabase, createWorkspace } from './lib/db';
+import { unusedKbOptions } from './lib/services';
 import { envNumber, loadSettings } from './lib/load';
 import { mean, round1, spread, type Spread } from './lib/stats';
 import type { Comparison, Result, RunStats, TargetSummary } from './lib/types';
-import { PKI_FILE_ENV, type ChildMessage } from './webhook-fanout';
+import { PKI_FILE_ENV, TMP_DIR_ENV, type ChildMessage } from './webhook-fanout';
 
 const TARGET_RATIO = 0.5;
 const TASK_QUEUE = 'bench-webhooks';
@@ -68,12 +72,15 @@ function loadWebhookSettings() {
     events: Math.round(envNumber('BENCH_WEBHOOK_EVENTS', 500, 1)),
     warmupEvents: Math.round(envNumber('BENCH_WEBHOOK_WARMUP_EVENTS', 20, 0)),
     probes: Math.round(envNumber('BENCH_WEBHOOK_PROBES', 10, 0)),
-    timeoutSeconds: envNumber('BENCH_WEBHOOK_TIMEOUT_SECONDS', 180, 1),
+    timeoutSeconds: envNumber('BENCH_WEBHOOK_TIMEOUT_SECONDS', 300, 1),
     historySample: Math.round(envNumber('BENCH_WEBHOOK_HISTORY_SAMPLE', 25, 0)),
     rounds: base.rounds,
     /** In-flight plain POSTs, and concurrent emitting transactions on the webhook side. */
     concurrency: base.connections,
     tls: process.env.BENCH_WEBHOOK_TLS === 'ca-option' ? ('ca-option' as const) : ('extra-ca' as const),
+    temporal: process.env.BENCH_WEBHOOK_TEMPORAL === 'memory' ? ('memory' as const) : ('file' as const),
+    /** Extra `temporal server start-dev` arguments (memory mode only), e.g. --dynamic-config-value K=V. */
+    temporalArgs: (process.env.BENCH_WEBHOOK_TEMPORAL_ARGS ?? '').split(/\s+/).filter(Boolean),
     workerOptions,
   };
 }
@@ -102,10 +109,23 @@ const STAGES: Array<[string, Stage, Stage]> = [
   ['recordOutcome', 'outcomeStart', 'outcomeEnd'],
 ];
 
+/** Event-loop delay of this process over a phase (p50 / p99 / max, ms). */
+function loopDelay() {
+  const h = monitorEventLoopDelay({ resolution: 5 });
+  h.enable();
+  return () => {
+    h.disable();
+    return { p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6 };
+  };
+}
+type LoopDelay = ReturnType<ReturnType<typeof loopDelay>>;
+const fmtLoop = (d: LoopDelay) => `event-loop delay p50 ${d.p50.toFixed(1)} / p99 ${d.p99.toFixed(1)} / max ${d.max.toFixed(0)} ms`;
+
 interface PlainPhase {
   stats: RunStats;
   latencies: number[];
   cpu: CpuUse;
+  loop: LoopDelay;
 }
 
 interface WebhookPhase {
@@ -117,6 +137,7 @@ interface WebhookPhase {
   timeline: Record<string, number>;
   inflight: { mean: number; max: number };
   settledSeconds: number;
+  loop: LoopDelay;
 }
 
 async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Result> {
@@ -124,7 +145,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
   const pkiFile = process.env[PKI_FILE_ENV];
   if (!pkiFile) throw new Error(`${PKI_FILE_ENV} is not set: run this through bench/run.ts (BENCH_ONLY=webhook-fanout npm run bench)`);
   const pki = JSON.parse(fs.readFileSync(pkiFile, 'utf8')) as TestPki;
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-temporal-'));
+  const tmp = fs.mkdtempSync(path.join(process.env[TMP_DIR_ENV] ?? os.tmpdir(), 'concierge-bench-temporal-'));
   cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
 
   // ---- Stage marks, filled by the receiver and by the wrappers below.
@@ -191,20 +212,15 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
   cleanup.push(['api orm', () => apiOrm.close(true)]);
   const workspaceId = await createWorkspace(db.orm);
   const sender: SenderSettings = { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: ATTEMPT_TIMEOUT_MS, ...(s.tls === 'ca-option' ? { ca: pki.ca } : {}) };
-  const services = createServices(db.orm.em, { idempotencyTtlHours: 24, box: new SecretBox(randomBytes(32)), sender });
+  const kb = unusedKbOptions(tmp);
+  cleanup.push(['blob store', kb.cleanup]);
+  const services = createServices(db.orm.em, { idempotencyTtlHours: 24, box: new SecretBox(randomBytes(32)), sender, ...kb.options });
+  // The worker registers the indexing activities too; nothing here makes them run.
+  const indexing = new IndexingService({ em: db.orm.em, blobs: kb.options.blobs, extract: kb.extract, embedder: kb.options.embedder });
   const subscription = await services.subscriptions.create(workspaceId, hookUrl, ['message.inbound']);
 
-  // Instrument the one DeliveryService instance the dispatcher and the activities share.
+  // Instrument the DeliveryService instance the activities use.
   const deliveries = services.deliveries;
-  const undispatched = deliveries.undispatched.bind(deliveries);
-  const dispatchBatches: number[] = [];
-  deliveries.undispatched = async (limit) => {
-    const rows = await undispatched(limit);
-    const t = now();
-    for (const r of rows) mark(r.id, 'picked', t);
-    if (rows.length) dispatchBatches.push(rows.length);
-    return rows;
-  };
   const attempt = deliveries.attempt.bind(deliveries);
   deliveries.attempt = async (id, run, n) => {
     mark(id, 'attemptStart');
@@ -229,11 +245,23 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
   };
 
   // ---- Temporal: a dev server, one worker, the dispatcher.
+  // Worker and core logs at WARN / ERROR and above, as the tests install them.
+  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
   const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
   const logFile = path.join(tmp, 'temporal.log');
-  const dev = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile });
+  let dev: { address: string; pid: number | undefined; stop(): Promise<void> };
+  if (s.temporal === 'file') {
+    // As `npm start` runs it: `temporal server start-dev` with a SQLite file.
+    const server = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile });
+    dev = { address: server.address, pid: server.process.pid, stop: () => server.stop() };
+  } else {
+    // As the test suite runs it: the same CLI through @temporalio/testing, in-memory SQLite.
+    const env = await TestWorkflowEnvironment.createLocal({
+      server: { executable: { type: 'existing-path', path: cli }, ip: '127.0.0.1', namespace: NAMESPACE, log: { format: 'pretty', level: 'error' }, extraArgs: s.temporalArgs },
+    });
+    dev = { address: env.address, pid: descendantNamed(process.pid, 'temporal'), stop: () => env.teardown() };
+  }
   cleanup.push(['temporal dev server', () => dev.stop()]);
-  installQuietRuntime();
   const nativeConnection = await NativeConnection.connect({ address: dev.address });
   cleanup.push(['worker connection', () => nativeConnection.close()]);
   const connection = await Connection.connect({ address: dev.address });
@@ -242,7 +270,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
   await ensureSearchAttributes(connection, NAMESPACE);
 
   const bundleStarted = now();
-  const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: db.orm.em, services }, options: s.workerOptions });
+  const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: db.orm.em, services, indexing }, options: s.workerOptions });
   const bundleMs = now() - bundleStarted;
   const running = worker.run();
   cleanup.push([
@@ -253,32 +281,33 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
     },
   ]);
 
-  // The dispatcher's client, with WorkflowClient.start timed per delivery.
-  const dispatcherClient = new Client({ connection, namespace: NAMESPACE });
-  const wf: WorkflowClient = dispatcherClient.workflow;
-  const start = wf.start.bind(wf);
-  wf.start = (async (...args: Parameters<typeof start>) => {
-    const id = String(args[1].workflowId).replace(/^webhook-delivery:/, '');
-    mark(id, 'startCall');
-    const handle = await start(...args);
-    mark(id, 'started');
-    return handle;
-  }) as typeof wf.start;
-  const dispatcher = new OutboxDispatcher(
-    db.url,
-    deliveries,
-    dispatcherClient,
-    { taskQueue: TASK_QUEUE, backoffMs: BACKOFF_MS, timeoutMs: ATTEMPT_TIMEOUT_MS },
-    pino({ level: 'warn' }),
-  );
+  // The outbox relay as the worker runtime wires it (worker/runtime.ts), the webhook source timed per delivery.
+  const source = webhookDeliveries(deliveries, client, { taskQueue: TASK_QUEUE, backoffMs: BACKOFF_MS, timeoutMs: ATTEMPT_TIMEOUT_MS });
+  const dispatchBatches: number[] = [];
+  const timedSource: typeof source = {
+    ...source,
+    pending: async (limit) => {
+      const rows = await source.pending(limit);
+      const t = now();
+      for (const r of rows) mark(r.id, 'picked', t);
+      if (rows.length) dispatchBatches.push(rows.length);
+      return rows;
+    },
+    start: async (item) => {
+      mark(item.id, 'startCall');
+      await source.start(item);
+      mark(item.id, 'started');
+    },
+  };
+  const dispatcher = new OutboxDispatcher(db.url, [timedSource, kbIndexing(db.orm.em, client, { taskQueue: TASK_QUEUE })], pino({ level: 'warn' }));
   await dispatcher.start();
   cleanup.push(['dispatcher', () => dispatcher.stop()]);
   log(
-    `  setup: Temporal dev server ${dev.address} (SQLite file), one worker on '${TASK_QUEUE}' (workflows bundled in ${(bundleMs / 1000).toFixed(1)} s; ` +
+    `  setup: Temporal dev server ${dev.address} (${s.temporal === 'file' ? 'SQLite file' : 'in-memory'}), one worker on '${TASK_QUEUE}' (workflows bundled in ${(bundleMs / 1000).toFixed(1)} s; ` +
       `options ${JSON.stringify(s.workerOptions)}), dispatcher, HTTPS receiver ${hookUrl}; TLS trust: ${s.tls}`,
   );
 
-  const cpuSources = { pids: { temporal: dev.process.pid }, names: { postgres: 'postgres' } };
+  const cpuSources = { pids: { temporal: dev.pid }, names: { postgres: 'postgres' } };
   const snap = (): CpuSnapshot => cpuSnapshot(cpuSources);
   const cpus = os.cpus().length;
 
@@ -316,6 +345,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
   async function webhookRun(round: number, n: number, concurrency: number): Promise<WebhookPhase> {
     const ids: string[] = [];
     const cpu0 = snap();
+    const stopLoop = loopDelay();
     const area0 = inflightArea;
     let next = 0;
     await Promise.all(
@@ -333,6 +363,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
     const what = round === 0 ? 'warm-up' : `round ${round}`;
     await waitUntil(() => count(ids, 'recv') === ids.length, s.timeoutSeconds * 1000, () => `webhook ${what}: not every delivery arrived; ${progress(ids)}`);
     const cpu1 = snap();
+    const loop = stopLoop();
     inflightStep(0);
     const area1 = inflightArea;
     await settle(ids);
@@ -367,6 +398,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
       timeline,
       inflight: { mean: (area1 - area0) / (cpu1.at - cpu0.at), max: inflightMax },
       settledSeconds: (cpu2.at - firstEmit) / 1000,
+      loop,
     };
   }
 
@@ -379,6 +411,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
     const tag = `${target}_${round}_${randomBytes(3).toString('hex')}`;
     const starts = new Map<string, number>();
     const cpu0 = snap();
+    const stopLoop = loopDelay();
     const post = (i: number) =>
       new Promise<void>((resolve, reject) => {
         const id = `${tag}_${i}`;
@@ -417,6 +450,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
       }),
     );
     const cpu1 = snap();
+    const loop = stopLoop();
     if (agent) agent.destroy();
     const ids = [...starts.keys()];
     const missing = ids.filter((id) => !plainReceived.has(id));
@@ -429,6 +463,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
     const lat = spread(latencies);
     return {
       latencies,
+      loop,
       cpu: cpuBetween(cpu0, cpu1, cpus),
       stats: {
         target,
@@ -554,7 +589,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
       const p = await plainRun(target, slot, s.events, s.concurrency);
       (target === 'plain' ? plains : keepalives).push(p);
       runs.push(p.stats);
-      log(fmtRun(p.stats, 'posts/s') + `  ${s.concurrency} in flight; ${formatCpu(p.cpu)}`);
+      log(fmtRun(p.stats, 'posts/s') + `  ${s.concurrency} in flight; ${formatCpu(p.cpu)}; ${fmtLoop(p.loop)}`);
     }
   };
   await plainSlot(1);
@@ -568,12 +603,13 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
         `  attempts in flight: mean ${w.inflight.mean.toFixed(1)}, max ${w.inflight.max}; all settled ${w.settledSeconds.toFixed(2)} s after the first emit`,
     );
     log(`    last of each stage, s after the first emit commit: ${Object.entries(w.timeline).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
-    log(`    while delivering: ${formatCpu(w.cpu)}; settling tail: ${formatCpu(w.cpuTail)}`);
+    log(`    while delivering: ${formatCpu(w.cpu)}; ${fmtLoop(w.loop)}`);
+    log(`    settling tail: ${formatCpu(w.cpuTail)}`);
     const stages = stageSpreads(w.ids);
     const history = await historyStages(w.ids, s.historySample);
     printStages(`stages of the ${s.events} deliveries, in process`, stages);
     printStages(`and on the Temporal server (${Math.min(s.historySample, w.ids.length)} sampled histories)`, history);
-    roundDetails.push({ round, timelineSeconds: w.timeline, inflight: w.inflight, settledSeconds: w.settledSeconds, cpu: w.cpu, cpuTail: w.cpuTail, stages, history });
+    roundDetails.push({ round, timelineSeconds: w.timeline, inflight: w.inflight, settledSeconds: w.settledSeconds, cpu: w.cpu, cpuTail: w.cpuTail, eventLoopDelayMs: w.loop, stages, history });
     await plainSlot(round + 1);
   }
   if (duplicates) throw new Error(`the receiver got ${duplicates} duplicate deliveries`);
@@ -635,7 +671,7 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
       historySample: s.historySample,
       tls: s.tls,
       workerOptions: s.workerOptions,
-      temporal: 'temporal server start-dev, SQLite file',
+      temporal: `temporal server start-dev, ${s.temporal === 'file' ? 'SQLite file' : 'in-memory'}`,
       order: 'plain, webhook, plain, ..., plain: each webhook round against the mean of the plain runs around it; rates: N / (last receipt - first emit commit or first request start)',
     },
     runs,
@@ -647,16 +683,27 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
 
 async function main(): Promise<void> {
   const cleanup: Array<[string, () => Promise<void>]> = [];
+  let cleaned: Promise<void> | null = null;
+  const cleanUp = () =>
+    (cleaned ??= (async () => {
+      for (const [name, fn] of cleanup.reverse()) {
+        await fn().catch((err: unknown) => log(`  cleanup of ${name} failed: ${err instanceof Error ? err.message : String(err)}`));
+      }
+    })());
+  const fail = (err: unknown) => send({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+  // An error thrown outside the run's promise chain (a socket's error event, say) still cleans up.
+  process.once('uncaughtException', (err) => {
+    fail(err);
+    void cleanUp().finally(() => process.exit(1));
+  });
   try {
     const result = await run(cleanup);
     send({ kind: 'result', result });
   } catch (err) {
-    send({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    fail(err);
     process.exitCode = 1;
   } finally {
-    for (const [name, fn] of cleanup.reverse()) {
-      await fn().catch((err: unknown) => log(`  cleanup of ${name} failed: ${err instanceof Error ? err.message : String(err)}`));
-    }
+    await cleanUp();
     if (process.connected) process.disconnect();
   }
 }

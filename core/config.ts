@@ -51,6 +51,24 @@ export const configSchema = z.object({
   ),
   /** Time-out of one delivery attempt, in milliseconds. */
   CONCIERGE_WEBHOOK_TIMEOUT_MS: positiveInt(10_000),
+  /** Uploaded bytes (content-addressed). Unset: <data dir>/blobs. */
+  CONCIERGE_STORAGE_DIR: optionalString,
+  /** Largest knowledge-base upload, in bytes (200 MB). */
+  KB_UPLOAD_MAX_BYTES: positiveInt(200 * 1024 * 1024),
+  /** Local model files (npm run models:fetch puts them here). Unset: <data dir>/models. */
+  CONCIERGE_MODELS_DIR: optionalString,
+  /** `local` (the sentence-embedding model in the models directory) or `openai` (an OpenAI-compatible /v1/embeddings). */
+  EMBEDDINGS_PROVIDER: z.preprocess(emptyToUndefined, z.enum(['local', 'openai']).default('local')),
+  EMBEDDINGS_MODEL: optionalString,
+  EMBEDDINGS_BASE_URL: optionalString,
+  EMBEDDINGS_API_KEY: optionalString,
+  /** An OpenAI-compatible /v1/audio/transcriptions endpoint for audio and video; unset: audio files end in error. */
+  TRANSCRIBE_BASE_URL: optionalString,
+  TRANSCRIBE_API_KEY: optionalString,
+  TRANSCRIBE_MODEL: z.preprocess(emptyToUndefined, z.string().default('whisper-1')),
+  /** Limits of the isolated extraction process. */
+  EXTRACT_TIMEOUT_MS: positiveInt(120_000),
+  EXTRACT_MAX_MEMORY_MB: positiveInt(512),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -70,6 +88,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
 export function dataDir(config: Pick<Config, 'CONCIERGE_DATA_DIR'>): string {
   return path.resolve(config.CONCIERGE_DATA_DIR);
+}
+
+export function storageDir(config: Config): string {
+  return path.resolve(config.CONCIERGE_STORAGE_DIR ?? path.join(dataDir(config), 'blobs'));
+}
+
+export function modelsDir(config: Config): string {
+  return path.resolve(config.CONCIERGE_MODELS_DIR ?? path.join(dataDir(config), 'models'));
 }
 
 /** The rate-limit store in force when none is named: Redis when configured, else the given fallback. */

@@ -1,10 +1,15 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiKeyService } from './auth/api-keys';
 import type { KeyCache } from './auth/key-cache';
-import { dataDir, type Config } from './config';
+import { dataDir, modelsDir, storageDir, type Config } from './config';
 import { SecretBox } from './crypto/secret-box';
 import { IdempotencyStore } from './idempotency/store';
+import { DenseIndex } from './kb/dense-index';
+import { createEmbedder, type Embedder } from './kb/embedder';
+import { FileService } from './kb/files';
 import { FolderService } from './kb/folders';
+import { SearchService } from './kb/search';
+import { LocalBlobStore, type BlobStore } from './storage/blob-store';
 import { policyFromCidrs } from './net/ssrf';
 import { DeliveryService } from './webhooks/deliveries';
 import type { SenderSettings } from './webhooks/sender';
@@ -17,6 +22,9 @@ export interface Services {
   idempotency: IdempotencyStore;
   subscriptions: SubscriptionService;
   deliveries: DeliveryService;
+  files: FileService;
+  search: SearchService;
+  blobs: BlobStore;
 }
 
 export interface ServiceOptions {
@@ -24,6 +32,11 @@ export interface ServiceOptions {
   idempotencyTtlHours: number;
   box: SecretBox;
   sender: SenderSettings;
+  blobs: BlobStore;
+  /** Loaded on first use: a process that never searches never loads the model. */
+  embedder: () => Promise<Embedder>;
+  /** The dense index of this process; without one (CLI, tests that do not search) nothing is cached. */
+  denseIndex?: DenseIndex;
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
@@ -33,6 +46,9 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours),
     subscriptions: new SubscriptionService(em, opts.box, opts.sender),
     deliveries: new DeliveryService(em, opts.box, opts.sender),
+    files: new FileService(em, opts.blobs),
+    blobs: opts.blobs,
+    search: new SearchService(em, opts.embedder, opts.denseIndex ?? new DenseIndex(em, null, console)),
   };
 }
 
@@ -41,7 +57,25 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
  * the encryption key into the data directory; separate production processes must share
  * one key, so there it is required.
  */
-export function serviceOptionsFromConfig(config: Config, opts: { embedded: boolean; keyCache?: KeyCache }): ServiceOptions {
+/** Builds the embedder once, on first use. */
+export function lazyEmbedder(make: () => Embedder): () => Promise<Embedder> {
+  let made: Embedder | null = null;
+  return async () => (made ??= make());
+}
+
+export function embedderFromConfig(config: Config): () => Promise<Embedder> {
+  return lazyEmbedder(() =>
+    createEmbedder({
+      provider: config.EMBEDDINGS_PROVIDER,
+      modelsDir: modelsDir(config),
+      model: config.EMBEDDINGS_MODEL,
+      baseUrl: config.EMBEDDINGS_BASE_URL,
+      apiKey: config.EMBEDDINGS_API_KEY,
+    }),
+  );
+}
+
+export function serviceOptionsFromConfig(config: Config, opts: { embedded: boolean; keyCache?: KeyCache; denseIndex?: DenseIndex }): ServiceOptions {
   let box: SecretBox;
   if (config.CONCIERGE_ENCRYPTION_KEY) box = SecretBox.fromString(config.CONCIERGE_ENCRYPTION_KEY);
   else if (opts.embedded) box = SecretBox.fromDataDir(dataDir(config));
@@ -51,5 +85,8 @@ export function serviceOptionsFromConfig(config: Config, opts: { embedded: boole
     idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
     box,
     sender: { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
+    blobs: new LocalBlobStore(storageDir(config)),
+    embedder: embedderFromConfig(config),
+    denseIndex: opts.denseIndex,
   };
 }

@@ -1,27 +1,28 @@
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { Client as PgClient } from 'pg';
 import type { Logger } from 'pino';
-import type { DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
-import { OUTBOX_CHANNEL } from '../core/webhooks/events';
-import { webhookDeliveryWorkflow } from '../workflows';
-import { searchAttributesFor } from './search-attributes';
-
-export interface DispatcherSettings {
-  taskQueue: string;
-  backoffMs: number[];
-  timeoutMs: number;
-  /** The sweep that catches what a missed NOTIFY or a crash left behind. */
-  sweepIntervalMs?: number;
-}
-
-export const deliveryWorkflowId = (deliveryId: string) => `webhook-delivery:${deliveryId}`;
 
 /**
- * Relays the outbox: starts one delivery workflow per undispatched delivery. Woken by
- * the NOTIFY that commits with each event, and by a periodic sweep. Starting is
- * idempotent: the workflow id is the delivery id, so a second start of a running
- * delivery is refused by Temporal, and a second start of a settled run finds the run
- * settled and sends nothing.
+ * One kind of row whose commit must lead to a started workflow: a webhook delivery, a
+ * file to index. Producers write the row (and NOTIFY `channel`) in their own
+ * transaction; the dispatcher starts the workflow and marks the row dispatched.
+ */
+export interface OutboxSource<T> {
+  name: string;
+  channel: string;
+  pending(limit: number): Promise<T[]>;
+  /** Starts the item's workflow; its workflow id is derived from the item, so a repeat start is refused by Temporal. */
+  start(item: T): Promise<void>;
+  markDispatched(item: T): Promise<void>;
+}
+
+const BATCH = 100;
+
+/**
+ * Relays the outboxes: woken by the NOTIFY that commits with each row, and by a
+ * periodic sweep that catches a missed wake-up or a crash between commit and start.
+ * Starting is idempotent (workflow ids are business ids), so a row started twice — by
+ * a crash after the start and before the mark — still yields one workflow.
  */
 export class OutboxDispatcher {
   private listener: PgClient | null = null;
@@ -32,15 +33,14 @@ export class OutboxDispatcher {
 
   constructor(
     private readonly databaseUrl: string,
-    private readonly deliveries: DeliveryService,
-    private readonly client: Client,
-    private readonly settings: DispatcherSettings,
+    private readonly sources: ReadonlyArray<OutboxSource<any>>,
     private readonly log: Pick<Logger, 'warn' | 'error'>,
+    private readonly sweepIntervalMs = 5_000,
   ) {}
 
   async start(): Promise<void> {
     await this.listen();
-    this.timer = setInterval(() => this.kick(), this.settings.sweepIntervalMs ?? 5_000);
+    this.timer = setInterval(() => this.kick(), this.sweepIntervalMs);
     this.timer.unref();
     this.kick();
   }
@@ -52,10 +52,11 @@ export class OutboxDispatcher {
       this.log.warn({ err: err.message }, 'outbox listener lost; the sweep carries on and it reconnects');
       this.listener = null;
       pg.removeAllListeners();
+      pg.on('error', () => undefined);
       if (!this.stopped) setTimeout(() => void this.listen().catch(() => undefined), 1_000).unref();
     });
     await pg.connect();
-    await pg.query(`listen ${OUTBOX_CHANNEL}`);
+    for (const s of this.sources) await pg.query(`listen ${s.channel}`);
     this.listener = pg;
   }
 
@@ -66,7 +67,7 @@ export class OutboxDispatcher {
       this.again = true;
       return;
     }
-    this.running = this.drain()
+    this.running = this.drainAll()
       .catch((err) => this.log.error({ err }, 'outbox dispatch failed; retrying on the next sweep'))
       .finally(() => {
         this.running = null;
@@ -77,27 +78,25 @@ export class OutboxDispatcher {
       });
   }
 
-  private async drain(): Promise<void> {
-    for (;;) {
-      const batch = await this.deliveries.undispatched(100);
-      await Promise.all(batch.map((item) => this.dispatch(item)));
-      if (batch.length < 100 || this.stopped) return;
-    }
+  private async drainAll(): Promise<void> {
+    for (const source of this.sources) await this.drain(source);
   }
 
-  private async dispatch(item: DispatchItem): Promise<void> {
-    try {
-      await this.client.workflow.start(webhookDeliveryWorkflow, {
-        workflowId: deliveryWorkflowId(item.id),
-        taskQueue: this.settings.taskQueue,
-        args: [{ deliveryId: item.id, run: item.run, backoffMs: this.settings.backoffMs, timeoutMs: this.settings.timeoutMs }],
-        typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, subscriptionId: item.subscription_id, eventType: item.event_type }),
-      });
-    } catch (err) {
-      // Already running: this delivery's workflow exists, which is all we wanted.
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  private async drain<T>(source: OutboxSource<T>): Promise<void> {
+    for (;;) {
+      const batch = await source.pending(BATCH);
+      await Promise.all(
+        batch.map(async (item) => {
+          try {
+            await source.start(item);
+          } catch (err) {
+            if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+          }
+          await source.markDispatched(item);
+        }),
+      );
+      if (batch.length < BATCH || this.stopped) return;
     }
-    await this.deliveries.markDispatched(item.id, item.run);
   }
 
   async stop(): Promise<void> {

@@ -4,7 +4,10 @@ import pino from 'pino';
 import type { Config } from '../core/config';
 import { openDatabase } from '../core/db/orm';
 import { createServices, serviceOptionsFromConfig } from '../core/services';
+import { IndexingService } from '../core/kb/indexing';
+import { extractorFromConfig } from '../core/kb/extractor';
 import { OutboxDispatcher } from './outbox-dispatcher';
+import { kbIndexing, webhookDeliveries } from './outbox-sources';
 import { ensureSchedules } from './schedules';
 import { ensureSearchAttributes } from './search-attributes';
 import { createWorker } from './worker';
@@ -27,19 +30,25 @@ export async function startWorkerRuntime(config: Config, opts: { databaseUrl: st
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
   await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
   await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE);
-  const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded }));
+  const serviceOptions = serviceOptionsFromConfig(config, { embedded: opts.embedded });
+  const services = createServices(orm.em, serviceOptions);
+  const indexing = new IndexingService({ em: orm.em, blobs: serviceOptions.blobs, extract: extractorFromConfig(config), embedder: serviceOptions.embedder });
   const worker = await createWorker({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
-    deps: { em: orm.em, services },
+    deps: { em: orm.em, services, indexing },
   });
   const running = worker.run();
-  const dispatcher = new OutboxDispatcher(opts.databaseUrl, services.deliveries, client, {
-    taskQueue: config.TEMPORAL_TASK_QUEUE,
-    backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS,
-    timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS,
-  }, log);
+  const taskQueue = config.TEMPORAL_TASK_QUEUE;
+  const dispatcher = new OutboxDispatcher(
+    opts.databaseUrl,
+    [
+      webhookDeliveries(services.deliveries, client, { taskQueue, backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS, timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS }),
+      kbIndexing(orm.em, client, { taskQueue }),
+    ],
+    log,
+  );
   await dispatcher.start();
   return {
     worker,

@@ -6,13 +6,15 @@ import { temporal } from '@temporalio/proto';
 export const WORKSPACE_ID = defineSearchAttributeKey('ConciergeWorkspaceId', SearchAttributeType.KEYWORD);
 export const SUBSCRIPTION_ID = defineSearchAttributeKey('ConciergeSubscriptionId', SearchAttributeType.KEYWORD);
 export const EVENT_TYPE = defineSearchAttributeKey('ConciergeEventType', SearchAttributeType.KEYWORD);
+export const FILE_ID = defineSearchAttributeKey('ConciergeFileId', SearchAttributeType.KEYWORD);
 
-export const ALL_SEARCH_ATTRIBUTES = [WORKSPACE_ID, SUBSCRIPTION_ID, EVENT_TYPE];
+export const ALL_SEARCH_ATTRIBUTES = [WORKSPACE_ID, SUBSCRIPTION_ID, EVENT_TYPE, FILE_ID];
 
-export function searchAttributesFor(v: { workspaceId: string; subscriptionId?: string; eventType?: string }): TypedSearchAttributes {
+export function searchAttributesFor(v: { workspaceId: string; subscriptionId?: string; eventType?: string; fileId?: string }): TypedSearchAttributes {
   const pairs: ConstructorParameters<typeof TypedSearchAttributes>[0] = [{ key: WORKSPACE_ID, value: v.workspaceId }];
   if (v.subscriptionId) pairs.push({ key: SUBSCRIPTION_ID, value: v.subscriptionId });
   if (v.eventType) pairs.push({ key: EVENT_TYPE, value: v.eventType });
+  if (v.fileId) pairs.push({ key: FILE_ID, value: v.fileId });
   return new TypedSearchAttributes(pairs);
 }
 

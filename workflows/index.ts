@@ -1,3 +1,4 @@
 // Every workflow type the worker registers. Deterministic code only: see eslint.config.mjs.
+export { kbIndexWorkflow } from './kb-index';
 export { purgeExpiredWorkflow } from './maintenance';
 export { webhookDeliveryWorkflow } from './webhook-delivery';

@@ -16,7 +16,8 @@ export const idempotencyPlugin = fp(async (app: FastifyInstance, opts: { store: 
 
   // The fingerprint is taken from the body as parsed, before validation reshapes it.
   app.addHook('preValidation', async (request) => {
-    if (request.method !== 'POST' || !request.auth) return;
+    // JSON bodies only: a multipart upload has no parsed body to compare (uploads are content-addressed anyway).
+    if (request.method !== 'POST' || !request.auth || request.isMultipart()) return;
     const header = request.headers['idempotency-key'];
     if (header === undefined) return;
     if (Array.isArray(header) || !KEY_PATTERN.test(header)) {

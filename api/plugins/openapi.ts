@@ -13,7 +13,7 @@ Rate limits: per API key and per workspace over a one-minute window. Every authe
 \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\` and \`X-RateLimit-Reset\` (Unix time, seconds, at which the window
 ends); a 429 \`rate_limited\` adds \`Retry-After\` (seconds).
 
-Idempotency: every POST accepts an \`Idempotency-Key\` header (1 to 255 printable ASCII characters). The same key and
+Idempotency: every JSON POST accepts an \`Idempotency-Key\` header (1 to 255 printable ASCII characters). The same key and
 the same request replay the stored response with \`Idempotent-Replayed: true\`; the same key with another request is
 409 \`idempotency_conflict\`. Keys live 24 hours. Requests that fail validation and 5xx responses are not stored.
 

@@ -61,6 +61,11 @@ function tree(pid: number): number[] {
   return out;
 }
 
+/** The first descendant of `pid` whose command is `name` (e.g. a server the Temporal core bridge spawned), or undefined. */
+export function descendantNamed(pid: number, name: string): number | undefined {
+  return tree(pid).find((p) => p !== pid && commOf(p) === name);
+}
+
 function pidsNamed(name: string): number[] {
   try {
     return fs
@@ -122,6 +127,8 @@ export function cpuBetween(a: CpuSnapshot, b: CpuSnapshot, cpus: number): CpuUse
   const cores: Record<string, number> = {};
   for (const k of Object.keys(b.seconds)) cores[k] = wallSeconds > 0 ? Math.max(0, b.seconds[k] - (a.seconds[k] ?? 0)) / wallSeconds : 0;
   const machineBusy = a.machine && b.machine && b.machine.total > a.machine.total ? (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total) : null;
+  // Whatever else kept the machine busy (other processes, the kernel): noise for the figures.
+  if (machineBusy !== null) cores.other = Math.max(0, machineBusy * cpus - Object.values(cores).reduce((x, y) => x + y, 0));
   return { wallSeconds, cores, machineBusy, cpus };
 }
 

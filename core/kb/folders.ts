@@ -147,9 +147,10 @@ export class FolderService {
     return folder;
   }
 
-  /** Files arrive with the knowledge-base upload endpoints (not built yet): until then a folder holds none. */
-  private async countFiles(_em: EntityManager, _folderId: string): Promise<number> {
-    return 0;
+  /** Documents (each with its current version) whose folder this is. */
+  private async countFiles(em: EntityManager, folderId: string): Promise<number> {
+    const [{ n }] = await em.execute<{ n: string }[]>('select count(*) as n from kb_documents where folder_id = ?', [folderId]);
+    return Number(n);
   }
 
   /** Published agents whose knowledge-base selection names the folder; agents arrive with messaging. */

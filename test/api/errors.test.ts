@@ -9,7 +9,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, bodyLimitBytes: 4096 });
   const ws = await createWorkspace(db.orm);
-  auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
+  auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write', 'documents:extract'])).key);
 });
 afterAll(async () => {
   await t.close();
@@ -101,11 +101,11 @@ describe('endpoints of the contract not built yet', () => {
     expect(scoped.statusCode).toBe(403);
     const res = await t.app.inject({
       method: 'POST',
-      url: '/api/v1/kb/files',
+      url: '/api/v1/documents/extract_structured',
       headers: { ...auth, 'content-type': 'multipart/form-data; boundary=x' },
       payload: '--x--',
     });
     expect(res.statusCode).toBe(501);
-    expect(res.json()).toEqual({ error: 'not_implemented', message: 'POST /api/v1/kb/files is part of the API contract but not built yet in this release' });
+    expect(res.json()).toEqual({ error: 'not_implemented', message: 'POST /api/v1/documents/extract_structured is part of the API contract but not built yet in this release' });
   });
 });

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app';
 import { KeyCache } from '../../core/auth/key-cache';
+import { DenseIndex } from '../../core/kb/dense-index';
 import type { Scope } from '../../core/auth/scopes';
 import { Workspace } from '../../core/db/entities';
 import type { Orm } from '../../core/db/orm';
@@ -11,6 +12,12 @@ import { SecretBox } from '../../core/crypto/secret-box';
 import { policyFromCidrs } from '../../core/net/ssrf';
 import { createTestPki } from './tls';
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createEmbedder } from '../../core/kb/embedder';
+import { lazyEmbedder } from '../../core/services';
+import { LocalBlobStore } from '../../core/storage/blob-store';
 import pino from 'pino';
 
 export interface TestApp {
@@ -21,6 +28,11 @@ export interface TestApp {
 
 /** One encryption key per test process: every service built here can open every secret. */
 const testBox = new SecretBox(randomBytes(32));
+/** One blob directory per test process. */
+export const testBlobs = new LocalBlobStore(fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-blobs-')));
+/** The real default embedding model (npm run models:fetch), loaded once per test process on first use. */
+export const MODELS_DIR = path.resolve(process.env.CONCIERGE_MODELS_DIR ?? path.join(__dirname, '../../.data/models'));
+export const testEmbedder = lazyEmbedder(() => createEmbedder({ provider: 'local', modelsDir: MODELS_DIR }));
 
 /**
  * Services as a test process builds them: a per-process encryption key; webhook
@@ -31,8 +43,10 @@ export function testServiceOptions(overrides: Partial<ServiceOptions> = {}): Ser
     idempotencyTtlHours: 24,
     box: testBox,
     sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 2_000, ca: createTestPki().ca },
+    blobs: testBlobs,
+    embedder: testEmbedder,
     ...overrides,
-  };
+  } as ServiceOptions;
 }
 
 /**
@@ -47,16 +61,20 @@ export async function startTestApp(opts: {
   perWorkspace?: number;
   windowSeconds?: number;
   bodyLimitBytes?: number;
+  maxUploadBytes?: number;
   serviceOptions?: Partial<ServiceOptions>;
 }): Promise<TestApp> {
   const keyCache = new KeyCache(opts.databaseUrl, pino({ level: 'silent' }));
   await keyCache.start();
   const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds);
-  const services = createServices(opts.orm.em, testServiceOptions({ keyCache, ...opts.serviceOptions }));
+  const denseIndex = new DenseIndex(opts.orm.em, opts.databaseUrl, pino({ level: 'silent' }));
+  await denseIndex.start();
+  const services = createServices(opts.orm.em, testServiceOptions({ keyCache, denseIndex, ...opts.serviceOptions }));
   const app = await buildApp({
     services,
     limits,
     bodyLimitBytes: opts.bodyLimitBytes ?? 1024 * 1024,
+    maxUploadBytes: opts.maxUploadBytes,
     // TEST_LOG=debug shows the app's logs (5xx details included) while debugging a test.
     logger: process.env.TEST_LOG ? { level: process.env.TEST_LOG } : false,
   });
@@ -67,6 +85,7 @@ export async function startTestApp(opts: {
     close: async () => {
       await app.close();
       await keyCache.stop();
+      await denseIndex.stop();
     },
   };
 }

@@ -5,6 +5,9 @@ import { Client, Connection } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import type { ActivityDeps } from '../../activities';
+import { createExtractor } from '../../core/kb/extractor';
+import { IndexingService } from '../../core/kb/indexing';
+import { testEmbedder } from './app';
 import { createWorker } from '../../worker/worker';
 import { ensureSearchAttributes } from '../../worker/search-attributes';
 
@@ -15,15 +18,21 @@ let runtimeInstalled = false;
 export function installQuietRuntime(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
+  Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
 }
 
 /** The run's shared dev server (see global-setup.ts), a client, and a worker on a task queue of this file's own. */
-export async function startTestWorker(deps: ActivityDeps): Promise<{ client: Client; worker: Worker; taskQueue: string; close(): Promise<void> }> {
+export async function startTestWorker(partial: Omit<ActivityDeps, 'indexing'> & { indexing?: ActivityDeps['indexing'] }): Promise<{ client: Client; worker: Worker; taskQueue: string; close(): Promise<void> }> {
   const address = process.env.TEST_TEMPORAL_ADDRESS;
   const bundle = process.env.TEST_WORKFLOW_BUNDLE;
   if (!address || !bundle) throw new Error('Temporal test server not started: run the tests through jest (global-setup.ts)');
   installQuietRuntime();
+  const deps: ActivityDeps = {
+    ...partial,
+    indexing:
+      partial.indexing ??
+      new IndexingService({ em: partial.em, blobs: partial.services.blobs, extract: createExtractor({ timeoutMs: 60_000, maxMemoryMb: 512, transcriber: null }), embedder: testEmbedder }),
+  };
   const taskQueue = `test-${randomBytes(6).toString('hex')}`;
   const nativeConnection = await NativeConnection.connect({ address });
   const connection = await Connection.connect({ address });

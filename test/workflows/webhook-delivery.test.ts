@@ -2,7 +2,8 @@ import { createHmac } from 'node:crypto';
 import pino from 'pino';
 import { verifyWebhook } from '../../sdk';
 import { emitEvent } from '../../core/webhooks/emitter';
-import { OutboxDispatcher, deliveryWorkflowId } from '../../worker/outbox-dispatcher';
+import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
+import { deliveryWorkflowId, webhookDeliveries } from '../../worker/outbox-sources';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
@@ -23,7 +24,12 @@ beforeAll(async () => {
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
   tw = await startTestWorker({ em: db.orm.em, services: t.services });
-  dispatcher = new OutboxDispatcher(db.url, t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: BACKOFF, timeoutMs: 1_000, sweepIntervalMs: 500 }, pino({ level: 'silent' }));
+  dispatcher = new OutboxDispatcher(
+    db.url,
+    [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: BACKOFF, timeoutMs: 1_000 })],
+    pino({ level: 'silent' }),
+    500,
+  );
   await dispatcher.start();
 });
 // Each test gets its own workspace, so one test's subscriptions never see another's events.

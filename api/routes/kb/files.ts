@@ -1,0 +1,148 @@
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { z } from 'zod';
+import { ApiError } from '../../../core/errors';
+import { sniffType } from '../../../core/kb/extract/sniff';
+import type { StagedBlob } from '../../../core/storage/blob-store';
+import { authOf } from '../../types';
+import { authErrors, ErrorBody, IdParam } from '../../schemas/common';
+import { KbFile, KbFileList, ListFilesQuery, MoveFileBody, SearchBody, SearchResult, UploadForm } from '../../schemas/files';
+
+const tags = ['Knowledge base'];
+
+/** RFC 6266: an ASCII fallback plus the exact UTF-8 name. */
+function contentDisposition(name: string): string {
+  const fallback = name.replace(/[^\x20-\x7e]|["\\]/g, '_');
+  return `attachment; filename="${fallback}"; filename*=UTF-8''${encodeURIComponent(name)}`;
+}
+
+export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = async (app, opts) => {
+  const files = app.services.files;
+  const maxBytes = opts.maxUploadBytes ?? 200 * 1024 * 1024;
+
+  app.post('/api/v1/kb/files', {
+    config: { scope: 'kb:write' },
+    schema: {
+      operationId: 'uploadFile',
+      summary: 'Upload a document (multipart/form-data: file, name?, folder_id?); indexing runs in the background',
+      tags,
+      consumes: ['multipart/form-data'],
+      body: UploadForm.optional(),
+      response: {
+        201: KbFile,
+        ...authErrors,
+        404: ErrorBody.meta({ description: 'folder_not_found' }),
+        413: ErrorBody.meta({ description: 'payload_too_large: over 200 MB' }),
+        415: ErrorBody.meta({ description: 'unsupported_mime: the bytes are not an accepted type' }),
+      },
+    },
+    // The multipart stream is read by the handler, not validated as a JSON body.
+    validatorCompiler: () => (data) => ({ value: data }),
+    handler: async (request, reply) => {
+      if (!request.isMultipart()) throw new ApiError(415, 'unsupported_media_type', "Content-Type: this endpoint accepts 'multipart/form-data'");
+      const ws = authOf(request).workspaceId;
+      let staged: StagedBlob | null = null;
+      let fileName = '';
+      const fields: Record<string, string> = {};
+      try {
+        for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 4096 } })) {
+          if (part.type === 'file') {
+            if (part.fieldname !== 'file' || staged) {
+              part.file.resume();
+              throw new ApiError(400, 'invalid_request', `${part.fieldname}: only one file, in the field 'file'`);
+            }
+            fileName = part.filename;
+            staged = await app.services.blobs.stage(part.file, maxBytes);
+          } else {
+            fields[part.fieldname] = String(part.value);
+          }
+        }
+        if (!staged) throw new ApiError(400, 'invalid_request', 'file: required');
+        if (staged.size === 0) throw new ApiError(400, 'invalid_request', 'file: is empty');
+        const name = (fields.name ?? fileName).trim();
+        if (!name || name.length > 255) throw new ApiError(400, 'invalid_request', 'name: 1 to 255 characters');
+        const type = await sniffType(staged.tempPath, fileName || name);
+        if (!type) throw new ApiError(415, 'unsupported_mime', `file: '${fileName || name}' is not a supported document, image, audio or video type`);
+        const created = await files.create(ws, { staged, name, folderId: fields.folder_id || null, mime: type.mime, kind: type.kind });
+        staged = null;
+        return reply.code(201).send(created);
+      } catch (err) {
+        if (staged) await app.services.blobs.discard(staged);
+        const code = (err as { code?: string }).code;
+        if (code === 'FST_REQ_FILE_TOO_LARGE' || err instanceof Error && err.name === 'BlobTooLargeError') {
+          throw new ApiError(413, 'payload_too_large', `file: larger than the ${Math.round(maxBytes / 1024 / 1024)} MB limit`);
+        }
+        if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError(400, 'invalid_request', 'body: too many parts');
+        throw err;
+      }
+    },
+  });
+
+  app.get('/api/v1/kb/files', {
+    config: { scope: 'kb:read' },
+    schema: { operationId: 'listFiles', summary: 'List current file versions, newest first', tags, querystring: ListFilesQuery, response: { 200: KbFileList, ...authErrors } },
+    handler: async (request) =>
+      files.list(authOf(request).workspaceId, { folderId: request.query.folder_id ?? null, status: request.query.status, limit: request.query.limit, cursor: request.query.cursor }),
+  });
+
+  app.get('/api/v1/kb/files/:id', {
+    config: { scope: 'kb:read' },
+    schema: { operationId: 'getFile', summary: 'Get a file (poll until active or error)', tags, params: IdParam, response: { 200: KbFile, ...authErrors, 404: ErrorBody } },
+    handler: async (request) => files.get(authOf(request).workspaceId, request.params.id),
+  });
+
+  app.get('/api/v1/kb/files/:id/download', {
+    config: { scope: 'kb:read' },
+    schema: {
+      operationId: 'downloadFile',
+      summary: 'Download the original bytes',
+      tags,
+      params: IdParam,
+      response: { 200: z.any().meta({ description: 'The original bytes, with their content type and Content-Disposition' }), ...authErrors, 404: ErrorBody },
+    },
+    handler: async (request, reply) => {
+      const { file, stream } = await files.download(authOf(request).workspaceId, request.params.id);
+      reply.header('Content-Type', file.mime_type).header('Content-Length', String(file.file_size)).header('Content-Disposition', contentDisposition(file.name));
+      return reply.send(stream);
+    },
+  });
+
+  app.post('/api/v1/kb/files/:id/move', {
+    config: { scope: 'kb:write' },
+    schema: {
+      operationId: 'moveFile',
+      summary: 'Move a file (with all its versions) to a folder, or to the root with null',
+      tags,
+      params: IdParam,
+      body: MoveFileBody,
+      response: { 200: KbFile, ...authErrors, 404: ErrorBody.meta({ description: 'not_found or folder_not_found' }), 409: ErrorBody.meta({ description: 'file_exists' }) },
+    },
+    handler: async (request) => files.move(authOf(request).workspaceId, request.params.id, request.body.folder_id),
+  });
+
+  app.delete('/api/v1/kb/files/:id', {
+    config: { scope: 'kb:write' },
+    schema: {
+      operationId: 'deleteFile',
+      summary: 'Delete a file version with its passages and bytes; the previous version becomes current',
+      tags,
+      params: IdParam,
+      response: { 204: z.null(), ...authErrors, 404: ErrorBody },
+    },
+    handler: async (request, reply) => {
+      await files.delete(authOf(request).workspaceId, request.params.id);
+      return reply.code(204).send(null);
+    },
+  });
+
+  app.post('/api/v1/kb/search', {
+    config: { scope: 'kb:read' },
+    schema: {
+      operationId: 'searchKnowledgeBase',
+      summary: 'Hybrid search (full text + meaning) over current, indexed versions',
+      tags,
+      body: SearchBody,
+      response: { 200: SearchResult, ...authErrors, 404: ErrorBody.meta({ description: 'folder_not_found or not_found (kb_id)' }) },
+    },
+    handler: async (request) => ({ matches: await app.services.search.search(authOf(request).workspaceId, request.body) }),
+  });
+};

@@ -1,0 +1,5 @@
+export const ceilingActivities = {
+  async attempt(): Promise<void> {},
+  async outcome(): Promise<void> {},
+};
+export type CeilingActivities = typeof ceilingActivities;

@@ -1,0 +1,84 @@
+/** Shared types of document sniffing and extraction (imported by the parent and the child). */
+
+export type DocKind =
+  | 'pdf' | 'docx' | 'doc' | 'odt' | 'rtf' | 'pptx'
+  | 'xlsx' | 'xls' | 'csv' | 'ods'
+  | 'text' | 'markdown' | 'html' | 'json' | 'xml'
+  | 'eml' | 'msg'
+  | 'image' | 'audio' | 'video';
+
+export interface Segment {
+  text: string;
+  /** 1-based PDF page. */
+  page?: number;
+  /** Spreadsheet sheet name. */
+  sheet?: string;
+  /** 1-based spreadsheet/CSV row (the header row is row 1 of a CSV). */
+  row?: number;
+  /** The nearest heading above this text (documents, slides' titles, email subjects). */
+  heading?: string;
+  /** 1-based slide number. */
+  slide?: number;
+}
+
+export interface ExtractResult {
+  segments: Segment[];
+  warnings: string[];
+}
+
+/**
+ * Extraction failed for this one file. `reason` is short and user-facing ("PDF is corrupt
+ * or encrypted", "extraction exceeded 60 s"); `detail` (if any) is for logs only.
+ */
+export class ExtractionError extends Error {
+  override readonly name = 'ExtractionError';
+  readonly detail?: string;
+  constructor(readonly reason: string, detail?: string) {
+    super(reason);
+    if (detail) this.detail = detail;
+  }
+}
+
+/** Human names of the kinds, for messages. */
+export const KIND_LABEL: Record<DocKind, string> = {
+  pdf: 'PDF', docx: 'DOCX', doc: 'DOC', odt: 'ODT', rtf: 'RTF', pptx: 'PPTX',
+  xlsx: 'XLSX', xls: 'XLS', csv: 'CSV', ods: 'ODS',
+  text: 'text file', markdown: 'Markdown file', html: 'HTML file', json: 'JSON file', xml: 'XML file',
+  eml: 'email', msg: 'Outlook message', image: 'image', audio: 'audio file', video: 'video file',
+};
+
+/** Limits applied inside the extraction child. */
+export interface ChildLimits {
+  /** Cap on the total uncompressed size of a zip-based document (OOXML, ODF). */
+  maxArchiveBytes: number;
+  /** Cap on the number of entries of such an archive. */
+  maxArchiveEntries: number;
+  /** Cap on the pixels of an image handed to OCR. */
+  maxImagePixels: number;
+  /** How deep email attachments are followed (an .eml inside an .eml …). */
+  maxAttachmentDepth: number;
+  /** How many attachments of one message are extracted. */
+  maxAttachments: number;
+}
+
+export const DEFAULT_CHILD_LIMITS: ChildLimits = {
+  maxArchiveBytes: 500 * 1024 * 1024,
+  maxArchiveEntries: 20_000,
+  maxImagePixels: 60_000_000,
+  maxAttachmentDepth: 3,
+  maxAttachments: 50,
+};
+
+/** What the parent hands the child (as one JSON argv element). */
+export interface ChildJob {
+  filePath: string;
+  kind: DocKind;
+  mime: string;
+  fileName: string;
+  ocrLangPath?: string;
+  limits: ChildLimits;
+}
+
+export type ChildReply =
+  | { ok: true; segments: Segment[]; warnings: string[] }
+  | { ok: false; reason: string; detail?: string };

@@ -1,0 +1,114 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { ApiError } from '../errors';
+import { exactTopK, type DenseIndex } from './dense-index';
+import { queryVector, type Embedder } from './embedder';
+
+export interface SearchMatch {
+  id: string;
+  name: string;
+  score: number;
+  file_id: string;
+  folder_id: string | null;
+  text: string;
+}
+
+export interface SearchQuery {
+  query: string;
+  top_k: number;
+  folder_id?: string;
+  kb_id?: string;
+}
+
+/** Candidates taken from each side before fusion. */
+const CANDIDATES = 50;
+/** Reciprocal rank fusion constant (Cormack et al.): dampens the weight of top ranks. */
+const RRF_K = 60;
+
+/**
+ * Hybrid search: PostgreSQL full text (websearch_to_tsquery + ts_rank_cd, English
+ * stemming) and exact dense cosine similarity, fused by reciprocal rank. The score is
+ * the fused value divided by its maximum (first on both sides), so it lies in [0, 1].
+ * Only current, active versions are searched. `folder_id` covers that folder and its
+ * subfolders; `kb_id` is one file; both together must both hold.
+ */
+export class SearchService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly embedder: () => Promise<Embedder>,
+    private readonly dense: DenseIndex,
+  ) {}
+
+  async search(workspaceId: string, q: SearchQuery): Promise<SearchMatch[]> {
+    const em = this.em.fork();
+    let folders: Set<string> | null = null;
+    if (q.folder_id) {
+      const rows = await em.execute<{ id: string }[]>(
+        `with recursive sub as (
+           select id from kb_folders where id = ? and workspace_id = ?
+           union all
+           select f.id from kb_folders f join sub on f.parent_id = sub.id)
+         select id from sub`,
+        [q.folder_id, workspaceId],
+      );
+      if (!rows.length) throw new ApiError(404, 'folder_not_found', `No folder with id '${q.folder_id}' in this workspace`);
+      folders = new Set(rows.map((r) => r.id));
+    }
+    if (q.kb_id) {
+      const rows = await em.execute('select 1 from kb_files where id = ? and workspace_id = ?', [q.kb_id, workspaceId]);
+      if (!rows.length) throw new ApiError(404, 'not_found', `No file with id '${q.kb_id}' in this workspace`);
+    }
+
+    const [lexical, semantic] = await Promise.all([this.fullText(em, workspaceId, q, folders), this.denseSearch(workspaceId, q, folders)]);
+    const fused = new Map<string, number>();
+    lexical.forEach((id, rank) => fused.set(id, (fused.get(id) ?? 0) + 1 / (RRF_K + rank + 1)));
+    semantic.forEach((id, rank) => fused.set(id, (fused.get(id) ?? 0) + 1 / (RRF_K + rank + 1)));
+    const best = [...fused.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, q.top_k);
+    if (!best.length) return [];
+    const max = 2 / (RRF_K + 1);
+    const rows = await em.execute<{ id: string; text: string; file_id: string; name: string; folder_id: string | null }[]>(
+      `select c.id, c.text, c.file_id, f.name, d.folder_id from kb_chunks c
+       join kb_files f on f.id = c.file_id join kb_documents d on d.id = f.document_id
+       where c.id in (${best.map(() => '?').join(',')})`,
+      best.map(([id]) => id),
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    return best
+      .filter(([id]) => byId.has(id))
+      .map(([id, s]) => {
+        const r = byId.get(id)!;
+        return { id, name: r.name, score: Math.min(1, Math.round((s / max) * 1e6) / 1e6), file_id: r.file_id, folder_id: r.folder_id, text: r.text };
+      });
+  }
+
+  private async fullText(em: EntityManager, workspaceId: string, q: SearchQuery, folders: Set<string> | null): Promise<string[]> {
+    const params: unknown[] = [q.query, workspaceId];
+    let filter = '';
+    if (folders) {
+      filter += ` and d.folder_id in (${[...folders].map(() => '?').join(',')})`;
+      params.push(...folders);
+    }
+    if (q.kb_id) {
+      filter += ' and c.file_id = ?';
+      params.push(q.kb_id);
+    }
+    const rows = await em.execute<{ id: string }[]>(
+      `with q as (select websearch_to_tsquery('english', ?) as tsq)
+       select c.id from kb_chunks c
+       join kb_files f on f.id = c.file_id and f.is_current and f.status = 'active'
+       join kb_documents d on d.id = f.document_id, q
+       where c.workspace_id = ? and c.tsv @@ q.tsq${filter}
+       order by ts_rank_cd(c.tsv, q.tsq) desc, c.id
+       limit ${CANDIDATES}`,
+      params,
+    );
+    return rows.map((r) => r.id);
+  }
+
+  private async denseSearch(workspaceId: string, q: SearchQuery, folders: Set<string> | null): Promise<string[]> {
+    const embedder = await this.embedder();
+    const [vectors, query] = await Promise.all([this.dense.vectors(workspaceId, embedder.modelId), queryVector(embedder, q.query)]);
+    if (!vectors.ids.length) return [];
+    const keep = (i: number) => (!folders || folders.has(vectors.folderIds[i] ?? '')) && (!q.kb_id || vectors.fileIds[i] === q.kb_id);
+    return exactTopK(vectors, query, CANDIDATES, keep).map((h) => vectors.ids[h.i]);
+  }
+}

@@ -1,0 +1,57 @@
+import type { Client } from '@temporalio/client';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { KB_INDEX_OUTBOX_CHANNEL } from '../core/kb/files';
+import type { DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
+import { OUTBOX_CHANNEL } from '../core/webhooks/events';
+import { kbIndexWorkflow, webhookDeliveryWorkflow } from '../workflows';
+import type { OutboxSource } from './outbox-dispatcher';
+import { searchAttributesFor } from './search-attributes';
+
+export const deliveryWorkflowId = (deliveryId: string) => `webhook-delivery:${deliveryId}`;
+export const indexWorkflowId = (fileId: string) => `kb-index:${fileId}`;
+
+export function webhookDeliveries(
+  deliveries: DeliveryService,
+  client: Client,
+  s: { taskQueue: string; backoffMs: number[]; timeoutMs: number },
+): OutboxSource<DispatchItem> {
+  return {
+    name: 'webhook-deliveries',
+    channel: OUTBOX_CHANNEL,
+    pending: (limit) => deliveries.undispatched(limit),
+    start: async (item) => {
+      await client.workflow.start(webhookDeliveryWorkflow, {
+        workflowId: deliveryWorkflowId(item.id),
+        taskQueue: s.taskQueue,
+        args: [{ deliveryId: item.id, run: item.run, backoffMs: s.backoffMs, timeoutMs: s.timeoutMs }],
+        typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, subscriptionId: item.subscription_id, eventType: item.event_type }),
+      });
+    },
+    markDispatched: (item) => deliveries.markDispatched(item.id, item.run),
+  };
+}
+
+interface IndexItem {
+  id: string;
+  workspace_id: string;
+}
+
+export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: string }): OutboxSource<IndexItem> {
+  return {
+    name: 'kb-indexing',
+    channel: KB_INDEX_OUTBOX_CHANNEL,
+    pending: (limit) =>
+      em.fork().execute<IndexItem[]>('select id, workspace_id from kb_files where index_dispatched_at is null order by created_at, id limit ?', [limit]),
+    start: async (item) => {
+      await client.workflow.start(kbIndexWorkflow, {
+        workflowId: indexWorkflowId(item.id),
+        taskQueue: s.taskQueue,
+        args: [{ fileId: item.id }],
+        typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, fileId: item.id }),
+      });
+    },
+    markDispatched: async (item) => {
+      await em.fork().execute('update kb_files set index_dispatched_at = now() where id = ?', [item.id]);
+    },
+  };
+}

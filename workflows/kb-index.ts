@@ -11,13 +11,15 @@ export type KbIndexResult = 'active' | 'error' | 'gone' | 'settled';
 const { extractAndChunkFile } = proxyActivities<Activities>({
   startToCloseTimeout: '15 minutes',
   scheduleToCloseTimeout: '40 minutes',
-  heartbeatTimeout: '1 minute',
+  // The activity heartbeats every 5 s while the extraction process runs: a lost worker is noticed within 20 s.
+  heartbeatTimeout: '20 seconds',
   retry: { maximumAttempts: 3, initialInterval: '2 seconds', nonRetryableErrorTypes: ['ExtractionError'] },
 });
 const { embedFileChunks } = proxyActivities<Activities>({
   startToCloseTimeout: '30 minutes',
   scheduleToCloseTimeout: '90 minutes',
-  heartbeatTimeout: '2 minutes',
+  // Heartbeats after every batch of 32 passages (well under a second each).
+  heartbeatTimeout: '30 seconds',
   retry: { maximumAttempts: 3, initialInterval: '2 seconds' },
 });
 const { beginIndexing, finishIndexing, failIndexing } = proxyActivities<Activities>({

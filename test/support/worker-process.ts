@@ -1,0 +1,83 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+/**
+ * The production worker entry (worker/main.ts) as a real child process, on a Temporal
+ * namespace of its own: the worker creates the service's schedules at boot, which must
+ * not collide with other test files on the shared dev server.
+ */
+export class WorkerProcesses {
+  private readonly children: ChildProcess[] = [];
+
+  constructor(
+    readonly namespace: string,
+    private readonly env: Record<string, string>,
+  ) {}
+
+  async registerNamespace(): Promise<void> {
+    const connection = await Connection.connect({ address: process.env.TEST_TEMPORAL_ADDRESS });
+    try {
+      await connection.workflowService.registerNamespace({
+        namespace: this.namespace,
+        // protobufjs accepts a plain number where the type says Long.
+        workflowExecutionRetentionPeriod: { seconds: 86_400 as never },
+      });
+    } finally {
+      await connection.close();
+    }
+  }
+
+  /** Starts a worker and resolves once it polls. */
+  start(): Promise<ChildProcess> {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'worker/main.ts'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: process.env.TEST_TEMPORAL_ADDRESS,
+        TEMPORAL_NAMESPACE: this.namespace,
+        TEMPORAL_TASK_QUEUE: this.namespace,
+        LOG_LEVEL: 'warn',
+        ...this.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.children.push(child);
+    let output = '';
+    return new Promise((resolve, reject) => {
+      const onData = (d: Buffer) => {
+        output += d.toString();
+        if (output.includes('worker polling')) resolve(child);
+      };
+      child.stdout!.on('data', onData);
+      child.stderr!.on('data', onData);
+      child.once('exit', (code) => reject(new Error(`worker exited (${code}) before it was ready:\n${output}`)));
+    });
+  }
+
+  async kill(child: ChildProcess): Promise<void> {
+    if (exited(child)) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await gone;
+  }
+
+  async stopAll(): Promise<void> {
+    for (const c of this.children) await this.kill(c);
+  }
+}
+
+const exited = (c: ChildProcess) => c.exitCode !== null || c.signalCode !== null;
+
+/** Polls `check` until it returns a value, or fails after `ms`. */
+export async function eventually<T>(ms: number, what: string, check: () => Promise<T | undefined | false>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

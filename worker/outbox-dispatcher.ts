@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { Client as PgClient } from 'pg';
+import { PgListener } from '../core/db/listener';
 import type { Logger } from 'pino';
 
 /**
@@ -25,39 +25,26 @@ const BATCH = 100;
  * a crash after the start and before the mark — still yields one workflow.
  */
 export class OutboxDispatcher {
-  private listener: PgClient | null = null;
+  private readonly listener: PgListener;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private again = false;
   private stopped = false;
 
   constructor(
-    private readonly databaseUrl: string,
+    databaseUrl: string,
     private readonly sources: ReadonlyArray<OutboxSource<any>>,
     private readonly log: Pick<Logger, 'warn' | 'error'>,
     private readonly sweepIntervalMs = 5_000,
-  ) {}
-
-  async start(): Promise<void> {
-    await this.listen();
-    this.timer = setInterval(() => this.kick(), this.sweepIntervalMs);
-    this.timer.unref();
-    this.kick();
+  ) {
+    // A lost connection only delays wake-ups: the sweep carries on; reconnecting sweeps at once.
+    this.listener = new PgListener(databaseUrl, sources.map((s) => s.channel), { onNotify: () => this.kick(), onReady: () => this.kick() }, log, 'outbox dispatcher');
   }
 
-  private async listen(): Promise<void> {
-    const pg = new PgClient({ connectionString: this.databaseUrl });
-    pg.on('notification', () => this.kick());
-    pg.on('error', (err) => {
-      this.log.warn({ err: err.message }, 'outbox listener lost; the sweep carries on and it reconnects');
-      this.listener = null;
-      pg.removeAllListeners();
-      pg.on('error', () => undefined);
-      if (!this.stopped) setTimeout(() => void this.listen().catch(() => undefined), 1_000).unref();
-    });
-    await pg.connect();
-    for (const s of this.sources) await pg.query(`listen ${s.channel}`);
-    this.listener = pg;
+  async start(): Promise<void> {
+    await this.listener.start();
+    this.timer = setInterval(() => this.kick(), this.sweepIntervalMs);
+    this.timer.unref();
   }
 
   /** Runs a dispatch pass now, or right after the one under way. */
@@ -103,12 +90,6 @@ export class OutboxDispatcher {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     await this.running;
-    const pg = this.listener;
-    this.listener = null;
-    if (pg) {
-      pg.removeAllListeners();
-      pg.on('error', () => undefined);
-      await pg.end().catch(() => undefined);
-    }
+    await this.listener.stop();
   }
 }

@@ -1,5 +1,5 @@
-import { Client } from 'pg';
 import type { Logger } from 'pino';
+import { PgListener } from '../db/listener';
 import type { KeyLookup } from './api-keys';
 
 export const KEY_CHANGES_CHANNEL = 'concierge_api_keys';
@@ -14,54 +14,20 @@ export const KEY_CHANGES_CHANNEL = 'concierge_api_keys';
 export class KeyCache {
   private readonly entries = new Map<string, { value: KeyLookup; at: number }>();
   private gen = 0;
-  private client: Client | null = null;
-  private listening = false;
-  private stopped = false;
-  private retry: NodeJS.Timeout | null = null;
+  private readonly listener: PgListener;
 
   constructor(
-    private readonly databaseUrl: string,
-    private readonly log: Logger,
+    databaseUrl: string,
+    log: Logger,
     private readonly ttlMs = 60_000,
     private readonly maxEntries = 10_000,
-  ) {}
+  ) {
+    const clear = () => this.clear();
+    this.listener = new PgListener(databaseUrl, [KEY_CHANGES_CHANNEL], { onNotify: clear, onLost: clear, onReady: clear }, log, 'api key cache');
+  }
 
   async start(): Promise<void> {
-    await this.connect();
-  }
-
-  private async connect(): Promise<void> {
-    if (this.stopped) return;
-    const client = new Client({ connectionString: this.databaseUrl });
-    client.on('notification', () => this.clear());
-    client.on('error', (err) => this.lost(client, err));
-    client.on('end', () => this.lost(client));
-    try {
-      await client.connect();
-      await client.query(`listen ${KEY_CHANGES_CHANNEL}`);
-      this.client = client;
-      this.clear();
-      this.listening = true;
-    } catch (err) {
-      this.lost(client, err as Error);
-    }
-  }
-
-  private lost(client: Client, err?: Error): void {
-    if (this.client && this.client !== client) return;
-    this.listening = false;
-    this.client = null;
-    this.clear();
-    client.removeAllListeners();
-    client.on('error', () => undefined);
-    client.end().catch(() => undefined);
-    if (this.stopped || this.retry) return;
-    this.log.warn({ err: err?.message }, 'api key cache: change feed lost, cache bypassed until it reconnects');
-    this.retry = setTimeout(() => {
-      this.retry = null;
-      void this.connect();
-    }, 1000);
-    this.retry.unref();
+    await this.listener.start();
   }
 
   generation(): number {
@@ -69,7 +35,7 @@ export class KeyCache {
   }
 
   get(hash: string): KeyLookup | undefined {
-    if (!this.listening) return undefined;
+    if (!this.listener.listening) return undefined;
     const hit = this.entries.get(hash);
     if (!hit) return undefined;
     if (Date.now() - hit.at > this.ttlMs) {
@@ -81,7 +47,7 @@ export class KeyCache {
 
   /** Stores a look-up unless the cache was cleared since the look-up began. */
   set(hash: string, value: KeyLookup, generation: number | undefined): void {
-    if (!this.listening || generation !== this.gen) return;
+    if (!this.listener.listening || generation !== this.gen) return;
     if (this.entries.size >= this.maxEntries) this.entries.clear();
     this.entries.set(hash, { value, at: Date.now() });
   }
@@ -92,15 +58,6 @@ export class KeyCache {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.retry) clearTimeout(this.retry);
-    this.listening = false;
-    const c = this.client;
-    this.client = null;
-    if (c) {
-      c.removeAllListeners();
-      c.on('error', () => undefined);
-      await c.end().catch(() => undefined);
-    }
+    await this.listener.stop();
   }
 }

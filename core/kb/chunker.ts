@@ -1,12 +1,7 @@
+import type { Segment } from './extract/types';
+
 /** What an extractor yields: a piece of text with where it came from. */
-export interface SourceSegment {
-  text: string;
-  page?: number;
-  sheet?: string;
-  row?: number;
-  heading?: string;
-  slide?: number;
-}
+export type SourceSegment = Segment;
 
 export interface Chunk {
   ordinal: number;

@@ -1,4 +1,4 @@
-import { Client } from 'pg';
+import { PgListener } from '../db/listener';
 import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { KB_CHANGES_CHANNEL } from './files';
@@ -23,31 +23,26 @@ export interface WorkspaceVectors {
 export class DenseIndex {
   private readonly cache = new Map<string, Promise<WorkspaceVectors>>();
   private readonly gens = new Map<string, number>();
-  private client: Client | null = null;
-  private listening = false;
-  private stopped = false;
+  private readonly listener: PgListener | null;
 
   constructor(
     private readonly em: EntityManager,
-    private readonly databaseUrl: string | null,
-    private readonly log: Pick<Logger, 'warn'>,
-  ) {}
+    databaseUrl: string | null,
+    log: Pick<Logger, 'warn'>,
+  ) {
+    this.listener = databaseUrl
+      ? new PgListener(
+          databaseUrl,
+          [KB_CHANGES_CHANNEL],
+          { onNotify: (_channel, workspaceId) => this.invalidate(workspaceId), onLost: () => this.cache.clear(), onReady: () => this.cache.clear() },
+          log,
+          'kb dense index',
+        )
+      : null;
+  }
 
   async start(): Promise<void> {
-    if (!this.databaseUrl) return;
-    const client = new Client({ connectionString: this.databaseUrl });
-    client.on('notification', (msg) => this.invalidate(msg.payload ?? ''));
-    client.on('error', (err) => {
-      this.log.warn({ err: err.message }, 'kb change feed lost; dense cache bypassed until it reconnects');
-      this.listening = false;
-      this.cache.clear();
-      client.removeAllListeners();
-      if (!this.stopped) setTimeout(() => void this.start().catch(() => undefined), 1_000).unref();
-    });
-    await client.connect();
-    await client.query(`listen ${KB_CHANGES_CHANNEL}`);
-    this.client = client;
-    this.listening = true;
+    await this.listener?.start();
   }
 
   invalidate(workspaceId: string): void {
@@ -56,7 +51,7 @@ export class DenseIndex {
   }
 
   async vectors(workspaceId: string, modelId: string): Promise<WorkspaceVectors> {
-    if (!this.listening) return this.load(workspaceId, modelId);
+    if (!this.listener?.listening) return this.load(workspaceId, modelId);
     const hit = this.cache.get(workspaceId);
     if (hit) return hit;
     const gen = this.gens.get(workspaceId) ?? 0;
@@ -92,15 +87,7 @@ export class DenseIndex {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.listening = false;
-    const c = this.client;
-    this.client = null;
-    if (c) {
-      c.removeAllListeners();
-      c.on('error', () => undefined);
-      await c.end().catch(() => undefined);
-    }
+    await this.listener?.stop();
   }
 }
 

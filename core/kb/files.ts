@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
+import { decodeCursor, encodeCursor } from '../pagination';
 import { newId } from '../ids';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 
@@ -60,18 +61,6 @@ export function fileView(r: FileRow): FileView {
   };
 }
 
-function encodeCursor(r: FileRow): string {
-  return Buffer.from(JSON.stringify([new Date(r.created_at).toISOString(), r.id])).toString('base64url');
-}
-function decodeCursor(cursor: string): [string, string] {
-  try {
-    const [at, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (typeof at === 'string' && typeof id === 'string' && !Number.isNaN(Date.parse(at))) return [at, id];
-  } catch {
-    // fall through
-  }
-  throw new ApiError(400, 'invalid_request', 'cursor: not a cursor this endpoint returned');
-}
 
 const folderNotFound = (id: string) => new ApiError(404, 'folder_not_found', `No folder with id '${id}' in this workspace`);
 const fileNotFound = (id: string) => new ApiError(404, 'not_found', `No file with id '${id}' in this workspace`);

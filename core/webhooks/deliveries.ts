@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../crypto/secret-box';
 import { ApiError } from '../errors';
+import { decodeCursor, encodeCursor } from '../pagination';
 import { DISABLE_AFTER_FAILURES, OUTBOX_CHANNEL } from './events';
 import { sendSigned, type SenderSettings } from './sender';
 
@@ -77,18 +78,6 @@ function view(r: DeliveryRow): DeliveryView {
 }
 
 /** Opaque keyset cursor over (created_at desc, id desc): new rows never shift a page. */
-function encodeCursor(r: DeliveryRow): string {
-  return Buffer.from(JSON.stringify([new Date(r.created_at).toISOString(), r.id])).toString('base64url');
-}
-function decodeCursor(cursor: string): [string, string] {
-  try {
-    const [at, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (typeof at === 'string' && typeof id === 'string' && !Number.isNaN(Date.parse(at))) return [at, id];
-  } catch {
-    // fall through
-  }
-  throw new ApiError(400, 'invalid_request', 'cursor: not a cursor this endpoint returned');
-}
 
 /**
  * Deliveries: the attempt and the outcome accounting the delivery workflow calls, and the

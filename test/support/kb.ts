@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { indexWorkflowId, kbIndexing } from '../../worker/outbox-sources';
 import type { TestDatabase } from './db';
-import type { startTestWorker } from './temporal';
+import { workflowResult, type startTestWorker } from './temporal';
 
 /** A multipart/form-data body built by hand, as a client library would send it. */
 export function multipart(parts: Array<{ name: string; value: string | Buffer; filename?: string; type?: string }>): { payload: Buffer; headers: Record<string, string> } {
@@ -36,15 +36,6 @@ export async function startIndexDispatcher(db: TestDatabase, tw: Awaited<ReturnT
 }
 
 /** Waits for a file's indexing workflow to finish and returns its result. */
-export async function indexed(tw: Awaited<ReturnType<typeof startTestWorker>>, fileId: string): Promise<string> {
-  const handle = tw.client.workflow.getHandle(indexWorkflowId(fileId));
-  for (let i = 0; i < 200; i++) {
-    try {
-      return await handle.result();
-    } catch (err) {
-      if (!/not found/i.test((err as Error).message)) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error(`indexing of ${fileId} never started`);
+export function indexed(tw: Awaited<ReturnType<typeof startTestWorker>>, fileId: string): Promise<string> {
+  return workflowResult<string>(tw.client, indexWorkflowId(fileId));
 }

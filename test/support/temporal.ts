@@ -63,3 +63,17 @@ export async function maybeRecordHistory(client: Client, workflowId: string, nam
   fs.mkdirSync(HISTORIES_DIR, { recursive: true });
   fs.writeFileSync(path.join(HISTORIES_DIR, `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 2)}\n`);
 }
+
+/** The result of a workflow that another component starts (a dispatcher): waits for it to exist, then to finish. */
+export async function workflowResult<T = unknown>(client: Client, workflowId: string, waitToStartMs = 10_000): Promise<T> {
+  const handle = client.workflow.getHandle(workflowId);
+  const deadline = Date.now() + waitToStartMs;
+  for (;;) {
+    try {
+      return (await handle.result()) as T;
+    } catch (err) {
+      if (!/not found/i.test((err as Error).message) || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}

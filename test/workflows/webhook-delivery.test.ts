@@ -6,7 +6,7 @@ import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { deliveryWorkflowId, webhookDeliveries } from '../../worker/outbox-sources';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 
 let db: TestDatabase;
@@ -67,18 +67,7 @@ async function subscribe(url: string, events = ['message.inbound', 'message.stat
 const emit = (type: 'message.inbound' | 'message.status', data: Record<string, unknown>) =>
   db.orm.em.fork().transactional((tx) => emitEvent(tx, ws, type, data));
 
-async function settled(deliveryId: string) {
-  const handle = tw.client.workflow.getHandle(deliveryWorkflowId(deliveryId));
-  for (let i = 0; i < 100; i++) {
-    try {
-      return await handle.result();
-    } catch (err) {
-      if (!/not found/i.test((err as Error).message)) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error(`delivery ${deliveryId} never started`);
-}
+const settled = (deliveryId: string) => workflowResult<string>(tw.client, deliveryWorkflowId(deliveryId));
 
 const sub = async (id: string) =>
   (await t.app.inject({ method: 'GET', url: '/api/v1/webhook-subscriptions', headers: auth })).json().subscriptions.find((s: { id: string }) => s.id === id);

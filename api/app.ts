@@ -12,6 +12,9 @@ import { openapiPlugin } from './plugins/openapi';
 import { fileRoutes } from './routes/kb/files';
 import { folderRoutes } from './routes/kb/folders';
 import { healthRoutes } from './routes/health';
+import { agentRoutes } from './routes/agents';
+import { conversationRoutes } from './routes/conversations';
+import { customerRoutes } from './routes/customers';
 import { plannedRoutes } from './routes/planned';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
 
@@ -67,6 +70,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(folderRoutes);
   await app.register(fileRoutes, { maxUploadBytes: deps.maxUploadBytes });
   await app.register(webhookRoutes);
+  await app.register(agentRoutes);
+  await app.register(customerRoutes);
+  await app.register(conversationRoutes);
   await app.register(plannedRoutes);
   return app;
 }

@@ -1,39 +1,51 @@
 // `npm run bench`: runs each benchmark section in turn, prints a summary and writes
 // bench/results/latest.json. Settings come from the environment (bench/lib/load.ts):
 // BENCH_DURATION_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10),
-// BENCH_ROUNDS (2), BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section;
-// BENCH_STRICT=1 exits 1 when a ratio misses its target. Section-specific settings
-// (BENCH_WEBHOOK_*) are described at the top of the section's file.
+// BENCH_ROUNDS (2), BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section
+// (and replaces only that section's entry in latest.json);
+// BENCH_STRICT=1 exits 1 when a ratio (or another checked goal) misses its target.
+// Section-specific settings (BENCH_WEBHOOK_*, BENCH_KB_*) are described at the top of
+// the section's file.
 //
 // To add a section (webhooks, KB indexing, search): write bench/<name>.ts exporting an
 // `async (log) => Result` and list it in SECTIONS.
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { benchAuthOverhead } from './auth-overhead';
 import { benchWebhookFanout } from './webhook-fanout';
+import { benchKbIndexing } from './kb-indexing';
+import { benchKbSearch } from './kb-search';
+import { benchKbUploadRss } from './kb-upload-rss';
 import type { Result } from './lib/types';
 
 const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Promise<Result> }> = [
   { name: 'auth-overhead', run: benchAuthOverhead },
   { name: 'webhook-fanout', run: benchWebhookFanout },
+  { name: 'kb-indexing', run: benchKbIndexing },
+  { name: 'kb-search', run: benchKbSearch },
+  { name: 'kb-upload-rss', run: benchKbUploadRss },
 ];
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
 
 function printSummary(results: Result[]): void {
-  console.log('\nSummary (mean over measured rounds)');
+  console.log('\nSummary (mean over measured rounds; kb-search rows: sequential searches, req/s = 1000 / mean latency)');
   const header = ['section', 'target', 'rounds', 'req/s mean', 'req/s best', 'p50 ms', 'p99 ms'];
   const rows = results.flatMap((r) =>
     r.targets.map((t) => [r.section, t.target, String(t.rounds), fmt(t.meanRequestsPerSec), fmt(t.bestRequestsPerSec), fmt(t.meanLatencyP50Ms, 1), fmt(t.meanLatencyP99Ms, 1)]),
   );
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  console.log(line(header));
-  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-  for (const row of rows) console.log(line(row));
-  console.log('');
+  if (rows.length) {
+    console.log(line(header));
+    console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+    for (const row of rows) console.log(line(row));
+    console.log('');
+  }
   for (const r of results) {
+    for (const h of r.headlines ?? []) console.log(h);
+    for (const c of r.checks ?? []) console.log(`${c.name}: ${fmt(c.value, 1)} ${c.unit} (goal ${c.goal} ${c.unit}) ${c.pass ? 'ok' : 'MISSED'}`);
     for (const c of r.comparisons) {
       console.log(
         `${c.name}: ${c.subject} ${fmt(c.subjectRequestsPerSec)} ${c.subjectUnit ?? 'req/s'} / ${c.baseline} ${fmt(c.baselineRequestsPerSec)} ${c.baselineUnit ?? 'req/s'} ` +
@@ -53,7 +65,7 @@ async function main(): Promise<void> {
   for (const s of sections) {
     console.log(`[bench] ${s.name}`);
     const started = Date.now();
-    results.push(await s.run((line) => console.log(line)));
+    results.push({ ...(await s.run((line) => console.log(line))), finishedAt: new Date().toISOString() });
     console.log(`[bench] ${s.name} done in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   }
 
@@ -63,10 +75,22 @@ async function main(): Promise<void> {
   await mkdir(dir, { recursive: true });
   const file = path.join(dir, 'latest.json');
   const machine = { node: process.version, platform: `${os.platform()} ${os.release()}`, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model };
-  await writeFile(file, JSON.stringify({ finishedAt: new Date().toISOString(), machine, results }, null, 2) + '\n');
-  console.log(`\n[bench] results written to ${path.relative(process.cwd(), file)}`);
+  // BENCH_ONLY replaces that section's entry and keeps the other sections' last results (each result has its own finishedAt).
+  let kept: Result[] = [];
+  if (only) {
+    try {
+      const previous = JSON.parse(await readFile(file, 'utf8')) as { results?: Result[] };
+      kept = (previous.results ?? []).filter((r) => !results.some((x) => x.section === r.section));
+    } catch {
+      kept = [];
+    }
+  }
+  const order = (r: Result) => SECTIONS.findIndex((s) => s.name === r.section);
+  const all = [...kept, ...results].sort((a, b) => order(a) - order(b));
+  await writeFile(file, JSON.stringify({ finishedAt: new Date().toISOString(), machine, results: all }, null, 2) + '\n');
+  console.log(`\n[bench] results written to ${path.relative(process.cwd(), file)}${kept.length ? ` (kept the earlier results of ${kept.map((r) => r.section).join(', ')})` : ''}`);
 
-  if (process.env.BENCH_STRICT === '1' && results.some((r) => r.comparisons.some((c) => !c.pass))) process.exitCode = 1;
+  if (process.env.BENCH_STRICT === '1' && results.some((r) => r.comparisons.some((c) => !c.pass) || (r.checks ?? []).some((c) => !c.pass))) process.exitCode = 1;
 }
 
 main().catch((err: unknown) => {

@@ -66,6 +66,10 @@ export const configSchema = z.object({
   TRANSCRIBE_BASE_URL: optionalString,
   TRANSCRIBE_API_KEY: optionalString,
   TRANSCRIBE_MODEL: z.preprocess(emptyToUndefined, z.string().default('whisper-1')),
+  /** An OpenAI-compatible chat-completions endpoint (agents' replies, agent generation). Unset: no LLM. */
+  LLM_BASE_URL: optionalString,
+  LLM_API_KEY: optionalString,
+  LLM_MODEL: z.preprocess(emptyToUndefined, z.string().default('gpt-4o-mini')),
   /** Limits of the isolated extraction process. */
   EXTRACT_TIMEOUT_MS: positiveInt(120_000),
   EXTRACT_MAX_MEMORY_MB: positiveInt(512),

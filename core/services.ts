@@ -1,5 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { AgentService } from './agents/agents';
+import type { LlmSettings } from './agents/generate';
 import { ApiKeyService } from './auth/api-keys';
+import { ConversationService } from './conversations/conversations';
+import { CustomerService } from './customers/customers';
 import type { KeyCache } from './auth/key-cache';
 import { dataDir, modelsDir, storageDir, type Config } from './config';
 import { SecretBox } from './crypto/secret-box';
@@ -25,6 +29,10 @@ export interface Services {
   files: FileService;
   search: SearchService;
   blobs: BlobStore;
+  agents: AgentService;
+  customers: CustomerService;
+  conversations: ConversationService;
+  llm: LlmSettings | null;
 }
 
 export interface ServiceOptions {
@@ -37,6 +45,7 @@ export interface ServiceOptions {
   embedder: () => Promise<Embedder>;
   /** The dense index of this process; without one (CLI, tests that do not search) nothing is cached. */
   denseIndex?: DenseIndex;
+  llm?: LlmSettings | null;
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
@@ -48,6 +57,10 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     deliveries: new DeliveryService(em, opts.box, opts.sender),
     files: new FileService(em, opts.blobs),
     blobs: opts.blobs,
+    agents: new AgentService(em),
+    customers: new CustomerService(em),
+    conversations: new ConversationService(em),
+    llm: opts.llm ?? null,
     search: new SearchService(em, opts.embedder, opts.denseIndex ?? new DenseIndex(em, null, console)),
   };
 }
@@ -88,5 +101,6 @@ export function serviceOptionsFromConfig(config: Config, opts: { embedded: boole
     blobs: new LocalBlobStore(storageDir(config)),
     embedder: embedderFromConfig(config),
     denseIndex: opts.denseIndex,
+    llm: config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,
   };
 }

@@ -20,3 +20,8 @@ export function unusedKbOptions(parentDir = os.tmpdir()): { options: Pick<Servic
     cleanup: async () => fs.rmSync(dir, { recursive: true, force: true }),
   };
 }
+
+/** The embedding model's directory: BENCH_KB_MODELS_DIR, else CONCIERGE_MODELS_DIR, else .data/models (npm run models:fetch). */
+export function benchModelsDir(): string {
+  return path.resolve(process.env.BENCH_KB_MODELS_DIR || process.env.CONCIERGE_MODELS_DIR || path.join(__dirname, '..', '..', '.data', 'models'));
+}

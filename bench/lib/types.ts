@@ -47,6 +47,16 @@ export interface Comparison {
   baselineUnit?: string;
 }
 
+/** One figure against a goal, e.g. RSS growth 38 MB against < 64 MB. */
+export interface Check {
+  name: string;
+  value: number;
+  unit: string;
+  /** The goal as written, e.g. '< 64'. */
+  goal: string;
+  pass: boolean;
+}
+
 /** What each benchmark section returns to bench/run.ts. */
 export interface Result {
   section: string;
@@ -55,6 +65,12 @@ export interface Result {
   runs: RunStats[];
   targets: TargetSummary[];
   comparisons: Comparison[];
+  /** Goals that are not a throughput ratio (a latency, a memory growth); BENCH_STRICT counts them too. */
+  checks?: Check[];
+  /** The section's key figures in one line each, repeated in the summary. */
+  headlines?: string[];
+  /** When the section finished (set by bench/run.ts). */
+  finishedAt?: string;
   /** Section-specific figures (stage breakdowns, CPU use, ...), kept in the JSON as they are. */
   details?: Record<string, unknown>;
 }

@@ -153,8 +153,14 @@ export class FolderService {
     return Number(n);
   }
 
-  /** Published agents whose knowledge-base selection names the folder; agents arrive with messaging. */
-  private async affectedAgents(_em: EntityManager, _workspaceId: string, _folderId: string): Promise<AffectedAgent[]> {
-    return [];
+  /** Published agents whose knowledge-base selection names the folder; their selections are left as they are. */
+  private async affectedAgents(em: EntityManager, workspaceId: string, folderId: string): Promise<AffectedAgent[]> {
+    return em.execute<AffectedAgent[]>(
+      `select id, name, status from agents
+       where workspace_id = ? and status = 'published' and spec->'knowledge_base'->'folder_ids' @> ?::jsonb
+       order by name, id`,
+      [workspaceId, JSON.stringify([folderId])],
+    );
   }
+
 }

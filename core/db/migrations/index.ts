@@ -1,10 +1,14 @@
 import { Migration20261122000100Foundation } from './Migration20261122000100Foundation';
 import { Migration20261122000200Webhooks } from './Migration20261122000200Webhooks';
 import { Migration20261122000300KnowledgeBase } from './Migration20261122000300KnowledgeBase';
+import { Migration20261122000400AgentsCustomers } from './Migration20261122000400AgentsCustomers';
+import { Migration20261122000500CursorPrecision } from './Migration20261122000500CursorPrecision';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
   { name: 'Migration20261122000100Foundation', class: Migration20261122000100Foundation },
   { name: 'Migration20261122000200Webhooks', class: Migration20261122000200Webhooks },
   { name: 'Migration20261122000300KnowledgeBase', class: Migration20261122000300KnowledgeBase },
+  { name: 'Migration20261122000400AgentsCustomers', class: Migration20261122000400AgentsCustomers },
+  { name: 'Migration20261122000500CursorPrecision', class: Migration20261122000500CursorPrecision },
 ];

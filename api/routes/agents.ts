@@ -1,0 +1,75 @@
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { generateAgentSpec } from '../../core/agents/generate';
+import { authOf } from '../types';
+import { authErrors, ErrorBody, IdParam } from '../schemas/common';
+import { Agent, AgentList, CreateAgentBody, FromSpecBody, GenerateAgentBody, ListAgentsQuery, PatchAgentBody } from '../schemas/agents';
+
+const tags = ['Agents'];
+const notFound = ErrorBody.meta({ description: 'not_found' });
+
+export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
+  const agents = app.services.agents;
+
+  app.get('/api/v1/agents', {
+    config: { scope: 'workflows:read' },
+    schema: { operationId: 'listAgents', summary: 'List agents, newest first', tags, querystring: ListAgentsQuery, response: { 200: AgentList, ...authErrors } },
+    handler: async (request) => agents.list(authOf(request).workspaceId, request.query),
+  });
+
+  app.get('/api/v1/agents/:id', {
+    config: { scope: 'workflows:read' },
+    schema: { operationId: 'getAgent', summary: 'Get an agent with its spec', tags, params: IdParam, response: { 200: Agent, ...authErrors, 404: notFound } },
+    handler: async (request) => agents.get(authOf(request).workspaceId, request.params.id),
+  });
+
+  app.post('/api/v1/agents', {
+    config: { scope: 'workflows:write' },
+    schema: { operationId: 'createAgent', summary: 'Create a draft agent from spec fields (name required)', tags, body: CreateAgentBody, response: { 201: Agent, ...authErrors } },
+    handler: async (request, reply) => reply.code(201).send(await agents.create(authOf(request).workspaceId, request.body)),
+  });
+
+  app.post('/api/v1/agents/from-spec', {
+    config: { scope: 'workflows:write' },
+    schema: { operationId: 'createAgentFromSpec', summary: 'Create a draft agent from a whole spec document', tags, body: FromSpecBody, response: { 201: Agent, ...authErrors } },
+    handler: async (request, reply) => reply.code(201).send(await agents.create(authOf(request).workspaceId, request.body.spec)),
+  });
+
+  app.post('/api/v1/agents/generate', {
+    config: { scope: 'workflows:write' },
+    schema: {
+      operationId: 'generateAgent',
+      summary: 'Draft an agent from a plain-language description through the LLM',
+      tags,
+      body: GenerateAgentBody,
+      response: {
+        201: Agent,
+        ...authErrors,
+        422: ErrorBody.meta({ description: 'generation_failed' }),
+        502: ErrorBody.meta({ description: 'llm_unavailable' }),
+        503: ErrorBody.meta({ description: 'llm_not_configured: no LLM_BASE_URL' }),
+      },
+    },
+    handler: async (request, reply) => {
+      const spec = await generateAgentSpec(app.services.llm, request.body.description);
+      return reply.code(201).send(await agents.create(authOf(request).workspaceId, spec));
+    },
+  });
+
+  app.patch('/api/v1/agents/:id', {
+    config: { scope: 'workflows:write' },
+    schema: { operationId: 'updateAgent', summary: 'Replace top-level spec fields', tags, params: IdParam, body: PatchAgentBody, response: { 200: Agent, ...authErrors, 404: notFound } },
+    handler: async (request) => agents.update(authOf(request).workspaceId, request.params.id, request.body as Record<string, unknown>),
+  });
+
+  app.post('/api/v1/agents/:id/publish', {
+    config: { scope: 'workflows:publish' },
+    schema: {
+      operationId: 'publishAgent',
+      summary: 'Publish: the agent goes live; what would stop it running is recorded in invalid_reasons',
+      tags,
+      params: IdParam,
+      response: { 200: Agent, ...authErrors, 404: notFound },
+    },
+    handler: async (request) => agents.publish(authOf(request).workspaceId, request.params.id),
+  });
+};

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { AgentSpec, EXAMPLE_SPEC } from '../../core/agents/spec';
+
+const Timestamp = z.string().meta({ format: 'date-time' });
+
+export const Agent = z
+  .object({
+    id: z.string().meta({ example: 'agt_4b5a6978c0d1e2f3a4b5c6d7' }),
+    name: z.string(),
+    status: z.enum(['draft', 'published']),
+    spec: AgentSpec,
+    runnable: z.boolean().meta({ description: 'Published and nothing in invalid_reasons' }),
+    invalid_reasons: z.array(z.string()).meta({ description: 'Why the agent cannot run (checked at publish and on every edit after); what sender_agent_invalid reports' }),
+    published_at: Timestamp.nullable(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: 'Agent' });
+
+export const AgentList = z.object({ agents: z.array(Agent), next_cursor: z.string().nullable() }).meta({ id: 'AgentList' });
+export const ListAgentsQuery = z.object({
+  status: z.enum(['draft', 'published']).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().min(1).max(500).optional(),
+});
+
+/** Create takes a spec document; name is the only required field. */
+export const CreateAgentBody = AgentSpec.meta({ description: 'An agent spec; see AgentSpec', example: EXAMPLE_SPEC });
+/** From-spec takes the whole document as exported or written by hand. */
+export const FromSpecBody = z.object({ spec: AgentSpec }).strict().meta({ example: { spec: EXAMPLE_SPEC } });
+/** Patch replaces the top-level spec fields it names; the result is validated as a whole. */
+export const PatchAgentBody = z
+  .object({
+    name: z.unknown().optional(),
+    instructions: z.unknown().optional(),
+    model: z.unknown().optional(),
+    knowledge_base: z.unknown().optional(),
+    triggers: z.unknown().optional(),
+    actions: z.unknown().optional(),
+    templates: z.unknown().optional(),
+  })
+  .strict()
+  .refine((b) => Object.keys(b).length > 0, 'body: at least one spec field')
+  .meta({ description: 'Any top-level AgentSpec fields; each replaces the stored one' });
+export const GenerateAgentBody = z.object({ description: z.string().min(10).max(5000) }).strict();

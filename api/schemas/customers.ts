@@ -1,0 +1,53 @@
+import { z } from 'zod';
+
+const Timestamp = z.string().meta({ format: 'date-time' });
+const E164 = z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 number such as +15551234567');
+const Email = z.email().max(320);
+const ExternalId = z.string().min(1).max(200);
+
+export const Customer = z
+  .object({
+    id: z.string().meta({ example: 'cus_9a8b7c6d5e4f3a2b1c0d9e8f' }),
+    name: z.string().nullable(),
+    email: z.string().nullable(),
+    phone: z.string().nullable(),
+    external_id: z.string().nullable(),
+    metadata: z.record(z.string(), z.unknown()),
+    identities: z.array(z.object({ kind: z.enum(['phone', 'email', 'external_id']), value: z.string() })),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: 'Customer' });
+
+export const CustomerList = z.object({ customers: z.array(Customer), next_cursor: z.string().nullable() }).meta({ id: 'CustomerList' });
+export const ListCustomersQuery = z.object({
+  phone: E164.optional(),
+  email: Email.optional(),
+  external_id: ExternalId.optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().min(1).max(500).optional(),
+});
+
+export const CreateCustomerBody = z
+  .object({
+    name: z.string().min(1).max(200).nullable().optional(),
+    email: Email.nullable().optional(),
+    phone: E164.nullable().optional(),
+    external_id: ExternalId.nullable().optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+export const PatchCustomerBody = CreateCustomerBody.refine((b) => Object.keys(b).length > 0, 'body: at least one field');
+
+export const LinkBody = z
+  .object({
+    customer_id: z.string().min(1).max(100).optional().meta({ description: 'The customer to attach to; omitted: the oldest customer holding one of the identities, else a new one' }),
+    phone: E164.optional(),
+    email: Email.optional(),
+    external_id: ExternalId.optional(),
+  })
+  .strict()
+  .refine((b) => b.phone || b.email || b.external_id, 'body: at least one of phone, email, external_id');
+export const LinkResult = z
+  .object({ customer: Customer, merged_customer_ids: z.array(z.string()).meta({ description: 'Customers merged into this one (and deleted)' }) })
+  .meta({ id: 'CustomerLinkResult' });

@@ -1,0 +1,91 @@
+import { z } from 'zod';
+
+const E164 = z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 number such as +15551234567');
+const HttpsOrigin = z
+  .string()
+  .regex(/^https?:\/\/[^/\s?#]+$/i, 'must be an origin such as https://shop.example (scheme and host, no path)')
+  // overwrite, not transform: the same schema also serialises responses.
+  .overwrite((s) => s.toLowerCase());
+
+/** The messaging trigger: the business number the agent answers and sends on. */
+export const MsgappTrigger = z
+  .object({
+    number: E164.meta({ description: 'The business number, E.164; what POST /api/v1/messages `from` matches exactly' }),
+    phone_number_id: z.string().min(1).max(64).meta({ description: "The provider's phone-number id (Cloud API)" }),
+    credential_id: z.string().min(1).max(100).optional().meta({ description: 'Reference to the stored (encrypted) access token for this number' }),
+  })
+  .strict();
+
+/** The web-chat trigger: the site the widget runs on. */
+export const WebChatTrigger = z
+  .object({
+    allowed_origins: z.array(HttpsOrigin).min(1).max(20),
+    file_upload: z.boolean().default(false),
+    voice_chat: z.boolean().default(false),
+    dial_out: z.boolean().default(false),
+    response_delivery: z.enum(['stream', 'complete']).default('stream'),
+    require_identity_verification: z.boolean().default(false),
+  })
+  .strict();
+
+export const AgentAction = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('sender'), description: z.string().max(500).optional() }).strict().meta({ description: 'May send messages through POST /api/v1/messages' }),
+  z.object({ type: z.literal('kb_search'), top_k: z.number().int().min(1).max(20).default(5) }).strict(),
+  z
+    .object({ type: z.literal('handoff'), message: z.string().max(1000).optional().meta({ description: 'What the customer is told when a human takes over' }) })
+    .strict(),
+]);
+
+export const MessageTemplate = z
+  .object({
+    name: z.string().regex(/^[a-z0-9_]{1,512}$/, 'lowercase letters, digits and underscores'),
+    language: z.string().min(2).max(10).default('en'),
+    body: z.string().min(1).max(1024).meta({ description: 'Text with {{1}}, {{2}}… placeholders' }),
+    status: z.enum(['approved', 'pending', 'rejected']).meta({ description: 'Only approved templates can be sent' }),
+  })
+  .strict();
+
+export const AgentSpec = z
+  .object({
+    name: z.string().min(1).max(200),
+    instructions: z.string().max(20_000).default(''),
+    model: z
+      .object({
+        name: z.string().min(1).max(100).optional().meta({ description: 'Model id at the LLM provider; unset: LLM_MODEL' }),
+        temperature: z.number().min(0).max(2).default(0.3),
+        max_tokens: z.number().int().min(1).max(32_000).default(800),
+      })
+      .strict()
+      .default({ temperature: 0.3, max_tokens: 800 }),
+    knowledge_base: z
+      .object({
+        folder_ids: z.array(z.string().min(1).max(100)).max(100).default([]),
+        file_ids: z.array(z.string().min(1).max(100)).max(500).default([]),
+      })
+      .strict()
+      .default({ folder_ids: [], file_ids: [] }),
+    triggers: z
+      .object({ msgapp: MsgappTrigger.optional(), web_chat: WebChatTrigger.optional() })
+      .strict()
+      .default({}),
+    actions: z.array(AgentAction).max(50).default([]),
+    templates: z.array(MessageTemplate).max(200).default([]),
+  })
+  .strict()
+  .meta({ id: 'AgentSpec', description: 'Everything an agent is: instructions, model settings, knowledge, triggers, canvas actions, templates' });
+
+export type AgentSpec = z.infer<typeof AgentSpec>;
+
+/** A full example, shown in the OpenAPI description and the README. */
+export const EXAMPLE_SPEC: z.input<typeof AgentSpec> = {
+  name: 'Acme support',
+  instructions: 'You answer questions about Acme orders politely and briefly. Cite the knowledge base.',
+  model: { temperature: 0.2, max_tokens: 600 },
+  knowledge_base: { folder_ids: ['fld_3f2a9c0d1e4b5a6978c0d1e2'], file_ids: [] },
+  triggers: {
+    msgapp: { number: '+15551234567', phone_number_id: '109876543210', credential_id: 'cred_0a1b2c3d4e5f60718293a4b5' },
+    web_chat: { allowed_origins: ['https://shop.acme.example'], file_upload: true, voice_chat: false, dial_out: false, response_delivery: 'stream', require_identity_verification: false },
+  },
+  actions: [{ type: 'sender' }, { type: 'kb_search', top_k: 5 }, { type: 'handoff', message: 'A colleague will take it from here.' }],
+  templates: [{ name: 'order_update', language: 'en', body: 'Your order {{1}} is on its way.', status: 'approved' }],
+};

@@ -1,3 +1,4 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from './errors';
 
 /**
@@ -17,4 +18,54 @@ export function decodeCursor(cursor: string): [createdAt: string, id: string] {
     // fall through
   }
   throw new ApiError(400, 'invalid_request', 'cursor: not a cursor this endpoint returned');
+}
+
+/** SQL conditions and their bindings, built up one clause at a time. */
+export class Filters {
+  readonly where: string[] = [];
+  readonly params: unknown[] = [];
+
+  constructor(sql?: string, ...params: unknown[]) {
+    if (sql) this.add(sql, ...params);
+  }
+
+  add(sql: string, ...params: unknown[]): this {
+    this.where.push(sql);
+    this.params.push(...params);
+    return this;
+  }
+}
+
+export interface Page<R> {
+  rows: R[];
+  next_cursor: string | null;
+}
+
+/**
+ * One page of `select … where <filters>` ordered by (created_at, id), newest first
+ * (`desc`) or oldest first (`asc`), continuing after `cursor`. `alias` qualifies the
+ * two columns when the select joins tables.
+ */
+export async function keysetPage<R extends { created_at: Date | string; id: string }>(
+  em: EntityManager,
+  select: string,
+  filters: Filters,
+  q: { limit: number; cursor?: string },
+  opts: { direction?: 'asc' | 'desc'; alias?: string } = {},
+): Promise<Page<R>> {
+  const dir = opts.direction ?? 'desc';
+  const col = (c: string) => (opts.alias ? `${opts.alias}.${c}` : c);
+  const where = [...filters.where];
+  const params = [...filters.params];
+  if (q.cursor) {
+    const [at, id] = decodeCursor(q.cursor);
+    where.push(`(${col('created_at')}, ${col('id')}) ${dir === 'desc' ? '<' : '>'} (?::timestamptz, ?)`);
+    params.push(at, id);
+  }
+  const rows = await em.execute<R[]>(
+    `${select} where ${where.join(' and ')} order by ${col('created_at')} ${dir}, ${col('id')} ${dir} limit ?`,
+    [...params, q.limit + 1],
+  );
+  const page = rows.slice(0, q.limit);
+  return { rows: page, next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null };
 }

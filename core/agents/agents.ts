@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { textArray } from '../db/sql';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
-import { decodeCursor, encodeCursor } from '../pagination';
+import { Filters, keysetPage } from '../pagination';
 import { AgentSpec } from './spec';
 
 export interface AgentView {
@@ -77,20 +77,10 @@ export class AgentService {
   }
 
   async list(workspaceId: string, q: { status?: 'draft' | 'published'; limit: number; cursor?: string }): Promise<{ agents: AgentView[]; next_cursor: string | null }> {
-    const params: unknown[] = [workspaceId];
-    let where = 'workspace_id = ?';
-    if (q.status) {
-      where += ' and status = ?';
-      params.push(q.status);
-    }
-    if (q.cursor) {
-      const [at, id] = decodeCursor(q.cursor);
-      where += ' and (created_at, id) < (?::timestamptz, ?)';
-      params.push(at, id);
-    }
-    const rows = await this.em.fork().execute<AgentRow[]>(`select * from agents where ${where} order by created_at desc, id desc limit ?`, [...params, q.limit + 1]);
-    const page = rows.slice(0, q.limit);
-    return { agents: page.map(view), next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null };
+    const filters = new Filters('workspace_id = ?', workspaceId);
+    if (q.status) filters.add('status = ?', q.status);
+    const page = await keysetPage<AgentRow>(this.em.fork(), 'select * from agents', filters, q);
+    return { agents: page.rows.map(view), next_cursor: page.next_cursor };
   }
 
   async get(workspaceId: string, id: string): Promise<AgentView> {

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
-import { decodeCursor, encodeCursor } from '../pagination';
+import { Filters, keysetPage } from '../pagination';
 
 export interface ConversationView {
   id: string;
@@ -61,25 +61,12 @@ export class ConversationService {
     workspaceId: string,
     q: { customer_id?: string; status?: 'open' | 'closed'; cases?: boolean; limit: number; cursor?: string },
   ): Promise<{ conversations: ConversationView[]; next_cursor: string | null }> {
-    const params: unknown[] = [workspaceId];
-    let where = 'workspace_id = ?';
-    if (q.cases) where += ' and needs_human';
-    if (q.customer_id) {
-      where += ' and customer_id = ?';
-      params.push(q.customer_id);
-    }
-    if (q.status) {
-      where += ' and status = ?';
-      params.push(q.status);
-    }
-    if (q.cursor) {
-      const [at, id] = decodeCursor(q.cursor);
-      where += ' and (created_at, id) < (?::timestamptz, ?)';
-      params.push(at, id);
-    }
-    const rows = await this.em.fork().execute<Row[]>(`select * from conversations where ${where} order by created_at desc, id desc limit ?`, [...params, q.limit + 1]);
-    const page = rows.slice(0, q.limit);
-    return { conversations: page.map(view), next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null };
+    const filters = new Filters('workspace_id = ?', workspaceId);
+    if (q.cases) filters.add('needs_human');
+    if (q.customer_id) filters.add('customer_id = ?', q.customer_id);
+    if (q.status) filters.add('status = ?', q.status);
+    const page = await keysetPage<Row>(this.em.fork(), 'select * from conversations', filters, q);
+    return { conversations: page.rows.map(view), next_cursor: page.next_cursor };
   }
 
   async get(workspaceId: string, id: string): Promise<ConversationView> {
@@ -91,21 +78,13 @@ export class ConversationService {
   /** The timeline, oldest first; `cursor` continues after the last event returned. */
   async events(workspaceId: string, id: string, q: { limit: number; cursor?: string }): Promise<{ events: ConversationEventView[]; next_cursor: string | null }> {
     await this.get(workspaceId, id);
-    const params: unknown[] = [id];
-    let where = 'conversation_id = ?';
-    if (q.cursor) {
-      const [at, eventId] = decodeCursor(q.cursor);
-      where += ' and (created_at, id) > (?::timestamptz, ?)';
-      params.push(at, eventId);
-    }
-    const rows = await this.em.fork().execute<{ id: string; type: string; data: Record<string, unknown>; created_at: Date }[]>(
-      `select id, type, data, created_at from conversation_events where ${where} order by created_at, id limit ?`,
-      [...params, q.limit + 1],
+    const page = await keysetPage<{ id: string; type: string; data: Record<string, unknown>; created_at: Date }>(
+      this.em.fork(),
+      'select id, type, data, created_at from conversation_events',
+      new Filters('conversation_id = ?', id),
+      q,
+      { direction: 'asc' },
     );
-    const page = rows.slice(0, q.limit);
-    return {
-      events: page.map((r) => ({ id: r.id, type: r.type, data: r.data, created_at: iso(r.created_at)! })),
-      next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null,
-    };
+    return { events: page.rows.map((r) => ({ id: r.id, type: r.type, data: r.data, created_at: iso(r.created_at)! })), next_cursor: page.next_cursor };
   }
 }

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
-import { decodeCursor, encodeCursor } from '../pagination';
+import { Filters, keysetPage } from '../pagination';
 
 export type IdentityKind = 'phone' | 'email' | 'external_id';
 export interface Identities {
@@ -127,20 +127,12 @@ export class CustomerService {
   }
 
   async list(workspaceId: string, q: Identities & { limit: number; cursor?: string }): Promise<{ customers: CustomerView[]; next_cursor: string | null }> {
-    const params: unknown[] = [workspaceId];
-    let where = 'c.workspace_id = ?';
+    const filters = new Filters('c.workspace_id = ?', workspaceId);
     for (const i of identitiesOf(q)) {
-      where += ' and exists (select 1 from customer_identities x where x.customer_id = c.id and x.kind = ? and x.value = ?)';
-      params.push(i.kind, i.value);
+      filters.add('exists (select 1 from customer_identities x where x.customer_id = c.id and x.kind = ? and x.value = ?)', i.kind, i.value);
     }
-    if (q.cursor) {
-      const [at, id] = decodeCursor(q.cursor);
-      where += ' and (c.created_at, c.id) < (?::timestamptz, ?)';
-      params.push(at, id);
-    }
-    const rows = await this.em.fork().execute<CustomerRow[]>(`${SELECT} where ${where} order by c.created_at desc, c.id desc limit ?`, [...params, q.limit + 1]);
-    const page = rows.slice(0, q.limit);
-    return { customers: page.map(view), next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null };
+    const page = await keysetPage<CustomerRow>(this.em.fork(), SELECT, filters, q, { alias: 'c' });
+    return { customers: page.rows.map(view), next_cursor: page.next_cursor };
   }
 
   /** Updates the profile; a changed phone, email or external id replaces that identity. */

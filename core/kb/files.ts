@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
-import { decodeCursor, encodeCursor } from '../pagination';
+import { Filters, keysetPage } from '../pagination';
 import { newId } from '../ids';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 
@@ -122,24 +122,12 @@ export class FileService {
     workspaceId: string,
     q: { folderId: string | null; status?: FileStatus; limit: number; cursor?: string },
   ): Promise<{ files: FileView[]; next_cursor: string | null }> {
-    const params: unknown[] = [workspaceId];
-    let where = 'f.workspace_id = ? and f.is_current';
-    if (q.folderId) {
-      where += ' and d.folder_id = ?';
-      params.push(q.folderId);
-    } else where += ' and d.folder_id is null';
-    if (q.status) {
-      where += ' and f.status = ?';
-      params.push(q.status);
-    }
-    if (q.cursor) {
-      const [at, id] = decodeCursor(q.cursor);
-      where += ' and (f.created_at, f.id) < (?::timestamptz, ?)';
-      params.push(at, id);
-    }
-    const rows = await this.em.fork().execute<FileRow[]>(`${FILE_SELECT} where ${where} order by f.created_at desc, f.id desc limit ?`, [...params, q.limit + 1]);
-    const page = rows.slice(0, q.limit);
-    return { files: page.map(fileView), next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null };
+    const filters = new Filters('f.workspace_id = ?', workspaceId).add('f.is_current');
+    if (q.folderId) filters.add('d.folder_id = ?', q.folderId);
+    else filters.add('d.folder_id is null');
+    if (q.status) filters.add('f.status = ?', q.status);
+    const page = await keysetPage<FileRow>(this.em.fork(), FILE_SELECT, filters, q, { alias: 'f' });
+    return { files: page.rows.map(fileView), next_cursor: page.next_cursor };
   }
 
   async get(workspaceId: string, id: string): Promise<FileView> {

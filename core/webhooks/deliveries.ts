@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../crypto/secret-box';
 import { ApiError } from '../errors';
-import { decodeCursor, encodeCursor } from '../pagination';
+import { Filters, keysetPage } from '../pagination';
 import { DISABLE_AFTER_FAILURES, OUTBOX_CHANNEL } from './events';
 import { sendSigned, type SenderSettings } from './sender';
 
@@ -186,20 +186,10 @@ export class DeliveryService {
   ): Promise<{ deliveries: DeliveryView[]; next_cursor: string | null }> {
     const em = this.em.fork();
     await this.requireSubscription(em, workspaceId, subscriptionId);
-    const params: unknown[] = [subscriptionId];
-    let where = 'subscription_id = ?';
-    if (q.status) {
-      where += ' and status = ?';
-      params.push(q.status);
-    }
-    if (q.cursor) {
-      const [at, id] = decodeCursor(q.cursor);
-      where += ' and (created_at, id) < (?::timestamptz, ?)';
-      params.push(at, id);
-    }
-    const rows = await em.execute<DeliveryRow[]>(`select * from webhook_deliveries where ${where} order by created_at desc, id desc limit ?`, [...params, q.limit + 1]);
-    const page = rows.slice(0, q.limit);
-    return { deliveries: page.map(view), next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null };
+    const filters = new Filters('subscription_id = ?', subscriptionId);
+    if (q.status) filters.add('status = ?', q.status);
+    const page = await keysetPage<DeliveryRow>(em, 'select * from webhook_deliveries', filters, q);
+    return { deliveries: page.rows.map(view), next_cursor: page.next_cursor };
   }
 
   async get(workspaceId: string, subscriptionId: string, deliveryId: string): Promise<DeliveryView & { attempts: AttemptView[]; payload: unknown }> {

@@ -3,9 +3,7 @@ import { buildApp } from '../../api/app';
 import { KeyCache } from '../../core/auth/key-cache';
 import { DenseIndex } from '../../core/kb/dense-index';
 import type { Scope } from '../../core/auth/scopes';
-import { Workspace } from '../../core/db/entities';
 import type { Orm } from '../../core/db/orm';
-import { newId } from '../../core/ids';
 import { createRequestLimits, type RateStore } from '../../core/ratelimit';
 import { createServices, type ServiceOptions, type Services } from '../../core/services';
 import { SecretBox } from '../../core/crypto/secret-box';
@@ -90,12 +88,7 @@ export async function startTestApp(opts: {
   };
 }
 
-export async function createWorkspace(orm: Orm, name = 'Test workspace'): Promise<string> {
-  const em = orm.em.fork();
-  const ws = em.create(Workspace, { id: newId('ws'), name });
-  await em.flush();
-  return ws.id;
-}
+export { createWorkspace } from './db';
 
 export async function createKey(services: Services, workspaceId: string, scopes: Scope[]): Promise<{ id: string; key: string }> {
   const created = await services.apiKeys.create(workspaceId, 'test key', scopes);

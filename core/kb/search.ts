@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
 import { exactTopK, type DenseIndex } from './dense-index';
-import { queryVector, type Embedder } from './embedder';
+import { EmbedderError, queryVector, type Embedder } from './embedder';
 
 export interface SearchMatch {
   id: string;
@@ -106,7 +106,14 @@ export class SearchService {
 
   private async denseSearch(workspaceId: string, q: SearchQuery, folders: Set<string> | null): Promise<string[]> {
     const embedder = await this.embedder();
-    const [vectors, query] = await Promise.all([this.dense.vectors(workspaceId, embedder.modelId), queryVector(embedder, q.query)]);
+    const [vectors, query] = await Promise.all([
+      this.dense.vectors(workspaceId, embedder.modelId),
+      queryVector(embedder, q.query).catch((err: unknown) => {
+        // A missing model or an unreachable embeddings provider is the operator's to fix; say so.
+        if (err instanceof EmbedderError) throw new ApiError(503, 'embeddings_unavailable', `Search by meaning is unavailable: ${err.message}`);
+        throw err;
+      }),
+    ]);
     if (!vectors.ids.length) return [];
     const keep = (i: number) => (!folders || folders.has(vectors.folderIds[i] ?? '')) && (!q.kb_id || vectors.fileIds[i] === q.kb_id);
     return exactTopK(vectors, query, CANDIDATES, keep).map((h) => vectors.ids[h.i]);

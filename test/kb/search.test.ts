@@ -1,3 +1,5 @@
+import { createEmbedder } from '../../core/kb/embedder';
+import { lazyEmbedder } from '../../core/services';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
@@ -139,5 +141,22 @@ describe('hybrid search', () => {
     expect(f.statusCode).toBe(404);
     expect(f.json().error).toBe('folder_not_found');
     expect((await search({ query: 'x', kb_id: 'file_000000000000000000000000' })).statusCode).toBe(404);
+  });
+});
+
+describe('search without a usable embedding model', () => {
+  test('answers 503 embeddings_unavailable with the reason, not a generic 500', async () => {
+    const broken = await startTestApp({
+      orm: db.orm,
+      databaseUrl: db.url,
+      serviceOptions: { embedder: lazyEmbedder(() => createEmbedder({ provider: 'local', modelsDir: '/nonexistent/models' })) },
+    });
+    try {
+      const res = await broken.app.inject({ method: 'POST', url: '/api/v1/kb/search', headers: auth, payload: { query: 'refunds' } });
+      expect(res.statusCode).toBe(503);
+      expect(res.json()).toEqual({ error: 'embeddings_unavailable', message: expect.stringContaining('models:fetch') });
+    } finally {
+      await broken.close();
+    }
   });
 });

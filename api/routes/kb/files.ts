@@ -141,7 +141,12 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
       summary: 'Hybrid search (full text + meaning) over current, indexed versions',
       tags,
       body: SearchBody,
-      response: { 200: SearchResult, ...authErrors, 404: ErrorBody.meta({ description: 'folder_not_found or not_found (kb_id)' }) },
+      response: {
+        200: SearchResult,
+        ...authErrors,
+        404: ErrorBody.meta({ description: 'folder_not_found or not_found (kb_id)' }),
+        503: ErrorBody.meta({ description: 'embeddings_unavailable: the embedding model is missing or its provider unreachable' }),
+      },
     },
     handler: async (request) => ({ matches: await app.services.search.search(authOf(request).workspaceId, request.body) }),
   });

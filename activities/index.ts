@@ -1,11 +1,13 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { IndexingService } from '../core/kb/indexing';
+import type { SendPlan } from '../core/messages/plan';
+import { SendFailedError } from '../core/messages/messages';
 import type { Services } from '../core/services';
 
 export interface ActivityDeps {
   em: EntityManager;
-  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs'>;
+  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs' | 'messages'>;
   indexing: IndexingService;
 }
 
@@ -69,6 +71,28 @@ export function createActivities(deps: ActivityDeps) {
 
     async failIndexing(fileId: string, reason: string): Promise<void> {
       await deps.indexing.fail(fileId, reason);
+    },
+
+    async recordMessage(plan: SendPlan): Promise<void> {
+      await deps.services.messages.record(plan);
+    },
+
+    /** One provider call; a rejection the provider will repeat (4xx) is final. */
+    async callMsgappProvider(plan: SendPlan): Promise<string> {
+      try {
+        return await deps.services.messages.callProvider(plan);
+      } catch (err) {
+        if (err instanceof SendFailedError && !err.retryable) throw ApplicationFailure.nonRetryable(err.reason, 'ProviderRejected');
+        throw err;
+      }
+    },
+
+    async markMessageSent(plan: SendPlan, providerMessageId: string): Promise<void> {
+      await deps.services.messages.markSent(plan, providerMessageId);
+    },
+
+    async markMessageFailed(plan: SendPlan, error: string): Promise<void> {
+      await deps.services.messages.markFailed(plan, error);
     },
 
     /** Settles a delivery run and updates its subscription's failure accounting. */

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import multipart from '@fastify/multipart';
+import type { Client } from '@temporalio/client';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fastify/type-provider-zod';
 import type { RequestLimits } from '../core/ratelimit';
 import type { Services } from '../core/services';
@@ -15,6 +16,7 @@ import { healthRoutes } from './routes/health';
 import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
 import { customerRoutes } from './routes/customers';
+import { messageRoutes } from './routes/messages';
 import { plannedRoutes } from './routes/planned';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
 
@@ -22,6 +24,7 @@ export interface AppDeps {
   services: Services;
   limits: RequestLimits;
   bodyLimitBytes: number;
+  temporal?: { client: Client; taskQueue: string } | null;
   /** Largest knowledge-base upload (streamed, never buffered). */
   maxUploadBytes?: number;
   logger?: FastifyServerOptions['logger'];
@@ -55,6 +58,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // JSON only: a text/plain body on a JSON endpoint is a 415, not a string to validate.
   app.removeContentTypeParser('text/plain');
   app.decorate('services', deps.services);
+  app.decorate('temporal', deps.temporal ?? null);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
   });
@@ -73,6 +77,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(agentRoutes);
   await app.register(customerRoutes);
   await app.register(conversationRoutes);
+  await app.register(messageRoutes);
   await app.register(plannedRoutes);
   return app;
 }

@@ -6,7 +6,7 @@ import { createApiServer } from './server';
 async function main() {
   const config = loadConfig();
   const rateStore = rateLimitStoreKind(config, 'postgres');
-  const server = await createApiServer(config, { databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, rateStore, embedded: false });
+  const server = await createApiServer(config, { databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, rateStore, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS });
   await server.app.listen({ host: config.HOST, port: config.PORT });
   console.log(`[concierge] API on http://${config.HOST}:${config.PORT} (rate limits: ${rateStore})`);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void server.close().then(() => process.exit(0)));

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { Client, Connection } from '@temporalio/client';
 import { KeyCache } from '../core/auth/key-cache';
 import { DenseIndex } from '../core/kb/dense-index';
 import type { Config } from '../core/config';
@@ -17,7 +18,7 @@ export interface ApiServer {
 /** Everything one API process needs, wired from config: database, key cache, limits, app. */
 export async function createApiServer(
   config: Config,
-  opts: { databaseUrl: string; rateStore: 'memory' | 'redis' | 'postgres'; embedded: boolean; logger?: boolean },
+  opts: { databaseUrl: string; rateStore: 'memory' | 'redis' | 'postgres'; embedded: boolean; temporalAddress?: string; logger?: boolean },
 ): Promise<ApiServer> {
   const log = pino({ level: config.LOG_LEVEL });
   const orm = await openDatabase(opts.databaseUrl);
@@ -28,7 +29,13 @@ export async function createApiServer(
   const denseIndex = new DenseIndex(orm.em, opts.databaseUrl, log);
   await denseIndex.start();
   const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded, keyCache, denseIndex }));
+  // Endpoints that start a workflow and wait for it (message sends) need the workflow service.
+  const temporalConnection = opts.temporalAddress ? await Connection.connect({ address: opts.temporalAddress }) : null;
+  const temporal = temporalConnection
+    ? { client: new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE }), taskQueue: config.TEMPORAL_TASK_QUEUE }
+    : null;
   const app = await buildApp({
+    temporal,
     services,
     limits,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
@@ -42,6 +49,7 @@ export async function createApiServer(
       await app.close();
       await keyCache.stop();
       await denseIndex.stop();
+      await temporalConnection?.close();
       await rate.close();
       await orm.close();
     },

@@ -1,5 +1,6 @@
 import type { AuthenticatedKey } from '../core/auth/api-keys';
 import type { Scope } from '../core/auth/scopes';
+import type { Client } from '@temporalio/client';
 import type { Services } from '../core/services';
 
 declare module 'fastify' {
@@ -11,6 +12,8 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     services: Services;
+    /** The workflow service, for endpoints that start workflows and wait (message sends); null when not connected. */
+    temporal: { client: Client; taskQueue: string } | null;
   }
   interface FastifyRequest {
     auth: AuthenticatedKey | null;

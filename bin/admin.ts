@@ -18,6 +18,7 @@ const USAGE = `usage: npm run -s admin -- <command>
   key list --workspace WS_ID
   key rotate KEY_ID
   key delete KEY_ID
+  credential create --workspace WS_ID --name NAME --token TOKEN   (a msgapp number's access token, stored encrypted)
 scopes: ${ALL_SCOPES.join(', ')}`;
 
 class UsageError extends Error {}
@@ -32,7 +33,7 @@ async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
     args: argv,
     allowPositionals: true,
     strict: true,
-    options: { name: { type: 'string' }, workspace: { type: 'string' }, scopes: { type: 'string' } },
+    options: { name: { type: 'string' }, workspace: { type: 'string' }, scopes: { type: 'string' }, token: { type: 'string' } },
   });
   const [area, action, target] = positionals;
   const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: true }));
@@ -58,6 +59,8 @@ async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
       const rotated = await services.apiKeys.rotate(need(target, 'KEY_ID (positional)'));
       return { id: rotated.id, key: rotated.key };
     }
+    case 'credential create':
+      return services.credentials.create(need(values.workspace, 'workspace'), 'msgapp_access_token', need(values.name, 'name'), need(values.token, 'token'));
     case 'key delete':
       await services.apiKeys.delete(need(target, 'KEY_ID (positional)'));
       return { id: target, deleted: true };

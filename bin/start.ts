@@ -54,7 +54,7 @@ async function main() {
     });
 
     const rateStore = rateLimitStoreKind(config, 'memory');
-    const api = await createApiServer(config, { databaseUrl: db.url, rateStore, embedded: true });
+    const api = await createApiServer(config, { databaseUrl: db.url, rateStore, embedded: true, temporalAddress });
     stops.push(api.close);
     const port = process.env.PORT ? config.PORT : await pickPort(config.HOST, config.PORT);
     await api.app.listen({ host: config.HOST, port });

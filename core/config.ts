@@ -70,6 +70,8 @@ export const configSchema = z.object({
   LLM_BASE_URL: optionalString,
   LLM_API_KEY: optionalString,
   LLM_MODEL: z.preprocess(emptyToUndefined, z.string().default('gpt-4o-mini')),
+  /** The WhatsApp Cloud API-compatible base URL (e.g. https://graph.facebook.com/v21.0). Unset: sending is refused with 503. */
+  MSGAPP_API_BASE: optionalString,
   /** Limits of the isolated extraction process. */
   EXTRACT_TIMEOUT_MS: positiveInt(120_000),
   EXTRACT_MAX_MEMORY_MB: positiveInt(512),

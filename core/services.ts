@@ -2,8 +2,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { AgentService } from './agents/agents';
 import type { LlmSettings } from './agents/generate';
 import { ApiKeyService } from './auth/api-keys';
+import { CredentialService } from './credentials';
 import { ConversationService } from './conversations/conversations';
 import { CustomerService } from './customers/customers';
+import { MessageService } from './messages/messages';
+import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
 import { dataDir, modelsDir, storageDir, type Config } from './config';
 import { SecretBox } from './crypto/secret-box';
@@ -32,6 +35,8 @@ export interface Services {
   agents: AgentService;
   customers: CustomerService;
   conversations: ConversationService;
+  messages: MessageService;
+  credentials: CredentialService;
   llm: LlmSettings | null;
 }
 
@@ -46,6 +51,8 @@ export interface ServiceOptions {
   /** The dense index of this process; without one (CLI, tests that do not search) nothing is cached. */
   denseIndex?: DenseIndex;
   llm?: LlmSettings | null;
+  /** The msgapp provider; null when none is configured (sends then fail with a clear reason). */
+  msgapp?: MsgappProvider | null;
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
@@ -60,6 +67,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     agents: new AgentService(em),
     customers: new CustomerService(em),
     conversations: new ConversationService(em),
+    messages: new MessageService(em, opts.box, opts.msgapp ?? null),
+    credentials: new CredentialService(em, opts.box),
     llm: opts.llm ?? null,
     search: new SearchService(em, opts.embedder, opts.denseIndex ?? new DenseIndex(em, null, console)),
   };
@@ -102,5 +111,6 @@ export function serviceOptionsFromConfig(config: Config, opts: { embedded: boole
     embedder: embedderFromConfig(config),
     denseIndex: opts.denseIndex,
     llm: config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,
+    msgapp: config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: 15_000 }) : null,
   };
 }

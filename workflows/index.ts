@@ -1,4 +1,5 @@
 // Every workflow type the worker registers. Deterministic code only: see eslint.config.mjs.
 export { kbIndexWorkflow } from './kb-index';
 export { purgeExpiredWorkflow } from './maintenance';
+export { messageSendWorkflow } from './message-send';
 export { webhookDeliveryWorkflow } from './webhook-delivery';

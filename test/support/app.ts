@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import type { Client } from '@temporalio/client';
 import { buildApp } from '../../api/app';
 import { KeyCache } from '../../core/auth/key-cache';
 import { DenseIndex } from '../../core/kb/dense-index';
@@ -60,6 +61,7 @@ export async function startTestApp(opts: {
   windowSeconds?: number;
   bodyLimitBytes?: number;
   maxUploadBytes?: number;
+  temporal?: { client: Client; taskQueue: string };
   serviceOptions?: Partial<ServiceOptions>;
 }): Promise<TestApp> {
   const keyCache = new KeyCache(opts.databaseUrl, pino({ level: 'silent' }));
@@ -73,6 +75,7 @@ export async function startTestApp(opts: {
     limits,
     bodyLimitBytes: opts.bodyLimitBytes ?? 1024 * 1024,
     maxUploadBytes: opts.maxUploadBytes,
+    temporal: opts.temporal,
     // TEST_LOG=debug shows the app's logs (5xx details included) while debugging a test.
     logger: process.env.TEST_LOG ? { level: process.env.TEST_LOG } : false,
   });

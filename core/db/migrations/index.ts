@@ -3,6 +3,7 @@ import { Migration20261122000200Webhooks } from './Migration20261122000200Webhoo
 import { Migration20261122000300KnowledgeBase } from './Migration20261122000300KnowledgeBase';
 import { Migration20261122000400AgentsCustomers } from './Migration20261122000400AgentsCustomers';
 import { Migration20261122000500CursorPrecision } from './Migration20261122000500CursorPrecision';
+import { Migration20261122000600Messages } from './Migration20261122000600Messages';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -11,4 +12,5 @@ export const migrations = [
   { name: 'Migration20261122000300KnowledgeBase', class: Migration20261122000300KnowledgeBase },
   { name: 'Migration20261122000400AgentsCustomers', class: Migration20261122000400AgentsCustomers },
   { name: 'Migration20261122000500CursorPrecision', class: Migration20261122000500CursorPrecision },
+  { name: 'Migration20261122000600Messages', class: Migration20261122000600Messages },
 ];

@@ -1,0 +1,69 @@
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { ApiError } from '../../core/errors';
+import { messageSendWorkflow } from '../../workflows';
+import { authOf } from '../types';
+import { authErrors, ErrorBody, IdParam } from '../schemas/common';
+import { ListMessagesQuery, Message, MessageList, SendMessageBody, SendResult } from '../schemas/messages';
+
+const tags = ['Messages'];
+
+export const messageRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.post('/api/v1/messages', {
+    config: { scope: 'conversations:write' },
+    schema: {
+      operationId: 'sendMessage',
+      summary: 'Send a text, media, location or template message on msgapp; 201 once the provider accepted it',
+      tags,
+      body: SendMessageBody,
+      response: {
+        201: SendResult,
+        ...authErrors,
+        404: ErrorBody.meta({ description: 'not_found: no published agent claims `from`, or an unknown agent_id / customer_id' }),
+        422: ErrorBody.meta({
+          description: 'ambiguous_sender (agent_ids), agent_not_published, sender_not_authorized, sender_agent_invalid (reasons), session_window_closed, template_not_approved',
+        }),
+        502: ErrorBody.meta({ description: 'provider_error: the provider refused or could not be reached; the message is recorded as failed (message_id)' }),
+        503: ErrorBody.meta({ description: 'messaging_unavailable: no provider or workflow service configured' }),
+      },
+    },
+    handler: async (request, reply) => {
+      const ws = authOf(request).workspaceId;
+      if (!app.temporal || !app.services.messages.configured) {
+        throw new ApiError(503, 'messaging_unavailable', 'Sending is not configured on this server (MSGAPP_API_BASE and a Temporal connection are needed)');
+      }
+      const plan = await app.services.messages.plan(ws, request.body);
+      const result = await app.temporal.client.workflow.execute(messageSendWorkflow, {
+        workflowId: `message-send:${plan.messageId}`,
+        taskQueue: app.temporal.taskQueue,
+        args: [plan],
+      });
+      const message = await app.services.messages.get(ws, plan.messageId);
+      if (result.status === 'failed') {
+        throw new ApiError(502, 'provider_error', `The provider did not accept the message: ${result.error}`, { message_id: plan.messageId });
+      }
+      return reply.code(201).send({
+        id: message.id,
+        conversation_id: message.conversation_id,
+        agent_id: plan.agentId,
+        channel: 'msgapp' as const,
+        to: message.to,
+        from: message.from,
+        send_authorized: true,
+        status: 'sent' as const,
+        provider_message_id: result.providerMessageId,
+      });
+    },
+  });
+
+  app.get('/api/v1/messages', {
+    config: { scope: 'conversations:read' },
+    schema: { operationId: 'listMessages', summary: 'Messages sent through the API, newest first', tags, querystring: ListMessagesQuery, response: { 200: MessageList, ...authErrors } },
+    handler: async (request) => app.services.messages.list(authOf(request).workspaceId, request.query),
+  });
+
+  app.get('/api/v1/messages/:id', {
+    config: { scope: 'conversations:read' },
+    schema: { operationId: 'getMessage', summary: 'Read one message with its status history', tags, params: IdParam, response: { 200: Message, ...authErrors, 404: ErrorBody } },
+    handler: async (request) => app.services.messages.get(authOf(request).workspaceId, request.params.id),
+  });
+};

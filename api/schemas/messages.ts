@@ -1,0 +1,79 @@
+import { z } from 'zod';
+
+const E164 = z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 number such as +15551234567');
+const Timestamp = z.string().meta({ format: 'date-time' });
+
+export const SendMessageBody = z
+  .object({
+    channel: z.string().optional().meta({ description: "Optional; if present it must be 'msgapp'" }),
+    from: E164.optional().meta({ description: 'The number the message goes out on; the published agent that owns it sends it' }),
+    agent_id: z.string().min(1).max(100).optional().meta({ description: 'Alternative to from; sending both is refused' }),
+    to: E164,
+    customer_id: z.string().min(1).max(100).optional(),
+    text: z.string().min(1).max(4096).optional(),
+    media: z
+      .object({
+        type: z.enum(['image', 'audio', 'video', 'document']),
+        url: z.url({ protocol: /^https?$/ }).max(2048),
+        caption: z.string().max(1024).optional().meta({ description: 'Not on audio' }),
+        filename: z.string().min(1).max(240).optional().meta({ description: 'Documents only: the name the recipient sees' }),
+      })
+      .strict()
+      .optional(),
+    location: z
+      .object({ latitude: z.number().min(-90).max(90), longitude: z.number().min(-180).max(180), name: z.string().max(1000).optional(), address: z.string().max(1000).optional() })
+      .strict()
+      .optional(),
+    template: z
+      .object({ name: z.string().min(1).max(512), language: z.string().min(2).max(10).optional(), variables: z.array(z.string().max(1024)).max(20).optional() })
+      .strict()
+      .optional()
+      .meta({ description: "A template registered and approved on the sending agent's number" }),
+  })
+  .strict();
+
+export const SendResult = z
+  .object({
+    id: z.string(),
+    conversation_id: z.string().nullable(),
+    agent_id: z.string(),
+    channel: z.literal('msgapp'),
+    to: z.string(),
+    from: z.string(),
+    send_authorized: z.boolean(),
+    status: z.literal('sent'),
+    provider_message_id: z.string(),
+  })
+  .meta({ id: 'MessageSendResult' });
+
+export const Message = z
+  .object({
+    id: z.string(),
+    conversation_id: z.string().nullable(),
+    customer_id: z.string().nullable(),
+    agent_id: z.string().nullable(),
+    channel: z.literal('msgapp'),
+    from: z.string(),
+    to: z.string(),
+    kind: z.enum(['text', 'template', 'image', 'audio', 'video', 'document', 'location']),
+    text: z.string().nullable(),
+    template_name: z.string().optional(),
+    status: z.enum(['sending', 'sent', 'delivered', 'read', 'failed', 'received']),
+    status_history: z.array(z.object({ status: z.string(), at: z.string(), error: z.string().optional() })),
+    error: z.string().nullable(),
+    provider_message_id: z.string().nullable(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: 'Message' });
+
+export const MessageList = z.object({ messages: z.array(Message), next_cursor: z.string().nullable() }).meta({ id: 'MessageList' });
+export const ListMessagesQuery = z.object({
+  to: z.string().max(32).optional(),
+  from: z.string().max(32).optional(),
+  status: z.enum(['sent', 'delivered', 'read', 'failed']).optional(),
+  since: z.iso.datetime({ offset: true }).optional().meta({ description: 'Inclusive' }),
+  until: z.iso.datetime({ offset: true }).optional().meta({ description: 'Exclusive' }),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().min(1).max(500).optional(),
+});

@@ -1,0 +1,153 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { AgentSpec } from '../agents/spec';
+import { ApiError } from '../errors';
+import { newId } from '../ids';
+import type { OutboundContent } from '../msgapp/provider';
+
+/** The send body after schema validation; the rules below decide whether it may go out. */
+export interface SendBody {
+  channel?: string;
+  from?: string;
+  agent_id?: string;
+  to: string;
+  customer_id?: string;
+  text?: string;
+  media?: { type: 'image' | 'audio' | 'video' | 'document'; url: string; caption?: string; filename?: string };
+  location?: { latitude: number; longitude: number; name?: string; address?: string };
+  template?: { name: string; language?: string; variables?: string[] };
+}
+
+/** Everything the send workflow needs, decided before anything is recorded. */
+export interface SendPlan {
+  messageId: string;
+  workspaceId: string;
+  agentId: string;
+  fromNumber: string;
+  phoneNumberId: string;
+  credentialId: string;
+  to: string;
+  customerId: string | null;
+  content: OutboundContent;
+  kind: 'text' | 'template' | 'image' | 'audio' | 'video' | 'document' | 'location';
+  text: string | null;
+  templateName: string | null;
+}
+
+/** Non-template messages need a customer message on the number within this window. */
+export const SESSION_WINDOW_HOURS = 24;
+
+const invalid = (message: string) => new ApiError(400, 'invalid_request', message);
+
+interface AgentRow {
+  id: string;
+  status: 'draft' | 'published';
+  spec: AgentSpec;
+  invalid_reasons: string[];
+}
+
+/**
+ * The send rules of the spec, in order, with their codes. Reads only: nothing is
+ * recorded until every rule passed (rule 4: "before anything is recorded").
+ */
+export async function planSend(em: EntityManager, workspaceId: string, body: SendBody): Promise<SendPlan> {
+  if (body.channel !== undefined && body.channel !== 'msgapp') {
+    throw invalid(`channel: only 'msgapp' is sent here; other channels use POST /api/v1/outbound`);
+  }
+  // Rule 1: exactly one content kind.
+  const kinds = (['text', 'media', 'location', 'template'] as const).filter((k) => body[k] !== undefined);
+  if (kinds.length !== 1) {
+    throw invalid(`text, media, location, template: exactly one is required${kinds.length ? ` (got ${kinds.join(', ')})` : ''}`);
+  }
+  if (body.from && body.agent_id) throw invalid('from, agent_id: send one of them, not both');
+  if (!body.from && !body.agent_id) throw invalid('from: required (or agent_id)');
+  // Rule 5: media fields.
+  if (body.media) {
+    if (body.media.type === 'audio' && body.media.caption !== undefined) throw invalid('media.caption: not allowed on audio');
+    if (body.media.type !== 'document' && body.media.filename !== undefined) throw invalid('media.filename: only allowed on a document');
+  }
+
+  // Rule 3: the sender.
+  let agent: AgentRow;
+  if (body.agent_id) {
+    const [row] = await em.execute<AgentRow[]>('select id, status, spec, invalid_reasons from agents where id = ? and workspace_id = ?', [body.agent_id, workspaceId]);
+    if (!row) throw new ApiError(404, 'not_found', `No agent with id '${body.agent_id}' in this workspace`);
+    agent = row;
+  } else {
+    const claimants = await em.execute<AgentRow[]>(
+      `select id, status, spec, invalid_reasons from agents where workspace_id = ? and spec #>> '{triggers,msgapp,number}' = ? order by id`,
+      [workspaceId, body.from],
+    );
+    const published = claimants.filter((a) => a.status === 'published');
+    if (published.length > 1) {
+      throw new ApiError(422, 'ambiguous_sender', `${published.length} published agents claim ${body.from}; send agent_id to choose`, { agent_ids: published.map((a) => a.id) });
+    }
+    if (published.length === 0) {
+      if (claimants.length) throw new ApiError(422, 'agent_not_published', `The agent that owns ${body.from} is a draft; publish it first`, { agent_id: claimants[0].id });
+      throw new ApiError(404, 'not_found', `No published agent claims the number ${body.from}`);
+    }
+    agent = published[0];
+  }
+  // Rule 4, then the agent's ability to run.
+  if (agent.status !== 'published') throw new ApiError(422, 'agent_not_published', `Agent ${agent.id} is a draft; publish it first`, { agent_id: agent.id });
+  if (!agent.spec.actions.some((a) => a.type === 'sender')) {
+    throw new ApiError(422, 'sender_not_authorized', `Agent ${agent.id} has no sender action on its canvas`, { agent_id: agent.id });
+  }
+  const msgapp = agent.spec.triggers.msgapp;
+  const reasons = [...agent.invalid_reasons, ...(msgapp ? [] : ['the agent has no msgapp number'])];
+  if (reasons.length || !msgapp?.credential_id) {
+    throw new ApiError(422, 'sender_agent_invalid', `Agent ${agent.id} cannot run: ${reasons.join('; ') || 'no credential'}`, { agent_id: agent.id, reasons });
+  }
+  if (body.from && body.from !== msgapp.number) throw invalid(`from: agent ${agent.id} sends on ${msgapp.number}`);
+
+  if (body.customer_id) {
+    const rows = await em.execute('select 1 from customers where id = ? and workspace_id = ?', [body.customer_id, workspaceId]);
+    if (!rows.length) throw new ApiError(404, 'not_found', `No customer with id '${body.customer_id}' in this workspace`);
+  }
+
+  let content: OutboundContent;
+  if (body.template) {
+    const wanted = body.template;
+    const found = agent.spec.templates.find((t) => t.name === wanted.name && (!wanted.language || t.language === wanted.language) && t.status === 'approved');
+    if (!found) {
+      throw new ApiError(422, 'template_not_approved', `Template '${wanted.name}' is not registered and approved for ${msgapp.number}`);
+    }
+    content = { kind: 'template', name: found.name, language: found.language, variables: wanted.variables };
+  } else {
+    // Rule 2: outside the 24-hour window only a template is deliverable.
+    const [open] = await em.execute<{ at: Date }[]>(
+      `select created_at as at from messages
+       where workspace_id = ? and direction = 'inbound' and from_number = ? and to_number = ? and created_at > now() - make_interval(hours => ?)
+       order by created_at desc limit 1`,
+      [workspaceId, body.to, msgapp.number, SESSION_WINDOW_HOURS],
+    );
+    if (!open) {
+      throw new ApiError(422, 'session_window_closed', `${body.to} has not written to ${msgapp.number} in the last ${SESSION_WINDOW_HOURS} hours; only a template can be sent`);
+    }
+    if (body.text !== undefined) content = { kind: 'text', text: body.text };
+    else if (body.location) content = { kind: 'location', ...body.location };
+    else {
+      const m = body.media!;
+      content =
+        m.type === 'audio'
+          ? { kind: 'audio', url: m.url }
+          : m.type === 'document'
+            ? { kind: 'document', url: m.url, caption: m.caption, filename: m.filename }
+            : { kind: m.type, url: m.url, caption: m.caption };
+    }
+  }
+
+  return {
+    messageId: newId('msg'),
+    workspaceId,
+    agentId: agent.id,
+    fromNumber: msgapp.number,
+    phoneNumberId: msgapp.phone_number_id,
+    credentialId: msgapp.credential_id,
+    to: body.to,
+    customerId: body.customer_id ?? null,
+    content,
+    kind: content.kind,
+    text: content.kind === 'text' ? content.text : content.kind === 'image' || content.kind === 'video' || content.kind === 'document' ? (content.caption ?? null) : null,
+    templateName: content.kind === 'template' ? content.name : null,
+  };
+}

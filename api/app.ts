@@ -17,6 +17,7 @@ import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
 import { customerRoutes } from './routes/customers';
 import { messageRoutes } from './routes/messages';
+import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
 import { plannedRoutes } from './routes/planned';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
 
@@ -25,6 +26,8 @@ export interface AppDeps {
   limits: RequestLimits;
   bodyLimitBytes: number;
   temporal?: { client: Client; taskQueue: string } | null;
+  /** The provider webhook's secrets; absent: /webhooks/msgapp answers 503. */
+  msgappWebhook?: MsgappWebhookOptions;
   /** Largest knowledge-base upload (streamed, never buffered). */
   maxUploadBytes?: number;
   logger?: FastifyServerOptions['logger'];
@@ -50,7 +53,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: () => `req_${randomBytes(12).toString('hex')}`,
     requestIdHeader: false,
     return503OnClosing: true,
-    routerOptions: { ignoreTrailingSlash: true },
+    // Signed media links carry their claims in the path.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2048 },
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
@@ -78,6 +82,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(customerRoutes);
   await app.register(conversationRoutes);
   await app.register(messageRoutes);
+  await app.register(msgappWebhookRoutes, deps.msgappWebhook ?? { appSecret: null, verifyToken: null });
   await app.register(plannedRoutes);
   return app;
 }

@@ -36,6 +36,7 @@ export async function createApiServer(
     : null;
   const app = await buildApp({
     temporal,
+    msgappWebhook: { appSecret: config.MSGAPP_APP_SECRET ?? null, verifyToken: config.MSGAPP_VERIFY_TOKEN ?? null },
     services,
     limits,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,

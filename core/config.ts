@@ -72,6 +72,10 @@ export const configSchema = z.object({
   LLM_MODEL: z.preprocess(emptyToUndefined, z.string().default('gpt-4o-mini')),
   /** The WhatsApp Cloud API-compatible base URL (e.g. https://graph.facebook.com/v21.0). Unset: sending is refused with 503. */
   MSGAPP_API_BASE: optionalString,
+  /** The app secret that signs the provider's webhook calls (X-Hub-Signature-256). */
+  MSGAPP_APP_SECRET: optionalString,
+  /** What the provider's webhook verification handshake must present (hub.verify_token). */
+  MSGAPP_VERIFY_TOKEN: optionalString,
   /** Limits of the isolated extraction process. */
   EXTRACT_TIMEOUT_MS: positiveInt(120_000),
   EXTRACT_MAX_MEMORY_MB: positiveInt(512),

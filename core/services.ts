@@ -6,6 +6,7 @@ import { CredentialService } from './credentials';
 import { ConversationService } from './conversations/conversations';
 import { CustomerService } from './customers/customers';
 import { MessageService } from './messages/messages';
+import { ProviderEventService } from './messages/provider-events';
 import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
 import { dataDir, modelsDir, storageDir, type Config } from './config';
@@ -37,6 +38,8 @@ export interface Services {
   conversations: ConversationService;
   messages: MessageService;
   credentials: CredentialService;
+  providerEvents: ProviderEventService;
+  box: SecretBox;
   llm: LlmSettings | null;
 }
 
@@ -69,6 +72,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     conversations: new ConversationService(em),
     messages: new MessageService(em, opts.box, opts.msgapp ?? null),
     credentials: new CredentialService(em, opts.box),
+    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null),
+    box: opts.box,
     llm: opts.llm ?? null,
     search: new SearchService(em, opts.embedder, opts.denseIndex ?? new DenseIndex(em, null, console)),
   };

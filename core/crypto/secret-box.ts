@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -34,6 +34,22 @@ export class SecretBox {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
     return SecretBox.fromString(fs.readFileSync(file, 'utf8'));
+  }
+
+  /** A MAC key of its own, derived from the encryption key (never the key itself). */
+  private macKey(): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.key, Buffer.alloc(0), 'concierge signed links v1', 32));
+  }
+
+  /** Hex HMAC-SHA256 of `data` (signed, expiring links). */
+  mac(data: string): string {
+    return createHmac('sha256', this.macKey()).update(data).digest('hex');
+  }
+
+  verifyMac(data: string, mac: string): boolean {
+    const expected = Buffer.from(this.mac(data), 'hex');
+    const given = /^[0-9a-f]{64}$/.test(mac) ? Buffer.from(mac, 'hex') : Buffer.alloc(0);
+    return given.length === expected.length && timingSafeEqual(given, expected);
   }
 
   seal(plaintext: string, associatedData: string): string {

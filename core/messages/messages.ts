@@ -160,18 +160,27 @@ export class MessageService {
     }
   }
 
-  /** Provider accepted: status `sent`, a usage row, the `message.status` event — one transaction. */
+  /**
+   * Provider accepted: the provider id, status `sent`, a usage row, the `message.status`
+   * event — one transaction. The provider's own callbacks may have arrived first (they
+   * are matched by our message id) and moved the status on; then only the id and the
+   * usage row are added here, and no second `sent` event is emitted.
+   */
   async markSent(plan: SendPlan, providerMessageId: string): Promise<MessageView> {
     return this.em.fork().transactional(async (em) => {
-      const rows = await em.execute<Row[]>(
-        `update messages set status = 'sent', provider_message_id = ?, updated_at = now(),
-           status_history = status_history || jsonb_build_array(jsonb_build_object('status', 'sent', 'at', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
-         where id = ? and status = 'sending' returning *`,
-        [providerMessageId, plan.messageId],
+      const [m] = await em.execute<Row[]>('select * from messages where id = ? for update', [plan.messageId]);
+      if (!m) return this.read(em, plan.workspaceId, plan.messageId);
+      const transitions = m.status === 'sending';
+      await em.execute(
+        `update messages set provider_message_id = ?, updated_at = now()${
+          transitions
+            ? `, status = 'sent', status_history = jsonb_build_array(jsonb_build_object('status', 'sent', 'at', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))) || status_history`
+            : ''
+        } where id = ?`,
+        [providerMessageId, m.id],
       );
-      if (rows.length) {
-        const m = rows[0];
-        await em.execute(`insert into usage_records (workspace_id, kind, message_id) values (?, 'msgapp_message', ?) on conflict (message_id) do nothing`, [plan.workspaceId, m.id]);
+      await em.execute(`insert into usage_records (workspace_id, kind, message_id) values (?, 'msgapp_message', ?) on conflict (message_id) do nothing`, [plan.workspaceId, m.id]);
+      if (transitions) {
         await em.execute(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'message.sent', ?::jsonb)`, [
           newId('evt'),
           m.conversation_id,

@@ -110,7 +110,8 @@ describe('deny by default', () => {
     const guarded = t.app.routeTable.filter((r) => !r.public);
     expect(guarded.length).toBeGreaterThanOrEqual(4);
     const publicRoutes = t.app.routeTable.filter((r) => r.public).map((r) => r.url);
-    expect([...new Set(publicRoutes)].sort()).toEqual(['/api/v1/openapi.json', '/healthz']);
+    // Public means not key-authenticated: the provider webhook is checked by signature, media links by their MAC.
+    expect([...new Set(publicRoutes)].sort()).toEqual(['/api/media/:token', '/api/v1/openapi.json', '/healthz', '/webhooks/msgapp']);
     const keys = new Map<string, string>();
     for (const route of guarded) {
       const scope = route.scope as Scope;

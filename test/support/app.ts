@@ -62,6 +62,7 @@ export async function startTestApp(opts: {
   bodyLimitBytes?: number;
   maxUploadBytes?: number;
   temporal?: { client: Client; taskQueue: string };
+  msgappWebhook?: { appSecret: string | null; verifyToken: string | null };
   serviceOptions?: Partial<ServiceOptions>;
 }): Promise<TestApp> {
   const keyCache = new KeyCache(opts.databaseUrl, pino({ level: 'silent' }));
@@ -76,6 +77,7 @@ export async function startTestApp(opts: {
     bodyLimitBytes: opts.bodyLimitBytes ?? 1024 * 1024,
     maxUploadBytes: opts.maxUploadBytes,
     temporal: opts.temporal,
+    msgappWebhook: opts.msgappWebhook,
     // TEST_LOG=debug shows the app's logs (5xx details included) while debugging a test.
     logger: process.env.TEST_LOG ? { level: process.env.TEST_LOG } : false,
   });

@@ -1,4 +1,6 @@
-import { CloudApiProvider } from '../../core/msgapp/provider';
+import type { AddressInfo } from 'node:net';
+import { CloudApiProvider, signHubPayload } from '../../core/msgapp/provider';
+import { verifyWebhookHandshake } from '../../sandbox/msgapp';
 import { newId } from '../../core/ids';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -13,6 +15,7 @@ let tw: Awaited<ReturnType<typeof startTestWorker>>;
 let ws: string;
 let auth: Record<string, string>;
 let credentialId: string;
+let base: string;
 
 const NUMBER = '+15550001111';
 const CUSTOMER = '+15557770000';
@@ -28,7 +31,12 @@ beforeAll(async () => {
     databaseUrl: db.url,
     serviceOptions: { msgapp },
     temporal: { client: tw.client, taskQueue: tw.taskQueue },
+    msgappWebhook: { appSecret: 'app-secret', verifyToken: 'verify-me' },
   });
+  // The sandbox calls our webhook over real HTTP.
+  await t.app.listen({ host: '127.0.0.1', port: 0 });
+  base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  sandbox.setWebhookUrl(`${base}/webhooks/msgapp`);
   ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['conversations:read', 'conversations:write', 'workflows:write', 'workflows:publish'])).key);
   credentialId = (await t.services.credentials.create(ws, 'msgapp_access_token', 'sandbox number', 'sandbox-token')).id;
@@ -95,11 +103,14 @@ describe('POST /api/v1/messages', () => {
     await maybeRecordHistory(tw.client, `message-send:${body.id}`, 'message-send');
 
     const read = (await t.app.inject({ method: 'GET', url: `/api/v1/messages/${body.id}`, headers: auth })).json();
-    expect(read).toMatchObject({ id: body.id, kind: 'template', template_name: 'order_update', status: 'sent', provider_message_id: body.provider_message_id, status_history: [{ status: 'sent' }] });
+    // The sandbox's status callbacks may already have moved it on.
+    expect(read).toMatchObject({ id: body.id, kind: 'template', template_name: 'order_update', provider_message_id: body.provider_message_id, status_history: expect.arrayContaining([expect.objectContaining({ status: 'sent' })]) });
+    expect(['sent', 'delivered', 'read']).toContain(read.status);
     const em = db.orm.em.fork();
     expect(await em.execute('select kind from usage_records where message_id = ?', [body.id])).toEqual([{ kind: 'msgapp_message' }]);
-    const [event] = await em.execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.status' order by created_at desc limit 1`);
-    expect(JSON.parse(event.payload).data).toMatchObject({ message_id: body.id, status: 'sent', conversation_id: body.conversation_id, channel: 'msgapp' });
+    const events = await em.execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.status' order by created_at, id`);
+    const sentEvents = events.map((e) => JSON.parse(e.payload).data).filter((d) => d.message_id === body.id && d.status === 'sent');
+    expect(sentEvents).toEqual([{ message_id: body.id, status: 'sent', conversation_id: body.conversation_id, channel: 'msgapp', occurred_at: expect.any(String) }]);
   });
 
   test('text needs the 24-hour window: closed → 422 session_window_closed; after the customer wrote → 201', async () => {
@@ -203,5 +214,111 @@ describe('POST /api/v1/messages', () => {
     expect(seen).toEqual(all.messages.map((m: { id: string }) => m.id));
     const future = (await t.app.inject({ method: 'GET', url: `/api/v1/messages?since=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`, headers: auth })).json();
     expect(future.messages).toEqual([]);
+  });
+});
+
+describe('the provider webhook /webhooks/msgapp', () => {
+  const messageRow = async (id: string) =>
+    (await db.orm.em.fork().execute<{ status: string; error: string | null; status_history: Array<{ status: string }> }[]>('select status, error, status_history from messages where id = ?', [id]))[0];
+  const statusEvents = async (id: string) =>
+    (await db.orm.em.fork().execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.status' order by created_at, id`))
+      .map((r) => JSON.parse(r.payload).data)
+      .filter((d: { message_id: string }) => d.message_id === id)
+      .map((d: { status: string }) => d.status);
+  async function settledTo(id: string, status: string) {
+    for (let i = 0; i < 100 && (await messageRow(id)).status !== status; i++) await new Promise((r) => setTimeout(r, 50));
+    await sandbox.idle();
+    return messageRow(id);
+  }
+  let agentId: string;
+  beforeAll(async () => {
+    agentId = await agent({ triggers: { msgapp: { number: '+15550005555', phone_number_id: '5055', credential_id: credentialId } } });
+  });
+
+  test('the verification handshake echoes the challenge only for the right token', async () => {
+    expect(await verifyWebhookHandshake(`${base}/webhooks/msgapp`, 'verify-me')).toMatchObject({ ok: true });
+    expect(await verifyWebhookHandshake(`${base}/webhooks/msgapp`, 'wrong')).toMatchObject({ ok: false, status: 403 });
+  });
+
+  test('a bad signature is 401 and nothing is recorded', async () => {
+    const body = JSON.stringify({ object: 'whatsapp_business_account', entry: [] });
+    const before = await messageCount();
+    for (const sig of [undefined, 'sha256=00', signHubPayload(body, 'another-secret')]) {
+      const res = await fetch(`${base}/webhooks/msgapp`, { method: 'POST', headers: { 'content-type': 'application/json', ...(sig ? { 'x-hub-signature-256': sig } : {}) }, body });
+      expect(res.status).toBe(401);
+    }
+    expect(await messageCount()).toBe(before);
+  });
+
+  test('statuses move forward: sent → delivered → read, each change a message.status event', async () => {
+    const sent = (await send({ agent_id: agentId, to: CUSTOMER, ...template })).json();
+    const row = await settledTo(sent.id, 'read');
+    expect(row.status).toBe('read');
+    expect(new Set(row.status_history.map((h) => h.status))).toEqual(new Set(['sent', 'delivered', 'read']));
+    expect(await statusEvents(sent.id)).toEqual(['sent', 'delivered', 'read']);
+  });
+
+  test('out-of-order and duplicate callbacks are kept in the history but never move status backwards or emit twice', async () => {
+    sandbox.scenario({ outOfOrder: true, duplicates: true });
+    try {
+      const sent = (await send({ agent_id: agentId, to: CUSTOMER, ...template })).json();
+      const row = await settledTo(sent.id, 'read');
+      await sandbox.idle();
+      const final = await messageRow(sent.id);
+      expect(final.status).toBe('read');
+      expect(final.status_history.length).toBeGreaterThan(row.status_history.length - 1);
+      const events = await statusEvents(sent.id);
+      expect(new Set(events).size).toBe(events.length);
+      expect(events[0]).toBe('sent');
+      expect(events).toContain('read');
+    } finally {
+      sandbox.scenario({});
+    }
+  });
+
+  test('a message that reports sent and then fails: status failed with the provider error, and an event', async () => {
+    sandbox.failNext({ kind: 'delivery', error: 'Media download failed at the recipient' });
+    const sent = (await send({ agent_id: agentId, to: CUSTOMER, ...template })).json();
+    expect(sent.status).toBe('sent');
+    const row = await settledTo(sent.id, 'failed');
+    expect(row).toMatchObject({ status: 'failed', error: expect.stringContaining('Media download failed') });
+    expect(await statusEvents(sent.id)).toEqual(['sent', 'failed']);
+    const read = (await t.app.inject({ method: 'GET', url: `/api/v1/messages/${sent.id}`, headers: auth })).json();
+    expect(read.status_history.at(-1)).toMatchObject({ status: 'failed', error: expect.any(String) });
+  });
+
+  test('inbound text: customer and conversation found or created, message.inbound emitted, and the window opens', async () => {
+    const from = '+15557771234';
+    const closed = await send({ agent_id: agentId, to: from, text: 'hi' });
+    expect(closed.json().error).toBe('session_window_closed');
+    const { providerMessageId } = await sandbox.injectInbound({ from, to: '5055', text: 'Where is my order?', profileName: 'Rita' });
+    const [event] = await db.orm.em
+      .fork()
+      .execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.inbound' order by created_at desc limit 1`);
+    const data = JSON.parse(event.payload).data;
+    expect(data).toEqual({ message_id: expect.stringMatching(/^msg_/), channel: 'msgapp', from, to: '+15550005555', text: 'Where is my order?', profile_name: 'Rita', received_at: expect.any(String) });
+    expect((await db.orm.em.fork().execute('select 1 from messages where provider_message_id = ?', [providerMessageId])).length).toBe(1);
+    const customers = (await t.app.inject({ method: 'GET', url: '/api/v1/customers?phone=%2B15557771234', headers: bearer((await createKey(t.services, ws, ['customers:read'])).key) })).json();
+    expect(customers.customers).toEqual([expect.objectContaining({ phone: from, name: 'Rita' })]);
+    const answer = await send({ agent_id: agentId, to: from, text: 'It left today.' });
+    expect(answer.statusCode).toBe(201);
+    // Inbound messages are not API-sent: the list leaves them out.
+    const list = (await t.app.inject({ method: 'GET', url: `/api/v1/messages?from=${encodeURIComponent(from)}`, headers: auth })).json();
+    expect(list.messages).toEqual([]);
+  });
+
+  test('inbound media is downloaded to storage and linked by a signed, expiring URL', async () => {
+    const bytes = Buffer.from('%PDF-1.4 fake invoice bytes');
+    await sandbox.injectInbound({ from: '+15557775678', to: '5055', media: { kind: 'document', mimeType: 'application/pdf', bytes, filename: 'invoice.pdf' } });
+    const [event] = await db.orm.em
+      .fork()
+      .execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.inbound' order by created_at desc limit 1`);
+    const media = JSON.parse(event.payload).data.media;
+    expect(media).toEqual([{ type: 'document', mime_type: 'application/pdf', url: expect.stringMatching(/^\/api\/media\//), filename: 'invoice.pdf', size: bytes.length, received_at: expect.any(String) }]);
+    const got = await fetch(`${base}${media[0].url}`);
+    expect(got.status).toBe(200);
+    expect(Buffer.from(await got.arrayBuffer())).toEqual(bytes);
+    const tampered = await fetch(`${base}${media[0].url.slice(0, -2)}00`);
+    expect(tampered.status).toBe(403);
   });
 });

@@ -1,0 +1,73 @@
+import type { FastifyPluginAsync } from 'fastify';
+import { z } from 'zod';
+import { ApiError } from '../../core/errors';
+import { parseWebhook, verifyHubSignature, WebhookPayloadError } from '../../core/msgapp/provider';
+import { openLink } from '../../core/storage/signed-links';
+
+export interface MsgappWebhookOptions {
+  /** The app secret that signs the provider's callbacks (X-Hub-Signature-256). */
+  appSecret: string | null;
+  /** What the provider's verification handshake must present. */
+  verifyToken: string | null;
+}
+
+/**
+ * The provider's webhook (`/webhooks/msgapp`), authenticated by signature, not by API
+ * key: the verification handshake, then signed notifications of statuses and inbound
+ * messages. A bad or missing signature is 401 and nothing is recorded. The body is
+ * read raw (this plugin's own JSON parser) because the signature covers the bytes.
+ */
+export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = async (app, opts) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+  app.get('/webhooks/msgapp', {
+    config: { public: true },
+    schema: { hide: true },
+    handler: async (request, reply) => {
+      const q = request.query as Record<string, string | undefined>;
+      if (!opts.verifyToken) throw new ApiError(503, 'messaging_unavailable', 'MSGAPP_VERIFY_TOKEN is not configured');
+      if (q['hub.mode'] !== 'subscribe' || q['hub.verify_token'] !== opts.verifyToken || !q['hub.challenge']) {
+        throw new ApiError(403, 'forbidden', 'verification failed: wrong hub.mode or hub.verify_token');
+      }
+      return reply.type('text/plain').send(q['hub.challenge']);
+    },
+  });
+
+  app.post('/webhooks/msgapp', {
+    config: { public: true },
+    schema: { hide: true },
+    handler: async (request, reply) => {
+      if (!opts.appSecret) throw new ApiError(503, 'messaging_unavailable', 'MSGAPP_APP_SECRET is not configured');
+      const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      if (!verifyHubSignature(raw, request.headers['x-hub-signature-256'] as string | undefined, opts.appSecret)) {
+        throw new ApiError(401, 'invalid_signature', 'X-Hub-Signature-256 does not match the body');
+      }
+      let parsed;
+      try {
+        parsed = parseWebhook(JSON.parse(raw.toString('utf8')));
+      } catch (err) {
+        if (err instanceof SyntaxError || err instanceof WebhookPayloadError) throw new ApiError(400, 'invalid_request', `body: ${(err as Error).message}`);
+        throw err;
+      }
+      const events = app.services.providerEvents;
+      for (const s of parsed.statuses) await events.applyStatus(s);
+      for (const m of parsed.inbound) {
+        const outcome = await events.receive(m);
+        if (outcome === 'no_agent') request.log.warn({ phoneNumberId: m.phoneNumberId }, 'inbound message for a number no published agent owns');
+      }
+      return reply.code(200).send({ received: true });
+    },
+  });
+
+  app.get('/api/media/:token', {
+    config: { public: true },
+    schema: { hide: true, params: z.object({ token: z.string().min(10).max(4000) }) },
+    handler: async (request, reply) => {
+      const link = openLink(app.services.box, (request.params as { token: string }).token);
+      if (!link) throw new ApiError(403, 'forbidden', 'This media link is invalid or has expired');
+      reply.header('Content-Type', link.mime);
+      if (link.name) reply.header('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(link.name)}`);
+      return reply.send(app.services.blobs.open(link.sha256));
+    },
+  });
+};

@@ -1,5 +1,6 @@
 // `npm start`: the whole service in one process on embedded defaults, no configuration
 // needed. API + worker here; Temporal dev server and (if needed) PostgreSQL as children.
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createApiServer } from '../api/server';
@@ -8,6 +9,7 @@ import { chooseDatabase } from '../infra/postgres';
 import { pickPort } from '../infra/ports';
 import { findTemporalCli, startDevServer, type DevServer } from '../infra/temporal';
 import { startWorkerRuntime } from '../worker/runtime';
+import { startMsgappSandbox } from '../sandbox/msgapp';
 
 const say = (msg: string) => console.log(`[concierge] ${msg}`);
 
@@ -46,6 +48,22 @@ async function main() {
       say(`Temporal: ${temporalAddress}`);
     }
 
+    // The API's port is chosen now: the msgapp sandbox needs it for its webhook calls.
+    const port = process.env.PORT ? config.PORT : await pickPort(config.HOST, config.PORT);
+    const base = `http://${config.HOST}:${port}`;
+    if (!config.MSGAPP_API_BASE) {
+      // No provider configured: a local emulator of the Cloud API stands in, calling our webhook.
+      const secret = randomBytes(16).toString('hex');
+      const sandbox = await startMsgappSandbox({ appSecret: secret, webhookUrl: `${base}/webhooks/msgapp`, host: '127.0.0.1' });
+      stops.push(() => sandbox.close());
+      config.MSGAPP_API_BASE = sandbox.url;
+      config.MSGAPP_APP_SECRET = secret;
+      config.MSGAPP_VERIFY_TOKEN ??= randomBytes(8).toString('hex');
+      say(`msgapp: no provider configured; using the sandbox at ${sandbox.origin} (inject a customer message: npm run -s msgapp-sandbox -- inbound --sandbox ${sandbox.origin} --from +15551230000 --to <phone_number_id> --text "hi")`);
+    } else {
+      say(`msgapp: ${config.MSGAPP_API_BASE}`);
+    }
+
     const worker = await startWorkerRuntime(config, { databaseUrl: db.url, temporalAddress, embedded: true });
     stops.push(worker.close);
     worker.running.catch((err) => {
@@ -56,9 +74,7 @@ async function main() {
     const rateStore = rateLimitStoreKind(config, 'memory');
     const api = await createApiServer(config, { databaseUrl: db.url, rateStore, embedded: true, temporalAddress });
     stops.push(api.close);
-    const port = process.env.PORT ? config.PORT : await pickPort(config.HOST, config.PORT);
     await api.app.listen({ host: config.HOST, port });
-    const base = `http://${config.HOST}:${port}`;
     say(`API:         ${base}/api/v1   (rate limits: ${rateStore} store)`);
     say(`OpenAPI:     ${base}/api/v1/openapi.json`);
     if (dev) say(`Temporal UI: ${dev.uiUrl}`);

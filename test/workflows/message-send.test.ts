@@ -1,4 +1,9 @@
 import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { verifyWebhook } from '../../sdk';
+import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
+import { webhookDeliveries } from '../../worker/outbox-sources';
+import { startHttpsReceiver } from '../support/tls';
 import { CloudApiProvider, signHubPayload } from '../../core/msgapp/provider';
 import { verifyWebhookHandshake } from '../../sandbox/msgapp';
 import { newId } from '../../core/ids';
@@ -276,9 +281,14 @@ describe('the provider webhook /webhooks/msgapp', () => {
     }
   });
 
-  test('a message that reports sent and then fails: status failed with the provider error, and an event', async () => {
+  test('a media message that reports sent and then fails: status failed with the provider error, and an event', async () => {
+    const customer = '+15557770404';
+    await sandbox.injectInbound({ from: customer, to: '5055', text: 'send me the photo' });
     sandbox.failNext({ kind: 'delivery', error: 'Media download failed at the recipient' });
-    const sent = (await send({ agent_id: agentId, to: CUSTOMER, ...template })).json();
+    const res = await send({ agent_id: agentId, to: customer, media: { type: 'image', url: 'https://cdn.example/photo.jpg', caption: 'Here it is' } });
+    expect(res.statusCode).toBe(201);
+    const sent = res.json();
+    expect(sandbox.sent.at(-1)!.body).toMatchObject({ type: 'image', image: { link: 'https://cdn.example/photo.jpg', caption: 'Here it is' } });
     expect(sent.status).toBe('sent');
     const row = await settledTo(sent.id, 'failed');
     expect(row).toMatchObject({ status: 'failed', error: expect.stringContaining('Media download failed') });
@@ -287,8 +297,14 @@ describe('the provider webhook /webhooks/msgapp', () => {
     expect(read.status_history.at(-1)).toMatchObject({ status: 'failed', error: expect.any(String) });
   });
 
-  test('inbound text: customer and conversation found or created, message.inbound emitted, and the window opens', async () => {
+  test('inbound text: customer and conversation found or created, message.inbound emitted (and delivered to a subscriber), and the window opens', async () => {
     const from = '+15557771234';
+    const receiver = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(204).end() });
+    const dispatcher = new OutboxDispatcher(db.url, [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: [50, 50, 50, 50, 50], timeoutMs: 2_000 })], pino({ level: 'silent' }), 500);
+    await dispatcher.start();
+    const hooks = bearer((await createKey(t.services, ws, ['webhooks:write'])).key);
+    const sub = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers: hooks, payload: { url: receiver.url, events: ['message.inbound'] } });
+    expect(sub.statusCode).toBe(201);
     const closed = await send({ agent_id: agentId, to: from, text: 'hi' });
     expect(closed.json().error).toBe('session_window_closed');
     const { providerMessageId } = await sandbox.injectInbound({ from, to: '5055', text: 'Where is my order?', profileName: 'Rita' });
@@ -300,6 +316,13 @@ describe('the provider webhook /webhooks/msgapp', () => {
     expect((await db.orm.em.fork().execute('select 1 from messages where provider_message_id = ?', [providerMessageId])).length).toBe(1);
     const customers = (await t.app.inject({ method: 'GET', url: '/api/v1/customers?phone=%2B15557771234', headers: bearer((await createKey(t.services, ws, ['customers:read'])).key) })).json();
     expect(customers.customers).toEqual([expect.objectContaining({ phone: from, name: 'Rita' })]);
+    // The subscriber receives it, signed, with the same message_id.
+    for (let i = 0; i < 100 && receiver.hits.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    await dispatcher.stop();
+    await t.app.inject({ method: 'DELETE', url: `/api/v1/webhook-subscriptions/${sub.json().id}`, headers: hooks });
+    await receiver.close();
+    expect(receiver.hits).toHaveLength(1);
+    expect(verifyWebhook(receiver.hits[0].rawBody, String(receiver.hits[0].headers['x-concierge-signature']), sub.json().secret)).toMatchObject({ event: 'message.inbound', data: { message_id: data.message_id } });
     const answer = await send({ agent_id: agentId, to: from, text: 'It left today.' });
     expect(answer.statusCode).toBe(201);
     // Inbound messages are not API-sent: the list leaves them out.

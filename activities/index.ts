@@ -11,6 +11,9 @@ export interface ActivityDeps {
   indexing: IndexingService;
 }
 
+/** Extraction failures that say nothing about the document, so a retry may succeed. */
+const TRANSIENT_EXTRACTION = new Set(['extraction process crashed', 'extraction could not start']);
+
 /** Heartbeats every few seconds while `work` runs (extraction waits on a child process). */
 async function withHeartbeat<T>(work: () => Promise<T>): Promise<T> {
   const timer = setInterval(() => Context.current().heartbeat(), 5_000);
@@ -55,9 +58,14 @@ export function createActivities(deps: ActivityDeps) {
       try {
         return await withHeartbeat(() => deps.indexing.extractAndChunk(fileId));
       } catch (err) {
-        const reason = (err as { reason?: unknown }).reason;
-        if (typeof reason === 'string') throw ApplicationFailure.nonRetryable(reason, 'ExtractionError');
-        throw err;
+        const { reason, detail } = err as { reason?: unknown; detail?: unknown };
+        if (typeof reason !== 'string') throw err;
+        // A process that died or never started says nothing about the document: try again.
+        if (TRANSIENT_EXTRACTION.has(reason)) {
+          Context.current().log.warn('extraction process failed; retrying', { reason, detail: String(detail ?? '').slice(0, 2000) });
+          throw ApplicationFailure.create({ message: reason, type: 'ExtractionCrash', nonRetryable: false });
+        }
+        throw ApplicationFailure.nonRetryable(reason, 'ExtractionError');
       }
     },
 

@@ -4,7 +4,7 @@
 // BENCH_ROUNDS (2), BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section
 // (and replaces only that section's entry in latest.json);
 // BENCH_STRICT=1 exits 1 when a ratio (or another checked goal) misses its target.
-// Section-specific settings (BENCH_WEBHOOK_*, BENCH_KB_*) are described at the top of
+// Section-specific settings (BENCH_WEBHOOK_*, BENCH_KB_*, BENCH_MSGAPP_*) are described at the top of
 // the section's file.
 //
 // To add a section (webhooks, KB indexing, search): write bench/<name>.ts exporting an
@@ -17,6 +17,7 @@ import { benchWebhookFanout } from './webhook-fanout';
 import { benchKbIndexing } from './kb-indexing';
 import { benchKbSearch } from './kb-search';
 import { benchKbUploadRss } from './kb-upload-rss';
+import { benchMsgappSend } from './msgapp-send';
 import type { Result } from './lib/types';
 
 const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Promise<Result> }> = [
@@ -25,6 +26,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'kb-indexing', run: benchKbIndexing },
   { name: 'kb-search', run: benchKbSearch },
   { name: 'kb-upload-rss', run: benchKbUploadRss },
+  { name: 'msgapp-send', run: benchMsgappSend },
 ];
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);

@@ -31,7 +31,7 @@ function reasonOf(err: unknown): string {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   if (cause instanceof TimeoutFailure) return 'indexing took too long and was stopped';
   // Only extraction's reasons are meant for users; anything else stays in the workflow history.
-  if (cause instanceof ApplicationFailure && cause.type === 'ExtractionError') return cause.message;
+  if (cause instanceof ApplicationFailure && (cause.type === 'ExtractionError' || cause.type === 'ExtractionCrash')) return cause.message;
   return 'indexing failed after retries (internal error); see the kb-index workflow in the Temporal UI';
 }
 

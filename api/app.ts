@@ -17,6 +17,7 @@ import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
 import { customerRoutes } from './routes/customers';
 import { messageRoutes } from './routes/messages';
+import { widgetRoutes } from './routes/widget';
 import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
 import { plannedRoutes } from './routes/planned';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
@@ -82,6 +83,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(customerRoutes);
   await app.register(conversationRoutes);
   await app.register(messageRoutes);
+  await app.register(widgetRoutes);
   await app.register(msgappWebhookRoutes, deps.msgappWebhook ?? { appSecret: null, verifyToken: null });
   await app.register(plannedRoutes);
   return app;

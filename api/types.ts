@@ -9,6 +9,8 @@ declare module 'fastify' {
     scope?: Scope;
     /** Reachable without an API key (the OpenAPI document, health checks). */
     public?: boolean;
+    /** Widget routes: authenticated by site id + Origin instead of an API key. */
+    site?: boolean;
   }
   interface FastifyInstance {
     services: Services;

@@ -19,6 +19,9 @@ const USAGE = `usage: npm run -s admin -- <command>
   key rotate KEY_ID
   key delete KEY_ID
   credential create --workspace WS_ID --name NAME --token TOKEN   (a msgapp number's access token, stored encrypted)
+  site create --workspace WS_ID --agent AGENT_ID --origins https://a.example,https://b.example
+  site rotate-secret SITE_ID [--grace-hours 24]
+  site suspend SITE_ID | site resume SITE_ID
 scopes: ${ALL_SCOPES.join(', ')}`;
 
 class UsageError extends Error {}
@@ -33,7 +36,15 @@ async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
     args: argv,
     allowPositionals: true,
     strict: true,
-    options: { name: { type: 'string' }, workspace: { type: 'string' }, scopes: { type: 'string' }, token: { type: 'string' } },
+    options: {
+      name: { type: 'string' },
+      workspace: { type: 'string' },
+      scopes: { type: 'string' },
+      token: { type: 'string' },
+      agent: { type: 'string' },
+      origins: { type: 'string' },
+      'grace-hours': { type: 'string' },
+    },
   });
   const [area, action, target] = positionals;
   const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: true }));
@@ -61,6 +72,17 @@ async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
     }
     case 'credential create':
       return services.credentials.create(need(values.workspace, 'workspace'), 'msgapp_access_token', need(values.name, 'name'), need(values.token, 'token'));
+    case 'site create':
+      return services.sites.create(need(values.workspace, 'workspace'), need(values.agent, 'agent'), need(values.origins, 'origins').split(','));
+    case 'site rotate-secret': {
+      const grace = values['grace-hours'] === undefined ? undefined : Number(values['grace-hours']);
+      if (grace !== undefined && !(Number.isFinite(grace) && grace >= 0)) throw new UsageError('--grace-hours must be a non-negative number');
+      return services.sites.rotateSecret(need(target, 'SITE_ID (positional)'), grace);
+    }
+    case 'site suspend':
+      return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'suspended');
+    case 'site resume':
+      return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'active');
     case 'key delete':
       await services.apiKeys.delete(need(target, 'KEY_ID (positional)'));
       return { id: target, deleted: true };

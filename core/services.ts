@@ -7,6 +7,8 @@ import { ConversationService } from './conversations/conversations';
 import { CustomerService } from './customers/customers';
 import { MessageService } from './messages/messages';
 import { ProviderEventService } from './messages/provider-events';
+import { WidgetSessionService } from './widget/sessions';
+import { SiteService } from './widget/sites';
 import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
 import { dataDir, modelsDir, storageDir, type Config } from './config';
@@ -39,6 +41,8 @@ export interface Services {
   messages: MessageService;
   credentials: CredentialService;
   providerEvents: ProviderEventService;
+  sites: SiteService;
+  widget: WidgetSessionService;
   box: SecretBox;
   llm: LlmSettings | null;
 }
@@ -59,7 +63,11 @@ export interface ServiceOptions {
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
+  const customers = new CustomerService(em);
+  const sites = new SiteService(em, opts.box);
   return {
+    sites,
+    widget: new WidgetSessionService(em, sites, customers),
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders: new FolderService(em),
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours),
@@ -68,7 +76,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     files: new FileService(em, opts.blobs),
     blobs: opts.blobs,
     agents: new AgentService(em),
-    customers: new CustomerService(em),
+    customers,
     conversations: new ConversationService(em),
     messages: new MessageService(em, opts.box, opts.msgapp ?? null),
     credentials: new CredentialService(em, opts.box),

@@ -10,6 +10,8 @@ export interface RegisteredRoute {
   url: string;
   scope: string | null;
   public: boolean;
+  /** Widget routes: authenticated by site id + Origin. */
+  site: boolean;
 }
 
 declare module 'fastify' {
@@ -44,21 +46,23 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: { apiKeys: ApiKe
   app.decorateRequest('auth', null);
 
   app.addHook('onRoute', (route: RouteOptions) => {
-    const config = (route.config ?? {}) as { scope?: string; public?: boolean };
+    const config = (route.config ?? {}) as { scope?: string; public?: boolean; site?: boolean };
     const methods = Array.isArray(route.method) ? route.method : [route.method];
-    if (!config.scope && !config.public) {
+    // CORS preflights carry no credentials and return no data.
+    if (methods.every((m) => m === 'OPTIONS')) return;
+    if (!config.scope && !config.public && !config.site) {
       throw new Error(`Route ${methods.join(',')} ${route.url} declares no scope: every route must name one (or be explicitly public)`);
     }
     if (config.scope && config.public) throw new Error(`Route ${route.url} cannot be both public and scoped`);
     for (const method of methods) {
-      app.routeTable.push({ method, url: route.url, scope: config.scope ?? null, public: Boolean(config.public) });
+      app.routeTable.push({ method, url: route.url, scope: config.scope ?? null, public: Boolean(config.public || config.site), site: Boolean(config.site) });
     }
   });
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.is404) return;
     const config = request.routeOptions.config;
-    if (config.public) return;
+    if (config.public || config.site || request.method === 'OPTIONS') return;
     const scope = config.scope;
     // Unreachable while onRoute enforces a declaration; kept so a gap fails closed.
     if (!scope) throw new ApiError(403, 'insufficient_scope', 'This route requires a scope no key holds');

@@ -35,6 +35,12 @@ export const openapiPlugin = fp(async (app: FastifyInstance) => {
       components: {
         securitySchemes: {
           bearerApiKey: { type: 'http', scheme: 'bearer', description: "API key: 'sk_' followed by 64 hexadecimal characters" },
+          widgetSite: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-Concierge-Site',
+            description: "The public site id; the browser's Origin must be on the site's allowed list (case-insensitive exact match)",
+          },
         },
       },
     },
@@ -62,6 +68,8 @@ function finish(raw: OpenAPIV3_1.Document, app: FastifyInstance): OpenAPIV3_1.Do
     if (route.scope) {
       op.security = [{ bearerApiKey: [] }];
       (op as Record<string, unknown>)['x-required-scope'] = route.scope;
+    } else if (route.site) {
+      op.security = [{ widgetSite: [] }];
     } else {
       op.security = [];
     }

@@ -109,9 +109,10 @@ describe('deny by default', () => {
   test('every registered route demands its scope: a key holding every other scope gets 403', async () => {
     const guarded = t.app.routeTable.filter((r) => !r.public);
     expect(guarded.length).toBeGreaterThanOrEqual(4);
-    const publicRoutes = t.app.routeTable.filter((r) => r.public).map((r) => r.url);
     // Public means not key-authenticated: the provider webhook is checked by signature, media links by their MAC.
-    expect([...new Set(publicRoutes)].sort()).toEqual(['/api/media/:token', '/api/v1/openapi.json', '/healthz', '/webhooks/msgapp']);
+    expect([...new Set(t.app.routeTable.filter((r) => r.public && !r.site).map((r) => r.url))].sort()).toEqual(['/api/media/:token', '/api/v1/openapi.json', '/healthz', '/webhooks/msgapp']);
+    // Widget routes answer to site id + Origin instead; every one of them is under /api/public/widget.
+    expect(t.app.routeTable.filter((r) => r.site).every((r) => r.url.startsWith('/api/public/widget/'))).toBe(true);
     const keys = new Map<string, string>();
     for (const route of guarded) {
       const scope = route.scope as Scope;

@@ -110,6 +110,22 @@ describe('admin CLI', () => {
     await within(1000, async () => (await status(a, rotated.key)) === 401);
   }, 60_000);
 
+  test('site create, rotate-secret (with grace), suspend and resume', async () => {
+    const agent = await a.services.agents.create(ws, { name: 'Widget agent' });
+    const created = await admin('site', 'create', '--workspace', ws, '--agent', agent.id, '--origins', 'https://a.example,https://b.example');
+    expect(created.code).toBe(0);
+    const site = JSON.parse(created.stdout);
+    expect(site).toEqual({ site_id: expect.stringMatching(/^site_/), site_secret: expect.stringMatching(/^sitesec_/) });
+    const rotated = JSON.parse((await admin('site', 'rotate-secret', site.site_id, '--grace-hours', '2')).stdout);
+    expect(rotated).toEqual({ site_id: site.site_id, site_secret: expect.stringMatching(/^sitesec_/), previous_expires_at: expect.any(String) });
+    expect(rotated.site_secret).not.toBe(site.site_secret);
+    expect(JSON.parse((await admin('site', 'suspend', site.site_id)).stdout)).toEqual({ site_id: site.site_id, status: 'suspended' });
+    expect(JSON.parse((await admin('site', 'resume', site.site_id)).stdout)).toEqual({ site_id: site.site_id, status: 'active' });
+    const bad = await admin('site', 'create', '--workspace', ws, '--agent', agent.id, '--origins', 'not-an-origin');
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/origins/);
+  }, 60_000);
+
   test('errors: clear message on stderr, non-zero exit, nothing on stdout', async () => {
     for (const args of [
       ['key', 'create', '--workspace', 'ws_nope', '--name', 'x', '--scopes', 'kb:read'],

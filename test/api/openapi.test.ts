@@ -37,14 +37,18 @@ describe('GET /api/v1/openapi.json', () => {
   test('describes every API route, each with operationId, bearer security and its scope', async () => {
     const ops = operations();
     const documented = new Set(ops.map((o) => `${o.method.toUpperCase()} ${o.path}`));
-    const routes = t.app.routeTable.filter((r) => r.url.startsWith('/api/v1/') && r.url !== '/api/v1/openapi.json' && r.method !== 'HEAD');
+    const routes = t.app.routeTable.filter((r) => (r.url.startsWith('/api/v1/') || r.url.startsWith('/api/public/')) && r.url !== '/api/v1/openapi.json' && r.method !== 'HEAD');
     for (const r of routes) expect(documented).toContain(`${r.method} ${r.url.replace(/:(\w+)/g, '{$1}')}`);
     const ids = new Set<string>();
     for (const { op, path, method } of ops) {
       expect({ at: `${method} ${path}`, operationId: typeof op.operationId }).toEqual({ at: `${method} ${path}`, operationId: 'string' });
       ids.add(op.operationId!);
-      expect(op.security).toEqual([{ bearerApiKey: [] }]);
       const route = t.app.routeTable.find((r) => r.method === method.toUpperCase() && r.url.replace(/:(\w+)/g, '{$1}') === path);
+      if (route?.site) {
+        expect(op.security).toEqual([{ widgetSite: [] }]);
+        continue;
+      }
+      expect(op.security).toEqual([{ bearerApiKey: [] }]);
       expect(op['x-required-scope']).toBe(route?.scope);
     }
     expect(ids.size).toBe(ops.length);

@@ -4,6 +4,7 @@ import { Migration20261122000300KnowledgeBase } from './Migration20261122000300K
 import { Migration20261122000400AgentsCustomers } from './Migration20261122000400AgentsCustomers';
 import { Migration20261122000500CursorPrecision } from './Migration20261122000500CursorPrecision';
 import { Migration20261122000600Messages } from './Migration20261122000600Messages';
+import { Migration20261122000700Sites } from './Migration20261122000700Sites';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -13,4 +14,5 @@ export const migrations = [
   { name: 'Migration20261122000400AgentsCustomers', class: Migration20261122000400AgentsCustomers },
   { name: 'Migration20261122000500CursorPrecision', class: Migration20261122000500CursorPrecision },
   { name: 'Migration20261122000600Messages', class: Migration20261122000600Messages },
+  { name: 'Migration20261122000700Sites', class: Migration20261122000700Sites },
 ];

@@ -1,0 +1,117 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { SecretBox } from '../crypto/secret-box';
+import { textArray } from '../db/sql';
+import { ApiError } from '../errors';
+import { newId } from '../ids';
+
+export interface SiteRow {
+  id: string;
+  workspace_id: string;
+  agent_id: string;
+  allowed_origins: string[];
+  status: 'active' | 'suspended';
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_expires_at: Date | null;
+}
+
+export type AuthLevel = 'anonymous' | 'self_asserted' | 'verified';
+
+export interface UserContext {
+  external_id?: string;
+  user_hash?: string;
+  phone?: string;
+  email?: string;
+}
+
+/** How long a rotated-out secret still verifies user_hash, by default. */
+export const DEFAULT_ROTATION_GRACE_HOURS = 24;
+
+const normaliseOrigin = (o: string) => o.trim().replace(/\/+$/, '').toLowerCase();
+
+/** user_hash: hex HMAC-SHA256 of `<site_id>.<external_id>`, keyed with the site secret. */
+export function userHash(secret: string, siteId: string, externalId: string): string {
+  return createHmac('sha256', secret).update(`${siteId}.${externalId}`).digest('hex');
+}
+
+/**
+ * Web-chat sites. A widget request presents the site id and comes from a browser
+ * Origin that must be on the site's list. Identity is asserted by the customer's
+ * backend with `user_hash`; a rotated-out secret keeps verifying for a grace period.
+ */
+export class SiteService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly box: SecretBox,
+  ) {}
+
+  async create(workspaceId: string, agentId: string, origins: string[]): Promise<{ site_id: string; site_secret: string }> {
+    const list = [...new Set(origins.map(normaliseOrigin))];
+    for (const o of list) {
+      if (!/^https?:\/\/[^/\s?#]+$/.test(o)) throw new ApiError(400, 'invalid_request', `origins: '${o}' is not an origin such as https://shop.example`);
+    }
+    if (!list.length) throw new ApiError(400, 'invalid_request', 'origins: at least one');
+    const agent = await this.em.fork().execute('select 1 from agents where id = ? and workspace_id = ?', [agentId, workspaceId]);
+    if (!agent.length) throw new ApiError(404, 'not_found', `No agent with id '${agentId}' in workspace '${workspaceId}'`);
+    const id = newId('site');
+    const secret = `sitesec_${randomBytes(24).toString('hex')}`;
+    await this.em.fork().execute(
+      `insert into sites (id, workspace_id, agent_id, allowed_origins, status, secret_sealed) values (?, ?, ?, ?::text[], 'active', ?)`,
+      [id, workspaceId, agentId, textArray(list), this.box.seal(secret, id)],
+    );
+    return { site_id: id, site_secret: secret };
+  }
+
+  /** A new secret; the old one keeps verifying as "expiring" for `graceHours`. */
+  async rotateSecret(siteId: string, graceHours = DEFAULT_ROTATION_GRACE_HOURS): Promise<{ site_id: string; site_secret: string; previous_expires_at: string }> {
+    const secret = `sitesec_${randomBytes(24).toString('hex')}`;
+    const rows = await this.em.fork().execute<{ previous_expires_at: Date }[]>(
+      `update sites set previous_secret_sealed = secret_sealed, previous_expires_at = now() + make_interval(hours => ?),
+         secret_sealed = ?, updated_at = now() where id = ? returning previous_expires_at`,
+      [graceHours, this.box.seal(secret, siteId), siteId],
+    );
+    if (!rows.length) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    return { site_id: siteId, site_secret: secret, previous_expires_at: new Date(rows[0].previous_expires_at).toISOString() };
+  }
+
+  async setStatus(siteId: string, status: 'active' | 'suspended'): Promise<{ site_id: string; status: string }> {
+    const rows = await this.em.fork().execute('update sites set status = ?, updated_at = now() where id = ? returning id', [status, siteId]);
+    if (!rows.length) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    return { site_id: siteId, status };
+  }
+
+  /** The checks every widget request passes, in the spec's order of codes. */
+  async authenticate(siteId: string | undefined, origin: string | undefined): Promise<SiteRow> {
+    if (!siteId) throw new ApiError(400, 'missing_site_id', 'X-Concierge-Site: required');
+    const [site] = await this.em.fork().execute<SiteRow[]>('select * from sites where id = ?', [siteId]);
+    if (!site) throw new ApiError(404, 'unknown_site', `No site with id '${siteId}'`);
+    if (site.status === 'suspended') throw new ApiError(403, 'site_suspended', 'This site is suspended');
+    if (!origin || !site.allowed_origins.includes(normaliseOrigin(origin))) {
+      throw new ApiError(403, 'origin_not_allowed', origin ? `Origin ${origin} is not allowed for this site` : 'Origin: required');
+    }
+    return site;
+  }
+
+  /** The identity level of a request; throws the spec's 403s. */
+  identify(site: SiteRow, ctx: UserContext | undefined, requireVerification: boolean): AuthLevel {
+    if (!ctx?.external_id) return 'anonymous';
+    if (!ctx.user_hash) {
+      if (requireVerification) throw new ApiError(403, 'identity_verification_required', 'This site requires user_hash with external_id');
+      return 'self_asserted';
+    }
+    const given = /^[0-9a-f]{64}$/i.test(ctx.user_hash) ? Buffer.from(ctx.user_hash, 'hex') : null;
+    const secrets = [this.box.open(site.secret_sealed, site.id)];
+    if (site.previous_secret_sealed && site.previous_expires_at && new Date(site.previous_expires_at) > new Date()) {
+      secrets.push(this.box.open(site.previous_secret_sealed, site.id));
+    }
+    // Every secret is compared (no early exit), each in constant time.
+    let ok = false;
+    for (const s of secrets) {
+      const expected = Buffer.from(userHash(s, site.id, ctx.external_id), 'hex');
+      if (given && timingSafeEqual(given, expected)) ok = true;
+    }
+    if (!ok) throw new ApiError(403, 'identity_verification_failed', 'user_hash matches no active or expiring secret of this site');
+    return 'verified';
+  }
+}

@@ -1,5 +1,6 @@
 import cors from '@fastify/cors';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { ApiError } from '../../../core/errors';
 import { z } from 'zod';
 import type { SiteRow } from '../../../core/widget/sites';
 import { ErrorBody } from '../../schemas/common';
@@ -67,4 +68,44 @@ export const widgetRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     handler: async (request) => app.services.widget.init(request.site!, request.body),
   });
+
+  // The rest of the widget contract: site-authenticated like init, then 501 until built.
+  for (const [method, url] of PLANNED_WIDGET) {
+    app.route({
+      method,
+      url,
+      config: { site: true },
+      schema: {
+        operationId: `widget${url
+          .replace('/api/public/widget/', '')
+          .split(/[/_]/)
+          .filter((p) => p && !p.startsWith(':'))
+          .map((p) => p[0].toUpperCase() + p.slice(1))
+          .join('')}${method === 'GET' ? 'Get' : ''}`,
+        summary: 'Not built yet: answers 501 not_implemented after the site checks',
+        tags,
+        response: { ...widgetErrors, 501: ErrorBody.meta({ description: 'not_implemented' }) },
+      },
+      handler: async () => {
+        throw new ApiError(501, 'not_implemented', `${method} ${url.replace(/:(\w+)/g, '{$1}')} is part of the widget contract but not built yet in this release`);
+      },
+    });
+  }
 };
+
+const PLANNED_WIDGET: Array<['GET' | 'POST', string]> = [
+  ['POST', '/api/public/widget/send'],
+  ['GET', '/api/public/widget/history'],
+  ['GET', '/api/public/widget/conversations'],
+  ['POST', '/api/public/widget/conversations/new'],
+  ['POST', '/api/public/widget/upload'],
+  ['GET', '/api/public/widget/upload/:upload_id'],
+  ['POST', '/api/public/widget/file_url'],
+  ['POST', '/api/public/widget/transcribe'],
+  ['GET', '/api/public/widget/tasks'],
+  ['POST', '/api/public/widget/tasks/cancel'],
+  ['POST', '/api/public/widget/voice/start'],
+  ['POST', '/api/public/widget/voice/inject_text'],
+  ['POST', '/api/public/widget/voice/stop'],
+  ['POST', '/api/public/widget/call'],
+];

@@ -31,12 +31,12 @@
 //   BENCH_KB_TIMEOUT_SECONDS (900)        limit for the file to reach active / error
 //   BENCH_KB_MODELS_DIR (.data/models)    where the embedding model is (CONCIERGE_MODELS_DIR also works)
 //   TEMPORAL_CLI_PATH                     the `temporal` CLI (else found, or pip-installed, as npm start does)
+import { connectTemporal, runWorker } from './lib/temporal';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, makeTelemetryFilterString, Runtime } from '@temporalio/worker';
 import PDFDocument from 'pdfkit';
 import pino from 'pino';
 import { buildApp } from '../api/app';
@@ -54,7 +54,6 @@ import { LocalBlobStore } from '../core/storage/blob-store';
 import { findTemporalCli, startDevServer } from '../infra/temporal';
 import { OutboxDispatcher } from '../worker/outbox-dispatcher';
 import { kbIndexing } from '../worker/outbox-sources';
-import { ensureSearchAttributes } from '../worker/search-attributes';
 import { createWorker } from '../worker/worker';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { cpuBetween, cpuSnapshot, formatCpu } from './lib/cpu';
@@ -195,23 +194,11 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
   const dev = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile: path.join(tmp, 'temporal.log') });
   cleanup.push(['temporal dev server', () => dev.stop()]);
-  const nativeConnection = await NativeConnection.connect({ address: dev.address });
-  cleanup.push(['worker connection', () => nativeConnection.close()]);
-  const connection = await Connection.connect({ address: dev.address });
-  cleanup.push(['client connection', () => connection.close()]);
-  const client = new Client({ connection, namespace: NAMESPACE });
-  await ensureSearchAttributes(connection, NAMESPACE);
+  const { nativeConnection, client } = await connectTemporal(dev.address, NAMESPACE, cleanup);
   const bundleStarted = now();
   const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: workerOrm.em, services: workerServices, indexing } });
   const bundleMs = now() - bundleStarted;
-  const running = worker.run();
-  cleanup.push([
-    'worker',
-    async () => {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await running;
-    },
-  ]);
+  void runWorker(worker, cleanup);
   const source = kbIndexing(workerOrm.em, client, { taskQueue: TASK_QUEUE });
   const dispatcher = new OutboxDispatcher(
     db.url,

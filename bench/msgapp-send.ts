@@ -16,12 +16,12 @@
 //   BENCH_MSGAPP_CONCURRENCY (10)      sends in flight, on both sides
 //   BENCH_MSGAPP_WARMUP_SENDS (30)     unmeasured sends per side before the rounds
 //   TEMPORAL_CLI_PATH                  the `temporal` CLI (else found, or pip-installed, as npm start does)
+import { connectTemporal, runWorker } from './lib/temporal';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, makeTelemetryFilterString, Runtime } from '@temporalio/worker';
 import pino from 'pino';
 import { buildApp } from '../api/app';
 import { KeyCache } from '../core/auth/key-cache';
@@ -34,7 +34,6 @@ import { createRequestLimits } from '../core/ratelimit';
 import { createServices, type ServiceOptions } from '../core/services';
 import { findTemporalCli, startDevServer } from '../infra/temporal';
 import { startMsgappSandbox } from '../sandbox/msgapp';
-import { ensureSearchAttributes } from '../worker/search-attributes';
 import { createWorker } from '../worker/worker';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { cpuBetween, cpuSnapshot, formatCpu, type CpuUse } from './lib/cpu';
@@ -116,24 +115,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
   const dev = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile: path.join(tmp, 'temporal.log') });
   cleanup.push(['temporal dev server', () => dev.stop()]);
-  const nativeConnection = await NativeConnection.connect({ address: dev.address });
-  cleanup.push(['worker connection', () => nativeConnection.close()]);
-  const connection = await Connection.connect({ address: dev.address });
-  cleanup.push(['client connection', () => connection.close()]);
-  const client = new Client({ connection, namespace: NAMESPACE });
-  await ensureSearchAttributes(connection, NAMESPACE);
+  const { nativeConnection, client } = await connectTemporal(dev.address, NAMESPACE, cleanup);
   const workerServices = createServices(workerOrm.em, options);
   // The worker registers the indexing activities too; nothing here makes them run.
   const indexing = new IndexingService({ em: workerOrm.em, blobs: kb.options.blobs, extract: kb.extract, embedder: kb.options.embedder });
   const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: workerOrm.em, services: workerServices, indexing } });
-  const running = worker.run();
-  cleanup.push([
-    'worker',
-    async () => {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await running;
-    },
-  ]);
+  void runWorker(worker, cleanup);
 
   // ---- The API, as one API process builds it, with the Temporal client.
   const keyCache = new KeyCache(db.url, quiet);

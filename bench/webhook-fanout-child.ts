@@ -12,16 +12,16 @@
 // Order: setup, warm-up (webhook burst and plain POSTs, excluded), probes (single events
 // on an idle pipeline), then plain(1) webhook(1) plain(2) webhook(2) ... plain(R+1): every
 // webhook round sits between two plain runs, and its ratio is taken against their mean.
+import { connectTemporal, runWorker } from './lib/temporal';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, type WorkerOptions } from '@temporalio/worker';
+import { DefaultLogger, makeTelemetryFilterString, Runtime, type WorkerOptions } from '@temporalio/worker';
 import pino from 'pino';
 import { SecretBox } from '../core/crypto/secret-box';
 import { openDatabase } from '../core/db/orm';
@@ -35,7 +35,6 @@ import type { TestPki } from '../test/support/tls';
 import { IndexingService } from '../core/kb/indexing';
 import { OutboxDispatcher } from '../worker/outbox-dispatcher';
 import { deliveryWorkflowId, kbIndexing, webhookDeliveries } from '../worker/outbox-sources';
-import { ensureSearchAttributes } from '../worker/search-attributes';
 import { createWorker } from '../worker/worker';
 import { cpuBetween, cpuSnapshot, descendantNamed, formatCpu, type CpuSnapshot, type CpuUse } from './lib/cpu';
 import { createBenchDatabase, createWorkspace } from './lib/db';
@@ -262,24 +261,12 @@ async function run(cleanup: Array<[string, () => Promise<void>]>): Promise<Resul
     dev = { address: env.address, pid: descendantNamed(process.pid, 'temporal'), stop: () => env.teardown() };
   }
   cleanup.push(['temporal dev server', () => dev.stop()]);
-  const nativeConnection = await NativeConnection.connect({ address: dev.address });
-  cleanup.push(['worker connection', () => nativeConnection.close()]);
-  const connection = await Connection.connect({ address: dev.address });
-  cleanup.push(['client connection', () => connection.close()]);
-  const client = new Client({ connection, namespace: NAMESPACE });
-  await ensureSearchAttributes(connection, NAMESPACE);
+  const { nativeConnection, client } = await connectTemporal(dev.address, NAMESPACE, cleanup);
 
   const bundleStarted = now();
   const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: db.orm.em, services, indexing }, options: s.workerOptions });
   const bundleMs = now() - bundleStarted;
-  const running = worker.run();
-  cleanup.push([
-    'worker',
-    async () => {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await running;
-    },
-  ]);
+  void runWorker(worker, cleanup);
 
   // The outbox relay as the worker runtime wires it (worker/runtime.ts), the webhook source timed per delivery.
   const source = webhookDeliveries(deliveries, client, { taskQueue: TASK_QUEUE, backoffMs: BACKOFF_MS, timeoutMs: ATTEMPT_TIMEOUT_MS });

@@ -4,10 +4,12 @@ import type { IndexingService } from '../core/kb/indexing';
 import type { SendPlan } from '../core/messages/plan';
 import { SendFailedError } from '../core/messages/messages';
 import type { Services } from '../core/services';
+import { publishFrame } from '../core/chat/frames';
+import { LlmError } from '../core/llm/model';
 
 export interface ActivityDeps {
   em: EntityManager;
-  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs' | 'messages'>;
+  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs' | 'messages' | 'transcript' | 'turns' | 'uploads'>;
   indexing: IndexingService;
 }
 
@@ -101,6 +103,63 @@ export function createActivities(deps: ActivityDeps) {
 
     async markMessageFailed(plan: SendPlan, error: string): Promise<void> {
       await deps.services.messages.markFailed(plan, error);
+    },
+
+    /** Stores a visitor's message once (by its id and the client's message id); says whether it was new and any reply it has. */
+    async recordVisitorMessage(input: { conversationId: string; workspaceId: string; messageId: string; clientMessageId: string; text: string; uploadIds: string[] }) {
+      const { row, created } = await deps.services.transcript.append({
+        id: input.messageId,
+        workspaceId: input.workspaceId,
+        conversationId: input.conversationId,
+        role: 'user',
+        text: input.text,
+        clientMessageId: input.clientMessageId,
+        attachments: input.uploadIds.map((id) => ({ upload_id: id })),
+      });
+      const reply = created ? null : await deps.services.transcript.replyTo(row.id);
+      return { created, message_id: row.id, reply_id: reply?.id ?? null };
+    },
+
+    /** One agent turn: retrieval, the model (streamed to the sockets), tools, the stored reply. */
+    async runAgentTurn(input: { conversationId: string; workspaceId: string; messageId: string; replyId: string }) {
+      try {
+        return await withHeartbeat(() => deps.services.turns.run(input, () => Context.current().heartbeat()));
+      } catch (err) {
+        if (err instanceof LlmError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, 'LlmRejected');
+        throw err;
+      }
+    },
+
+    /** Tells the conversation's sockets that a turn failed. */
+    async publishTurnError(input: { conversationId: string; replyId: string; code: 'workflow_provisioning' | 'workflow_execution_failed'; text: string }) {
+      await publishFrame(deps.em, input.conversationId, { type: 'error', reply_id: input.replyId, code: input.code, text: input.text });
+    },
+
+    async recordTaskStarted(input: { conversationId: string; workspaceId: string; taskKey: string; kind: string; label: string; blocking: boolean; workflowId: string }) {
+      await deps.em.fork().execute(
+        `insert into conversation_tasks (conversation_id, task_key, workspace_id, kind, label, status, blocking, workflow_id)
+         values (?, ?, ?, ?, ?, 'running', ?, ?)
+         on conflict (conversation_id, task_key) do update set status = 'running', label = excluded.label, error = null, finished_at = null, started_at = clock_timestamp()`,
+        [input.conversationId, input.taskKey, input.workspaceId, input.kind, input.label, input.blocking, input.workflowId],
+      );
+      await publishFrame(deps.em, input.conversationId, { type: 'task_status', task_key: input.taskKey, label: input.label, status: 'running' });
+    },
+
+    async recordTaskFinished(input: { conversationId: string; taskKey: string; label: string; status: 'running' | 'completed' | 'cancelled' | 'failed'; error: string | null }) {
+      await deps.em
+        .fork()
+        .execute(`update conversation_tasks set status = ?, error = ?, finished_at = clock_timestamp() where conversation_id = ? and task_key = ?`, [
+          input.status,
+          input.error,
+          input.conversationId,
+          input.taskKey,
+        ]);
+      await publishFrame(deps.em, input.conversationId, { type: 'task_status', task_key: input.taskKey, label: input.label, status: input.status });
+    },
+
+    /** A long upload's passages, for search in its conversation. */
+    async indexUploadForSearch(uploadId: string): Promise<number> {
+      return withHeartbeat(() => deps.services.uploads.indexForSearch(uploadId));
     },
 
     /** Settles a delivery run and updates its subscription's failure accounting. */

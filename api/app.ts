@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import multipart from '@fastify/multipart';
+import websocket from '@fastify/websocket';
 import type { Client } from '@temporalio/client';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fastify/type-provider-zod';
 import type { RequestLimits } from '../core/ratelimit';
@@ -18,6 +19,9 @@ import { conversationRoutes } from './routes/conversations';
 import { customerRoutes } from './routes/customers';
 import { messageRoutes } from './routes/messages';
 import { widgetRoutes } from './routes/widget';
+import { chatSocketRoutes } from './routes/widget/socket';
+import type { ChatHub } from './chat-hub';
+import { widgetAssetRoutes } from './routes/widget-assets';
 import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
 import { plannedRoutes } from './routes/planned';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
@@ -32,6 +36,8 @@ export interface AppDeps {
   /** Largest knowledge-base upload (streamed, never buffered). */
   maxUploadBytes?: number;
   logger?: FastifyServerOptions['logger'];
+  /** This process's widget reply sockets; absent: /api/chat/connect answers 503 socket_unavailable. */
+  chatHub?: ChatHub | null;
 }
 
 /** Log options shared by every process: never the Authorization header or a key. */
@@ -70,6 +76,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // Multipart bodies are streamed by the handlers that accept them (uploads), part by part.
   await app.register(multipart);
+  // Before any route: the plugin wraps every route's handler to dispatch upgrades.
+  // Sockets are receive-only, so a client frame bigger than this is refused (1009).
+  await app.register(websocket, { options: { maxPayload: 4096 } });
   await app.register(errorsPlugin);
   await app.register(authPlugin, { apiKeys: deps.services.apiKeys, limits: deps.limits });
   await app.register(idempotencyPlugin, { store: deps.services.idempotency });
@@ -83,7 +92,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(customerRoutes);
   await app.register(conversationRoutes);
   await app.register(messageRoutes);
-  await app.register(widgetRoutes);
+  await app.register(widgetRoutes, { limits: deps.limits });
+  await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null });
+  await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, deps.msgappWebhook ?? { appSecret: null, verifyToken: null });
   await app.register(plannedRoutes);
   return app;

@@ -7,6 +7,7 @@ import { openDatabase, type Orm } from '../core/db/orm';
 import { createRequestLimits, openRateStore } from '../core/ratelimit';
 import { createServices, serviceOptionsFromConfig } from '../core/services';
 import { buildApp, loggerOptions } from './app';
+import { ChatHub } from './chat-hub';
 import pino from 'pino';
 
 export interface ApiServer {
@@ -29,6 +30,8 @@ export async function createApiServer(
   const denseIndex = new DenseIndex(orm.em, opts.databaseUrl, log);
   await denseIndex.start();
   const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded, keyCache, denseIndex }));
+  const chatHub = new ChatHub({ em: orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log, pingIntervalMs: config.CHAT_PING_INTERVAL_MS });
+  await chatHub.start();
   // Endpoints that start a workflow and wait for it (message sends) need the workflow service.
   const temporalConnection = opts.temporalAddress ? await Connection.connect({ address: opts.temporalAddress }) : null;
   const temporal = temporalConnection
@@ -42,11 +45,14 @@ export async function createApiServer(
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     maxUploadBytes: config.KB_UPLOAD_MAX_BYTES,
     logger: opts.logger === false ? false : loggerOptions(config.LOG_LEVEL),
+    chatHub,
   });
   return {
     app,
     orm,
     close: async () => {
+      // Sockets first (1001 going away), then the HTTP server.
+      await chatHub.stop();
       await app.close();
       await keyCache.stop();
       await denseIndex.stop();

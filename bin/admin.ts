@@ -21,6 +21,7 @@ const USAGE = `usage: npm run -s admin -- <command>
   credential create --workspace WS_ID --name NAME --token TOKEN   (a msgapp number's access token, stored encrypted)
   site create --workspace WS_ID --agent AGENT_ID --origins https://a.example,https://b.example
   site rotate-secret SITE_ID [--grace-hours 24]
+  site set-origins SITE_ID --origins https://a.example,https://b.example   (replaces the list; sockets from a removed origin close)
   site suspend SITE_ID | site resume SITE_ID
 scopes: ${ALL_SCOPES.join(', ')}`;
 
@@ -79,6 +80,8 @@ async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
       if (grace !== undefined && !(Number.isFinite(grace) && grace >= 0)) throw new UsageError('--grace-hours must be a non-negative number');
       return services.sites.rotateSecret(need(target, 'SITE_ID (positional)'), grace);
     }
+    case 'site set-origins':
+      return services.sites.setOrigins(need(target, 'SITE_ID (positional)'), need(values.origins, 'origins').split(','));
     case 'site suspend':
       return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'suspended');
     case 'site resume':

@@ -76,6 +76,10 @@ export const configSchema = z.object({
   MSGAPP_APP_SECRET: optionalString,
   /** What the provider's webhook verification handshake must present (hub.verify_token). */
   MSGAPP_VERIFY_TOKEN: optionalString,
+  /** Keep-alive `ping` frame interval of the widget socket (the spec's 30 s); authorization is re-checked on each tick. */
+  CHAT_PING_INTERVAL_MS: positiveInt(30_000),
+  /** Widget uploads whose extracted text is longer than this (characters) are also indexed for search. */
+  WIDGET_UPLOAD_INDEX_CHARS: positiveInt(20_000),
   /** Limits of the isolated extraction process. */
   EXTRACT_TIMEOUT_MS: positiveInt(120_000),
   EXTRACT_MAX_MEMORY_MB: positiveInt(512),

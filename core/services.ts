@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AgentService } from './agents/agents';
-import type { LlmSettings } from './agents/generate';
+import type { LlmSettings } from './llm/model';
 import { ApiKeyService } from './auth/api-keys';
 import { CredentialService } from './credentials';
 import { ConversationService } from './conversations/conversations';
@@ -8,7 +8,16 @@ import { CustomerService } from './customers/customers';
 import { MessageService } from './messages/messages';
 import { ProviderEventService } from './messages/provider-events';
 import { WidgetSessionService } from './widget/sessions';
+import { ChatTranscript } from './chat/transcript';
+import { AgentTurns } from './chat/turn';
+import { TaskService } from './chat/tasks';
+import { OpenAiCompatibleModel } from './llm/model';
+import pino from 'pino';
 import { SiteService } from './widget/sites';
+import { UploadService } from './widget/uploads';
+import { createExtractor, extractorFromConfig, transcriberFromConfig } from './kb/extractor';
+import { DEFAULT_MAX_MEMORY_MB, DEFAULT_TIMEOUT_MS, type Transcriber } from './kb/extract';
+import type { ExtractFn } from './kb/indexing';
 import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
 import { dataDir, modelsDir, storageDir, type Config } from './config';
@@ -43,6 +52,13 @@ export interface Services {
   providerEvents: ProviderEventService;
   sites: SiteService;
   widget: WidgetSessionService;
+  /** Widget visitors' uploads: storage, extraction, signed links, search over long ones. */
+  uploads: UploadService;
+  /** Web conversations' messages. */
+  transcript: ChatTranscript;
+  /** Agent turns: the conversation actor's activities run them. */
+  turns: AgentTurns;
+  tasks: TaskService;
   box: SecretBox;
   llm: LlmSettings | null;
 }
@@ -60,14 +76,33 @@ export interface ServiceOptions {
   llm?: LlmSettings | null;
   /** The msgapp provider; null when none is configured (sends then fail with a clear reason). */
   msgapp?: MsgappProvider | null;
+  /** Speech-to-text for widget voice notes and audio/video uploads; null/absent: none. */
+  transcriber?: Transcriber | null;
+  /** Text extraction of widget uploads; absent: the isolated extractor with default limits and `transcriber`. */
+  extract?: ExtractFn;
+  /** Widget uploads whose text is longer than this are also indexed for search. */
+  uploadIndexChars?: number;
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
   const customers = new CustomerService(em);
   const sites = new SiteService(em, opts.box);
+  const transcriber = opts.transcriber ?? null;
+  const search = new SearchService(em, opts.embedder, opts.denseIndex ?? new DenseIndex(em, null, console));
+  const transcript = new ChatTranscript(em);
+  const uploads = new UploadService({
+    em,
+    blobs: opts.blobs,
+    box: opts.box,
+    transcriber,
+    extract: opts.extract ?? createExtractor({ timeoutMs: DEFAULT_TIMEOUT_MS, maxMemoryMb: DEFAULT_MAX_MEMORY_MB, transcriber }),
+    embedder: opts.embedder,
+    indexChars: opts.uploadIndexChars,
+  });
   return {
     sites,
-    widget: new WidgetSessionService(em, sites, customers),
+    widget: new WidgetSessionService(em, sites, customers, { transcriber: transcriber !== null }),
+    uploads,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders: new FolderService(em),
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours),
@@ -83,7 +118,10 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null),
     box: opts.box,
     llm: opts.llm ?? null,
-    search: new SearchService(em, opts.embedder, opts.denseIndex ?? new DenseIndex(em, null, console)),
+    search,
+    transcript,
+    tasks: new TaskService(em),
+    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, pino({ level: process.env.LOG_LEVEL ?? 'info' })),
   };
 }
 
@@ -125,5 +163,8 @@ export function serviceOptionsFromConfig(config: Config, opts: { embedded: boole
     denseIndex: opts.denseIndex,
     llm: config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,
     msgapp: config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: 15_000 }) : null,
+    transcriber: transcriberFromConfig(config),
+    extract: extractorFromConfig(config),
+    uploadIndexChars: config.WIDGET_UPLOAD_INDEX_CHARS,
   };
 }

@@ -3,3 +3,4 @@ export { kbIndexWorkflow } from './kb-index';
 export { purgeExpiredWorkflow } from './maintenance';
 export { messageSendWorkflow } from './message-send';
 export { webhookDeliveryWorkflow } from './webhook-delivery';
+export { conversationWorkflow, uploadIndexTaskWorkflow } from './conversation';

@@ -1,12 +1,8 @@
 import { ApiError } from '../errors';
+import { LlmError, OpenAiCompatibleModel, type CompletionResult, type LlmSettings } from '../llm/model';
 import { AgentSpec } from './spec';
 
-export interface LlmSettings {
-  baseUrl: string;
-  apiKey?: string;
-  model: string;
-  timeoutMs?: number;
-}
+export type { LlmSettings };
 
 const SYSTEM = `You design customer-service agents. Reply with one JSON object only: an agent spec with the keys
 name (string), instructions (string: how the agent should behave), knowledge_base ({folder_ids: [], file_ids: []}),
@@ -20,32 +16,23 @@ Do not invent phone numbers, ids or URLs.`;
  */
 export async function generateAgentSpec(llm: LlmSettings | null, description: string): Promise<AgentSpec> {
   if (!llm) throw new ApiError(503, 'llm_not_configured', 'Agent generation needs a language model: set LLM_BASE_URL (and LLM_API_KEY, LLM_MODEL)');
-  const url = `${llm.baseUrl.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/chat/completions`;
-  let res: Response;
+  let reply: CompletionResult;
   try {
-    res = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...(llm.apiKey ? { authorization: `Bearer ${llm.apiKey}` } : {}) },
-      body: JSON.stringify({
-        model: llm.model,
-        temperature: 0.2,
-        response_format: { type: 'json_object' },
-        messages: [
-          { role: 'system', content: SYSTEM },
-          { role: 'user', content: description },
-        ],
-      }),
-      signal: AbortSignal.timeout(llm.timeoutMs ?? 60_000),
+    reply = await new OpenAiCompatibleModel(llm).complete({
+      temperature: 0.2,
+      response_format: { type: 'json_object' },
+      messages: [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: description },
+      ],
     });
   } catch (err) {
-    throw new ApiError(502, 'llm_unavailable', `The language model could not be reached: ${(err as Error).message}`);
+    if (err instanceof LlmError) throw new ApiError(502, 'llm_unavailable', err.message);
+    throw err;
   }
-  if (!res.ok) throw new ApiError(502, 'llm_unavailable', `The language model answered HTTP ${res.status}`);
-  const body = (await res.json().catch(() => null)) as { choices?: Array<{ message?: { content?: string } }> } | null;
-  const content = body?.choices?.[0]?.message?.content ?? '';
   let draft: unknown;
   try {
-    draft = JSON.parse(content.replace(/^```(?:json)?\s*|\s*```$/g, ''));
+    draft = JSON.parse(reply.text.replace(/^```(?:json)?\s*|\s*```$/g, ''));
   } catch {
     throw new ApiError(422, 'generation_failed', 'The language model did not reply with a JSON agent spec');
   }

@@ -40,10 +40,11 @@ export function createExtractor(s: ExtractorSettings): ExtractFn {
   );
 }
 
+/** The configured speech-to-text endpoint; null when TRANSCRIBE_BASE_URL is unset. */
+export function transcriberFromConfig(config: Config): Transcriber | null {
+  return config.TRANSCRIBE_BASE_URL ? new OpenAiTranscriber(config.TRANSCRIBE_BASE_URL, config.TRANSCRIBE_API_KEY ?? '', config.TRANSCRIBE_MODEL) : null;
+}
+
 export function extractorFromConfig(config: Config): ExtractFn {
-  return createExtractor({
-    timeoutMs: config.EXTRACT_TIMEOUT_MS,
-    maxMemoryMb: config.EXTRACT_MAX_MEMORY_MB,
-    transcriber: config.TRANSCRIBE_BASE_URL ? new OpenAiTranscriber(config.TRANSCRIBE_BASE_URL, config.TRANSCRIBE_API_KEY ?? '', config.TRANSCRIBE_MODEL) : null,
-  });
+  return createExtractor({ timeoutMs: config.EXTRACT_TIMEOUT_MS, maxMemoryMb: config.EXTRACT_MAX_MEMORY_MB, transcriber: transcriberFromConfig(config) });
 }

@@ -187,9 +187,9 @@ export class FileService {
     await this.releaseBlob(sha);
   }
 
-  /** Removes stored bytes no file refers to any more. */
+  /** Removes stored bytes no file refers to any more (the store is shared with widget uploads: same bytes, one blob). */
   private async releaseBlob(sha: string): Promise<void> {
-    const refs = await this.em.fork().execute('select 1 from kb_files where sha256 = ? limit 1', [sha]);
+    const refs = await this.em.fork().execute('select 1 from kb_files where sha256 = ? union all select 1 from widget_uploads where blob_key = ? limit 1', [sha, sha]);
     if (!refs.length) await this.blobs.delete(sha);
   }
 

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { ApiError } from '../errors';
 import type { Pool } from 'pg';
 import {
   RateLimiterMemory,
@@ -70,17 +71,47 @@ export async function createRateLimiter(store: RateStore, name: string, limit: n
   }
 }
 
-/** The per-key and per-workspace limits every authenticated request counts against. */
+/**
+ * The per-key and per-workspace limits every authenticated request counts against, and
+ * the widget's (DECISIONS "Widget"): per site and client address, and sends per conversation.
+ */
 export interface RequestLimits {
   perKey: RateLimiter;
   perWorkspace: RateLimiter;
+  widgetClient: RateLimiter;
+  widgetSends: RateLimiter;
 }
 
-export async function createRequestLimits(store: RateStore, perKey: number, perWorkspace: number, windowSeconds = WINDOW_SECONDS): Promise<RequestLimits> {
+export interface WidgetLimits {
+  /** Requests a minute per site and client address. */
+  perSiteClient: number;
+  /** Sends a minute per conversation. */
+  sendsPerConversation: number;
+}
+
+export const WIDGET_LIMITS: WidgetLimits = { perSiteClient: 300, sendsPerConversation: 30 };
+
+export async function createRequestLimits(
+  store: RateStore,
+  perKey: number,
+  perWorkspace: number,
+  windowSeconds = WINDOW_SECONDS,
+  widget: WidgetLimits = WIDGET_LIMITS,
+): Promise<RequestLimits> {
   return {
     perKey: await createRateLimiter(store, 'key', perKey, windowSeconds),
     perWorkspace: await createRateLimiter(store, 'workspace', perWorkspace, windowSeconds),
+    widgetClient: await createRateLimiter(store, 'widget_client', widget.perSiteClient, windowSeconds),
+    widgetSends: await createRateLimiter(store, 'widget_sends', widget.sendsPerConversation, windowSeconds),
   };
+}
+
+/** Counts one request; over the limit: 429 `rate_limited` with Retry-After (seconds). */
+export async function enforce(limiter: RateLimiter, key: string, what: string): Promise<void> {
+  const d = await limiter.consume(key);
+  if (d.allowed) return;
+  const retryAfter = Math.max(1, Math.ceil(d.resetMs / 1000));
+  throw new ApiError(429, 'rate_limited', `Too many requests: at most ${limiter.limit} ${what} a minute; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
 }
 
 /** Opens the store named by `kind`, with what closes it. */

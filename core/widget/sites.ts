@@ -1,5 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { publishRecheck } from '../chat/frames';
 import type { SecretBox } from '../crypto/secret-box';
 import { textArray } from '../db/sql';
 import { ApiError } from '../errors';
@@ -30,6 +31,24 @@ export const DEFAULT_ROTATION_GRACE_HOURS = 24;
 
 const normaliseOrigin = (o: string) => o.trim().replace(/\/+$/, '').toLowerCase();
 
+/** A site's allowed-origins list as stored: normalised, deduplicated, each a bare origin, at least one. */
+function originList(origins: string[]): string[] {
+  const list = [...new Set(origins.map(normaliseOrigin))];
+  for (const o of list) {
+    if (!/^https?:\/\/[^/\s?#]+$/.test(o)) throw new ApiError(400, 'invalid_request', `origins: '${o}' is not an origin such as https://shop.example`);
+  }
+  if (!list.length) throw new ApiError(400, 'invalid_request', 'origins: at least one');
+  return list;
+}
+
+/** The site and Origin checks of every widget request (and of the reply socket, at its handshake and after). */
+export function checkSite(site: Pick<SiteRow, 'status' | 'allowed_origins'>, origin: string | undefined): void {
+  if (site.status === 'suspended') throw new ApiError(403, 'site_suspended', 'This site is suspended');
+  if (!origin || !site.allowed_origins.includes(normaliseOrigin(origin))) {
+    throw new ApiError(403, 'origin_not_allowed', origin ? `Origin ${origin} is not allowed for this site` : 'Origin: required');
+  }
+}
+
 /** user_hash: hex HMAC-SHA256 of `<site_id>.<external_id>`, keyed with the site secret. */
 export function userHash(secret: string, siteId: string, externalId: string): string {
   return createHmac('sha256', secret).update(`${siteId}.${externalId}`).digest('hex');
@@ -47,11 +66,7 @@ export class SiteService {
   ) {}
 
   async create(workspaceId: string, agentId: string, origins: string[]): Promise<{ site_id: string; site_secret: string }> {
-    const list = [...new Set(origins.map(normaliseOrigin))];
-    for (const o of list) {
-      if (!/^https?:\/\/[^/\s?#]+$/.test(o)) throw new ApiError(400, 'invalid_request', `origins: '${o}' is not an origin such as https://shop.example`);
-    }
-    if (!list.length) throw new ApiError(400, 'invalid_request', 'origins: at least one');
+    const list = originList(origins);
     const agent = await this.em.fork().execute('select 1 from agents where id = ? and workspace_id = ?', [agentId, workspaceId]);
     if (!agent.length) throw new ApiError(404, 'not_found', `No agent with id '${agentId}' in workspace '${workspaceId}'`);
     const id = newId('site');
@@ -78,7 +93,18 @@ export class SiteService {
   async setStatus(siteId: string, status: 'active' | 'suspended'): Promise<{ site_id: string; status: string }> {
     const rows = await this.em.fork().execute('update sites set status = ?, updated_at = now() where id = ? returning id', [status, siteId]);
     if (!rows.length) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    // Open reply sockets of a suspended site close now, in every API process.
+    await publishRecheck(this.em, { site: siteId });
     return { site_id: siteId, status };
+  }
+
+  /** Replaces the allowed-origins list; open sockets from an origin no longer listed close. */
+  async setOrigins(siteId: string, origins: string[]): Promise<{ site_id: string; allowed_origins: string[] }> {
+    const list = originList(origins);
+    const rows = await this.em.fork().execute('update sites set allowed_origins = ?::text[], updated_at = now() where id = ? returning id', [textArray(list), siteId]);
+    if (!rows.length) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    await publishRecheck(this.em, { site: siteId });
+    return { site_id: siteId, allowed_origins: list };
   }
 
   /** The checks every widget request passes, in the spec's order of codes. */
@@ -86,10 +112,7 @@ export class SiteService {
     if (!siteId) throw new ApiError(400, 'missing_site_id', 'X-Concierge-Site: required');
     const [site] = await this.em.fork().execute<SiteRow[]>('select * from sites where id = ?', [siteId]);
     if (!site) throw new ApiError(404, 'unknown_site', `No site with id '${siteId}'`);
-    if (site.status === 'suspended') throw new ApiError(403, 'site_suspended', 'This site is suspended');
-    if (!origin || !site.allowed_origins.includes(normaliseOrigin(origin))) {
-      throw new ApiError(403, 'origin_not_allowed', origin ? `Origin ${origin} is not allowed for this site` : 'Origin: required');
-    }
+    checkSite(site, origin);
     return site;
   }
 

@@ -109,8 +109,17 @@ describe('deny by default', () => {
   test('every registered route demands its scope: a key holding every other scope gets 403', async () => {
     const guarded = t.app.routeTable.filter((r) => !r.public);
     expect(guarded.length).toBeGreaterThanOrEqual(4);
-    // Public means not key-authenticated: the provider webhook is checked by signature, media links by their MAC.
-    expect([...new Set(t.app.routeTable.filter((r) => r.public && !r.site).map((r) => r.url))].sort()).toEqual(['/api/media/:token', '/api/v1/openapi.json', '/healthz', '/webhooks/msgapp']);
+    // Public means not key-authenticated: the provider webhook is checked by signature, media links by their MAC,
+    // the widget reply socket by site id, Origin and conversation at its handshake.
+    expect([...new Set(t.app.routeTable.filter((r) => r.public && !r.site).map((r) => r.url))].sort()).toEqual([
+      '/api/chat/connect',
+      '/api/media/:token',
+      '/api/v1/openapi.json',
+      '/demo',
+      '/healthz',
+      '/webhooks/msgapp',
+      '/widget.js',
+    ]);
     // Widget routes answer to site id + Origin instead; every one of them is under /api/public/widget.
     expect(t.app.routeTable.filter((r) => r.site).every((r) => r.url.startsWith('/api/public/widget/'))).toBe(true);
     const keys = new Map<string, string>();

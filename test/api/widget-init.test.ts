@@ -135,10 +135,10 @@ describe('widget site authentication and init', () => {
     expect(res.json().error).toBe('no_workflow_configured');
   });
 
-  test('the widget endpoints not built yet answer 501 not_implemented after the site checks', async () => {
-    const denied = await t.app.inject({ method: 'POST', url: '/api/public/widget/send', headers: { origin: ORIGIN }, payload: {} });
+  test('the widget endpoints not built yet (voice, dial-out) answer 501 not_implemented after the site checks', async () => {
+    const denied = await t.app.inject({ method: 'POST', url: '/api/public/widget/call', headers: { origin: ORIGIN }, payload: {} });
     expect(denied.json().error).toBe('missing_site_id');
-    const res = await t.app.inject({ method: 'POST', url: '/api/public/widget/send', headers: { 'x-concierge-site': site.site_id, origin: ORIGIN }, payload: {} });
+    const res = await t.app.inject({ method: 'POST', url: '/api/public/widget/call', headers: { 'x-concierge-site': site.site_id, origin: ORIGIN }, payload: {} });
     expect(res.statusCode).toBe(501);
     expect(res.json().error).toBe('not_implemented');
   });

@@ -1,11 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
 import { buildApp } from '../../api/app';
+import { ChatHub } from '../../api/chat-hub';
 import { KeyCache } from '../../core/auth/key-cache';
 import { DenseIndex } from '../../core/kb/dense-index';
 import type { Scope } from '../../core/auth/scopes';
 import type { Orm } from '../../core/db/orm';
-import { createRequestLimits, type RateStore } from '../../core/ratelimit';
+import { createRequestLimits, type RateStore, type WidgetLimits } from '../../core/ratelimit';
 import { createServices, type ServiceOptions, type Services } from '../../core/services';
 import { SecretBox } from '../../core/crypto/secret-box';
 import { policyFromCidrs } from '../../core/net/ssrf';
@@ -22,6 +23,8 @@ import pino from 'pino';
 export interface TestApp {
   app: FastifyInstance;
   services: Services;
+  /** This app's widget reply sockets, listening on the test database like an API process. */
+  chatHub: ChatHub;
   close(): Promise<void>;
 }
 
@@ -64,13 +67,19 @@ export async function startTestApp(opts: {
   temporal?: { client: Client; taskQueue: string };
   msgappWebhook?: { appSecret: string | null; verifyToken: string | null };
   serviceOptions?: Partial<ServiceOptions>;
+  /** The widget's limits (generous unless a test checks them). */
+  widgetLimits?: WidgetLimits;
+  /** Keep-alive ping interval of the reply sockets (30 s unless a test compresses it). */
+  chatPingIntervalMs?: number;
 }): Promise<TestApp> {
   const keyCache = new KeyCache(opts.databaseUrl, pino({ level: 'silent' }));
   await keyCache.start();
-  const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds);
+  const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds, opts.widgetLimits ?? { perSiteClient: 10_000, sendsPerConversation: 1_000 });
   const denseIndex = new DenseIndex(opts.orm.em, opts.databaseUrl, pino({ level: 'silent' }));
   await denseIndex.start();
   const services = createServices(opts.orm.em, testServiceOptions({ keyCache, denseIndex, ...opts.serviceOptions }));
+  const chatHub = new ChatHub({ em: opts.orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log: pino({ level: 'silent' }), pingIntervalMs: opts.chatPingIntervalMs ?? 30_000 });
+  await chatHub.start();
   const app = await buildApp({
     services,
     limits,
@@ -78,6 +87,7 @@ export async function startTestApp(opts: {
     maxUploadBytes: opts.maxUploadBytes,
     temporal: opts.temporal,
     msgappWebhook: opts.msgappWebhook,
+    chatHub,
     // TEST_LOG=debug shows the app's logs (5xx details included) while debugging a test.
     logger: process.env.TEST_LOG ? { level: process.env.TEST_LOG } : false,
   });
@@ -85,7 +95,9 @@ export async function startTestApp(opts: {
   return {
     app,
     services,
+    chatHub,
     close: async () => {
+      await chatHub.stop();
       await app.close();
       await keyCache.stop();
       await denseIndex.stop();

@@ -1,18 +1,14 @@
 import cors from '@fastify/cors';
+import { enforce, type RequestLimits } from '../../../core/ratelimit';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors';
 import { z } from 'zod';
 import type { SiteRow } from '../../../core/widget/sites';
 import { ErrorBody } from '../../schemas/common';
-
-const UserContext = z
-  .object({
-    external_id: z.string().min(1).max(200).optional(),
-    user_hash: z.string().max(200).optional(),
-    phone: z.string().max(32).optional(),
-    email: z.string().max(320).optional(),
-  })
-  .strict();
+import { UserContext, tags, widgetErrors } from './common';
+import { chatRoutes } from './chat';
+import { uploadRoutes } from './uploads';
 
 const InitBody = z.object({ user_context: UserContext.optional(), conversation_id: z.string().max(100).optional() }).strict();
 const InitResult = z
@@ -27,19 +23,26 @@ const InitResult = z
   })
   .meta({ id: 'WidgetInit' });
 
+/**
+ * The calling page's origin. Browsers leave Origin off same-origin GETs (the /demo page
+ * served by this host reading history); there Sec-Fetch-Site, which no page can set,
+ * vouches that the Referer (the widget asks for `referrerPolicy: 'origin'`) is the page's.
+ */
+function pageOrigin(request: FastifyRequest): string | undefined {
+  if (request.headers.origin) return request.headers.origin;
+  if (request.headers['sec-fetch-site'] !== 'same-origin' || !request.headers.referer) return undefined;
+  try {
+    return new URL(request.headers.referer).origin;
+  } catch {
+    return undefined;
+  }
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     site: SiteRow | null;
   }
 }
-
-const tags = ['Widget'];
-const widgetErrors = {
-  400: ErrorBody.meta({ description: 'missing_site_id, invalid_request' }),
-  403: ErrorBody.meta({ description: 'site_suspended, origin_not_allowed, identity_verification_required, identity_verification_failed' }),
-  404: ErrorBody.meta({ description: 'unknown_site' }),
-  503: ErrorBody.meta({ description: 'no_workflow_configured: the site is not bound to a published agent' }),
-} as const;
 
 /**
  * The public widget API (`/api/public/widget`): authenticated by `X-Concierge-Site`
@@ -47,13 +50,14 @@ const widgetErrors = {
  * origin without credentials. Built so far: init. The rest of the widget API comes with
  * the conversation actor.
  */
-export const widgetRoutes: FastifyPluginAsyncZod = async (app) => {
+export const widgetRoutes: FastifyPluginAsyncZod<{ limits: RequestLimits }> = async (app, opts) => {
   // Any origin may call (the site check decides); never with credentials; the origin is echoed.
   await app.register(cors, { origin: true, credentials: false, allowedHeaders: ['Content-Type', 'X-Concierge-Site'], maxAge: 600 });
   app.decorateRequest('site', null);
   app.addHook('onRequest', async (request) => {
     if (request.method === 'OPTIONS' || !request.routeOptions.config.site) return;
-    request.site = await app.services.sites.authenticate(request.headers['x-concierge-site'] as string | undefined, request.headers.origin);
+    request.site = await app.services.sites.authenticate(request.headers['x-concierge-site'] as string | undefined, pageOrigin(request));
+    await enforce(opts.limits.widgetClient, `${request.site.id}:${request.ip}`, 'requests per site and client address');
   });
 
   app.post('/api/public/widget/init', {
@@ -68,6 +72,9 @@ export const widgetRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     handler: async (request) => app.services.widget.init(request.site!, request.body),
   });
+
+  await app.register(chatRoutes, { sends: opts.limits.widgetSends });
+  await app.register(uploadRoutes);
 
   // The rest of the widget contract: site-authenticated like init, then 501 until built.
   for (const [method, url] of PLANNED_WIDGET) {
@@ -94,16 +101,6 @@ export const widgetRoutes: FastifyPluginAsyncZod = async (app) => {
 };
 
 const PLANNED_WIDGET: Array<['GET' | 'POST', string]> = [
-  ['POST', '/api/public/widget/send'],
-  ['GET', '/api/public/widget/history'],
-  ['GET', '/api/public/widget/conversations'],
-  ['POST', '/api/public/widget/conversations/new'],
-  ['POST', '/api/public/widget/upload'],
-  ['GET', '/api/public/widget/upload/:upload_id'],
-  ['POST', '/api/public/widget/file_url'],
-  ['POST', '/api/public/widget/transcribe'],
-  ['GET', '/api/public/widget/tasks'],
-  ['POST', '/api/public/widget/tasks/cancel'],
   ['POST', '/api/public/widget/voice/start'],
   ['POST', '/api/public/widget/voice/inject_text'],
   ['POST', '/api/public/widget/voice/stop'],

@@ -5,6 +5,7 @@ import { Migration20261122000400AgentsCustomers } from './Migration2026112200040
 import { Migration20261122000500CursorPrecision } from './Migration20261122000500CursorPrecision';
 import { Migration20261122000600Messages } from './Migration20261122000600Messages';
 import { Migration20261122000700Sites } from './Migration20261122000700Sites';
+import { Migration20261122000800Chat } from './Migration20261122000800Chat';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -15,4 +16,5 @@ export const migrations = [
   { name: 'Migration20261122000500CursorPrecision', class: Migration20261122000500CursorPrecision },
   { name: 'Migration20261122000600Messages', class: Migration20261122000600Messages },
   { name: 'Migration20261122000700Sites', class: Migration20261122000700Sites },
+  { name: 'Migration20261122000800Chat', class: Migration20261122000800Chat },
 ];

@@ -1,0 +1,39 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+
+/**
+ * The folder holding the prebuilt widget: the nearest `web/` above this file, so the
+ * lookup holds whether this runs from source (api/routes) or from a compiled tree.
+ */
+export function webDir(from = __dirname): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, 'web', 'widget.js'))) return path.join(dir, 'web');
+    if (path.dirname(dir) === dir) throw new Error(`web/widget.js not found above ${from}`);
+  }
+}
+
+/** The prebuilt chat widget script and its demo page, read once at start. */
+export const widgetAssetRoutes: FastifyPluginAsyncZod = async (app) => {
+  const dir = webDir();
+  const widget = fs.readFileSync(path.join(dir, 'widget.js'));
+  const demo = fs.readFileSync(path.join(dir, 'demo.html'));
+
+  app.get('/widget.js', {
+    config: { public: true },
+    schema: { hide: true },
+    handler: async (_request, reply) =>
+      reply
+        .type('application/javascript; charset=utf-8')
+        // Short: sites embed this URL unversioned, so a new release must reach them soon.
+        .header('Cache-Control', 'public, max-age=300')
+        .header('X-Content-Type-Options', 'nosniff')
+        .send(widget),
+  });
+
+  app.get('/demo', {
+    config: { public: true },
+    schema: { hide: true },
+    handler: async (_request, reply) => reply.type('text/html; charset=utf-8').header('Cache-Control', 'no-cache').send(demo),
+  });
+};

@@ -1,0 +1,269 @@
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
+import { z } from 'zod';
+import { ApiError } from '../../../core/errors';
+import { newId } from '../../../core/ids';
+import { enforce, type RateLimiter } from '../../../core/ratelimit';
+import type { SiteRow } from '../../../core/widget/sites';
+import { searchAttributesFor } from '../../../worker/search-attributes';
+import { cancelTaskUpdate, closeSignal, conversationWorkflow, visitorMessageUpdate, type VisitorMessageResult } from '../../../workflows/conversation';
+import { ErrorBody } from '../../schemas/common';
+import { UserContext, tags, widgetErrors } from './common';
+
+const Extras = {
+  attachments: z.array(z.unknown()).optional(),
+  charts: z.array(z.unknown()).optional(),
+  cards: z.array(z.unknown()).optional(),
+  rich: z.array(z.unknown()).optional(),
+  suggested_actions: z.array(z.string()).optional(),
+};
+
+const SendBody = z
+  .object({
+    conversation_id: z.string().min(1).max(100),
+    customer_id: z.string().max(100).optional(),
+    text: z.string().max(10_000).default(''),
+    file_refs: z.array(z.string().min(1).max(100)).max(5, 'at most 5 uploads per message').optional(),
+    user_context: UserContext.optional(),
+    delivery: z.enum(['sync', 'async']).default('sync'),
+    client_message_id: z
+      .string()
+      .min(1)
+      .max(100)
+      .optional()
+      .meta({ description: "The client's id for this message; sending it again (a retry) never starts a second turn. Generated when absent." }),
+  })
+  .strict();
+const SendSync = z.object({ message_id: z.string(), text: z.string(), ...Extras }).meta({ id: 'WidgetReply' });
+const SendAccepted = z.object({ accepted: z.literal(true), message_id: z.string(), reply_id: z.string(), server_time: z.string() }).meta({ id: 'WidgetSendAccepted' });
+
+const HistoryQuery = z.object({
+  conversation_id: z.string().max(100).optional(),
+  limit: z.coerce.number().int().min(1).optional(),
+  before: z.string().max(100).optional(),
+});
+const HistoryMessage = z.object({
+  id: z.string(),
+  role: z.enum(['user', 'assistant']),
+  text: z.string(),
+  timestamp: z.string(),
+  attachments: z.array(z.unknown()),
+  author: z.literal('human').optional(),
+  charts: z.array(z.unknown()).optional(),
+  cards: z.array(z.unknown()).optional(),
+  rich: z.array(z.unknown()).optional(),
+  suggested_actions: z.array(z.string()).optional(),
+});
+const History = z.object({ messages: z.array(HistoryMessage), has_more: z.boolean(), next_before: z.string().nullable() }).meta({ id: 'WidgetHistory' });
+
+const ConversationsQuery = z.object({
+  external_id: z.string().max(200).optional(),
+  phone: z.string().max(32).optional(),
+  email: z.string().max(320).optional(),
+  user_hash: z.string().max(200).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(30),
+});
+const ConversationList = z
+  .object({ conversations: z.array(z.object({ conversation_id: z.string(), title: z.string(), preview: z.string(), updated_at: z.string() })) })
+  .meta({ id: 'WidgetConversations' });
+const NewBody = z.object({ user_context: UserContext.optional(), conversation_id: z.string().max(100).optional() }).strict();
+const ConversationRef = z.object({ conversation_id: z.string(), customer_id: z.string() });
+
+const Task = z.object({ task_key: z.string(), label: z.string(), status: z.enum(['running', 'completed', 'cancelled', 'failed']), blocking: z.boolean(), started_at: z.string() });
+const TasksQuery = z.object({ conversation_id: z.string().min(1).max(100) });
+const CancelBody = z.object({ conversation_id: z.string().min(1).max(100), task_key: z.string().min(1).max(200) }).strict();
+
+const HISTORY_MAX = 200;
+
+export const conversationWorkflowId = (conversationId: string) => `conversation:${conversationId}`;
+
+/** Send, history, conversations, tasks: the visitor's side of the conversation actor. */
+export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (app, opts) => {
+  const temporal = () => {
+    if (!app.temporal) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
+    return app.temporal;
+  };
+
+  app.post('/api/public/widget/send', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetSend',
+      summary: 'Send a visitor message and run the agent (sync: the reply in the response; async: 202, the reply on the socket)',
+      tags,
+      security: [{ widgetSite: [] }],
+      body: SendBody,
+      response: {
+        200: SendSync,
+        202: SendAccepted,
+        ...widgetErrors,
+        429: ErrorBody.meta({ description: 'rate_limited: more than 30 sends a minute in the conversation, or 300 requests a minute from one client address (Retry-After)' }),
+        409: ErrorBody.meta({ description: 'task_in_progress (with `label`): a blocking background task runs; conversation_closed' }),
+        502: ErrorBody.meta({ description: 'workflow_execution_failed: the agent could not answer' }),
+      },
+    },
+    handler: async (request, reply) => {
+      const site = request.site!;
+      const body = request.body;
+      const agent = await app.services.widget.agentFor(site);
+      const level = app.services.widget.identify(site, agent.spec, body.user_context);
+      const conv = await app.services.widget.conversation(site, body.conversation_id);
+      if (body.customer_id && body.customer_id !== conv.customer_id) throw new ApiError(403, 'forbidden', 'customer_id does not match the conversation');
+      await app.services.widget.assertParticipant(site, conv, level, body.user_context);
+      if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
+      await enforce(opts.sends, conv.id, 'sends per conversation');
+      const refs = [...new Set(body.file_refs ?? [])];
+      if (!body.text.trim() && !refs.length) throw new ApiError(400, 'invalid_request', 'text: may be empty only when file_refs is present');
+      const blocking = await app.services.tasks.runningBlocking(conv.id);
+      if (blocking) throw new ApiError(409, 'task_in_progress', `Please wait: ${blocking.label}`, { label: blocking.label, task_key: blocking.task_key });
+      const uploads = refs.length ? await app.services.uploads.forSend(site, conv.id, refs) : [];
+
+      const t = temporal();
+      const result: VisitorMessageResult = await t.client.workflow
+        .executeUpdateWithStart(visitorMessageUpdate, {
+          args: [
+            {
+              clientMessageId: body.client_message_id ?? newId('msg'),
+              messageId: newId('msg'),
+              replyId: newId('msg'),
+              text: body.text,
+              uploadIds: uploads.map((u) => u.id),
+              indexUploads: uploads.filter((u) => app.services.uploads.needsIndexing(u)).map((u) => ({ uploadId: u.id, fileName: u.file_name })),
+              delivery: body.delivery,
+            },
+          ],
+          startWorkflowOperation: startConversation(t.taskQueue, site, conv.id),
+        })
+        .catch((err: unknown) => {
+          if (err instanceof WorkflowUpdateFailedError && /conversation_closed/.test(String(err.cause?.message))) {
+            throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
+          }
+          throw err;
+        });
+      if (body.delivery === 'async') {
+        return reply.code(202).send({ accepted: true as const, message_id: result.message_id, reply_id: result.reply_id, server_time: new Date().toISOString() });
+      }
+      if (result.error) throw new ApiError(502, 'workflow_execution_failed', 'The agent could not answer this message; please try again');
+      // A repeated send whose first answer is no longer in the actor's memory: read it back.
+      const answer = result.reply ?? (await app.services.transcript.get(result.reply_id));
+      if (!answer) throw new ApiError(409, 'message_in_progress', 'This message is still being answered; the reply will follow');
+      const extras = 'extras' in answer ? answer.extras : {};
+      const attachments = answer.attachments ?? [];
+      return reply.code(200).send({
+        message_id: result.reply_id,
+        text: answer.text,
+        ...(attachments.length ? { attachments } : {}),
+        ...(extras.charts?.length ? { charts: extras.charts } : {}),
+        ...(extras.cards?.length ? { cards: extras.cards } : {}),
+        ...(extras.rich?.length ? { rich: extras.rich } : {}),
+        ...(extras.suggested_actions?.length ? { suggested_actions: extras.suggested_actions } : {}),
+      });
+    },
+  });
+
+  app.get('/api/public/widget/history', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetHistory',
+      summary: 'Page the transcript: the latest `limit` messages older than `before`, oldest first',
+      tags,
+      security: [{ widgetSite: [] }],
+      querystring: HistoryQuery,
+      response: { 200: History, ...widgetErrors },
+    },
+    handler: async (request) => {
+      const q = request.query;
+      if (!q.conversation_id) throw new ApiError(400, 'invalid_request', 'conversation_id: required');
+      const conv = await app.services.widget.conversation(request.site!, q.conversation_id);
+      const limit = Math.min(q.limit ?? 20, HISTORY_MAX);
+      return app.services.transcript.history(conv.id, { limit, before: q.before }, (attachments) =>
+        app.services.uploads.describe(attachments.map((a) => (a as { upload_id: string }).upload_id).filter(Boolean)),
+      );
+    },
+  });
+
+  app.get('/api/public/widget/conversations', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetConversations',
+      summary: "A verified visitor's conversations, newest first (anyone else: an empty list)",
+      tags,
+      security: [{ widgetSite: [] }],
+      querystring: ConversationsQuery,
+      response: { 200: ConversationList, ...widgetErrors },
+    },
+    handler: async (request) => ({ conversations: await app.services.widget.conversations(request.site!, request.query) }),
+  });
+
+  app.post('/api/public/widget/conversations/new', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetConversationsNew',
+      summary: "Close the visitor's open conversation and start a fresh one",
+      tags,
+      security: [{ widgetSite: [] }],
+      body: NewBody.optional(),
+      response: { 200: ConversationRef, ...widgetErrors },
+    },
+    handler: async (request) => {
+      const site = request.site!;
+      const { closed, ...ref } = await app.services.widget.startNew(site, request.body);
+      for (const id of closed) {
+        if (app.temporal) {
+          await app.temporal.client.workflow
+            .getHandle(conversationWorkflowId(id))
+            .signal(closeSignal)
+            .catch(() => undefined); // no actor yet (never sent to) or already finished
+        }
+      }
+      return ref;
+    },
+  });
+
+  app.get('/api/public/widget/tasks', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetTasks',
+      summary: "The conversation's open background tasks",
+      tags,
+      security: [{ widgetSite: [] }],
+      querystring: TasksQuery,
+      response: { 200: z.object({ tasks: z.array(Task) }).meta({ id: 'WidgetTasks' }), ...widgetErrors },
+    },
+    handler: async (request) => {
+      const conv = await app.services.widget.conversation(request.site!, request.query.conversation_id);
+      return { tasks: await app.services.tasks.open(conv.id) };
+    },
+  });
+
+  app.post('/api/public/widget/tasks/cancel', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetTasksCancel',
+      summary: 'Cancel a background task of the conversation',
+      tags,
+      security: [{ widgetSite: [] }],
+      body: CancelBody,
+      response: { 200: z.object({ cancelled: z.boolean() }), ...widgetErrors },
+    },
+    handler: async (request) => {
+      const conv = await app.services.widget.conversation(request.site!, request.body.conversation_id);
+      const task = (await app.services.tasks.open(conv.id)).find((t) => t.task_key === request.body.task_key);
+      if (!task) return { cancelled: false };
+      const cancelled = await temporal()
+        .client.workflow.getHandle(conversationWorkflowId(conv.id))
+        .executeUpdate(cancelTaskUpdate, { args: [task.task_key] })
+        .catch(() => false);
+      return { cancelled };
+    },
+  });
+};
+
+function startConversation(taskQueue: string, site: SiteRow, conversationId: string) {
+  return new WithStartWorkflowOperation(conversationWorkflow, {
+    workflowId: conversationWorkflowId(conversationId),
+    taskQueue,
+    args: [{ conversationId, workspaceId: site.workspace_id }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    typedSearchAttributes: searchAttributesFor({ workspaceId: site.workspace_id }),
+  });
+}

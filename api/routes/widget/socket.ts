@@ -1,0 +1,49 @@
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { z } from 'zod';
+import { ApiError } from '../../../core/errors';
+import type { ChatHub, CheckedGrant } from '../../chat-hub';
+
+const ConnectQuery = z.object({
+  site_id: z.string().min(1).max(100),
+  conversation_id: z.string().min(1).max(100),
+  /** The last message id the client has: replies written after it are sent first. */
+  after: z.string().min(1).max(100).optional(),
+});
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    chatGrant: CheckedGrant | null;
+  }
+}
+
+/**
+ * The widget's receive-only reply socket, `GET /api/chat/connect`. Credentials are query
+ * parameters (browsers cannot set headers on an upgrade) plus the upgrade's Origin. Every
+ * check runs before the upgrade, so a refusal is a plain HTTP 400/403/503 with the usual
+ * error body; the socket itself never carries an error. Not key-authenticated (`public`):
+ * it authenticates itself, by site, Origin and conversation.
+ */
+export const chatSocketRoutes: FastifyPluginAsyncZod<{ hub: ChatHub | null }> = async (app, opts) => {
+  const { hub } = opts;
+  app.decorateRequest('chatGrant', null);
+
+  app.route({
+    method: 'GET',
+    url: '/api/chat/connect',
+    config: { public: true },
+    // Not an HTTP operation: left out of the OpenAPI document (the widget spec describes it).
+    schema: { hide: true, querystring: ConnectQuery },
+    // After query validation (rule 1's 400 first), before the upgrade.
+    preHandler: async (request) => {
+      if (!hub) throw new ApiError(503, 'socket_unavailable', 'Reply sockets are not available on this server');
+      const q = request.query;
+      request.chatGrant = await hub.authorize({ siteId: q.site_id, origin: request.headers.origin, conversationId: q.conversation_id });
+    },
+    handler: async () => {
+      throw new ApiError(426, 'upgrade_required', 'GET /api/chat/connect is a WebSocket endpoint: send an upgrade request', {}, { Upgrade: 'websocket' });
+    },
+    wsHandler: async (socket, request) => {
+      await hub!.attach(socket, request.chatGrant!, (request.query as z.infer<typeof ConnectQuery>).after);
+    },
+  });
+};

@@ -1,0 +1,63 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+
+/**
+ * Frames pushed to a conversation's widget sockets. Whoever produces one (an activity
+ * in a worker, an API route) publishes it through PostgreSQL NOTIFY on `chat_frames`;
+ * every API process LISTENs and forwards it to the sockets it holds for that
+ * conversation. A frame too large for a notification (8000 bytes) travels as a
+ * reference to its persisted chat message instead.
+ */
+export type ChatFrame =
+  | { type: 'reply_delta'; reply_id: string; text: string }
+  | {
+      type: 'reply';
+      reply_id: string;
+      text: string;
+      attachments?: unknown[];
+      charts?: unknown[];
+      cards?: unknown[];
+      rich?: unknown[];
+      suggested_actions?: string[];
+      unsolicited?: true;
+    }
+  | { type: 'suggested_actions'; reply_id: string; suggested_actions: string[] }
+  | { type: 'error'; reply_id: string; code: 'workflow_provisioning' | 'workflow_execution_failed'; text: string }
+  | { type: 'task_status'; task_key: string; label: string; status: 'running' | 'completed' | 'cancelled' | 'failed' }
+  | { type: 'ui:command'; command: string; args: Record<string, unknown> }
+  | { type: 'ping' };
+
+export const CHAT_CHANNEL = 'chat_frames';
+
+/** What travels on the channel. */
+export type ChatNotice =
+  /** A frame for the sockets of one conversation. */
+  | { k: 'frame'; c: string; f: ChatFrame }
+  /** A reply too large to carry: the listener loads chat message `m` and sends it as a `reply` frame. */
+  | { k: 'ref'; c: string; m: string }
+  /** Authorization may have changed (site suspended or edited, conversation closed): re-check these sockets. */
+  | { k: 'recheck'; site?: string; c?: string };
+
+const MAX_PAYLOAD = 7900;
+
+async function notify(em: EntityManager, notice: ChatNotice): Promise<void> {
+  await em.getConnection().execute(`select pg_notify(?, ?)`, [CHAT_CHANNEL, JSON.stringify(notice)]);
+}
+
+/** Publishes one frame to every socket of the conversation, wherever it is held. */
+export async function publishFrame(em: EntityManager, conversationId: string, frame: ChatFrame, messageId?: string): Promise<void> {
+  const notice: ChatNotice = { k: 'frame', c: conversationId, f: frame };
+  if (Buffer.byteLength(JSON.stringify(notice)) <= MAX_PAYLOAD) return notify(em, notice);
+  if (frame.type === 'reply' && messageId) return notify(em, { k: 'ref', c: conversationId, m: messageId });
+  if (frame.type === 'reply_delta') {
+    // Split a (rare) huge delta into pieces that fit.
+    const step = 1500;
+    for (let i = 0; i < frame.text.length; i += step) await notify(em, { k: 'frame', c: conversationId, f: { ...frame, text: frame.text.slice(i, i + step) } });
+    return;
+  }
+  throw new Error(`chat frame ${frame.type} is too large to publish`);
+}
+
+/** Asks every API process to re-check the authorization of the matching sockets now. */
+export async function publishRecheck(em: EntityManager, target: { site?: string; conversation?: string }): Promise<void> {
+  await notify(em, { k: 'recheck', site: target.site, c: target.conversation });
+}

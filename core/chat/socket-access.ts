@@ -1,0 +1,78 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { textArray } from '../db/sql';
+import { ApiError } from '../errors';
+import { checkSite, type SiteRow, type SiteService } from '../widget/sites';
+
+/** What a reply socket was opened with; re-checked for as long as it stays open. */
+export interface SocketGrant {
+  siteId: string;
+  origin: string | undefined;
+  conversationId: string;
+}
+
+interface ConversationRow {
+  id: string;
+  workspace_id: string;
+  agent_id: string;
+  channel: string;
+  status: string;
+}
+
+type SiteAccessRow = Pick<SiteRow, 'id' | 'workspace_id' | 'agent_id' | 'status' | 'allowed_origins'>;
+
+/** An open web conversation of the site's workspace and agent. */
+const openOnSite = (site: SiteAccessRow, conv: ConversationRow | undefined) =>
+  Boolean(conv && conv.workspace_id === site.workspace_id && conv.agent_id === site.agent_id && conv.channel === 'web' && conv.status === 'open');
+
+/**
+ * Who may hold a widget reply socket: the site and Origin checks of the widget API, and
+ * an open web conversation of that site. Checked at the handshake (403s) and again
+ * whenever authorization may have changed (in batches: one query per table for all the
+ * sockets of a process).
+ */
+export class SocketAccess {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly sites: SiteService,
+  ) {}
+
+  /** The handshake: every refusal is a 403 with the site check's code, or `forbidden` for the conversation. */
+  async authorize(grant: SocketGrant): Promise<void> {
+    try {
+      const site = await this.sites.authenticate(grant.siteId, grant.origin);
+      const [conv] = await this.conversations([grant.conversationId]);
+      if (!openOnSite(site, conv)) throw new ApiError(403, 'forbidden', `Conversation '${grant.conversationId}' is not an open conversation of this site`);
+    } catch (err) {
+      // unknown_site is a 404 on the HTTP API; a refused socket upgrade is always a 403.
+      if (err instanceof ApiError && err.status < 500) throw new ApiError(403, err.code, err.message);
+      throw err;
+    }
+  }
+
+  /** Whether each grant still holds, in order. Database errors propagate: unknown is not a refusal. */
+  async stillAllowed(grants: SocketGrant[]): Promise<boolean[]> {
+    if (!grants.length) return [];
+    const em = this.em.fork();
+    const siteIds = [...new Set(grants.map((g) => g.siteId))];
+    const sites = await em.execute<SiteAccessRow[]>('select id, workspace_id, agent_id, status, allowed_origins from sites where id = any(?::text[])', [textArray(siteIds)]);
+    const convs = await this.conversations([...new Set(grants.map((g) => g.conversationId))]);
+    const siteById = new Map(sites.map((s) => [s.id, s]));
+    const convById = new Map(convs.map((c) => [c.id, c]));
+    return grants.map((g) => {
+      const site = siteById.get(g.siteId);
+      if (!site) return false;
+      try {
+        checkSite(site, g.origin);
+      } catch {
+        return false;
+      }
+      return openOnSite(site, convById.get(g.conversationId));
+    });
+  }
+
+  private conversations(ids: string[]): Promise<ConversationRow[]> {
+    return this.em
+      .fork()
+      .execute<ConversationRow[]>('select id, workspace_id, agent_id, channel, status from conversations where id = any(?::text[])', [textArray(ids)]);
+  }
+}

@@ -1,0 +1,291 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import type { AgentSpec } from '../agents/spec';
+import type { SearchMatch, SearchService } from '../kb/search';
+import type { UploadService } from '../widget/uploads';
+import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../llm/model';
+import { newId } from '../ids';
+import { publishFrame } from './frames';
+import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
+
+export interface TurnInput {
+  conversationId: string;
+  workspaceId: string;
+  /** The visitor message this turn answers. */
+  messageId: string;
+  /** The id the reply is stored under (and the socket frames carry): fixed before the turn starts. */
+  replyId: string;
+}
+
+export interface TurnReply {
+  reply_id: string;
+  text: string;
+  attachments: unknown[];
+  extras: ReplyExtras;
+  handoff: boolean;
+}
+
+export interface Passage {
+  file_id: string;
+  file_name: string;
+  text: string;
+  score: number;
+}
+
+/** Messages of context given to the model besides the retrieved passages. */
+const HISTORY_MESSAGES = 20;
+/** Tool rounds in one turn before the model must answer. */
+const MAX_TOOL_ROUNDS = 4;
+/** Characters of an attached upload's text shown to the model. */
+const ATTACHMENT_CHARS = 12_000;
+const DEFAULT_TOP_K = 5;
+/** Passages taken from the conversation's own long uploads. */
+const UPLOAD_PASSAGES = 3;
+/** Characters of one passage quoted when there is no language model. */
+const EXCERPT_CHARS = 700;
+
+/**
+ * One agent turn: the reply to one visitor message. The reply's id is decided before
+ * the turn runs and the reply row is written once (insert-if-absent), so a turn retried
+ * after a crash either finds its reply already stored (and only re-announces it) or
+ * produces it; the visitor never gets two answers to one message.
+ *
+ * With a language model: the agent's instructions, recent history, the passages
+ * retrieved from the agent's knowledge-base selection (labelled with their file names)
+ * and the tools `kb_search` and `handoff`. Without one: the best passages themselves,
+ * quoted with their file names and labelled as retrieved excerpts — never invented text.
+ */
+export class AgentTurns {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly transcript: ChatTranscript,
+    private readonly search: Pick<SearchService, 'search'>,
+    private readonly uploads: Pick<UploadService, 'search'>,
+    private readonly model: ChatModel | null,
+    private readonly log: Pick<Logger, 'warn'>,
+  ) {}
+
+  async run(input: TurnInput, onProgress?: () => void): Promise<TurnReply> {
+    const done = await this.transcript.get(input.replyId);
+    if (done) {
+      // Stored before a crash or a lost acknowledgement: announce it again, never answer twice.
+      await publishFrame(this.em, input.conversationId, replyFrame(done), done.id);
+      return toReply(done, false);
+    }
+    const em = this.em.fork();
+    const [agent] = await em.execute<{ spec: AgentSpec; name: string }[]>(
+      `select a.spec, a.name from conversations c join agents a on a.id = c.agent_id where c.id = ?`,
+      [input.conversationId],
+    );
+    if (!agent) throw new Error(`conversation ${input.conversationId} has no agent`);
+    const spec = agent.spec;
+    const visitor = await this.transcript.get(input.messageId);
+    if (!visitor) throw new Error(`visitor message ${input.messageId} is not stored`);
+    const stream = (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream';
+
+    const kbAction = spec.actions.find((a) => a.type === 'kb_search');
+    const topK = kbAction && kbAction.type === 'kb_search' ? kbAction.top_k : DEFAULT_TOP_K;
+    const query = visitor.text || (await this.attachmentText(visitor)).map((a) => a.content).join(' ').slice(0, 500);
+    const passages = query ? [...(await this.retrieve(input.workspaceId, spec, query, topK)), ...(await this.fromUploads(input.conversationId, query))] : [];
+
+    let text: string;
+    let handoff = false;
+    const citations = new Map<string, string>();
+    if (this.model) {
+      const out = await this.withModel(this.model, input, spec, visitor, passages, stream, citations, onProgress);
+      text = out.text;
+      handoff = out.handoff;
+    } else {
+      text = excerptAnswer(passages);
+      for (const p of passages) citations.set(p.file_id, p.file_name);
+      // Nothing is generated, so the whole answer is one delta: clients render every mode alike.
+      if (stream) await publishFrame(this.em, input.conversationId, { type: 'reply_delta', reply_id: input.replyId, text });
+    }
+
+    const { row } = await this.transcript.append({
+      id: input.replyId,
+      workspaceId: input.workspaceId,
+      conversationId: input.conversationId,
+      role: 'assistant',
+      replyTo: input.messageId,
+      text,
+      extras: { citations: [...citations].map(([file_id, file_name]) => ({ file_id, file_name })) },
+    });
+    await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
+    return toReply(row, handoff);
+  }
+
+  /** The passages of the agent's knowledge: its folders and files, or the whole workspace when it names none. */
+  async retrieve(workspaceId: string, spec: AgentSpec, query: string, topK: number): Promise<Passage[]> {
+    const { folder_ids, file_ids } = spec.knowledge_base;
+    const scopes: Array<{ folder_id?: string; kb_id?: string }> = folder_ids.length || file_ids.length ? [...folder_ids.map((f) => ({ folder_id: f })), ...file_ids.map((f) => ({ kb_id: f }))] : [{}];
+    const found: SearchMatch[] = [];
+    for (const scope of scopes) {
+      try {
+        found.push(...(await this.search.search(workspaceId, { query, top_k: topK, ...scope })));
+      } catch (err) {
+        // A folder deleted since publishing, or the embedder missing: answer from what is left.
+        this.log.warn({ err: (err as Error).message, scope }, 'knowledge-base retrieval failed for one scope');
+      }
+    }
+    const best = new Map<string, SearchMatch>();
+    for (const m of found) if (!best.has(m.id) || best.get(m.id)!.score < m.score) best.set(m.id, m);
+    return [...best.values()]
+      .sort((a, b) => b.score - a.score)
+      .slice(0, topK)
+      .map((m) => ({ file_id: m.file_id, file_name: m.name, text: m.text, score: m.score }));
+  }
+
+  /** Passages of the conversation's long uploads (indexed by their background task). */
+  private async fromUploads(conversationId: string, query: string): Promise<Passage[]> {
+    try {
+      const found = await this.uploads.search(conversationId, query, UPLOAD_PASSAGES);
+      return found.map((p) => ({ file_id: p.upload_id, file_name: p.file_name, text: p.text, score: p.score }));
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'searching the conversation uploads failed');
+      return [];
+    }
+  }
+
+  private async attachmentText(visitor: ChatMessageRow): Promise<Array<{ file_name: string; content: string }>> {
+    const ids = (visitor.attachments ?? []).map((a) => (typeof a === 'string' ? a : (a as { upload_id?: string }).upload_id)).filter(Boolean) as string[];
+    if (!ids.length) return [];
+    return this.em
+      .fork()
+      .execute<Array<{ file_name: string; content: string }>>(
+        `select file_name, coalesce(content, '') as content from widget_uploads where id in (${ids.map(() => '?').join(',')}) order by created_at`,
+        ids,
+      );
+  }
+
+  private async withModel(
+    model: ChatModel,
+    input: TurnInput,
+    spec: AgentSpec,
+    visitor: ChatMessageRow,
+    passages: Passage[],
+    stream: boolean,
+    citations: Map<string, string>,
+    onProgress?: () => void,
+  ): Promise<{ text: string; handoff: boolean }> {
+    const tools: ToolDefinition[] = [];
+    if (spec.actions.some((a) => a.type === 'kb_search')) {
+      tools.push({
+        name: 'kb_search',
+        description: 'Search the knowledge base for passages relevant to a query.',
+        parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
+      });
+    }
+    const handoffAction = spec.actions.find((a) => a.type === 'handoff');
+    if (handoffAction) {
+      tools.push({
+        name: 'handoff',
+        description: 'Hand the conversation to a human colleague when you cannot help or the customer asks for a person.',
+        parameters: { type: 'object', properties: { reason: { type: 'string' } }, required: ['reason'] },
+      });
+    }
+    const attachments = await this.attachmentText(visitor);
+    const history = (await this.transcript.recent(input.conversationId, HISTORY_MESSAGES + 1)).filter((m) => m.role !== 'tool' && m.id !== visitor.id);
+    const messages: ChatTurnMessage[] = [
+      { role: 'system', content: systemPrompt(spec, passages) },
+      ...history.map((m): ChatTurnMessage => ({ role: m.role === 'user' ? 'user' : 'assistant', content: m.text })),
+      {
+        role: 'user',
+        content: [visitor.text, ...attachments.map((a) => `[Attached file "${a.file_name}"]\n${a.content.slice(0, ATTACHMENT_CHARS)}`)].filter(Boolean).join('\n\n'),
+      },
+    ];
+    for (const p of passages) citations.set(p.file_id, p.file_name);
+
+    let handoff = false;
+    const onDelta = stream
+      ? async (text: string) => {
+          onProgress?.();
+          await publishFrame(this.em, input.conversationId, { type: 'reply_delta', reply_id: input.replyId, text });
+        }
+      : undefined;
+    for (let round = 0; ; round++) {
+      const last = round >= MAX_TOOL_ROUNDS;
+      const result = await model.complete(
+        {
+          messages,
+          tools: last || !tools.length ? undefined : tools,
+          model: spec.model.name,
+          temperature: spec.model.temperature,
+          max_tokens: spec.model.max_tokens,
+        },
+        onDelta,
+      );
+      if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff };
+      messages.push({ role: 'assistant', content: result.text || null, tool_calls: result.tool_calls });
+      for (const [i, call] of result.tool_calls.entries()) {
+        const output = await this.runTool(input, spec, call, citations);
+        if (call.name === 'handoff') handoff = true;
+        messages.push({ role: 'tool', tool_call_id: call.id, content: output });
+        await this.transcript.append({
+          id: `${input.replyId}_tool${round}_${i}`,
+          workspaceId: input.workspaceId,
+          conversationId: input.conversationId,
+          role: 'tool',
+          text: JSON.stringify({ tool: call.name, arguments: call.arguments, output: output.slice(0, 4000) }),
+        });
+      }
+    }
+  }
+
+  private async runTool(input: TurnInput, spec: AgentSpec, call: ToolCall, citations: Map<string, string>): Promise<string> {
+    let args: Record<string, unknown> = {};
+    try {
+      args = JSON.parse(call.arguments || '{}');
+    } catch {
+      return JSON.stringify({ error: 'arguments are not valid JSON' });
+    }
+    if (call.name === 'kb_search') {
+      const kb = spec.actions.find((a) => a.type === 'kb_search');
+      const found = await this.retrieve(input.workspaceId, spec, String(args.query ?? ''), kb && kb.type === 'kb_search' ? kb.top_k : DEFAULT_TOP_K);
+      for (const p of found) citations.set(p.file_id, p.file_name);
+      return JSON.stringify({ passages: found.map((p) => ({ file: p.file_name, text: p.text })) });
+    }
+    if (call.name === 'handoff') {
+      const reason = String(args.reason ?? 'handoff requested').slice(0, 500);
+      const em = this.em.fork();
+      await em.transactional(async (tx) => {
+        await tx.execute(`update conversations set needs_human = true, case_reason = ?, updated_at = now() where id = ?`, [reason, input.conversationId]);
+        await tx.execute(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'handoff', ?::jsonb)`, [
+          newId('evt'),
+          input.conversationId,
+          JSON.stringify({ reason, message_id: input.messageId }),
+        ]);
+      });
+      return JSON.stringify({ ok: true, note: 'A human colleague will follow up. Tell the customer so, briefly.' });
+    }
+    return JSON.stringify({ error: `unknown tool ${call.name}` });
+  }
+}
+
+function toReply(row: ChatMessageRow, handoff: boolean): TurnReply {
+  return { reply_id: row.id, text: row.text, attachments: row.attachments ?? [], extras: row.extras ?? {}, handoff };
+}
+
+function systemPrompt(spec: AgentSpec, passages: Passage[]): string {
+  const parts = [spec.instructions || `You are ${spec.name}, a helpful customer-service agent.`];
+  parts.push('Answer from the knowledge-base passages below when they are relevant, and name the file you used. If they do not answer the question, say so rather than guessing.');
+  if (passages.length) {
+    parts.push('Knowledge-base passages:\n' + passages.map((p, i) => `[${i + 1}] (file: ${p.file_name})\n${p.text}`).join('\n\n'));
+  } else {
+    parts.push('No knowledge-base passage matched this message.');
+  }
+  return parts.join('\n\n');
+}
+
+/** The embedded default without a language model: the passages themselves, quoted and labelled. */
+export function excerptAnswer(passages: Passage[]): string {
+  if (!passages.length) {
+    return 'I could not find anything about this in the knowledge base. (No language model is configured, so I can only quote the knowledge base.)';
+  }
+  const quoted = passages.slice(0, 3).map((p) => {
+    const t = p.text.trim();
+    const cut = t.length > EXCERPT_CHARS ? `${t.slice(0, t.lastIndexOf(' ', EXCERPT_CHARS) > 0 ? t.lastIndexOf(' ', EXCERPT_CHARS) : EXCERPT_CHARS)}…` : t;
+    return `From "${p.file_name}":\n> ${cut.replace(/\s*\n\s*/g, '\n> ')}`;
+  });
+  return `Retrieved excerpts from the knowledge base (no language model is configured, so these are quoted as found):\n\n${quoted.join('\n\n')}`;
+}

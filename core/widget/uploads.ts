@@ -1,0 +1,428 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { AgentSpec } from '../agents/spec';
+import type { SecretBox } from '../crypto/secret-box';
+import { textArray } from '../db/sql';
+import { ApiError } from '../errors';
+import { newId } from '../ids';
+import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
+import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
+import { sniffType, type Transcriber } from '../kb/extract';
+import type { ExtractFn } from '../kb/indexing';
+import type { BlobStore, StagedBlob } from '../storage/blob-store';
+import { signLink } from '../storage/signed-links';
+import type { SiteRow } from './sites';
+
+/** Largest upload and largest voice note (the spec's limits; also OpenAI's transcription cap). */
+export const WIDGET_UPLOAD_MAX_BYTES = 25 * 1024 * 1024;
+/** An upload still processing after this long was lost with its process (extraction is capped far below). */
+const STALE_PROCESSING_SECONDS = 15 * 60;
+/** Uploads of one conversation that may be processing at once. */
+export const MAX_PROCESSING_PER_CONVERSATION = 5;
+/** Parsed text longer than this is also indexed for search (WIDGET_UPLOAD_INDEX_CHARS). */
+export const DEFAULT_UPLOAD_INDEX_CHARS = 20_000;
+const SUMMARY_CHARS = 200;
+
+export type UploadStatusValue = 'processing' | 'ready' | 'error';
+
+export interface UploadRow {
+  id: string;
+  workspace_id: string;
+  site_id: string;
+  conversation_id: string | null;
+  file_name: string;
+  mime_type: string;
+  size_bytes: string | number;
+  /** SHA-256 of the bytes: their address in the blob store. */
+  blob_key: string;
+  status: UploadStatusValue;
+  content: string | null;
+  parsed_chars: number | null;
+  summary: string | null;
+  error_message: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** POST /upload's answer. */
+export interface UploadResult {
+  upload_id: string;
+  /** The content's identity (SHA-256 of the bytes): the same file uploaded twice has the same file_id. */
+  file_id: string;
+  file_name: string;
+  /** A signed link, valid LINK_TTL_SECONDS; POST /file_url signs a fresh one from file_key. */
+  file_url: string;
+  /** Durable: `upload/<upload_id>`. */
+  file_key: string;
+  mime_type: string;
+  status: 'ready';
+}
+
+export interface UploadStatus {
+  upload_id: string;
+  file_name: string;
+  mime_type: string;
+  status: UploadStatusValue;
+  parsed_chars: number | null;
+  summary: string | null;
+  error_message: string | null;
+}
+
+/** An upload as history and replies show it. */
+export interface Attachment {
+  upload_id: string;
+  file_name: string;
+  mime_type: string;
+  file_key: string;
+  url: string;
+}
+
+/** An upload attached to a visitor message, with its text for the agent. */
+export interface SendFile {
+  id: string;
+  file_name: string;
+  mime_type: string;
+  content: string;
+  parsed_chars: number;
+}
+
+export interface UploadPassage {
+  upload_id: string;
+  file_name: string;
+  text: string;
+  score: number;
+}
+
+export interface UploadServiceDeps {
+  em: EntityManager;
+  blobs: BlobStore;
+  box: SecretBox;
+  extract: ExtractFn;
+  /** Needed for audio and video uploads and for /transcribe; null when none is configured. */
+  transcriber: Transcriber | null;
+  embedder: () => Promise<Embedder>;
+  indexChars?: number;
+  chunking?: ChunkOptions;
+}
+
+/**
+ * Durable keys of downloadable files: `upload/<upload_id>` for a visitor's upload,
+ * `kb/<file_id>` for a knowledge-base file version.
+ */
+export const uploadKey = (uploadId: string) => `upload/${uploadId}`;
+export const kbFileKey = (fileId: string) => `kb/${fileId}`;
+
+/** The leading ~200 characters of the text, cut at a word boundary, with an ellipsis when cut. */
+export function summarize(text: string, max = SUMMARY_CHARS): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  if (flat.length <= max) return flat;
+  const cut = flat.slice(0, max + 1);
+  const space = cut.lastIndexOf(' ');
+  // One very long "word" (a URL, a hash) is cut where it is.
+  const head = space > max / 2 ? cut.slice(0, space) : flat.slice(0, max);
+  return `${head.replace(/[\s.,;:!?-]+$/, '')}…`;
+}
+
+/** A user-facing reason from an extraction failure (ExtractionError carries one). */
+const reasonOf = (err: unknown) => ((err as { reason?: unknown }).reason as string | undefined) ?? null;
+
+const forbidden = () => new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
+const uploadNotFound = (id: string) => new ApiError(404, 'not_found', `No upload with id '${id}' for this site`);
+
+/**
+ * Files a widget visitor uploads: stored content-addressed, typed from their bytes,
+ * their text extracted at once (in the isolated extraction process) so the agent can
+ * read them when they are attached to a message. Long ones are also chunked and
+ * embedded for search, as a background task of the conversation (indexForSearch).
+ */
+export class UploadService {
+  private readonly indexChars: number;
+
+  constructor(private readonly deps: UploadServiceDeps) {
+    this.indexChars = deps.indexChars ?? DEFAULT_UPLOAD_INDEX_CHARS;
+  }
+
+  private em() {
+    return this.deps.em.fork();
+  }
+
+  /** Whether /transcribe and audio or video uploads can work. */
+  get canTranscribe(): boolean {
+    return this.deps.transcriber !== null;
+  }
+
+  /** The checks that need only the site, in the spec's order; run before any byte is read. */
+  async admit(site: SiteRow): Promise<void> {
+    const [agent] = await this.em().execute<{ status: string; spec: AgentSpec }[]>('select status, spec from agents where id = ?', [site.agent_id]);
+    if (!agent || agent.status !== 'published') throw new ApiError(503, 'no_workflow_configured', 'This site is not bound to a published agent');
+    if (!agent.spec.triggers.web_chat?.file_upload) throw new ApiError(403, 'file_upload_not_enabled', "File upload is not enabled on this agent's web chat");
+  }
+
+  /**
+   * Stores and extracts one upload. Takes ownership of `staged`: it is committed to the
+   * blob store or discarded. Answers only once the text is extracted (status ready);
+   * a failed extraction leaves the row in `error` and answers 422 extraction_failed.
+   */
+  async create(site: SiteRow, input: { staged: StagedBlob; fileName: string; conversationId?: string; customerId?: string }): Promise<UploadResult> {
+    const { staged } = input;
+    let committed = false;
+    let row: UploadRow;
+    let kind: string;
+    try {
+      await this.admit(site);
+      if (input.conversationId) await this.requireConversation(site, input.conversationId, input.customerId);
+      if (staged.size === 0) throw new ApiError(400, 'invalid_request', 'file: is empty');
+      const fileName = input.fileName.trim().slice(0, 255) || 'upload';
+      const type = await sniffType(staged.tempPath, fileName);
+      if (!type) throw new ApiError(400, 'unsupported_type', `file: '${fileName}' is not a supported document, spreadsheet, image, audio or video type`);
+      kind = type.kind;
+
+      row = await this.em().transactional(async (em) => {
+        if (input.conversationId) {
+          // The conversation's row lock serialises concurrent uploads to it: the count and
+          // the insert below cannot interleave with another upload's.
+          await em.execute('select id from conversations where id = ? for update', [input.conversationId]);
+          // A process lost mid-extraction leaves its row processing: past the extraction's
+          // time limit it is an error, so it neither blocks the conversation nor stays "processing".
+          await em.execute(
+            `update widget_uploads set status = 'error', error_message = 'processing was interrupted; upload the file again', updated_at = now()
+             where conversation_id = ? and status = 'processing' and created_at < now() - make_interval(secs => ?)`,
+            [input.conversationId, STALE_PROCESSING_SECONDS],
+          );
+          const [{ n }] = await em.execute<{ n: string }[]>(`select count(*) as n from widget_uploads where conversation_id = ? and status = 'processing'`, [
+            input.conversationId,
+          ]);
+          if (Number(n) >= MAX_PROCESSING_PER_CONVERSATION) {
+            throw new ApiError(400, 'too_many_files', `More than ${MAX_PROCESSING_PER_CONVERSATION} files would be processing in this conversation; wait for one to finish`);
+          }
+        }
+        if ((type.kind === 'audio' || type.kind === 'video') && !this.deps.transcriber) {
+          throw new ApiError(503, 'file_upload_prereq_failed', `${type.kind} files need a transcriber, and none is configured (TRANSCRIBE_BASE_URL)`);
+        }
+        // Bytes first: the row (visible at commit) never names a blob that is not stored.
+        await this.deps.blobs.commit(staged);
+        committed = true;
+        const [inserted] = await em.execute<UploadRow[]>(
+          `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status)
+           values (?, ?, ?, ?, ?, ?, ?, ?, 'processing') returning *`,
+          [newId('upl'), site.workspace_id, site.id, input.conversationId ?? null, fileName, type.mime, staged.size, staged.sha256],
+        );
+        return inserted;
+      });
+    } finally {
+      if (!committed) await this.deps.blobs.discard(staged);
+    }
+
+    try {
+      const { segments } = await this.deps.extract({ filePath: this.deps.blobs.pathOf(row.blob_key), kind, mime: row.mime_type, fileName: row.file_name });
+      const content = segments.map((s) => s.text).join('\n\n');
+      await this.em().execute(
+        `update widget_uploads set status = 'ready', content = ?, parsed_chars = ?, summary = ?, updated_at = now() where id = ?`,
+        [content, content.length, summarize(content), row.id],
+      );
+    } catch (err) {
+      const reason = reasonOf(err);
+      await this.em().execute(`update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ?`, [
+        (reason ?? 'extraction failed').slice(0, 1000),
+        row.id,
+      ]);
+      if (reason === null) throw err;
+      throw new ApiError(422, 'extraction_failed', `file: ${reason}`, { upload_id: row.id });
+    }
+    return {
+      upload_id: row.id,
+      file_id: row.blob_key,
+      file_name: row.file_name,
+      file_url: this.sign(row),
+      file_key: uploadKey(row.id),
+      mime_type: row.mime_type,
+      status: 'ready',
+    };
+  }
+
+  /** Status of an upload of this site (and of that conversation, when one is named). */
+  async status(site: SiteRow, uploadId: string, conversationId?: string): Promise<UploadStatus> {
+    await this.em().execute(
+      `update widget_uploads set status = 'error', error_message = 'processing was interrupted; upload the file again', updated_at = now()
+       where id = ? and status = 'processing' and created_at < now() - make_interval(secs => ?)`,
+      [uploadId, STALE_PROCESSING_SECONDS],
+    );
+    const [row] = await this.em().execute<UploadRow[]>('select * from widget_uploads where id = ? and site_id = ?', [uploadId, site.id]);
+    if (!row || (conversationId !== undefined && row.conversation_id !== conversationId)) throw uploadNotFound(uploadId);
+    return {
+      upload_id: row.id,
+      file_name: row.file_name,
+      mime_type: row.mime_type,
+      status: row.status,
+      parsed_chars: row.parsed_chars,
+      summary: row.summary,
+      error_message: row.error_message,
+    };
+  }
+
+  /**
+   * A freshly signed link for `file_key`: an upload of this conversation, or a
+   * knowledge-base file the site's agent may show (an active file it selects by id, or
+   * the current active version of a file under one of its folders). Anything else,
+   * including a conversation that is not the site's, is 403 forbidden.
+   */
+  async fileUrl(site: SiteRow, conversationId: string, fileKey: string): Promise<{ url: string }> {
+    const em = this.em();
+    const [conv] = await em.execute(`select 1 from conversations where id = ? and workspace_id = ? and agent_id = ? and channel = 'web'`, [
+      conversationId,
+      site.workspace_id,
+      site.agent_id,
+    ]);
+    if (!conv) throw forbidden();
+    const m = /^(upload|kb)\/([a-z]+_[0-9a-f]{24})$/.exec(fileKey);
+    if (!m) throw forbidden();
+    if (m[1] === 'upload') {
+      const [row] = await em.execute<UploadRow[]>('select * from widget_uploads where id = ? and site_id = ? and conversation_id = ?', [m[2], site.id, conversationId]);
+      if (!row) throw forbidden();
+      return { url: this.sign(row) };
+    }
+    const [agent] = await em.execute<{ spec: AgentSpec }[]>('select spec from agents where id = ?', [site.agent_id]);
+    const kb = agent?.spec.knowledge_base ?? { folder_ids: [], file_ids: [] };
+    const [file] = await em.execute<{ sha256: string; mime_type: string; name: string }[]>(
+      `with recursive sub as (
+         select id from kb_folders where workspace_id = ? and id = any(?::text[])
+         union all
+         select f.id from kb_folders f join sub on f.parent_id = sub.id)
+       select f.sha256, f.mime_type, f.name from kb_files f join kb_documents d on d.id = f.document_id
+       where f.id = ? and f.workspace_id = ? and f.status = 'active'
+         and (f.id = any(?::text[]) or (f.is_current and d.folder_id in (select id from sub)))`,
+      [site.workspace_id, textArray(kb.folder_ids), m[2], site.workspace_id, textArray(kb.file_ids)],
+    );
+    if (!file) throw forbidden();
+    return { url: signLink(this.deps.box, { sha256: file.sha256, mime: file.mime_type, name: file.name }) };
+  }
+
+  /**
+   * A voice note to text. Takes ownership of `staged` (always discarded: nothing is
+   * stored). Audio only, by its bytes.
+   */
+  async transcribe(input: { staged: StagedBlob; fileName: string }): Promise<{ transcript: string }> {
+    try {
+      const type = input.staged.size ? await sniffType(input.staged.tempPath, input.fileName) : null;
+      if (type?.kind !== 'audio') throw new ApiError(400, 'not_audio', 'file: not an audio file (mp3, wav, ogg, opus, m4a)');
+      if (!this.deps.transcriber) throw new ApiError(503, 'transcription_unavailable', 'No transcriber is configured (TRANSCRIBE_BASE_URL)');
+      let text: string;
+      try {
+        text = await this.deps.transcriber.transcribe(input.staged.tempPath, type.mime);
+      } catch (err) {
+        const reason = reasonOf(err);
+        if (reason === null) throw err;
+        throw new ApiError(502, 'transcription_failed', reason);
+      }
+      const transcript = text.trim();
+      if (!transcript) throw new ApiError(422, 'empty_transcript', 'No speech was found in the recording');
+      return { transcript };
+    } finally {
+      await this.deps.blobs.discard(input.staged);
+    }
+  }
+
+  /** Attachment records with freshly signed links, in the order asked; unknown ids are left out. */
+  async describe(uploadIds: string[]): Promise<Attachment[]> {
+    if (!uploadIds.length) return [];
+    const rows = await this.em().execute<UploadRow[]>('select * from widget_uploads where id = any(?::text[])', [textArray(uploadIds)]);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    return uploadIds
+      .filter((id) => byId.has(id))
+      .map((id) => {
+        const r = byId.get(id)!;
+        return { upload_id: r.id, file_name: r.file_name, mime_type: r.mime_type, file_key: uploadKey(r.id), url: this.sign(r) };
+      });
+  }
+
+  /**
+   * Validates a message's `file_refs`: each must be a ready upload of this conversation,
+   * or of no conversation yet and this site (it is then attached to the conversation).
+   * Answers 400 invalid_request naming the first bad ref.
+   */
+  async forSend(site: SiteRow, conversationId: string, uploadIds: string[]): Promise<SendFile[]> {
+    const ids = [...new Set(uploadIds)];
+    if (!ids.length) return [];
+    return this.em().transactional(async (em) => {
+      // Locked: two sends attaching one unattached upload to different conversations cannot both win.
+      const rows = await em.execute<UploadRow[]>('select * from widget_uploads where id = any(?::text[]) and site_id = ? for update', [textArray(ids), site.id]);
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      for (const id of ids) {
+        const r = byId.get(id);
+        if (!r || (r.conversation_id !== null && r.conversation_id !== conversationId)) {
+          throw new ApiError(400, 'invalid_request', `file_refs: '${id}' is not an upload of this conversation`);
+        }
+        if (r.status !== 'ready') throw new ApiError(400, 'invalid_request', `file_refs: upload '${id}' is ${r.status === 'error' ? 'in error' : 'still processing'}`);
+      }
+      const loose = ids.filter((id) => byId.get(id)!.conversation_id === null);
+      if (loose.length) {
+        await em.execute('update widget_uploads set conversation_id = ?, updated_at = now() where id = any(?::text[])', [conversationId, textArray(loose)]);
+      }
+      return ids.map((id) => {
+        const r = byId.get(id)!;
+        return { id: r.id, file_name: r.file_name, mime_type: r.mime_type, content: r.content ?? '', parsed_chars: r.parsed_chars ?? 0 };
+      });
+    });
+  }
+
+  /** Whether an upload's text is long enough to be indexed for search (run indexForSearch then). */
+  needsIndexing(upload: { status?: UploadStatusValue; parsed_chars?: number | null; content?: string | null }): boolean {
+    if (upload.status !== undefined && upload.status !== 'ready') return false;
+    return (upload.parsed_chars ?? upload.content?.length ?? 0) > this.indexChars;
+  }
+
+  /**
+   * Chunks (the knowledge base's chunker) and embeds an upload's text into
+   * widget_upload_chunks. Idempotent: the set of passages is replaced in one
+   * transaction. Returns the number of passages (0 for an upload without text).
+   */
+  async indexForSearch(uploadId: string): Promise<number> {
+    const [row] = await this.em().execute<{ content: string | null }[]>(`select content from widget_uploads where id = ? and status = 'ready'`, [uploadId]);
+    if (!row?.content) return 0;
+    const chunks = chunkSegments([{ text: row.content }], this.deps.chunking ?? DEFAULT_CHUNKING);
+    const embedder = await this.deps.embedder();
+    const vectors: Float32Array[] = [];
+    for (let i = 0; i < chunks.length; i += 32) vectors.push(...(await passageVectors(embedder, chunks.slice(i, i + 32).map((c) => c.text))));
+    await this.em().transactional(async (em) => {
+      await em.execute('delete from widget_upload_chunks where upload_id = ?', [uploadId]);
+      for (let i = 0; i < chunks.length; i += 100) {
+        const batch = chunks.slice(i, i + 100);
+        await em.execute(
+          `insert into widget_upload_chunks (upload_id, ord, text, embedding, embedding_model) values ${batch.map(() => '(?, ?, ?, ?::real[], ?)').join(', ')}`,
+          batch.flatMap((c, j) => [uploadId, c.ordinal, c.text, `{${Array.from(vectors[i + j]).join(',')}}`, embedder.modelId]),
+        );
+      }
+    });
+    return chunks.length;
+  }
+
+  /** The `k` passages of the conversation's indexed uploads closest in meaning to `query` (cosine). */
+  async search(conversationId: string, query: string, k = 5): Promise<UploadPassage[]> {
+    if (!query.trim() || k <= 0) return [];
+    const embedder = await this.deps.embedder();
+    const rows = await this.em().execute<{ upload_id: string; file_name: string; text: string; embedding: number[] }[]>(
+      `select c.upload_id, u.file_name, c.text, c.embedding from widget_upload_chunks c join widget_uploads u on u.id = c.upload_id
+       where u.conversation_id = ? and u.status = 'ready' and c.embedding_model = ? order by c.upload_id, c.ord`,
+      [conversationId, embedder.modelId],
+    );
+    if (!rows.length) return [];
+    const q = await queryVector(embedder, query);
+    return rows
+      .map((r) => ({ upload_id: r.upload_id, file_name: r.file_name, text: r.text, score: Math.round(dot(q, Float32Array.from(r.embedding)) * 1e6) / 1e6 }))
+      .sort((a, b) => b.score - a.score)
+      .slice(0, k);
+  }
+
+  private async requireConversation(site: SiteRow, conversationId: string, customerId: string | undefined): Promise<void> {
+    const [conv] = await this.em().execute<{ customer_id: string | null }[]>(
+      `select customer_id from conversations where id = ? and workspace_id = ? and agent_id = ? and channel = 'web'`,
+      [conversationId, site.workspace_id, site.agent_id],
+    );
+    if (!conv || (customerId !== undefined && conv.customer_id !== customerId)) {
+      throw new ApiError(404, 'not_found', `No conversation with id '${conversationId}' for this site`);
+    }
+  }
+
+  private sign(row: Pick<UploadRow, 'blob_key' | 'mime_type' | 'file_name'>): string {
+    return signLink(this.deps.box, { sha256: row.blob_key, mime: row.mime_type, name: row.file_name });
+  }
+}

@@ -1,0 +1,375 @@
+import WebSocket from 'ws';
+import { Client as PgClient } from 'pg';
+import type { AddressInfo } from 'node:net';
+import { createServices } from '../../core/services';
+import { newId } from '../../core/ids';
+import { userHash } from '../../core/widget/sites';
+import { conversationWorkflow } from '../../workflows/conversation';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { maybeRecordHistory, startTestWorker } from '../support/temporal';
+
+let db: TestDatabase;
+let t: TestApp;
+let tw: Awaited<ReturnType<typeof startTestWorker>>;
+let llm: FakeLlm;
+let ws: string;
+let site: { site_id: string; site_secret: string };
+let base: string;
+const ORIGIN = 'https://shop.example';
+
+/** The fake model: echoes, except for scripted phrases. */
+function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
+  const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
+  const text = last?.content ?? '';
+  if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
+  if (text.includes('please fail')) return { status: 400, text: 'bad request' };
+  if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
+  return { text: `Echo: ${text}` };
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  llm = await startFakeLlm({ reply, chunkChars: 4 });
+  const workerServices = createServices(db.orm.em, testServiceOptions({ llm: { baseUrl: llm.url, model: 'fake-model' }, uploadIndexChars: 500 }));
+  tw = await startTestWorker({ em: db.orm.em, services: workerServices });
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { uploadIndexChars: 500 } });
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  base = `127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  ws = await createWorkspace(db.orm);
+  const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+  const agent = await t.app.inject({
+    method: 'POST',
+    url: '/api/v1/agents',
+    headers: auth,
+    payload: {
+      name: 'Shop helper',
+      instructions: 'Help shoppers.',
+      triggers: { web_chat: { allowed_origins: [ORIGIN] } },
+      actions: [{ type: 'handoff', message: 'A colleague will take it from here.' }],
+    },
+  });
+  await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
+  site = await t.services.sites.create(ws, agent.json().id, [ORIGIN]);
+}, 60_000);
+
+afterAll(async () => {
+  await t.close();
+  await tw.close();
+  await llm.close();
+  await db.drop();
+});
+
+const headers = () => ({ 'x-concierge-site': site.site_id, origin: ORIGIN });
+const post = (url: string, payload: object) => t.app.inject({ method: 'POST', url: `/api/public/widget/${url}`, headers: headers(), payload });
+const get = (url: string) => t.app.inject({ method: 'GET', url: `/api/public/widget/${url}`, headers: headers() });
+const init = async (payload: object = {}) => (await post('init', payload)).json() as { conversation_id: string; customer_id: string };
+
+/** A socket on the conversation, collecting frames. */
+async function socket(conversationId: string) {
+  const frames: Array<Record<string, unknown>> = [];
+  const s = new WebSocket(`ws://${base}/api/chat/connect?site_id=${site.site_id}&conversation_id=${conversationId}`, { origin: ORIGIN });
+  s.on('message', (d) => frames.push(JSON.parse(String(d))));
+  await new Promise((resolve, reject) => s.once('open', resolve).once('error', reject));
+  const until = async (pred: (f: Array<Record<string, unknown>>) => boolean, ms = 20_000) => {
+    const deadline = Date.now() + ms;
+    while (!pred(frames)) {
+      if (Date.now() > deadline) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  return { frames, until, close: () => s.close() };
+}
+
+describe('send', () => {
+  test('sync: the reply in the response body, both messages in the history', async () => {
+    const conv = await init();
+    const res = await post('send', { conversation_id: conv.conversation_id, customer_id: conv.customer_id, text: 'where is my order?' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ message_id: expect.stringMatching(/^msg_/), text: 'Echo: where is my order?' });
+    const history = (await get(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(history.messages.map((m: { role: string; text: string }) => [m.role, m.text])).toEqual([
+      ['user', 'where is my order?'],
+      ['assistant', 'Echo: where is my order?'],
+    ]);
+    expect(history.messages[1].id).toBe(res.json().message_id);
+    // The model saw the agent's instructions.
+    const request = llm.requests.at(-1)!.body;
+    expect(request.messages[0]).toMatchObject({ role: 'system', content: expect.stringContaining('Help shoppers.') });
+  });
+
+  test('async: 202 at once, then deltas and the authoritative reply with the same reply_id on the socket', async () => {
+    const conv = await init();
+    const s = await socket(conv.conversation_id);
+    const res = await post('send', { conversation_id: conv.conversation_id, text: 'streaming please', delivery: 'async' });
+    expect(res.statusCode).toBe(202);
+    const body = res.json();
+    expect(body).toEqual({ accepted: true, message_id: expect.stringMatching(/^msg_/), reply_id: expect.stringMatching(/^msg_/), server_time: expect.any(String) });
+    await s.until((f) => f.some((x) => x.type === 'reply'));
+    const deltas = s.frames.filter((f) => f.type === 'reply_delta');
+    const final = s.frames.find((f) => f.type === 'reply')!;
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.every((d) => d.reply_id === body.reply_id)).toBe(true);
+    expect(deltas.map((d) => d.text).join('')).toBe('Echo: streaming please');
+    expect(final).toEqual({ type: 'reply', reply_id: body.reply_id, text: 'Echo: streaming please' });
+    // The final frame comes after every delta.
+    expect(s.frames.indexOf(final)).toBeGreaterThan(s.frames.indexOf(deltas.at(-1)!));
+    s.close();
+  });
+
+  test('a repeated client_message_id is one message and one turn (async and sync)', async () => {
+    const conv = await init();
+    const before = llm.requests.length;
+    const payload = { conversation_id: conv.conversation_id, text: 'only once', client_message_id: 'client-1', delivery: 'async' };
+    const [a, b] = await Promise.all([post('send', payload), post('send', payload)]);
+    const c = await post('send', { ...payload, delivery: 'sync' });
+    expect([a.statusCode, b.statusCode, c.statusCode]).toEqual([202, 202, 200]);
+    expect(b.json().message_id).toBe(a.json().message_id);
+    expect(b.json().reply_id).toBe(a.json().reply_id);
+    expect(c.json()).toEqual({ message_id: a.json().reply_id, text: 'Echo: only once' });
+    expect(llm.requests.length - before).toBe(1);
+    const history = (await get(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(history.messages).toHaveLength(2);
+  });
+
+  test('the handoff tool flags the conversation for a human; tool activity stays out of the history', async () => {
+    const conv = await init();
+    const res = await post('send', { conversation_id: conv.conversation_id, text: 'I want a person' });
+    expect(res.json().text).toBe('A colleague will take it from here.');
+    const [row] = await db.orm.em.fork().execute('select needs_human, case_reason from conversations where id = ?', [conv.conversation_id]);
+    expect(row).toEqual({ needs_human: true, case_reason: 'asked for a person' });
+    const tools = await db.orm.em.fork().execute(`select text from chat_messages where conversation_id = ? and role = 'tool'`, [conv.conversation_id]);
+    expect(tools).toHaveLength(1);
+    const history = (await get(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(history.messages.map((m: { role: string }) => m.role)).toEqual(['user', 'assistant']);
+  });
+
+  test('a turn the model refuses: sync 502, async an error frame with the reply_id', async () => {
+    const conv = await init();
+    const sync = await post('send', { conversation_id: conv.conversation_id, text: 'please fail' });
+    expect(sync.statusCode).toBe(502);
+    expect(sync.json().error).toBe('workflow_execution_failed');
+    const s = await socket(conv.conversation_id);
+    const res = await post('send', { conversation_id: conv.conversation_id, text: 'please fail again', delivery: 'async' });
+    await s.until((f) => f.some((x) => x.type === 'error'));
+    expect(s.frames.find((f) => f.type === 'error')).toEqual({ type: 'error', reply_id: res.json().reply_id, code: 'workflow_execution_failed', text: expect.any(String) });
+    s.close();
+  });
+
+  test('bad sends: empty text, too many file_refs, unknown or closed conversation, identity re-checked', async () => {
+    const conv = await init();
+    const empty = await post('send', { conversation_id: conv.conversation_id, text: '  ' });
+    expect(empty.statusCode).toBe(400);
+    expect(empty.json()).toEqual({ error: 'invalid_request', message: expect.stringContaining('file_refs') });
+    const six = await post('send', { conversation_id: conv.conversation_id, text: 'x', file_refs: ['a', 'b', 'c', 'd', 'e', 'f'] });
+    expect(six.statusCode).toBe(400);
+    expect((await post('send', { conversation_id: 'conv_nope', text: 'x' })).statusCode).toBe(404);
+    const badHash = await post('send', { conversation_id: conv.conversation_id, text: 'x', user_context: { external_id: 'u1', user_hash: 'ab'.repeat(32) } });
+    expect(badHash.statusCode).toBe(403);
+    expect(badHash.json().error).toBe('identity_verification_failed');
+    const otherCustomer = await post('send', { conversation_id: conv.conversation_id, customer_id: 'cus_other', text: 'x' });
+    expect(otherCustomer.statusCode).toBe(403);
+    await db.orm.em.fork().execute(`update conversations set status = 'closed' where id = ?`, [conv.conversation_id]);
+    const closed = await post('send', { conversation_id: conv.conversation_id, text: 'x' });
+    expect(closed.statusCode).toBe(409);
+    expect(closed.json().error).toBe('conversation_closed');
+  });
+
+  test('the actor continues as new after its turns per run and still deduplicates', async () => {
+    const conv = await init();
+    // Started here with a short run so the API's update-with-start joins it.
+    await tw.client.workflow.start(conversationWorkflow, {
+      workflowId: `conversation:${conv.conversation_id}`,
+      taskQueue: tw.taskQueue,
+      args: [{ conversationId: conv.conversation_id, workspaceId: ws, turnsPerRun: 2 }],
+    });
+    for (const n of [1, 2, 3]) {
+      const res = await post('send', { conversation_id: conv.conversation_id, text: `turn ${n}`, client_message_id: `c${n}` });
+      expect(res.json().text).toBe(`Echo: turn ${n}`);
+    }
+    const before = llm.requests.length;
+    // c1 was answered two runs ago: the same reply, no new turn.
+    const again = await post('send', { conversation_id: conv.conversation_id, text: 'turn 1', client_message_id: 'c1' });
+    expect(again.json().text).toBe('Echo: turn 1');
+    expect(llm.requests.length).toBe(before);
+    const runs = [];
+    for await (const w of tw.client.workflow.list({ query: `WorkflowId = 'conversation:${conv.conversation_id}'` })) runs.push(w);
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('history paging', () => {
+  test('the latest `limit` older than `before`, oldest first; pages join to the whole transcript', async () => {
+    const conv = await init();
+    const ids: string[] = [];
+    for (let i = 0; i < 45; i++) {
+      const id = newId('msg');
+      ids.push(id);
+      await t.services.transcript.append({ id, workspaceId: ws, conversationId: conv.conversation_id, role: i % 2 ? 'assistant' : 'user', text: `m${i}` });
+      if (i === 10) await t.services.transcript.append({ id: newId('msg'), workspaceId: ws, conversationId: conv.conversation_id, role: 'tool', text: '{}' });
+    }
+    const seen: string[] = [];
+    let before: string | undefined;
+    const pages: boolean[] = [];
+    for (;;) {
+      const page = (await get(`history?conversation_id=${conv.conversation_id}&limit=20${before ? `&before=${encodeURIComponent(before)}` : ''}`)).json();
+      const times = page.messages.map((m: { timestamp: string }) => Date.parse(m.timestamp));
+      expect([...times].sort((a, b) => a - b)).toEqual(times);
+      seen.unshift(...page.messages.map((m: { id: string }) => m.id));
+      pages.push(page.has_more);
+      if (!page.has_more) break;
+      expect(page.next_before).toBe(page.messages[0].timestamp);
+      before = page.next_before;
+    }
+    expect(pages).toEqual([true, true, false]);
+    expect(seen).toEqual(ids);
+  });
+
+  test('defaults, cap, invalid before ignored, missing conversation_id 400', async () => {
+    const conv = await init();
+    for (let i = 0; i < 25; i++) await t.services.transcript.append({ id: newId('msg'), workspaceId: ws, conversationId: conv.conversation_id, role: 'user', text: `m${i}` });
+    const dflt = (await get(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(dflt.messages).toHaveLength(20);
+    expect(dflt.messages.at(-1).text).toBe('m24');
+    const invalid = (await get(`history?conversation_id=${conv.conversation_id}&before=yesterday-ish`)).json();
+    expect(invalid).toEqual(dflt);
+    const capped = await get(`history?conversation_id=${conv.conversation_id}&limit=500`);
+    expect(capped.statusCode).toBe(200);
+    expect(capped.json().messages).toHaveLength(25);
+    const missing = await get('history');
+    expect(missing.statusCode).toBe(400);
+    expect(missing.json().error).toBe('invalid_request');
+  });
+});
+
+describe('conversations', () => {
+  test('only a verified visitor gets their conversations; new closes the open one', async () => {
+    const hash = userHash(site.site_secret, site.site_id, 'visitor-7');
+    const first = await init({ user_context: { external_id: 'visitor-7', user_hash: hash } });
+    await post('send', { conversation_id: first.conversation_id, text: 'first question', user_context: { external_id: 'visitor-7', user_hash: hash } });
+    const list = (await get(`conversations?external_id=visitor-7&user_hash=${hash}`)).json();
+    expect(list.conversations).toEqual([{ conversation_id: first.conversation_id, title: 'first question', preview: 'Echo: first question', updated_at: expect.any(String) }]);
+    expect((await get('conversations?external_id=visitor-7')).json()).toEqual({ conversations: [] });
+    expect((await get(`conversations?external_id=visitor-7&user_hash=${'0'.repeat(64)}`)).json()).toEqual({ conversations: [] });
+    expect((await get('conversations')).json()).toEqual({ conversations: [] });
+
+    const fresh = await post('conversations/new', { user_context: { external_id: 'visitor-7', user_hash: hash } });
+    expect(fresh.statusCode).toBe(200);
+    expect(fresh.json()).toEqual({ conversation_id: expect.stringMatching(/^conv_/), customer_id: first.customer_id });
+    expect(fresh.json().conversation_id).not.toBe(first.conversation_id);
+    const old = await post('send', { conversation_id: first.conversation_id, text: 'still there?' });
+    expect(old.json().error).toBe('conversation_closed');
+    // The closed conversation's actor finishes.
+    await tw.client.workflow.getHandle(`conversation:${first.conversation_id}`).result();
+    await maybeRecordHistory(tw.client, `conversation:${first.conversation_id}`, 'conversation');
+    const after = (await get(`conversations?external_id=visitor-7&user_hash=${hash}&limit=1`)).json();
+    expect(after.conversations.map((c: { conversation_id: string }) => c.conversation_id)).toEqual([fresh.json().conversation_id]);
+  });
+
+  test('an anonymous visitor closes the conversation they name', async () => {
+    const conv = await init();
+    const fresh = (await post('conversations/new', { conversation_id: conv.conversation_id })).json();
+    expect(fresh.customer_id).toBe(conv.customer_id);
+    const [row] = await db.orm.em.fork().execute('select status from conversations where id = ?', [conv.conversation_id]);
+    expect(row.status).toBe('closed');
+  });
+});
+
+describe('widget rate limits', () => {
+  test('sends per conversation and requests per site and client address: 429 rate_limited with Retry-After', async () => {
+    const limited = await startTestApp({
+      orm: db.orm,
+      databaseUrl: db.url,
+      temporal: { client: tw.client, taskQueue: tw.taskQueue },
+      widgetLimits: { perSiteClient: 8, sendsPerConversation: 2 },
+    });
+    try {
+      const call = (url: string, payload?: object) =>
+        limited.app.inject({ method: payload ? 'POST' : 'GET', url: `/api/public/widget/${url}`, headers: headers(), ...(payload ? { payload } : {}) });
+      const conv = (await call('init', {})).json();
+      const sends = [];
+      for (let i = 0; i < 3; i++) sends.push(await call('send', { conversation_id: conv.conversation_id, text: `n${i}` }));
+      expect(sends.map((r) => r.statusCode)).toEqual([200, 200, 429]);
+      expect(sends[2].json()).toEqual({ error: 'rate_limited', message: expect.stringContaining('sends per conversation') });
+      expect(Number(sends[2].headers['retry-after'])).toBeGreaterThan(0);
+      const statuses = [];
+      for (let i = 0; i < 5; i++) statuses.push((await call(`history?conversation_id=${conv.conversation_id}`)).statusCode);
+      // 1 init + 3 sends + 4 reads = 8 allowed; the 9th request is refused.
+      expect(statuses).toEqual([200, 200, 200, 200, 429]);
+    } finally {
+      await limited.close();
+    }
+  });
+});
+
+describe('background tasks', () => {
+  /** A ready upload of the conversation, long enough to be indexed for search first. */
+  async function longUpload(conversationId: string, name: string): Promise<string> {
+    const id = newId('upl');
+    const content = Array.from({ length: 40 }, (_, i) => `Clause ${i}: the tenant pays rent on the first day of each month; deposits are returned within ${i + 10} days.`).join('\n');
+    await db.orm.em.fork().execute(
+      `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status, content, parsed_chars)
+       values (?, ?, ?, ?, ?, 'text/plain', ?, 'none', 'ready', ?, ?)`,
+      [id, ws, site.site_id, conversationId, name, content.length, content, content.length],
+    );
+    return id;
+  }
+
+  test('a long attachment is read by a blocking task: listed, 409 task_in_progress meanwhile, task_status frames, then the turn uses it', async () => {
+    const conv = await init();
+    const upload = await longUpload(conv.conversation_id, 'lease.txt');
+    const s = await socket(conv.conversation_id);
+    // Hold the task's write so it stays running while we look.
+    const blocker = new PgClient({ connectionString: db.url });
+    await blocker.connect();
+    await blocker.query('begin');
+    await blocker.query('lock table widget_upload_chunks in exclusive mode');
+    const sent = await post('send', { conversation_id: conv.conversation_id, text: 'when is the deposit returned?', file_refs: [upload], delivery: 'async' });
+    expect(sent.statusCode).toBe(202);
+    await s.until((f) => f.some((x) => x.type === 'task_status'));
+    const tasks = (await get(`tasks?conversation_id=${conv.conversation_id}`)).json();
+    expect(tasks).toEqual({ tasks: [{ task_key: `index:${upload}`, label: 'Reading lease.txt', status: 'running', blocking: true, started_at: expect.any(String) }] });
+    const busy = await post('send', { conversation_id: conv.conversation_id, text: 'hello?' });
+    expect(busy.statusCode).toBe(409);
+    expect(busy.json()).toEqual({ error: 'task_in_progress', message: expect.stringContaining('Reading lease.txt'), label: 'Reading lease.txt', task_key: `index:${upload}` });
+    await blocker.query('rollback');
+    await blocker.end();
+    await s.until((f) => f.some((x) => x.type === 'reply'));
+    expect(s.frames.filter((f) => f.type === 'task_status').map((f) => f.status)).toEqual(['running', 'completed']);
+    // The turn ran after the task: the model saw the attachment and the indexed passages, named by file.
+    const request = llm.requests.at(-1)!.body;
+    expect(request.messages[0].content).toContain('(file: lease.txt)');
+    expect(request.messages.at(-1).content).toContain('[Attached file "lease.txt"]');
+    expect((await get(`tasks?conversation_id=${conv.conversation_id}`)).json()).toEqual({ tasks: [] });
+    const [{ n }] = await db.orm.em.fork().execute('select count(*)::int as n from widget_upload_chunks where upload_id = ?', [upload]);
+    expect(n).toBeGreaterThan(0);
+    await maybeRecordHistory(tw.client, `conversation:${conv.conversation_id}:task:index:${upload}`, 'upload-index-task');
+    await maybeRecordHistory(tw.client, `conversation:${conv.conversation_id}`, 'conversation-with-task');
+    s.close();
+  });
+
+  test('cancel: the running task stops, the visitor is told, the waiting turn goes on; unknown tasks are not cancelled', async () => {
+    const conv = await init();
+    const upload = await longUpload(conv.conversation_id, 'contract.txt');
+    const s = await socket(conv.conversation_id);
+    const blocker = new PgClient({ connectionString: db.url });
+    await blocker.connect();
+    await blocker.query('begin');
+    await blocker.query('lock table widget_upload_chunks in exclusive mode');
+    try {
+      await post('send', { conversation_id: conv.conversation_id, text: 'summarise it', file_refs: [upload], delivery: 'async' });
+      await s.until((f) => f.some((x) => x.type === 'task_status'));
+      const cancelled = await post('tasks/cancel', { conversation_id: conv.conversation_id, task_key: `index:${upload}` });
+      expect(cancelled.json()).toEqual({ cancelled: true });
+      await s.until((f) => f.some((x) => x.type === 'reply'));
+      expect(s.frames.filter((f) => f.type === 'task_status').map((f) => f.status)).toEqual(['running', 'cancelled']);
+      expect((await post('tasks/cancel', { conversation_id: conv.conversation_id, task_key: `index:${upload}` })).json()).toEqual({ cancelled: false });
+      expect((await post('tasks/cancel', { conversation_id: conv.conversation_id, task_key: 'nope' })).json()).toEqual({ cancelled: false });
+    } finally {
+      await blocker.query('rollback');
+      await blocker.end();
+      s.close();
+    }
+  });
+});

@@ -1,0 +1,465 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { OpenAiTranscriber } from '../../core/kb/extract';
+import type { SiteRow } from '../../core/widget/sites';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp } from '../support/app';
+import { makeCorruptPdf, makeDocx, makePdf, makeTextPng, makeWav, randomBytes, TEXT } from '../support/documents';
+import { multipart } from '../support/kb';
+
+/**
+ * The widget's file endpoints on the real app and database: multipart uploads typed from
+ * their bytes and extracted in the isolated process (OCR, documents, audio through an
+ * OpenAI-compatible transcription server on loopback), status, signed links, voice notes,
+ * and search over long uploads with the real embedding model.
+ */
+let db: TestDatabase;
+let t: TestApp;
+/** The same database served by a process with no transcriber configured. */
+let bare: TestApp;
+let ws: string;
+let auth: Record<string, string>;
+let agentId: string;
+let site: { site_id: string; site_secret: string };
+let conv: string;
+let sttServer: http.Server;
+const sttRequests: Array<{ url: string; hasModel: boolean; hasFile: boolean }> = [];
+let nextTranscript = 'Hello, I would like to change my delivery address.';
+
+const ORIGIN = 'https://shop.example';
+const INDEX_CHARS = 3000;
+
+beforeAll(async () => {
+  // An OpenAI-compatible /v1/audio/transcriptions on loopback: multipart in, {text} out.
+  sttServer = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      sttRequests.push({ url: req.url ?? '', hasModel: body.includes('name="model"'), hasFile: body.includes('name="file"') });
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ text: nextTranscript }));
+    });
+  });
+  await new Promise<void>((r) => sttServer.listen(0, '127.0.0.1', r));
+  const stt = new OpenAiTranscriber(`http://127.0.0.1:${(sttServer.address() as AddressInfo).port}`, 'test-key', 'whisper-1');
+
+  db = await createTestDatabase();
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { transcriber: stt, uploadIndexChars: INDEX_CHARS } });
+  bare = await startTestApp({ orm: db.orm, databaseUrl: db.url });
+  ws = await createWorkspace(db.orm);
+  auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+  agentId = await publishedAgent({ file_upload: true });
+  site = await t.services.sites.create(ws, agentId, [ORIGIN]);
+  conv = await newConversation(site.site_id);
+}, 60_000);
+afterAll(async () => {
+  await t.close();
+  await bare.close();
+  await db.drop();
+  await new Promise((r) => sttServer.close(r));
+});
+
+async function publishedAgent(web: Record<string, unknown>, publish = true): Promise<string> {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/api/v1/agents',
+    headers: auth,
+    payload: { name: 'Shop helper', instructions: 'Help.', triggers: { web_chat: { allowed_origins: [ORIGIN], ...web } } },
+  });
+  const id = res.json().id as string;
+  if (publish) await t.app.inject({ method: 'POST', url: `/api/v1/agents/${id}/publish`, headers: auth });
+  return id;
+}
+
+const siteHeaders = (siteId = site.site_id) => ({ 'x-concierge-site': siteId, origin: ORIGIN });
+
+async function newConversation(siteId: string, app = t): Promise<string> {
+  const res = await app.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: siteHeaders(siteId), payload: {} });
+  expect(res.statusCode).toBe(200);
+  return res.json().conversation_id;
+}
+
+function upload(file: { name: string; content: Buffer | string }, fields: Record<string, string> = {}, opts: { siteId?: string; app?: TestApp } = {}) {
+  const body = multipart([...Object.entries(fields).map(([name, value]) => ({ name, value })), { name: 'file', value: file.content, filename: file.name }]);
+  return (opts.app ?? t).app.inject({ method: 'POST', url: '/api/public/widget/upload', headers: { ...siteHeaders(opts.siteId), ...body.headers }, payload: body.payload });
+}
+
+function transcribe(file: { name: string; content: Buffer | string }, app = t) {
+  const body = multipart([{ name: 'file', value: file.content, filename: file.name }]);
+  return app.app.inject({ method: 'POST', url: '/api/public/widget/transcribe', headers: { ...siteHeaders(), ...body.headers }, payload: body.payload });
+}
+
+const status = (uploadId: string, query = '', siteId = site.site_id) =>
+  t.app.inject({ method: 'GET', url: `/api/public/widget/upload/${uploadId}${query}`, headers: siteHeaders(siteId) });
+
+const fileUrl = (payload: { conversation_id: string; file_key: string }) => t.app.inject({ method: 'POST', url: '/api/public/widget/file_url', headers: siteHeaders(), payload });
+
+async function download(url: string): Promise<Buffer> {
+  const res = await t.app.inject({ method: 'GET', url });
+  expect(res.statusCode).toBe(200);
+  return res.rawPayload;
+}
+
+const uploadRows = async (conversationId: string) =>
+  db.orm.em.fork().execute<{ id: string; status: string; content: string | null }[]>('select id, status, content from widget_uploads where conversation_id = ? order by created_at', [conversationId]);
+
+const siteRow = async (siteId: string) => (await db.orm.em.fork().execute<SiteRow[]>('select * from sites where id = ?', [siteId]))[0];
+
+describe('POST /upload: stored, typed from its bytes, extracted before the answer', () => {
+  test('a PDF: 200 ready with a durable key and a signed link to the same bytes; status has the text length and a summary', async () => {
+    const pdf = await makePdf();
+    const res = await upload({ name: 'policy.pdf', content: pdf }, { conversation_id: conv });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body).toEqual({
+      upload_id: expect.stringMatching(/^upl_[0-9a-f]{24}$/),
+      file_id: expect.stringMatching(/^[0-9a-f]{64}$/),
+      file_name: 'policy.pdf',
+      file_url: expect.stringMatching(/^\/api\/media\//),
+      file_key: `upload/${body.upload_id}`,
+      mime_type: 'application/pdf',
+      status: 'ready',
+    });
+    expect((await download(body.file_url)).equals(pdf)).toBe(true);
+
+    const st = await status(body.upload_id, `?conversation_id=${conv}`);
+    expect(st.statusCode).toBe(200);
+    expect(st.json()).toEqual({
+      upload_id: body.upload_id,
+      file_name: 'policy.pdf',
+      mime_type: 'application/pdf',
+      status: 'ready',
+      parsed_chars: expect.any(Number),
+      summary: expect.stringContaining('Refund policy'),
+      error_message: null,
+    });
+    const [row] = (await uploadRows(conv)).filter((r) => r.id === body.upload_id);
+    expect(row.content).toContain(TEXT.pdfPage1);
+    expect(row.content).toContain(TEXT.pdfPage2);
+    expect(st.json().parsed_chars).toBe(row.content!.length);
+  });
+
+  test('a DOCX and a PNG (OCR) are read; the client-sent name is kept, the type comes from the bytes', async () => {
+    const docx = await upload({ name: 'warranty.bin', content: await makeDocx() }, { conversation_id: conv });
+    expect(docx.statusCode).toBe(200);
+    expect(docx.json().mime_type).toBe('application/vnd.openxmlformats-officedocument.wordprocessingml.document');
+    const png = await upload({ name: 'scan.png', content: await makeTextPng() }, { conversation_id: conv });
+    expect(png.statusCode).toBe(200);
+    expect(png.json().mime_type).toBe('image/png');
+    const rows = new Map((await uploadRows(conv)).map((r) => [r.id, r]));
+    expect(rows.get(docx.json().upload_id)!.content).toContain(TEXT.docxPara2);
+    const ocr = rows.get(png.json().upload_id)!.content!.toUpperCase();
+    for (const w of TEXT.ocrWords) expect(ocr).toContain(w);
+  });
+
+  test('a corrupt PDF: 422 extraction_failed with the reason; the upload stays readable in status error', async () => {
+    const res = await upload({ name: 'broken.pdf', content: makeCorruptPdf() }, { conversation_id: conv });
+    expect(res.statusCode).toBe(422);
+    expect(res.json()).toMatchObject({ error: 'extraction_failed', message: expect.stringMatching(/PDF/i), upload_id: expect.stringMatching(/^upl_/) });
+    const st = (await status(res.json().upload_id)).json();
+    expect(st).toMatchObject({ status: 'error', parsed_chars: null, summary: null, error_message: expect.stringMatching(/PDF/i) });
+  });
+
+  test('audio is transcribed through the configured transcriber', async () => {
+    nextTranscript = 'Please deliver the parcel to the back door.';
+    const res = await upload({ name: 'note.wav', content: makeWav() }, { conversation_id: conv });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().mime_type).toBe('audio/wav');
+    expect(sttRequests.at(-1)).toEqual({ url: '/v1/audio/transcriptions', hasModel: true, hasFile: true });
+    expect((await status(res.json().upload_id)).json()).toMatchObject({ status: 'ready', summary: 'Please deliver the parcel to the back door.' });
+  });
+
+  test('a long text gets a summary of ~200 characters cut at a word, with an ellipsis', async () => {
+    const words = Array.from({ length: 80 }, (_, i) => `word${i}`).join(' ');
+    const res = await upload({ name: 'words.txt', content: words }, { conversation_id: conv });
+    const summary = (await status(res.json().upload_id)).json().summary as string;
+    expect(summary.endsWith('…')).toBe(true);
+    expect(summary.length).toBeLessThanOrEqual(201);
+    expect(words.startsWith(summary.slice(0, -1) + ' ')).toBe(true);
+  });
+
+  test('an upload without a conversation is accepted (attached by /send later)', async () => {
+    const res = await upload({ name: 'loose.txt', content: 'A note without a conversation yet.' });
+    expect(res.statusCode).toBe(200);
+    const [row] = await db.orm.em.fork().execute<{ conversation_id: string | null; site_id: string }[]>('select conversation_id, site_id from widget_uploads where id = ?', [res.json().upload_id]);
+    expect(row).toEqual({ conversation_id: null, site_id: site.site_id });
+  });
+});
+
+describe('POST /upload: refusals, in the spec order, leave nothing behind', () => {
+  test('an unpublished agent: 503 no_workflow_configured; upload toggle off: 403 file_upload_not_enabled', async () => {
+    const draft = await t.services.sites.create(ws, await publishedAgent({ file_upload: true }, false), [ORIGIN]);
+    const a = await upload({ name: 'a.txt', content: 'hello' }, {}, { siteId: draft.site_id });
+    expect(a.statusCode).toBe(503);
+    expect(a.json()).toEqual({ error: 'no_workflow_configured', message: expect.any(String) });
+    const off = await t.services.sites.create(ws, await publishedAgent({ file_upload: false }), [ORIGIN]);
+    const b = await upload({ name: 'a.txt', content: 'hello' }, {}, { siteId: off.site_id });
+    expect(b.statusCode).toBe(403);
+    expect(b.json()).toEqual({ error: 'file_upload_not_enabled', message: expect.any(String) });
+  });
+
+  test('a type not accepted: 400 unsupported_type, no upload recorded', async () => {
+    const c = await newConversation(site.site_id);
+    const res = await upload({ name: 'blob.bin', content: randomBytes(2048) }, { conversation_id: c });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'unsupported_type', message: expect.any(String) });
+    expect(await uploadRows(c)).toEqual([]);
+  });
+
+  test("a conversation that is not this site's agent's web conversation: 404 not_found", async () => {
+    const other = await t.services.sites.create(ws, await publishedAgent({ file_upload: true }), [ORIGIN]);
+    const foreign = await newConversation(other.site_id);
+    const res = await upload({ name: 'a.txt', content: 'hello' }, { conversation_id: foreign });
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error).toBe('not_found');
+    const wrongCustomer = await upload({ name: 'a.txt', content: 'hello' }, { conversation_id: conv, customer_id: 'cus_000000000000000000000000' });
+    expect(wrongCustomer.statusCode).toBe(404);
+  });
+
+  test('over 25 MB: 413 payload_too_large, no upload recorded and no temporary file left', async () => {
+    const c = await newConversation(site.site_id);
+    const tmp = path.join(testBlobs.root, 'tmp');
+    const before = fs.readdirSync(tmp).length;
+    const res = await upload({ name: 'big.txt', content: Buffer.alloc(25 * 1024 * 1024 + 1, 0x61) }, { conversation_id: c });
+    expect(res.statusCode).toBe(413);
+    expect(res.json()).toEqual({ error: 'payload_too_large', message: expect.any(String) });
+    expect(await uploadRows(c)).toEqual([]);
+    expect(fs.readdirSync(tmp).length).toBe(before);
+  });
+
+  test('with 5 uploads of the conversation still processing: 400 too_many_files; with 4, the next is accepted', async () => {
+    const c = await newConversation(site.site_id);
+    const s = await siteRow(site.site_id);
+    const processing = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        await db.orm.em.fork().execute(
+          `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status)
+           values (?, ?, ?, ?, 'pending.txt', 'text/plain', 1, ?, 'processing')`,
+          [`upl_${Math.random().toString(16).slice(2, 14).padEnd(24, '0')}`, s.workspace_id, s.id, c, 'a'.repeat(64)],
+        );
+      }
+    };
+    await processing(4);
+    expect((await upload({ name: 'a.txt', content: 'fifth file' }, { conversation_id: c })).statusCode).toBe(200);
+    await processing(1);
+    const res = await upload({ name: 'b.txt', content: 'sixth file' }, { conversation_id: c });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'too_many_files', message: expect.any(String) });
+  });
+
+  test('the limit holds under a race: with 4 processing, of two simultaneous uploads exactly one is accepted', async () => {
+    const c = await newConversation(site.site_id);
+    const s = await siteRow(site.site_id);
+    for (let i = 0; i < 4; i++) {
+      await db.orm.em.fork().execute(
+        `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status)
+         values (?, ?, ?, ?, 'pending.txt', 'text/plain', 1, ?, 'processing')`,
+        [`upl_race${i}${'0'.repeat(19)}`, s.workspace_id, s.id, c, 'b'.repeat(64)],
+      );
+    }
+    const [a, b] = await Promise.all([upload({ name: 'a.pdf', content: await makePdf() }, { conversation_id: c }), upload({ name: 'b.pdf', content: await makePdf(['Other text.']) }, { conversation_id: c })]);
+    expect([a.statusCode, b.statusCode].sort()).toEqual([200, 400]);
+    expect([a, b].find((r) => r.statusCode === 400)!.json().error).toBe('too_many_files');
+  });
+
+  test('audio or video without a transcriber: 503 file_upload_prereq_failed (documents still work)', async () => {
+    const res = await upload({ name: 'note.wav', content: makeWav() }, { conversation_id: conv }, { app: bare });
+    expect(res.statusCode).toBe(503);
+    expect(res.json()).toEqual({ error: 'file_upload_prereq_failed', message: expect.stringContaining('TRANSCRIBE_BASE_URL') });
+    expect((await upload({ name: 'doc.txt', content: 'Plain text needs nothing external.' }, { conversation_id: conv }, { app: bare })).statusCode).toBe(200);
+  });
+});
+
+describe('GET /upload/{upload_id}', () => {
+  test("404 not_found for another site's upload, another conversation, or an unknown id", async () => {
+    const up = (await upload({ name: 'x.txt', content: 'status check' }, { conversation_id: conv })).json().upload_id;
+    const other = await t.services.sites.create(ws, agentId, [ORIGIN]);
+    expect((await status(up, '', other.site_id)).json().error).toBe('not_found');
+    expect((await status(up, `?conversation_id=${await newConversation(site.site_id)}`)).statusCode).toBe(404);
+    expect((await status('upl_000000000000000000000000')).statusCode).toBe(404);
+    expect((await status(up)).statusCode).toBe(200);
+  });
+});
+
+describe('POST /file_url', () => {
+  let kb: { inSub: string; outside: string; byId: string; inactive: string };
+
+  beforeAll(async () => {
+    const folders = t.services.folders;
+    const top = await folders.create(ws, 'Manuals', null);
+    const sub = await folders.create(ws, 'Printers', top.id);
+    const elsewhere = await folders.create(ws, 'Internal', null);
+    const file = async (name: string, folderId: string | null, active = true) => {
+      const staged = await t.services.blobs.stage(Readable.from(Buffer.from(`Contents of ${name}`)), 1024);
+      const f = await t.services.files.create(ws, { staged, name, folderId, mime: 'text/plain', kind: 'text' });
+      if (active) await db.orm.em.fork().execute(`update kb_files set status = 'active' where id = ?`, [f.id]);
+      return f.id;
+    };
+    kb = { inSub: await file('printer.txt', sub.id), outside: await file('salaries.txt', elsewhere.id), byId: await file('faq.txt', null), inactive: await file('draft.txt', top.id, false) };
+    await t.services.agents.update(ws, agentId, { knowledge_base: { folder_ids: [top.id], file_ids: [kb.byId] } });
+  });
+
+  test("an upload of the conversation: a fresh link to its bytes; another conversation's upload: 403 forbidden", async () => {
+    const up = (await upload({ name: 'mine.txt', content: 'my own file' }, { conversation_id: conv })).json();
+    const res = await fileUrl({ conversation_id: conv, file_key: up.file_key });
+    expect(res.statusCode).toBe(200);
+    expect((await download(res.json().url)).toString()).toBe('my own file');
+    const other = await newConversation(site.site_id);
+    const denied = await fileUrl({ conversation_id: other, file_key: up.file_key });
+    expect(denied.statusCode).toBe(403);
+    expect(denied.json()).toEqual({ error: 'forbidden', message: expect.any(String) });
+  });
+
+  test("knowledge-base files in the agent's selection (a selected folder's subfolder, a selected file) are downloadable", async () => {
+    const a = await fileUrl({ conversation_id: conv, file_key: `kb/${kb.inSub}` });
+    expect(a.statusCode).toBe(200);
+    expect((await download(a.json().url)).toString()).toBe('Contents of printer.txt');
+    const b = await fileUrl({ conversation_id: conv, file_key: `kb/${kb.byId}` });
+    expect((await download(b.json().url)).toString()).toBe('Contents of faq.txt');
+  });
+
+  test.each([
+    ['a KB file outside the selection', () => `kb/${kb.outside}`],
+    ['a KB file not active', () => `kb/${kb.inactive}`],
+    ['garbage', () => '../../etc/passwd'],
+    ['an unknown upload', () => 'upload/upl_000000000000000000000000'],
+  ])('%s: 403 forbidden', async (_what, key) => {
+    const res = await fileUrl({ conversation_id: conv, file_key: key() });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().error).toBe('forbidden');
+  });
+
+  test("a conversation that is not the site's: 403 forbidden even for a selected KB file", async () => {
+    const other = await t.services.sites.create(ws, await publishedAgent({ file_upload: true }), [ORIGIN]);
+    const res = await fileUrl({ conversation_id: await newConversation(other.site_id), file_key: `kb/${kb.byId}` });
+    expect(res.statusCode).toBe(403);
+  });
+});
+
+describe('POST /transcribe', () => {
+  test('a voice note: its transcript, through the OpenAI-compatible endpoint; nothing is stored', async () => {
+    nextTranscript = '  Where is my order?  ';
+    const before = await db.orm.em.fork().execute<{ n: string }[]>('select count(*) as n from widget_uploads');
+    const res = await transcribe({ name: 'voice.wav', content: makeWav() });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ transcript: 'Where is my order?' });
+    expect(sttRequests.at(-1)).toEqual({ url: '/v1/audio/transcriptions', hasModel: true, hasFile: true });
+    expect(await db.orm.em.fork().execute('select count(*) as n from widget_uploads')).toEqual(before);
+  });
+
+  test('silence: 422 empty_transcript', async () => {
+    nextTranscript = ' \n ';
+    const res = await transcribe({ name: 'silence.wav', content: makeWav() });
+    expect(res.statusCode).toBe(422);
+    expect(res.json()).toEqual({ error: 'empty_transcript', message: expect.any(String) });
+  });
+
+  test('not audio by its bytes (whatever the name): 400 not_audio, the transcriber is not called', async () => {
+    const calls = sttRequests.length;
+    const res = await transcribe({ name: 'voice.wav', content: await makePdf() });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'not_audio', message: expect.any(String) });
+    expect(sttRequests.length).toBe(calls);
+  });
+
+  test('no transcriber configured: 503 transcription_unavailable', async () => {
+    const res = await transcribe({ name: 'voice.wav', content: makeWav() }, bare);
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error).toBe('transcription_unavailable');
+  });
+
+  test('over 25 MB: 413 payload_too_large', async () => {
+    const res = await transcribe({ name: 'long.wav', content: Buffer.alloc(25 * 1024 * 1024 + 1) });
+    expect(res.statusCode).toBe(413);
+  });
+});
+
+describe('attachments for /send and history', () => {
+  test('forSend: a ready upload of the conversation, and a loose one of the site (then attached); describe re-signs links', async () => {
+    const c = await newConversation(site.site_id);
+    const own = (await upload({ name: 'own.txt', content: 'Own file text.' }, { conversation_id: c })).json().upload_id;
+    const loose = (await upload({ name: 'loose.txt', content: 'Loose file text.' })).json().upload_id;
+    const s = await siteRow(site.site_id);
+    const files = await t.services.uploads.forSend(s, c, [own, loose, own]);
+    expect(files).toEqual([
+      { id: own, file_name: 'own.txt', mime_type: 'text/plain', content: 'Own file text.', parsed_chars: 14 },
+      { id: loose, file_name: 'loose.txt', mime_type: 'text/plain', content: 'Loose file text.', parsed_chars: 16 },
+    ]);
+    expect((await uploadRows(c)).map((r) => r.id).sort()).toEqual([own, loose].sort());
+
+    const described = await t.services.uploads.describe([loose, 'upl_000000000000000000000000', own]);
+    expect(described.map((d) => [d.upload_id, d.file_key])).toEqual([
+      [loose, `upload/${loose}`],
+      [own, `upload/${own}`],
+    ]);
+    expect((await download(described[0].url)).toString()).toBe('Loose file text.');
+  });
+
+  test("forSend refuses another conversation's upload, an upload in error and another site's upload, naming the ref", async () => {
+    const c = await newConversation(site.site_id);
+    const s = await siteRow(site.site_id);
+    const theirs = (await upload({ name: 'x.txt', content: 'theirs' }, { conversation_id: conv })).json().upload_id;
+    const broken = (await upload({ name: 'broken.pdf', content: makeCorruptPdf() }, { conversation_id: c })).json().upload_id;
+    await expect(t.services.uploads.forSend(s, c, [theirs])).rejects.toMatchObject({ status: 400, code: 'invalid_request', message: expect.stringContaining(theirs) });
+    await expect(t.services.uploads.forSend(s, c, [broken])).rejects.toMatchObject({ status: 400, code: 'invalid_request', message: expect.stringContaining(broken) });
+    const other = await siteRow((await t.services.sites.create(ws, agentId, [ORIGIN])).site_id);
+    const loose = (await upload({ name: 'l.txt', content: 'loose' })).json().upload_id;
+    await expect(t.services.uploads.forSend(other, c, [loose])).rejects.toMatchObject({ code: 'invalid_request' });
+    // Refused refs are not attached.
+    expect((await db.orm.em.fork().execute<{ conversation_id: string | null }[]>('select conversation_id from widget_uploads where id = ?', [loose]))[0].conversation_id).toBeNull();
+  });
+});
+
+describe('search over long uploads', () => {
+  const TOPICS = [
+    'Quarterly revenue figures were reviewed by the finance committee and approved without changes.',
+    'The marketing team scheduled the newsletter for the first Monday of every month.',
+    'Office opening hours are nine to five on weekdays, with a shorter day on Fridays.',
+    'New employees receive a laptop and a badge on their first morning at reception.',
+    'The cafeteria menu rotates weekly and always includes a vegetarian option.',
+  ];
+  const NEEDLE = 'Spare bicycle tyres and inner tubes are kept in basement locker number 42, next to the bike pump.';
+
+  test('a long text is indexed (idempotently) and its passages are ranked by meaning; short ones are not indexed', async () => {
+    const c = await newConversation(site.site_id);
+    const paragraphs: string[] = [];
+    for (let i = 0; i < 40; i++) paragraphs.push(`${TOPICS[i % TOPICS.length]} Note ${i}.`);
+    paragraphs.splice(23, 0, NEEDLE);
+    const text = paragraphs.join('\n\n');
+    expect(text.length).toBeGreaterThan(INDEX_CHARS);
+    const long = (await upload({ name: 'handbook.txt', content: text }, { conversation_id: c })).json().upload_id;
+    const short = (await upload({ name: 'short.txt', content: 'Short note about bicycle tyres.' }, { conversation_id: c })).json().upload_id;
+
+    const uploads = t.services.uploads;
+    const [longFile, shortFile] = await uploads.forSend(await siteRow(site.site_id), c, [long, short]);
+    expect(uploads.needsIndexing(longFile)).toBe(true);
+    expect(uploads.needsIndexing(shortFile)).toBe(false);
+
+    const n = await uploads.indexForSearch(long);
+    expect(n).toBeGreaterThan(1);
+    expect(await uploads.indexForSearch(long)).toBe(n);
+    const [{ count }] = await db.orm.em.fork().execute<{ count: string }[]>('select count(*) from widget_upload_chunks where upload_id = ?', [long]);
+    expect(Number(count)).toBe(n);
+
+    const hits = await uploads.search(c, 'where are the bike tyres stored?', 3);
+    expect(hits).toHaveLength(3);
+    expect(hits[0]).toMatchObject({ upload_id: long, file_name: 'handbook.txt', text: expect.stringContaining('locker number 42') });
+    expect(hits[0].score).toBeGreaterThan(hits[1].score);
+    // Another conversation sees none of them.
+    expect(await uploads.search(await newConversation(site.site_id), 'bike tyres', 3)).toEqual([]);
+  });
+});
+
+describe('init capabilities', () => {
+  test('file_upload is on when the toggle is; a warning only when audio/video would lack a transcriber', async () => {
+    const withStt = await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: siteHeaders(), payload: {} });
+    expect(withStt.json().capabilities.file_upload).toBe(true);
+    expect(withStt.json().capability_warnings).toBeUndefined();
+    const without = await bare.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: siteHeaders(), payload: {} });
+    expect(without.json().capabilities.file_upload).toBe(true);
+    expect(without.json().capability_warnings).toEqual([expect.stringContaining('TRANSCRIBE_BASE_URL')]);
+  });
+});

@@ -4,7 +4,7 @@
 // BENCH_ROUNDS (2), BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section
 // (and replaces only that section's entry in latest.json);
 // BENCH_STRICT=1 exits 1 when a ratio (or another checked goal) misses its target.
-// Section-specific settings (BENCH_WEBHOOK_*, BENCH_KB_*, BENCH_MSGAPP_*) are described at the top of
+// Section-specific settings (BENCH_WEBHOOK_*, BENCH_KB_*, BENCH_MSGAPP_*, BENCH_WIDGET_*) are described at the top of
 // the section's file.
 //
 // To add a section (webhooks, KB indexing, search): write bench/<name>.ts exporting an
@@ -18,6 +18,8 @@ import { benchKbIndexing } from './kb-indexing';
 import { benchKbSearch } from './kb-search';
 import { benchKbUploadRss } from './kb-upload-rss';
 import { benchMsgappSend } from './msgapp-send';
+import { benchWidgetReply } from './widget-reply';
+import { benchWidgetSockets } from './widget-sockets';
 import type { Result } from './lib/types';
 
 const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Promise<Result> }> = [
@@ -27,6 +29,8 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'kb-search', run: benchKbSearch },
   { name: 'kb-upload-rss', run: benchKbUploadRss },
   { name: 'msgapp-send', run: benchMsgappSend },
+  { name: 'widget-reply', run: benchWidgetReply },
+  { name: 'widget-sockets', run: benchWidgetSockets },
 ];
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);

@@ -1,0 +1,356 @@
+// The widget-sockets section: fan-out of chat frames to many open widget sockets. Runs in
+// a child process of its own (bench/lib/child.ts).
+//
+// C conversations, each with one open reply socket (GET /api/chat/connect), split across
+// A API app instances on the same database (each with its own ChatHub and LISTEN
+// connection, as separate API processes have; here they share this process). A publisher
+// with its own connection pool, as a worker is, publishes K `reply_delta` frames per
+// conversation with publishFrame (NOTIFY on chat_frames), P publishers at once, each owning
+// a share of the conversations and going round them one frame at a time, so each
+// conversation's frames are published in order, one after the other, while conversations
+// interleave. Every frame's text carries its sequence number and its send time (taken just
+// before publishFrame). Measured: frames delivered ÷ frames sent (goal 1.0), whether each
+// conversation received its frames in order (goal: all), publish → socket latency p50/p99,
+// and frames/s from the first publish to the last arrival.
+//
+// Baselines in the same run, so the report shows what the hub adds on top of the bus:
+//   - bus (same load): the same frames, published the same way from the same pool, on
+//     another channel, received by one plain pg client LISTENing (no hub, no socket);
+//   - bus round trip: NOTIFY and LISTEN on one pg connection, one notice at a time, as many
+//     notices as frames (the bus's floor).
+// BENCH_ROUNDS rounds, the hub and the same-load bus alternating which goes first; each side
+// gets an unmeasured warm-up round first. The throughput ratio is informational (target 0).
+//
+// Settings (besides BENCH_ROUNDS, BENCH_PG_URL from bench/lib):
+//   BENCH_WIDGET_SOCKETS (200)           conversations, one open socket each
+//   BENCH_WIDGET_FRAMES (20)             frames published per conversation per round
+//   BENCH_WIDGET_SOCKET_APPS (2)         API app instances the sockets are split across (1 or more)
+//   BENCH_WIDGET_PUBLISHERS (10)         publishes in flight (the publisher pool holds 10 connections)
+//   BENCH_WIDGET_DRAIN_MS (5000)         how long to wait for missing frames after the last publish
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { publishFrame, type ChatNotice } from '../core/chat/frames';
+import { SecretBox } from '../core/crypto/secret-box';
+import { openDatabase } from '../core/db/orm';
+import { policyFromCidrs } from '../core/net/ssrf';
+import type { ServiceOptions } from '../core/services';
+import { childMain, runInChild, type Cleanup } from './lib/child';
+import { createBenchDatabase, createWorkspace } from './lib/db';
+import { envNumber, loadSettings } from './lib/load';
+import { unusedKbOptions } from './lib/services';
+import { mean, percentile, round1, spread } from './lib/stats';
+import type { Check, Comparison, Result, RunStats, TargetSummary } from './lib/types';
+import { createWidgetSite, initConversation, openReplySocket, startWidgetApi, type WidgetApi } from './lib/widget';
+
+const TARGET_RATIO = 0;
+const BUS_CHANNEL = 'bench_frames';
+const ROUND_TRIP_CHANNEL = 'bench_round_trip';
+
+const now = () => performance.now();
+const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+
+function settings() {
+  const s = {
+    sockets: Math.round(envNumber('BENCH_WIDGET_SOCKETS', 200, 1)),
+    frames: Math.round(envNumber('BENCH_WIDGET_FRAMES', 20, 1)),
+    apps: Math.round(envNumber('BENCH_WIDGET_SOCKET_APPS', 2, 1)),
+    publishers: Math.round(envNumber('BENCH_WIDGET_PUBLISHERS', 10, 1)),
+    drainMs: envNumber('BENCH_WIDGET_DRAIN_MS', 5_000, 100),
+    rounds: loadSettings().rounds,
+  };
+  if (s.apps > s.sockets) throw new Error(`BENCH_WIDGET_SOCKET_APPS=${s.apps}: more apps than sockets (${s.sockets})`);
+  return s;
+}
+
+/** A frame's text: its sequence number and send time (performance.now(), this process). */
+const frameText = (seq: number, sentAt: number) => `${seq} ${sentAt.toFixed(3)}`;
+function parseFrameText(text: string): { seq: number; sentAt: number } {
+  const [seq, sentAt] = text.split(' ').map(Number);
+  return { seq, sentAt };
+}
+
+/** What one side of one round received, per conversation. */
+class Receipts {
+  readonly seqs: number[][];
+  readonly latenciesMs: number[] = [];
+  received = 0;
+  lastAt = 0;
+
+  constructor(conversations: number) {
+    this.seqs = Array.from({ length: conversations }, () => []);
+  }
+
+  add(conversation: number, text: string, at: number): void {
+    const { seq, sentAt } = parseFrameText(text);
+    this.seqs[conversation].push(seq);
+    this.latenciesMs.push(at - sentAt);
+    this.received++;
+    this.lastAt = Math.max(this.lastAt, at);
+  }
+
+  /** Conversations whose frames arrived in strictly increasing order (none twice). */
+  inOrder(): number {
+    return this.seqs.filter((xs) => xs.every((x, i) => i === 0 || x > xs[i - 1])).length;
+  }
+}
+
+interface Burst {
+  sent: number;
+  received: number;
+  inOrder: number;
+  latenciesMs: number[];
+  /** First publish to last arrival. */
+  seconds: number;
+  framesPerSec: number;
+}
+
+async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
+  const s = settings();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-sockets-'));
+  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
+
+  // ---- Database; the publisher's own pool, as a worker process has.
+  const db = await createBenchDatabase();
+  cleanup.push(['database', () => db.drop()]);
+  const publisherOrm = await openDatabase(db.url);
+  cleanup.push(['publisher orm', () => publisherOrm.close(true)]);
+  const publisher: EntityManager = publisherOrm.em;
+  const workspaceId = await createWorkspace(db.orm);
+  const options: ServiceOptions = {
+    idempotencyTtlHours: 24,
+    box: new SecretBox(randomBytes(32)),
+    sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 },
+    ...unusedKbOptions(tmp).options,
+  };
+
+  // ---- The API apps: the first on the benchmark's ORM, the others on pools of their own.
+  const apis: WidgetApi[] = [];
+  for (let a = 0; a < s.apps; a++) {
+    let orm = db.orm;
+    if (a > 0) {
+      const own = await openDatabase(db.url);
+      cleanup.push([`api ${a + 1} orm`, () => own.close(true)]);
+      orm = own;
+    }
+    apis.push(await startWidgetApi({ name: `api ${a + 1}`, orm, databaseUrl: db.url, options, cleanup }));
+  }
+  const { siteId } = await createWidgetSite(apis[0], workspaceId, 'Help shoppers.');
+
+  // ---- Conversations and their sockets; each frame is kept for the round it belongs to.
+  let current: { replyId: string; receipts: Receipts } | null = null;
+  const conversations: string[] = [];
+  for (let i = 0; i < s.sockets; i++) conversations.push(await initConversation(apis[0], siteId));
+  const index = new Map(conversations.map((c, i) => [c, i]));
+  let t = now();
+  const strays: string[] = [];
+  await Promise.all(
+    conversations.map((c, i) =>
+      openReplySocket(
+        apis[i % apis.length],
+        siteId,
+        c,
+        (frame, at) => {
+          if (frame.type === 'ping') return;
+          if (frame.type !== 'reply_delta' || !current || frame.reply_id !== current.replyId) {
+            strays.push(JSON.stringify(frame).slice(0, 200));
+            return;
+          }
+          current.receipts.add(i, String(frame.text), at);
+        },
+        cleanup,
+      ),
+    ),
+  );
+  const openMs = now() - t;
+  const held = apis.map((a) => a.hub.size);
+  if (held.reduce((x, y) => x + y, 0) !== s.sockets) throw new Error(`the hubs hold ${held.join(' + ')} sockets, expected ${s.sockets}`);
+  log(`  setup: ${s.apps} API app(s) with a ChatHub each, holding ${held.join(' + ')} sockets (opened in ${ms(openMs)} ms); publisher pool of 10; ${s.publishers} publishes in flight`);
+
+  // ---- The same-load bus baseline's listener: one plain connection.
+  const listener = new Client({ connectionString: db.url });
+  await listener.connect();
+  cleanup.push(['bus listener', () => listener.end()]);
+  await listener.query(`listen ${BUS_CHANNEL}`);
+  listener.on('notification', (msg) => {
+    const at = now();
+    if (msg.channel !== BUS_CHANNEL || !current) return;
+    const notice = JSON.parse(msg.payload ?? '{}') as Extract<ChatNotice, { k: 'frame' }>;
+    const i = index.get(notice.c);
+    if (i === undefined || notice.f.type !== 'reply_delta' || notice.f.reply_id !== current.replyId) return;
+    current.receipts.add(i, notice.f.text, at);
+  });
+
+  /** Publishes `frames` per conversation (P lanes, each owning conversations i ≡ lane mod P) and waits for them to arrive. */
+  const burst = async (side: 'hub' | 'bus', label: string, frames: number): Promise<Burst> => {
+    const replyId = `msg_bench${label}`;
+    const receipts = new Receipts(conversations.length);
+    current = { replyId, receipts };
+    const publish =
+      side === 'hub'
+        ? (c: string, text: string) => publishFrame(publisher, c, { type: 'reply_delta', reply_id: replyId, text })
+        : async (c: string, text: string) => {
+            const notice: ChatNotice = { k: 'frame', c, f: { type: 'reply_delta', reply_id: replyId, text } };
+            await publisher.getConnection().execute('select pg_notify(?, ?)', [BUS_CHANNEL, JSON.stringify(notice)]);
+          };
+    const lanes = Math.min(s.publishers, conversations.length);
+    const started = now();
+    await Promise.all(
+      Array.from({ length: lanes }, async (_, lane) => {
+        const mine = conversations.filter((_c, i) => i % lanes === lane);
+        for (let seq = 0; seq < frames; seq++) {
+          for (const c of mine) await publish(c, frameText(seq, now()));
+        }
+      }),
+    );
+    const sent = frames * conversations.length;
+    // Wait for the stragglers; give up after drainMs without progress.
+    let seen = receipts.received;
+    let progressAt = now();
+    while (receipts.received < sent && now() - progressAt < s.drainMs) {
+      await new Promise((r) => setTimeout(r, 10));
+      if (receipts.received !== seen) {
+        seen = receipts.received;
+        progressAt = now();
+      }
+    }
+    current = null;
+    const seconds = (Math.max(receipts.lastAt, started) - started) / 1000;
+    return { sent, received: receipts.received, inOrder: receipts.inOrder(), latenciesMs: receipts.latenciesMs, seconds, framesPerSec: receipts.received / seconds };
+  };
+
+  // ---- Warm-up: a short burst each (JIT, pool connections, the hubs' first frames).
+  t = now();
+  const warmFrames = Math.min(3, s.frames);
+  for (const side of ['hub', 'bus'] as const) {
+    const b = await burst(side, `warm${side}`, warmFrames);
+    if (b.received !== b.sent) log(`  warm-up ${side}: ${b.received} of ${b.sent} frames arrived`);
+  }
+  log(`  warm-up: ${warmFrames} frames per conversation per side in ${((now() - t) / 1000).toFixed(1)} s`);
+
+  // ---- Measured rounds, alternating which side goes first.
+  const runs: RunStats[] = [];
+  const bursts: Record<'hub' | 'bus', Burst[]> = { hub: [], bus: [] };
+  for (let round = 1; round <= s.rounds; round++) {
+    const order: Array<'hub' | 'bus'> = round % 2 === 1 ? ['hub', 'bus'] : ['bus', 'hub'];
+    const line: string[] = [];
+    for (const side of order) {
+      const b = await burst(side, `r${round}${side}`, s.frames);
+      bursts[side].push(b);
+      runs.push({
+        target: side === 'hub' ? 'hub (sockets)' : 'bus (same load)',
+        round,
+        durationSeconds: b.seconds,
+        connections: s.publishers,
+        requestsPerSec: b.framesPerSec,
+        latencyP50Ms: percentile(b.latenciesMs, 50),
+        latencyP99Ms: percentile(b.latenciesMs, 99),
+        latencyMeanMs: mean(b.latenciesMs),
+        totalRequests: b.received,
+        statusCodes: { delivered: b.received, lost: b.sent - b.received },
+      });
+      line.push(
+        `${side} ${b.received}/${b.sent} frames, ${b.inOrder}/${conversations.length} in order, ${b.framesPerSec.toFixed(0)} frames/s ` +
+          `(p50 ${ms(percentile(b.latenciesMs, 50))} ms, p99 ${ms(percentile(b.latenciesMs, 99))} ms)`,
+      );
+    }
+    log(`  round ${round}: ${line.join('; ')}`);
+  }
+  if (strays.length) throw new Error(`${strays.length} unexpected frames arrived on the sockets, e.g. ${strays[0]}`);
+  const busLost = bursts.bus.reduce((a, b) => a + b.sent - b.received, 0);
+  if (busLost) throw new Error(`the bus baseline lost ${busLost} notices: the machine is not fit to measure this`);
+
+  // ---- The bus's floor: NOTIFY → LISTEN on one connection, one at a time.
+  const roundTrips = s.frames * conversations.length;
+  const rt = new Client({ connectionString: db.url });
+  await rt.connect();
+  cleanup.push(['round-trip connection', () => rt.end()]);
+  await rt.query(`listen ${ROUND_TRIP_CHANNEL}`);
+  let arrived: (() => void) | null = null;
+  rt.on('notification', () => arrived?.());
+  const rtMs: number[] = [];
+  for (let i = 0; i < roundTrips; i++) {
+    const t0 = now();
+    const got = new Promise<void>((resolve) => (arrived = resolve));
+    await rt.query('select pg_notify($1, $2)', [ROUND_TRIP_CHANNEL, frameText(i, t0)]);
+    await got;
+    rtMs.push(now() - t0);
+  }
+  const roundTrip = spread(rtMs);
+
+  // ---- Summaries.
+  const summary = (target: string): TargetSummary => {
+    const rs = runs.filter((r) => r.target === target);
+    return {
+      target,
+      rounds: rs.length,
+      meanRequestsPerSec: mean(rs.map((r) => r.requestsPerSec)),
+      bestRequestsPerSec: Math.max(...rs.map((r) => r.requestsPerSec)),
+      meanLatencyP50Ms: mean(rs.map((r) => r.latencyP50Ms)),
+      meanLatencyP99Ms: mean(rs.map((r) => r.latencyP99Ms)),
+    };
+  };
+  const hub = summary('hub (sockets)');
+  const bus = summary('bus (same load)');
+  const ratio = hub.meanRequestsPerSec / bus.meanRequestsPerSec;
+  const comparison: Comparison = {
+    name: 'widget-sockets',
+    subject: 'hub (sockets)',
+    baseline: 'bus (same load)',
+    subjectRequestsPerSec: hub.meanRequestsPerSec,
+    baselineRequestsPerSec: bus.meanRequestsPerSec,
+    ratio,
+    roundRatios: bursts.hub.map((h, i) => h.framesPerSec / bursts.bus[i].framesPerSec),
+    bestRatio: hub.bestRequestsPerSec / bus.bestRequestsPerSec,
+    target: TARGET_RATIO,
+    pass: ratio >= TARGET_RATIO,
+    subjectUnit: 'frames/s',
+    baselineUnit: 'frames/s',
+  };
+
+  const sent = bursts.hub.reduce((a, b) => a + b.sent, 0);
+  const delivered = bursts.hub.reduce((a, b) => a + b.received, 0);
+  const ordered = bursts.hub.reduce((a, b) => a + b.inOrder, 0);
+  const streams = bursts.hub.length * conversations.length;
+  const checks: Check[] = [
+    { name: `widget-sockets frames delivered ÷ sent (${delivered} of ${sent})`, value: delivered / sent, unit: 'ratio', goal: '= 1.0', pass: delivered === sent },
+    { name: `widget-sockets conversations in order (${ordered} of ${streams} over ${bursts.hub.length} rounds)`, value: ordered / streams, unit: 'ratio', goal: '= 1.0', pass: ordered === streams },
+  ];
+  const hubLat = spread(bursts.hub.flatMap((b) => b.latenciesMs));
+  const busLat = spread(bursts.bus.flatMap((b) => b.latenciesMs));
+  const headlines = [
+    `widget-sockets: ${s.sockets} sockets on ${s.apps} app(s), ${s.frames} frames each per round: publish → socket p50 ${ms(hubLat.p50)} ms, p99 ${ms(hubLat.p99)} ms ` +
+      `/ bus NOTIFY → LISTEN at the same load p50 ${ms(busLat.p50)} ms, p99 ${ms(busLat.p99)} ms → hub adds p50 ${ms(hubLat.p50 - busLat.p50)} ms, p99 ${ms(hubLat.p99 - busLat.p99)} ms`,
+    `widget-sockets: ${delivered}/${sent} frames delivered, ${ordered}/${streams} conversation streams in order; ${hub.meanRequestsPerSec.toFixed(0)} frames/s vs bus ${bus.meanRequestsPerSec.toFixed(0)} frames/s; ` +
+      `bus round trip on one idle connection p50 ${ms(roundTrip.p50)} ms, p99 ${ms(roundTrip.p99)} ms`,
+  ];
+  for (const h of headlines) log(`  ${h}`);
+
+  const fig = (x: ReturnType<typeof spread>) => ({ n: x.n, p50: round1(x.p50), p99: round1(x.p99), max: round1(x.max), mean: round1(x.mean) });
+  return {
+    section: 'widget-sockets',
+    description:
+      `${s.sockets} conversations with an open reply socket on ${s.apps} API app(s) (ChatHub each); ${s.frames} reply_delta frames per conversation published with ` +
+      `publishFrame from a separate pool (${s.publishers} in flight), vs the same notices received by one plain LISTEN connection; req/s = frames/s, latency = publish → arrival`,
+    settings: { ...s, order: 'per round hub / bus alternating; mean over rounds' },
+    runs,
+    targets: [hub, bus],
+    comparisons: [comparison],
+    checks,
+    headlines,
+    details: {
+      socketsPerApp: held,
+      openSocketsMs: round1(openMs),
+      latencyMs: { hub: fig(hubLat), busSameLoad: fig(busLat), busRoundTripOneConnection: fig(roundTrip) },
+    },
+  };
+}
+
+export function benchWidgetSockets(log: (line: string) => void = console.log): Promise<Result> {
+  return runInChild(__filename, 'widget-sockets', log);
+}
+
+if (require.main === module) childMain(measure);

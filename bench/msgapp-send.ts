@@ -40,7 +40,7 @@ import { cpuBetween, cpuSnapshot, formatCpu, type CpuUse } from './lib/cpu';
 import { createBenchDatabase, createKey, createWorkspace } from './lib/db';
 import { envNumber, listen, loadSettings } from './lib/load';
 import { unusedKbOptions } from './lib/services';
-import { mean, percentile, round1 } from './lib/stats';
+import { mean, percentile, round1, summarizeTarget } from './lib/stats';
 import type { Comparison, Result, RunStats, TargetSummary } from './lib/types';
 
 const TARGET_RATIO = 0;
@@ -217,17 +217,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   }
   for (const side of ['workflow', 'direct'] as const) log(`  ${side}: ${formatCpu(cpu[side][cpu[side].length - 1])}`);
 
-  const summary = (target: string): TargetSummary => {
-    const rs = runs.filter((r) => r.target === target);
-    return {
-      target,
-      rounds: rs.length,
-      meanRequestsPerSec: mean(rs.map((r) => r.requestsPerSec)),
-      bestRequestsPerSec: Math.max(...rs.map((r) => r.requestsPerSec)),
-      meanLatencyP50Ms: mean(rs.map((r) => r.latencyP50Ms)),
-      meanLatencyP99Ms: mean(rs.map((r) => r.latencyP99Ms)),
-    };
-  };
+  const summary = (target: string): TargetSummary => summarizeTarget(runs, target);
   const wf = summary('workflow');
   const dr = summary('direct');
   const ratio = wf.meanRequestsPerSec / dr.meanRequestsPerSec;

@@ -42,7 +42,7 @@ import { childMain, runInChild, type Cleanup } from './lib/child';
 import { createBenchDatabase, createWorkspace } from './lib/db';
 import { envNumber, loadSettings } from './lib/load';
 import { unusedKbOptions } from './lib/services';
-import { mean, percentile, round1, spread } from './lib/stats';
+import { mean, percentile, round1, spread, summarizeTarget } from './lib/stats';
 import type { Check, Comparison, Result, RunStats, TargetSummary } from './lib/types';
 import { createWidgetSite, initConversation, openReplySocket, startWidgetApi, type WidgetApi } from './lib/widget';
 
@@ -282,17 +282,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const roundTrip = spread(rtMs);
 
   // ---- Summaries.
-  const summary = (target: string): TargetSummary => {
-    const rs = runs.filter((r) => r.target === target);
-    return {
-      target,
-      rounds: rs.length,
-      meanRequestsPerSec: mean(rs.map((r) => r.requestsPerSec)),
-      bestRequestsPerSec: Math.max(...rs.map((r) => r.requestsPerSec)),
-      meanLatencyP50Ms: mean(rs.map((r) => r.latencyP50Ms)),
-      meanLatencyP99Ms: mean(rs.map((r) => r.latencyP99Ms)),
-    };
-  };
+  const summary = (target: string): TargetSummary => summarizeTarget(runs, target);
   const hub = summary('hub (sockets)');
   const bus = summary('bus (same load)');
   const ratio = hub.meanRequestsPerSec / bus.meanRequestsPerSec;

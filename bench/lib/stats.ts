@@ -1,4 +1,5 @@
 /** Small statistics helpers for sections that time events themselves. */
+import type { RunStats, TargetSummary } from './types';
 
 export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
@@ -23,3 +24,16 @@ export function spread(xs: number[]): Spread {
 }
 
 export const round1 = (n: number): number => Math.round(n * 10) / 10;
+
+/** One target's aggregate over its measured rounds (runs of other targets are ignored). */
+export function summarizeTarget(runs: Array<Pick<RunStats, 'target' | 'requestsPerSec' | 'latencyP50Ms' | 'latencyP99Ms'>>, target: string): TargetSummary {
+  const rs = runs.filter((r) => r.target === target);
+  return {
+    target,
+    rounds: rs.length,
+    meanRequestsPerSec: mean(rs.map((r) => r.requestsPerSec)),
+    bestRequestsPerSec: Math.max(...rs.map((r) => r.requestsPerSec)),
+    meanLatencyP50Ms: mean(rs.map((r) => r.latencyP50Ms)),
+    meanLatencyP99Ms: mean(rs.map((r) => r.latencyP99Ms)),
+  };
+}

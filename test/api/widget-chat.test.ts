@@ -9,6 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { indexed, startIndexDispatcher, upload } from '../support/kb';
 
 let db: TestDatabase;
 let t: TestApp;
@@ -370,6 +371,34 @@ describe('background tasks', () => {
       await blocker.query('rollback');
       await blocker.end();
       s.close();
+    }
+  });
+});
+
+describe('without a language model', () => {
+  test('the agent quotes the best knowledge-base passages with their file names, labelled as excerpts; never invented text', async () => {
+    const kbAuth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
+    const dispatcher = await startIndexDispatcher(db, tw);
+    const noLlm = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, testServiceOptions()) });
+    const app = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: noLlm.client, taskQueue: noLlm.taskQueue } });
+    try {
+      const file = await upload(t.app, kbAuth, {
+        filename: 'returns-policy.txt',
+        content: 'Returns policy. Unworn shoes can be returned within 30 days of delivery for a full refund to the original card.',
+      });
+      expect(await indexed(tw, file.json().id)).toBe('active');
+      const call = (url: string, payload: object) => app.app.inject({ method: 'POST', url: `/api/public/widget/${url}`, headers: headers(), payload });
+      const conv = (await call('init', {})).json();
+      const res = await call('send', { conversation_id: conv.conversation_id, text: 'can I return shoes for a refund?' });
+      expect(res.statusCode).toBe(200);
+      const text: string = res.json().text;
+      expect(text).toMatch(/^Retrieved excerpts from the knowledge base/);
+      expect(text).toContain('From "returns-policy.txt"');
+      expect(text).toContain('> Returns policy. Unworn shoes can be returned within 30 days');
+    } finally {
+      await app.close();
+      await noLlm.close();
+      await dispatcher.stop();
     }
   });
 });

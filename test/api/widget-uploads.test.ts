@@ -265,6 +265,23 @@ describe('POST /upload: refusals, in the spec order, leave nothing behind', () =
     expect([a, b].find((r) => r.statusCode === 400)!.json().error).toBe('too_many_files');
   });
 
+  test('an upload left processing by a lost process turns to error past the time limit and stops counting', async () => {
+    const c = await newConversation(site.site_id);
+    const s = await siteRow(site.site_id);
+    const ids = Array.from({ length: 5 }, (_, i) => `upl_stale${i}${'0'.repeat(18)}`);
+    for (const id of ids) {
+      await db.orm.em.fork().execute(
+        `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status, created_at)
+         values (?, ?, ?, ?, 'lost.txt', 'text/plain', 1, ?, 'processing', now() - interval '20 minutes')`,
+        [id, s.workspace_id, s.id, c, 'c'.repeat(64)],
+      );
+    }
+    const read = await status(ids[0], `?conversation_id=${c}`);
+    expect(read.json()).toMatchObject({ status: 'error', error_message: expect.stringContaining('interrupted') });
+    expect((await upload({ name: 'again.txt', content: 'the file once more' }, { conversation_id: c })).statusCode).toBe(200);
+    expect((await uploadRows(c)).filter((r: { status: string }) => r.status === 'processing')).toHaveLength(0);
+  });
+
   test('audio or video without a transcriber: 503 file_upload_prereq_failed (documents still work)', async () => {
     const res = await upload({ name: 'note.wav', content: makeWav() }, { conversation_id: conv }, { app: bare });
     expect(res.statusCode).toBe(503);

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
+import { readSingleFile } from '../../multipart';
 import { ApiError } from '../../../core/errors';
 import { sniffType } from '../../../core/kb/extract/sniff';
 import type { StagedBlob } from '../../../core/storage/blob-store';
@@ -38,41 +39,20 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
     // The multipart stream is read by the handler, not validated as a JSON body.
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request, reply) => {
-      if (!request.isMultipart()) throw new ApiError(415, 'unsupported_media_type', "Content-Type: this endpoint accepts 'multipart/form-data'");
       const ws = authOf(request).workspaceId;
-      let staged: StagedBlob | null = null;
-      let fileName = '';
-      const fields: Record<string, string> = {};
+      const { staged, fileName, fields } = await readSingleFile(request, app.services.blobs, maxBytes);
+      let pending: StagedBlob | null = staged;
       try {
-        for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 4096 } })) {
-          if (part.type === 'file') {
-            if (part.fieldname !== 'file' || staged) {
-              part.file.resume();
-              throw new ApiError(400, 'invalid_request', `${part.fieldname}: only one file, in the field 'file'`);
-            }
-            fileName = part.filename;
-            staged = await app.services.blobs.stage(part.file, maxBytes);
-          } else {
-            fields[part.fieldname] = String(part.value);
-          }
-        }
-        if (!staged) throw new ApiError(400, 'invalid_request', 'file: required');
         if (staged.size === 0) throw new ApiError(400, 'invalid_request', 'file: is empty');
         const name = (fields.name ?? fileName).trim();
         if (!name || name.length > 255) throw new ApiError(400, 'invalid_request', 'name: 1 to 255 characters');
         const type = await sniffType(staged.tempPath, fileName || name);
         if (!type) throw new ApiError(415, 'unsupported_mime', `file: '${fileName || name}' is not a supported document, image, audio or video type`);
         const created = await files.create(ws, { staged, name, folderId: fields.folder_id || null, mime: type.mime, kind: type.kind });
-        staged = null;
+        pending = null;
         return reply.code(201).send(created);
-      } catch (err) {
-        if (staged) await app.services.blobs.discard(staged);
-        const code = (err as { code?: string }).code;
-        if (code === 'FST_REQ_FILE_TOO_LARGE' || err instanceof Error && err.name === 'BlobTooLargeError') {
-          throw new ApiError(413, 'payload_too_large', `file: larger than the ${Math.round(maxBytes / 1024 / 1024)} MB limit`);
-        }
-        if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError(400, 'invalid_request', 'body: too many parts');
-        throw err;
+      } finally {
+        if (pending) await app.services.blobs.discard(pending);
       }
     },
   });

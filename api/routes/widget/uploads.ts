@@ -1,8 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
-import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { ApiError } from '../../../core/errors';
-import type { BlobStore, StagedBlob } from '../../../core/storage/blob-store';
+import { readSingleFile } from '../../multipart';
 import { WIDGET_UPLOAD_MAX_BYTES } from '../../../core/widget/uploads';
 import { ErrorBody } from '../../schemas/common';
 import { tags, widgetErrors } from './common';
@@ -60,41 +58,6 @@ const uploadErrors = {
   503: ErrorBody.meta({ description: 'no_workflow_configured, file_upload_prereq_failed (audio or video without a transcriber)' }),
 } as const;
 
-/**
- * Streams a multipart body's one `file` part into temporary blob storage (never
- * buffered whole; over `maxBytes` is 413 and nothing stays behind) and collects its
- * text fields. The caller owns the staged blob.
- */
-async function readUpload(request: FastifyRequest, blobs: BlobStore, maxBytes: number) {
-  if (!request.isMultipart()) throw new ApiError(415, 'unsupported_media_type', "Content-Type: this endpoint accepts 'multipart/form-data'");
-  let staged: StagedBlob | null = null;
-  let fileName = '';
-  const fields: Record<string, string> = {};
-  try {
-    for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 4096 } })) {
-      if (part.type === 'file') {
-        if (part.fieldname !== 'file' || staged) {
-          part.file.resume();
-          throw new ApiError(400, 'invalid_request', `${part.fieldname}: only one file, in the field 'file'`);
-        }
-        fileName = part.filename;
-        staged = await blobs.stage(part.file, maxBytes);
-      } else {
-        fields[part.fieldname] = String(part.value);
-      }
-    }
-    if (!staged) throw new ApiError(400, 'invalid_request', 'file: required');
-    return { staged, fileName, fields };
-  } catch (err) {
-    if (staged) await blobs.discard(staged);
-    const code = (err as { code?: string }).code;
-    if (code === 'FST_REQ_FILE_TOO_LARGE' || (err instanceof Error && err.name === 'BlobTooLargeError')) {
-      throw new ApiError(413, 'payload_too_large', `file: larger than the ${Math.round(maxBytes / 1024 / 1024)} MB limit`);
-    }
-    if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError(400, 'invalid_request', 'body: too many parts');
-    throw err;
-  }
-}
 
 const field = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
 
@@ -118,7 +81,7 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
     handler: async (request) => {
       // Refused before a byte is read when the agent or its toggle does not allow uploads.
       await uploads.admit(request.site!);
-      const { staged, fileName, fields } = await readUpload(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      const { staged, fileName, fields } = await readSingleFile(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
       return uploads.create(request.site!, {
         staged,
         fileName,
@@ -181,7 +144,7 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request) => {
-      const { staged, fileName } = await readUpload(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      const { staged, fileName } = await readSingleFile(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
       return uploads.transcribe({ staged, fileName });
     },
   });

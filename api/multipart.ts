@@ -1,0 +1,39 @@
+import type { FastifyRequest } from 'fastify';
+import { ApiError } from '../core/errors';
+import type { BlobStore, StagedBlob } from '../core/storage/blob-store';
+
+/**
+ * Streams a multipart body's one `file` part into temporary blob storage (never
+ * buffered whole; over `maxBytes` is 413 and nothing stays behind) and collects its
+ * text fields. The caller owns the staged blob.
+ */
+export async function readSingleFile(request: FastifyRequest, blobs: BlobStore, maxBytes: number) {
+  if (!request.isMultipart()) throw new ApiError(415, 'unsupported_media_type', "Content-Type: this endpoint accepts 'multipart/form-data'");
+  let staged: StagedBlob | null = null;
+  let fileName = '';
+  const fields: Record<string, string> = {};
+  try {
+    for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 4096 } })) {
+      if (part.type === 'file') {
+        if (part.fieldname !== 'file' || staged) {
+          part.file.resume();
+          throw new ApiError(400, 'invalid_request', `${part.fieldname}: only one file, in the field 'file'`);
+        }
+        fileName = part.filename;
+        staged = await blobs.stage(part.file, maxBytes);
+      } else {
+        fields[part.fieldname] = String(part.value);
+      }
+    }
+    if (!staged) throw new ApiError(400, 'invalid_request', 'file: required');
+    return { staged, fileName, fields };
+  } catch (err) {
+    if (staged) await blobs.discard(staged);
+    const code = (err as { code?: string }).code;
+    if (code === 'FST_REQ_FILE_TOO_LARGE' || (err instanceof Error && err.name === 'BlobTooLargeError')) {
+      throw new ApiError(413, 'payload_too_large', `file: larger than the ${Math.round(maxBytes / 1024 / 1024)} MB limit`);
+    }
+    if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError(400, 'invalid_request', 'body: too many parts');
+    throw err;
+  }
+}

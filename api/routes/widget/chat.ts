@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
 import { z } from 'zod';
+import { replyFrame } from '../../../core/chat/transcript';
 import { ApiError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { enforce, type RateLimiter } from '../../../core/ratelimit';
@@ -146,17 +147,9 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       // A repeated send whose first answer is no longer in the actor's memory: read it back.
       const answer = result.reply ?? (await app.services.transcript.get(result.reply_id));
       if (!answer) throw new ApiError(409, 'message_in_progress', 'This message is still being answered; the reply will follow');
-      const extras = 'extras' in answer ? answer.extras : {};
-      const attachments = answer.attachments ?? [];
-      return reply.code(200).send({
-        message_id: result.reply_id,
-        text: answer.text,
-        ...(attachments.length ? { attachments } : {}),
-        ...(extras.charts?.length ? { charts: extras.charts } : {}),
-        ...(extras.cards?.length ? { cards: extras.cards } : {}),
-        ...(extras.rich?.length ? { rich: extras.rich } : {}),
-        ...(extras.suggested_actions?.length ? { suggested_actions: extras.suggested_actions } : {}),
-      });
+      // The same optional fields, non-empty only, as the socket's reply frame.
+      const { type: _type, reply_id: _replyId, ...optional } = replyFrame({ id: result.reply_id, text: answer.text, attachments: answer.attachments ?? [], extras: answer.extras ?? {}, unsolicited: false });
+      return reply.code(200).send({ message_id: result.reply_id, ...optional });
     },
   });
 

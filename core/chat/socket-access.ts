@@ -12,17 +12,20 @@ export interface SocketGrant {
 
 interface ConversationRow {
   id: string;
-  workspace_id: string;
-  agent_id: string;
+  site_id: string | null;
   channel: string;
   status: string;
 }
 
 type SiteAccessRow = Pick<SiteRow, 'id' | 'workspace_id' | 'agent_id' | 'status' | 'allowed_origins'>;
 
-/** An open web conversation of the site's workspace and agent. */
-const openOnSite = (site: SiteAccessRow, conv: ConversationRow | undefined) =>
-  Boolean(conv && conv.workspace_id === site.workspace_id && conv.agent_id === site.agent_id && conv.channel === 'web' && conv.status === 'open');
+/**
+ * An open web conversation of this very site: not another site's of the same workspace
+ * and agent, and so never a suspended site's (whose own check already failed). The id is
+ * the capability (no user_hash in a URL): the widget hands it only to the conversation's
+ * owner, and a verified visitor's only with their user_hash (see WidgetSessionService).
+ */
+const openOnSite = (site: SiteAccessRow, conv: ConversationRow | undefined) => Boolean(conv && conv.site_id === site.id && conv.channel === 'web' && conv.status === 'open');
 
 /**
  * Who may hold a widget reply socket: the site and Origin checks of the widget API, and
@@ -73,6 +76,6 @@ export class SocketAccess {
   private conversations(ids: string[]): Promise<ConversationRow[]> {
     return this.em
       .fork()
-      .execute<ConversationRow[]>('select id, workspace_id, agent_id, channel, status from conversations where id = any(?::text[])', [textArray(ids)]);
+      .execute<ConversationRow[]>('select id, site_id, channel, status from conversations where id = any(?::text[])', [textArray(ids)]);
   }
 }

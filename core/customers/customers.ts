@@ -164,6 +164,16 @@ export class CustomerService {
   }
 
   /**
+   * A customer for a visitor whose identity is not proven (anonymous or self-asserted):
+   * what they claimed is kept as labels in `metadata.unverified`, never as identities, so
+   * a claim never reaches, nor merges into, the customer who really holds that identity.
+   */
+  async createUnverified(workspaceId: string, claimed: Identities): Promise<CustomerView> {
+    const unverified = Object.fromEntries(Object.entries(claimed).filter(([k, v]) => ['phone', 'email', 'external_id'].includes(k) && typeof v === 'string' && v.trim()));
+    return this.create(workspaceId, { metadata: Object.keys(unverified).length ? { unverified } : {} });
+  }
+
+  /**
    * Attaches identities to a customer. Every other customer that held one of them is
    * merged into it (its identities and conversations move over, then it is deleted).
    * Without `customer_id`, the oldest customer holding one of the identities is the

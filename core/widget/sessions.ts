@@ -4,7 +4,7 @@ import type { CustomerService } from '../customers/customers';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { publishRecheck } from '../chat/frames';
-import type { AuthLevel, SiteRow, SiteService, UserContext } from './sites';
+import { hashSubject, type AuthLevel, type SiteRow, type SiteService, type UserContext } from './sites';
 
 export interface WidgetInit {
   conversation_id: string;
@@ -14,6 +14,32 @@ export interface WidgetInit {
   capabilities: { voice_chat: boolean; dial_out: boolean; file_upload: boolean };
   capability_warnings?: string[];
   response_delivery: 'stream' | 'complete';
+}
+
+/** A web conversation as the widget resolves it. */
+export interface WebConversation {
+  id: string;
+  customer_id: string;
+  status: 'open' | 'closed';
+  /** The external id of the verified visitor who started it; null when started unverified. */
+  verified_external_id: string | null;
+}
+
+const requiresVerification = (spec: AgentSpec) => spec.triggers.web_chat?.require_identity_verification ?? false;
+
+/**
+ * Identity is a boundary (Intercom's model: an unverified identity is only a label). A
+ * conversation started by a verified visitor is read and written only by that same
+ * verified identity; one started unverified is reached by its id, the capability handed
+ * only to whoever started it. `level` has already passed `identify`: a wrong hash is
+ * identity_verification_failed before this runs.
+ */
+export function assertAccess(conv: Pick<WebConversation, 'verified_external_id'>, ctx: UserContext | undefined, level: AuthLevel): void {
+  if (conv.verified_external_id === null) return;
+  if (level !== 'verified') {
+    throw new ApiError(403, 'identity_verification_required', 'This conversation belongs to a verified visitor: send user_context (external_id and user_hash)');
+  }
+  if (ctx?.external_id !== conv.verified_external_id) throw new ApiError(403, 'forbidden', 'This conversation belongs to another visitor');
 }
 
 /** Visitor sessions of the widget: who the visitor is, which conversation, what the agent offers. */
@@ -26,16 +52,41 @@ export class WidgetSessionService {
     private readonly prereqs: { transcriber: boolean } = { transcriber: false },
   ) {}
 
-  /** A web conversation of the site (its workspace and agent), or 404. */
-  async conversation(site: SiteRow, conversationId: string): Promise<{ id: string; customer_id: string; status: 'open' | 'closed' }> {
+  /**
+   * A web conversation of this site, or 404. Filtered on the site (not its workspace and
+   * agent): another site of the same workspace, even one bound to the same agent, never
+   * reaches it, and a suspended site's conversations are reachable from no site.
+   */
+  async conversation(site: SiteRow, conversationId: string): Promise<WebConversation> {
     const [conv] = await this.em
       .fork()
-      .execute<{ id: string; customer_id: string; status: 'open' | 'closed' }[]>(
-        `select id, customer_id, status from conversations where id = ? and workspace_id = ? and agent_id = ? and channel = 'web'`,
-        [conversationId, site.workspace_id, site.agent_id],
-      );
+      .execute<WebConversation[]>(`select id, customer_id, status, verified_external_id from conversations where id = ? and site_id = ? and channel = 'web'`, [
+        conversationId,
+        site.id,
+      ]);
     if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${conversationId}' on this site`);
     return conv;
+  }
+
+  /**
+   * The conversation for a caller who names it: 404 when it is not this site's, then the
+   * identity rules (`assertAccess`). `spec` spares a query when the caller has the agent.
+   */
+  async authorize(site: SiteRow, conversationId: string, ctx: UserContext | undefined, spec?: AgentSpec): Promise<WebConversation & { level: AuthLevel }> {
+    const level = this.sites.identify(site, ctx, spec ? requiresVerification(spec) : await this.requiresVerification(site));
+    const conv = await this.conversation(site, conversationId);
+    assertAccess(conv, ctx, level);
+    return { ...conv, level };
+  }
+
+  /** The identity level of a request that names no conversation (the spec's 403s). */
+  async identifyOnSite(site: SiteRow, ctx: UserContext | undefined): Promise<AuthLevel> {
+    return this.sites.identify(site, ctx, await this.requiresVerification(site));
+  }
+
+  private async requiresVerification(site: SiteRow): Promise<boolean> {
+    const [agent] = await this.em.fork().execute<{ spec: AgentSpec }[]>('select spec from agents where id = ?', [site.agent_id]);
+    return agent ? requiresVerification(agent.spec) : false;
   }
 
   /** The site's published agent, or 503 no_workflow_configured. */
@@ -49,47 +100,33 @@ export class WidgetSessionService {
 
   /** The visitor's identity level under the agent's web-chat settings (the spec's 403s). */
   identify(site: SiteRow, spec: AgentSpec, ctx: UserContext | undefined): AuthLevel {
-    return this.sites.identify(site, ctx, spec.triggers.web_chat?.require_identity_verification ?? false);
+    return this.sites.identify(site, ctx, requiresVerification(spec));
   }
 
   /**
-   * An identified visitor may only write to a conversation of their own customer; an
-   * anonymous visitor holds the conversation id as the capability.
+   * A verified visitor's conversations on this site, newest first; everyone else: none.
+   * The hash names the identity kind (`hashSubject`): one signed for an external id never
+   * lists the conversations of the customer holding an equal phone or email. Only
+   * conversations the caller may then open are listed: those started unverified, and,
+   * for an external id, those that very id started verified.
    */
-  async assertParticipant(site: SiteRow, conv: { customer_id: string }, level: AuthLevel, ctx: UserContext | undefined): Promise<void> {
-    if (level === 'anonymous' || !ctx?.external_id) return;
-    const rows = await this.em
-      .fork()
-      .execute(`select 1 from customer_identities where workspace_id = ? and kind = 'external_id' and value = ? and customer_id = ?`, [
-        site.workspace_id,
-        ctx.external_id,
-        conv.customer_id,
-      ]);
-    if (!rows.length) throw new ApiError(403, 'forbidden', 'This conversation belongs to another visitor');
-  }
-
-  /** A verified visitor's conversations on this site's agent, newest first; everyone else: none. */
   async conversations(
     site: SiteRow,
     q: { external_id?: string; phone?: string; email?: string; user_hash?: string; limit: number },
   ): Promise<Array<{ conversation_id: string; title: string; preview: string; updated_at: string }>> {
     const [kind, value] = q.external_id ? (['external_id', q.external_id] as const) : q.phone ? (['phone', q.phone] as const) : q.email ? (['email', q.email] as const) : [null, null];
-    if (!kind || !q.user_hash) return [];
-    let level: AuthLevel;
-    try {
-      level = this.sites.identify(site, { external_id: value, user_hash: q.user_hash }, false);
-    } catch {
-      return [];
-    }
-    if (level !== 'verified') return [];
+    if (!kind || !q.user_hash || !this.sites.verifies(site, hashSubject(kind, value), q.user_hash)) return [];
+    // Identities are stored normalised (emails in lower case; see CustomerService).
+    const stored = kind === 'email' ? value.trim().toLowerCase() : value.trim();
     const rows = await this.em.fork().execute<Array<{ id: string; title: string | null; preview: string | null; updated_at: Date }>>(
       `select c.id, c.title, c.updated_at,
               (select m.text from chat_messages m where m.conversation_id = c.id and m.role <> 'tool' order by m.created_at desc limit 1) as preview
        from conversations c
        join customer_identities i on i.customer_id = c.customer_id and i.workspace_id = c.workspace_id
-       where c.workspace_id = ? and c.agent_id = ? and c.channel = 'web' and i.kind = ? and i.value = ?
+       where c.site_id = ? and c.channel = 'web' and i.kind = ? and i.value = ?
+         and (c.verified_external_id is null or c.verified_external_id = ?)
        order by c.updated_at desc, c.id desc limit ?`,
-      [site.workspace_id, site.agent_id, kind, value, q.limit],
+      [site.id, kind, stored, kind === 'external_id' ? value : null, q.limit],
     );
     return rows.map((r) => ({
       conversation_id: r.id,
@@ -100,35 +137,43 @@ export class WidgetSessionService {
   }
 
   /**
-   * Closes the visitor's open conversation (an identified visitor's open ones on this
-   * agent, or the one named) and opens a fresh one for the same customer. Returns the
-   * closed ids so the caller can stop their actors and sockets.
+   * Closes the visitor's open conversation and opens a fresh one. A verified visitor's
+   * open conversations on this site close; a named conversation closes too, under the
+   * identity rules (an impostor naming a verified visitor's conversation gets the 403s).
+   * An unverified visitor names the conversation to close: nothing is found by identity.
+   * Returns the closed ids so the caller can stop their actors and sockets.
    */
   async startNew(site: SiteRow, body: { user_context?: UserContext; conversation_id?: string } | undefined): Promise<{ conversation_id: string; customer_id: string; closed: string[] }> {
     const agent = await this.agentFor(site);
     const ctx = body?.user_context;
     const level = this.identify(site, agent.spec, ctx);
+    const verifiedId = level === 'verified' ? ctx!.external_id! : null;
+    const linked = verifiedId ? (await this.customers.link(site.workspace_id, { external_id: verifiedId })).customer.id : null;
     const result = await this.em.fork().transactional(async (em) => {
-      let customerId: string | null = null;
-      if (ctx?.external_id && level !== 'anonymous') customerId = (await this.customers.link(site.workspace_id, { external_id: ctx.external_id })).customer.id;
-      const toClose = await em.execute<{ id: string; customer_id: string }[]>(
-        `select id, customer_id from conversations where workspace_id = ? and agent_id = ? and channel = 'web' and status = 'open'
-           and (customer_id = ? or (id = ? and ?))
-         for update`,
-        [site.workspace_id, site.agent_id, customerId, body?.conversation_id ?? null, !customerId],
-      );
-      customerId ??= toClose[0]?.customer_id ?? (await this.customers.create(site.workspace_id, {})).id;
+      const toClose: Array<{ id: string; customer_id: string }> = [];
+      if (body?.conversation_id) {
+        const [named] = await em.execute<WebConversation[]>(
+          `select id, customer_id, status, verified_external_id from conversations where id = ? and site_id = ? and channel = 'web' for update`,
+          [body.conversation_id, site.id],
+        );
+        if (named) {
+          assertAccess(named, ctx, level);
+          if (named.status === 'open') toClose.push(named);
+        }
+      }
+      if (verifiedId) {
+        const own = await em.execute<{ id: string; customer_id: string }[]>(
+          `select id, customer_id from conversations where site_id = ? and channel = 'web' and status = 'open' and verified_external_id = ? for update`,
+          [site.id, verifiedId],
+        );
+        toClose.push(...own.filter((c) => !toClose.some((t) => t.id === c.id)));
+      }
+      const customerId = linked ?? toClose[0]?.customer_id ?? (await this.customers.createUnverified(site.workspace_id, { ...ctx })).id;
       if (toClose.length) {
         await em.execute(`update conversations set status = 'closed', closed_at = now() where id in (${toClose.map(() => '?').join(',')})`, toClose.map((c) => c.id));
       }
       const id = newId('conv');
-      await em.execute(`insert into conversations (id, workspace_id, customer_id, agent_id, site_id, channel, status) values (?, ?, ?, ?, ?, 'web', 'open')`, [
-        id,
-        site.workspace_id,
-        customerId,
-        site.agent_id,
-        site.id,
-      ]);
+      await insertConversation(em, site, id, customerId, verifiedId);
       return { conversation_id: id, customer_id: customerId, closed: toClose.map((c) => c.id) };
     });
     // Sockets of the closed conversations lose their authorization (closed with 1008).
@@ -136,42 +181,42 @@ export class WidgetSessionService {
     return result;
   }
 
+  /**
+   * Opens a session. A verified visitor resumes their own open conversation on this site
+   * (one customer across sessions). Anyone resumes the open conversation they name when
+   * they may use it (`assertAccess`); one they may not use (another visitor's, on a shared
+   * browser) is not resumed and a fresh one starts, so a stale id never fails the widget.
+   * An unverified visitor is never resumed by external_id, phone or email: those are only
+   * labels on a fresh customer.
+   */
   async init(site: SiteRow, body: { user_context?: UserContext; conversation_id?: string } | undefined): Promise<WidgetInit> {
     const em = this.em.fork();
     const agent = await this.agentFor(site);
     const web = agent.spec.triggers.web_chat;
     const ctx = body?.user_context;
     const authLevel = this.identify(site, agent.spec, ctx);
+    const verifiedId = authLevel === 'verified' ? ctx!.external_id! : null;
 
-    // Known visitors are one customer across sessions; anonymous ones resume by conversation id.
-    let customerId: string | null = null;
-    let conversationId: string | null = null;
+    let conv: { id: string; customer_id: string } | undefined;
     if (body?.conversation_id) {
-      const [conv] = await em.execute<{ id: string; customer_id: string }[]>(
-        `select id, customer_id from conversations where id = ? and workspace_id = ? and agent_id = ? and channel = 'web' and status = 'open'`,
-        [body.conversation_id, site.workspace_id, site.agent_id],
+      const [named] = await em.execute<WebConversation[]>(
+        `select id, customer_id, status, verified_external_id from conversations where id = ? and site_id = ? and channel = 'web' and status = 'open'`,
+        [body.conversation_id, site.id],
       );
-      if (conv) [conversationId, customerId] = [conv.id, conv.customer_id];
+      if (named && (named.verified_external_id === null || named.verified_external_id === verifiedId)) conv = named;
     }
-    if (!customerId && ctx?.external_id && authLevel !== 'anonymous') {
-      customerId = (await this.customers.link(site.workspace_id, { external_id: ctx.external_id })).customer.id;
-    }
-    if (!customerId) customerId = (await this.customers.create(site.workspace_id, {})).id;
-    if (!conversationId) {
-      const [open] = await em.execute<{ id: string }[]>(
-        `select id from conversations where workspace_id = ? and customer_id = ? and agent_id = ? and channel = 'web' and status = 'open' order by created_at desc limit 1`,
-        [site.workspace_id, customerId, site.agent_id],
+    if (!conv && verifiedId) {
+      [conv] = await em.execute<{ id: string; customer_id: string }[]>(
+        `select id, customer_id from conversations where site_id = ? and channel = 'web' and status = 'open' and verified_external_id = ? order by created_at desc limit 1`,
+        [site.id, verifiedId],
       );
-      conversationId = open?.id ?? newId('conv');
-      if (!open) {
-        await em.execute(`insert into conversations (id, workspace_id, customer_id, agent_id, site_id, channel, status) values (?, ?, ?, ?, ?, 'web', 'open')`, [
-          conversationId,
-          site.workspace_id,
-          customerId,
-          site.agent_id,
-          site.id,
-        ]);
-      }
+    }
+    if (!conv) {
+      const customerId = verifiedId
+        ? (await this.customers.link(site.workspace_id, { external_id: verifiedId })).customer.id
+        : (await this.customers.createUnverified(site.workspace_id, { ...ctx })).id;
+      conv = { id: newId('conv'), customer_id: customerId };
+      await insertConversation(em, site, conv.id, customerId, verifiedId);
     }
     // Voice and dial-out are not built yet: a toggle that is on is reported with why it is off.
     // Uploads of documents and images need nothing external; only audio and video need a transcriber.
@@ -180,8 +225,8 @@ export class WidgetSessionService {
     if (web?.dial_out) warnings.push('dial_out is enabled but no telephony provider is configured');
     if (web?.file_upload && !this.prereqs.transcriber) warnings.push('file_upload: audio and video files need a transcriber (TRANSCRIBE_BASE_URL); documents and images work');
     return {
-      conversation_id: conversationId,
-      customer_id: customerId,
+      conversation_id: conv.id,
+      customer_id: conv.customer_id,
       auth_level: authLevel,
       agent: { id: agent.id, name: agent.name },
       capabilities: { voice_chat: false, dial_out: false, file_upload: web?.file_upload ?? false },
@@ -189,4 +234,12 @@ export class WidgetSessionService {
       response_delivery: web?.response_delivery ?? 'stream',
     };
   }
+}
+
+/** A new open web conversation of the site; `verifiedExternalId` when a verified visitor starts it. */
+async function insertConversation(em: EntityManager, site: SiteRow, id: string, customerId: string, verifiedExternalId: string | null): Promise<void> {
+  await em.execute(
+    `insert into conversations (id, workspace_id, customer_id, agent_id, site_id, channel, status, verified_external_id) values (?, ?, ?, ?, ?, 'web', 'open', ?)`,
+    [id, site.workspace_id, customerId, site.agent_id, site.id, verifiedExternalId],
+  );
 }

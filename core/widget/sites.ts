@@ -49,10 +49,20 @@ export function checkSite(site: Pick<SiteRow, 'status' | 'allowed_origins'>, ori
   }
 }
 
-/** user_hash: hex HMAC-SHA256 of `<site_id>.<external_id>`, keyed with the site secret. */
-export function userHash(secret: string, siteId: string, externalId: string): string {
-  return createHmac('sha256', secret).update(`${siteId}.${externalId}`).digest('hex');
+/**
+ * user_hash: hex HMAC-SHA256 of `<site_id>.<subject>`, keyed with the site secret. The
+ * subject of an external id is the id itself (the contract's `<site_id>.<external_id>`);
+ * a phone or an email is signed with its kind (`phone:<value>`, `email:<value>`, see
+ * `hashSubject`), so a hash signed for one kind of identity never proves another.
+ */
+export function userHash(secret: string, siteId: string, subject: string): string {
+  return createHmac('sha256', secret).update(`${siteId}.${subject}`).digest('hex');
 }
+
+export type IdentityKind = 'external_id' | 'phone' | 'email';
+
+/** What a user_hash signs for an identity: `<external_id>`, `phone:<value>` or `email:<value>`. */
+export const hashSubject = (kind: IdentityKind, value: string): string => (kind === 'external_id' ? value : `${kind}:${value}`);
 
 /**
  * Web-chat sites. A widget request presents the site id and comes from a browser
@@ -123,7 +133,15 @@ export class SiteService {
       if (requireVerification) throw new ApiError(403, 'identity_verification_required', 'This site requires user_hash with external_id');
       return 'self_asserted';
     }
-    const given = /^[0-9a-f]{64}$/i.test(ctx.user_hash) ? Buffer.from(ctx.user_hash, 'hex') : null;
+    if (!this.verifies(site, hashSubject('external_id', ctx.external_id), ctx.user_hash)) {
+      throw new ApiError(403, 'identity_verification_failed', 'user_hash matches no active or expiring secret of this site');
+    }
+    return 'verified';
+  }
+
+  /** Whether `hash` is the user_hash of `subject` (see `hashSubject`) under an active or expiring secret. */
+  verifies(site: SiteRow, subject: string, hash: string): boolean {
+    const given = /^[0-9a-f]{64}$/i.test(hash) ? Buffer.from(hash, 'hex') : null;
     const secrets = [this.box.open(site.secret_sealed, site.id)];
     if (site.previous_secret_sealed && site.previous_expires_at && new Date(site.previous_expires_at) > new Date()) {
       secrets.push(this.box.open(site.previous_secret_sealed, site.id));
@@ -131,10 +149,9 @@ export class SiteService {
     // Every secret is compared (no early exit), each in constant time.
     let ok = false;
     for (const s of secrets) {
-      const expected = Buffer.from(userHash(s, site.id, ctx.external_id), 'hex');
+      const expected = Buffer.from(userHash(s, site.id, subject), 'hex');
       if (given && timingSafeEqual(given, expected)) ok = true;
     }
-    if (!ok) throw new ApiError(403, 'identity_verification_failed', 'user_hash matches no active or expiring secret of this site');
-    return 'verified';
+    return ok;
   }
 }

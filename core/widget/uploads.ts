@@ -267,11 +267,8 @@ export class UploadService {
    */
   async fileUrl(site: SiteRow, conversationId: string, fileKey: string): Promise<{ url: string }> {
     const em = this.em();
-    const [conv] = await em.execute(`select 1 from conversations where id = ? and workspace_id = ? and agent_id = ? and channel = 'web'`, [
-      conversationId,
-      site.workspace_id,
-      site.agent_id,
-    ]);
+    // The site's own conversations only: not another site's of the same workspace and agent.
+    const [conv] = await em.execute(`select 1 from conversations where id = ? and site_id = ? and channel = 'web'`, [conversationId, site.id]);
     if (!conv) throw forbidden();
     const m = /^(upload|kb)\/([a-z]+_[0-9a-f]{24})$/.exec(fileKey);
     if (!m) throw forbidden();
@@ -412,10 +409,18 @@ export class UploadService {
       .slice(0, k);
   }
 
+  /** The conversation an upload of this site belongs to (null: none yet), or 404. */
+  async conversationOf(site: SiteRow, uploadId: string): Promise<string | null> {
+    const [row] = await this.em().execute<{ conversation_id: string | null }[]>('select conversation_id from widget_uploads where id = ? and site_id = ?', [uploadId, site.id]);
+    if (!row) throw uploadNotFound(uploadId);
+    return row.conversation_id;
+  }
+
   private async requireConversation(site: SiteRow, conversationId: string, customerId: string | undefined): Promise<void> {
+    // The site's own conversations only: not another site's of the same workspace and agent.
     const [conv] = await this.em().execute<{ customer_id: string | null }[]>(
-      `select customer_id from conversations where id = ? and workspace_id = ? and agent_id = ? and channel = 'web'`,
-      [conversationId, site.workspace_id, site.agent_id],
+      `select customer_id from conversations where id = ? and site_id = ? and channel = 'web'`,
+      [conversationId, site.id],
     );
     if (!conv || (customerId !== undefined && conv.customer_id !== customerId)) {
       throw new ApiError(404, 'not_found', `No conversation with id '${conversationId}' for this site`);

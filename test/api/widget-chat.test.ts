@@ -256,10 +256,10 @@ describe('conversations', () => {
     expect((await get('conversations')).json()).toEqual({ conversations: [] });
 
     const fresh = await post('conversations/new', { user_context: { external_id: 'visitor-7', user_hash: hash } });
-    expect(fresh.statusCode).toBe(200);
+    expect(fresh.statusCode).toBe(201);
     expect(fresh.json()).toEqual({ conversation_id: expect.stringMatching(/^conv_/), customer_id: first.customer_id });
     expect(fresh.json().conversation_id).not.toBe(first.conversation_id);
-    const old = await post('send', { conversation_id: first.conversation_id, text: 'still there?' });
+    const old = await post('send', { conversation_id: first.conversation_id, text: 'still there?', user_context: { external_id: 'visitor-7', user_hash: hash } });
     expect(old.json().error).toBe('conversation_closed');
     // The closed conversation's actor finishes.
     await tw.client.workflow.getHandle(`conversation:${first.conversation_id}`).result();

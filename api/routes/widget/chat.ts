@@ -9,7 +9,7 @@ import type { SiteRow } from '../../../core/widget/sites';
 import { searchAttributesFor } from '../../../worker/search-attributes';
 import { cancelTaskUpdate, closeSignal, conversationWorkflow, visitorMessageUpdate, type VisitorMessageResult } from '../../../workflows/conversation';
 import { ErrorBody } from '../../schemas/common';
-import { UserContext, tags, widgetErrors } from './common';
+import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
 
 const Extras = {
   attachments: z.array(z.unknown()).optional(),
@@ -42,6 +42,7 @@ const HistoryQuery = z.object({
   conversation_id: z.string().max(100).optional(),
   limit: z.coerce.number().int().min(1).optional(),
   before: z.string().max(100).optional(),
+  ...IdentityQuery,
 });
 const HistoryMessage = z.object({
   id: z.string(),
@@ -71,8 +72,8 @@ const NewBody = z.object({ user_context: UserContext.optional(), conversation_id
 const ConversationRef = z.object({ conversation_id: z.string(), customer_id: z.string() });
 
 const Task = z.object({ task_key: z.string(), label: z.string(), status: z.enum(['running', 'completed', 'cancelled', 'failed']), blocking: z.boolean(), started_at: z.string() });
-const TasksQuery = z.object({ conversation_id: z.string().min(1).max(100) });
-const CancelBody = z.object({ conversation_id: z.string().min(1).max(100), task_key: z.string().min(1).max(200) }).strict();
+const TasksQuery = z.object({ conversation_id: z.string().min(1).max(100), ...IdentityQuery });
+const CancelBody = z.object({ conversation_id: z.string().min(1).max(100), task_key: z.string().min(1).max(200), user_context: UserContext.optional() }).strict();
 
 const HISTORY_MAX = 200;
 
@@ -97,6 +98,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
         200: SendSync,
         202: SendAccepted,
         ...widgetErrors,
+        ...conversationErrors,
         429: ErrorBody.meta({ description: 'rate_limited: more than 30 sends a minute in the conversation, or 300 requests a minute from one client address (Retry-After)' }),
         409: ErrorBody.meta({ description: 'task_in_progress (with `label`): a blocking background task runs; conversation_closed' }),
         502: ErrorBody.meta({ description: 'workflow_execution_failed: the agent could not answer' }),
@@ -106,10 +108,8 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       const site = request.site!;
       const body = request.body;
       const agent = await app.services.widget.agentFor(site);
-      const level = app.services.widget.identify(site, agent.spec, body.user_context);
-      const conv = await app.services.widget.conversation(site, body.conversation_id);
+      const conv = await app.services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec);
       if (body.customer_id && body.customer_id !== conv.customer_id) throw new ApiError(403, 'forbidden', 'customer_id does not match the conversation');
-      await app.services.widget.assertParticipant(site, conv, level, body.user_context);
       if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
       await enforce(opts.sends, conv.id, 'sends per conversation');
       const refs = [...new Set(body.file_refs ?? [])];
@@ -161,12 +161,12 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       tags,
       security: [{ widgetSite: [] }],
       querystring: HistoryQuery,
-      response: { 200: History, ...widgetErrors },
+      response: { 200: History, ...widgetErrors, ...conversationErrors },
     },
     handler: async (request) => {
       const q = request.query;
       if (!q.conversation_id) throw new ApiError(400, 'invalid_request', 'conversation_id: required');
-      const conv = await app.services.widget.conversation(request.site!, q.conversation_id);
+      const conv = await app.services.widget.authorize(request.site!, q.conversation_id, identityOf(q));
       const limit = Math.min(q.limit ?? 20, HISTORY_MAX);
       return app.services.transcript.history(conv.id, { limit, before: q.before }, (attachments) =>
         app.services.uploads.describe(attachments.map((a) => (a as { upload_id: string }).upload_id).filter(Boolean)),
@@ -195,9 +195,9 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       tags,
       security: [{ widgetSite: [] }],
       body: NewBody.optional(),
-      response: { 200: ConversationRef, ...widgetErrors },
+      response: { 201: ConversationRef.meta({ description: 'The fresh conversation (created)' }), ...widgetErrors, ...conversationErrors },
     },
-    handler: async (request) => {
+    handler: async (request, reply) => {
       const site = request.site!;
       const { closed, ...ref } = await app.services.widget.startNew(site, request.body);
       for (const id of closed) {
@@ -208,7 +208,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
             .catch(() => undefined); // no actor yet (never sent to) or already finished
         }
       }
-      return ref;
+      return reply.code(201).send(ref);
     },
   });
 
@@ -220,10 +220,10 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       tags,
       security: [{ widgetSite: [] }],
       querystring: TasksQuery,
-      response: { 200: z.object({ tasks: z.array(Task) }).meta({ id: 'WidgetTasks' }), ...widgetErrors },
+      response: { 200: z.object({ tasks: z.array(Task) }).meta({ id: 'WidgetTasks' }), ...widgetErrors, ...conversationErrors },
     },
     handler: async (request) => {
-      const conv = await app.services.widget.conversation(request.site!, request.query.conversation_id);
+      const conv = await app.services.widget.authorize(request.site!, request.query.conversation_id, identityOf(request.query));
       return { tasks: await app.services.tasks.open(conv.id) };
     },
   });
@@ -236,10 +236,10 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       tags,
       security: [{ widgetSite: [] }],
       body: CancelBody,
-      response: { 200: z.object({ cancelled: z.boolean() }), ...widgetErrors },
+      response: { 200: z.object({ cancelled: z.boolean() }), ...widgetErrors, ...conversationErrors },
     },
     handler: async (request) => {
-      const conv = await app.services.widget.conversation(request.site!, request.body.conversation_id);
+      const conv = await app.services.widget.authorize(request.site!, request.body.conversation_id, request.body.user_context);
       const task = (await app.services.tasks.open(conv.id)).find((t) => t.task_key === request.body.task_key);
       if (!task) return { cancelled: false };
       const cancelled = await temporal()

@@ -2,8 +2,10 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import { readSingleFile } from '../../multipart';
 import { WIDGET_UPLOAD_MAX_BYTES } from '../../../core/widget/uploads';
+import { ApiError } from '../../../core/errors';
+import type { SiteRow } from '../../../core/widget/sites';
 import { ErrorBody } from '../../schemas/common';
-import { tags, widgetErrors } from './common';
+import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
 
 const Id = z.string().min(1).max(100);
 
@@ -13,6 +15,8 @@ const UploadForm = z
     conversation_id: z.string().optional().meta({ description: 'The conversation the file belongs to (from init); required to attach it later unless sent with /send' }),
     customer_id: z.string().optional().meta({ description: 'From init; must be the conversation’s customer when both are given' }),
     workflow_id: z.string().optional().meta({ description: 'Accepted for compatibility; the site decides the agent' }),
+    external_id: z.string().optional().meta({ description: 'With user_hash: required for a conversation started by a verified visitor' }),
+    user_hash: z.string().optional(),
   })
   .meta({ id: 'WidgetUploadForm' });
 
@@ -44,13 +48,17 @@ const FileUrlBody = z
   .object({
     conversation_id: Id,
     file_key: z.string().min(1).max(200).meta({ description: '`upload/<upload_id>` or `kb/<file_id>`' }),
+    user_context: UserContext.optional().meta({ description: 'Required for a conversation started by a verified visitor' }),
   })
   .strict();
 
 const uploadErrors = {
   ...widgetErrors,
   400: ErrorBody.meta({ description: 'missing_site_id, invalid_request, unsupported_type, too_many_files (more than 5 files of the conversation processing)' }),
-  403: ErrorBody.meta({ description: 'site_suspended, origin_not_allowed, file_upload_not_enabled' }),
+  403: ErrorBody.meta({
+    description:
+      'site_suspended, origin_not_allowed, file_upload_not_enabled, identity_verification_required (a verified visitor\'s conversation without external_id and user_hash), identity_verification_failed, forbidden (another visitor\'s conversation)',
+  }),
   404: ErrorBody.meta({ description: 'unknown_site, not_found (conversation)' }),
   413: ErrorBody.meta({ description: 'payload_too_large: over 25 MB' }),
   415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
@@ -61,9 +69,21 @@ const uploadErrors = {
 
 const field = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
 
+/** The identity a multipart request carries as the flat fields `external_id` and `user_hash`. */
+const formIdentity = (fields: Record<string, string>) => identityOf({ external_id: field(fields.external_id), user_hash: field(fields.user_hash) });
+
 /** Upload, upload status, file_url, transcribe. */
 export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
   const uploads = app.services.uploads;
+
+  /**
+   * The identity rules of a request about a conversation (404 when it is not the site's,
+   * the 403s of a verified visitor's conversation); without one, the identity alone.
+   */
+  const checkIdentity = async (site: SiteRow, conversationId: string | undefined, ctx: ReturnType<typeof identityOf>): Promise<void> => {
+    if (conversationId) await app.services.widget.authorize(site, conversationId, ctx);
+    else if (ctx) await app.services.widget.identifyOnSite(site, ctx);
+  };
 
   app.post('/api/public/widget/upload', {
     config: { site: true },
@@ -82,6 +102,10 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
       // Refused before a byte is read when the agent or its toggle does not allow uploads.
       await uploads.admit(request.site!);
       const { staged, fileName, fields } = await readSingleFile(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
+        await app.services.blobs.discard(staged);
+        throw err;
+      });
       return uploads.create(request.site!, {
         staged,
         fileName,
@@ -99,10 +123,22 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
       tags,
       security: [{ widgetSite: [] }],
       params: z.object({ upload_id: Id }),
-      querystring: z.object({ conversation_id: Id.optional() }),
-      response: { 200: UploadStatus, ...widgetErrors, 404: ErrorBody.meta({ description: 'unknown_site, not_found (no such upload for this site and conversation)' }) },
+      querystring: z.object({ conversation_id: Id.optional(), ...IdentityQuery }),
+      response: {
+        200: UploadStatus,
+        ...widgetErrors,
+        ...conversationErrors,
+        404: ErrorBody.meta({ description: 'unknown_site, not_found (no such upload for this site and conversation)' }),
+      },
     },
-    handler: async (request) => uploads.status(request.site!, request.params.upload_id, request.query.conversation_id),
+    handler: async (request) => {
+      const { upload_id: uploadId } = request.params;
+      const ctx = identityOf(request.query);
+      // The upload's own conversation decides, named or not: a verified visitor's upload needs their identity.
+      const owner = await uploads.conversationOf(request.site!, uploadId);
+      await checkIdentity(request.site!, owner ?? request.query.conversation_id, ctx);
+      return uploads.status(request.site!, uploadId, request.query.conversation_id);
+    },
   });
 
   app.post('/api/public/widget/file_url', {
@@ -116,10 +152,21 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
       response: {
         200: z.object({ url: z.string().meta({ description: 'Signed download link, valid 24 hours' }) }).meta({ id: 'WidgetFileUrl' }),
         ...widgetErrors,
-        403: ErrorBody.meta({ description: 'site_suspended, origin_not_allowed, forbidden (the key is not of this conversation nor a downloadable knowledge-base file)' }),
+        403: ErrorBody.meta({
+          description:
+            'site_suspended, origin_not_allowed, forbidden (the key is not of this conversation nor a downloadable knowledge-base file, or the conversation is not this site\'s or another visitor\'s), identity_verification_required, identity_verification_failed',
+        }),
       },
     },
-    handler: async (request) => uploads.fileUrl(request.site!, request.body.conversation_id, request.body.file_key),
+    handler: async (request) => {
+      const { conversation_id: conversationId, file_key: fileKey, user_context: ctx } = request.body;
+      // The contract answers 403 forbidden (not 404) for a conversation that is not the site's.
+      await app.services.widget.authorize(request.site!, conversationId, ctx).catch((err: unknown) => {
+        if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
+        throw err;
+      });
+      return uploads.fileUrl(request.site!, conversationId, fileKey);
+    },
   });
 
   app.post('/api/public/widget/transcribe', {
@@ -130,7 +177,15 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
       tags,
       security: [{ widgetSite: [] }],
       consumes: ['multipart/form-data'],
-      body: z.object({ file: z.unknown().meta({ type: 'string', format: 'binary', description: 'The recording, at most 25 MB' }) }).meta({ id: 'WidgetTranscribeForm' }).optional(),
+      body: z
+        .object({
+          file: z.unknown().meta({ type: 'string', format: 'binary', description: 'The recording, at most 25 MB' }),
+          conversation_id: z.string().optional().meta({ description: 'The conversation the note is for, checked like /send when given' }),
+          external_id: z.string().optional().meta({ description: 'With user_hash: required for a conversation started by a verified visitor' }),
+          user_hash: z.string().optional(),
+        })
+        .meta({ id: 'WidgetTranscribeForm' })
+        .optional(),
       response: {
         200: z.object({ transcript: z.string() }).meta({ id: 'WidgetTranscript' }),
         ...widgetErrors,
@@ -144,7 +199,11 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request) => {
-      const { staged, fileName } = await readSingleFile(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      const { staged, fileName, fields } = await readSingleFile(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
+        await app.services.blobs.discard(staged);
+        throw err;
+      });
       return uploads.transcribe({ staged, fileName });
     },
   });

@@ -147,6 +147,9 @@ const endpoints: Array<[string, (site: Site, conversationId: string, upload: str
   ['GET /upload/{id}?conversation_id', (s, c, u, ctx) => call(s, 'GET', `upload/${u}?conversation_id=${c}${query(ctx)}`)],
   ['POST /transcribe', (s, c, _u, ctx) => form(s, 'transcribe', { conversation_id: c, ...ctx }, { name: 'note.wav', content: 'RIFF' })],
   ['POST /conversations/new', (s, c, _u, ctx) => call(s, 'POST', 'conversations/new', { conversation_id: c, user_context: ctx })],
+  // Not built yet (501 for the rightful caller), but already behind the same checks.
+  ['POST /voice/start', (s, c, _u, ctx) => call(s, 'POST', 'voice/start', { conversation_id: c, user_context: ctx })],
+  ['POST /call', (s, c, _u, ctx) => call(s, 'POST', 'call', { conversation_id: c, phone_number: '+15550000000', user_context: ctx })],
 ];
 
 describe('identity is a boundary', () => {
@@ -183,6 +186,7 @@ describe('identity is a boundary', () => {
     expect((await call(a1, 'GET', `upload/${ownerUpload}?${query(ownerCtx).slice(1)}`)).json().status).toBe('ready');
     // No transcriber is configured here: past the identity checks, transcribe answers 503.
     expect((await form(a1, 'transcribe', { conversation_id: owner.conversation_id, ...ownerCtx }, { name: 'note.wav', content: 'RIFF' })).statusCode).not.toBe(403);
+    expect((await call(a1, 'POST', 'voice/start', { conversation_id: owner.conversation_id, user_context: ownerCtx })).json().error).toBe('not_implemented');
     // A new init with the identity resumes the same conversation.
     expect((await call(a1, 'POST', 'init', { user_context: ownerCtx })).json()).toMatchObject(owner);
   });

@@ -6,7 +6,7 @@ import { ApiError } from '../../../core/errors';
 import { z } from 'zod';
 import type { SiteRow } from '../../../core/widget/sites';
 import { ErrorBody } from '../../schemas/common';
-import { UserContext, tags, widgetErrors } from './common';
+import { UserContext, conversationErrors, tags, widgetErrors } from './common';
 import { chatRoutes } from './chat';
 import { uploadRoutes } from './uploads';
 
@@ -89,16 +89,27 @@ export const widgetRoutes: FastifyPluginAsyncZod<{ limits: RequestLimits }> = as
           .filter((p) => p && !p.startsWith(':'))
           .map((p) => p[0].toUpperCase() + p.slice(1))
           .join('')}${method === 'GET' ? 'Get' : ''}`,
-        summary: 'Not built yet: answers 501 not_implemented after the site checks',
+        summary: 'Not built yet: answers 501 not_implemented after the site checks and, for a named conversation or identity, the identity checks',
         tags,
-        response: { ...widgetErrors, 501: ErrorBody.meta({ description: 'not_implemented' }) },
+        response: { ...widgetErrors, ...conversationErrors, 501: ErrorBody.meta({ description: 'not_implemented' }) },
       },
-      handler: async () => {
+      handler: async (request) => {
+        // Not built, but already behind the identity rules: a conversation named here is
+        // checked like /send, so an impostor learns nothing (not even "not implemented").
+        const body = (request.body ?? {}) as { conversation_id?: unknown; user_context?: unknown };
+        const parsed = VoiceIdentity.safeParse({ conversation_id: body.conversation_id, user_context: body.user_context });
+        if (!parsed.success) throw new ApiError(400, 'invalid_request', `${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
+        const { conversation_id: conversationId, user_context: ctx } = parsed.data;
+        if (conversationId) await app.services.widget.authorize(request.site!, conversationId, ctx);
+        else if (ctx) await app.services.widget.identifyOnSite(request.site!, ctx);
         throw new ApiError(501, 'not_implemented', `${method} ${url.replace(/:(\w+)/g, '{$1}')} is part of the widget contract but not built yet in this release`);
       },
     });
   }
 };
+
+/** What the planned endpoints check before answering 501: an optional conversation and identity. */
+const VoiceIdentity = z.object({ conversation_id: z.string().min(1).max(100).optional(), user_context: UserContext.optional() });
 
 const PLANNED_WIDGET: Array<['GET' | 'POST', string]> = [
   ['POST', '/api/public/widget/voice/start'],

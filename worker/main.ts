@@ -1,6 +1,7 @@
 // Production worker entry: one process, configured by env (TEMPORAL_ADDRESS and DATABASE_URL required).
 import { DEFAULT_DATABASE_URL, loadConfig } from '../core/config';
 import { startWorkerRuntime } from './runtime';
+import { workflowBundleFor } from './worker';
 
 async function main() {
   const config = loadConfig();
@@ -10,7 +11,9 @@ async function main() {
     temporalAddress: config.TEMPORAL_ADDRESS,
     embedded: false,
   });
+  const bundle = workflowBundleFor();
   console.log(`[concierge] worker polling task queue '${config.TEMPORAL_TASK_QUEUE}' on ${config.TEMPORAL_ADDRESS}`);
+  console.log(`[concierge] workflows: ${bundle ? `prebuilt bundle ${bundle.codePath}` : 'bundled at start (running from source; npm run build prebuilds it)'}`);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void rt.close().then(() => process.exit(0)));
   await rt.running;
 }

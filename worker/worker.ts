@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
 
@@ -6,20 +8,34 @@ export interface WorkerParams {
   namespace: string;
   taskQueue: string;
   deps: ActivityDeps;
-  /** A prebuilt bundle (tests build one per run); otherwise the workflows are bundled at start. */
+  /**
+   * A prebuilt bundle (tests build one per run). Absent: the one `npm run build` wrote
+   * beside the compiled code, or, running from source, the workflows bundled at start.
+   */
   workflowBundle?: { codePath: string };
   options?: Partial<WorkerOptions>;
 }
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
+/** Where `npm run build` writes the workflow bundle: dist/workflow-bundle.js, beside dist/worker. */
+export const PREBUILT_BUNDLE_PATH = path.join(__dirname, '..', 'workflow-bundle.js');
+
+/** The bundle a worker loads: the one given, else the prebuilt one of a compiled build, else none. */
+export function workflowBundleFor(given?: { codePath: string }): { codePath: string } | undefined {
+  if (given) return given;
+  // Only a compiled tree has one: from source (tsx) __dirname is worker/, and no bundle sits at the repo root.
+  return path.extname(__filename) === '.js' && fs.existsSync(PREBUILT_BUNDLE_PATH) ? { codePath: PREBUILT_BUNDLE_PATH } : undefined;
+}
+
 export async function createWorker(p: WorkerParams): Promise<Worker> {
+  const bundle = workflowBundleFor(p.workflowBundle);
   return Worker.create({
     connection: p.connection,
     namespace: p.namespace,
     taskQueue: p.taskQueue,
     activities: createActivities(p.deps),
-    ...(p.workflowBundle ? { workflowBundle: p.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     ...p.options,
   });
 }

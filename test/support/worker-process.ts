@@ -11,6 +11,7 @@ const ROOT = path.resolve(__dirname, '../..');
  */
 export class WorkerProcesses {
   private readonly children: ChildProcess[] = [];
+  private readonly outputs = new Map<ChildProcess, string>();
 
   constructor(
     readonly namespace: string,
@@ -30,9 +31,13 @@ export class WorkerProcesses {
     }
   }
 
-  /** Starts a worker and resolves once it polls. */
-  start(): Promise<ChildProcess> {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'worker/main.ts'], {
+  /**
+   * Starts a worker and resolves once it polls: from source through tsx, or the compiled
+   * entry of `npm run build` (`dist/worker/main.js`), which Node runs with no loader.
+   */
+  start(entry: 'source' | 'compiled' = 'source'): Promise<ChildProcess> {
+    const args = entry === 'compiled' ? ['dist/worker/main.js'] : ['--import', 'tsx', 'worker/main.ts'];
+    const child = spawn(process.execPath, args, {
       cwd: ROOT,
       env: {
         ...process.env,
@@ -49,12 +54,19 @@ export class WorkerProcesses {
     return new Promise((resolve, reject) => {
       const onData = (d: Buffer) => {
         output += d.toString();
-        if (output.includes('worker polling')) resolve(child);
+        this.outputs.set(child, output);
+        // The line after "worker polling" says which workflow code it loaded.
+        if (/worker polling[^\n]*\n[^\n]*workflows: [^\n]*\n/.test(output)) resolve(child);
       };
       child.stdout!.on('data', onData);
       child.stderr!.on('data', onData);
       child.once('exit', (code) => reject(new Error(`worker exited (${code}) before it was ready:\n${output}`)));
     });
+  }
+
+  /** What the child printed so far (stdout and stderr). */
+  output(child: ChildProcess): string {
+    return this.outputs.get(child) ?? '';
   }
 
   async kill(child: ChildProcess): Promise<void> {

@@ -64,6 +64,7 @@ export const configSchema = z.object({
   EMBEDDINGS_API_KEY: optionalString,
   /** An OpenAI-compatible /v1/audio/transcriptions endpoint for audio and video; unset: audio files end in error. */
   TRANSCRIBE_BASE_URL: optionalString,
+  /** Optional (a local server may need none); refused by the service (401/403): widget uploads answer 503 missing_credential. */
   TRANSCRIBE_API_KEY: optionalString,
   TRANSCRIBE_MODEL: z.preprocess(emptyToUndefined, z.string().default('whisper-1')),
   /** An OpenAI-compatible chat-completions endpoint (agents' replies, agent generation). Unset: no LLM. */

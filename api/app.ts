@@ -93,7 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(conversationRoutes);
   await app.register(messageRoutes);
   await app.register(widgetRoutes, { limits: deps.limits });
-  await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null });
+  await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, deps.msgappWebhook ?? { appSecret: null, verifyToken: null });
   await app.register(plannedRoutes);

@@ -19,6 +19,21 @@ const MAX_BUFFERED_BYTES = 1024 * 1024;
 
 const PING = JSON.stringify({ type: 'ping' });
 
+/** Sockets open at once per conversation and per client address (CHAT_MAX_SOCKETS_PER_*). */
+export interface SocketCaps {
+  perConversation: number;
+  perAddress: number;
+}
+
+/** The defaults of core/config.ts: a visitor's tabs and devices; many visitors behind one NAT. */
+export const DEFAULT_SOCKET_CAPS: SocketCaps = { perConversation: 10, perAddress: 100 };
+
+/** What holds a socket slot: the TCP connection of the handshake (its `close` frees the slot). */
+interface Connection {
+  destroyed: boolean;
+  once(event: 'close', listener: () => void): unknown;
+}
+
 const Notice = z.discriminatedUnion('k', [
   z.object({ k: z.literal('frame'), c: z.string().min(1), f: z.looseObject({ type: z.string(), reply_id: z.string().optional() }) }),
   z.object({ k: z.literal('ref'), c: z.string().min(1), m: z.string().min(1) }),
@@ -67,8 +82,20 @@ export class ChatHub {
   private tickRecheckRunning = false;
   /** Counts recheck notices; a handshake that saw another value re-checks once attached. */
   private recheckSeq = 0;
+  private readonly caps: SocketCaps;
+  /** Slots held (handshakes in progress and open sockets), by conversation and by client address. */
+  private readonly slotsByConversation = new Map<string, number>();
+  private readonly slotsByAddress = new Map<string, number>();
 
-  constructor(opts: { em: EntityManager; sites: SiteService; databaseUrl: string; log: Pick<Logger, 'warn' | 'error'>; pingIntervalMs: number }) {
+  constructor(opts: {
+    em: EntityManager;
+    sites: SiteService;
+    databaseUrl: string;
+    log: Pick<Logger, 'warn' | 'error'>;
+    pingIntervalMs: number;
+    maxSockets?: SocketCaps;
+  }) {
+    this.caps = opts.maxSockets ?? DEFAULT_SOCKET_CAPS;
     this.access = new SocketAccess(opts.em, opts.sites);
     this.transcript = new ChatTranscript(opts.em);
     this.log = opts.log;
@@ -100,6 +127,42 @@ export class ChatHub {
     let n = 0;
     for (const set of this.byConversation.values()) n += set.size;
     return n;
+  }
+
+  /**
+   * Takes a socket slot for a handshake, before any lookup, or answers 429 `rate_limited`
+   * when the conversation or the client address already holds its cap (counted in this
+   * process, which is where the sockets are). Slots are taken at the handshake, not when
+   * the socket is attached, so simultaneous handshakes cannot all pass the check; the slot
+   * is freed when the handshake's TCP connection closes, whatever happened to it (refused,
+   * upgrade failed, socket closed later).
+   */
+  reserve(conversationId: string, address: string, connection: Connection): void {
+    const conv = this.slotsByConversation.get(conversationId) ?? 0;
+    const addr = this.slotsByAddress.get(address) ?? 0;
+    if (conv >= this.caps.perConversation) {
+      throw new ApiError(429, 'rate_limited', `Too many reply sockets open to this conversation (at most ${this.caps.perConversation}); close one first`);
+    }
+    if (addr >= this.caps.perAddress) {
+      throw new ApiError(429, 'rate_limited', `Too many reply sockets open from this address (at most ${this.caps.perAddress}); close one first`);
+    }
+    this.slotsByConversation.set(conversationId, conv + 1);
+    this.slotsByAddress.set(address, addr + 1);
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      decrement(this.slotsByConversation, conversationId);
+      decrement(this.slotsByAddress, address);
+    };
+    connection.once('close', release);
+    // Closed before the listener was added: its close event is already gone.
+    if (connection.destroyed) release();
+  }
+
+  /** Slots held by a conversation (handshakes in progress and open sockets). */
+  slotsOf(conversationId: string): number {
+    return this.slotsByConversation.get(conversationId) ?? 0;
   }
 
   /** The handshake's checks; throws the 403s (or 503 while not listening). */
@@ -239,4 +302,10 @@ export class ChatHub {
   private closeAll(code: number, reason: string): void {
     for (const sub of this.subscribers()) sub.ws.close(code, reason);
   }
+}
+
+function decrement(map: Map<string, number>, key: string): void {
+  const n = (map.get(key) ?? 0) - 1;
+  if (n > 0) map.set(key, n);
+  else map.delete(key);
 }

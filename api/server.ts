@@ -26,11 +26,22 @@ export async function createApiServer(
   const keyCache = new KeyCache(opts.databaseUrl, log);
   await keyCache.start();
   const rate = await openRateStore(opts.rateStore, { redisUrl: config.REDIS_URL, databaseUrl: opts.databaseUrl });
-  const limits = await createRequestLimits(rate.store, config.RATE_LIMIT_PER_KEY, config.RATE_LIMIT_PER_WORKSPACE);
+  const limits = await createRequestLimits(rate.store, config.RATE_LIMIT_PER_KEY, config.RATE_LIMIT_PER_WORKSPACE, undefined, {
+    perSiteClient: config.WIDGET_RATE_LIMIT_PER_CLIENT,
+    sendsPerConversation: config.WIDGET_SENDS_PER_CONVERSATION,
+    refusalsPerAddress: config.WIDGET_REFUSALS_PER_ADDRESS,
+  });
   const denseIndex = new DenseIndex(orm.em, opts.databaseUrl, log);
   await denseIndex.start();
   const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded, keyCache, denseIndex }));
-  const chatHub = new ChatHub({ em: orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log, pingIntervalMs: config.CHAT_PING_INTERVAL_MS });
+  const chatHub = new ChatHub({
+    em: orm.em,
+    sites: services.sites,
+    databaseUrl: opts.databaseUrl,
+    log,
+    pingIntervalMs: config.CHAT_PING_INTERVAL_MS,
+    maxSockets: { perConversation: config.CHAT_MAX_SOCKETS_PER_CONVERSATION, perAddress: config.CHAT_MAX_SOCKETS_PER_ADDRESS },
+  });
   await chatHub.start();
   // Endpoints that start a workflow and wait for it (message sends) need the workflow service.
   const temporalConnection = opts.temporalAddress ? await Connection.connect({ address: opts.temporalAddress }) : null;

@@ -64,6 +64,7 @@ export const configSchema = z.object({
   EMBEDDINGS_API_KEY: optionalString,
   /** An OpenAI-compatible /v1/audio/transcriptions endpoint for audio and video; unset: audio files end in error. */
   TRANSCRIBE_BASE_URL: optionalString,
+  /** Optional (a local server may need none); refused by the service (401/403): widget uploads answer 503 missing_credential. */
   TRANSCRIBE_API_KEY: optionalString,
   TRANSCRIBE_MODEL: z.preprocess(emptyToUndefined, z.string().default('whisper-1')),
   /** An OpenAI-compatible chat-completions endpoint (agents' replies, agent generation). Unset: no LLM. */
@@ -78,6 +79,17 @@ export const configSchema = z.object({
   MSGAPP_VERIFY_TOKEN: optionalString,
   /** Keep-alive `ping` frame interval of the widget socket (the spec's 30 s); authorization is re-checked on each tick. */
   CHAT_PING_INTERVAL_MS: positiveInt(30_000),
+  /** Reply sockets open at once to one conversation, per API process (a visitor's tabs and devices). Over it: 429 before the upgrade. */
+  CHAT_MAX_SOCKETS_PER_CONVERSATION: positiveInt(10),
+  /** Reply sockets open at once from one client address, per API process (room for visitors behind one NAT). */
+  CHAT_MAX_SOCKETS_PER_ADDRESS: positiveInt(100),
+  /** Widget requests a minute per site and client address (DECISIONS "Widget"). */
+  WIDGET_RATE_LIMIT_PER_CLIENT: positiveInt(300),
+  /** Widget sends a minute per conversation (DECISIONS "Widget"). */
+  WIDGET_SENDS_PER_CONVERSATION: positiveInt(30),
+  /** Refused widget requests and socket handshakes (unknown site, Origin not allowed, suspended site) a minute per client
+   *  address, per API process; past it, 429 before any database lookup. */
+  WIDGET_REFUSALS_PER_ADDRESS: positiveInt(30),
   /** Widget uploads whose extracted text is longer than this (characters) are also indexed for search. */
   WIDGET_UPLOAD_INDEX_CHARS: positiveInt(20_000),
   /** Limits of the isolated extraction process. */

@@ -47,7 +47,8 @@ export async function startWidgetApi(opts: {
   await keyCache.start();
   opts.cleanup.push([`${opts.name} key cache`, () => keyCache.stop()]);
   const services = createServices(opts.orm.em, { ...opts.options, keyCache });
-  const hub = new ChatHub({ em: opts.orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log: quiet, pingIntervalMs: PING_INTERVAL_MS });
+  // The fan-out bench opens hundreds of sockets from one address to one conversation: no caps here.
+  const hub = new ChatHub({ em: opts.orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log: quiet, pingIntervalMs: PING_INTERVAL_MS, maxSockets: { perConversation: 1e9, perAddress: 1e9 } });
   await hub.start();
   opts.cleanup.push([`${opts.name} chat hub`, () => hub.stop()]);
   const app = await buildApp({

@@ -147,13 +147,13 @@ export class AgentTurns {
     }
   }
 
-  private async attachmentText(visitor: ChatMessageRow): Promise<Array<{ file_name: string; content: string }>> {
+  private async attachmentText(visitor: ChatMessageRow): Promise<Array<{ file_name: string; mime_type: string; content: string }>> {
     const ids = (visitor.attachments ?? []).map((a) => (typeof a === 'string' ? a : (a as { upload_id?: string }).upload_id)).filter(Boolean) as string[];
     if (!ids.length) return [];
     return this.em
       .fork()
-      .execute<Array<{ file_name: string; content: string }>>(
-        `select file_name, coalesce(content, '') as content from widget_uploads where id in (${ids.map(() => '?').join(',')}) order by created_at`,
+      .execute<Array<{ file_name: string; mime_type: string; content: string }>>(
+        `select file_name, mime_type, coalesce(content, '') as content from widget_uploads where id in (${ids.map(() => '?').join(',')}) order by created_at`,
         ids,
       );
   }
@@ -191,7 +191,7 @@ export class AgentTurns {
       ...history.map((m): ChatTurnMessage => ({ role: m.role === 'user' ? 'user' : 'assistant', content: m.text })),
       {
         role: 'user',
-        content: [visitor.text, ...attachments.map((a) => `[Attached file "${a.file_name}"]\n${a.content.slice(0, ATTACHMENT_CHARS)}`)].filter(Boolean).join('\n\n'),
+        content: [visitor.text, ...attachments.map(describeAttachment)].filter(Boolean).join('\n\n'),
       },
     ];
     for (const p of passages) citations.set(p.file_id, p.file_name);
@@ -260,6 +260,17 @@ export class AgentTurns {
     }
     return JSON.stringify({ error: `unknown tool ${call.name}` });
   }
+}
+
+/**
+ * An attachment as the model reads it. A file with no text (a photo, a blank scan, a
+ * silent recording) is still named, with its kind, so the agent knows what was attached
+ * instead of seeing nothing at all.
+ */
+export function describeAttachment(a: { file_name: string; mime_type: string; content: string }): string {
+  if (a.content) return `[Attached file "${a.file_name}"]\n${a.content.slice(0, ATTACHMENT_CHARS)}`;
+  const kind = a.mime_type.startsWith('image/') ? 'an image' : a.mime_type.startsWith('audio/') || a.mime_type.startsWith('video/') ? 'a recording' : 'a file';
+  return `[Attached ${kind}, "${a.file_name}" (${a.mime_type}); no text could be read from it]`;
 }
 
 function toReply(row: ChatMessageRow, handoff: boolean): TurnReply {

@@ -71,15 +71,60 @@ export async function createRateLimiter(store: RateStore, name: string, limit: n
   }
 }
 
+/** The widget's site checks that refuse a request after looking the site up. */
+const REFUSAL_CODES = new Set(['unknown_site', 'origin_not_allowed', 'site_suspended']);
+
+/**
+ * Refused widget requests (unknown site, refused Origin, suspended site) per client
+ * address, so an address that keeps presenting bad site ids or origins is answered 429
+ * before any lookup: once its budget for the window is spent, `guard` refuses without
+ * running the lookup at all.
+ *
+ * Counted in this process's memory on purpose: the point is to shed that load with no
+ * I/O, and a shared store would itself be a query (the PostgreSQL store is a table).
+ * With N API processes an address gets at most N times the budget, still a hard bound.
+ */
+export class RefusalLimiter {
+  private readonly impl: RateLimiterMemory;
+
+  constructor(
+    readonly limit: number,
+    windowSeconds = WINDOW_SECONDS,
+  ) {
+    this.impl = new RateLimiterMemory({ points: limit, duration: windowSeconds, keyPrefix: 'concierge_rl_widget_refusals' });
+  }
+
+  /** 429 `rate_limited` (Retry-After) when `key` has used up its refusals; memory only. */
+  async check(key: string): Promise<void> {
+    const res = await this.impl.get(key);
+    if (!res || res.consumedPoints < this.limit) return;
+    const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+    throw new ApiError(429, 'rate_limited', `Too many refused requests (unknown site or Origin not allowed) from this address: at most ${this.limit} a minute; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
+  }
+
+  /** Runs `work` (the site checks) unless `key` is over its budget; counts the refusal when it throws one. */
+  async guard<T>(key: string, work: () => Promise<T>): Promise<T> {
+    await this.check(key);
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof ApiError && REFUSAL_CODES.has(err.code)) await this.impl.penalty(key, 1);
+      throw err;
+    }
+  }
+}
+
 /**
  * The per-key and per-workspace limits every authenticated request counts against, and
- * the widget's (DECISIONS "Widget"): per site and client address, and sends per conversation.
+ * the widget's (DECISIONS "Widget"): per site and client address, sends per conversation,
+ * and refused site checks per client address.
  */
 export interface RequestLimits {
   perKey: RateLimiter;
   perWorkspace: RateLimiter;
   widgetClient: RateLimiter;
   widgetSends: RateLimiter;
+  widgetRefusals: RefusalLimiter;
 }
 
 export interface WidgetLimits {
@@ -87,9 +132,12 @@ export interface WidgetLimits {
   perSiteClient: number;
   /** Sends a minute per conversation. */
   sendsPerConversation: number;
+  /** Refused requests (unknown site, Origin not allowed, suspended site) a minute per client address. */
+  refusalsPerAddress?: number;
 }
 
-export const WIDGET_LIMITS: WidgetLimits = { perSiteClient: 300, sendsPerConversation: 30 };
+/** DECISIONS "Widget" for the first two; refusals: a page that is set up right is never refused at all. */
+export const WIDGET_LIMITS: Required<WidgetLimits> = { perSiteClient: 300, sendsPerConversation: 30, refusalsPerAddress: 30 };
 
 export async function createRequestLimits(
   store: RateStore,
@@ -103,6 +151,7 @@ export async function createRequestLimits(
     perWorkspace: await createRateLimiter(store, 'workspace', perWorkspace, windowSeconds),
     widgetClient: await createRateLimiter(store, 'widget_client', widget.perSiteClient, windowSeconds),
     widgetSends: await createRateLimiter(store, 'widget_sends', widget.sendsPerConversation, windowSeconds),
+    widgetRefusals: new RefusalLimiter(widget.refusalsPerAddress ?? WIDGET_LIMITS.refusalsPerAddress, windowSeconds),
   };
 }
 

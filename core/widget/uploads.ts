@@ -6,7 +6,7 @@ import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
-import { sniffType, type Transcriber } from '../kb/extract';
+import { NoTextExtracted, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
 import type { ExtractFn } from '../kb/indexing';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 import { signLink } from '../storage/signed-links';
@@ -59,7 +59,11 @@ export interface UploadResult {
 
 export interface UploadStatus {
   upload_id: string;
+  /** file_id, file_url and file_key: as in POST /upload's answer once the upload is ready, null before (and in error). */
+  file_id: string | null;
   file_name: string;
+  file_url: string | null;
+  file_key: string | null;
   mime_type: string;
   status: UploadStatusValue;
   parsed_chars: number | null;
@@ -125,6 +129,18 @@ export function summarize(text: string, max = SUMMARY_CHARS): string {
 /** A user-facing reason from an extraction failure (ExtractionError carries one). */
 const reasonOf = (err: unknown) => ((err as { reason?: unknown }).reason as string | undefined) ?? null;
 
+/**
+ * A failing transcription service, as the widget contract names it (503, "uploads not
+ * ready"): `missing_credential` when the service refused its credential (401/403: no or a
+ * wrong TRANSCRIBE_API_KEY), else `file_upload_prereq_failed`. Never the server API's codes.
+ */
+function transcriberUnavailable(err: TranscriberError): ApiError {
+  if (err.credentialRefused) {
+    return new ApiError(503, 'missing_credential', `The transcription service refused its credential (${err.reason}): set TRANSCRIBE_API_KEY`);
+  }
+  return new ApiError(503, 'file_upload_prereq_failed', `The transcription service is unavailable (${err.reason}); retry later`);
+}
+
 const forbidden = () => new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
 const uploadNotFound = (id: string) => new ApiError(404, 'not_found', `No upload with id '${id}' for this site`);
 
@@ -159,8 +175,11 @@ export class UploadService {
 
   /**
    * Stores and extracts one upload. Takes ownership of `staged`: it is committed to the
-   * blob store or discarded. Answers only once the text is extracted (status ready);
-   * a failed extraction leaves the row in `error` and answers 422 extraction_failed.
+   * blob store or discarded. Answers only once the text is extracted (status ready). A
+   * file with no text (a photo, a blank scan, silence) is ready with parsed_chars 0: the
+   * agent is told what was attached. A file that cannot be read leaves the row in `error`
+   * and answers 400 invalid_request naming `file`; a failing transcriber is a 503 (see
+   * transcriberUnavailable). Only codes of the widget contract (or the generic envelope).
    */
   async create(site: SiteRow, input: { staged: StagedBlob; fileName: string; conversationId?: string; customerId?: string }): Promise<UploadResult> {
     const { staged } = input;
@@ -212,22 +231,28 @@ export class UploadService {
       if (!committed) await this.deps.blobs.discard(staged);
     }
 
+    let content: string;
     try {
       const { segments } = await this.deps.extract({ filePath: this.deps.blobs.pathOf(row.blob_key), kind, mime: row.mime_type, fileName: row.file_name });
-      const content = segments.map((s) => s.text).join('\n\n');
-      await this.em().execute(
-        `update widget_uploads set status = 'ready', content = ?, parsed_chars = ?, summary = ?, updated_at = now() where id = ?`,
-        [content, content.length, summarize(content), row.id],
-      );
+      content = segments.map((s) => s.text).join('\n\n');
     } catch (err) {
-      const reason = reasonOf(err);
-      await this.em().execute(`update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ?`, [
-        (reason ?? 'extraction failed').slice(0, 1000),
-        row.id,
-      ]);
-      if (reason === null) throw err;
-      throw new ApiError(422, 'extraction_failed', `file: ${reason}`, { upload_id: row.id });
+      if (!(err instanceof NoTextExtracted)) {
+        const reason = reasonOf(err);
+        await this.em().execute(`update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ?`, [
+          (reason ?? 'extraction failed').slice(0, 1000),
+          row.id,
+        ]);
+        if (err instanceof TranscriberError) throw transcriberUnavailable(err);
+        if (reason === null) throw err;
+        throw new ApiError(400, 'invalid_request', `file: could not be read (${reason})`, { upload_id: row.id });
+      }
+      // Nothing to read is not a failure here: a visitor's photo is a normal attachment.
+      content = '';
     }
+    await this.em().execute(
+      `update widget_uploads set status = 'ready', content = ?, parsed_chars = ?, summary = ?, updated_at = now() where id = ?`,
+      [content, content.length, content ? summarize(content) : null, row.id],
+    );
     return {
       upload_id: row.id,
       file_id: row.blob_key,
@@ -248,9 +273,13 @@ export class UploadService {
     );
     const [row] = await this.em().execute<UploadRow[]>('select * from widget_uploads where id = ? and site_id = ?', [uploadId, site.id]);
     if (!row || (conversationId !== undefined && row.conversation_id !== conversationId)) throw uploadNotFound(uploadId);
+    const ready = row.status === 'ready';
     return {
       upload_id: row.id,
+      file_id: ready ? row.blob_key : null,
       file_name: row.file_name,
+      file_url: ready ? this.sign(row) : null,
+      file_key: ready ? uploadKey(row.id) : null,
       mime_type: row.mime_type,
       status: row.status,
       parsed_chars: row.parsed_chars,
@@ -295,20 +324,22 @@ export class UploadService {
 
   /**
    * A voice note to text. Takes ownership of `staged` (always discarded: nothing is
-   * stored). Audio only, by its bytes.
+   * stored). Audio only, by its bytes. The transcriber is an upload prerequisite, so its
+   * absence or failure answers the upload codes of the contract (503
+   * file_upload_prereq_failed or missing_credential).
    */
   async transcribe(input: { staged: StagedBlob; fileName: string }): Promise<{ transcript: string }> {
     try {
       const type = input.staged.size ? await sniffType(input.staged.tempPath, input.fileName) : null;
       if (type?.kind !== 'audio') throw new ApiError(400, 'not_audio', 'file: not an audio file (mp3, wav, ogg, opus, m4a)');
-      if (!this.deps.transcriber) throw new ApiError(503, 'transcription_unavailable', 'No transcriber is configured (TRANSCRIBE_BASE_URL)');
+      if (!this.deps.transcriber) throw new ApiError(503, 'file_upload_prereq_failed', 'Voice notes need a transcriber, and none is configured (TRANSCRIBE_BASE_URL)');
       let text: string;
       try {
         text = await this.deps.transcriber.transcribe(input.staged.tempPath, type.mime);
       } catch (err) {
-        const reason = reasonOf(err);
-        if (reason === null) throw err;
-        throw new ApiError(502, 'transcription_failed', reason);
+        if (err instanceof TranscriberError) throw transcriberUnavailable(err);
+        // The HTTP transcriber's network errors and time-outs (fetch throws them as they are).
+        throw transcriberUnavailable(new TranscriberError('transcription failed', err instanceof Error ? err.message : String(err)));
       }
       const transcript = text.trim();
       if (!transcript) throw new ApiError(422, 'empty_transcript', 'No speech was found in the recording');
@@ -422,9 +453,9 @@ export class UploadService {
       `select customer_id from conversations where id = ? and site_id = ? and channel = 'web'`,
       [conversationId, site.id],
     );
-    if (!conv || (customerId !== undefined && conv.customer_id !== customerId)) {
-      throw new ApiError(404, 'not_found', `No conversation with id '${conversationId}' for this site`);
-    }
+    // A bad form field (the widget contract has no 404 for it): 400 naming the field.
+    if (!conv) throw new ApiError(400, 'invalid_request', `conversation_id: no conversation '${conversationId}' on this site`);
+    if (customerId !== undefined && conv.customer_id !== customerId) throw new ApiError(400, 'invalid_request', `customer_id: not the customer of conversation '${conversationId}'`);
   }
 
   private sign(row: Pick<UploadRow, 'blob_key' | 'mime_type' | 'file_name'>): string {

@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { Client } from 'pg';
 import WebSocket from 'ws';
 import { buildApp } from '../../api/app';
+import { loadConfig } from '../../core/config';
 import { CHAT_CHANNEL, publishFrame, publishRecheck, type ChatFrame, type ChatNotice } from '../../core/chat/frames';
 import { ChatTranscript } from '../../core/chat/transcript';
 import { openDatabase, type Orm } from '../../core/db/orm';
@@ -432,5 +433,104 @@ describe('malformed notices and listener loss', () => {
     await publishFrame(db.orm.em, conv, { type: 'reply_delta', reply_id: 'msg_back', text: 'back' });
     expect(await again!.frame(0)).toEqual({ type: 'reply_delta', reply_id: 'msg_back', text: 'back' });
     again!.ws.close();
+  });
+});
+
+describe('limits before work: socket caps and refused handshakes answer 429 before any lookup', () => {
+  /** The shipped defaults (core/config.ts), one process. */
+  let capped: TestApp;
+  /** Small caps: 2 per conversation, 3 per address. */
+  let small: TestApp;
+  /** At most 3 refused handshakes a minute per address. */
+  let strict: TestApp;
+  let baseCapped: string;
+  let baseSmall: string;
+  let baseStrict: string;
+  const defaults = loadConfig({});
+
+  beforeAll(async () => {
+    capped = await startTestApp({
+      orm: db.orm,
+      databaseUrl: db.url,
+      chatSocketCaps: { perConversation: defaults.CHAT_MAX_SOCKETS_PER_CONVERSATION, perAddress: defaults.CHAT_MAX_SOCKETS_PER_ADDRESS },
+    });
+    small = await startTestApp({ orm: db.orm, databaseUrl: db.url, chatSocketCaps: { perConversation: 2, perAddress: 3 } });
+    strict = await startTestApp({ orm: db.orm, databaseUrl: db.url, widgetLimits: { perSiteClient: 10_000, sendsPerConversation: 1_000, refusalsPerAddress: 3 } });
+    [baseCapped, baseSmall, baseStrict] = [await listen(capped), await listen(small), await listen(strict)];
+  });
+  afterAll(async () => {
+    await capped?.close();
+    await small?.close();
+    await strict?.close();
+  });
+
+  /** Waits until the server has freed the slots of closed sockets. */
+  async function slotsDrop(t: TestApp, conv: string, to: number): Promise<void> {
+    for (let i = 0; i < 100 && t.chatHub.slotsOf(conv) > to; i++) await sleep(20);
+    expect(t.chatHub.slotsOf(conv)).toBe(to);
+  }
+
+  test('default config: 10 sockets to one conversation from one address, the 11th is HTTP 429 rate_limited before the upgrade; closing one frees a slot', async () => {
+    expect(defaults.CHAT_MAX_SOCKETS_PER_CONVERSATION).toBe(10);
+    const conv = await newConversation();
+    const sockets: Socket[] = [];
+    for (let i = 0; i < 10; i++) sockets.push(await open(baseCapped, conv));
+    const refused = await connect(baseCapped, { site_id: site, conversation_id: conv });
+    expect(refused.status).toBe(429);
+    expect(refused.body).toEqual({ error: 'rate_limited', message: expect.stringContaining('conversation') });
+    sockets.pop()!.ws.close();
+    await slotsDrop(capped, conv, 9);
+    sockets.push(await open(baseCapped, conv));
+    for (const s of sockets) s.ws.close();
+    await slotsDrop(capped, conv, 0);
+  });
+
+  test('per conversation and per client address; refused handshakes hold no slot', async () => {
+    const [c1, c2, c3] = [await newConversation(), await newConversation(), await newConversation()];
+    const a1 = await open(baseSmall, c1);
+    const a2 = await open(baseSmall, c1);
+    const overConv = await connect(baseSmall, { site_id: site, conversation_id: c1 });
+    expect(overConv.status).toBe(429);
+    expect(overConv.body).toEqual({ error: 'rate_limited', message: expect.stringContaining('conversation') });
+    // A 403 (the lookup ran and refused) gives its slot back.
+    for (let i = 0; i < 3; i++) expect((await connect(baseSmall, { site_id: site, conversation_id: c2 }, OTHER_ORIGIN)).status).toBe(403);
+    const b1 = await open(baseSmall, c2);
+    const overAddr = await connect(baseSmall, { site_id: site, conversation_id: c3 });
+    expect(overAddr.status).toBe(429);
+    expect(overAddr.body).toEqual({ error: 'rate_limited', message: expect.stringContaining('address') });
+    b1.ws.close();
+    await slotsDrop(small, c2, 0);
+    const c3s = await open(baseSmall, c3);
+    for (const s of [a1, a2, c3s]) s.ws.close();
+    await slotsDrop(small, c1, 0);
+    await slotsDrop(small, c3, 0);
+  });
+
+  test('simultaneous handshakes cannot all pass the cap: of 6 at once to one conversation, exactly 2 open', async () => {
+    const conv = await newConversation();
+    const results = await Promise.all(Array.from({ length: 6 }, () => connect(baseSmall, { site_id: site, conversation_id: conv })));
+    expect(results.filter((r) => r.socket)).toHaveLength(2);
+    expect(results.filter((r) => r.status === 429)).toHaveLength(4);
+    for (const r of results) r.socket?.ws.close();
+    await slotsDrop(small, conv, 0);
+  });
+
+  test('an address that keeps presenting unknown sites or refused origins gets 429 without the site lookup running', async () => {
+    const conv = await newConversation();
+    const lookups = jest.spyOn(strict.services.sites, 'authenticate');
+    try {
+      expect((await connect(baseStrict, { site_id: 'site_000000000000000000000000', conversation_id: conv })).body?.error).toBe('unknown_site');
+      expect((await connect(baseStrict, { site_id: site, conversation_id: conv }, 'https://evil.example')).body?.error).toBe('origin_not_allowed');
+      expect((await connect(baseStrict, { site_id: 'site_111111111111111111111111', conversation_id: conv })).body?.error).toBe('unknown_site');
+      expect(lookups).toHaveBeenCalledTimes(3);
+      const limited = await connect(baseStrict, { site_id: 'site_222222222222222222222222', conversation_id: conv });
+      expect(limited.status).toBe(429);
+      expect(limited.body).toEqual({ error: 'rate_limited', message: expect.stringContaining('refused') });
+      // Even a good handshake from that address waits out the window; no lookup ran for either.
+      expect((await connect(baseStrict, { site_id: site, conversation_id: conv })).status).toBe(429);
+      expect(lookups).toHaveBeenCalledTimes(3);
+    } finally {
+      lookups.mockRestore();
+    }
   });
 });

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { Pool } from 'pg';
+import { openDatabase, type Orm } from '../../core/db/orm';
 import type { RateStore } from '../../core/ratelimit';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
@@ -75,5 +76,51 @@ describe.each([
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => get(i % 2 ? a : b, key)));
     expect(results.filter((r) => r.statusCode === 200)).toHaveLength(4);
     expect(results.filter((r) => r.statusCode === 429)).toHaveLength(8);
+  });
+});
+
+describe('widget: an address that keeps presenting unknown sites or refused origins', () => {
+  let t: TestApp;
+  let orm: Orm;
+  let siteId: string;
+  const ORIGIN = 'https://shop.example';
+  const init = (site: string, origin = ORIGIN) => t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: { 'x-concierge-site': site, origin }, payload: {} });
+
+  beforeAll(async () => {
+    // Its own ORM, so every database query this app makes is counted here and nowhere else.
+    orm = await openDatabase(db.url);
+    t = await startTestApp({ orm, databaseUrl: db.url, windowSeconds: WINDOW_SECONDS, widgetLimits: { perSiteClient: 1_000, sendsPerConversation: 100, refusalsPerAddress: 3 } });
+    const ws = await createWorkspace(db.orm);
+    const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+    const agent = await t.app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth, payload: { name: 'Shop', instructions: 'Help.', triggers: { web_chat: { allowed_origins: [ORIGIN] } } } });
+    await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
+    siteId = (await t.services.sites.create(ws, agent.json().id, [ORIGIN])).site_id;
+  });
+  afterAll(async () => {
+    await t.close();
+    await orm.close();
+  });
+
+  test('gets 429 rate_limited with Retry-After before any database query, until the window ends', async () => {
+    const queries = jest.spyOn(orm.em.getDriver().getConnection(), 'execute');
+    try {
+      expect((await init('site_000000000000000000000000')).json().error).toBe('unknown_site');
+      expect((await init(siteId, 'https://evil.example')).json().error).toBe('origin_not_allowed');
+      expect((await init('site_111111111111111111111111')).json().error).toBe('unknown_site');
+      // The spy sees the lookups: each refusal above queried the sites table.
+      expect(queries.mock.calls.filter(([sql]) => String(sql).includes('from sites'))).toHaveLength(3);
+      queries.mockClear();
+      const limited = await init('site_222222222222222222222222');
+      expect(limited.statusCode).toBe(429);
+      expect(limited.json()).toEqual({ error: 'rate_limited', message: expect.stringContaining('refused') });
+      expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      // The right site and origin from that address wait too: answered from memory, no query at all.
+      expect((await init(siteId)).statusCode).toBe(429);
+      expect(queries).not.toHaveBeenCalled();
+      await new Promise((r) => setTimeout(r, Number(limited.headers['retry-after']) * 1000 + 100));
+      expect((await init(siteId)).statusCode).toBe(200);
+    } finally {
+      queries.mockRestore();
+    }
   });
 });

@@ -100,6 +100,21 @@ describe('send', () => {
     expect(request.messages[0]).toMatchObject({ role: 'system', content: expect.stringContaining('Help shoppers.') });
   });
 
+  test('a photo with no text attached: the model is told an image was attached, by name and type', async () => {
+    const conv = await init();
+    const photo = newId('upl');
+    // What POST /upload stores for a photo OCR finds no text in: ready, parsed_chars 0.
+    await db.orm.em.fork().execute(
+      `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status, content, parsed_chars)
+       values (?, ?, ?, ?, 'broken-lamp.jpg', 'image/jpeg', 1, 'none', 'ready', '', 0)`,
+      [photo, ws, site.site_id, conv.conversation_id],
+    );
+    const res = await post('send', { conversation_id: conv.conversation_id, text: 'it arrived like this', file_refs: [photo] });
+    expect(res.statusCode).toBe(200);
+    const user = llm.requests.at(-1)!.body.messages.at(-1);
+    expect(user).toEqual({ role: 'user', content: 'it arrived like this\n\n[Attached an image, "broken-lamp.jpg" (image/jpeg); no text could be read from it]' });
+  });
+
   test('async: 202 at once, then deltas and the authoritative reply with the same reply_id on the socket', async () => {
     const conv = await init();
     const s = await socket(conv.conversation_id);

@@ -74,7 +74,7 @@ beforeAll(async () => {
   const sent = await call(a1, 'POST', 'send', { conversation_id: owner.conversation_id, text: OWNER_SECRET_TEXT, user_context: ownerCtx });
   expect(sent.statusCode).toBe(200);
   const up = await uploadTo(a1, { conversation_id: owner.conversation_id, ...ownerCtx });
-  expect(up.statusCode).toBe(200);
+  expect(up.statusCode).toBe(201);
   ownerUpload = up.json().upload_id;
 
   anon = (await call(a1, 'POST', 'init', {})).json();
@@ -244,8 +244,9 @@ describe('widget conversations belong to their site', () => {
       expect(row.status).toBe('open');
       return;
     }
-    // The contract's code for file_url is 403 forbidden; elsewhere the conversation (or upload) is not found.
-    const expected = name === 'POST /file_url' ? [403, 'forbidden'] : [404, 'not_found'];
+    // The contract's code for file_url is 403 forbidden; upload has no not_found (a conversation_id not of the
+    // site is a bad field); elsewhere the conversation (or upload) is not found.
+    const expected = name === 'POST /file_url' ? [403, 'forbidden'] : name === 'POST /upload' ? [400, 'invalid_request'] : [404, 'not_found'];
     expect([res.statusCode, res.json().error]).toEqual(expected);
   });
 

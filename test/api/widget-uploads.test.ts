@@ -20,6 +20,8 @@ let db: TestDatabase;
 let t: TestApp;
 /** The same database served by a process with no transcriber configured. */
 let bare: TestApp;
+/** The same database served by a process whose transcriber has a base URL but no key (TRANSCRIBE_API_KEY unset). */
+let keyless: TestApp;
 let ws: string;
 let auth: Record<string, string>;
 let agentId: string;
@@ -28,6 +30,8 @@ let conv: string;
 let sttServer: http.Server;
 const sttRequests: Array<{ url: string; hasModel: boolean; hasFile: boolean }> = [];
 let nextTranscript = 'Hello, I would like to change my delivery address.';
+/** When set, the transcription server answers this HTTP status (an OpenAI error body) instead. */
+let sttFailure: number | null = null;
 
 const ORIGIN = 'https://shop.example';
 const INDEX_CHARS = 3000;
@@ -40,15 +44,20 @@ beforeAll(async () => {
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       sttRequests.push({ url: req.url ?? '', hasModel: body.includes('name="model"'), hasFile: body.includes('name="file"') });
+      // Like OpenAI: no bearer key is a 401.
+      const status = req.headers.authorization ? sttFailure : 401;
+      if (status) return void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'refused', type: 'invalid_request_error' } }));
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ text: nextTranscript }));
     });
   });
   await new Promise<void>((r) => sttServer.listen(0, '127.0.0.1', r));
-  const stt = new OpenAiTranscriber(`http://127.0.0.1:${(sttServer.address() as AddressInfo).port}`, 'test-key', 'whisper-1');
+  const sttUrl = `http://127.0.0.1:${(sttServer.address() as AddressInfo).port}`;
+  const stt = new OpenAiTranscriber(sttUrl, 'test-key', 'whisper-1');
 
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { transcriber: stt, uploadIndexChars: INDEX_CHARS } });
   bare = await startTestApp({ orm: db.orm, databaseUrl: db.url });
+  keyless = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { transcriber: new OpenAiTranscriber(sttUrl, '', 'whisper-1') } });
   ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
   agentId = await publishedAgent({ file_upload: true });
@@ -58,6 +67,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.close();
   await bare.close();
+  await keyless.close();
   await db.drop();
   await new Promise((r) => sttServer.close(r));
 });
@@ -109,10 +119,10 @@ const uploadRows = async (conversationId: string) =>
 const siteRow = async (siteId: string) => (await db.orm.em.fork().execute<SiteRow[]>('select * from sites where id = ?', [siteId]))[0];
 
 describe('POST /upload: stored, typed from its bytes, extracted before the answer', () => {
-  test('a PDF: 200 ready with a durable key and a signed link to the same bytes; status has the text length and a summary', async () => {
+  test('a PDF: 201 ready with a durable key and a signed link to the same bytes; status has the text length and a summary', async () => {
     const pdf = await makePdf();
     const res = await upload({ name: 'policy.pdf', content: pdf }, { conversation_id: conv });
-    expect(res.statusCode).toBe(200);
+    expect(res.statusCode).toBe(201);
     const body = res.json();
     expect(body).toEqual({
       upload_id: expect.stringMatching(/^upl_[0-9a-f]{24}$/),
@@ -129,7 +139,10 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
     expect(st.statusCode).toBe(200);
     expect(st.json()).toEqual({
       upload_id: body.upload_id,
+      file_id: body.file_id,
       file_name: 'policy.pdf',
+      file_url: expect.stringMatching(/^\/api\/media\//),
+      file_key: body.file_key,
       mime_type: 'application/pdf',
       status: 'ready',
       parsed_chars: expect.any(Number),
@@ -144,10 +157,10 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
 
   test('a DOCX and a PNG (OCR) are read; the client-sent name is kept, the type comes from the bytes', async () => {
     const docx = await upload({ name: 'warranty.bin', content: await makeDocx() }, { conversation_id: conv });
-    expect(docx.statusCode).toBe(200);
+    expect(docx.statusCode).toBe(201);
     expect(docx.json().mime_type).toBe('application/vnd.openxmlformats-officedocument.wordprocessingml.document');
     const png = await upload({ name: 'scan.png', content: await makeTextPng() }, { conversation_id: conv });
-    expect(png.statusCode).toBe(200);
+    expect(png.statusCode).toBe(201);
     expect(png.json().mime_type).toBe('image/png');
     const rows = new Map((await uploadRows(conv)).map((r) => [r.id, r]));
     expect(rows.get(docx.json().upload_id)!.content).toContain(TEXT.docxPara2);
@@ -155,18 +168,44 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
     for (const w of TEXT.ocrWords) expect(ocr).toContain(w);
   });
 
-  test('a corrupt PDF: 422 extraction_failed with the reason; the upload stays readable in status error', async () => {
+  test('a corrupt PDF: 400 invalid_request naming file, with the reason; the upload stays readable in status error, without links', async () => {
     const res = await upload({ name: 'broken.pdf', content: makeCorruptPdf() }, { conversation_id: conv });
-    expect(res.statusCode).toBe(422);
-    expect(res.json()).toMatchObject({ error: 'extraction_failed', message: expect.stringMatching(/PDF/i), upload_id: expect.stringMatching(/^upl_/) });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'invalid_request', message: expect.stringMatching(/^file: .*PDF/i), upload_id: expect.stringMatching(/^upl_/) });
     const st = (await status(res.json().upload_id)).json();
-    expect(st).toMatchObject({ status: 'error', parsed_chars: null, summary: null, error_message: expect.stringMatching(/PDF/i) });
+    expect(st).toMatchObject({ status: 'error', parsed_chars: null, summary: null, error_message: expect.stringMatching(/PDF/i), file_id: null, file_url: null, file_key: null });
+  });
+
+  test("a photo with no text: 201 ready with parsed_chars 0 (not an error), and the status read has its file_id, file_url and file_key", async () => {
+    const photo = await makeTextPng([]);
+    const res = await upload({ name: 'photo.png', content: photo }, { conversation_id: conv });
+    expect(res.statusCode).toBe(201);
+    const body = res.json();
+    expect(body).toMatchObject({ mime_type: 'image/png', status: 'ready' });
+    const st = await status(body.upload_id, `?conversation_id=${conv}`);
+    expect(st.json()).toEqual({
+      upload_id: body.upload_id,
+      file_id: body.file_id,
+      file_name: 'photo.png',
+      file_url: expect.stringMatching(/^\/api\/media\//),
+      file_key: `upload/${body.upload_id}`,
+      mime_type: 'image/png',
+      status: 'ready',
+      parsed_chars: 0,
+      summary: null,
+      error_message: null,
+    });
+    expect((await download(st.json().file_url)).equals(photo)).toBe(true);
+    // Ready, so it can be attached to a message.
+    expect(await t.services.uploads.forSend(await siteRow(site.site_id), conv, [body.upload_id])).toEqual([
+      { id: body.upload_id, file_name: 'photo.png', mime_type: 'image/png', content: '', parsed_chars: 0 },
+    ]);
   });
 
   test('audio is transcribed through the configured transcriber', async () => {
     nextTranscript = 'Please deliver the parcel to the back door.';
     const res = await upload({ name: 'note.wav', content: makeWav() }, { conversation_id: conv });
-    expect(res.statusCode).toBe(200);
+    expect(res.statusCode).toBe(201);
     expect(res.json().mime_type).toBe('audio/wav');
     expect(sttRequests.at(-1)).toEqual({ url: '/v1/audio/transcriptions', hasModel: true, hasFile: true });
     expect((await status(res.json().upload_id)).json()).toMatchObject({ status: 'ready', summary: 'Please deliver the parcel to the back door.' });
@@ -183,7 +222,7 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
 
   test('an upload without a conversation is accepted (attached by /send later)', async () => {
     const res = await upload({ name: 'loose.txt', content: 'A note without a conversation yet.' });
-    expect(res.statusCode).toBe(200);
+    expect(res.statusCode).toBe(201);
     const [row] = await db.orm.em.fork().execute<{ conversation_id: string | null; site_id: string }[]>('select conversation_id, site_id from widget_uploads where id = ?', [res.json().upload_id]);
     expect(row).toEqual({ conversation_id: null, site_id: site.site_id });
   });
@@ -209,14 +248,15 @@ describe('POST /upload: refusals, in the spec order, leave nothing behind', () =
     expect(await uploadRows(c)).toEqual([]);
   });
 
-  test("a conversation that is not this site's agent's web conversation: 404 not_found", async () => {
+  test("a conversation that is not this site's agent's web conversation, or another customer: 400 invalid_request naming the field", async () => {
     const other = await t.services.sites.create(ws, await publishedAgent({ file_upload: true }), [ORIGIN]);
     const foreign = await newConversation(other.site_id);
     const res = await upload({ name: 'a.txt', content: 'hello' }, { conversation_id: foreign });
-    expect(res.statusCode).toBe(404);
-    expect(res.json().error).toBe('not_found');
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'invalid_request', message: expect.stringMatching(/^conversation_id: /) });
     const wrongCustomer = await upload({ name: 'a.txt', content: 'hello' }, { conversation_id: conv, customer_id: 'cus_000000000000000000000000' });
-    expect(wrongCustomer.statusCode).toBe(404);
+    expect(wrongCustomer.statusCode).toBe(400);
+    expect(wrongCustomer.json()).toEqual({ error: 'invalid_request', message: expect.stringMatching(/^customer_id: /) });
   });
 
   test('over 25 MB: 413 payload_too_large, no upload recorded and no temporary file left', async () => {
@@ -243,7 +283,7 @@ describe('POST /upload: refusals, in the spec order, leave nothing behind', () =
       }
     };
     await processing(4);
-    expect((await upload({ name: 'a.txt', content: 'fifth file' }, { conversation_id: c })).statusCode).toBe(200);
+    expect((await upload({ name: 'a.txt', content: 'fifth file' }, { conversation_id: c })).statusCode).toBe(201);
     await processing(1);
     const res = await upload({ name: 'b.txt', content: 'sixth file' }, { conversation_id: c });
     expect(res.statusCode).toBe(400);
@@ -261,7 +301,7 @@ describe('POST /upload: refusals, in the spec order, leave nothing behind', () =
       );
     }
     const [a, b] = await Promise.all([upload({ name: 'a.pdf', content: await makePdf() }, { conversation_id: c }), upload({ name: 'b.pdf', content: await makePdf(['Other text.']) }, { conversation_id: c })]);
-    expect([a.statusCode, b.statusCode].sort()).toEqual([200, 400]);
+    expect([a.statusCode, b.statusCode].sort()).toEqual([201, 400]);
     expect([a, b].find((r) => r.statusCode === 400)!.json().error).toBe('too_many_files');
   });
 
@@ -278,7 +318,7 @@ describe('POST /upload: refusals, in the spec order, leave nothing behind', () =
     }
     const read = await status(ids[0], `?conversation_id=${c}`);
     expect(read.json()).toMatchObject({ status: 'error', error_message: expect.stringContaining('interrupted') });
-    expect((await upload({ name: 'again.txt', content: 'the file once more' }, { conversation_id: c })).statusCode).toBe(200);
+    expect((await upload({ name: 'again.txt', content: 'the file once more' }, { conversation_id: c })).statusCode).toBe(201);
     expect((await uploadRows(c)).filter((r: { status: string }) => r.status === 'processing')).toHaveLength(0);
   });
 
@@ -286,7 +326,46 @@ describe('POST /upload: refusals, in the spec order, leave nothing behind', () =
     const res = await upload({ name: 'note.wav', content: makeWav() }, { conversation_id: conv }, { app: bare });
     expect(res.statusCode).toBe(503);
     expect(res.json()).toEqual({ error: 'file_upload_prereq_failed', message: expect.stringContaining('TRANSCRIBE_BASE_URL') });
-    expect((await upload({ name: 'doc.txt', content: 'Plain text needs nothing external.' }, { conversation_id: conv }, { app: bare })).statusCode).toBe(200);
+    expect((await upload({ name: 'doc.txt', content: 'Plain text needs nothing external.' }, { conversation_id: conv }, { app: bare })).statusCode).toBe(201);
+  });
+});
+
+describe('the transcriber as an upload prerequisite: only widget codes', () => {
+  afterEach(() => (sttFailure = null));
+
+  test('its key not configured (the service answers 401): upload and voice note are 503 missing_credential; the upload stays in error', async () => {
+    const c = await newConversation(site.site_id);
+    const up = await upload({ name: 'note.wav', content: makeWav() }, { conversation_id: c }, { app: keyless });
+    expect(up.statusCode).toBe(503);
+    expect(up.json()).toEqual({ error: 'missing_credential', message: expect.stringContaining('TRANSCRIBE_API_KEY') });
+    expect(await uploadRows(c)).toEqual([{ id: expect.any(String), status: 'error', content: null }]);
+    const note = await transcribe({ name: 'voice.wav', content: makeWav() }, keyless);
+    expect(note.statusCode).toBe(503);
+    expect(note.json()).toEqual({ error: 'missing_credential', message: expect.stringContaining('TRANSCRIBE_API_KEY') });
+  });
+
+  test('a key the service refuses (403) is also missing_credential', async () => {
+    sttFailure = 403;
+    const res = await transcribe({ name: 'voice.wav', content: makeWav() });
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error).toBe('missing_credential');
+  });
+
+  test('the service failing (HTTP 500): 503 file_upload_prereq_failed, not a server API code', async () => {
+    sttFailure = 500;
+    const up = await upload({ name: 'note.wav', content: makeWav() }, { conversation_id: conv });
+    expect(up.statusCode).toBe(503);
+    expect(up.json()).toEqual({ error: 'file_upload_prereq_failed', message: expect.stringContaining('HTTP 500') });
+    const note = await transcribe({ name: 'voice.wav', content: makeWav() });
+    expect(note.statusCode).toBe(503);
+    expect(note.json()).toEqual({ error: 'file_upload_prereq_failed', message: expect.stringContaining('HTTP 500') });
+  });
+
+  test('a silent recording is an upload with no text: 201 ready with parsed_chars 0', async () => {
+    nextTranscript = '   ';
+    const res = await upload({ name: 'silence.wav', content: makeWav() }, { conversation_id: conv });
+    expect(res.statusCode).toBe(201);
+    expect((await status(res.json().upload_id)).json()).toMatchObject({ status: 'ready', parsed_chars: 0, summary: null });
   });
 });
 
@@ -382,10 +461,10 @@ describe('POST /transcribe', () => {
     expect(sttRequests.length).toBe(calls);
   });
 
-  test('no transcriber configured: 503 transcription_unavailable', async () => {
+  test('no transcriber configured: 503 file_upload_prereq_failed (a widget code)', async () => {
     const res = await transcribe({ name: 'voice.wav', content: makeWav() }, bare);
     expect(res.statusCode).toBe(503);
-    expect(res.json().error).toBe('transcription_unavailable');
+    expect(res.json()).toEqual({ error: 'file_upload_prereq_failed', message: expect.stringContaining('TRANSCRIBE_BASE_URL') });
   });
 
   test('over 25 MB: 413 payload_too_large', async () => {

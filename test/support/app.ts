@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
 import { buildApp } from '../../api/app';
-import { ChatHub } from '../../api/chat-hub';
+import { ChatHub, type SocketCaps } from '../../api/chat-hub';
 import { KeyCache } from '../../core/auth/key-cache';
 import { DenseIndex } from '../../core/kb/dense-index';
 import type { Scope } from '../../core/auth/scopes';
@@ -71,14 +71,19 @@ export async function startTestApp(opts: {
   widgetLimits?: WidgetLimits;
   /** Keep-alive ping interval of the reply sockets (30 s unless a test compresses it). */
   chatPingIntervalMs?: number;
+  /** Reply sockets open at once per conversation and per client address (generous unless a test checks them). */
+  chatSocketCaps?: SocketCaps;
 }): Promise<TestApp> {
   const keyCache = new KeyCache(opts.databaseUrl, pino({ level: 'silent' }));
   await keyCache.start();
-  const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds, opts.widgetLimits ?? { perSiteClient: 10_000, sendsPerConversation: 1_000 });
+  const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds, opts.widgetLimits ?? { perSiteClient: 10_000, sendsPerConversation: 1_000, refusalsPerAddress: 10_000 });
   const denseIndex = new DenseIndex(opts.orm.em, opts.databaseUrl, pino({ level: 'silent' }));
   await denseIndex.start();
   const services = createServices(opts.orm.em, testServiceOptions({ keyCache, denseIndex, ...opts.serviceOptions }));
-  const chatHub = new ChatHub({ em: opts.orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log: pino({ level: 'silent' }), pingIntervalMs: opts.chatPingIntervalMs ?? 30_000 });
+  const chatHub = new ChatHub({ em: opts.orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log: pino({ level: 'silent' }),
+    pingIntervalMs: opts.chatPingIntervalMs ?? 30_000,
+    maxSockets: opts.chatSocketCaps ?? { perConversation: 10_000, perAddress: 10_000 },
+  });
   await chatHub.start();
   const app = await buildApp({
     services,

@@ -56,7 +56,10 @@ export const widgetRoutes: FastifyPluginAsyncZod<{ limits: RequestLimits }> = as
   app.decorateRequest('site', null);
   app.addHook('onRequest', async (request) => {
     if (request.method === 'OPTIONS' || !request.routeOptions.config.site) return;
-    request.site = await app.services.sites.authenticate(request.headers['x-concierge-site'] as string | undefined, pageOrigin(request));
+    // An address that keeps presenting unknown sites or refused origins is answered 429 before the lookup.
+    request.site = await opts.limits.widgetRefusals.guard(request.ip, () =>
+      app.services.sites.authenticate(request.headers['x-concierge-site'] as string | undefined, pageOrigin(request)),
+    );
     await enforce(opts.limits.widgetClient, `${request.site.id}:${request.ip}`, 'requests per site and client address');
   });
 

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import { ApiError } from '../../../core/errors';
+import type { RefusalLimiter } from '../../../core/ratelimit';
 import type { ChatHub, CheckedGrant } from '../../chat-hub';
 
 const ConnectQuery = z.object({
@@ -22,9 +23,13 @@ declare module 'fastify' {
  * check runs before the upgrade, so a refusal is a plain HTTP 400/403/503 with the usual
  * error body; the socket itself never carries an error. Not key-authenticated (`public`):
  * it authenticates itself, by site, Origin and conversation.
+ *
+ * Limits come before work: an address over its refused-handshake budget, and a
+ * conversation or address holding its cap of sockets, get 429 `rate_limited` before any
+ * lookup.
  */
-export const chatSocketRoutes: FastifyPluginAsyncZod<{ hub: ChatHub | null }> = async (app, opts) => {
-  const { hub } = opts;
+export const chatSocketRoutes: FastifyPluginAsyncZod<{ hub: ChatHub | null; refusals: RefusalLimiter }> = async (app, opts) => {
+  const { hub, refusals } = opts;
   app.decorateRequest('chatGrant', null);
 
   app.route({
@@ -37,7 +42,11 @@ export const chatSocketRoutes: FastifyPluginAsyncZod<{ hub: ChatHub | null }> = 
     preHandler: async (request) => {
       if (!hub) throw new ApiError(503, 'socket_unavailable', 'Reply sockets are not available on this server');
       const q = request.query;
-      request.chatGrant = await hub.authorize({ siteId: q.site_id, origin: request.headers.origin, conversationId: q.conversation_id });
+      request.chatGrant = await refusals.guard(request.ip, async () => {
+        // Only a real upgrade takes a socket slot (a plain GET ends in 426 below).
+        if (request.ws) hub.reserve(q.conversation_id, request.ip, request.raw.socket);
+        return hub.authorize({ siteId: q.site_id, origin: request.headers.origin, conversationId: q.conversation_id });
+      });
     },
     handler: async () => {
       throw new ApiError(426, 'upgrade_required', 'GET /api/chat/connect is a WebSocket endpoint: send an upgrade request', {}, { Upgrade: 'websocket' });

@@ -35,11 +35,14 @@ const UploadResult = z
 const UploadStatus = z
   .object({
     upload_id: z.string(),
+    file_id: z.string().nullable().meta({ description: 'As in the upload answer, once ready; null before' }),
     file_name: z.string(),
+    file_url: z.string().nullable().meta({ description: 'A freshly signed download link (24 hours), once ready; null before' }),
+    file_key: z.string().nullable().meta({ description: 'Durable key for /file_url, once ready; null before' }),
     mime_type: z.string(),
     status: z.enum(['processing', 'ready', 'error']),
-    parsed_chars: z.number().int().nullable().meta({ description: 'Length of the extracted text, once ready' }),
-    summary: z.string().nullable().meta({ description: 'The text’s first ~200 characters, once ready' }),
+    parsed_chars: z.number().int().nullable().meta({ description: 'Length of the extracted text, once ready; 0 for a file with no text (a photo)' }),
+    summary: z.string().nullable().meta({ description: 'The text’s first ~200 characters, once ready (null when there is no text)' }),
     error_message: z.string().nullable().meta({ description: 'Why processing failed (status error)' }),
   })
   .meta({ id: 'WidgetUploadStatus' });
@@ -52,18 +55,23 @@ const FileUrlBody = z
   })
   .strict();
 
+/** The transcriber is the one external prerequisite of uploads (audio, video, voice notes). */
+const TRANSCRIBER_503 =
+  'file_upload_prereq_failed: no transcriber is configured (TRANSCRIBE_BASE_URL) or it is failing; missing_credential: the transcriber refused its credential (401/403: set TRANSCRIBE_API_KEY)';
+
 const uploadErrors = {
   ...widgetErrors,
-  400: ErrorBody.meta({ description: 'missing_site_id, invalid_request, unsupported_type, too_many_files (more than 5 files of the conversation processing)' }),
+  400: ErrorBody.meta({
+    description:
+      'missing_site_id; invalid_request (a bad field, an empty file, a conversation_id or customer_id not of this site, or a file that cannot be read: the upload then stays in status error and the body has upload_id); unsupported_type; too_many_files (more than 5 files of the conversation processing)',
+  }),
   403: ErrorBody.meta({
     description:
       'site_suspended, origin_not_allowed, file_upload_not_enabled, identity_verification_required (a verified visitor\'s conversation without external_id and user_hash), identity_verification_failed, forbidden (another visitor\'s conversation)',
   }),
-  404: ErrorBody.meta({ description: 'unknown_site, not_found (conversation)' }),
   413: ErrorBody.meta({ description: 'payload_too_large: over 25 MB' }),
   415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
-  422: ErrorBody.meta({ description: 'extraction_failed: the file could not be read; the upload stays in status error' }),
-  503: ErrorBody.meta({ description: 'no_workflow_configured, file_upload_prereq_failed (audio or video without a transcriber)' }),
+  503: ErrorBody.meta({ description: `no_workflow_configured; ${TRANSCRIBER_503}` }),
 } as const;
 
 
@@ -89,23 +97,27 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
     config: { site: true },
     schema: {
       operationId: 'widgetUpload',
-      summary: 'Upload a file (multipart: file, conversation_id?, customer_id?); answers once its content is extracted',
+      summary: 'Upload a file (multipart: file, conversation_id?, customer_id?); answers 201 once its content is extracted (a file with no text, such as a photo, is ready with parsed_chars 0)',
       tags,
       security: [{ widgetSite: [] }],
       consumes: ['multipart/form-data'],
       body: UploadForm.optional(),
-      response: { 200: UploadResult, ...uploadErrors },
+      response: { 201: UploadResult, ...uploadErrors },
     },
     // The multipart stream is read by the handler, not validated as a JSON body.
     validatorCompiler: () => (data) => ({ value: data }),
-    handler: async (request) => {
+    handler: async (request, reply) => {
       // Refused before a byte is read when the agent or its toggle does not allow uploads.
       await uploads.admit(request.site!);
       const { staged, fileName, fields } = await readSingleFile(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
       await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
         await app.services.blobs.discard(staged);
+        // The upload contract has no not_found: a conversation_id not of this site is a bad field.
+        if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(400, 'invalid_request', 'conversation_id: not a conversation of this site');
         throw err;
       });
+      // A creation: 201 (DECISIONS "Everywhere").
+      reply.code(201);
       return uploads.create(request.site!, {
         staged,
         fileName,
@@ -193,8 +205,7 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
         413: ErrorBody.meta({ description: 'payload_too_large: over 25 MB' }),
         415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
         422: ErrorBody.meta({ description: 'empty_transcript: no speech found' }),
-        502: ErrorBody.meta({ description: 'transcription_failed: the transcription provider failed' }),
-        503: ErrorBody.meta({ description: 'transcription_unavailable: no transcriber configured' }),
+        503: ErrorBody.meta({ description: TRANSCRIBER_503 }),
       },
     },
     validatorCompiler: () => (data) => ({ value: data }),

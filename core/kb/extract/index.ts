@@ -21,12 +21,12 @@ import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  DEFAULT_CHILD_LIMITS, ExtractionError,
+  DEFAULT_CHILD_LIMITS, ExtractionError, NoTextExtracted, TranscriberError,
   type ChildJob, type ChildReply, type DocKind, type ExtractResult, type Segment,
 } from './types';
 import { tidyText } from './sections';
 
-export { ExtractionError } from './types';
+export { ExtractionError, NoTextExtracted, TranscriberError } from './types';
 export type { DocKind, ExtractResult, Segment } from './types';
 export { sniffType, sniffBuffer, type SniffResult } from './sniff';
 
@@ -86,7 +86,7 @@ export async function extractDocument(input: ExtractInput, opts: ExtractOptions 
     const text = tidyText(s.text);
     if (text) segments.push({ ...s, text });
   }
-  if (!segments.length) throw new ExtractionError('no text could be extracted', result.warnings.join('; ') || undefined);
+  if (!segments.length) throw new NoTextExtracted('no text could be extracted', result.warnings.join('; ') || undefined);
   return { segments, warnings: result.warnings };
 }
 
@@ -210,7 +210,7 @@ async function transcribeMedia(input: ExtractInput, transcriber: Transcriber | n
   if (!transcriber) throw new ExtractionError(`${what} needs a transcriber: set TRANSCRIBE_BASE_URL`);
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ExtractionError(`transcription exceeded ${formatSeconds(timeoutMs)}`)), timeoutMs);
+    timer = setTimeout(() => reject(new TranscriberError(`transcription exceeded ${formatSeconds(timeoutMs)}`)), timeoutMs);
   });
   const aborted = new Promise<never>((_, reject) => {
     signal?.addEventListener('abort', () => reject(new ExtractionError('extraction was cancelled')), { once: true });
@@ -220,7 +220,8 @@ async function transcribeMedia(input: ExtractInput, transcriber: Transcriber | n
     return { segments: [{ text }], warnings: [] };
   } catch (err) {
     if (err instanceof ExtractionError) throw err;
-    throw new ExtractionError(`${what} transcription failed`, err instanceof Error ? err.message : String(err));
+    // The service could not be reached or broke off: its failure, not the file's.
+    throw new TranscriberError(`${what} transcription failed`, err instanceof Error ? err.message : String(err));
   } finally {
     clearTimeout(timer);
   }
@@ -260,15 +261,15 @@ export class OpenAiTranscriber implements Transcriber {
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
     const res = await fetch(this.endpoint, { method: 'POST', body: form, headers, signal: AbortSignal.timeout(this.requestTimeoutMs) });
     const body = await res.text();
-    if (!res.ok) throw new ExtractionError(`transcription failed (HTTP ${res.status})`, body.slice(0, 500));
+    if (!res.ok) throw new TranscriberError(`transcription failed (HTTP ${res.status})`, body.slice(0, 500), res.status === 401 || res.status === 403);
     let parsed: unknown;
     try {
       parsed = JSON.parse(body);
     } catch {
-      throw new ExtractionError('transcription failed (the server did not answer JSON)', body.slice(0, 500));
+      throw new TranscriberError('transcription failed (the server did not answer JSON)', body.slice(0, 500));
     }
     const text = (parsed as { text?: unknown }).text;
-    if (typeof text !== 'string') throw new ExtractionError('transcription failed (no text in the answer)', body.slice(0, 500));
+    if (typeof text !== 'string') throw new TranscriberError('transcription failed (no text in the answer)', body.slice(0, 500));
     return text;
   }
 }

@@ -39,6 +39,28 @@ export class ExtractionError extends Error {
   }
 }
 
+/**
+ * Extraction worked but the file holds no text: a photo, a blank scan, a silent recording.
+ * The knowledge base treats it as a failure (DECISIONS: zero text is an error); a widget
+ * upload does not (a visitor's photo is a normal attachment).
+ */
+export class NoTextExtracted extends ExtractionError {}
+
+/**
+ * The speech-to-text service failed (HTTP error, no answer, time-out): a failure of the
+ * service, not of the file. `credentialRefused` when it answered 401 or 403, i.e. its
+ * credential (TRANSCRIBE_API_KEY) is missing or wrong.
+ */
+export class TranscriberError extends ExtractionError {
+  constructor(
+    reason: string,
+    detail?: string,
+    readonly credentialRefused = false,
+  ) {
+    super(reason, detail);
+  }
+}
+
 /** Human names of the kinds, for messages. */
 export const KIND_LABEL: Record<DocKind, string> = {
   pdf: 'PDF', docx: 'DOCX', doc: 'DOC', odt: 'ODT', rtf: 'RTF', pptx: 'PPTX',

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createApiServer } from '../api/server';
-import { dataDir, loadConfig, rateLimitStoreKind } from '../core/config';
+import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind } from '../core/config';
 import { chooseDatabase } from '../infra/postgres';
 import { pickPort } from '../infra/ports';
 import { findTemporalCli, startDevServer, type DevServer } from '../infra/temporal';
@@ -51,6 +51,8 @@ async function main() {
     // The API's port is chosen now: the msgapp sandbox needs it for its webhook calls.
     const port = process.env.PORT ? config.PORT : await pickPort(config.HOST, config.PORT);
     const base = `http://${config.HOST}:${port}`;
+    // Links handed out (media in message.inbound, widget file URLs) are absolute: by default, the address served here.
+    config.PUBLIC_BASE_URL ??= publicBaseUrl({ ...config, PORT: port });
     if (!config.MSGAPP_API_BASE) {
       // No provider configured: a local emulator of the Cloud API stands in, calling our webhook.
       const secret = randomBytes(16).toString('hex');
@@ -77,6 +79,7 @@ async function main() {
     await api.app.listen({ host: config.HOST, port });
     say(`API:         ${base}/api/v1   (rate limits: ${rateStore} store)`);
     say(`OpenAPI:     ${base}/api/v1/openapi.json`);
+    say(`links:       ${config.PUBLIC_BASE_URL} (PUBLIC_BASE_URL)`);
     if (dev) say(`Temporal UI: ${dev.uiUrl}`);
     say(`first key:   npm run -s admin -- workspace create --name Demo   then   npm run -s admin -- key create --workspace <id> --name dev --scopes kb:read,kb:write`);
   } catch (err) {

@@ -15,6 +15,15 @@ export const configSchema = z.object({
   LOG_LEVEL: z.preprocess(emptyToUndefined, z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info')),
   HOST: z.preprocess(emptyToUndefined, z.string().default('127.0.0.1')),
   PORT: port(3000),
+  /** Where clients reach this API (e.g. https://concierge.example.com): the origin of every link handed out. Unset: http://HOST:PORT. */
+  PUBLIC_BASE_URL: z.preprocess(
+    emptyToUndefined,
+    z
+      .url({ protocol: /^https?$/ })
+      .refine((u) => !/[?#]/.test(u), 'must not have a query or fragment')
+      .transform((u) => u.replace(/\/+$/, ''))
+      .optional(),
+  ),
   /** Where the embedded defaults keep their state (Temporal SQLite file, embedded PostgreSQL, keys). */
   CONCIERGE_DATA_DIR: z.preprocess(emptyToUndefined, z.string().default('./.data')),
   /** Unset: `npm start` uses DEFAULT_DATABASE_URL, or an embedded PostgreSQL when nothing answers there. */
@@ -114,6 +123,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
 export function dataDir(config: Pick<Config, 'CONCIERGE_DATA_DIR'>): string {
   return path.resolve(config.CONCIERGE_DATA_DIR);
+}
+
+/**
+ * The origin (and optional path prefix) links are built on: PUBLIC_BASE_URL, else the
+ * address the API listens on (a wildcard host as loopback, the way `npm start` prints it).
+ */
+export function publicBaseUrl(config: Pick<Config, 'PUBLIC_BASE_URL' | 'HOST' | 'PORT'>): string {
+  if (config.PUBLIC_BASE_URL) return config.PUBLIC_BASE_URL;
+  const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
+  return `http://${host}:${config.PORT}`;
 }
 
 export function storageDir(config: Config): string {

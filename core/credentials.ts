@@ -28,4 +28,13 @@ export class CredentialService {
     ]);
     return { id, name, kind };
   }
+
+  /** The opened token of a msgapp credential of this workspace; null when there is none. */
+  async msgappToken(workspaceId: string, id: string): Promise<string | null> {
+    const [cred] = await this.em.fork().execute<{ id: string; secret_sealed: string }[]>(
+      `select id, secret_sealed from credentials where id = ? and workspace_id = ? and kind = 'msgapp_access_token'`,
+      [id, workspaceId],
+    );
+    return cred ? this.box.open(cred.secret_sealed, cred.id) : null;
+  }
 }

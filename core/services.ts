@@ -20,7 +20,7 @@ import { DEFAULT_MAX_MEMORY_MB, DEFAULT_TIMEOUT_MS, type Transcriber } from './k
 import type { ExtractFn } from './kb/indexing';
 import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
-import { dataDir, modelsDir, storageDir, type Config } from './config';
+import { configSchema, dataDir, modelsDir, publicBaseUrl, storageDir, type Config } from './config';
 import { SecretBox } from './crypto/secret-box';
 import { IdempotencyStore } from './idempotency/store';
 import { DenseIndex } from './kb/dense-index';
@@ -82,14 +82,18 @@ export interface ServiceOptions {
   extract?: ExtractFn;
   /** Widget uploads whose text is longer than this are also indexed for search. */
   uploadIndexChars?: number;
+  /** PUBLIC_BASE_URL: the origin of every link handed out (media links). Absent: the default HOST and PORT's address. */
+  publicBaseUrl?: string;
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
+  const baseUrl = opts.publicBaseUrl ?? publicBaseUrl(configSchema.parse({}));
   const customers = new CustomerService(em);
   const sites = new SiteService(em, opts.box);
   const transcriber = opts.transcriber ?? null;
   const search = new SearchService(em, opts.embedder, opts.denseIndex ?? new DenseIndex(em, null, console));
   const transcript = new ChatTranscript(em);
+  const credentials = new CredentialService(em, opts.box);
   const uploads = new UploadService({
     em,
     blobs: opts.blobs,
@@ -98,6 +102,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     extract: opts.extract ?? createExtractor({ timeoutMs: DEFAULT_TIMEOUT_MS, maxMemoryMb: DEFAULT_MAX_MEMORY_MB, transcriber }),
     embedder: opts.embedder,
     indexChars: opts.uploadIndexChars,
+    publicBaseUrl: baseUrl,
   });
   return {
     sites,
@@ -110,12 +115,12 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     deliveries: new DeliveryService(em, opts.box, opts.sender),
     files: new FileService(em, opts.blobs),
     blobs: opts.blobs,
-    agents: new AgentService(em),
+    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials }),
     customers,
     conversations: new ConversationService(em),
     messages: new MessageService(em, opts.box, opts.msgapp ?? null),
-    credentials: new CredentialService(em, opts.box),
-    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null),
+    credentials,
+    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl),
     box: opts.box,
     llm: opts.llm ?? null,
     search,
@@ -166,5 +171,6 @@ export function serviceOptionsFromConfig(config: Config, opts: { embedded: boole
     transcriber: transcriberFromConfig(config),
     extract: extractorFromConfig(config),
     uploadIndexChars: config.WIDGET_UPLOAD_INDEX_CHARS,
+    publicBaseUrl: publicBaseUrl(config),
   };
 }

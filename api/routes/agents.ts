@@ -57,7 +57,22 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.patch('/api/v1/agents/:id', {
     config: { scope: 'workflows:write' },
-    schema: { operationId: 'updateAgent', summary: 'Replace top-level spec fields', tags, params: IdParam, body: PatchAgentBody, response: { 200: Agent, ...authErrors, 404: notFound } },
+    schema: {
+      operationId: 'updateAgent',
+      summary: 'Replace top-level spec fields',
+      description: 'A published agent is re-checked as publish checks it, including the claim of its msgapp number (409 number_in_use, 422 number_not_owned, 502 provider_error).',
+      tags,
+      params: IdParam,
+      body: PatchAgentBody,
+      response: {
+        200: Agent,
+        ...authErrors,
+        404: notFound,
+        409: ErrorBody.meta({ description: 'number_in_use: another published agent already claims the msgapp phone_number_id' }),
+        422: ErrorBody.meta({ description: "number_not_owned: the provider does not confirm that the agent's credential owns the number; `reasons` says why" }),
+        502: ErrorBody.meta({ description: 'provider_error: the provider could not be asked now; nothing changed' }),
+      },
+    },
     handler: async (request) => agents.update(authOf(request).workspaceId, request.params.id, request.body as Record<string, unknown>),
   });
 
@@ -66,9 +81,18 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
     schema: {
       operationId: 'publishAgent',
       summary: 'Publish: the agent goes live; what would stop it running is recorded in invalid_reasons',
+      description:
+        "A msgapp `phone_number_id` belongs to at most one published, runnable agent in the whole installation. Before a runnable agent claims one, the provider is asked with the agent's own credential (`GET /{phone-number-id}`) whether that token owns the number. An agent that cannot run (non-empty `invalid_reasons`) claims no number and receives nothing on it.",
       tags,
       params: IdParam,
-      response: { 200: Agent, ...authErrors, 404: notFound },
+      response: {
+        200: Agent,
+        ...authErrors,
+        404: notFound,
+        409: ErrorBody.meta({ description: 'number_in_use: another published agent already claims the msgapp phone_number_id (`agent_id` only when it is in this workspace)' }),
+        422: ErrorBody.meta({ description: "number_not_owned: the provider does not confirm that the agent's credential owns the msgapp phone_number_id; `reasons` says why" }),
+        502: ErrorBody.meta({ description: 'provider_error: the provider could not be asked now; nothing changed, try again' }),
+      },
     },
     handler: async (request) => agents.publish(authOf(request).workspaceId, request.params.id),
   });

@@ -63,7 +63,15 @@ export const messageRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get('/api/v1/messages/:id', {
     config: { scope: 'conversations:read' },
-    schema: { operationId: 'getMessage', summary: 'Read one message with its status history', tags, params: IdParam, response: { 200: Message, ...authErrors, 404: ErrorBody } },
+    schema: {
+      operationId: 'getMessage',
+      summary: 'Read one message with its status history',
+      description:
+        'Outbound messages, once the provider answered the send (status sent, delivered, read or failed). A message still being sent, and an inbound message (see `message.inbound` and the conversation events), are 404 here.',
+      tags,
+      params: IdParam,
+      response: { 200: Message, ...authErrors, 404: ErrorBody.meta({ description: 'not_found: no such outbound message in this workspace, or it is still being sent' }) },
+    },
     handler: async (request) => app.services.messages.get(authOf(request).workspaceId, request.params.id),
   });
 };

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { ApiError } from '../../core/errors';
 import { parseWebhook, verifyHubSignature, WebhookPayloadError } from '../../core/msgapp/provider';
 import { openLink } from '../../core/storage/signed-links';
+import { sendStoredBytes } from '../stored-bytes';
 
 export interface MsgappWebhookOptions {
   /** The app secret that signs the provider's callbacks (X-Hub-Signature-256). */
@@ -65,9 +66,9 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
     handler: async (request, reply) => {
       const link = openLink(app.services.box, (request.params as { token: string }).token);
       if (!link) throw new ApiError(403, 'forbidden', 'This media link is invalid or has expired');
-      reply.header('Content-Type', link.mime);
-      if (link.name) reply.header('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(link.name)}`);
-      return reply.send(app.services.blobs.open(link.sha256));
+      const blob = await app.services.blobs.read(link.sha256);
+      if (!blob) throw new ApiError(410, 'media_gone', 'The file behind this media link is no longer stored');
+      return sendStoredBytes(reply, blob, { mime: link.mime, name: link.name });
     },
   });
 };

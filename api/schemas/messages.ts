@@ -58,14 +58,18 @@ export const Message = z
     kind: z.enum(['text', 'template', 'image', 'audio', 'video', 'document', 'location']),
     text: z.string().nullable(),
     template_name: z.string().optional(),
-    status: z.enum(['sending', 'sent', 'delivered', 'read', 'failed', 'received']),
+    status: z.enum(['sent', 'delivered', 'read', 'failed']),
     status_history: z.array(z.object({ status: z.string(), at: z.string(), error: z.string().optional() })),
     error: z.string().nullable(),
     provider_message_id: z.string().nullable(),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
-  .meta({ id: 'Message' });
+  .meta({
+    id: 'Message',
+    description:
+      'An outbound message as read back. A message becomes readable once the provider answered the send (so `status` is always sent, delivered, read or failed); inbound messages are not readable here (they arrive as `message.inbound` and in their conversation\'s events).',
+  });
 
 export const MessageList = z.object({ messages: z.array(Message), next_cursor: z.string().nullable() }).meta({ id: 'MessageList' });
 export const ListMessagesQuery = z.object({

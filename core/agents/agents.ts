@@ -3,7 +3,19 @@ import { textArray } from '../db/sql';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { Filters, keysetPage } from '../pagination';
+import type { CredentialService } from '../credentials';
+import { ProviderError, type MsgappProvider } from '../msgapp/provider';
 import { AgentSpec } from './spec';
+
+/** What publishing needs to check that a msgapp number is the agent's to claim. */
+export interface NumberOwnershipDeps {
+  /** Null when no provider is configured: a number cannot be verified, so it is not claimed. */
+  provider: MsgappProvider | null;
+  credentials: CredentialService;
+}
+
+const UNIQUE_VIOLATION = '23505';
+const CLAIM_INDEX = 'agents_msgapp_claim_uq';
 
 export interface AgentView {
   id: string;
@@ -55,6 +67,22 @@ function parseSpec(input: unknown): AgentSpec {
   return parsed.data;
 }
 
+const numberInUse = (phoneNumberId: string, agentId?: string) =>
+  new ApiError(409, 'number_in_use', `msgapp phone_number_id ${phoneNumberId} is already claimed by another published agent`, agentId ? { agent_id: agentId } : {});
+
+/** Runs the write that may claim a number; losing a concurrent race on the unique index is 409 number_in_use. */
+async function claiming<T>(spec: AgentSpec, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    const e = err as { code?: string; constraint?: string; message?: string };
+    if (e.code === UNIQUE_VIOLATION && (e.constraint === CLAIM_INDEX || e.message?.includes(CLAIM_INDEX))) {
+      throw numberInUse(spec.triggers.msgapp?.phone_number_id ?? '');
+    }
+    throw err;
+  }
+}
+
 const notFound = (id: string) => new ApiError(404, 'not_found', `No agent with id '${id}' in this workspace`);
 
 /**
@@ -63,9 +91,19 @@ const notFound = (id: string) => new ApiError(404, 'not_found', `No agent with i
  * selection that exists) and records every problem in `invalid_reasons` — what a send
  * on its number reports as `sender_agent_invalid`. Edits of a published agent are
  * re-checked the same way.
+ *
+ * A msgapp `phone_number_id` is claimed by at most one agent in the whole installation:
+ * the published agent that can run. Before an agent claims one, the provider is asked
+ * with the agent's own credential whether that token owns the number (`GET
+ * /{phone-number-id}`); a refusal is 422 `number_not_owned`, and a number another agent
+ * holds is 409 `number_in_use` (also enforced by a unique index, so two concurrent
+ * publishes cannot both win). An agent that cannot run claims nothing.
  */
 export class AgentService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    private readonly numbers: NumberOwnershipDeps,
+  ) {}
 
   async create(workspaceId: string, input: unknown): Promise<AgentView> {
     const spec = parseSpec(input);
@@ -99,9 +137,14 @@ export class AgentService {
       const current = await this.row(em, workspaceId, id, true);
       const spec = parseSpec({ ...current.spec, ...patch });
       const reasons = current.status === 'published' ? await this.reasons(em, workspaceId, spec) : [];
-      const [row] = await em.execute<AgentRow[]>(
-        `update agents set name = ?, spec = ?::jsonb, invalid_reasons = ?::text[], updated_at = now() where id = ? returning *`,
-        [spec.name, JSON.stringify(spec), textArray(reasons), id],
+      if (current.status === 'published' && reasons.length === 0) await this.checkClaim(em, workspaceId, current, spec);
+      const [row] = await claiming(spec, () =>
+        em.execute<AgentRow[]>(`update agents set name = ?, spec = ?::jsonb, invalid_reasons = ?::text[], updated_at = now() where id = ? returning *`, [
+          spec.name,
+          JSON.stringify(spec),
+          textArray(reasons),
+          id,
+        ]),
       );
       return view(row);
     });
@@ -111,13 +154,57 @@ export class AgentService {
     return this.em.fork().transactional(async (em) => {
       const current = await this.row(em, workspaceId, id, true);
       const reasons = await this.reasons(em, workspaceId, current.spec);
-      const [row] = await em.execute<AgentRow[]>(
-        `update agents set status = 'published', invalid_reasons = ?::text[], published_at = coalesce(published_at, now()), updated_at = now()
-         where id = ? returning *`,
-        [textArray(reasons), id],
+      if (reasons.length === 0) await this.checkClaim(em, workspaceId, current, current.spec);
+      const [row] = await claiming(current.spec, () =>
+        em.execute<AgentRow[]>(
+          `update agents set status = 'published', invalid_reasons = ?::text[], published_at = coalesce(published_at, now()), updated_at = now()
+           where id = ? returning *`,
+          [textArray(reasons), id],
+        ),
       );
       return view(row);
     });
+  }
+
+  /**
+   * Before a runnable agent claims its msgapp number: no other agent holds it (409
+   * number_in_use), and the provider confirms that the agent's own token owns it (422
+   * number_not_owned; 502 provider_error when the provider cannot answer now). Skipped
+   * when the agent already holds the same number with the same credential. The provider
+   * is called while this agent's row is locked: only this agent's edits wait for it.
+   */
+  private async checkClaim(em: EntityManager, workspaceId: string, current: AgentRow, spec: AgentSpec): Promise<void> {
+    const msgapp = spec.triggers.msgapp;
+    if (!msgapp?.credential_id) return;
+    const held = current.spec.triggers.msgapp;
+    if (
+      current.status === 'published' &&
+      current.invalid_reasons.length === 0 &&
+      held?.phone_number_id === msgapp.phone_number_id &&
+      held.credential_id === msgapp.credential_id
+    ) {
+      return;
+    }
+    const [holder] = await em.execute<{ id: string; workspace_id: string }[]>(
+      `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0
+       and spec #>> '{triggers,msgapp,phone_number_id}' = ? and id <> ?`,
+      [msgapp.phone_number_id, current.id],
+    );
+    // Another workspace's agent is never named.
+    if (holder) throw numberInUse(msgapp.phone_number_id, holder.workspace_id === workspaceId ? holder.id : undefined);
+    const token = await this.numbers.credentials.msgappToken(workspaceId, msgapp.credential_id);
+    if (token === null || !this.numbers.provider) return; // reasons() has recorded why it cannot run
+    try {
+      await this.numbers.provider.getPhoneNumber(msgapp.phone_number_id, token);
+    } catch (err) {
+      if (err instanceof ProviderError && !err.retryable) {
+        const reason = `the access token of credential ${msgapp.credential_id} does not own msgapp phone_number_id ${msgapp.phone_number_id} (provider: ${err.message})`;
+        throw new ApiError(422, 'number_not_owned', `The provider does not confirm that this agent's credential owns phone_number_id ${msgapp.phone_number_id}`, {
+          reasons: [reason],
+        });
+      }
+      throw new ApiError(502, 'provider_error', `The provider could not confirm the number's owner now; try again: ${(err as Error).message}`);
+    }
   }
 
   /** Why an agent with this spec cannot run; empty when it can. */
@@ -126,6 +213,11 @@ export class AgentService {
     if (!spec.instructions.trim()) out.push('instructions are empty');
     const msgapp = spec.triggers.msgapp;
     if (msgapp && !msgapp.credential_id) out.push(`msgapp number ${msgapp.number} has no credential_id for the provider's access token`);
+    if (msgapp?.credential_id) {
+      const creds = await em.execute(`select 1 from credentials where id = ? and workspace_id = ? and kind = 'msgapp_access_token'`, [msgapp.credential_id, workspaceId]);
+      if (!creds.length) out.push(`credential ${msgapp.credential_id} does not exist in this workspace`);
+      else if (!this.numbers.provider) out.push(`msgapp phone_number_id ${msgapp.phone_number_id} cannot be verified: no msgapp provider is configured (MSGAPP_API_BASE)`);
+    }
     if (spec.knowledge_base.folder_ids.length) {
       const rows = await em.execute<{ id: string }[]>(`select id from kb_folders where workspace_id = ? and id = any(?::text[])`, [
         workspaceId,

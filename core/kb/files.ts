@@ -140,9 +140,11 @@ export class FileService {
     return row;
   }
 
-  async download(workspaceId: string, id: string): Promise<{ file: FileView; stream: Readable }> {
+  async download(workspaceId: string, id: string): Promise<{ file: FileView; blob: { stream: Readable; size: number } }> {
     const row = await this.row(this.em.fork(), workspaceId, id);
-    return { file: fileView(row), stream: this.blobs.open(row.sha256) };
+    const blob = await this.blobs.read(row.sha256);
+    if (!blob) throw new ApiError(410, 'content_gone', `The bytes of file '${id}' are no longer stored`);
+    return { file: fileView(row), blob };
   }
 
   /** Moves the document (every version of it) to another folder, or to the root. */

@@ -18,7 +18,8 @@ export interface MessageView {
   kind: SendPlan['kind'];
   text: string | null;
   template_name?: string;
-  status: 'sending' | 'sent' | 'delivered' | 'read' | 'failed' | 'received';
+  /** The contract's four: a message is readable once the provider answered (see READABLE). */
+  status: 'sent' | 'delivered' | 'read' | 'failed';
   status_history: Array<{ status: string; at: string; error?: string }>;
   error: string | null;
   provider_message_id: string | null;
@@ -36,13 +37,23 @@ interface Row {
   kind: SendPlan['kind'];
   text: string | null;
   template_name: string | null;
-  status: MessageView['status'];
+  status: MessageView['status'] | 'sending' | 'received';
   status_history: MessageView['status_history'];
   error: string | null;
   provider_message_id: string | null;
   created_at: Date;
   updated_at: Date;
 }
+
+/**
+ * Which rows the message resource shows: outbound messages the provider has answered for.
+ * A message still being sent (`sending`: recorded, the provider's answer not yet stored)
+ * is not readable yet — the contract's statuses are sent, delivered, read, failed, and the
+ * send request returns its id only once the provider answered. Inbound messages are not
+ * messages of this resource (no delivery status; the list holds API sends only): they are
+ * read through their conversation's events and arrive as `message.inbound`.
+ */
+const READABLE = `direction = 'outbound' and status in ('sent', 'delivered', 'read', 'failed')`;
 
 export function messageView(r: Row): MessageView {
   return {
@@ -56,7 +67,7 @@ export function messageView(r: Row): MessageView {
     kind: r.kind,
     text: r.text,
     ...(r.kind === 'template' && r.template_name ? { template_name: r.template_name } : {}),
-    status: r.status,
+    status: r.status as MessageView['status'],
     status_history: r.status_history,
     error: r.error,
     provider_message_id: r.provider_message_id,
@@ -210,7 +221,7 @@ export class MessageService {
   }
 
   private async read(em: EntityManager, workspaceId: string, id: string): Promise<MessageView> {
-    const [row] = await em.execute<Row[]>('select * from messages where id = ? and workspace_id = ?', [id, workspaceId]);
+    const [row] = await em.execute<Row[]>(`select * from messages where id = ? and workspace_id = ? and ${READABLE}`, [id, workspaceId]);
     if (!row) throw new ApiError(404, 'not_found', `No message with id '${id}' in this workspace`);
     return messageView(row);
   }
@@ -224,7 +235,7 @@ export class MessageService {
     workspaceId: string,
     q: { to?: string; from?: string; status?: string; since?: string; until?: string; limit: number; cursor?: string },
   ): Promise<{ messages: MessageView[]; next_cursor: string | null }> {
-    const f = new Filters('workspace_id = ?', workspaceId).add(`source = 'api'`);
+    const f = new Filters('workspace_id = ?', workspaceId).add(`source = 'api'`).add(READABLE);
     if (q.to) f.add('to_number = ?', q.to);
     if (q.from) f.add('from_number = ?', q.from);
     if (q.status) f.add('status = ?', q.status);

@@ -17,6 +17,13 @@ const nowIso = () => new Date().toISOString();
  * is final): a late or duplicate update is kept in status_history but changes nothing
  * and emits nothing. Each effective change emits `message.status`; each inbound message
  * emits `message.inbound`, whether or not an agent answers it.
+ *
+ * Both are bound to the number they arrive on (`metadata.phone_number_id`): it belongs to
+ * the one published, runnable agent that claimed it (a unique index on agents), and
+ * nothing reaches any other agent or workspace — an inbound message for an unclaimed
+ * number is dropped, and a status touches only an outbound message of the claiming agent
+ * (the Cloud API echoes `biz_opaque_callback_data` as the sender set it, so a status from
+ * someone else's number could otherwise name our message id).
  */
 export class ProviderEventService {
   constructor(
@@ -24,17 +31,25 @@ export class ProviderEventService {
     private readonly box: SecretBox,
     private readonly blobs: BlobStore,
     private readonly provider: MsgappProvider | null,
+    /** PUBLIC_BASE_URL: media links in `message.inbound` are absolute. */
+    private readonly publicBaseUrl: string,
   ) {}
 
-  async applyStatus(update: StatusUpdate): Promise<'changed' | 'kept' | 'unknown'> {
+  async applyStatus(update: StatusUpdate): Promise<'changed' | 'kept' | 'replayed' | 'unknown'> {
     return this.em.fork().transactional(async (em) => {
-      const [m] = await em.execute<{ id: string; workspace_id: string; status: DeliveryStatus; conversation_id: string | null }[]>(
-        `select id, workspace_id, status, conversation_id from messages
-         where provider_message_id = ? or (id = ? and direction = 'outbound') order by id limit 1 for update`,
-        [update.providerMessageId, update.clientMessageId ?? ''],
+      const at = update.timestamp.toISOString();
+      const [m] = await em.execute<{ id: string; workspace_id: string; status: DeliveryStatus; conversation_id: string | null; replayed: boolean }[]>(
+        `select m.id, m.workspace_id, m.status, m.conversation_id, m.status_history @> ?::jsonb as replayed
+         from messages m join agents a on a.id = m.agent_id
+         where m.direction = 'outbound' and (m.provider_message_id = ? or m.id = ?)
+           and a.status = 'published' and cardinality(a.invalid_reasons) = 0 and a.spec #>> '{triggers,msgapp,phone_number_id}' = ?
+         order by m.id limit 1 for update of m`,
+        [JSON.stringify([{ status: update.status, at }]), update.providerMessageId, update.clientMessageId ?? '', update.phoneNumberId],
       );
       if (!m) return 'unknown';
-      const entry = { status: update.status, at: update.timestamp.toISOString(), ...(update.error ? { error: update.error } : {}) };
+      // The provider re-sends callbacks it thinks were lost: the same status at the same time is recorded once.
+      if (m.replayed) return 'replayed';
+      const entry = { status: update.status, at, ...(update.error ? { error: update.error } : {}) };
       // A callback can beat our own record of the provider's acceptance ('sending'): it counts from there.
       const changes = statusSupersedes(m.status === ('sending' as string) ? null : m.status, update.status);
       await em.execute(
@@ -42,7 +57,8 @@ export class ProviderEventService {
         changes ? [JSON.stringify([entry]), update.status, update.error ?? null, m.id] : [JSON.stringify([entry]), m.id],
       );
       if (!changes) return 'kept';
-      await em.execute(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'message.status', ?::jsonb)`, [
+      // A message outlives its conversation (on delete set null): then there is no timeline to add to.
+      if (m.conversation_id) await em.execute(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'message.status', ?::jsonb)`, [
         newId('evt'),
         m.conversation_id,
         JSON.stringify({ message_id: m.id, status: update.status, ...(update.error ? { error: update.error } : {}) }),
@@ -59,11 +75,11 @@ export class ProviderEventService {
     });
   }
 
-  /** Records an inbound message (once per provider id) for the agent that owns the number. */
+  /** Records an inbound message (once per provider id) for the agent that claims the number (at most one: a unique index). */
   async receive(msg: InboundMessage): Promise<'recorded' | 'duplicate' | 'no_agent'> {
     const [agent] = await this.em.fork().execute<{ id: string; workspace_id: string; number: string; credential_id: string | null }[]>(
       `select id, workspace_id, spec #>> '{triggers,msgapp,number}' as number, spec #>> '{triggers,msgapp,credential_id}' as credential_id
-       from agents where status = 'published' and spec #>> '{triggers,msgapp,phone_number_id}' = ? order by published_at, id limit 1`,
+       from agents where status = 'published' and cardinality(invalid_reasons) = 0 and spec #>> '{triggers,msgapp,phone_number_id}' = ?`,
       [msg.phoneNumberId],
     );
     if (!agent) return 'no_agent';
@@ -151,7 +167,7 @@ export class ProviderEventService {
     return {
       type: msg.kind === 'voice' ? 'audio' : msg.kind,
       mime_type: got.mimeType,
-      url: signLink(this.box, { sha256: sha, mime: got.mimeType, name: filename }),
+      url: signLink(this.box, this.publicBaseUrl, { sha256: sha, mime: got.mimeType, name: filename }),
       ...(filename ? { filename } : {}),
       size: got.bytes.length,
       received_at: nowIso(),

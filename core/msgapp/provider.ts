@@ -68,9 +68,22 @@ export class ProviderError extends Error {
   }
 }
 
+/** What `GET /{phone-number-id}` says about a business number the token can see. */
+export interface PhoneNumberInfo {
+  id: string;
+  displayPhoneNumber: string;
+  verifiedName?: string;
+}
+
 export interface MsgappProvider {
   send(req: SendRequest): Promise<SendResult>;
   downloadMedia(mediaId: string, accessToken: string): Promise<DownloadedMedia>;
+  /**
+   * The number as the token sees it. A token that does not own the number gets a Graph
+   * error (code 100 subcode 33 "does not exist, cannot be loaded due to missing
+   * permissions", 10/200 permission, 190 bad token): a non-retryable ProviderError.
+   */
+  getPhoneNumber(phoneNumberId: string, accessToken: string): Promise<PhoneNumberInfo>;
 }
 
 export interface CloudApiProviderOptions {
@@ -210,6 +223,19 @@ export class CloudApiProvider implements MsgappProvider {
     const out: DownloadedMedia = { bytes, mimeType };
     const filename = filenameFromDisposition(res.headers.get('content-disposition'));
     if (filename) out.filename = filename;
+    return out;
+  }
+
+  async getPhoneNumber(phoneNumberId: string, accessToken: string): Promise<PhoneNumberInfo> {
+    const url = `${this.baseUrl}/${encodeURIComponent(phoneNumberId)}?fields=id,display_phone_number,verified_name`;
+    const res = await this.request(url, { method: 'GET', headers: this.auth(accessToken), timeoutMs: this.timeoutMs });
+    const json = (await this.readJson(res, this.timeoutMs)) as { id?: unknown; display_phone_number?: unknown; verified_name?: unknown };
+    // The answer must be about the number asked for: Graph resolves other ids (media, users) on the same path.
+    if (json.id !== phoneNumberId || typeof json.display_phone_number !== 'string') {
+      throw new ProviderError(res.status, 'invalid_response', `GET /${phoneNumberId} did not describe that phone number`, false);
+    }
+    const out: PhoneNumberInfo = { id: json.id, displayPhoneNumber: json.display_phone_number };
+    if (typeof json.verified_name === 'string') out.verifiedName = json.verified_name;
     return out;
   }
 

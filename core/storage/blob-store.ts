@@ -25,6 +25,12 @@ export interface BlobStore {
   /** A local path to read the blob from (extractors need a file). */
   pathOf(sha256: string): string;
   open(sha256: string): Readable;
+  /**
+   * The blob opened for reading with its size, or null when it is not stored (deleted,
+   * or a link that outlived its bytes): callers answer that in their own envelope
+   * instead of a stream that fails after the headers went out.
+   */
+  read(sha256: string): Promise<{ stream: Readable; size: number } | null>;
   delete(sha256: string): Promise<void>;
 }
 
@@ -75,6 +81,24 @@ export class LocalBlobStore implements BlobStore {
 
   open(sha256: string): Readable {
     return fs.createReadStream(this.pathOf(sha256));
+  }
+
+  async read(sha256: string): Promise<{ stream: Readable; size: number } | null> {
+    let handle: fs.promises.FileHandle;
+    try {
+      // Opened before anything is answered; the stream reads the same descriptor, so a delete in between cannot break it.
+      handle = await fs.promises.open(this.pathOf(sha256), 'r');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw err;
+    }
+    try {
+      const { size } = await handle.stat();
+      return { stream: handle.createReadStream(), size };
+    } catch (err) {
+      await handle.close();
+      throw err;
+    }
   }
 
   async delete(sha256: string): Promise<void> {

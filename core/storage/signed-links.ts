@@ -10,13 +10,15 @@ export interface LinkedBlob {
 export const LINK_TTL_SECONDS = 24 * 3600;
 
 /**
- * Signed, expiring download links for stored bytes (media of inbound messages):
- * `/api/media/<payload>.<mac>` where the payload names the blob and its expiry. Anyone
- * holding the link may download until it expires; nothing else can be fetched.
+ * Signed, expiring download links for stored bytes (media of inbound messages, widget
+ * files): `<base>/api/media/<payload>.<mac>` where the payload names the blob and its
+ * expiry. Anyone holding the link may download until it expires; nothing else can be
+ * fetched. Links are absolute (`baseUrl` is PUBLIC_BASE_URL): a webhook receiver, or a
+ * widget on another site, cannot resolve a bare path against this API.
  */
-export function signLink(box: SecretBox, blob: LinkedBlob, ttlSeconds = LINK_TTL_SECONDS, now = Date.now()): string {
+export function signLink(box: SecretBox, baseUrl: string, blob: LinkedBlob, ttlSeconds = LINK_TTL_SECONDS, now = Date.now()): string {
   const payload = Buffer.from(JSON.stringify({ ...blob, exp: Math.floor(now / 1000) + ttlSeconds })).toString('base64url');
-  return `/api/media/${payload}.${box.mac(payload)}`;
+  return `${baseUrl.replace(/\/+$/, '')}/api/media/${payload}.${box.mac(payload)}`;
 }
 
 export function openLink(box: SecretBox, token: string, now = Date.now()): LinkedBlob | null {

@@ -106,6 +106,8 @@ export interface UploadServiceDeps {
   embedder: () => Promise<Embedder>;
   indexChars?: number;
   chunking?: ChunkOptions;
+  /** PUBLIC_BASE_URL: file links are absolute (the widget runs on another site's page). */
+  publicBaseUrl: string;
 }
 
 /**
@@ -319,7 +321,7 @@ export class UploadService {
       [site.workspace_id, textArray(kb.folder_ids), m[2], site.workspace_id, textArray(kb.file_ids)],
     );
     if (!file) throw forbidden();
-    return { url: signLink(this.deps.box, { sha256: file.sha256, mime: file.mime_type, name: file.name }) };
+    return { url: signLink(this.deps.box, this.deps.publicBaseUrl, { sha256: file.sha256, mime: file.mime_type, name: file.name }) };
   }
 
   /**
@@ -459,6 +461,6 @@ export class UploadService {
   }
 
   private sign(row: Pick<UploadRow, 'blob_key' | 'mime_type' | 'file_name'>): string {
-    return signLink(this.deps.box, { sha256: row.blob_key, mime: row.mime_type, name: row.file_name });
+    return signLink(this.deps.box, this.deps.publicBaseUrl, { sha256: row.blob_key, mime: row.mime_type, name: row.file_name });
   }
 }

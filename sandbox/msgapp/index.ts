@@ -14,6 +14,12 @@ export { startWebhookRecorder, type RecordedHit, type WebhookRecorder } from './
  *   POST /{phone_number_id}/messages   validated like the real API; answers with a wamid,
  *                                      then POSTs signed `statuses` callbacks
  *   GET  /{media_id}                   media metadata, `url` pointing back here
+ *   GET  /{phone_number_id}            the number (id, display_phone_number, verified_name;
+ *                                      an unknown id when `fields` names display_phone_number),
+ *                                      only for the access token that owns it: a number is
+ *                                      owned by the token registered with it, else by the
+ *                                      first token that uses it; any other token gets Graph's
+ *                                      "does not exist ... missing permissions" (100/33)
  *   GET  /media-bytes/{media_id}       the bytes
  *
  * Paths may carry a Graph version prefix (`/v21.0/...`), which is ignored; `url` includes
@@ -41,8 +47,8 @@ export interface MsgappSandboxOptions {
   statusDelaysMs?: { delivered: number; read: number };
   /** When set, every Graph call must carry `Authorization: Bearer <accessToken>`. */
   accessToken?: string;
-  /** Known business numbers; others are registered on first use. */
-  numbers?: Array<{ phoneNumberId: string; displayPhoneNumber: string }>;
+  /** Known business numbers (with the access token that owns each); others are registered on first use. */
+  numbers?: Array<{ phoneNumberId: string; displayPhoneNumber: string; accessToken?: string }>;
   /** The WhatsApp Business Account id in `entry[].id`. */
   businessAccountId?: string;
   /** The version segment of `url`; default v21.0. */
@@ -117,7 +123,8 @@ export interface MsgappSandbox {
   failNext(opts: FailNextOptions): void;
   /** Replaces the current scenario; `scenario({})` restores the normal one. */
   scenario(opts: ScenarioOptions): void;
-  registerNumber(phoneNumberId: string, displayPhoneNumber: string): void;
+  /** `accessToken`: the only token that may use the number (unset: the first token that does). */
+  registerNumber(phoneNumberId: string, displayPhoneNumber: string, accessToken?: string): void;
   injectInbound(opts: InjectInboundOptions): Promise<InjectInboundResult>;
   /** Resolves when every scheduled status callback has been POSTed (or the sandbox closed). */
   idle(): Promise<void>;
@@ -134,6 +141,8 @@ interface StoredMedia {
 interface Number_ {
   phoneNumberId: string;
   displayPhoneNumber: string;
+  /** The access token that owns the number. */
+  owner?: string;
 }
 
 const DEFAULT_DELAYS = { delivered: 300, read: 600 };
@@ -158,7 +167,7 @@ export async function startMsgappSandbox(opts: MsgappSandboxOptions): Promise<Ms
   const sent: SentRecord[] = [];
   const callbacks: CallbackRecord[] = [];
   const media = new Map<string, StoredMedia>();
-  const numbers: Number_[] = (opts.numbers ?? []).map((n) => ({ ...n }));
+  const numbers: Number_[] = (opts.numbers ?? []).map((n) => ({ phoneNumberId: n.phoneNumberId, displayPhoneNumber: digitsOf(n.displayPhoneNumber), owner: n.accessToken }));
   const pending = new Set<Promise<void>>();
   const timers = new Map<NodeJS.Timeout, () => void>();
   const aborter = new AbortController();
@@ -302,11 +311,29 @@ export async function startMsgappSandbox(opts: MsgappSandboxOptions): Promise<Ms
     }
   }
 
-  function checkBearer(req: FastifyRequest): void {
-    if (opts.accessToken === undefined) return;
+  /** The bearer token of a Graph call (checked against `accessToken` when one is set). */
+  function checkBearer(req: FastifyRequest): string | undefined {
     const header = req.headers.authorization;
     const m = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim()) : null;
+    if (opts.accessToken === undefined) return m?.[1];
     if (!m || m[1] !== opts.accessToken) throw invalidToken();
+    return m[1];
+  }
+
+  /** What Graph answers a token that does not own the object: it does not say whether the object exists. */
+  const noSuchObject = (method: 'get' | 'post', id: string) =>
+    new GraphError(
+      400,
+      100,
+      `Unsupported ${method} request. Object with ID '${id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation.`,
+      { subcode: 33, type: 'GraphMethodException' },
+    );
+
+  /** A number used with a token: the first token to use an unowned number owns it; any other is refused. */
+  function ownNumber(n: Number_, token: string | undefined, method: 'get' | 'post'): void {
+    if (token === undefined) return;
+    n.owner ??= token;
+    if (n.owner !== token) throw noSuchObject(method, n.phoneNumberId);
   }
 
   async function injectInbound(o: InjectInboundOptions): Promise<InjectInboundResult> {
@@ -382,7 +409,7 @@ export async function startMsgappSandbox(opts: MsgappSandboxOptions): Promise<Ms
   );
 
   app.post<{ Params: { phoneNumberId: string } }>('/:phoneNumberId/messages', async (req, reply) => {
-    checkBearer(req);
+    const token = checkBearer(req);
     const failure = sendFailures.shift();
     if (failure) {
       const d = defaultSendFailure(failure.status);
@@ -392,6 +419,7 @@ export async function startMsgappSandbox(opts: MsgappSandboxOptions): Promise<Ms
     if (!/^[\w-]{1,64}$/.test(phoneNumberId)) throw new GraphError(400, 100, `(#100) Unsupported post request. Object with ID '${phoneNumberId}' does not exist.`, { subcode: 33 });
     const valid = validateSend(req.body);
     const n = resolveNumber(phoneNumberId);
+    ownNumber(n, token, 'post');
     const id = newWamid();
     const recipient = digitsOf(valid.to);
     sent.push({ phoneNumberId, body: req.body as Record<string, unknown>, providerMessageId: id, at: new Date() });
@@ -448,16 +476,19 @@ export async function startMsgappSandbox(opts: MsgappSandboxOptions): Promise<Ms
   });
 
   app.get<{ Params: { mediaId: string } }>('/:mediaId', async (req) => {
-    checkBearer(req);
+    const token = checkBearer(req);
     const id = req.params.mediaId;
     const m = media.get(id);
     if (!m) {
-      throw new GraphError(
-        400,
-        100,
-        `Unsupported get request. Object with ID '${id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation.`,
-        { subcode: 33, type: 'GraphMethodException' },
-      );
+      // Not media: a business number, seen only by its owner. A known one, or (asked for as a
+      // number, by its fields) one registered on first use like a send's, so any id works in a demo.
+      const fields = String((req.query as Record<string, unknown>).fields ?? '').split(',');
+      const known = numbers.some((n) => n.phoneNumberId === id);
+      if (!/^\d{1,20}$/.test(id) || (!known && !fields.includes('display_phone_number'))) throw noSuchObject('get', id);
+      if (token === undefined) throw invalidToken();
+      const n = resolveNumber(id);
+      ownNumber(n, token, 'get');
+      return { id: n.phoneNumberId, display_phone_number: `+${n.displayPhoneNumber}`, verified_name: 'Sandbox Business', quality_rating: 'GREEN', platform_type: 'CLOUD_API' };
     }
     return { messaging_product: 'whatsapp', url: `${origin}/media-bytes/${id}`, mime_type: m.mimeType, sha256: m.sha256, file_size: m.bytes.length, id };
   });
@@ -484,10 +515,10 @@ export async function startMsgappSandbox(opts: MsgappSandboxOptions): Promise<Ms
     scenario(s) {
       scenario = { outOfOrder: s.outOfOrder ?? false, duplicates: s.duplicates ?? false };
     },
-    registerNumber(phoneNumberId, displayPhoneNumber) {
+    registerNumber(phoneNumberId, displayPhoneNumber, accessToken) {
       const existing = numbers.findIndex((n) => n.phoneNumberId === phoneNumberId);
       if (existing >= 0) numbers.splice(existing, 1);
-      numbers.push({ phoneNumberId, displayPhoneNumber: digitsOf(displayPhoneNumber) });
+      numbers.push({ phoneNumberId, displayPhoneNumber: digitsOf(displayPhoneNumber), owner: accessToken });
     },
     injectInbound,
     async idle() {

@@ -8,6 +8,7 @@ let db: TestDatabase;
 let t: TestApp;
 let withLlm: TestApp;
 let auth: Record<string, string>;
+let ws: string;
 let llm: http.Server;
 let llmReply = '';
 
@@ -25,7 +26,7 @@ beforeAll(async () => {
     databaseUrl: db.url,
     serviceOptions: { llm: { baseUrl: `http://127.0.0.1:${(llm.address() as AddressInfo).port}`, model: 'fake' } },
   });
-  const ws = await createWorkspace(db.orm);
+  ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['workflows:read', 'workflows:write', 'workflows:publish', 'kb:write', 'kb:read'])).key);
 });
 afterAll(async () => {
@@ -77,8 +78,12 @@ describe('agents', () => {
     expect(created.statusCode).toBe(201);
     const published = await post(`/api/v1/agents/${created.json().id}/publish`, {});
     expect(published.statusCode).toBe(200);
-    // The example names a folder that does not exist in this workspace.
-    expect(published.json()).toMatchObject({ status: 'published', runnable: false, invalid_reasons: ['knowledge-base folder fld_3f2a9c0d1e4b5a6978c0d1e2 does not exist'] });
+    // The example names a credential and a folder that do not exist in this workspace.
+    expect(published.json()).toMatchObject({
+      status: 'published',
+      runnable: false,
+      invalid_reasons: ['credential cred_0a1b2c3d4e5f60718293a4b5 does not exist in this workspace', 'knowledge-base folder fld_3f2a9c0d1e4b5a6978c0d1e2 does not exist'],
+    });
     expect(published.json().published_at).toEqual(expect.any(String));
   });
 
@@ -93,11 +98,30 @@ describe('agents', () => {
       payload: { instructions: 'Help.', triggers: { msgapp: { number: '+15550001111', phone_number_id: '42' } } },
     });
     expect(noCred.json().invalid_reasons).toEqual(['msgapp number +15550001111 has no credential_id for the provider\'s access token']);
-    const ok = await t.app.inject({
+    // A credential must exist in the workspace, and its ownership of the number be checked at a provider (this app has none).
+    const unknownCred = await t.app.inject({
       method: 'PATCH',
       url: `/api/v1/agents/${agent.id}`,
       headers: auth,
       payload: { triggers: { msgapp: { number: '+15550001111', phone_number_id: '42', credential_id: 'cred_1' } }, actions: [{ type: 'sender' }] },
+    });
+    expect(unknownCred.json()).toMatchObject({ runnable: false, invalid_reasons: ['credential cred_1 does not exist in this workspace'] });
+    const cred = await t.services.credentials.create(ws, 'msgapp_access_token', 'n', 'token');
+    const unverified = await t.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/agents/${agent.id}`,
+      headers: auth,
+      payload: { triggers: { msgapp: { number: '+15550001111', phone_number_id: '42', credential_id: cred.id } } },
+    });
+    expect(unverified.json()).toMatchObject({
+      runnable: false,
+      invalid_reasons: ['msgapp phone_number_id 42 cannot be verified: no msgapp provider is configured (MSGAPP_API_BASE)'],
+    });
+    const ok = await t.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/agents/${agent.id}`,
+      headers: auth,
+      payload: { triggers: { web_chat: { allowed_origins: ['https://shop.example'] } } },
     });
     expect(ok.json()).toMatchObject({ status: 'published', runnable: true, invalid_reasons: [], spec: { instructions: 'Help.' } });
     expect((await t.app.inject({ method: 'PATCH', url: `/api/v1/agents/${agent.id}`, headers: auth, payload: { name: '' } })).statusCode).toBe(400);

@@ -108,7 +108,8 @@ const status = (uploadId: string, query = '', siteId = site.site_id) =>
 const fileUrl = (payload: { conversation_id: string; file_key: string }) => t.app.inject({ method: 'POST', url: '/api/public/widget/file_url', headers: siteHeaders(), payload });
 
 async function download(url: string): Promise<Buffer> {
-  const res = await t.app.inject({ method: 'GET', url });
+  // Links are absolute (on PUBLIC_BASE_URL, here the default address): the request goes to this app.
+  const res = await t.app.inject({ method: 'GET', url: new URL(url).pathname });
   expect(res.statusCode).toBe(200);
   return res.rawPayload;
 }
@@ -128,7 +129,7 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
       upload_id: expect.stringMatching(/^upl_[0-9a-f]{24}$/),
       file_id: expect.stringMatching(/^[0-9a-f]{64}$/),
       file_name: 'policy.pdf',
-      file_url: expect.stringMatching(/^\/api\/media\//),
+      file_url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:3000\/api\/media\//),
       file_key: `upload/${body.upload_id}`,
       mime_type: 'application/pdf',
       status: 'ready',

@@ -422,3 +422,36 @@ describe('parseWebhook', () => {
     expect(statusSupersedes('failed', 'read')).toBe(false);
   });
 });
+
+describe('CloudApiProvider.getPhoneNumber (GET /{phone-number-id})', () => {
+  let owned: MsgappSandbox;
+  let graph: CloudApiProvider;
+  beforeAll(async () => {
+    // No single token: each number belongs to the token registered with it, or to the first that uses it.
+    owned = await startMsgappSandbox({ appSecret: APP_SECRET, numbers: [{ phoneNumberId: '2001', displayPhoneNumber: '+15550002001', accessToken: 'token-one' }] });
+    graph = new CloudApiProvider({ baseUrl: owned.url, timeoutMs: 2_000 });
+  });
+  afterAll(async () => {
+    await owned.close();
+  });
+
+  test("the owner's token sees the number; another token gets Graph's 100/33, not retryable", async () => {
+    expect(await graph.getPhoneNumber('2001', 'token-one')).toEqual({ id: '2001', displayPhoneNumber: '+15550002001', verifiedName: 'Sandbox Business' });
+    expect(await providerError(graph.getPhoneNumber('2001', 'token-two'))).toMatchObject({ status: 400, code: 100, retryable: false, graph: { subcode: 33 } });
+  });
+
+  test('an unknown number is owned by the first token that asks for it, in the sandbox; sends from it by another token are refused too', async () => {
+    expect((await graph.getPhoneNumber('2002', 'token-two')).id).toBe('2002');
+    expect(await providerError(graph.getPhoneNumber('2002', 'token-one'))).toMatchObject({ code: 100, graph: { subcode: 33 } });
+    const send = graph.send({ phoneNumberId: '2002', accessToken: 'token-one', to: '+15557770000', content: { kind: 'text', text: 'hi' }, clientMessageId: 'msg_x' });
+    expect(await providerError(send)).toMatchObject({ code: 100, retryable: false });
+  });
+
+  test('an answer about another object (a different id) is an invalid_response, never an ownership', async () => {
+    const server = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: '9999', display_phone_number: '+1555' })));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const other = new CloudApiProvider({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, timeoutMs: 2_000 });
+    expect(await providerError(other.getPhoneNumber('2001', 'token-one'))).toMatchObject({ code: 'invalid_response', retryable: false });
+    await new Promise((r) => server.close(r));
+  });
+});

@@ -24,6 +24,8 @@ let base: string;
 
 const NUMBER = '+15550001111';
 const CUSTOMER = '+15557770000';
+/** Where receivers reach the API (PUBLIC_BASE_URL); requests below go to the test server itself. */
+const PUBLIC_BASE_URL = 'https://concierge.example';
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -34,7 +36,7 @@ beforeAll(async () => {
   t = await startTestApp({
     orm: db.orm,
     databaseUrl: db.url,
-    serviceOptions: { msgapp },
+    serviceOptions: { msgapp, publicBaseUrl: PUBLIC_BASE_URL },
     temporal: { client: tw.client, taskQueue: tw.taskQueue },
     msgappWebhook: { appSecret: 'app-secret', verifyToken: 'verify-me' },
   });
@@ -179,7 +181,8 @@ describe('POST /api/v1/messages', () => {
     expect(invalid.statusCode).toBe(422);
     expect(invalid.json()).toMatchObject({ error: 'sender_agent_invalid', agent_id: broken, reasons: ['instructions are empty'] });
 
-    const twin = await agent({});
+    // The same display number on another phone_number_id (a phone_number_id itself is claimed by one agent only).
+    const twin = await agent({ triggers: { msgapp: { number: NUMBER, phone_number_id: '1056', credential_id: credentialId } } });
     const ambiguous = await send({ from: NUMBER, to: CUSTOMER, ...template });
     expect(ambiguous.statusCode).toBe(422);
     expect(ambiguous.json()).toMatchObject({ error: 'ambiguous_sender' });
@@ -337,11 +340,17 @@ describe('the provider webhook /webhooks/msgapp', () => {
       .fork()
       .execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.inbound' order by created_at desc limit 1`);
     const media = JSON.parse(event.payload).data.media;
-    expect(media).toEqual([{ type: 'document', mime_type: 'application/pdf', url: expect.stringMatching(/^\/api\/media\//), filename: 'invoice.pdf', size: bytes.length, received_at: expect.any(String) }]);
-    const got = await fetch(`${base}${media[0].url}`);
+    // Absolute, on PUBLIC_BASE_URL: a webhook receiver cannot resolve a bare path.
+    expect(media).toEqual([
+      { type: 'document', mime_type: 'application/pdf', url: expect.stringMatching(/^https:\/\/concierge\.example\/api\/media\//), filename: 'invoice.pdf', size: bytes.length, received_at: expect.any(String) },
+    ]);
+    const path = new URL(media[0].url).pathname;
+    const got = await fetch(`${base}${path}`);
     expect(got.status).toBe(200);
+    expect(got.headers.get('content-type')).toBe('application/pdf');
+    expect(got.headers.get('content-disposition')).toBe(`attachment; filename="invoice.pdf"; filename*=UTF-8''invoice.pdf`);
     expect(Buffer.from(await got.arrayBuffer())).toEqual(bytes);
-    const tampered = await fetch(`${base}${media[0].url.slice(0, -2)}00`);
+    const tampered = await fetch(`${base}${path.slice(0, -2)}00`);
     expect(tampered.status).toBe(403);
   });
 });

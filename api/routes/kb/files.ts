@@ -5,16 +5,11 @@ import { ApiError } from '../../../core/errors';
 import { sniffType } from '../../../core/kb/extract/sniff';
 import type { StagedBlob } from '../../../core/storage/blob-store';
 import { authOf } from '../../types';
+import { sendStoredBytes } from '../../stored-bytes';
 import { authErrors, ErrorBody, IdParam } from '../../schemas/common';
 import { KbFile, KbFileList, ListFilesQuery, MoveFileBody, SearchBody, SearchResult, UploadForm } from '../../schemas/files';
 
 const tags = ['Knowledge base'];
-
-/** RFC 6266: an ASCII fallback plus the exact UTF-8 name. */
-function contentDisposition(name: string): string {
-  const fallback = name.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  return `attachment; filename="${fallback}"; filename*=UTF-8''${encodeURIComponent(name)}`;
-}
 
 export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = async (app, opts) => {
   const files = app.services.files;
@@ -77,12 +72,18 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
       summary: 'Download the original bytes',
       tags,
       params: IdParam,
-      response: { 200: z.any().meta({ description: 'The original bytes, with their content type and Content-Disposition' }), ...authErrors, 404: ErrorBody },
+      description:
+        'Always an attachment with the stored name, `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`; the content type is the stored one when it is a format browsers do not run (HTML, SVG, XML are served as application/octet-stream).',
+      response: {
+        200: z.any().meta({ description: 'The original bytes' }),
+        ...authErrors,
+        404: ErrorBody,
+        410: ErrorBody.meta({ description: 'content_gone: the file is listed but its bytes are no longer stored' }),
+      },
     },
     handler: async (request, reply) => {
-      const { file, stream } = await files.download(authOf(request).workspaceId, request.params.id);
-      reply.header('Content-Type', file.mime_type).header('Content-Length', String(file.file_size)).header('Content-Disposition', contentDisposition(file.name));
-      return reply.send(stream);
+      const { file, blob } = await files.download(authOf(request).workspaceId, request.params.id);
+      return sendStoredBytes(reply, blob, { mime: file.mime_type, name: file.name });
     },
   });
 

@@ -105,7 +105,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     uploads,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders: new FolderService(em),
-    idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours),
+    idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
     subscriptions: new SubscriptionService(em, opts.box, opts.sender),
     deliveries: new DeliveryService(em, opts.box, opts.sender),
     files: new FileService(em, opts.blobs),

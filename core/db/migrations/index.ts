@@ -6,6 +6,7 @@ import { Migration20261122000500CursorPrecision } from './Migration2026112200050
 import { Migration20261122000600Messages } from './Migration20261122000600Messages';
 import { Migration20261122000700Sites } from './Migration20261122000700Sites';
 import { Migration20261122000800Chat } from './Migration20261122000800Chat';
+import { Migration20261124000100SealIdempotentResponses } from './Migration20261124000100SealIdempotentResponses';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -17,4 +18,5 @@ export const migrations = [
   { name: 'Migration20261122000600Messages', class: Migration20261122000600Messages },
   { name: 'Migration20261122000700Sites', class: Migration20261122000700Sites },
   { name: 'Migration20261122000800Chat', class: Migration20261122000800Chat },
+  { name: 'Migration20261124000100SealIdempotentResponses', class: Migration20261124000100SealIdempotentResponses },
 ];

@@ -12,7 +12,7 @@ import { ChatTranscript } from './chat/transcript';
 import { AgentTurns } from './chat/turn';
 import { TaskService } from './chat/tasks';
 import { OpenAiCompatibleModel } from './llm/model';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { SiteService } from './widget/sites';
 import { UploadService } from './widget/uploads';
 import { createExtractor, extractorFromConfig, transcriberFromConfig } from './kb/extractor';
@@ -82,6 +82,8 @@ export interface ServiceOptions {
   extract?: ExtractFn;
   /** Widget uploads whose text is longer than this are also indexed for search. */
   uploadIndexChars?: number;
+  /** Where the services log; absent: pino on stdout at LOG_LEVEL. */
+  log?: Logger;
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
@@ -121,7 +123,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     search,
     transcript,
     tasks: new TaskService(em),
-    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, pino({ level: process.env.LOG_LEVEL ?? 'info' })),
+    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log ?? pino({ level: process.env.LOG_LEVEL ?? 'info' })),
   };
 }
 

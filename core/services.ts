@@ -20,8 +20,8 @@ import { DEFAULT_MAX_MEMORY_MB, DEFAULT_TIMEOUT_MS, type Transcriber } from './k
 import type { ExtractFn } from './kb/indexing';
 import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
-import { dataDir, modelsDir, storageDir, type Config } from './config';
-import { SecretBox } from './crypto/secret-box';
+import { modelsDir, storageDir, type Config } from './config';
+import type { SecretBox } from './crypto/secret-box';
 import { IdempotencyStore } from './idempotency/store';
 import { DenseIndex } from './kb/dense-index';
 import { createEmbedder, type Embedder } from './kb/embedder';
@@ -127,11 +127,6 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   };
 }
 
-/**
- * Service options from configuration. `embedded` (npm start, the admin CLI) may generate
- * the encryption key into the data directory; separate production processes must share
- * one key, so there it is required.
- */
 /** Builds the embedder once, on first use. */
 export function lazyEmbedder(make: () => Embedder): () => Promise<Embedder> {
   let made: Embedder | null = null;
@@ -150,15 +145,12 @@ export function embedderFromConfig(config: Config): () => Promise<Embedder> {
   );
 }
 
-export function serviceOptionsFromConfig(config: Config, opts: { embedded: boolean; keyCache?: KeyCache; denseIndex?: DenseIndex }): ServiceOptions {
-  let box: SecretBox;
-  if (config.CONCIERGE_ENCRYPTION_KEY) box = SecretBox.fromString(config.CONCIERGE_ENCRYPTION_KEY);
-  else if (opts.embedded) box = SecretBox.fromDataDir(dataDir(config));
-  else throw new Error('CONCIERGE_ENCRYPTION_KEY is required when the API and worker run as separate processes');
+/** `box` comes from openSecretBox (core/crypto/encryption-key.ts), which checks the key against the database. */
+export function serviceOptionsFromConfig(config: Config, opts: { box: SecretBox; keyCache?: KeyCache; denseIndex?: DenseIndex }): ServiceOptions {
   return {
     keyCache: opts.keyCache,
     idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
-    box,
+    box: opts.box,
     sender: { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
     blobs: new LocalBlobStore(storageDir(config)),
     embedder: embedderFromConfig(config),

@@ -65,6 +65,23 @@ function testAppLogger(): Parameters<typeof buildApp>[0]['logger'] {
   return stream ? { ...loggerOptions(LOG_LEVEL), stream } : false;
 }
 
+/** Records every API key these services issue (created or rotated), used in a request or not. */
+function recordIssuedKeys(services: Services): void {
+  const { apiKeys } = services;
+  const create = apiKeys.create.bind(apiKeys);
+  const rotate = apiKeys.rotate.bind(apiKeys);
+  apiKeys.create = async (...args: Parameters<typeof create>) => {
+    const created = await create(...args);
+    recordSecret('api key', created.key);
+    return created;
+  };
+  apiKeys.rotate = async (...args: Parameters<typeof rotate>) => {
+    const rotated = await rotate(...args);
+    recordSecret('api key', rotated.key);
+    return rotated;
+  };
+}
+
 /** Records what callers present as credentials (keys, user hashes): they must never reach a log. */
 function recordPresentedSecrets(app: FastifyInstance): void {
   const userHash = (v: unknown) => (v && typeof v === 'object' ? (v as { user_hash?: unknown }).user_hash : undefined);
@@ -108,6 +125,7 @@ export async function startTestApp(opts: {
   const denseIndex = new DenseIndex(opts.orm.em, opts.databaseUrl, log);
   await denseIndex.start();
   const services = createServices(opts.orm.em, testServiceOptions({ keyCache, denseIndex, ...opts.serviceOptions }));
+  recordIssuedKeys(services);
   const chatHub = new ChatHub({ em: opts.orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log, pingIntervalMs: opts.chatPingIntervalMs ?? 30_000 });
   await chatHub.start();
   const app = await buildApp({

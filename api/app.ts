@@ -9,6 +9,7 @@ import type { Services } from '../core/services';
 import './types';
 import { authPlugin } from './plugins/auth';
 import { errorsPlugin } from './plugins/errors';
+import { REDACT_PATHS, REDACTED, serializeRequest } from './logging';
 import { idempotencyPlugin } from './plugins/idempotency';
 import { openapiPlugin } from './plugins/openapi';
 import { fileRoutes } from './routes/kb/files';
@@ -40,11 +41,16 @@ export interface AppDeps {
   chatHub?: ChatHub | null;
 }
 
-/** Log options shared by every process: never the Authorization header or a key. */
-export function loggerOptions(level: string): FastifyServerOptions['logger'] {
+/**
+ * Log options shared by every process: nothing that works as a credential. Request URLs
+ * are logged with media tokens and credential-like query values redacted (see
+ * api/logging.ts); credential headers are censored wherever a log call puts them.
+ */
+export function loggerOptions(level: string): Exclude<FastifyServerOptions['logger'], boolean | undefined> {
   return {
     level,
-    redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.key', '*.secret'], censor: '[redacted]' },
+    serializers: { req: serializeRequest as never },
+    redact: { paths: REDACT_PATHS, censor: REDACTED },
   };
 }
 

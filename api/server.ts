@@ -3,6 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { KeyCache } from '../core/auth/key-cache';
 import { DenseIndex } from '../core/kb/dense-index';
 import type { Config } from '../core/config';
+import { openSecretBox } from '../core/crypto/encryption-key';
 import { openDatabase, type Orm } from '../core/db/orm';
 import { createRequestLimits, openRateStore } from '../core/ratelimit';
 import { createServices, serviceOptionsFromConfig } from '../core/services';
@@ -33,7 +34,8 @@ export async function createApiServer(
   });
   const denseIndex = new DenseIndex(orm.em, opts.databaseUrl, log);
   await denseIndex.start();
-  const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: opts.embedded, keyCache, denseIndex }));
+  const box = await openSecretBox(config, orm.em, { embedded: opts.embedded });
+  const services = createServices(orm.em, serviceOptionsFromConfig(config, { box, keyCache, denseIndex }));
   const chatHub = new ChatHub({
     em: orm.em,
     sites: services.sites,

@@ -1,9 +1,14 @@
 // The console's actions from the command line. JSON on stdout; a clear message on
 // stderr and a non-zero exit on error. Uses the same database as `npm start`.
+import fs from 'node:fs';
+import { createInterface } from 'node:readline';
+import { Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { parseScopes } from '../core/auth/api-keys';
 import { ALL_SCOPES } from '../core/auth/scopes';
 import { dataDir, loadConfig, type Config } from '../core/config';
+import { openSecretBox } from '../core/crypto/encryption-key';
+import { SecretBox } from '../core/crypto/secret-box';
 import { Workspace } from '../core/db/entities';
 import { openDatabase, type Orm } from '../core/db/orm';
 import { ApiError } from '../core/errors';
@@ -18,7 +23,9 @@ const USAGE = `usage: npm run -s admin -- <command>
   key list --workspace WS_ID
   key rotate KEY_ID
   key delete KEY_ID
-  credential create --workspace WS_ID --name NAME --token TOKEN   (a msgapp number's access token, stored encrypted)
+  credential create --workspace WS_ID --name NAME [--token-file PATH]
+                    (a msgapp number's access token, stored encrypted; read from PATH, or from stdin without
+                    --token-file: never from the command line, where every user of the machine can see it)
   site create --workspace WS_ID --agent AGENT_ID --origins https://a.example,https://b.example
   site rotate-secret SITE_ID [--grace-hours 24]
   site set-origins SITE_ID --origins https://a.example,https://b.example   (replaces the list; sockets from a removed origin close)
@@ -32,6 +39,51 @@ function need(value: string | undefined, flag: string): string {
   return value;
 }
 
+/** The commands that seal a secret. The others never read, nor generate, the encryption key. */
+const SEALING = new Set(['credential create', 'site create', 'site rotate-secret']);
+
+/** The box of commands that seal nothing: a use would be a bug here, never a silent second key. */
+class NoKeyBox extends SecretBox {
+  constructor() {
+    super(Buffer.alloc(32));
+  }
+  private refuse(): never {
+    throw new Error('internal: this command does not use the encryption key');
+  }
+  override seal(): string {
+    return this.refuse();
+  }
+  override open(): string {
+    return this.refuse();
+  }
+  override mac(): string {
+    return this.refuse();
+  }
+}
+
+/**
+ * A provider token, from `--token-file PATH` (`-` is stdin) or stdin: never from an
+ * argument, which every local user sees in the process list (and shell history keeps).
+ * On a terminal it is read without echo.
+ */
+async function readToken(file: string | undefined): Promise<string> {
+  if (file !== undefined && file !== '-') return fs.readFileSync(file, 'utf8').trim();
+  if (!process.stdin.isTTY) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8').trim();
+  }
+  process.stderr.write('access token (input hidden): ');
+  const silent = new Writable({ write: (_chunk, _enc, done) => done() });
+  const rl = createInterface({ input: process.stdin, output: silent, terminal: true });
+  try {
+    return (await new Promise<string>((resolve) => rl.question('', resolve))).trim();
+  } finally {
+    rl.close();
+    process.stderr.write('\n');
+  }
+}
+
 async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -41,15 +93,22 @@ async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
       name: { type: 'string' },
       workspace: { type: 'string' },
       scopes: { type: 'string' },
+      // Declared only to refuse it with a reason: see readToken.
       token: { type: 'string' },
+      'token-file': { type: 'string' },
       agent: { type: 'string' },
       origins: { type: 'string' },
       'grace-hours': { type: 'string' },
     },
   });
   const [area, action, target] = positionals;
-  const services = createServices(orm.em, serviceOptionsFromConfig(config, { embedded: true }));
-  switch (`${area ?? ''} ${action ?? ''}`) {
+  if (values.token !== undefined) {
+    throw new UsageError('--token is not accepted: a token on the command line is visible to every user in the process list; use --token-file PATH or pipe it on stdin');
+  }
+  const command = `${area ?? ''} ${action ?? ''}`;
+  const box = SEALING.has(command) ? await openSecretBox(config, orm.em, { embedded: true }) : new NoKeyBox();
+  const services = createServices(orm.em, serviceOptionsFromConfig(config, { box }));
+  switch (command) {
     case 'workspace create': {
       const name = need(values.name, 'name');
       const em = orm.em.fork();
@@ -72,7 +131,7 @@ async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
       return { id: rotated.id, key: rotated.key };
     }
     case 'credential create':
-      return services.credentials.create(need(values.workspace, 'workspace'), 'msgapp_access_token', need(values.name, 'name'), need(values.token, 'token'));
+      return services.credentials.create(need(values.workspace, 'workspace'), 'msgapp_access_token', need(values.name, 'name'), await readToken(values['token-file']));
     case 'site create':
       return services.sites.create(need(values.workspace, 'workspace'), need(values.agent, 'agent'), need(values.origins, 'origins').split(','));
     case 'site rotate-secret': {

@@ -45,7 +45,7 @@ export const configSchema = z.object({
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   /** How long an Idempotency-Key's stored response is replayed. */
   IDEMPOTENCY_TTL_HOURS: positiveInt(24),
-  /** AES-256-GCM key for secrets at rest (64 hex or base64 of 32 bytes). Unset: generated into the data directory. */
+  /** AES-256-GCM key for secrets at rest (64 hex or base64 of 32 bytes). Unset: the data directory's key, generated only while nothing is sealed. */
   CONCIERGE_ENCRYPTION_KEY: optionalString,
   /** Private ranges webhooks may still reach (self-hosting, tests): comma-separated CIDRs. */
   CONCIERGE_WEBHOOK_ALLOW_CIDRS: z.preprocess(emptyToUndefined, z.string().default('')),

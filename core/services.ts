@@ -12,7 +12,7 @@ import { ChatTranscript } from './chat/transcript';
 import { AgentTurns } from './chat/turn';
 import { TaskService } from './chat/tasks';
 import { OpenAiCompatibleModel } from './llm/model';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { SiteService } from './widget/sites';
 import { UploadService } from './widget/uploads';
 import { createExtractor, extractorFromConfig, transcriberFromConfig } from './kb/extractor';
@@ -20,8 +20,8 @@ import { DEFAULT_MAX_MEMORY_MB, DEFAULT_TIMEOUT_MS, type Transcriber } from './k
 import type { ExtractFn } from './kb/indexing';
 import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
-import { configSchema, dataDir, modelsDir, publicBaseUrl, storageDir, type Config } from './config';
-import { SecretBox } from './crypto/secret-box';
+import { configSchema, modelsDir, publicBaseUrl, storageDir, type Config } from './config';
+import type { SecretBox } from './crypto/secret-box';
 import { IdempotencyStore } from './idempotency/store';
 import { DenseIndex } from './kb/dense-index';
 import { createEmbedder, type Embedder } from './kb/embedder';
@@ -84,6 +84,8 @@ export interface ServiceOptions {
   uploadIndexChars?: number;
   /** PUBLIC_BASE_URL: the origin of every link handed out (media links). Absent: the default HOST and PORT's address. */
   publicBaseUrl?: string;
+  /** Where the services log; absent: pino on stdout at LOG_LEVEL. */
+  log?: Logger;
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
@@ -110,7 +112,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     uploads,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders: new FolderService(em),
-    idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours),
+    idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
     subscriptions: new SubscriptionService(em, opts.box, opts.sender),
     deliveries: new DeliveryService(em, opts.box, opts.sender),
     files: new FileService(em, opts.blobs),
@@ -126,15 +128,10 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     search,
     transcript,
     tasks: new TaskService(em),
-    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, pino({ level: process.env.LOG_LEVEL ?? 'info' })),
+    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log ?? pino({ level: process.env.LOG_LEVEL ?? 'info' })),
   };
 }
 
-/**
- * Service options from configuration. `embedded` (npm start, the admin CLI) may generate
- * the encryption key into the data directory; separate production processes must share
- * one key, so there it is required.
- */
 /** Builds the embedder once, on first use. */
 export function lazyEmbedder(make: () => Embedder): () => Promise<Embedder> {
   let made: Embedder | null = null;
@@ -153,15 +150,12 @@ export function embedderFromConfig(config: Config): () => Promise<Embedder> {
   );
 }
 
-export function serviceOptionsFromConfig(config: Config, opts: { embedded: boolean; keyCache?: KeyCache; denseIndex?: DenseIndex }): ServiceOptions {
-  let box: SecretBox;
-  if (config.CONCIERGE_ENCRYPTION_KEY) box = SecretBox.fromString(config.CONCIERGE_ENCRYPTION_KEY);
-  else if (opts.embedded) box = SecretBox.fromDataDir(dataDir(config));
-  else throw new Error('CONCIERGE_ENCRYPTION_KEY is required when the API and worker run as separate processes');
+/** `box` comes from openSecretBox (core/crypto/encryption-key.ts), which checks the key against the database. */
+export function serviceOptionsFromConfig(config: Config, opts: { box: SecretBox; keyCache?: KeyCache; denseIndex?: DenseIndex }): ServiceOptions {
   return {
     keyCache: opts.keyCache,
     idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
-    box,
+    box: opts.box,
     sender: { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
     blobs: new LocalBlobStore(storageDir(config)),
     embedder: embedderFromConfig(config),

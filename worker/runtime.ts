@@ -2,6 +2,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import pino from 'pino';
 import type { Config } from '../core/config';
+import { openSecretBox } from '../core/crypto/encryption-key';
 import { openDatabase } from '../core/db/orm';
 import { createServices, serviceOptionsFromConfig } from '../core/services';
 import { IndexingService } from '../core/kb/indexing';
@@ -30,7 +31,7 @@ export async function startWorkerRuntime(config: Config, opts: { databaseUrl: st
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
   await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
   await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE);
-  const serviceOptions = serviceOptionsFromConfig(config, { embedded: opts.embedded });
+  const serviceOptions = serviceOptionsFromConfig(config, { box: await openSecretBox(config, orm.em, { embedded: opts.embedded }) });
   const services = createServices(orm.em, serviceOptions);
   const indexing = new IndexingService({ em: orm.em, blobs: serviceOptions.blobs, extract: extractorFromConfig(config), embedder: serviceOptions.embedder });
   const worker = await createWorker({

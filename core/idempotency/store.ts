@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { SecretBox } from '../crypto/secret-box';
 
 export type IdempotencyBegin =
   | { kind: 'proceed' }
@@ -34,12 +35,30 @@ function canonicalJson(value: unknown): string {
  * (`in_progress`) before the handler runs and completed with the response; a 5xx
  * releases it so the client can retry. Keys expire after the TTL and are purged by the
  * maintenance schedule; an expired key is treated as never seen.
+ *
+ * Stored responses are sealed with the service's SecretBox: some carry a secret shown
+ * once (a subscription's `whsec_…`, key material), and a replay must not leave it in
+ * plain text at rest. Every body is sealed, so no endpoint has to declare which do.
  */
 export class IdempotencyStore {
   constructor(
     private readonly em: EntityManager,
     private readonly ttlHours: number,
+    private readonly box: SecretBox,
   ) {}
+
+  /** Binds a sealed body to its row: a body copied under another key does not open. */
+  private static associatedData(workspaceId: string, key: string): string {
+    return `idempotency:${workspaceId}:${key}`;
+  }
+
+  private openBody(workspaceId: string, key: string, stored: string | null): string {
+    if (stored === null) return '';
+    // Rows written before sealing hold the JSON itself (never starting with `v1.`); the
+    // migration that introduced sealing deleted those that carried a secret.
+    if (!stored.startsWith('v1.')) return stored;
+    return this.box.open(stored, IdempotencyStore.associatedData(workspaceId, key));
+  }
 
   async begin(workspaceId: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
     const em = this.em.fork();
@@ -66,14 +85,14 @@ export class IdempotencyStore {
     if (!row) return this.begin(workspaceId, key, fingerprint);
     if (row.request_hash !== fingerprint) return { kind: 'mismatch' };
     if (row.state !== 'completed') return { kind: 'in_progress' };
-    return { kind: 'replay', status: row.response_status ?? 200, body: row.response_body ?? '', contentType: row.response_content_type };
+    return { kind: 'replay', status: row.response_status ?? 200, body: this.openBody(workspaceId, key, row.response_body), contentType: row.response_content_type };
   }
 
   async complete(workspaceId: string, key: string, status: number, body: string, contentType: string | null): Promise<void> {
     await this.em.fork().execute(
       `update idempotency_keys set state = 'completed', response_status = ?, response_body = ?, response_content_type = ?
        where workspace_id = ? and key = ? and state = 'in_progress'`,
-      [status, body, contentType, workspaceId, key],
+      [status, this.box.seal(body, IdempotencyStore.associatedData(workspaceId, key)), contentType, workspaceId, key],
     );
   }
 

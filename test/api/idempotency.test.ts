@@ -1,3 +1,5 @@
+import { Migration20261124000100SealIdempotentResponses } from '../../core/db/migrations/Migration20261124000100SealIdempotentResponses';
+import { requestFingerprint } from '../../core/idempotency/store';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 
@@ -107,5 +109,29 @@ describe('Idempotency-Key on POST', () => {
     expect(await t.services.idempotency.purgeExpired()).toBe(1);
     const [{ n }] = await db.orm.em.fork().execute<{ n: string }[]>("select count(*) as n from idempotency_keys where key = 'k-expired'");
     expect(Number(n)).toBe(0);
+  });
+  test('upgrade: stored responses written in plain text before sealing are deleted when they carry a secret; the others still replay', async () => {
+    const fingerprint = requestFingerprint('POST', '/api/v1/kb/folders', { name: 'Legacy' });
+    const legacy = JSON.stringify({ id: 'fld_legacy00000000000000000', name: 'Legacy' });
+    const insert = (key: string, body: string) =>
+      db.orm.em
+        .fork()
+        .execute(
+          `insert into idempotency_keys (workspace_id, key, request_hash, state, response_status, response_body, response_content_type, expires_at)
+           values (?, ?, ?, 'completed', 201, ?, 'application/json; charset=utf-8', now() + interval '1 hour')`,
+          [ws, key, fingerprint, body],
+        );
+    await insert('legacy-plain', legacy);
+    await insert('legacy-secret', JSON.stringify({ id: 'whk_legacy', secret: `whsec_${'a'.repeat(43)}` }));
+
+    const migration = new Migration20261124000100SealIdempotentResponses(db.orm.em.getDriver(), db.orm.config);
+    await migration.up();
+    for (const query of migration.getQueries()) await db.orm.em.fork().execute(String(query));
+
+    const keys = (await db.orm.em.fork().execute<{ key: string }[]>("select key from idempotency_keys where key like 'legacy-%' order by key")).map((r) => r.key);
+    expect(keys).toEqual(['legacy-plain']);
+    const replay = await post('legacy-plain', { name: 'Legacy' });
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.json()).toEqual(JSON.parse(legacy));
   });
 });

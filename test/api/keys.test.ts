@@ -1,11 +1,13 @@
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { hashApiKey } from '../../core/auth/api-keys';
+import { SecretBox } from '../../core/crypto/secret-box';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 
-const run = promisify(execFile);
 const ROOT = path.resolve(__dirname, '../..');
 
 let db: TestDatabase;
@@ -72,18 +74,28 @@ describe('API keys', () => {
 });
 
 describe('admin CLI', () => {
-  const admin = async (...args: string[]) => {
-    try {
-      const { stdout, stderr } = await run('node', ['--import', 'tsx', 'bin/admin.ts', ...args], {
+  // The CLI's own data directory (its encryption key is generated there on first use), so
+  // the run never depends on, nor writes, the checkout's .data.
+  const cliDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-cli-'));
+  afterAll(() => fs.rmSync(cliDataDir, { recursive: true, force: true }));
+
+  const adminWith = (opts: { env?: Record<string, string>; input?: string }, ...args: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args], {
         cwd: ROOT,
-        env: { ...process.env, DATABASE_URL: db.url },
+        env: { ...process.env, DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir, CONCIERGE_ENCRYPTION_KEY: '', ...opts.env },
       });
-      return { code: 0, stdout, stderr };
-    } catch (err) {
-      const e = err as { code: number; stdout: string; stderr: string };
-      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-    }
-  };
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.once('error', reject);
+      child.once('close', (code) => resolve({ code, stdout, stderr }));
+      child.stdin.end(opts.input ?? '');
+    });
+  const admin = (...args: string[]) => adminWith({}, ...args);
+  const count = async (table: string) => Number((await db.orm.em.fork().execute<{ n: string }[]>(`select count(*) as n from ${table}`))[0].n);
+  const cliBox = () => SecretBox.fromString(fs.readFileSync(path.join(cliDataDir, 'encryption.key'), 'utf8'));
 
   test('workspace and key lifecycle, JSON on stdout', async () => {
     const created = await admin('workspace', 'create', '--name', 'CLI Co');
@@ -138,6 +150,64 @@ describe('admin CLI', () => {
       expect(res.code).not.toBe(0);
       expect(res.stdout).toBe('');
       expect(res.stderr).toMatch(/^error: /);
+    }
+  }, 60_000);
+  test('credential create: the token from --token-file or stdin, stored sealed; never from the command line', async () => {
+    const fromFile = `EAAG${randomBytes(16).toString('hex')}`;
+    const tokenFile = path.join(cliDataDir, 'token.txt');
+    fs.writeFileSync(tokenFile, `${fromFile}\n`, { mode: 0o600 });
+    const byFile = await admin('credential', 'create', '--workspace', ws, '--name', 'main number', '--token-file', tokenFile);
+    expect(byFile.code).toBe(0);
+    const created = JSON.parse(byFile.stdout);
+    expect(created).toEqual({ id: expect.stringMatching(/^cred_/), name: 'main number', kind: 'msgapp_access_token' });
+    expect(byFile.stdout + byFile.stderr).not.toContain(fromFile);
+
+    const fromStdin = `EAAG${randomBytes(16).toString('hex')}`;
+    const byStdin = await adminWith({ input: `${fromStdin}\n` }, 'credential', 'create', '--workspace', ws, '--name', 'second number');
+    expect(byStdin.code).toBe(0);
+    const second = JSON.parse(byStdin.stdout);
+
+    const rows = await db.orm.em.fork().execute<{ id: string; secret_sealed: string }[]>('select id, secret_sealed from credentials where id in (?, ?)', [created.id, second.id]);
+    const opened = Object.fromEntries(rows.map((r) => [r.id, cliBox().open(r.secret_sealed, r.id)]));
+    expect(opened).toEqual({ [created.id]: fromFile, [second.id]: fromStdin });
+    expect(JSON.stringify(rows)).not.toContain(fromFile);
+
+    const before = await count('credentials');
+    const onArgv = await admin('credential', 'create', '--workspace', ws, '--name', 'x', '--token', 'EAAGvisible-in-ps');
+    expect(onArgv.code).toBe(2);
+    expect(onArgv.stderr).toMatch(/^error: --token is not accepted: .*process list.*--token-file/);
+    const empty = await adminWith({ input: '\n' }, 'credential', 'create', '--workspace', ws, '--name', 'x');
+    expect(empty.code).not.toBe(0);
+    expect(empty.stderr).toMatch(/token: must not be empty/);
+    expect(await count('credentials')).toBe(before);
+  }, 60_000);
+
+  test('never a second encryption key: refused while the database holds sealed secrets, or with a key that does not open them', async () => {
+    const agent = await a.services.agents.create(ws, { name: 'Key agent' });
+    expect((await admin('site', 'create', '--workspace', ws, '--agent', agent.id, '--origins', 'https://k.example')).code).toBe(0);
+    const sites = await count('sites');
+
+    // Another data directory (the CLI run from elsewhere): no key there, sealed secrets in the database.
+    const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-cli-elsewhere-'));
+    try {
+      const refused = await adminWith({ env: { CONCIERGE_DATA_DIR: elsewhere } }, 'site', 'create', '--workspace', ws, '--agent', agent.id, '--origins', 'https://k.example');
+      expect(refused.code).toBe(1);
+      expect(refused.stdout).toBe('');
+      expect(refused.stderr).toMatch(/^error: refusing to generate a new encryption key: the database already holds \d+ secret\(s\) sealed/);
+      expect(refused.stderr).toContain('CONCIERGE_ENCRYPTION_KEY');
+      expect(fs.existsSync(path.join(elsewhere, 'encryption.key'))).toBe(false);
+
+      // Commands that seal nothing still work there, and leave no key behind either.
+      expect((await adminWith({ env: { CONCIERGE_DATA_DIR: elsewhere } }, 'key', 'list', '--workspace', ws)).code).toBe(0);
+      expect(fs.existsSync(path.join(elsewhere, 'encryption.key'))).toBe(false);
+
+      // A key that does not open the stored secrets is refused too, before anything is sealed with it.
+      const wrong = await adminWith({ env: { CONCIERGE_ENCRYPTION_KEY: randomBytes(32).toString('hex') } }, 'site', 'create', '--workspace', ws, '--agent', agent.id, '--origins', 'https://k.example');
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toMatch(/^error: the encryption key from CONCIERGE_ENCRYPTION_KEY does not open the secrets already in the database/);
+      expect(await count('sites')).toBe(sites);
+    } finally {
+      fs.rmSync(elsewhere, { recursive: true, force: true });
     }
   }, 60_000);
 });

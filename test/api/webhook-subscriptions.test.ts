@@ -64,6 +64,23 @@ describe('webhook subscriptions', () => {
     expect(row.secret_sealed).toMatch(/^v1\./);
   });
 
+  test('an idempotent create replays the same whsec_ secret, but the stored response holds it only sealed', async () => {
+    const headers = { ...auth, 'idempotency-key': 'sub-with-secret' };
+    const payload = { url: receiver.url, events: ['message.inbound'] };
+    const first = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers, payload });
+    expect(first.statusCode).toBe(201);
+    const { secret } = first.json();
+    const replay = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers, payload });
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.json().secret).toBe(secret);
+    const rows = await db.orm.em.fork().execute('select * from idempotency_keys where key = ?', ['sub-with-secret']);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].state).toBe('completed');
+    expect(JSON.stringify(rows[0])).not.toContain('whsec_');
+    expect(JSON.stringify(rows[0])).not.toContain(secret.slice(6));
+    expect(rows[0].response_body).toMatch(/^v1\./);
+  });
+
   test('bad bodies: events must be a non-empty subset; webhook.test cannot be subscribed to', async () => {
     for (const payload of [
       { url: receiver.url, events: [] },

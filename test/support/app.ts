@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
-import { buildApp } from '../../api/app';
+import { buildApp, loggerOptions } from '../../api/app';
 import { ChatHub, type SocketCaps } from '../../api/chat-hub';
 import { KeyCache } from '../../core/auth/key-cache';
 import { DenseIndex } from '../../core/kb/dense-index';
@@ -18,7 +18,7 @@ import path from 'node:path';
 import { createEmbedder } from '../../core/kb/embedder';
 import { lazyEmbedder } from '../../core/services';
 import { LocalBlobStore } from '../../core/storage/blob-store';
-import pino from 'pino';
+import { LOG_LEVEL, recordingBox, recordSecret, testLogDestination, testLogger } from './secret-log';
 
 export interface TestApp {
   app: FastifyInstance;
@@ -38,17 +38,63 @@ export const testEmbedder = lazyEmbedder(() => createEmbedder({ provider: 'local
 
 /**
  * Services as a test process builds them: a per-process encryption key; webhook
- * deliveries may reach loopback (the test receivers) and trust the test CA.
+ * deliveries may reach loopback (the test receivers) and trust the test CA. The box
+ * records every secret it seals and the services log into the run's log files, for
+ * the scan that proves no secret reaches a log (secret-log.ts).
  */
 export function testServiceOptions(overrides: Partial<ServiceOptions> = {}): ServiceOptions {
   return {
     idempotencyTtlHours: 24,
-    box: testBox,
     sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 2_000, ca: createTestPki().ca },
     blobs: testBlobs,
     embedder: testEmbedder,
+    log: testLogger(),
     ...overrides,
+    box: recordingBox(overrides.box ?? testBox),
   } as ServiceOptions;
+}
+
+/**
+ * The app's logger in tests: the production options (redaction included) at info, into
+ * this process's log file. TEST_LOG=debug shows the logs on stdout instead while
+ * debugging a test (those are not scanned).
+ */
+function testAppLogger(): Parameters<typeof buildApp>[0]['logger'] {
+  if (process.env.TEST_LOG) return { ...loggerOptions(process.env.TEST_LOG) };
+  const stream = testLogDestination();
+  return stream ? { ...loggerOptions(LOG_LEVEL), stream } : false;
+}
+
+/** Records every API key these services issue (created or rotated), used in a request or not. */
+function recordIssuedKeys(services: Services): void {
+  const { apiKeys } = services;
+  const create = apiKeys.create.bind(apiKeys);
+  const rotate = apiKeys.rotate.bind(apiKeys);
+  apiKeys.create = async (...args: Parameters<typeof create>) => {
+    const created = await create(...args);
+    recordSecret('api key', created.key);
+    return created;
+  };
+  apiKeys.rotate = async (...args: Parameters<typeof rotate>) => {
+    const rotated = await rotate(...args);
+    recordSecret('api key', rotated.key);
+    return rotated;
+  };
+}
+
+/** Records what callers present as credentials (keys, user hashes): they must never reach a log. */
+function recordPresentedSecrets(app: FastifyInstance): void {
+  const userHash = (v: unknown) => (v && typeof v === 'object' ? (v as { user_hash?: unknown }).user_hash : undefined);
+  app.addHook('onRequest', async (request) => {
+    const auth = request.headers.authorization;
+    if (typeof auth === 'string' && /^bearer /i.test(auth)) recordSecret('api key', auth.slice(7).trim());
+    const q = userHash(request.query);
+    if (typeof q === 'string') recordSecret('user_hash', q);
+  });
+  app.addHook('preValidation', async (request) => {
+    const b = userHash((request.body as { user_context?: unknown } | undefined)?.user_context);
+    if (typeof b === 'string') recordSecret('user_hash', b);
+  });
 }
 
 /**
@@ -74,13 +120,19 @@ export async function startTestApp(opts: {
   /** Reply sockets open at once per conversation and per client address (generous unless a test checks them). */
   chatSocketCaps?: SocketCaps;
 }): Promise<TestApp> {
-  const keyCache = new KeyCache(opts.databaseUrl, pino({ level: 'silent' }));
+  const log = testLogger();
+  const keyCache = new KeyCache(opts.databaseUrl, log);
   await keyCache.start();
   const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds, opts.widgetLimits ?? { perSiteClient: 10_000, sendsPerConversation: 1_000, refusalsPerAddress: 10_000 });
-  const denseIndex = new DenseIndex(opts.orm.em, opts.databaseUrl, pino({ level: 'silent' }));
+  const denseIndex = new DenseIndex(opts.orm.em, opts.databaseUrl, log);
   await denseIndex.start();
   const services = createServices(opts.orm.em, testServiceOptions({ keyCache, denseIndex, ...opts.serviceOptions }));
-  const chatHub = new ChatHub({ em: opts.orm.em, sites: services.sites, databaseUrl: opts.databaseUrl, log: pino({ level: 'silent' }),
+  recordIssuedKeys(services);
+  const chatHub = new ChatHub({
+    em: opts.orm.em,
+    sites: services.sites,
+    databaseUrl: opts.databaseUrl,
+    log,
     pingIntervalMs: opts.chatPingIntervalMs ?? 30_000,
     maxSockets: opts.chatSocketCaps ?? { perConversation: 10_000, perAddress: 10_000 },
   });
@@ -93,9 +145,11 @@ export async function startTestApp(opts: {
     temporal: opts.temporal,
     msgappWebhook: opts.msgappWebhook,
     chatHub,
-    // TEST_LOG=debug shows the app's logs (5xx details included) while debugging a test.
-    logger: process.env.TEST_LOG ? { level: process.env.TEST_LOG } : false,
+    logger: testAppLogger(),
   });
+  recordSecret('msgapp app secret', opts.msgappWebhook?.appSecret);
+  recordSecret('msgapp verify token', opts.msgappWebhook?.verifyToken);
+  recordPresentedSecrets(app);
   await app.ready();
   return {
     app,
@@ -114,6 +168,7 @@ export { createWorkspace } from './db';
 
 export async function createKey(services: Services, workspaceId: string, scopes: Scope[]): Promise<{ id: string; key: string }> {
   const created = await services.apiKeys.create(workspaceId, 'test key', scopes);
+  recordSecret('api key', created.key);
   return { id: created.id, key: created.key };
 }
 

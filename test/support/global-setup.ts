@@ -27,6 +27,10 @@ export default async function globalSetup(): Promise<void> {
   fs.writeFileSync(bundlePath, code);
   process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
   (globalThis as Record<string, unknown>).__TEST_TMP__ = dir;
+  // Every process of the run logs here and records the secrets it meets; the teardown scans (secret-log.ts).
+  const logDir = path.join(dir, 'logs');
+  fs.mkdirSync(logDir, { mode: 0o700 });
+  process.env.TEST_LOG_DIR = logDir;
 }
 
 const noop = () => undefined;

@@ -1,4 +1,4 @@
-import pino from 'pino';
+import { testLogger } from './secret-log';
 import type { FastifyInstance } from 'fastify';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { indexWorkflowId, kbIndexing } from '../../worker/outbox-sources';
@@ -30,7 +30,7 @@ export async function upload(
 
 /** The indexing outbox relay on the test worker's task queue. */
 export async function startIndexDispatcher(db: TestDatabase, tw: Awaited<ReturnType<typeof startTestWorker>>): Promise<OutboxDispatcher> {
-  const d = new OutboxDispatcher(db.url, [kbIndexing(db.orm.em, tw.client, { taskQueue: tw.taskQueue })], pino({ level: 'silent' }), 500);
+  const d = new OutboxDispatcher(db.url, [kbIndexing(db.orm.em, tw.client, { taskQueue: tw.taskQueue })], testLogger(), 500);
   await d.start();
   return d;
 }

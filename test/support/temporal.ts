@@ -8,17 +8,26 @@ import type { ActivityDeps } from '../../activities';
 import { createExtractor } from '../../core/kb/extractor';
 import { IndexingService } from '../../core/kb/indexing';
 import { testEmbedder } from './app';
+import { writeTestLog } from './secret-log';
 import { createWorker } from '../../worker/worker';
 import { ensureSearchAttributes } from '../../worker/search-attributes';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../replay/histories');
 
 let runtimeInstalled = false;
-/** Worker logs at WARN and above only, so test output shows what matters. */
+/**
+ * Worker logs: INFO and above into the run's log files (scanned for secrets, see
+ * secret-log.ts), only errors on the console, so test output shows what matters.
+ */
 export function installQuietRuntime(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
+  const console = new DefaultLogger('ERROR');
+  const logger = new DefaultLogger('INFO', (entry) => {
+    writeTestLog(JSON.stringify({ level: entry.level, msg: entry.message, meta: entry.meta }, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
+    if (entry.level === 'ERROR') console.error(entry.message, entry.meta);
+  });
+  Runtime.install({ logger, telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
 }
 
 /** The run's shared dev server (see global-setup.ts), a client, and a worker on a task queue of this file's own. */

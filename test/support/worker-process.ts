@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { LOG_LEVEL, testLogFile } from './secret-log';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -44,15 +46,21 @@ export class WorkerProcesses {
         TEMPORAL_ADDRESS: process.env.TEST_TEMPORAL_ADDRESS,
         TEMPORAL_NAMESPACE: this.namespace,
         TEMPORAL_TASK_QUEUE: this.namespace,
-        LOG_LEVEL: 'warn',
+        // Info into the run's log files, which are scanned for secrets (secret-log.ts).
+        LOG_LEVEL: LOG_LEVEL,
         ...this.env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.children.push(child);
+    const logFile = testLogFile(`worker-${child.pid}`);
+    const log = logFile ? fs.createWriteStream(logFile, { flags: 'a' }) : null;
+    child.once('close', () => log?.end());
     let output = '';
     return new Promise((resolve, reject) => {
       const onData = (d: Buffer) => {
+        log?.write(d);
+        if (output.includes('worker polling')) return;
         output += d.toString();
         this.outputs.set(child, output);
         // The line after "worker polling" says which workflow code it loaded.

@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import pino from 'pino';
+import { testLogger } from '../support/secret-log';
 import { verifyWebhook } from '../../sdk';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { webhookDeliveries } from '../../worker/outbox-sources';
@@ -303,7 +303,7 @@ describe('the provider webhook /webhooks/msgapp', () => {
   test('inbound text: customer and conversation found or created, message.inbound emitted (and delivered to a subscriber), and the window opens', async () => {
     const from = '+15557771234';
     const receiver = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(204).end() });
-    const dispatcher = new OutboxDispatcher(db.url, [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: [50, 50, 50, 50, 50], timeoutMs: 2_000 })], pino({ level: 'silent' }), 500);
+    const dispatcher = new OutboxDispatcher(db.url, [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: [50, 50, 50, 50, 50], timeoutMs: 2_000 })], testLogger(), 500);
     await dispatcher.start();
     const hooks = bearer((await createKey(t.services, ws, ['webhooks:write'])).key);
     const sub = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers: hooks, payload: { url: receiver.url, events: ['message.inbound'] } });

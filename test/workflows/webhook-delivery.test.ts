@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import pino from 'pino';
+import { testLogger } from '../support/secret-log';
 import { verifyWebhook } from '../../sdk';
 import { emitEvent } from '../../core/webhooks/emitter';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
@@ -27,7 +27,7 @@ beforeAll(async () => {
   dispatcher = new OutboxDispatcher(
     db.url,
     [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: BACKOFF, timeoutMs: 1_000 })],
-    pino({ level: 'silent' }),
+    testLogger(),
     500,
   );
   await dispatcher.start();

@@ -7,6 +7,7 @@ import { Migration20261122000600Messages } from './Migration20261122000600Messag
 import { Migration20261122000700Sites } from './Migration20261122000700Sites';
 import { Migration20261122000800Chat } from './Migration20261122000800Chat';
 import { Migration20261122000910WidgetIdentity } from './Migration20261122000910WidgetIdentity';
+import { Migration20261124000100SealIdempotentResponses } from './Migration20261124000100SealIdempotentResponses';
 import { Migration20261124110500MsgappNumberClaim } from './Migration20261124110500MsgappNumberClaim';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
@@ -20,5 +21,6 @@ export const migrations = [
   { name: 'Migration20261122000700Sites', class: Migration20261122000700Sites },
   { name: 'Migration20261122000800Chat', class: Migration20261122000800Chat },
   { name: 'Migration20261122000910WidgetIdentity', class: Migration20261122000910WidgetIdentity },
+  { name: 'Migration20261124000100SealIdempotentResponses', class: Migration20261124000100SealIdempotentResponses },
   { name: 'Migration20261124110500MsgappNumberClaim', class: Migration20261124110500MsgappNumberClaim },
 ];

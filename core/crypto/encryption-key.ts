@@ -1,0 +1,79 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { dataDir, type Config } from '../config';
+import { SecretBox } from './secret-box';
+
+export class EncryptionKeyError extends Error {}
+
+/** The tables holding secrets sealed with the service's key, and what each row's ciphertext is bound to. */
+const SEALED_SECRETS = [
+  { table: 'credentials', what: 'provider credential' },
+  { table: 'webhook_subscriptions', what: 'webhook signing secret' },
+  { table: 'sites', what: 'site secret' },
+] as const;
+
+/**
+ * The service's SecretBox, from CONCIERGE_ENCRYPTION_KEY or (embedded: `npm start`, the
+ * admin CLI) the key file in the data directory, checked against the database it will
+ * serve:
+ * - no key anywhere and the database already holds sealed secrets: refused. Generating
+ *   a second key would seal new secrets that the other processes cannot open, and the
+ *   stored ones could never be opened by this one (the admin CLI run from another
+ *   directory, or with another CONCIERGE_DATA_DIR, used to do exactly that);
+ * - a key that does not open the stored secrets: refused for the same reason;
+ * - no key and nothing sealed yet: a key is generated into the data directory (0600).
+ *
+ * Every process reads the secret tables here, outside their owning services, because
+ * the key must be settled before any service exists.
+ */
+export async function openSecretBox(config: Config, em: EntityManager, opts: { embedded: boolean }): Promise<SecretBox> {
+  if (config.CONCIERGE_ENCRYPTION_KEY) {
+    const box = SecretBox.fromString(config.CONCIERGE_ENCRYPTION_KEY);
+    await assertOpensStoredSecrets(box, em, 'CONCIERGE_ENCRYPTION_KEY');
+    return box;
+  }
+  if (!opts.embedded) throw new EncryptionKeyError('CONCIERGE_ENCRYPTION_KEY is required when the API and worker run as separate processes');
+  const dir = dataDir(config);
+  const file = path.join(dir, 'encryption.key');
+  if (fs.existsSync(file)) {
+    const box = SecretBox.fromString(fs.readFileSync(file, 'utf8'));
+    await assertOpensStoredSecrets(box, em, file);
+    return box;
+  }
+  const sealed = await countSealed(em);
+  if (sealed > 0) {
+    throw new EncryptionKeyError(
+      `refusing to generate a new encryption key: the database already holds ${sealed} secret(s) sealed with an existing key, ` +
+        `but CONCIERGE_ENCRYPTION_KEY is unset and ${file} does not exist. A new key could never open them. ` +
+        `Set CONCIERGE_ENCRYPTION_KEY to the key in use, or CONCIERGE_DATA_DIR to the directory whose encryption.key sealed them ` +
+        `(npm start keeps it in ./.data of the directory it was started from).`,
+    );
+  }
+  return SecretBox.fromDataDir(dir);
+}
+
+async function countSealed(em: EntityManager): Promise<number> {
+  const counts = SEALED_SECRETS.map((s) => `(select count(*) from ${s.table})`);
+  // Stored idempotent responses are sealed too: a new key would turn their replays into errors.
+  counts.push(`(select count(*) from idempotency_keys where response_body like 'v1.%')`);
+  const [row] = await em.fork().execute<{ n: string }[]>(`select ${counts.join(' + ')} as n`);
+  return Number(row?.n ?? 0);
+}
+
+/** Opens one stored secret of each kind (each is bound to its row id): a wrong key fails here, not at first use. */
+async function assertOpensStoredSecrets(box: SecretBox, em: EntityManager, source: string): Promise<void> {
+  for (const { table, what } of SEALED_SECRETS) {
+    const [row] = await em.fork().execute<{ id: string; secret_sealed: string }[]>(`select id, secret_sealed from ${table} limit 1`);
+    if (!row) continue;
+    try {
+      box.open(row.secret_sealed, row.id);
+    } catch {
+      throw new EncryptionKeyError(
+        `the encryption key from ${source} does not open the secrets already in the database (${what} ${row.id}): ` +
+          `refusing to use it, since what it sealed could not be opened with the key in use. ` +
+          `Set CONCIERGE_ENCRYPTION_KEY (or CONCIERGE_DATA_DIR) to the key that sealed them.`,
+      );
+    }
+  }
+}

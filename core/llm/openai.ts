@@ -136,6 +136,23 @@ export function redact(text: string, secret: string | undefined): string {
   return secret ? text.split(secret).join('[redacted]') : text;
 }
 
+/**
+ * Runs `call` with a signal that fires after `timeoutMs`, and reports that as the SDK's
+ * own time-out error. The SDK's `timeout` stops at the response headers; this deadline
+ * covers reading the body too. It also keeps the classification right where the SDK
+ * cannot tell its abort from a transport error (under Jest, fetch's AbortError comes from
+ * another realm and is not an `Error` there).
+ */
+export async function withDeadline<T>(timeoutMs: number, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const deadline = AbortSignal.timeout(timeoutMs);
+  try {
+    return await call(deadline);
+  } catch (err) {
+    if (deadline.aborted) throw new APIConnectionTimeoutError();
+    throw err;
+  }
+}
+
 /** Longest wait a Retry-After hint may impose on an in-process retry. */
 export const MAX_RETRY_WAIT_MS = 60_000;
 

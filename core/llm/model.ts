@@ -1,6 +1,6 @@
 import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsBase, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { classifyOpenAiError, openAiClient } from './openai';
+import { classifyOpenAiError, openAiClient, redact } from './openai';
 
 /**
  * Chat completions from an OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama,
@@ -108,9 +108,12 @@ export class OpenAiCompatibleModel implements ChatModel {
       if (err instanceof CallerError) return err.cause;
       // The SDK ends a stream quietly when its signal fires: whatever was thrown then, say why.
       if (req.signal?.aborted) return req.signal.reason;
-      const f = err instanceof LlmError ? null : classifyOpenAiError(err, this.settings.apiKey);
-      if (deadline.aborted || f?.kind === 'timeout') return new LlmError(`The language model did not answer within ${timeoutMs} ms`, true);
-      if (!f) return err;
+      const late = new LlmError(`The language model did not answer within ${timeoutMs} ms`, true);
+      if (deadline.aborted) return late;
+      // Ours, from reading the answer: it may quote the provider, who may echo the key.
+      if (err instanceof LlmError) return new LlmError(redact(err.message, this.settings.apiKey), err.retryable, err.status, err.retryAfterMs);
+      const f = classifyOpenAiError(err, this.settings.apiKey);
+      if (f.kind === 'timeout') return late;
       const message =
         f.kind === 'status'
           ? `The language model answered HTTP ${f.status}${f.detail ? `: ${f.detail}` : ''}`

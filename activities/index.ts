@@ -16,6 +16,9 @@ export interface ActivityDeps {
 /** Extraction failures that say nothing about the document, so a retry may succeed. */
 const TRANSIENT_EXTRACTION = new Set(['extraction process crashed', 'extraction could not start']);
 
+/** Longest Retry-After a chat turn honours before its next attempt. */
+const MAX_LLM_RETRY_AFTER_MS = 30_000;
+
 /** Heartbeats every few seconds while `work` runs (extraction waits on a child process). */
 async function withHeartbeat<T>(work: () => Promise<T>): Promise<T> {
   const timer = setInterval(() => Context.current().heartbeat(), 5_000);
@@ -60,11 +63,13 @@ export function createActivities(deps: ActivityDeps) {
       try {
         return await withHeartbeat(() => deps.indexing.extractAndChunk(fileId));
       } catch (err) {
-        const { reason, detail } = err as { reason?: unknown; detail?: unknown };
+        const { reason, detail, retryable } = err as { reason?: unknown; detail?: unknown; retryable?: unknown };
         if (typeof reason !== 'string') throw err;
-        // A process that died or never started says nothing about the document: try again.
-        if (TRANSIENT_EXTRACTION.has(reason)) {
-          Context.current().log.warn('extraction process failed; retrying', { reason, detail: String(detail ?? '').slice(0, 2000) });
+        // A process that died or never started, or a transcription server that was busy or
+        // unreachable, says nothing about the document: try again. (ExtractionCrash is the
+        // type the kb-index workflow retries and reports by its message.)
+        if (TRANSIENT_EXTRACTION.has(reason) || retryable === true) {
+          Context.current().log.warn('extraction failed for a reason that says nothing about the document; retrying', { reason, detail: String(detail ?? '').slice(0, 2000) });
           throw ApplicationFailure.create({ message: reason, type: 'ExtractionCrash', nonRetryable: false });
         }
         throw ApplicationFailure.nonRetryable(reason, 'ExtractionError');
@@ -126,6 +131,12 @@ export function createActivities(deps: ActivityDeps) {
         return await withHeartbeat(() => deps.services.turns.run(input, () => Context.current().heartbeat()));
       } catch (err) {
         if (err instanceof LlmError && !err.retryable) throw ApplicationFailure.nonRetryable(err.message, 'LlmRejected');
+        // The provider's Retry-After is a hint for the next attempt (capped: a visitor is
+        // waiting); the workflow's retry policy still bounds the attempts. Same type and
+        // message as the LlmError would have had.
+        if (err instanceof LlmError && err.retryAfterMs !== undefined) {
+          throw ApplicationFailure.create({ message: err.message, type: 'LlmError', nextRetryDelay: Math.min(err.retryAfterMs, MAX_LLM_RETRY_AFTER_MS) });
+        }
         throw err;
       }
     },

@@ -3,6 +3,8 @@ import nodeModule from 'node:module';
 import path from 'node:path';
 import vm from 'node:vm';
 import type { PreTrainedModel, PreTrainedTokenizer, Tensor } from '@huggingface/transformers';
+import type OpenAI from 'openai';
+import { classifyOpenAiError, openAiBaseUrl, openAiClient, withDeadline, withRetries, type RetryOptions } from '../llm/openai';
 
 /**
  * Text embeddings for the knowledge base. Every vector is an L2-normalised Float32Array,
@@ -373,7 +375,7 @@ export interface OpenAiEmbedderOptions {
   batchSize?: number;
   /** Per request, in milliseconds. Default 30 000. */
   timeoutMs?: number;
-  /** Further attempts after a 429, a 5xx or a network error. Default 2. */
+  /** Further attempts after a retryable failure (core/llm/openai's classifier: 408, 409, 429, 5xx, network errors, time-outs). Default 2. */
   maxRetries?: number;
   /** First wait before a retry, doubled each time (a Retry-After header wins). Default 500 ms. */
   retryDelayMs?: number;
@@ -384,34 +386,39 @@ interface EmbeddingsResponse {
 }
 
 /**
- * `POST {baseUrl}/v1/embeddings` with `{ model, input: string[] }` and a bearer key: OpenAI
- * or any server speaking its API (vLLM, llama.cpp server, Ollama, LocalAI, ...). Results
- * are put back in input order by `index` and L2-normalised (OpenAI's already are, other
- * servers' may not be).
+ * `POST {baseUrl}/v1/embeddings` with `{ model, input: string[] }` and a bearer key, through
+ * the shared SDK client (core/llm/openai): OpenAI or any server speaking its API (vLLM,
+ * llama.cpp server, Ollama, LocalAI, ...). Results are put back in input order by `index`
+ * and L2-normalised (OpenAI's already are, other servers' may not be).
+ *
+ * Retries in process (`maxRetries`, by the shared classifier), unlike chat and
+ * transcription: a search query is embedded on the API's search path and in a chat turn's
+ * retrieval, which reports a failure as "no results" rather than failing the activity, so
+ * Temporal never retries it; a short retry there rides out a 429 or a blip.
  */
 export class OpenAiEmbedder implements Embedder {
   readonly modelId: string;
   readonly url: string;
+  private readonly client: OpenAI;
   private readonly apiKey: string | undefined;
   private readonly requestedDimensions: number | undefined;
   private readonly batchSize: number;
   private readonly timeoutMs: number;
-  private readonly maxRetries: number;
-  private readonly retryDelayMs: number;
+  private readonly retries: RetryOptions;
   private dim: number;
 
   constructor(opts: OpenAiEmbedderOptions = {}) {
     this.modelId = opts.model?.trim() || 'text-embedding-3-small';
-    const base = (opts.baseUrl ?? 'https://api.openai.com').replace(/\/+$/, '');
-    this.url = /\/v1$/.test(base) ? `${base}/embeddings` : `${base}/v1/embeddings`;
+    const baseUrl = opts.baseUrl ?? 'https://api.openai.com';
+    this.url = `${openAiBaseUrl(baseUrl)}/embeddings`;
     this.apiKey = opts.apiKey;
     this.requestedDimensions = opts.dimensions;
     this.batchSize = opts.batchSize ?? 64;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
-    this.maxRetries = opts.maxRetries ?? 2;
-    this.retryDelayMs = opts.retryDelayMs ?? 500;
+    this.retries = { maxRetries: opts.maxRetries ?? 2, baseDelayMs: opts.retryDelayMs ?? 500 };
     this.dim = opts.dimensions ?? OPENAI_MODELS[this.modelId] ?? 0;
     if (!(this.batchSize > 0)) throw new EmbedderError('batchSize must be positive');
+    this.client = openAiClient({ baseUrl, apiKey: opts.apiKey, timeoutMs: this.timeoutMs });
   }
 
   get dimension(): number {
@@ -434,38 +441,30 @@ export class OpenAiEmbedder implements Embedder {
   }
 
   private async request(input: string[]): Promise<Float32Array[]> {
-    const body = JSON.stringify({
-      model: this.modelId,
-      input,
-      ...(this.requestedDimensions ? { dimensions: this.requestedDimensions } : {}),
-    });
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
-    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
-
-    for (let attempt = 0; ; attempt++) {
-      let res: Response;
-      try {
-        res = await fetch(this.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(this.timeoutMs) });
-      } catch (err) {
-        const e = err as Error;
-        const why = e.name === 'TimeoutError' || e.name === 'AbortError' ? `timed out after ${this.timeoutMs} ms` : `${e.message}${causeOf(e)}`;
-        if (attempt < this.maxRetries) {
-          await sleep(this.retryDelayMs * 2 ** attempt);
-          continue;
-        }
-        throw new EmbedderError(`Embeddings request to ${this.url} failed: ${why}`);
-      }
-      if (!res.ok) {
-        const text = await res.text().catch(() => '');
-        if ((res.status === 429 || res.status >= 500) && attempt < this.maxRetries) {
-          await sleep(retryAfterMs(res.headers.get('retry-after')) ?? this.retryDelayMs * 2 ** attempt);
-          continue;
-        }
-        throw new EmbedderError(`Embeddings request to ${this.url} failed: HTTP ${res.status}${errorDetail(text)}`);
-      }
-      const json = (await res.json().catch(() => null)) as EmbeddingsResponse | null;
-      return this.parse(json, input.length);
+    let json: unknown;
+    try {
+      json = await withRetries(
+        () =>
+          withDeadline(this.timeoutMs, (signal) =>
+            this.client.embeddings.create(
+              {
+                model: this.modelId,
+                input,
+                // Plain arrays: without it the SDK asks for base64, which not every compatible server speaks.
+                encoding_format: 'float',
+                ...(this.requestedDimensions ? { dimensions: this.requestedDimensions } : {}),
+              },
+              { signal },
+            ),
+          ),
+        this.retries,
+      );
+    } catch (err) {
+      const f = classifyOpenAiError(err, this.apiKey);
+      const why = f.kind === 'status' ? `HTTP ${f.status}${f.detail ? `: ${f.detail}` : ''}` : f.kind === 'timeout' ? `timed out after ${this.timeoutMs} ms` : f.detail;
+      throw new EmbedderError(`Embeddings request to ${this.url} failed: ${why}`);
     }
+    return this.parse(json as EmbeddingsResponse | null, input.length);
   }
 
   private parse(json: EmbeddingsResponse | null, expected: number): Float32Array[] {
@@ -487,30 +486,6 @@ export class OpenAiEmbedder implements Embedder {
     return out;
   }
 }
-
-function causeOf(e: Error): string {
-  const c = (e as Error & { cause?: unknown }).cause;
-  return c instanceof Error ? ` (${c.message})` : '';
-}
-
-function errorDetail(body: string): string {
-  if (!body) return '';
-  try {
-    const j = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown };
-    const msg = typeof j.error === 'string' ? j.error : (j.error?.message ?? j.message);
-    if (typeof msg === 'string' && msg) return `: ${msg.slice(0, 500)}`;
-  } catch {
-    // not JSON
-  }
-  return `: ${body.slice(0, 200)}`;
-}
-
-function retryAfterMs(h: string | null): number | undefined {
-  const s = Number(h);
-  return h && Number.isFinite(s) && s >= 0 ? Math.min(s * 1000, 60_000) : undefined;
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 // ---------------------------------------------------------------------------------------
 

@@ -37,6 +37,8 @@ let dispatcher: OutboxDispatcher;
 let auth: Record<string, string>;
 let transcriptionServer: http.Server;
 const transcriptionRequests: string[] = [];
+/** Answers the next transcription requests get instead of a transcript, in order. */
+const transcriptionFailures: Array<{ status: number; message: string }> = [];
 
 beforeAll(async () => {
   // An OpenAI-compatible transcription endpoint on loopback: multipart in, {text} out.
@@ -45,6 +47,11 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       transcriptionRequests.push(`${req.method} ${req.url} ${req.headers['content-type']?.split(';')[0]} ${Buffer.concat(chunks).includes('name="model"')}`);
+      const failure = transcriptionFailures.shift();
+      if (failure) {
+        res.writeHead(failure.status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: failure.message, type: 'server_error' } }));
+        return;
+      }
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ text: 'Our call centre is staffed by friendly humans every weekday.' }));
     });
   });
@@ -112,6 +119,23 @@ describe('documents of every kind, indexed end to end', () => {
     expect(outcome).toBe('active');
     expect(transcriptionRequests.at(-1)).toMatch(/^POST \/v1\/audio\/transcriptions multipart\/form-data true$/);
     expect((await topFor('Who answers the phone at the call centre?')).file_id).toBe(file.id);
+  }, 60_000);
+
+  test('a transcription server that is busy once (503) is retried by the workflow, and the audio indexes', async () => {
+    transcriptionFailures.push({ status: 503, message: 'The server is overloaded' });
+    const before = transcriptionRequests.length;
+    const { outcome, row } = await index('busy-line.wav', makeWav());
+    expect({ outcome, status: row.status, error: row.error_message }).toEqual({ outcome: 'active', status: 'active', error: null });
+    expect(transcriptionRequests.length - before).toBe(2);
+  }, 60_000);
+
+  test('a transcription the server rejects (400) ends in error with the reason, without a retry', async () => {
+    transcriptionFailures.push({ status: 400, message: 'Invalid file format.' });
+    const before = transcriptionRequests.length;
+    const { outcome, row } = await index('rejected.wav', makeWav());
+    expect(outcome).toBe('error');
+    expect(row).toMatchObject({ status: 'error', error_message: 'transcription failed (HTTP 400)' });
+    expect(transcriptionRequests.length - before).toBe(1);
   }, 60_000);
 
   test('a corrupt PDF ends in error with a reason; nothing stays in processing', async () => {

@@ -265,6 +265,37 @@ describe('OpenAiCompatibleModel', () => {
     }
   });
 
+  test('an error reported inside a 200 answer, plain or mid-stream, is a retryable LlmError without the key', async () => {
+    const key = 'sk-echoed-key-4242';
+    const server = http.createServer((req, res) => {
+      let raw = '';
+      req.on('data', (c: Buffer) => (raw += c.toString()));
+      req.on('end', () => {
+        const error = { error: { message: `Quota exceeded for ${key}`, type: 'server_error' } };
+        if (!(JSON.parse(raw) as { stream?: boolean }).stream) {
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(error));
+          return;
+        }
+        const chunk = { id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta: { content: 'Partial' }, finish_reason: null }] };
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`data: ${JSON.stringify(chunk)}\n\ndata: ${JSON.stringify(error)}\n\n`);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const model = new OpenAiCompatibleModel({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, model: 'm', apiKey: key });
+      const plain = await llmError(model.complete({ messages: USER }));
+      expect(plain).toMatchObject({ retryable: true, message: 'The language model reported an error: Quota exceeded for [redacted]' });
+      const deltas: string[] = [];
+      const streamed = await llmError(model.complete({ messages: USER }, (d) => void deltas.push(d)));
+      expect(streamed).toMatchObject({ retryable: true, status: undefined, message: 'The language model reported an error mid-stream: Quota exceeded for [redacted]' });
+      expect(deltas).toEqual(['Partial']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   test('a refused connection is a retryable LlmError', async () => {
     const closed = http.createServer();
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));

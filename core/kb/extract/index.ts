@@ -20,6 +20,8 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import type OpenAI from 'openai';
+import { classifyOpenAiError, openAiBaseUrl, openAiClient, withDeadline } from '../../llm/openai';
 import {
   DEFAULT_CHILD_LIMITS, ExtractionError, NoTextExtracted, TranscriberError,
   type ChildJob, type ChildReply, type DocKind, type ExtractResult, type Segment,
@@ -234,42 +236,45 @@ const MEDIA_EXTENSIONS: Record<string, string> = {
 
 /**
  * OpenAI-compatible speech-to-text: POST {baseUrl}/v1/audio/transcriptions as multipart
- * (file, model), reading `{ text }`. `baseUrl` may or may not already end in /v1. The file
- * is streamed from disk; video containers (mp4/webm) are sent as they are, which OpenAI's
- * endpoint and whisper-compatible servers accept (OpenAI caps uploads at 25 MB).
+ * (file, model), reading `{ text }`, through the shared SDK client (core/llm/openai).
+ * `baseUrl` may or may not already end in /v1. The file is streamed from disk; video
+ * containers (mp4/webm) are sent as they are, which OpenAI's endpoint and
+ * whisper-compatible servers accept (OpenAI caps uploads at 25 MB). A failure is an
+ * ExtractionError that says, by the shared classifier, whether trying again can help.
  */
 export class OpenAiTranscriber implements Transcriber {
+  private readonly client: OpenAI;
+
   constructor(
     private readonly baseUrl: string,
     private readonly apiKey: string,
     private readonly model: string,
     private readonly requestTimeoutMs = 600_000,
-  ) {}
+  ) {
+    this.client = openAiClient({ baseUrl, apiKey: apiKey || undefined, timeoutMs: requestTimeoutMs });
+  }
 
   get endpoint(): string {
-    const base = this.baseUrl.replace(/\/+$/, '');
-    return /\/v1$/.test(base) ? `${base}/audio/transcriptions` : `${base}/v1/audio/transcriptions`;
+    return `${openAiBaseUrl(this.baseUrl)}/audio/transcriptions`;
   }
 
   async transcribe(filePath: string, mime: string): Promise<string> {
-    const blob = await fs.openAsBlob(filePath, { type: mime });
-    const form = new FormData();
-    form.append('file', blob, `upload.${MEDIA_EXTENSIONS[mime] ?? 'bin'}`);
-    form.append('model', this.model);
-    form.append('response_format', 'json');
-    const headers: Record<string, string> = {};
-    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
-    const res = await fetch(this.endpoint, { method: 'POST', body: form, headers, signal: AbortSignal.timeout(this.requestTimeoutMs) });
-    const body = await res.text();
-    if (!res.ok) throw new TranscriberError(`transcription failed (HTTP ${res.status})`, body.slice(0, 500), res.status === 401 || res.status === 403);
-    let parsed: unknown;
+    // A File over a file-backed Blob: the SDK's multipart body reads it from disk as it is sent.
+    const file = new File([await fs.openAsBlob(filePath, { type: mime })], `upload.${MEDIA_EXTENSIONS[mime] ?? 'bin'}`, { type: mime });
+    let answer: unknown;
     try {
-      parsed = JSON.parse(body);
-    } catch {
-      throw new TranscriberError('transcription failed (the server did not answer JSON)', body.slice(0, 500));
+      answer = await withDeadline(this.requestTimeoutMs, (signal) =>
+        this.client.audio.transcriptions.create({ file, model: this.model, response_format: 'json' }, { signal }),
+      );
+    } catch (err) {
+      const f = classifyOpenAiError(err, this.apiKey);
+      const why = f.kind === 'status' ? `HTTP ${f.status}` : f.kind === 'timeout' ? 'no answer in time' : f.kind === 'malformed' ? 'the server did not answer JSON' : 'the server could not be reached';
+      throw new TranscriberError(`transcription failed (${why})`, f.detail || undefined, f.kind === 'status' && (f.status === 401 || f.status === 403), f.retryable);
     }
-    const text = (parsed as { text?: unknown }).text;
-    if (typeof text !== 'string') throw new TranscriberError('transcription failed (no text in the answer)', body.slice(0, 500));
+    // The SDK hands back the text of an answer that is not JSON.
+    if (typeof answer === 'string') throw new TranscriberError('transcription failed (the server did not answer JSON)', answer.slice(0, 500));
+    const text = (answer as { text?: unknown } | null)?.text;
+    if (typeof text !== 'string') throw new TranscriberError('transcription failed (no text in the answer)', JSON.stringify(answer)?.slice(0, 500));
     return text;
   }
 }

@@ -33,7 +33,12 @@ export interface ExtractResult {
 export class ExtractionError extends Error {
   override readonly name = 'ExtractionError';
   readonly detail?: string;
-  constructor(readonly reason: string, detail?: string) {
+  constructor(
+    readonly reason: string,
+    detail?: string,
+    /** Says nothing about the document (the transcription server was busy or unreachable): a retry may succeed. */
+    readonly retryable = false,
+  ) {
     super(reason);
     if (detail) this.detail = detail;
   }
@@ -56,8 +61,9 @@ export class TranscriberError extends ExtractionError {
     reason: string,
     detail?: string,
     readonly credentialRefused = false,
+    retryable = false,
   ) {
-    super(reason, detail);
+    super(reason, detail, retryable);
   }
 }
 

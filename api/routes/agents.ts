@@ -1,8 +1,10 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { generateAgentSpec } from '../../core/agents/generate';
 import { authOf } from '../types';
-import { authErrors, ErrorBody, IdParam } from '../schemas/common';
+import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { Agent, AgentList, CreateAgentBody, FromSpecBody, GenerateAgentBody, ListAgentsQuery, PatchAgentBody } from '../schemas/agents';
+
+const AgtId = idParam('agt');
 
 const tags = ['Agents'];
 const notFound = ErrorBody.meta({ description: 'not_found' });
@@ -18,7 +20,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get('/api/v1/agents/:id', {
     config: { scope: 'workflows:read' },
-    schema: { operationId: 'getAgent', summary: 'Get an agent with its spec', tags, params: IdParam, response: { 200: Agent, ...authErrors, 404: notFound } },
+    schema: { operationId: 'getAgent', summary: 'Get an agent with its spec', tags, params: AgtId, response: { 200: Agent, ...authErrors, 404: notFound } },
     handler: async (request) => agents.get(authOf(request).workspaceId, request.params.id),
   });
 
@@ -57,7 +59,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.patch('/api/v1/agents/:id', {
     config: { scope: 'workflows:write' },
-    schema: { operationId: 'updateAgent', summary: 'Replace top-level spec fields', tags, params: IdParam, body: PatchAgentBody, response: { 200: Agent, ...authErrors, 404: notFound } },
+    schema: { operationId: 'updateAgent', summary: 'Replace top-level spec fields', tags, params: AgtId, body: PatchAgentBody, response: { 200: Agent, ...authErrors, 404: notFound } },
     handler: async (request) => agents.update(authOf(request).workspaceId, request.params.id, request.body as Record<string, unknown>),
   });
 
@@ -67,7 +69,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
       operationId: 'publishAgent',
       summary: 'Publish: the agent goes live; what would stop it running is recorded in invalid_reasons',
       tags,
-      params: IdParam,
+      params: AgtId,
       response: { 200: Agent, ...authErrors, 404: notFound },
     },
     handler: async (request) => agents.publish(authOf(request).workspaceId, request.params.id),

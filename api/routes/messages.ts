@@ -2,8 +2,10 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { ApiError } from '../../core/errors';
 import { messageSendWorkflow } from '../../workflows';
 import { authOf } from '../types';
-import { authErrors, ErrorBody, IdParam } from '../schemas/common';
+import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { ListMessagesQuery, Message, MessageList, SendMessageBody, SendResult } from '../schemas/messages';
+
+const MsgId = idParam('msg');
 
 const tags = ['Messages'];
 
@@ -63,7 +65,7 @@ export const messageRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get('/api/v1/messages/:id', {
     config: { scope: 'conversations:read' },
-    schema: { operationId: 'getMessage', summary: 'Read one message with its status history', tags, params: IdParam, response: { 200: Message, ...authErrors, 404: ErrorBody } },
+    schema: { operationId: 'getMessage', summary: 'Read one message with its status history', tags, params: MsgId, response: { 200: Message, ...authErrors, 404: ErrorBody } },
     handler: async (request) => app.services.messages.get(authOf(request).workspaceId, request.params.id),
   });
 };

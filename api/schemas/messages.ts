@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Cursor } from './common';
 
 const E164 = z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 number such as +15551234567');
 const Timestamp = z.string().meta({ format: 'date-time' });
@@ -75,5 +76,5 @@ export const ListMessagesQuery = z.object({
   since: z.iso.datetime({ offset: true }).optional().meta({ description: 'Inclusive' }),
   until: z.iso.datetime({ offset: true }).optional().meta({ description: 'Exclusive' }),
   limit: z.coerce.number().int().min(1).max(200).default(50),
-  cursor: z.string().min(1).max(500).optional(),
+  cursor: Cursor.optional(),
 });

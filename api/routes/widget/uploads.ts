@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import { readSingleFile } from '../../multipart';
 import { WIDGET_UPLOAD_MAX_BYTES } from '../../../core/widget/uploads';
-import { ErrorBody } from '../../schemas/common';
+import { ErrorBody, idString } from '../../schemas/common';
 import { tags, widgetErrors } from './common';
 
 const Id = z.string().min(1).max(100);
@@ -98,7 +98,7 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
       summary: 'Processing status of an upload',
       tags,
       security: [{ widgetSite: [] }],
-      params: z.object({ upload_id: Id }),
+      params: z.object({ upload_id: idString('upl') }),
       querystring: z.object({ conversation_id: Id.optional() }),
       response: { 200: UploadStatus, ...widgetErrors, 404: ErrorBody.meta({ description: 'unknown_site, not_found (no such upload for this site and conversation)' }) },
     },

@@ -38,3 +38,15 @@ export const Cursor = z
   .string()
   .regex(CURSOR_PATTERN)
   .meta({ description: 'The `next_cursor` of the previous page (`<unix ms>.<id>`)', example: '1764000000000.agt_0a1b2c3d4e5f60718293a4b5' });
+
+const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * A timestamp bound of a filter (`since`, `until`). Any RFC 3339 date-time is accepted and
+ * normalised to UTC, clamped to the years 1 to 9999: PostgreSQL has no year 0 and refuses
+ * offsets past ±15:59, which RFC 3339 allows, and no row lies outside those years anyway.
+ */
+export const TimestampBound = z.iso
+  .datetime({ offset: true })
+  .transform((s) => new Date(Math.min(LATEST, Math.max(EARLIEST, Date.parse(s)))).toISOString());

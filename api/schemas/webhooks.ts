@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Cursor, idString } from './common';
+import { Cursor, idString, TimestampBound } from './common';
 import { SUBSCRIBABLE_EVENTS } from '../../core/webhooks/events';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
@@ -104,8 +104,8 @@ export const DeliveryParams = z.object({ id: idString('whk'), delivery_id: idStr
 
 export const ReplayBody = z
   .object({
-    since: z.iso.datetime({ offset: true }).meta({ description: 'Inclusive' }),
-    until: z.iso.datetime({ offset: true }).meta({ description: 'Exclusive' }),
+    since: TimestampBound.meta({ description: 'Inclusive' }),
+    until: TimestampBound.meta({ description: 'Exclusive' }),
   })
   .strict()
   .refine((b) => Date.parse(b.since) < Date.parse(b.until), { message: 'must be after since', path: ['until'] });

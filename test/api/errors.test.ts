@@ -205,6 +205,14 @@ describe('no 5xx on bad input: strings PostgreSQL cannot store, repeated and hug
     expect(body.json().message).toMatch(/^body\.top_k: /);
   });
 
+  test('any RFC 3339 timestamp bound is accepted, even where PostgreSQL has no such date (year 0, offsets past 15:59)', async () => {
+    const reader = bearer((await createKey(t.services, await createWorkspace(db.orm), ['conversations:read'])).key);
+    for (const q of ['since=0000-01-01T00:00:00Z', 'until=0295-08-24T20:09:41.7-16:28', 'since=9999-12-31T23:59:59-23:59']) {
+      const res = await t.app.inject({ method: 'GET', url: `/api/v1/messages?${q.replace(/\+/g, '%2B')}`, headers: reader });
+      expect({ q, status: res.statusCode }).toEqual({ q, status: 200 });
+    }
+  });
+
   test('deeply nested JSON is 400 invalid_request before anything parses or stores it', async () => {
     const before = await countFolders();
     for (const payload of [`{"name":"x","pad":${'['.repeat(5000)}${']'.repeat(5000)}}`, `{"name":"x","pad":${'{"a":'.repeat(100)}1${'}'.repeat(100)}}`]) {

@@ -37,6 +37,8 @@ let tw: Awaited<ReturnType<typeof startTestWorker>>;
 let base: string;
 let key: string;
 let siteId: string;
+/** Real resources, so operations on `{id}` reach their handlers instead of stopping at 404. */
+let seeded: { agent: string; folder: string; customer: string; conversation: string };
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -65,6 +67,11 @@ beforeAll(async () => {
   });
   await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
   siteId = (await t.services.sites.create(ws, agent.json().id, [ORIGIN])).site_id;
+  const folder = await t.app.inject({ method: 'POST', url: '/api/v1/kb/folders', headers: auth, payload: { name: 'Policies' } });
+  const customer = await t.app.inject({ method: 'POST', url: '/api/v1/customers', headers: auth, payload: { email: 'fuzz@example.com' } });
+  const init = await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: { 'x-concierge-site': siteId, origin: ORIGIN }, payload: {} });
+  seeded = { agent: agent.json().id, folder: folder.json().id, customer: customer.json().id, conversation: init.json().conversation_id };
+  expect(Object.values(seeded).every((id) => typeof id === 'string')).toBe(true);
 }, 60_000);
 
 afterAll(async () => {
@@ -90,7 +97,20 @@ test('fuzzing every operation of openapi.json: no 5xx, every response matches it
   const doc = (await t.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json() as { paths: Record<string, Record<string, { operationId?: string; responses?: object }>> };
   const placeholders = Object.values(doc.paths).flatMap((item) => Object.values(item).filter((op) => op.responses && '501' in op.responses).map((op) => op.operationId!));
   expect(placeholders.length).toBeGreaterThan(0);
+  // Schemathesis's per-operation parameters: each `{id}` path of a seeded resource uses its real id.
+  const config = [
+    ['^/api/v1/agents/\\{id\\}', 'path.id', seeded.agent],
+    ['^/api/v1/kb/folders/\\{id\\}', 'path.id', seeded.folder],
+    ['^/api/v1/customers/\\{id\\}', 'path.id', seeded.customer],
+    ['^/api/v1/conversations/\\{id\\}', 'path.id', seeded.conversation],
+    ['^/api/(public/widget/(history|tasks)|chat/connect)$', 'query.conversation_id', seeded.conversation],
+  ]
+    .map(([path, name, value]) => `[[operations]]\ninclude-path-regex = '${path}'\nparameters = { "${name}" = "${value}" }\n`)
+    .join('\n');
+  fs.writeFileSync(path.join(reportDir, 'schemathesis.toml'), config);
   const args = [
+    '--config-file',
+    path.join(reportDir, 'schemathesis.toml'),
     'run',
     `${base}/api/v1/openapi.json`,
     '--url',

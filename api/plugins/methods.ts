@@ -29,8 +29,12 @@ export async function registerMethodNotAllowed(app: FastifyInstance): Promise<vo
       url,
       config: { methodNotAllowed: true },
       schema: { hide: true },
-      handler: async (request) => {
+      // In onRequest, before any body is read: a PUT with an unknown Content-Type is still a 405, not a 415.
+      onRequest: async (request) => {
         throw new ApiError(405, 'method_not_allowed', `${request.method} is not allowed on ${url.replace(/:(\w+)/g, '{$1}')}; allowed: ${allow}`, {}, { Allow: allow });
+      },
+      handler: async () => {
+        throw new Error('unreachable: the onRequest hook answers 405');
       },
     });
   }

@@ -245,6 +245,9 @@ describe('methods (RFC 9110)', () => {
     const widget = await t.app.inject({ method: 'GET', url: '/api/public/widget/send', headers: siteHeaders });
     expect(widget.statusCode).toBe(405);
     expect(widget.headers.allow).toBe('POST, OPTIONS');
+    // Decided before the body is read: an unknown Content-Type does not turn it into a 415.
+    const withBody = await t.app.inject({ method: 'DELETE', url: '/api/v1/kb/folders', headers: { ...auth, 'content-type': 'application/xml' }, payload: '<x/>' });
+    expect(withBody.statusCode).toBe(405);
     // An unknown path stays 404.
     expect((await t.app.inject({ method: 'PUT', url: '/api/v1/nope', headers: auth })).statusCode).toBe(404);
   });

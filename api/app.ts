@@ -8,8 +8,10 @@ import type { RequestLimits } from '../core/ratelimit';
 import type { Services } from '../core/services';
 import './types';
 import { authPlugin } from './plugins/auth';
-import { errorsPlugin } from './plugins/errors';
+import { clientErrorHandler, errorsPlugin, frameworkErrors } from './plugins/errors';
 import { REDACT_PATHS, REDACTED, serializeRequest } from './logging';
+import { inputPlugin } from './plugins/input';
+import { registerMethodNotAllowed } from './plugins/methods';
 import { idempotencyPlugin } from './plugins/idempotency';
 import { openapiPlugin } from './plugins/openapi';
 import { fileRoutes } from './routes/kb/files';
@@ -68,6 +70,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     // Signed media links carry their claims in the path.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2048 },
+    // Errors raised before any route runs (router, Node's HTTP parser) use the same envelope.
+    frameworkErrors,
+    clientErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
@@ -87,6 +92,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(websocket, { options: { maxPayload: 4096 } });
   await app.register(errorsPlugin);
   await app.register(authPlugin, { apiKeys: deps.services.apiKeys, limits: deps.limits });
+  await app.register(inputPlugin);
   await app.register(idempotencyPlugin, { store: deps.services.idempotency });
   await app.register(openapiPlugin);
 
@@ -103,5 +109,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, deps.msgappWebhook ?? { appSecret: null, verifyToken: null });
   await app.register(plannedRoutes);
+  // Last: it answers, for every path registered above, the methods that path lacks.
+  await app.after();
+  await registerMethodNotAllowed(app);
   return app;
 }

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors';
+import { assertStorable } from './plugins/input';
 import type { BlobStore, StagedBlob } from '../core/storage/blob-store';
 
 /**
@@ -19,9 +20,12 @@ export async function readSingleFile(request: FastifyRequest, blobs: BlobStore, 
           part.file.resume();
           throw new ApiError(400, 'invalid_request', `${part.fieldname}: only one file, in the field 'file'`);
         }
+        // The name is stored: the same rule as every JSON string field (no NUL, no lone surrogate).
+        assertStorable(part.filename, 'file.filename');
         fileName = part.filename;
         staged = await blobs.stage(part.file, maxBytes);
       } else {
+        assertStorable(String(part.value), `body.${part.fieldname}`);
         fields[part.fieldname] = String(part.value);
       }
     }
@@ -34,6 +38,10 @@ export async function readSingleFile(request: FastifyRequest, blobs: BlobStore, 
       throw new ApiError(413, 'payload_too_large', `file: larger than the ${Math.round(maxBytes / 1024 / 1024)} MB limit`);
     }
     if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError(400, 'invalid_request', 'body: too many parts');
+    // busboy's refusals of a body that is not the multipart it claims (no boundary, truncated, malformed).
+    if (!(err instanceof ApiError) && err instanceof Error && /^(Multipart|Malformed|Unexpected end|Boundary required)|terminated early/i.test(err.message)) {
+      throw new ApiError(400, 'invalid_request', `body: malformed multipart/form-data (${err.message})`);
+    }
     throw err;
   }
 }

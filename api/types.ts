@@ -11,6 +11,8 @@ declare module 'fastify' {
     public?: boolean;
     /** Widget routes: authenticated by site id + Origin instead of an API key. */
     site?: boolean;
+    /** The 405 answer of a known path for the methods it does not serve (no data, so no credentials). */
+    methodNotAllowed?: boolean;
   }
   interface FastifyInstance {
     services: Services;

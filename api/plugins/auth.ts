@@ -46,8 +46,10 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: { apiKeys: ApiKe
   app.decorateRequest('auth', null);
 
   app.addHook('onRoute', (route: RouteOptions) => {
-    const config = (route.config ?? {}) as { scope?: string; public?: boolean; site?: boolean };
+    const config = (route.config ?? {}) as { scope?: string; public?: boolean; site?: boolean; methodNotAllowed?: boolean };
     const methods = Array.isArray(route.method) ? route.method : [route.method];
+    // The 405 answers of known paths serve nothing: not routes of the API.
+    if (config.methodNotAllowed) return;
     // CORS preflights carry no credentials and return no data.
     if (methods.every((m) => m === 'OPTIONS')) return;
     if (!config.scope && !config.public && !config.site) {
@@ -62,7 +64,7 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: { apiKeys: ApiKe
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.is404) return;
     const config = request.routeOptions.config;
-    if (config.public || config.site || request.method === 'OPTIONS') return;
+    if (config.public || config.site || config.methodNotAllowed || request.method === 'OPTIONS') return;
     const scope = config.scope;
     // Unreachable while onRoute enforces a declaration; kept so a gap fails closed.
     if (!scope) throw new ApiError(403, 'insufficient_scope', 'This route requires a scope no key holds');

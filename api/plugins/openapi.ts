@@ -5,6 +5,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject } from '@fastify/type-pr
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { z } from 'zod';
 import { DELIVERY_HEADERS, WEBHOOK_EVENTS } from '../schemas/webhooks';
+import { ChatFrameSchema, SOCKET_UPGRADE_DESCRIPTION } from '../schemas/socket';
 
 const DESCRIPTION = `Concierge server API. Authenticate with \`Authorization: Bearer sk_...\`; each operation names the
 scope it needs in \`x-required-scope\`. Errors are \`{error, message}\` plus documented extra fields.
@@ -19,7 +20,14 @@ the same request replay the stored response with \`Idempotent-Replayed: true\`; 
 
 Other client errors: malformed JSON is 400 \`invalid_request\`; a body over the limit is 413 \`payload_too_large\`;
 a Content-Type other than \`application/json\` on a JSON endpoint is 415 \`unsupported_media_type\`; unknown routes are
-404 \`not_found\`. 5xx bodies are generic and carry the request id (also in the \`X-Request-Id\` header).`;
+404 \`not_found\`; a known path asked for with a method it does not serve is 405 \`method_not_allowed\` with an
+\`Allow\` header; headers over the server's limit are 431 \`request_header_fields_too_large\`. 5xx bodies are generic and
+carry the request id (also in the \`X-Request-Id\` header).
+
+Input: a string anywhere in a body, query or path parameter (or in \`X-Concierge-Site\`, \`Idempotency-Key\`) holding the
+NUL character (U+0000) or a lone UTF-16 surrogate is 400 \`invalid_request\` naming the field, as is a body nested deeper
+than 32 levels and a repeated query parameter where one value is expected. Unknown query parameters are ignored.
+Ids are opaque: the documented patterns are the form this server issues, and any other id is 404 \`not_found\`.`;
 
 /**
  * OpenAPI 3.1 generated from the same zod schemas that validate requests. The
@@ -74,8 +82,55 @@ function finish(raw: OpenAPIV3_1.Document, app: FastifyInstance): OpenAPIV3_1.Do
       op.security = [];
     }
   }
+  documentCommonResponses(doc);
+  documentSocket(doc);
   doc.webhooks = webhookPayloads();
   return doc;
+}
+
+const errorResponse = (description: string): OpenAPIV3_1.ResponseObject => ({
+  description,
+  content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+});
+
+/**
+ * The statuses any operation can answer whatever its route declares, so generated
+ * clients and fuzzers see every status: 400 (input checks run on every route), 404 on
+ * paths with parameters, 413/415 where there is a body, 429 where a rate limit applies,
+ * 500 everywhere.
+ */
+function documentCommonResponses(doc: OpenAPIV3_1.Document): void {
+  for (const item of Object.values(doc.paths ?? {})) {
+    for (const [method, op] of Object.entries(item as Record<string, OpenAPIV3_1.OperationObject>)) {
+      if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
+      const responses = (op.responses ??= {});
+      const add = (status: string, description: string) => {
+        responses[status] ??= errorResponse(description);
+      };
+      add('400', 'invalid_request: a parameter, header or the body failed validation (the message names it)');
+      if ((op.parameters ?? []).some((p) => 'in' in p && p.in === 'path')) add('404', 'not_found: no such id in this workspace');
+      if (op.requestBody) {
+        add('413', 'payload_too_large: the body is larger than this endpoint accepts');
+        add('415', 'unsupported_media_type: a Content-Type this endpoint does not accept');
+      }
+      if ((op.security ?? []).length > 0) add('429', 'rate_limited; see Retry-After and X-RateLimit-* headers');
+      add('500', 'internal_error: generic, with the request id to quote');
+    }
+  }
+}
+
+/** The reply socket: its upgrade (101) and the frames it carries, as a component. */
+function documentSocket(doc: OpenAPIV3_1.Document): void {
+  const op = (doc.paths?.['/api/chat/connect'] as OpenAPIV3_1.PathItemObject | undefined)?.get;
+  if (!op) return;
+  const frame = z.toJSONSchema(ChatFrameSchema, { target: 'draft-2020-12', io: 'output' }) as Record<string, unknown>;
+  delete frame.$schema;
+  doc.components ??= {};
+  doc.components.schemas = { ...doc.components.schemas, ChatFrame: frame as OpenAPIV3_1.SchemaObject };
+  op.responses = {
+    '101': { description: SOCKET_UPGRADE_DESCRIPTION, content: { 'application/json': { schema: { $ref: '#/components/schemas/ChatFrame' } } } },
+    ...op.responses,
+  };
 }
 
 /** What subscribers receive: OpenAPI 3.1's top-level `webhooks`, one entry per event type. */

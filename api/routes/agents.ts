@@ -1,8 +1,10 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { generateAgentSpec } from '../../core/agents/generate';
 import { authOf } from '../types';
-import { authErrors, ErrorBody, IdParam } from '../schemas/common';
+import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { Agent, AgentList, CreateAgentBody, FromSpecBody, GenerateAgentBody, ListAgentsQuery, PatchAgentBody } from '../schemas/agents';
+
+const AgtId = idParam('agt');
 
 const tags = ['Agents'];
 const notFound = ErrorBody.meta({ description: 'not_found' });
@@ -18,7 +20,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get('/api/v1/agents/:id', {
     config: { scope: 'workflows:read' },
-    schema: { operationId: 'getAgent', summary: 'Get an agent with its spec', tags, params: IdParam, response: { 200: Agent, ...authErrors, 404: notFound } },
+    schema: { operationId: 'getAgent', summary: 'Get an agent with its spec', tags, params: AgtId, response: { 200: Agent, ...authErrors, 404: notFound } },
     handler: async (request) => agents.get(authOf(request).workspaceId, request.params.id),
   });
 
@@ -62,7 +64,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
       summary: 'Replace top-level spec fields',
       description: 'A published agent is re-checked as publish checks it, including the claim of its msgapp number (409 number_in_use, 422 number_not_owned, 502 provider_error).',
       tags,
-      params: IdParam,
+      params: AgtId,
       body: PatchAgentBody,
       response: {
         200: Agent,
@@ -84,7 +86,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
       description:
         "A msgapp `phone_number_id` belongs to at most one published, runnable agent in the whole installation. Before a runnable agent claims one, the provider is asked with the agent's own credential (`GET /{phone-number-id}`) whether that token owns the number. An agent that cannot run (non-empty `invalid_reasons`) claims no number and receives nothing on it.",
       tags,
-      params: IdParam,
+      params: AgtId,
       response: {
         200: Agent,
         ...authErrors,

@@ -1,8 +1,10 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { ApiError } from '../../core/errors';
 import { authOf } from '../types';
-import { authErrors, ErrorBody, IdParam } from '../schemas/common';
+import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';
 import { CallList, CaseList, Conversation, ConversationEvents, ConversationList, ListConversationsQuery, PageQuery, RecordingList } from '../schemas/conversations';
+
+const ConvId = idParam('conv');
 
 const tags = ['Conversations'];
 
@@ -17,13 +19,13 @@ export const conversationRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get('/api/v1/conversations/:id', {
     config: { scope: 'conversations:read' },
-    schema: { operationId: 'getConversation', summary: 'Get a conversation', tags, params: IdParam, response: { 200: Conversation, ...authErrors, 404: ErrorBody } },
+    schema: { operationId: 'getConversation', summary: 'Get a conversation', tags, params: ConvId, response: { 200: Conversation, ...authErrors, 404: ErrorBody } },
     handler: async (request) => conversations.get(authOf(request).workspaceId, request.params.id),
   });
 
   app.get('/api/v1/conversations/:id/events', {
     config: { scope: 'conversations:read' },
-    schema: { operationId: 'listConversationEvents', summary: 'The timeline of messages and status changes, oldest first', tags, params: IdParam, querystring: PageQuery, response: { 200: ConversationEvents, ...authErrors, 404: ErrorBody } },
+    schema: { operationId: 'listConversationEvents', summary: 'The timeline of messages and status changes, oldest first', tags, params: ConvId, querystring: PageQuery, response: { 200: ConversationEvents, ...authErrors, 404: ErrorBody } },
     handler: async (request) => conversations.events(authOf(request).workspaceId, request.params.id, request.query),
   });
 
@@ -53,7 +55,7 @@ export const conversationRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get('/api/v1/conversations/:id/recordings', {
     config: { scope: 'conversations:read' },
-    schema: { operationId: 'listConversationRecordings', summary: 'Recordings (voice is not built yet: always empty)', tags, params: IdParam, response: { 200: RecordingList, ...authErrors, 404: ErrorBody } },
+    schema: { operationId: 'listConversationRecordings', summary: 'Recordings (voice is not built yet: always empty)', tags, params: ConvId, response: { 200: RecordingList, ...authErrors, 404: ErrorBody } },
     handler: async (request) => {
       await conversations.get(authOf(request).workspaceId, request.params.id);
       return { recordings: [] };

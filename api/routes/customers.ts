@@ -1,7 +1,9 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { authOf } from '../types';
-import { authErrors, ErrorBody, IdParam } from '../schemas/common';
+import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { CreateCustomerBody, Customer, CustomerList, LinkBody, LinkResult, ListCustomersQuery, PatchCustomerBody } from '../schemas/customers';
+
+const CusId = idParam('cus');
 
 const tags = ['Customers'];
 const conflict = ErrorBody.meta({ description: 'identity_in_use: the phone, email or external id belongs to another customer (`customer_id`)' });
@@ -17,7 +19,7 @@ export const customerRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get('/api/v1/customers/:id', {
     config: { scope: 'customers:read' },
-    schema: { operationId: 'getCustomer', summary: 'Get a customer', tags, params: IdParam, response: { 200: Customer, ...authErrors, 404: ErrorBody } },
+    schema: { operationId: 'getCustomer', summary: 'Get a customer', tags, params: CusId, response: { 200: Customer, ...authErrors, 404: ErrorBody } },
     handler: async (request) => customers.get(authOf(request).workspaceId, request.params.id),
   });
 
@@ -29,7 +31,7 @@ export const customerRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.patch('/api/v1/customers/:id', {
     config: { scope: 'customers:write' },
-    schema: { operationId: 'updateCustomer', summary: 'Update a customer', tags, params: IdParam, body: PatchCustomerBody, response: { 200: Customer, ...authErrors, 404: ErrorBody, 409: conflict } },
+    schema: { operationId: 'updateCustomer', summary: 'Update a customer', tags, params: CusId, body: PatchCustomerBody, response: { 200: Customer, ...authErrors, 404: ErrorBody, 409: conflict } },
     handler: async (request) => customers.update(authOf(request).workspaceId, request.params.id, request.body),
   });
 

@@ -2,8 +2,10 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { ApiError } from '../../core/errors';
 import { messageSendWorkflow } from '../../workflows';
 import { authOf } from '../types';
-import { authErrors, ErrorBody, IdParam } from '../schemas/common';
+import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { ListMessagesQuery, Message, MessageList, SendMessageBody, SendResult } from '../schemas/messages';
+
+const MsgId = idParam('msg');
 
 const tags = ['Messages'];
 
@@ -69,7 +71,7 @@ export const messageRoutes: FastifyPluginAsyncZod = async (app) => {
       description:
         'Outbound messages, once the provider answered the send (status sent, delivered, read or failed). A message still being sent, and an inbound message (see `message.inbound` and the conversation events), are 404 here.',
       tags,
-      params: IdParam,
+      params: MsgId,
       response: { 200: Message, ...authErrors, 404: ErrorBody.meta({ description: 'not_found: no such outbound message in this workspace, or it is still being sent' }) },
     },
     handler: async (request) => app.services.messages.get(authOf(request).workspaceId, request.params.id),

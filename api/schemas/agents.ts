@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Cursor } from './common';
 import { AgentSpec, EXAMPLE_SPEC } from '../../core/agents/spec';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
@@ -21,7 +22,7 @@ export const AgentList = z.object({ agents: z.array(Agent), next_cursor: z.strin
 export const ListAgentsQuery = z.object({
   status: z.enum(['draft', 'published']).optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
-  cursor: z.string().min(1).max(500).optional(),
+  cursor: Cursor.optional(),
 });
 
 /** Create takes a spec document; name is the only required field. */

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import type { IdPrefix } from '../../core/ids';
+import { CURSOR_PATTERN } from '../../core/pagination';
 
 export const ErrorBody = z
   .object({
@@ -16,4 +18,35 @@ export const authErrors = {
   429: ErrorBody.meta({ description: 'rate_limited; see Retry-After and X-RateLimit-* headers' }),
 } as const;
 
-export const IdParam = z.object({ id: z.string().min(1).max(100) });
+/**
+ * A path id. The document gives the real form of the resource's ids (prefix + 24 hex), so
+ * generated clients and fuzzers send realistic ones; validation stays at 1 to 100
+ * characters because ids are opaque and any other string is simply not found (404), as
+ * the contract says. A schema-valid id is therefore never refused with 400.
+ */
+export const idString = (prefix?: IdPrefix) =>
+  z
+    .string()
+    .min(1)
+    .max(100)
+    .meta({ pattern: `^${prefix ?? '[a-z]{2,4}'}_[0-9a-f]{24}$`, example: `${prefix ?? 'id'}_0a1b2c3d4e5f60718293a4b5` });
+export const idParam = (prefix?: IdPrefix) => z.object({ id: idString(prefix) });
+export const IdParam = idParam();
+
+/** A page position: the `next_cursor` of the previous page. Every value matching the pattern is accepted. */
+export const Cursor = z
+  .string()
+  .regex(CURSOR_PATTERN)
+  .meta({ description: 'The `next_cursor` of the previous page (`<unix ms>.<id>`)', example: '1764000000000.agt_0a1b2c3d4e5f60718293a4b5' });
+
+const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * A timestamp bound of a filter (`since`, `until`). Any RFC 3339 date-time is accepted and
+ * normalised to UTC, clamped to the years 1 to 9999: PostgreSQL has no year 0 and refuses
+ * offsets past ±15:59, which RFC 3339 allows, and no row lies outside those years anyway.
+ */
+export const TimestampBound = z.iso
+  .datetime({ offset: true })
+  .transform((s) => new Date(Math.min(LATEST, Math.max(EARLIEST, Date.parse(s)))).toISOString());

@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { Cursor as PageCursor } from './common';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
-const Cursor = z.string().min(1).max(500).optional();
+const Cursor = PageCursor.optional();
 const Limit = z.coerce.number().int().min(1).max(200).default(50);
 
 export const Conversation = z

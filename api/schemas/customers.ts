@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Cursor } from './common';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 const E164 = z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 number such as +15551234567');
@@ -25,7 +26,7 @@ export const ListCustomersQuery = z.object({
   email: Email.optional(),
   external_id: ExternalId.optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
-  cursor: z.string().min(1).max(500).optional(),
+  cursor: Cursor.optional(),
 });
 
 export const CreateCustomerBody = z

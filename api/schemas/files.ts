@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Cursor } from './common';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 
@@ -24,7 +25,7 @@ export const ListFilesQuery = z.object({
   limit: z.coerce.number().int().min(1).max(200).default(50),
   folder_id: z.string().min(1).max(100).optional().meta({ description: 'Files in this folder; omit for the root (as the folder listing)' }),
   status: z.enum(['pending', 'processing', 'active', 'error']).optional(),
-  cursor: z.string().min(1).max(500).optional(),
+  cursor: Cursor.optional(),
 });
 
 export const MoveFileBody = z.object({ folder_id: z.string().min(1).max(100).nullable() }).strict();

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Cursor, TimestampBound } from './common';
 
 const E164 = z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 number such as +15551234567');
 const Timestamp = z.string().meta({ format: 'date-time' });
@@ -76,8 +77,8 @@ export const ListMessagesQuery = z.object({
   to: z.string().max(32).optional(),
   from: z.string().max(32).optional(),
   status: z.enum(['sent', 'delivered', 'read', 'failed']).optional(),
-  since: z.iso.datetime({ offset: true }).optional().meta({ description: 'Inclusive' }),
-  until: z.iso.datetime({ offset: true }).optional().meta({ description: 'Exclusive' }),
+  since: TimestampBound.optional().meta({ description: 'Inclusive' }),
+  until: TimestampBound.optional().meta({ description: 'Exclusive' }),
   limit: z.coerce.number().int().min(1).max(200).default(50),
-  cursor: z.string().min(1).max(500).optional(),
+  cursor: Cursor.optional(),
 });

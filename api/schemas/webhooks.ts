@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Cursor, idString, TimestampBound } from './common';
 import { SUBSCRIBABLE_EVENTS } from '../../core/webhooks/events';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
@@ -96,15 +97,15 @@ export const DeliveryList = z.object({ deliveries: z.array(Delivery), next_curso
 export const ListDeliveriesQuery = z.object({
   status: z.enum(['pending', 'delivered', 'failed']).optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
-  cursor: z.string().min(1).max(500).optional(),
+  cursor: Cursor.optional(),
 });
 
-export const DeliveryParams = z.object({ id: z.string().min(1).max(100), delivery_id: z.string().min(1).max(100) });
+export const DeliveryParams = z.object({ id: idString('whk'), delivery_id: idString('dlv') });
 
 export const ReplayBody = z
   .object({
-    since: z.iso.datetime({ offset: true }).meta({ description: 'Inclusive' }),
-    until: z.iso.datetime({ offset: true }).meta({ description: 'Exclusive' }),
+    since: TimestampBound.meta({ description: 'Inclusive' }),
+    until: TimestampBound.meta({ description: 'Exclusive' }),
   })
   .strict()
   .refine((b) => Date.parse(b.since) < Date.parse(b.until), { message: 'must be after since', path: ['until'] });

@@ -174,7 +174,7 @@ describe('webhook subscriptions', () => {
     expect((await t.app.inject({ method: 'POST', url: `/api/v1/webhook-subscriptions/${id}/deliveries/dlv_nope/retry`, headers: auth })).statusCode).toBe(404);
     const cursor = await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${id}/deliveries?cursor=garbage`, headers: auth });
     expect(cursor.statusCode).toBe(400);
-    expect(cursor.json().message).toMatch(/^cursor/);
+    expect(cursor.json().message).toMatch(/^querystring\.cursor: /);
     const empty = await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${id}/deliveries`, headers: auth });
     expect(empty.json()).toEqual({ deliveries: [], next_cursor: null });
     const now = new Date().toISOString();

@@ -6,8 +6,10 @@ import { sniffType } from '../../../core/kb/extract/sniff';
 import type { StagedBlob } from '../../../core/storage/blob-store';
 import { authOf } from '../../types';
 import { sendStoredBytes } from '../../stored-bytes';
-import { authErrors, ErrorBody, IdParam } from '../../schemas/common';
+import { authErrors, ErrorBody, idParam } from '../../schemas/common';
 import { KbFile, KbFileList, ListFilesQuery, MoveFileBody, SearchBody, SearchResult, UploadForm } from '../../schemas/files';
+
+const FileId = idParam('file');
 
 const tags = ['Knowledge base'];
 
@@ -61,7 +63,7 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
 
   app.get('/api/v1/kb/files/:id', {
     config: { scope: 'kb:read' },
-    schema: { operationId: 'getFile', summary: 'Get a file (poll until active or error)', tags, params: IdParam, response: { 200: KbFile, ...authErrors, 404: ErrorBody } },
+    schema: { operationId: 'getFile', summary: 'Get a file (poll until active or error)', tags, params: FileId, response: { 200: KbFile, ...authErrors, 404: ErrorBody } },
     handler: async (request) => files.get(authOf(request).workspaceId, request.params.id),
   });
 
@@ -71,7 +73,7 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
       operationId: 'downloadFile',
       summary: 'Download the original bytes',
       tags,
-      params: IdParam,
+      params: FileId,
       description:
         'Always an attachment with the stored name, `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`; the content type is the stored one when it is a format browsers do not run (HTML, SVG, XML are served as application/octet-stream).',
       response: {
@@ -93,7 +95,7 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
       operationId: 'moveFile',
       summary: 'Move a file (with all its versions) to a folder, or to the root with null',
       tags,
-      params: IdParam,
+      params: FileId,
       body: MoveFileBody,
       response: { 200: KbFile, ...authErrors, 404: ErrorBody.meta({ description: 'not_found or folder_not_found' }), 409: ErrorBody.meta({ description: 'file_exists' }) },
     },
@@ -106,7 +108,7 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
       operationId: 'deleteFile',
       summary: 'Delete a file version with its passages and bytes; the previous version becomes current',
       tags,
-      params: IdParam,
+      params: FileId,
       response: { 204: z.null(), ...authErrors, 404: ErrorBody },
     },
     handler: async (request, reply) => {

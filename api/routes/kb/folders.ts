@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { authOf } from '../../types';
-import { authErrors, ErrorBody, IdParam } from '../../schemas/common';
+import { authErrors, ErrorBody, idParam } from '../../schemas/common';
 import {
   CreateFolderBody,
   DeleteFolderResult,
@@ -10,6 +10,8 @@ import {
   ListFoldersQuery,
   RenameFolderBody,
 } from '../../schemas/folders';
+
+const FldId = idParam('fld');
 
 const tags = ['Knowledge base'];
 
@@ -54,7 +56,7 @@ export const folderRoutes: FastifyPluginAsyncZod = async (app) => {
       operationId: 'renameFolder',
       summary: 'Rename a folder (only the name changes; descendant paths follow)',
       tags,
-      params: IdParam,
+      params: FldId,
       body: RenameFolderBody,
       response: { 200: Folder, ...authErrors, 404: ErrorBody, 409: ErrorBody.meta({ description: 'folder_exists' }) },
     },
@@ -67,7 +69,7 @@ export const folderRoutes: FastifyPluginAsyncZod = async (app) => {
       operationId: 'deleteFolder',
       summary: 'Delete an empty folder (never cascades)',
       tags,
-      params: IdParam,
+      params: FldId,
       response: { 200: DeleteFolderResult, ...authErrors, 404: ErrorBody, 409: FolderNotEmpty },
     },
     handler: async (request) => app.services.folders.delete(authOf(request).workspaceId, request.params.id),

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import { authOf } from '../../types';
-import { authErrors, ErrorBody, IdParam } from '../../schemas/common';
+import { authErrors, ErrorBody, idParam } from '../../schemas/common';
 import {
   CreateSubscriptionBody,
   DeliveryDetail,
@@ -17,6 +17,8 @@ import {
   TestResult,
   UpdateSubscriptionBody,
 } from '../../schemas/webhooks';
+
+const WhkId = idParam('whk');
 
 const tags = ['Webhooks'];
 const notFound = ErrorBody.meta({ description: 'not_found' });
@@ -49,7 +51,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       operationId: 'updateWebhookSubscription',
       summary: 'Update url, events or status, or rotate the secret',
       tags,
-      params: IdParam,
+      params: WhkId,
       body: UpdateSubscriptionBody,
       response: { 200: SubscriptionUpdateResult, ...authErrors, 404: notFound },
     },
@@ -62,7 +64,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       operationId: 'deleteWebhookSubscription',
       summary: 'Delete a subscription (pending deliveries stop)',
       tags,
-      params: IdParam,
+      params: WhkId,
       response: { 204: z.null().meta({ description: 'Deleted' }), ...authErrors, 404: notFound },
     },
     handler: async (request, reply) => {
@@ -77,7 +79,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       operationId: 'testWebhookSubscription',
       summary: 'Send a signed webhook.test event now and report what the endpoint answered',
       tags,
-      params: IdParam,
+      params: WhkId,
       response: { 200: TestResult, ...authErrors, 404: notFound },
     },
     handler: async (request) => subs.sendTest(authOf(request).workspaceId, request.params.id),
@@ -89,7 +91,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       operationId: 'listWebhookDeliveries',
       summary: 'List deliveries, newest first (keyset cursor: new deliveries never shift a page)',
       tags,
-      params: IdParam,
+      params: WhkId,
       querystring: ListDeliveriesQuery,
       response: { 200: DeliveryList, ...authErrors, 404: notFound },
     },
@@ -126,7 +128,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       operationId: 'replayWebhookDeliveries',
       summary: 'Deliver again every failed delivery created in [since, until)',
       tags,
-      params: IdParam,
+      params: WhkId,
       body: ReplayBody,
       response: { 202: ReplayResult, ...authErrors, 404: notFound },
     },

@@ -2,11 +2,12 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import { ApiError } from '../../../core/errors';
 import type { RefusalLimiter } from '../../../core/ratelimit';
+import { ErrorBody } from '../../schemas/common';
 import type { ChatHub, CheckedGrant } from '../../chat-hub';
 
 const ConnectQuery = z.object({
-  site_id: z.string().min(1).max(100),
-  conversation_id: z.string().min(1).max(100),
+  site_id: z.string().min(1).max(100).meta({ pattern: '^site_[0-9a-f]{24}$', description: 'The public site id (browsers cannot set headers on an upgrade)' }),
+  conversation_id: z.string().min(1).max(100).meta({ pattern: '^conv_[0-9a-f]{24}$' }),
   /** The last message id the client has: replies written after it are sent first. */
   after: z.string().min(1).max(100).optional(),
 });
@@ -36,8 +37,19 @@ export const chatSocketRoutes: FastifyPluginAsyncZod<{ hub: ChatHub | null; refu
     method: 'GET',
     url: '/api/chat/connect',
     config: { public: true },
-    // Not an HTTP operation: left out of the OpenAPI document (the widget spec describes it).
-    schema: { hide: true, querystring: ConnectQuery },
+    // Documented (DECISIONS): the 101 response and its frames are added by the OpenAPI plugin.
+    schema: {
+      operationId: 'chatConnect',
+      summary: 'Reply socket: WebSocket upgrade, receive-only, bound to one conversation',
+      tags: ['Widget'],
+      querystring: ConnectQuery,
+      response: {
+        400: ErrorBody.meta({ description: 'invalid_request: site_id or conversation_id missing or malformed' }),
+        403: ErrorBody.meta({ description: 'unknown site, suspended site, Origin not allowed, or a conversation not of this site' }),
+        426: ErrorBody.meta({ description: 'upgrade_required: a plain GET without the WebSocket upgrade' }),
+        503: ErrorBody.meta({ description: 'socket_unavailable: this server holds no reply sockets' }),
+      },
+    },
     // After query validation (rule 1's 400 first), before the upgrade.
     preHandler: async (request) => {
       if (!hub) throw new ApiError(503, 'socket_unavailable', 'Reply sockets are not available on this server');

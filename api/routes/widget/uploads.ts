@@ -4,7 +4,7 @@ import { readSingleFile } from '../../multipart';
 import { WIDGET_UPLOAD_MAX_BYTES } from '../../../core/widget/uploads';
 import { ApiError } from '../../../core/errors';
 import type { SiteRow } from '../../../core/widget/sites';
-import { ErrorBody } from '../../schemas/common';
+import { ErrorBody, idString } from '../../schemas/common';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
 
 const Id = z.string().min(1).max(100);
@@ -134,7 +134,7 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
       summary: 'Processing status of an upload',
       tags,
       security: [{ widgetSite: [] }],
-      params: z.object({ upload_id: Id }),
+      params: z.object({ upload_id: idString('upl') }),
       querystring: z.object({ conversation_id: Id.optional(), ...IdentityQuery }),
       response: {
         200: UploadStatus,

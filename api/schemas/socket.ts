@@ -1,0 +1,35 @@
+import { z } from 'zod';
+
+/**
+ * The frames of the reply socket (`GET /api/chat/connect`), as JSON text messages: the
+ * OpenAPI document has no socket operation type, so they are a component referenced by
+ * the upgrade's 101 response (DECISIONS: the reply socket is described for generators).
+ * Mirrors `ChatFrame` in core/chat/frames.ts.
+ */
+const ReplyId = z.string().meta({ description: 'Equals the `reply_id` of the 202 that accepted the message' });
+export const ChatFrameSchema = z
+  .discriminatedUnion('type', [
+    z.object({ type: z.literal('reply_delta'), reply_id: ReplyId, text: z.string().meta({ description: 'Next chunk of streamed text' }) }),
+    z.object({
+      type: z.literal('reply'),
+      reply_id: ReplyId,
+      text: z.string().meta({ description: 'The finished turn; authoritative (replaces the deltas)' }),
+      attachments: z.array(z.unknown()).optional(),
+      charts: z.array(z.unknown()).optional(),
+      cards: z.array(z.unknown()).optional(),
+      rich: z.array(z.unknown()).optional(),
+      suggested_actions: z.array(z.string()).optional(),
+      unsolicited: z.literal(true).optional().meta({ description: 'Started by the platform, with no pending request' }),
+    }),
+    z.object({ type: z.literal('suggested_actions'), reply_id: ReplyId, suggested_actions: z.array(z.string()) }),
+    z.object({ type: z.literal('error'), reply_id: ReplyId, code: z.enum(['workflow_provisioning', 'workflow_execution_failed']), text: z.string() }),
+    z.object({ type: z.literal('task_status'), task_key: z.string(), label: z.string(), status: z.enum(['running', 'completed', 'cancelled', 'failed']) }),
+    z.object({ type: z.literal('ui:command'), command: z.string(), args: z.record(z.string(), z.unknown()) }),
+    z.object({ type: z.literal('ping') }).meta({ description: 'Keep-alive every 30 s; reconnect after about 75 s of silence' }),
+  ])
+  .meta({ description: 'A frame pushed on the reply socket (JSON text message). The socket is receive-only.' });
+
+export const SOCKET_UPGRADE_DESCRIPTION = `Switching Protocols: the WebSocket is open, bound to the one conversation of the query,
+receive-only (client frames are ignored; over 4 KB closes with 1009). Frames are JSON text messages (ChatFrame).
+With \`after\`, the replies stored since that message are sent first. Closes with 1008 when authorization is lost
+(site suspended, origin removed, conversation closed) and with 1012 when the server must be reconnected to.`;

@@ -1,0 +1,150 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { findWheelBinary } from '../../infra/temporal';
+import { ALL_SCOPES } from '../../core/auth/scopes';
+import { createServices } from '../../core/services';
+import { CloudApiProvider } from '../../core/msgapp/provider';
+import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startTestWorker } from '../support/temporal';
+
+/**
+ * Property-based fuzzing of the whole HTTP surface from the served openapi.json, with
+ * Schemathesis (PyPI `schemathesis`, installed by .ci/run): every operation, with
+ * schema-valid and schema-invalid inputs, must never answer 5xx, and every response must
+ * match the schema the document gives for its status. The seed, the examples per
+ * operation and the wall-clock budget are fixed so CI stays deterministic and fast.
+ */
+const SEED = Number(process.env.FUZZ_SEED ?? 20261124);
+const MAX_EXAMPLES = Number(process.env.FUZZ_MAX_EXAMPLES ?? 5);
+/**
+ * Wall-clock cap of the Schemathesis run (about 90 s on two shared cores): past it the run
+ * is killed and the test fails, so a slow-down shows instead of stretching CI.
+ */
+const MAX_SECONDS = Number(process.env.FUZZ_MAX_SECONDS ?? 240);
+const ORIGIN = 'https://shop.example';
+
+let db: TestDatabase;
+let llm: FakeLlm;
+let sandbox: MsgappSandbox;
+let t: TestApp;
+let tw: Awaited<ReturnType<typeof startTestWorker>>;
+let base: string;
+let key: string;
+let siteId: string;
+/** Real resources, so operations on `{id}` reach their handlers instead of stopping at 404. */
+let seeded: { agent: string; folder: string; customer: string; conversation: string };
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  // Every dependency an operation needs is real or a real fake on loopback, so a 5xx is a fault, never "not configured".
+  llm = await startFakeLlm();
+  sandbox = await startMsgappSandbox({ appSecret: 'fuzz-secret' });
+  const serviceOptions = { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }) };
+  tw = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, testServiceOptions(serviceOptions)) });
+  t = await startTestApp({
+    orm: db.orm,
+    databaseUrl: db.url,
+    temporal: { client: tw.client, taskQueue: tw.taskQueue },
+    serviceOptions,
+    msgappWebhook: { appSecret: 'fuzz-secret', verifyToken: 'fuzz-verify' },
+  });
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  const ws = await createWorkspace(db.orm);
+  key = (await createKey(t.services, ws, ALL_SCOPES)).key;
+  const auth = bearer(key);
+  const agent = await t.app.inject({
+    method: 'POST',
+    url: '/api/v1/agents',
+    headers: auth,
+    payload: { name: 'Fuzz helper', instructions: 'Help.', triggers: { web_chat: { allowed_origins: [ORIGIN], file_upload: true } } },
+  });
+  await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
+  siteId = (await t.services.sites.create(ws, agent.json().id, [ORIGIN])).site_id;
+  const folder = await t.app.inject({ method: 'POST', url: '/api/v1/kb/folders', headers: auth, payload: { name: 'Policies' } });
+  const customer = await t.app.inject({ method: 'POST', url: '/api/v1/customers', headers: auth, payload: { email: 'fuzz@example.com' } });
+  const init = await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: { 'x-concierge-site': siteId, origin: ORIGIN }, payload: {} });
+  seeded = { agent: agent.json().id, folder: folder.json().id, customer: customer.json().id, conversation: init.json().conversation_id };
+  expect(Object.values(seeded).every((id) => typeof id === 'string')).toBe(true);
+}, 60_000);
+
+afterAll(async () => {
+  await t.close();
+  await tw.close();
+  await sandbox.close();
+  await llm.close();
+  await db.drop();
+});
+
+function run(cmd: string, args: string[], timeoutMs: number, cwd: string): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { cwd, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' } }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, out: `${stdout}\n${stderr}` });
+    });
+  });
+}
+
+test('fuzzing every operation of openapi.json: no 5xx, every response matches its documented schema', async () => {
+  const st = findWheelBinary('st', 'schemathesis', { explicit: process.env.SCHEMATHESIS_PATH });
+  const reportDir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-fuzz-'));
+  // Left out, for one reason: the contract's placeholders answer 501 not_implemented by design (documented).
+  const doc = (await t.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json() as { paths: Record<string, Record<string, { operationId?: string; responses?: object }>> };
+  const placeholders = Object.values(doc.paths).flatMap((item) => Object.values(item).filter((op) => op.responses && '501' in op.responses).map((op) => op.operationId!));
+  expect(placeholders.length).toBeGreaterThan(0);
+  // Schemathesis's per-operation parameters: each `{id}` path of a seeded resource uses its real id.
+  const config = [
+    ['^/api/v1/agents/\\{id\\}', 'path.id', seeded.agent],
+    ['^/api/v1/kb/folders/\\{id\\}', 'path.id', seeded.folder],
+    ['^/api/v1/customers/\\{id\\}', 'path.id', seeded.customer],
+    ['^/api/v1/conversations/\\{id\\}', 'path.id', seeded.conversation],
+    ['^/api/(public/widget/(history|tasks)|chat/connect)$', 'query.conversation_id', seeded.conversation],
+  ]
+    .map(([path, name, value]) => `[[operations]]\ninclude-path-regex = '${path}'\nparameters = { "${name}" = "${value}" }\n`)
+    .join('\n');
+  fs.writeFileSync(path.join(reportDir, 'schemathesis.toml'), config);
+  const args = [
+    '--config-file',
+    path.join(reportDir, 'schemathesis.toml'),
+    'run',
+    `${base}/api/v1/openapi.json`,
+    '--url',
+    base,
+    '--checks',
+    'not_a_server_error,response_schema_conformance,status_code_conformance',
+    '--seed',
+    String(SEED),
+    '--max-examples',
+    String(MAX_EXAMPLES),
+    '--phases',
+    'examples,coverage,fuzzing',
+    '--workers',
+    '1',
+    '--no-shrink',
+    '--request-timeout',
+    '30',
+    '--suppress-health-check',
+    'all',
+    '--continue-on-failure',
+    '--header',
+    `Authorization: Bearer ${key}`,
+    '--header',
+    `X-Concierge-Site: ${siteId}`,
+    '--header',
+    `Origin: ${ORIGIN}`,
+    '--report-dir',
+    reportDir,
+    ...placeholders.flatMap((id) => ['--exclude-operation-id', id]),
+  ];
+  const { code, out } = await run(st, args, MAX_SECONDS * 1000, reportDir);
+  fs.writeFileSync(path.join(reportDir, 'output.txt'), out);
+  if (code !== 0) throw new Error(`schemathesis exited with ${code ?? `a kill after ${MAX_SECONDS} s`} (full output: ${reportDir}/output.txt):\n${out.slice(-20_000)}`);
+  // The summary names no failure and every selected operation was tested.
+  expect(out).not.toMatch(/failures?,|ST\d{3}/);
+  expect(out).toMatch(/Tested: \d+/);
+}, (MAX_SECONDS + 60) * 1000);

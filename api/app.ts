@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import fp from 'fastify-plugin';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import multipart from '@fastify/multipart';
 import websocket from '@fastify/websocket';
@@ -109,8 +110,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, deps.msgappWebhook ?? { appSecret: null, verifyToken: null });
   await app.register(plannedRoutes);
-  // Last: it answers, for every path registered above, the methods that path lacks.
-  await app.after();
-  await registerMethodNotAllowed(app);
+  // Last, as a plugin (so it runs once every route above is registered, without closing
+  // the boot sequence: callers may still add hooks before ready()): it answers, for every
+  // path registered above, the methods that path lacks.
+  await app.register(fp(async (root: FastifyInstance) => registerMethodNotAllowed(root)));
   return app;
 }

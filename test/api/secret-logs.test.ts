@@ -69,7 +69,9 @@ describe('secrets never reach the logs', () => {
     const conversationId: string = init.json().conversation_id;
     const listed = await t.app.inject({ method: 'GET', url: `/api/public/widget/conversations?external_id=${externalId}&user_hash=${hash}`, headers: widget });
     expect(listed.statusCode).toBe(200);
-    expect((await t.app.inject({ method: 'GET', url: `/api/public/widget/history?conversation_id=${conversationId}`, headers: widget })).statusCode).toBe(200);
+    // A verified visitor's conversation answers only with the identity: in the query string here.
+    const history = `/api/public/widget/history?conversation_id=${conversationId}&external_id=${externalId}&user_hash=${hash}`;
+    expect((await t.app.inject({ method: 'GET', url: history, headers: widget })).statusCode).toBe(200);
     // Not a credential for this route, but a wrong spelling must not leak it either.
     await t.app.inject({ method: 'GET', url: `/api/public/widget/tasks?Conversation_Id=${conversationId}`, headers: widget });
 
@@ -90,6 +92,7 @@ describe('secrets never reach the logs', () => {
     // The requests were logged, with what they asked for still readable.
     expect(log).toContain('"url":"/api/media/[redacted]"');
     expect(log).toContain(`"url":"/api/public/widget/conversations?external_id=[redacted]&user_hash=[redacted]"`);
+    expect(log).toContain(`"url":"/api/public/widget/history?conversation_id=[redacted]&external_id=[redacted]&user_hash=[redacted]"`);
     expect(log).toContain('"url":"/webhooks/msgapp?hub.mode=subscribe&hub.verify_token=[redacted]&hub.challenge=42"');
     const secrets: Record<string, string> = {
       'API key': key,

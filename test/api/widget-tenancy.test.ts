@@ -182,7 +182,7 @@ describe('identity is a boundary', () => {
     expect((await call(a1, 'GET', `tasks?conversation_id=${owner.conversation_id}${query(ownerCtx)}`)).json()).toEqual({ tasks: [] });
     expect((await call(a1, 'POST', 'tasks/cancel', { conversation_id: owner.conversation_id, task_key: 'nope', user_context: ownerCtx })).json()).toEqual({ cancelled: false });
     const link = await call(a1, 'POST', 'file_url', { conversation_id: owner.conversation_id, file_key: `upload/${ownerUpload}`, user_context: ownerCtx });
-    expect(link.json()).toEqual({ url: expect.stringMatching(/^\/api\/media\//) });
+    expect(link.json()).toEqual({ url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:3000\/api\/media\//) });
     expect((await call(a1, 'GET', `upload/${ownerUpload}?${query(ownerCtx).slice(1)}`)).json().status).toBe('ready');
     // No transcriber is configured here: past the identity checks, transcribe answers 503.
     expect((await form(a1, 'transcribe', { conversation_id: owner.conversation_id, ...ownerCtx }, { name: 'note.wav', content: 'RIFF' })).statusCode).not.toBe(403);

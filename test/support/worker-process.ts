@@ -57,14 +57,19 @@ export class WorkerProcesses {
     const log = logFile ? fs.createWriteStream(logFile, { flags: 'a' }) : null;
     child.once('close', () => log?.end());
     let output = '';
+    let ready = false;
     return new Promise((resolve, reject) => {
       const onData = (d: Buffer) => {
         log?.write(d);
-        if (output.includes('worker polling')) return;
+        // Only the start-up lines are kept in memory; the rest goes to the log file.
+        if (ready) return;
         output += d.toString();
         this.outputs.set(child, output);
         // The line after "worker polling" says which workflow code it loaded.
-        if (/worker polling[^\n]*\n[^\n]*workflows: [^\n]*\n/.test(output)) resolve(child);
+        if (/worker polling[^\n]*\n[^\n]*workflows: [^\n]*\n/.test(output)) {
+          ready = true;
+          resolve(child);
+        }
       };
       child.stdout!.on('data', onData);
       child.stderr!.on('data', onData);

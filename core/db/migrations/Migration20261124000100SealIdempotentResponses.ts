@@ -13,4 +13,7 @@ export class Migration20261124000100SealIdempotentResponses extends Migration {
       where response_body is not null and response_body not like 'v1.%'
         and response_body ~ '(whsec_|sitesec_|sk_[0-9a-f]{64})'`);
   }
+
+  /** Nothing to undo in the schema: the deleted rows were replays of secrets, which must not come back. */
+  override async down(): Promise<void> {}
 }

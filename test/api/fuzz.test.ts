@@ -53,6 +53,8 @@ beforeAll(async () => {
     temporal: { client: tw.client, taskQueue: tw.taskQueue },
     serviceOptions,
     msgappWebhook: { appSecret: 'fuzz-secret', verifyToken: 'fuzz-verify' },
+    // The fuzzer's keys and hashes are generated junk (repeated in non-secret fields), not secrets to scan for.
+    recordPresented: false,
   });
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { ApiError } from '../../core/errors';
+import { assertStorable } from '../plugins/input';
 import { parseWebhook, verifyHubSignature, WebhookPayloadError } from '../../core/msgapp/provider';
 import { openLink } from '../../core/storage/signed-links';
 import { sendStoredBytes } from '../stored-bytes';
@@ -45,7 +46,10 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
       }
       let parsed;
       try {
-        parsed = parseWebhook(JSON.parse(raw.toString('utf8')));
+        const json: unknown = JSON.parse(raw.toString('utf8'));
+        // Signed, but still input: a NUL or lone surrogate PostgreSQL cannot store is a 400, not a 500.
+        assertStorable(json, 'body');
+        parsed = parseWebhook(json);
       } catch (err) {
         if (err instanceof SyntaxError || err instanceof WebhookPayloadError) throw new ApiError(400, 'invalid_request', `body: ${(err as Error).message}`);
         throw err;

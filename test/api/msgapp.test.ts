@@ -182,6 +182,18 @@ describe('msgapp number ownership across workspaces', () => {
     expect(await q(`select 1 from customers where workspace_id = ?`, [wsB])).toEqual([]);
   });
 
+  test('a signed notification holding a NUL character is 400 invalid_request naming the field, and records nothing', async () => {
+    const body = JSON.stringify({
+      object: 'whatsapp_business_account',
+      entry: [{ id: 'waba', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550000000', phone_number_id: NUMBER_A.id },
+        messages: [{ from: '15557770009', id: 'wamid.nul', timestamp: '1795500000', type: 'text', text: { body: 'bad \u0000 byte' } }] } }] }],
+    });
+    const res = await t.app.inject({ method: 'POST', url: '/webhooks/msgapp', headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHubPayload(body, APP_SECRET) }, payload: body });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ error: 'invalid_request', message: expect.stringContaining('text.body') });
+    expect(await q(`select 1 from messages where provider_message_id = 'wamid.nul'`)).toEqual([]);
+  });
+
   test("a status on A's number never touches B's message, even when it names B's ids; on B's own number it applies", async () => {
     const mB = await outbound(wsB, agentB);
     await notify(NUMBER_A.id, { statuses: [{ id: mB.wamid, status: 'read', timestamp: '1767225700', recipient_id: '15557770000', biz_opaque_callback_data: mB.id }] });

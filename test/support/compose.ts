@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 import { parse } from 'yaml';
-import { configSchema, loadConfig, storageDir, type Config } from '../../core/config';
+import { configSchema, loadConfig, type Config } from '../../core/config';
 import { ALL_SEARCH_ATTRIBUTES } from '../../worker/search-attributes';
 
 /**
@@ -151,6 +151,9 @@ export function buildOutputs(): Set<string> {
   return new Set(outputs);
 }
 
+/** storageDir() of core/config.ts, inside the container (relative paths from its WORKDIR, not this checkout). */
+const containerStorageDir = (c: Config, workdir: string) => path.posix.resolve(workdir, c.CONCIERGE_STORAGE_DIR ?? path.posix.join(c.CONCIERGE_DATA_DIR, 'blobs'));
+
 const CLI_TYPE: Record<string, string> = { TEXT: 'Text', KEYWORD: 'Keyword', INT: 'Int', DOUBLE: 'Double', BOOL: 'Bool', DATETIME: 'Datetime', KEYWORD_LIST: 'KeywordList' };
 
 /** Everything wrong with the compose file for this environment (the variables `docker compose` would see). */
@@ -209,8 +212,8 @@ export function composeProblems(raw: ComposeDoc, env: Record<string, string | un
     if (!models || !(image.dirs.includes(models) || mounts.some((m) => m.target === models))) {
       problems.push(`${role}: CONCIERGE_MODELS_DIR (${models ?? 'unset'}) is neither baked into the image nor a mounted volume`);
     }
-    if (c.STORAGE_DRIVER === 'local' && !mounts.some((m) => m.target === storageDir(c) && m.source && !m.source.startsWith('.') && !m.source.startsWith('/'))) {
-      problems.push(`${role}: STORAGE_DRIVER=local, but ${storageDir(c)} is not a named volume the other process can mount`);
+    if (c.STORAGE_DRIVER === 'local' && !mounts.some((m) => m.target === containerStorageDir(c, image.workdir) && m.source && !m.source.startsWith('.') && !m.source.startsWith('/'))) {
+      problems.push(`${role}: STORAGE_DRIVER=local, but ${containerStorageDir(c, image.workdir)} is not a named volume the other process can mount`);
     }
   }
 
@@ -220,7 +223,7 @@ export function composeProblems(raw: ComposeDoc, env: Record<string, string | un
       if (JSON.stringify(api[key]) !== JSON.stringify(worker[key])) problems.push(`api and worker differ on ${key}`);
     }
     if (api.STORAGE_DRIVER === 'local') {
-      const volumeAt = (role: Role) => (services[role].volumes ?? []).find((v) => typeof v === 'string' && v.split(':')[1] === storageDir(configs[role]!));
+      const volumeAt = (role: Role) => (services[role].volumes ?? []).find((v) => typeof v === 'string' && v.split(':')[1] === containerStorageDir(configs[role]!, image.workdir));
       if (volumeAt('api') !== volumeAt('worker')) problems.push('api and worker do not mount the same storage volume');
     }
   }

@@ -60,8 +60,20 @@ export const configSchema = z.object({
   ),
   /** Time-out of one delivery attempt, in milliseconds. */
   CONCIERGE_WEBHOOK_TIMEOUT_MS: positiveInt(10_000),
-  /** Uploaded bytes (content-addressed). Unset: <data dir>/blobs. */
+  /** Where uploaded bytes live: `local` (CONCIERGE_STORAGE_DIR) or `s3` (an S3-compatible bucket, shared by every API and worker process). */
+  STORAGE_DRIVER: z.preprocess(emptyToUndefined, z.enum(['local', 's3']).default('local')),
+  /** Uploaded bytes (content-addressed), with STORAGE_DRIVER=local. Unset: <data dir>/blobs. */
   CONCIERGE_STORAGE_DIR: optionalString,
+  /** The bucket, with STORAGE_DRIVER=s3. */
+  S3_BUCKET: optionalString,
+  /** An S3-compatible endpoint (MinIO, R2, ...); unset: AWS S3 of S3_REGION. */
+  S3_ENDPOINT: optionalString,
+  S3_REGION: z.preprocess(emptyToUndefined, z.string().default('us-east-1')),
+  /** Unset: the AWS SDK's default credential chain (instance role, ~/.aws, ...). */
+  S3_ACCESS_KEY_ID: optionalString,
+  S3_SECRET_ACCESS_KEY: optionalString,
+  /** Path-style URLs (endpoint/bucket/key) rather than bucket.endpoint: MinIO and most self-hosted stores need it. */
+  S3_FORCE_PATH_STYLE: z.preprocess(emptyToUndefined, z.stringbool().default(false)),
   /** Largest knowledge-base upload, in bytes (200 MB). */
   KB_UPLOAD_MAX_BYTES: positiveInt(200 * 1024 * 1024),
   /** Local model files (npm run models:fetch puts them here). Unset: <data dir>/models. */

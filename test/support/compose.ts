@@ -206,7 +206,6 @@ export function composeProblems(raw: ComposeDoc, env: Record<string, string | un
     if (!c.PUBLIC_BASE_URL) problems.push(`${role}: no PUBLIC_BASE_URL`);
     if (!c.DATABASE_URL) problems.push(`${role}: no DATABASE_URL`);
     if (!c.TEMPORAL_ADDRESS) problems.push(`${role}: no TEMPORAL_ADDRESS`);
-    if (c.STORAGE_DRIVER === 's3' && !c.S3_BUCKET) problems.push(`${role}: STORAGE_DRIVER=s3 without S3_BUCKET`);
     const mounts = (service.volumes ?? []).map((v) => (typeof v === 'string' ? { source: v.split(':')[0], target: v.split(':')[1] } : v));
     const models = c.CONCIERGE_MODELS_DIR;
     if (!models || !(image.dirs.includes(models) || mounts.some((m) => m.target === models))) {

@@ -62,7 +62,7 @@ describe('docker-compose.yml', () => {
     ['the key dropped from the worker', (d) => delete env(d, 'worker').CONCIERGE_ENCRYPTION_KEY, /worker: no CONCIERGE_ENCRYPTION_KEY/],
     ['the worker on another bucket', (d) => (env(d, 'worker').S3_BUCKET = 'elsewhere'), /api and worker differ on S3_BUCKET/],
     ['local storage in two containers', (d) => (env(d, 'api').STORAGE_DRIVER = env(d, 'worker').STORAGE_DRIVER = 'local'), /api: STORAGE_DRIVER=local, but .* is not a named volume/],
-    ['s3 without a bucket', (d) => (env(d, 'api').S3_BUCKET = env(d, 'worker').S3_BUCKET = ''), /api: STORAGE_DRIVER=s3 without S3_BUCKET/],
+    ['s3 without a bucket', (d) => (env(d, 'api').S3_BUCKET = env(d, 'worker').S3_BUCKET = ''), /api: Invalid configuration:\s+S3_BUCKET: required with STORAGE_DRIVER=s3/],
     ['a bucket the one-shot does not create', (d) => (env(d, 'minio-bucket').S3_BUCKET = 'other'), /minio-bucket: creates bucket other, the processes use concierge/],
     ['MinIO on other credentials', (d) => (env(d, 'minio').MINIO_ROOT_USER = 'root'), /minio: its credentials are not S3_ACCESS_KEY_ID/],
     ['no PUBLIC_BASE_URL', (d) => delete env(d, 'worker').PUBLIC_BASE_URL, /worker: no PUBLIC_BASE_URL/],

@@ -24,6 +24,8 @@ export async function createApiServer(
 ): Promise<ApiServer> {
   const log = pino({ level: config.LOG_LEVEL });
   const orm = await openDatabase(opts.databaseUrl);
+  // The key first: without it (or with one that does not open the stored secrets) nothing else starts.
+  const box = await openSecretBox(config, orm.em, { embedded: opts.embedded });
   const keyCache = new KeyCache(opts.databaseUrl, log);
   await keyCache.start();
   const rate = await openRateStore(opts.rateStore, { redisUrl: config.REDIS_URL, databaseUrl: opts.databaseUrl });
@@ -34,7 +36,6 @@ export async function createApiServer(
   });
   const denseIndex = new DenseIndex(orm.em, opts.databaseUrl, log);
   await denseIndex.start();
-  const box = await openSecretBox(config, orm.em, { embedded: opts.embedded });
   const services = createServices(orm.em, serviceOptionsFromConfig(config, { box, keyCache, denseIndex }));
   const chatHub = new ChatHub({
     em: orm.em,

@@ -60,8 +60,26 @@ export const configSchema = z.object({
   ),
   /** Time-out of one delivery attempt, in milliseconds. */
   CONCIERGE_WEBHOOK_TIMEOUT_MS: positiveInt(10_000),
-  /** Uploaded bytes (content-addressed). Unset: <data dir>/blobs. */
+  /** Uploaded bytes (content-addressed). Unset: <data dir>/blobs. With the s3 driver only temporary files (uploads being staged, files being extracted) live here. */
   CONCIERGE_STORAGE_DIR: optionalString,
+  /** Where uploaded bytes are kept: `local` (CONCIERGE_STORAGE_DIR) or `s3` (an S3-compatible bucket, S3_*). */
+  STORAGE_DRIVER: z.preprocess(emptyToUndefined, z.enum(['local', 's3']).default('local')),
+  /** The bucket (required with STORAGE_DRIVER=s3); blobs are stored under the key prefix `blobs/`. */
+  S3_BUCKET: optionalString,
+  /** A custom endpoint (MinIO, Ceph, R2...). Unset: AWS S3 of S3_REGION. */
+  S3_ENDPOINT: z.preprocess(emptyToUndefined, z.url({ protocol: /^https?$/ }).optional()),
+  S3_REGION: z.preprocess(emptyToUndefined, z.string().default('us-east-1')),
+  /** Both or neither; neither: the AWS SDK's default chain (environment, profile, instance or task role). */
+  S3_ACCESS_KEY_ID: optionalString,
+  S3_SECRET_ACCESS_KEY: optionalString,
+  /** Path-style addressing (endpoint/bucket/key) instead of bucket.endpoint. Unset: true when S3_ENDPOINT is set, else false. */
+  S3_FORCE_PATH_STYLE: z.preprocess(
+    emptyToUndefined,
+    z
+      .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
+      .transform((v) => v === 'true' || v === '1')
+      .optional(),
+  ),
   /** Largest knowledge-base upload, in bytes (200 MB). */
   KB_UPLOAD_MAX_BYTES: positiveInt(200 * 1024 * 1024),
   /** Local model files (npm run models:fetch puts them here). Unset: <data dir>/models. */
@@ -104,6 +122,13 @@ export const configSchema = z.object({
   /** Limits of the isolated extraction process. */
   EXTRACT_TIMEOUT_MS: positiveInt(120_000),
   EXTRACT_MAX_MEMORY_MB: positiveInt(512),
+}).superRefine((c, ctx) => {
+  if (c.STORAGE_DRIVER === 's3' && !c.S3_BUCKET) {
+    ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'required with STORAGE_DRIVER=s3 (the bucket uploaded files are stored in)' });
+  }
+  if (!c.S3_ACCESS_KEY_ID !== !c.S3_SECRET_ACCESS_KEY) {
+    ctx.addIssue({ code: 'custom', path: [c.S3_ACCESS_KEY_ID ? 'S3_SECRET_ACCESS_KEY' : 'S3_ACCESS_KEY_ID'], message: 'set both S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, or neither' });
+  }
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -137,6 +162,28 @@ export function publicBaseUrl(config: Pick<Config, 'PUBLIC_BASE_URL' | 'HOST' | 
 
 export function storageDir(config: Config): string {
   return path.resolve(config.CONCIERGE_STORAGE_DIR ?? path.join(dataDir(config), 'blobs'));
+}
+
+/** The S3 driver's settings (STORAGE_DRIVER=s3); the config schema has checked that the bucket is set. */
+export function s3Settings(config: Config): S3Settings {
+  if (!config.S3_BUCKET) throw new ConfigError('S3_BUCKET is required with STORAGE_DRIVER=s3');
+  return {
+    bucket: config.S3_BUCKET,
+    endpoint: config.S3_ENDPOINT,
+    region: config.S3_REGION,
+    forcePathStyle: config.S3_FORCE_PATH_STYLE ?? config.S3_ENDPOINT !== undefined,
+    credentials:
+      config.S3_ACCESS_KEY_ID && config.S3_SECRET_ACCESS_KEY ? { accessKeyId: config.S3_ACCESS_KEY_ID, secretAccessKey: config.S3_SECRET_ACCESS_KEY } : undefined,
+  };
+}
+
+export interface S3Settings {
+  bucket: string;
+  endpoint?: string;
+  region: string;
+  forcePathStyle: boolean;
+  /** Absent: the AWS SDK's default credential chain. */
+  credentials?: { accessKeyId: string; secretAccessKey: string };
 }
 
 export function modelsDir(config: Config): string {

@@ -20,7 +20,7 @@ import { DEFAULT_MAX_MEMORY_MB, DEFAULT_TIMEOUT_MS, type Transcriber } from './k
 import type { ExtractFn } from './kb/indexing';
 import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
-import { configSchema, modelsDir, publicBaseUrl, storageDir, type Config } from './config';
+import { configSchema, modelsDir, publicBaseUrl, type Config } from './config';
 import type { SecretBox } from './crypto/secret-box';
 import { IdempotencyStore } from './idempotency/store';
 import { DenseIndex } from './kb/dense-index';
@@ -28,7 +28,8 @@ import { createEmbedder, type Embedder } from './kb/embedder';
 import { FileService } from './kb/files';
 import { FolderService } from './kb/folders';
 import { SearchService } from './kb/search';
-import { LocalBlobStore, type BlobStore } from './storage/blob-store';
+import type { BlobStore } from './storage/blob-store';
+import { blobStoreFromConfig } from './storage/from-config';
 import { policyFromCidrs } from './net/ssrf';
 import { DeliveryService } from './webhooks/deliveries';
 import type { SenderSettings } from './webhooks/sender';
@@ -157,7 +158,7 @@ export function serviceOptionsFromConfig(config: Config, opts: { box: SecretBox;
     idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
     box: opts.box,
     sender: { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
-    blobs: new LocalBlobStore(storageDir(config)),
+    blobs: blobStoreFromConfig(config),
     embedder: embedderFromConfig(config),
     denseIndex: opts.denseIndex,
     llm: config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,

@@ -26,12 +26,14 @@ export async function startWorkerRuntime(config: Config, opts: { databaseUrl: st
   }
   const log = pino({ level: config.LOG_LEVEL });
   const orm = await openDatabase(opts.databaseUrl);
+  // The key first: a worker that cannot open (or must not generate) it stops before touching Temporal.
+  const box = await openSecretBox(config, orm.em, { embedded: opts.embedded });
   const connection = await NativeConnection.connect({ address: opts.temporalAddress });
   const clientConnection = await Connection.connect({ address: opts.temporalAddress });
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
   await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
   await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE);
-  const serviceOptions = serviceOptionsFromConfig(config, { box: await openSecretBox(config, orm.em, { embedded: opts.embedded }) });
+  const serviceOptions = serviceOptionsFromConfig(config, { box });
   const services = createServices(orm.em, serviceOptions);
   const indexing = new IndexingService({ em: orm.em, blobs: serviceOptions.blobs, extract: extractorFromConfig(config), embedder: serviceOptions.embedder });
   const worker = await createWorker({

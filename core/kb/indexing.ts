@@ -48,7 +48,9 @@ export class IndexingService {
       [fileId],
     );
     if (!file) return 0;
-    const { segments } = await this.deps.extract({ filePath: this.deps.blobs.pathOf(file.sha256), kind: file.kind, mime: file.mime_type, fileName: file.name });
+    const { segments } = await this.deps.blobs.withLocalFile(file.sha256, (filePath) =>
+      this.deps.extract({ filePath, kind: file.kind, mime: file.mime_type, fileName: file.name }),
+    );
     const chunks = chunkSegments(segments, this.deps.chunking ?? DEFAULT_CHUNKING);
     await this.em().transactional(async (em) => {
       await em.execute('delete from kb_chunks where file_id = ?', [fileId]);

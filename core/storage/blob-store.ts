@@ -14,52 +14,85 @@ export interface StagedBlob {
 /**
  * Where uploaded bytes live. Content-addressed by SHA-256: the same bytes are stored
  * once, whatever their names. Writes stream (never buffered whole); a blob becomes
- * visible only when committed, so a failed upload leaves nothing behind.
+ * visible only when committed, so a failed upload leaves nothing behind. Two drivers:
+ * LocalBlobStore (a directory, the embedded default) and S3BlobStore (s3-blob-store.ts).
+ * Who deletes a blob is the callers' business (reference counting in core/kb/files.ts).
  */
 export interface BlobStore {
-  /** Streams `source` to a temporary file, hashing as it goes; fails past `maxBytes`. */
+  /** Streams `source` to a local temporary file, hashing as it goes; fails past `maxBytes`. */
   stage(source: Readable, maxBytes: number): Promise<StagedBlob>;
   /** Moves a staged blob to its content address (a no-op when those bytes are already stored). */
   commit(staged: StagedBlob): Promise<string>;
   discard(staged: StagedBlob): Promise<void>;
-  /** A local path to read the blob from (extractors need a file). */
-  pathOf(sha256: string): string;
-  open(sha256: string): Readable;
+  /**
+   * Runs `fn` with a local file holding the blob (extractors need a file) and returns what
+   * it returns. The file exists only while `fn` runs: a remote driver downloads it to a
+   * temporary file and removes it afterwards. A blob that is not stored: BlobGoneError.
+   */
+  withLocalFile<T>(sha256: string, fn: (filePath: string) => Promise<T>): Promise<T>;
+  /** The blob's bytes as a stream; a blob that is not stored: BlobGoneError (before any byte is read). */
+  open(sha256: string): Promise<Readable>;
   /**
    * The blob opened for reading with its size, or null when it is not stored (deleted,
    * or a link that outlived its bytes): callers answer that in their own envelope
    * instead of a stream that fails after the headers went out.
    */
   read(sha256: string): Promise<{ stream: Readable; size: number } | null>;
+  /** Removes the blob; removing one that is not stored is not an error. */
   delete(sha256: string): Promise<void>;
 }
 
 export class BlobTooLargeError extends Error {}
 
+/** The blob is not stored (deleted, or never committed). */
+export class BlobGoneError extends Error {
+  constructor(readonly sha256: string) {
+    super(`blob ${sha256} is not stored`);
+  }
+}
+
+export function checkSha256(sha256: string): string {
+  if (!/^[0-9a-f]{64}$/.test(sha256)) throw new Error('not a sha256');
+  return sha256;
+}
+
+/** A fresh, unused file name in `dir` (created with `wx`, so two writers never share one). */
+export function tempFileIn(dir: string): string {
+  return path.join(dir, `${Date.now()}-${randomBytes(8).toString('hex')}`);
+}
+
+/** Streams `source` into a new file in `tmpDir`, hashing and counting; past `maxBytes` the file is removed. */
+export async function stageToFile(tmpDir: string, source: Readable, maxBytes: number): Promise<StagedBlob> {
+  const tempPath = tempFileIn(tmpDir);
+  const hash = createHash('sha256');
+  let size = 0;
+  const meter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      size += chunk.length;
+      if (size > maxBytes) return done(new BlobTooLargeError(`larger than ${maxBytes} bytes`));
+      hash.update(chunk);
+      done(null, chunk);
+    },
+  });
+  try {
+    await pipeline(source, meter, fs.createWriteStream(tempPath, { flags: 'wx' }));
+  } catch (err) {
+    await fs.promises.rm(tempPath, { force: true });
+    throw err;
+  }
+  return { tempPath, sha256: hash.digest('hex'), size };
+}
+
 export class LocalBlobStore implements BlobStore {
+  private readonly tmpDir: string;
+
   constructor(readonly root: string) {
-    fs.mkdirSync(path.join(root, 'tmp'), { recursive: true });
+    this.tmpDir = path.join(root, 'tmp');
+    fs.mkdirSync(this.tmpDir, { recursive: true });
   }
 
-  async stage(source: Readable, maxBytes: number): Promise<StagedBlob> {
-    const tempPath = path.join(this.root, 'tmp', `${Date.now()}-${randomBytes(8).toString('hex')}`);
-    const hash = createHash('sha256');
-    let size = 0;
-    const meter = new Transform({
-      transform(chunk: Buffer, _enc, done) {
-        size += chunk.length;
-        if (size > maxBytes) return done(new BlobTooLargeError(`larger than ${maxBytes} bytes`));
-        hash.update(chunk);
-        done(null, chunk);
-      },
-    });
-    try {
-      await pipeline(source, meter, fs.createWriteStream(tempPath, { flags: 'wx' }));
-    } catch (err) {
-      await fs.promises.rm(tempPath, { force: true });
-      throw err;
-    }
-    return { tempPath, sha256: hash.digest('hex'), size };
+  stage(source: Readable, maxBytes: number): Promise<StagedBlob> {
+    return stageToFile(this.tmpDir, source, maxBytes);
   }
 
   async commit(staged: StagedBlob): Promise<string> {
@@ -74,13 +107,22 @@ export class LocalBlobStore implements BlobStore {
     await fs.promises.rm(staged.tempPath, { force: true });
   }
 
+  /** Where the blob lives on disk (this driver only; callers go through withLocalFile). */
   pathOf(sha256: string): string {
-    if (!/^[0-9a-f]{64}$/.test(sha256)) throw new Error('not a sha256');
+    checkSha256(sha256);
     return path.join(this.root, 'blobs', sha256.slice(0, 2), sha256.slice(2, 4), sha256);
   }
 
-  open(sha256: string): Readable {
-    return fs.createReadStream(this.pathOf(sha256));
+  async withLocalFile<T>(sha256: string, fn: (filePath: string) => Promise<T>): Promise<T> {
+    const file = this.pathOf(sha256);
+    if (!fs.existsSync(file)) throw new BlobGoneError(sha256);
+    return fn(file);
+  }
+
+  async open(sha256: string): Promise<Readable> {
+    const blob = await this.read(sha256);
+    if (!blob) throw new BlobGoneError(sha256);
+    return blob.stream;
   }
 
   async read(sha256: string): Promise<{ stream: Readable; size: number } | null> {

@@ -235,7 +235,9 @@ export class UploadService {
 
     let content: string;
     try {
-      const { segments } = await this.deps.extract({ filePath: this.deps.blobs.pathOf(row.blob_key), kind, mime: row.mime_type, fileName: row.file_name });
+      const { segments } = await this.deps.blobs.withLocalFile(row.blob_key, (filePath) =>
+        this.deps.extract({ filePath, kind, mime: row.mime_type, fileName: row.file_name }),
+      );
       content = segments.map((s) => s.text).join('\n\n');
     } catch (err) {
       if (!(err instanceof NoTextExtracted)) {

@@ -44,6 +44,7 @@ import { KeyCache } from '../core/auth/key-cache';
 import { SecretBox } from '../core/crypto/secret-box';
 import { openDatabase } from '../core/db/orm';
 import { DenseIndex } from '../core/kb/dense-index';
+import { loadConfig } from '../core/config';
 import { createEmbedder, passageVectors, type LocalEmbedder } from '../core/kb/embedder';
 import { createExtractor } from '../core/kb/extractor';
 import { IndexingService } from '../core/kb/indexing';
@@ -79,7 +80,7 @@ function settings() {
     timeoutSeconds: envNumber('BENCH_KB_TIMEOUT_SECONDS', 900, 1),
     rounds: loadSettings().rounds,
     modelsDir: benchModelsDir(),
-    embedThreads: process.env.CONCIERGE_EMBED_THREADS || '1 (default)',
+    embedThreads: loadConfig().CONCIERGE_EMBED_THREADS,
   };
 }
 
@@ -139,7 +140,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const workspaceId = await createWorkspace(db.orm);
 
   // ---- One embedder for the process (the worker's); the API never embeds during an upload.
-  const embedder = createEmbedder({ provider: 'local', modelsDir: s.modelsDir }) as LocalEmbedder;
+  const embedder = createEmbedder({ provider: 'local', modelsDir: s.modelsDir, threads: loadConfig().CONCIERGE_EMBED_THREADS }) as LocalEmbedder;
   cleanup.push(['embedder', () => embedder.dispose()]);
   const blobs = new LocalBlobStore(path.join(tmp, 'blobs'));
   const options: ServiceOptions = {

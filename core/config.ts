@@ -89,6 +89,18 @@ export const configSchema = z.object({
   EMBEDDINGS_MODEL: optionalString,
   EMBEDDINGS_BASE_URL: optionalString,
   EMBEDDINGS_API_KEY: optionalString,
+  /** Local embedder: onnxruntime intra-op threads (one keeps a 2-core machine responsive while indexing). */
+  CONCIERGE_EMBED_THREADS: positiveInt(1),
+  /** Local embedder: fetch a missing model from the hub (HF_ENDPOINT) instead of failing. Off: models come from npm run models:fetch. */
+  CONCIERGE_MODELS_ALLOW_REMOTE: z.preprocess(
+    emptyToUndefined,
+    z
+      .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'], { error: 'must be true or false' })
+      .transform((v) => ['true', '1', 'yes', 'on'].includes(v))
+      .default(false),
+  ),
+  /** The model hub CONCIERGE_MODELS_ALLOW_REMOTE fetches from. */
+  HF_ENDPOINT: z.preprocess(emptyToUndefined, z.url({ protocol: /^https?$/ }).default('https://huggingface.co')),
   /** An OpenAI-compatible /v1/audio/transcriptions endpoint for audio and video; unset: audio files end in error. */
   TRANSCRIBE_BASE_URL: optionalString,
   /** Optional (a local server may need none); refused by the service (401/403): widget uploads answer 503 missing_credential. */

@@ -129,7 +129,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     search,
     transcript,
     tasks: new TaskService(em),
-    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log ?? pino({ level: process.env.LOG_LEVEL ?? 'info' })),
+    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log ?? pino({ level: 'info' })),
   };
 }
 
@@ -147,6 +147,9 @@ export function embedderFromConfig(config: Config): () => Promise<Embedder> {
       model: config.EMBEDDINGS_MODEL,
       baseUrl: config.EMBEDDINGS_BASE_URL,
       apiKey: config.EMBEDDINGS_API_KEY,
+      threads: config.CONCIERGE_EMBED_THREADS,
+      allowRemote: config.CONCIERGE_MODELS_ALLOW_REMOTE,
+      remoteHost: config.HF_ENDPOINT,
     }),
   );
 }
@@ -167,5 +170,6 @@ export function serviceOptionsFromConfig(config: Config, opts: { box: SecretBox;
     extract: extractorFromConfig(config),
     uploadIndexChars: config.WIDGET_UPLOAD_INDEX_CHARS,
     publicBaseUrl: publicBaseUrl(config),
+    log: pino({ level: config.LOG_LEVEL }),
   };
 }

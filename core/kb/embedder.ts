@@ -122,20 +122,14 @@ export interface LocalEmbedderOptions {
   maxBatchTokens?: number;
   /** onnxruntime intra-op threads. Default `$CONCIERGE_EMBED_THREADS`, else 1 (see LocalEmbedder). */
   threads?: number;
-  /** Fetch missing files from the hub into modelsDir. Default: `$CONCIERGE_MODELS_ALLOW_REMOTE` is 1/true. */
+  /** Fetch missing files from the hub into modelsDir (config: CONCIERGE_MODELS_ALLOW_REMOTE). Default: no. */
   allowRemote?: boolean;
-  /** The hub to fetch from when allowRemote. Default `$HF_ENDPOINT`, else https://huggingface.co. */
+  /** The hub to fetch from when allowRemote (config: HF_ENDPOINT). Default https://huggingface.co. */
   remoteHost?: string;
   /** Overrides for a model not in LOCAL_MODELS (or to change a known one). */
   spec?: Partial<LocalModelSpec>;
 }
 
-const truthy = (v: string | undefined) => /^(1|true|yes|on)$/i.test(v?.trim() ?? '');
-
-function defaultThreads(): number {
-  const n = Number(process.env.CONCIERGE_EMBED_THREADS);
-  return Number.isInteger(n) && n > 0 ? n : 1;
-}
 
 type Transformers = typeof import('@huggingface/transformers');
 
@@ -201,9 +195,10 @@ export class LocalEmbedder implements Embedder {
     this.modelsDir = path.resolve(opts.modelsDir);
     this.batchSize = opts.batchSize ?? 32;
     this.maxBatchTokens = opts.maxBatchTokens ?? 1024;
-    this.threads = opts.threads ?? defaultThreads();
-    this.allowRemote = opts.allowRemote ?? truthy(process.env.CONCIERGE_MODELS_ALLOW_REMOTE);
-    this.remoteHost = ((opts.remoteHost ?? process.env.HF_ENDPOINT?.trim()) || 'https://huggingface.co').replace(/\/*$/, '/');
+    // Settings come from the config module (embedderFromConfig), never from process.env here.
+    this.threads = opts.threads ?? 1;
+    this.allowRemote = opts.allowRemote ?? false;
+    this.remoteHost = (opts.remoteHost?.trim() || 'https://huggingface.co').replace(/\/*$/, '/');
     const known = LOCAL_MODELS[this.modelId];
     if (!known && !opts.spec?.dimension) {
       throw new EmbedderError(`Unknown local model '${this.modelId}': pass spec.dimension (known: ${Object.keys(LOCAL_MODELS).join(', ')})`);
@@ -500,6 +495,9 @@ export interface EmbedderConfig {
   batchSize?: number;
   /** Local: onnxruntime intra-op threads. */
   threads?: number;
+  /** Local: fetch a missing model from `remoteHost`. */
+  allowRemote?: boolean;
+  remoteHost?: string;
   /** OpenAI: per-request time-out in milliseconds. */
   timeoutMs?: number;
 }
@@ -507,7 +505,14 @@ export interface EmbedderConfig {
 export function createEmbedder(cfg: EmbedderConfig): Embedder {
   switch (cfg.provider) {
     case 'local':
-      return new LocalEmbedder({ modelsDir: cfg.modelsDir, model: cfg.model, batchSize: cfg.batchSize, threads: cfg.threads });
+      return new LocalEmbedder({
+        modelsDir: cfg.modelsDir,
+        model: cfg.model,
+        batchSize: cfg.batchSize,
+        threads: cfg.threads,
+        allowRemote: cfg.allowRemote,
+        remoteHost: cfg.remoteHost,
+      });
     case 'openai':
       return new OpenAiEmbedder({
         baseUrl: cfg.baseUrl,

@@ -69,6 +69,12 @@ interface Subscriber {
  * with 1012 (the client reconnects and catches up with `after`), and handshakes answer
  * 503 until the listener is back.
  */
+/**
+ * A conversation id is the widget socket's capability (whoever holds it may listen), so
+ * logs carry only its prefix: enough to correlate lines, not enough to connect.
+ */
+const loggable = (conversationId: string) => `${conversationId.slice(0, 9)}…`;
+
 export class ChatHub {
   private readonly byConversation = new Map<string, Set<Subscriber>>();
   /** Per-conversation delivery chain, so a `ref` being loaded is never overtaken by a later frame. */
@@ -234,7 +240,7 @@ export class ChatHub {
   private enqueue(conversationId: string, job: () => Promise<void> | void): void {
     const next = (this.queues.get(conversationId) ?? Promise.resolve())
       .then(job)
-      .catch((err) => this.log.error({ err, conversationId }, 'chat frame delivery failed'))
+      .catch((err) => this.log.error({ err, conversation: loggable(conversationId) }, 'chat frame delivery failed'))
       .finally(() => {
         if (this.queues.get(conversationId) === next) this.queues.delete(conversationId);
       });
@@ -247,7 +253,7 @@ export class ChatHub {
     try {
       notice = Notice.parse(JSON.parse(payload));
     } catch (err) {
-      this.log.warn({ err: (err as Error).message, payload: payload.slice(0, 200) }, 'chat sockets: malformed notice dropped');
+      this.log.warn({ err: (err as Error).message, bytes: payload.length }, 'chat sockets: malformed notice dropped');
       return;
     }
     if (notice.k === 'recheck') {
@@ -266,7 +272,7 @@ export class ChatHub {
     this.enqueue(notice.c, async () => {
       const row = await this.transcript.get(notice.m);
       if (!row || row.conversation_id !== notice.c) {
-        this.log.warn({ conversationId: notice.c, messageId: notice.m }, 'chat sockets: ref to a message not in that conversation dropped');
+        this.log.warn({ conversation: loggable(notice.c), messageId: notice.m }, 'chat sockets: ref to a message not in that conversation dropped');
         return;
       }
       this.deliver(notice.c, { json: JSON.stringify(replyFrame(row)), replyId: row.id, type: 'reply' });

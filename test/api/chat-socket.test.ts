@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { testLogFile } from '../support/secret-log';
 import { Client } from 'pg';
 import WebSocket from 'ws';
 import { buildApp } from '../../api/app';
@@ -408,6 +410,13 @@ describe('malformed notices and listener loss', () => {
     await publishFrame(db.orm.em, conv, { type: 'reply_delta', reply_id: 'msg_ok', text: 'still here' });
     expect(await s.frame(0)).toEqual({ type: 'reply_delta', reply_id: 'msg_ok', text: 'still here' });
     s.ws.close();
+    // Dropped notices are logged, but never with the conversation id: it is the socket's capability.
+    const logFile = testLogFile('app');
+    if (logFile) {
+      const log = fs.readFileSync(logFile, 'utf8');
+      expect(log).toContain('chat sockets: malformed notice dropped');
+      expect(log).not.toContain(conv);
+    }
   });
 
   test('when the LISTEN connection drops, sockets close with 1012 and handshakes get 503 until it is back', async () => {

@@ -4,7 +4,6 @@ import { ApiKey, RetiredKeySecret, Workspace, type IApiKey } from '../db/entitie
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { isScope, type Scope } from './scopes';
-import { KEY_CHANGES_CHANNEL, type KeyCache } from './key-cache';
 
 /** `sk_` followed by 64 lowercase hexadecimal characters. */
 export const API_KEY_PATTERN = /^sk_[0-9a-f]{64}$/;
@@ -16,6 +15,20 @@ export interface AuthenticatedKey {
 }
 
 export type KeyLookup = { kind: 'active'; key: AuthenticatedKey } | { kind: 'revoked' } | { kind: 'unknown' };
+
+/** The PostgreSQL channel every key rotation or deletion NOTIFYs in its transaction. */
+export const KEY_CHANGES_CHANNEL = 'concierge_api_keys';
+
+/**
+ * What this service needs of a look-up cache (KeyCache in key-cache.ts, which listens on
+ * KEY_CHANGES_CHANNEL): declared here so the dependency runs one way, cache → service.
+ */
+export interface KeyLookupCache {
+  get(hash: string): KeyLookup | undefined;
+  set(hash: string, value: KeyLookup, generation: number | undefined): void;
+  generation(): number;
+  clear(): void;
+}
 
 export interface KeyView {
   id: string;
@@ -78,7 +91,7 @@ export function parseScopes(list: string): Scope[] {
 export class ApiKeyService {
   constructor(
     private readonly em: EntityManager,
-    private readonly cache?: KeyCache,
+    private readonly cache?: KeyLookupCache,
   ) {}
 
   async create(workspaceId: string, name: string, scopes: Scope[]): Promise<KeyView & { key: string }> {

@@ -1,8 +1,6 @@
 import type { Logger } from 'pino';
 import { PgListener } from '../db/listener';
-import type { KeyLookup } from './api-keys';
-
-export const KEY_CHANGES_CHANNEL = 'concierge_api_keys';
+import { KEY_CHANGES_CHANNEL, type KeyLookup, type KeyLookupCache } from './api-keys';
 
 /**
  * A per-process cache of key look-ups, trusted only while this process is LISTENing on
@@ -11,7 +9,7 @@ export const KEY_CHANGES_CHANNEL = 'concierge_api_keys';
  * connection is down, the cache is cleared and bypassed until it is back: a missed
  * notification can never keep a revoked key alive. Entries also expire after `ttlMs`.
  */
-export class KeyCache {
+export class KeyCache implements KeyLookupCache {
   private readonly entries = new Map<string, { value: KeyLookup; at: number }>();
   private gen = 0;
   private readonly listener: PgListener;

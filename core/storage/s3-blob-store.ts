@@ -51,6 +51,9 @@ export class S3BlobStore implements BlobStore {
       // upload) is not understood by every S3-compatible server.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
+      // A stalled connection or a request silent for 30 s fails and is retried by the SDK
+      // (3 attempts) instead of holding an upload, an indexing run or a download forever.
+      requestHandler: { connectionTimeout: 10_000, requestTimeout: 30_000 },
     });
     this.tmpDir = opts.tmpDir;
     this.partSize = opts.partSize ?? DEFAULT_PART_SIZE;

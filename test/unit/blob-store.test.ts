@@ -227,5 +227,5 @@ describe.each([
     const hash = createHash('sha256');
     for await (const c of got!.stream) hash.update(c as Buffer);
     expect(hash.digest('hex')).toBe(staged.sha256);
-  }, 120_000);
+  }, 240_000);
 });

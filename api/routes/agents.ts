@@ -6,6 +6,13 @@ import { Agent, AgentList, CreateAgentBody, FromSpecBody, GenerateAgentBody, Lis
 
 const AgtId = idParam('agt');
 
+/** The refusals of a msgapp number claim, answered by publish and by edits of a published agent alike. */
+const numberClaimErrors = {
+  409: ErrorBody.meta({ description: 'number_in_use: another published agent already claims the msgapp phone_number_id (`agent_id` only when it is in this workspace)' }),
+  422: ErrorBody.meta({ description: "number_not_owned: the provider does not confirm that the agent's credential owns the msgapp phone_number_id; `reasons` says why" }),
+  502: ErrorBody.meta({ description: 'provider_error: the provider could not be asked now; nothing changed, try again' }),
+} as const;
+
 const tags = ['Agents'];
 const notFound = ErrorBody.meta({ description: 'not_found' });
 
@@ -70,9 +77,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
         200: Agent,
         ...authErrors,
         404: notFound,
-        409: ErrorBody.meta({ description: 'number_in_use: another published agent already claims the msgapp phone_number_id' }),
-        422: ErrorBody.meta({ description: "number_not_owned: the provider does not confirm that the agent's credential owns the number; `reasons` says why" }),
-        502: ErrorBody.meta({ description: 'provider_error: the provider could not be asked now; nothing changed' }),
+        ...numberClaimErrors,
       },
     },
     handler: async (request) => agents.update(authOf(request).workspaceId, request.params.id, request.body as Record<string, unknown>),
@@ -91,9 +96,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
         200: Agent,
         ...authErrors,
         404: notFound,
-        409: ErrorBody.meta({ description: 'number_in_use: another published agent already claims the msgapp phone_number_id (`agent_id` only when it is in this workspace)' }),
-        422: ErrorBody.meta({ description: "number_not_owned: the provider does not confirm that the agent's credential owns the msgapp phone_number_id; `reasons` says why" }),
-        502: ErrorBody.meta({ description: 'provider_error: the provider could not be asked now; nothing changed, try again' }),
+        ...numberClaimErrors,
       },
     },
     handler: async (request) => agents.publish(authOf(request).workspaceId, request.params.id),

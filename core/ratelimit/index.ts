@@ -99,7 +99,7 @@ export class RefusalLimiter {
     const res = await this.impl.get(key);
     if (!res || res.consumedPoints < this.limit) return;
     const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
-    throw new ApiError(429, 'rate_limited', `Too many refused requests (unknown site or Origin not allowed) from this address: at most ${this.limit} a minute; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
+    throw new ApiError(429, 'rate_limited', `Too many refused requests (unknown site, Origin not allowed, suspended site) from this address: at most ${this.limit} a minute; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
   }
 
   /** Runs `work` (the site checks) unless `key` is over its budget; counts the refusal when it throws one. */

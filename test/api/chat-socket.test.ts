@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { testLogFile } from '../support/secret-log';
+import { upgrade } from '../support/socket';
 import { Client } from 'pg';
 import WebSocket from 'ws';
 import { buildApp } from '../../api/app';
@@ -99,22 +100,10 @@ class Socket {
 type Handshake = { socket: Socket; status?: undefined; body?: undefined } | { socket?: undefined; status: number; body: { error: string; message: string } };
 
 /** `origin: null` sends no Origin header. */
-function connect(base: string, query: Record<string, string | undefined>, origin: string | null = ORIGIN): Promise<Handshake> {
+async function connect(base: string, query: Record<string, string | undefined>, origin: string | null = ORIGIN): Promise<Handshake> {
   const params = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
-  const socket = new WebSocket(`${base}/api/chat/connect?${params}`, origin ? { origin } : {});
-  return new Promise((resolve, reject) => {
-    socket.once('open', () => resolve({ socket: new Socket(socket) }));
-    socket.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => (body += chunk));
-      res.on('end', () => {
-        socket.on('error', () => undefined);
-        socket.terminate();
-        resolve({ status: res.statusCode!, body: JSON.parse(body) });
-      });
-    });
-    socket.once('error', reject);
-  });
+  const h = await upgrade(`${base}/api/chat/connect?${params}`, origin, (ws) => new Socket(ws));
+  return h.ws ? { socket: h.ws } : { status: h.status, body: h.body };
 }
 
 async function open(base: string, conversationId: string, opts: { siteId?: string; origin?: string; after?: string } = {}): Promise<Socket> {

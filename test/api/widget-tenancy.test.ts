@@ -1,4 +1,4 @@
-import WebSocket from 'ws';
+import { upgrade } from '../support/socket';
 import type { AddressInfo } from 'node:net';
 import { createServices } from '../../core/services';
 import { newId } from '../../core/ids';
@@ -113,24 +113,13 @@ function query(ctx: { external_id?: string; user_hash?: string } | undefined): s
 }
 
 /** The socket handshake's status and error code (101 when it opened). */
-function handshake(site: Site, conversationId: string): Promise<{ status: number; error?: string }> {
-  const socket = new WebSocket(`${base}/api/chat/connect?site_id=${site.site_id}&conversation_id=${conversationId}`, { origin: ORIGIN });
-  return new Promise((resolve, reject) => {
-    socket.once('open', () => {
-      socket.close();
-      resolve({ status: 101 });
-    });
-    socket.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => (body += chunk));
-      res.on('end', () => {
-        socket.on('error', () => undefined);
-        socket.terminate();
-        resolve({ status: res.statusCode!, error: JSON.parse(body).error });
-      });
-    });
-    socket.once('error', reject);
-  });
+async function handshake(site: Site, conversationId: string): Promise<{ status: number; error?: string }> {
+  const h = await upgrade(`${base}/api/chat/connect?site_id=${site.site_id}&conversation_id=${conversationId}`, ORIGIN);
+  if (h.ws) {
+    h.ws.close();
+    return { status: 101 };
+  }
+  return { status: h.status, error: h.body.error };
 }
 
 type Ctx = { external_id?: string; user_hash?: string } | undefined;

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { CHAT_CHANNEL } from '../core/chat/frames';
 import { SocketAccess, type SocketGrant } from '../core/chat/socket-access';
 import { ChatTranscript, replyFrame } from '../core/chat/transcript';
-import { PgListener } from '../core/db/listener';
+import type { PgNotifications, Subscription } from '../core/db/notifications';
 import { ApiError } from '../core/errors';
 import type { SiteService } from '../core/widget/sites';
 
@@ -79,7 +79,7 @@ export class ChatHub {
   private readonly byConversation = new Map<string, Set<Subscriber>>();
   /** Per-conversation delivery chain, so a `ref` being loaded is never overtaken by a later frame. */
   private readonly queues = new Map<string, Promise<void>>();
-  private readonly listener: PgListener;
+  private readonly listener: Subscription;
   private readonly access: SocketAccess;
   private readonly transcript: ChatTranscript;
   private readonly log: Pick<Logger, 'warn' | 'error'>;
@@ -96,7 +96,7 @@ export class ChatHub {
   constructor(opts: {
     em: EntityManager;
     sites: SiteService;
-    databaseUrl: string;
+    notifications: PgNotifications;
     log: Pick<Logger, 'warn' | 'error'>;
     pingIntervalMs: number;
     maxSockets?: SocketCaps;
@@ -106,11 +106,9 @@ export class ChatHub {
     this.transcript = new ChatTranscript(opts.em);
     this.log = opts.log;
     this.pingIntervalMs = opts.pingIntervalMs;
-    this.listener = new PgListener(
-      opts.databaseUrl,
+    this.listener = opts.notifications.subscribe(
       [CHAT_CHANNEL],
       { onNotify: (_channel, payload) => this.onNotice(payload), onLost: () => this.closeAll(CLOSE_SERVICE_RESTART, 'reconnect and resume with after') },
-      opts.log,
       'chat sockets',
     );
   }

@@ -1,15 +1,17 @@
 // Production API entry: one process, configured by env. Rate limits default to the
 // PostgreSQL store (shared by every API process) unless Redis is configured.
+import { compose } from '../core/compose';
 import { DEFAULT_DATABASE_URL, loadConfig, rateLimitStoreKind } from '../core/config';
-import { createApiServer } from './server';
+import { startApi } from './server';
 
 async function main() {
   const config = loadConfig();
   const rateStore = rateLimitStoreKind(config, 'postgres');
-  const server = await createApiServer(config, { databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, rateStore, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS });
-  await server.app.listen({ host: config.HOST, port: config.PORT });
+  const c = await compose(config, { role: 'api', databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS });
+  const { app } = await startApi(c, { rateStore });
+  await app.listen({ host: config.HOST, port: config.PORT });
   console.log(`[concierge] API on http://${config.HOST}:${config.PORT} (rate limits: ${rateStore})`);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void server.close().then(() => process.exit(0)));
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void c.close().then(() => process.exit(0)));
 }
 
 main().catch((err) => {

@@ -1,78 +1,62 @@
-import type { FastifyInstance } from 'fastify';
-import { Client, Connection } from '@temporalio/client';
-import { KeyCache } from '../core/auth/key-cache';
-import { DenseIndex } from '../core/kb/dense-index';
-import type { Config } from '../core/config';
-import { openSecretBox } from '../core/crypto/encryption-key';
-import { openDatabase, type Orm } from '../core/db/orm';
-import { createRequestLimits, openRateStore } from '../core/ratelimit';
-import { createServices, serviceOptionsFromConfig } from '../core/services';
+import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import type { Composition } from '../core/compose';
+import { createRequestLimits, openRateStore, WINDOW_SECONDS, type RateStore } from '../core/ratelimit';
 import { buildApp, loggerOptions } from './app';
 import { ChatHub } from './chat-hub';
-import pino from 'pino';
 
 export interface ApiServer {
   app: FastifyInstance;
-  orm: Orm;
-  close(): Promise<void>;
+  chatHub: ChatHub;
 }
 
-/** Everything one API process needs, wired from config: database, key cache, limits, app. */
-export async function createApiServer(
-  config: Config,
-  opts: { databaseUrl: string; rateStore: 'memory' | 'redis' | 'postgres'; embedded: boolean; temporalAddress?: string; logger?: boolean },
-): Promise<ApiServer> {
-  const log = pino({ level: config.LOG_LEVEL });
-  const orm = await openDatabase(opts.databaseUrl);
-  // The key first: without it (or with one that does not open the stored secrets) nothing else starts.
-  const box = await openSecretBox(config, orm.em, { embedded: opts.embedded });
-  const keyCache = new KeyCache(opts.databaseUrl, log);
-  await keyCache.start();
-  const rate = await openRateStore(opts.rateStore, { redisUrl: config.REDIS_URL, databaseUrl: opts.databaseUrl });
-  const limits = await createRequestLimits(rate.store, config.RATE_LIMIT_PER_KEY, config.RATE_LIMIT_PER_WORKSPACE, undefined, {
+export interface ApiOptions {
+  /** Where rate-limit windows live: a kind opened here from the config, or a store the caller owns (tests). */
+  rateStore: 'memory' | 'redis' | 'postgres' | RateStore;
+  /** Rate-limit window (tests compress it). */
+  windowSeconds?: number;
+  /** Fastify's logger; default: the production options at LOG_LEVEL. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+/**
+ * The API's own parts on top of a composition (core/compose.ts): rate limits, this
+ * process's reply sockets (subscribed on the composition's LISTEN connection) and the
+ * Fastify app. They stop with the composition's `close()`: sockets first (1001 going
+ * away), then the HTTP server, then the rate store.
+ */
+export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiServer> {
+  const { config } = c;
+  if (!c.notifications) throw new Error('the API needs a composition with notifications (role api or both)');
+  const rate =
+    typeof opts.rateStore === 'string'
+      ? await openRateStore(opts.rateStore, { redisUrl: config.REDIS_URL, databaseUrl: c.databaseUrl })
+      : { store: opts.rateStore, close: async () => undefined };
+  c.onClose(() => rate.close());
+  const limits = await createRequestLimits(rate.store, config.RATE_LIMIT_PER_KEY, config.RATE_LIMIT_PER_WORKSPACE, opts.windowSeconds ?? WINDOW_SECONDS, {
     perSiteClient: config.WIDGET_RATE_LIMIT_PER_CLIENT,
     sendsPerConversation: config.WIDGET_SENDS_PER_CONVERSATION,
     refusalsPerAddress: config.WIDGET_REFUSALS_PER_ADDRESS,
   });
-  const denseIndex = new DenseIndex(orm.em, opts.databaseUrl, log);
-  await denseIndex.start();
-  const services = createServices(orm.em, serviceOptionsFromConfig(config, { box, keyCache, denseIndex }));
   const chatHub = new ChatHub({
-    em: orm.em,
-    sites: services.sites,
-    databaseUrl: opts.databaseUrl,
-    log,
+    em: c.em,
+    sites: c.services.sites,
+    notifications: c.notifications,
+    log: c.log,
     pingIntervalMs: config.CHAT_PING_INTERVAL_MS,
     maxSockets: { perConversation: config.CHAT_MAX_SOCKETS_PER_CONVERSATION, perAddress: config.CHAT_MAX_SOCKETS_PER_ADDRESS },
   });
-  await chatHub.start();
-  // Endpoints that start a workflow and wait for it (message sends) need the workflow service.
-  const temporalConnection = opts.temporalAddress ? await Connection.connect({ address: opts.temporalAddress }) : null;
-  const temporal = temporalConnection
-    ? { client: new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE }), taskQueue: config.TEMPORAL_TASK_QUEUE }
-    : null;
   const app = await buildApp({
-    temporal,
+    services: c.services,
+    temporal: c.temporal,
     msgappWebhook: { appSecret: config.MSGAPP_APP_SECRET ?? null, verifyToken: config.MSGAPP_VERIFY_TOKEN ?? null },
-    services,
     limits,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     maxUploadBytes: config.KB_UPLOAD_MAX_BYTES,
-    logger: opts.logger === false ? false : loggerOptions(config.LOG_LEVEL),
+    logger: opts.logger ?? loggerOptions(config.LOG_LEVEL),
     chatHub,
   });
-  return {
-    app,
-    orm,
-    close: async () => {
-      // Sockets first (1001 going away), then the HTTP server.
-      await chatHub.stop();
-      await app.close();
-      await keyCache.stop();
-      await denseIndex.stop();
-      await temporalConnection?.close();
-      await rate.close();
-      await orm.close();
-    },
-  };
+  c.onClose(() => app.close());
+  await chatHub.start();
+  c.onClose(() => chatHub.stop());
+  return { app, chatHub };
 }

@@ -7,13 +7,11 @@ import { parseArgs } from 'node:util';
 import { parseScopes } from '../core/auth/api-keys';
 import { ALL_SCOPES } from '../core/auth/scopes';
 import { dataDir, loadConfig, type Config } from '../core/config';
-import { openSecretBox } from '../core/crypto/encryption-key';
 import { SecretBox } from '../core/crypto/secret-box';
 import { Workspace } from '../core/db/entities';
-import { openDatabase, type Orm } from '../core/db/orm';
 import { ApiError } from '../core/errors';
 import { newId } from '../core/ids';
-import { createServices, serviceOptionsFromConfig } from '../core/services';
+import { compose, type Composition } from '../core/compose';
 import { resolveDatabaseUrl } from '../infra/postgres';
 
 const USAGE = `usage: npm run -s admin -- <command>
@@ -84,7 +82,7 @@ async function readToken(file: string | undefined): Promise<string> {
   }
 }
 
-async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
+async function run(config: Config, argv: string[], opened: (c: Composition) => void): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -106,8 +104,14 @@ async function run(orm: Orm, config: Config, argv: string[]): Promise<unknown> {
     throw new UsageError('--token is not accepted: a token on the command line is visible to every user in the process list; use --token-file PATH or pipe it on stdin');
   }
   const command = `${area ?? ''} ${action ?? ''}`;
-  const box = SEALING.has(command) ? await openSecretBox(config, orm.em, { embedded: true }) : new NoKeyBox();
-  const services = createServices(orm.em, serviceOptionsFromConfig(config, { box }));
+  const c = await compose(config, {
+    role: 'cli',
+    databaseUrl: await resolveDatabaseUrl(config.DATABASE_URL, dataDir(config)),
+    embedded: true,
+    overrides: SEALING.has(command) ? {} : { box: new NoKeyBox() },
+  });
+  opened(c);
+  const { orm, services } = c;
   switch (command) {
     case 'workspace create': {
       const name = need(values.name, 'name');
@@ -160,10 +164,9 @@ async function main() {
     return;
   }
   const config = loadConfig();
-  let orm: Orm | null = null;
+  let c: Composition | null = null;
   try {
-    orm = await openDatabase(await resolveDatabaseUrl(config.DATABASE_URL, dataDir(config)));
-    const result = await run(orm, config, argv);
+    const result = await run(config, argv, (opened) => (c = opened));
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } catch (err) {
     if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
@@ -177,7 +180,7 @@ async function main() {
       process.exitCode = 1;
     }
   } finally {
-    await orm?.close();
+    await (c as Composition | null)?.close();
   }
 }
 

@@ -3,27 +3,38 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { createApiServer } from '../api/server';
-import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind } from '../core/config';
+import { startApi } from '../api/server';
+import { compose, type Composition } from '../core/compose';
+import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind, type Config } from '../core/config';
 import { chooseDatabase } from '../infra/postgres';
 import { pickPort } from '../infra/ports';
 import { findTemporalCli, startDevServer, type DevServer } from '../infra/temporal';
-import { startWorkerRuntime } from '../worker/runtime';
+import { startWorker } from '../worker/runtime';
 import { startMsgappSandbox } from '../sandbox/msgapp';
 
 const say = (msg: string) => console.log(`[concierge] ${msg}`);
 
-async function main() {
-  const config = loadConfig();
+export interface Started {
+  composition: Composition;
+  /** The API's origin. */
+  base: string;
+  /** Stops everything started, last first. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The whole service in this process: PostgreSQL (the configured one, or an embedded one),
+ * Temporal (the configured one, or an embedded dev server), the msgapp sandbox when no
+ * provider is configured, then one composition (role `both`) serving the API and
+ * running the worker.
+ */
+export async function startAll(config: Config, onWorkerStopped: (err: unknown) => void): Promise<Started> {
   const dir = dataDir(config);
   fs.mkdirSync(dir, { recursive: true });
   const stops: Array<() => Promise<void>> = [];
-  const shutdown = async (code: number) => {
-    for (const stop of stops.reverse()) await stop().catch((err) => console.error(err));
-    process.exit(code);
+  const stop = async () => {
+    for (const s of stops.reverse()) await s().catch((err) => console.error(err));
   };
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void shutdown(0));
-
   try {
     const db = await chooseDatabase(config.DATABASE_URL, dir);
     stops.push(db.stop);
@@ -66,26 +77,42 @@ async function main() {
       say(`msgapp: ${config.MSGAPP_API_BASE}`);
     }
 
-    const worker = await startWorkerRuntime(config, { databaseUrl: db.url, temporalAddress, embedded: true });
-    stops.push(worker.close);
-    worker.running.catch((err) => {
-      console.error('[concierge] worker stopped:', err);
-      void shutdown(1);
-    });
-
+    // One composition for both roles: one ORM, one LISTEN connection, one embedder, one extraction pool.
+    const c = await compose(config, { role: 'both', databaseUrl: db.url, embedded: true, temporalAddress });
+    stops.push(() => c.close());
+    const worker = await startWorker(c);
+    worker.running.catch(onWorkerStopped);
     const rateStore = rateLimitStoreKind(config, 'memory');
-    const api = await createApiServer(config, { databaseUrl: db.url, rateStore, embedded: true, temporalAddress });
-    stops.push(api.close);
-    await api.app.listen({ host: config.HOST, port });
+    const { app } = await startApi(c, { rateStore });
+    await app.listen({ host: config.HOST, port });
     say(`API:         ${base}/api/v1   (rate limits: ${rateStore} store)`);
     say(`OpenAPI:     ${base}/api/v1/openapi.json`);
     say(`links:       ${config.PUBLIC_BASE_URL} (PUBLIC_BASE_URL)`);
     if (dev) say(`Temporal UI: ${dev.uiUrl}`);
     say(`first key:   npm run -s admin -- workspace create --name Demo   then   npm run -s admin -- key create --workspace <id> --name dev --scopes kb:read,kb:write`);
+    return { composition: c, base, stop };
   } catch (err) {
-    console.error(`[concierge] failed to start: ${err instanceof Error ? err.message : err}`);
-    await shutdown(1);
+    await stop();
+    throw err;
   }
 }
 
-void main();
+async function main() {
+  let started: Started | null = null;
+  const shutdown = async (code: number) => {
+    await started?.stop();
+    process.exit(code);
+  };
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void shutdown(0));
+  try {
+    started = await startAll(loadConfig(), (err) => {
+      console.error('[concierge] worker stopped:', err);
+      void shutdown(1);
+    });
+  } catch (err) {
+    console.error(`[concierge] failed to start: ${err instanceof Error ? err.message : err}`);
+    process.exit(1);
+  }
+}
+
+if (require.main === module) void main();

@@ -134,6 +134,8 @@ export const configSchema = z.object({
   /** Limits of the isolated extraction process. */
   EXTRACT_TIMEOUT_MS: positiveInt(120_000),
   EXTRACT_MAX_MEMORY_MB: positiveInt(512),
+  /** Extraction processes running at once in one process (knowledge-base indexing and widget uploads share them). */
+  EXTRACT_CONCURRENCY: positiveInt(2),
 }).superRefine((c, ctx) => {
   if (c.STORAGE_DRIVER === 's3' && !c.S3_BUCKET) {
     ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'required with STORAGE_DRIVER=s3 (the bucket uploaded files are stored in)' });

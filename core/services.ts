@@ -12,30 +12,27 @@ import { ChatTranscript } from './chat/transcript';
 import { AgentTurns } from './chat/turn';
 import { TaskService } from './chat/tasks';
 import { OpenAiCompatibleModel } from './llm/model';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { SiteService } from './widget/sites';
 import { UploadService } from './widget/uploads';
-import { createExtractor, extractorFromConfig, transcriberFromConfig } from './kb/extractor';
-import { DEFAULT_MAX_MEMORY_MB, DEFAULT_TIMEOUT_MS, type Transcriber } from './kb/extract';
+import type { Transcriber } from './kb/extract';
 import type { ExtractFn } from './kb/indexing';
-import { CloudApiProvider, type MsgappProvider } from './msgapp/provider';
+import type { MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
-import { configSchema, modelsDir, publicBaseUrl, type Config } from './config';
+import { configSchema, publicBaseUrl } from './config';
 import type { SecretBox } from './crypto/secret-box';
 import { IdempotencyStore } from './idempotency/store';
-import { DenseIndex } from './kb/dense-index';
-import { createEmbedder, type Embedder } from './kb/embedder';
+import type { DenseIndex } from './kb/dense-index';
+import type { Embedder } from './kb/embedder';
 import { FileService } from './kb/files';
 import { FolderService } from './kb/folders';
 import { SearchService } from './kb/search';
 import type { BlobStore } from './storage/blob-store';
-import { blobStoreFromConfig } from './storage/from-config';
-import { policyFromCidrs } from './net/ssrf';
 import { DeliveryService } from './webhooks/deliveries';
 import type { SenderSettings } from './webhooks/sender';
 import { SubscriptionService } from './webhooks/subscriptions';
 
-/** The domain services shared by the API and the activities; no Fastify, no Temporal inside. */
+/** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by core/compose.ts. */
 export interface Services {
   apiKeys: ApiKeyService;
   folders: FolderService;
@@ -72,21 +69,21 @@ export interface ServiceOptions {
   blobs: BlobStore;
   /** Loaded on first use: a process that never searches never loads the model. */
   embedder: () => Promise<Embedder>;
-  /** The dense index of this process; without one (CLI, tests that do not search) nothing is cached. */
-  denseIndex?: DenseIndex;
+  /** The dense index of this process (its cache is cleared by knowledge-base change notices). */
+  denseIndex: DenseIndex;
   llm?: LlmSettings | null;
   /** The msgapp provider; null when none is configured (sends then fail with a clear reason). */
   msgapp?: MsgappProvider | null;
   /** Speech-to-text for widget voice notes and audio/video uploads; null/absent: none. */
   transcriber?: Transcriber | null;
-  /** Text extraction of widget uploads; absent: the isolated extractor with default limits and `transcriber`. */
-  extract?: ExtractFn;
+  /** Text extraction of widget uploads: the process's extraction pool, shared with indexing. */
+  extract: ExtractFn;
   /** Widget uploads whose text is longer than this are also indexed for search. */
   uploadIndexChars?: number;
   /** PUBLIC_BASE_URL: the origin of every link handed out (media links). Absent: the default HOST and PORT's address. */
   publicBaseUrl?: string;
-  /** Where the services log; absent: pino on stdout at LOG_LEVEL. */
-  log?: Logger;
+  /** Where the services log. */
+  log: Logger;
 }
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
@@ -94,7 +91,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const customers = new CustomerService(em);
   const sites = new SiteService(em, opts.box);
   const transcriber = opts.transcriber ?? null;
-  const search = new SearchService(em, opts.embedder, opts.denseIndex ?? new DenseIndex(em, null, console));
+  const search = new SearchService(em, opts.embedder, opts.denseIndex);
   const transcript = new ChatTranscript(em);
   const credentials = new CredentialService(em, opts.box);
   const uploads = new UploadService({
@@ -102,7 +99,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     blobs: opts.blobs,
     box: opts.box,
     transcriber,
-    extract: opts.extract ?? createExtractor({ timeoutMs: DEFAULT_TIMEOUT_MS, maxMemoryMb: DEFAULT_MAX_MEMORY_MB, transcriber }),
+    extract: opts.extract,
     embedder: opts.embedder,
     indexChars: opts.uploadIndexChars,
     publicBaseUrl: baseUrl,
@@ -129,47 +126,6 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     search,
     transcript,
     tasks: new TaskService(em),
-    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log ?? pino({ level: 'info' })),
-  };
-}
-
-/** Builds the embedder once, on first use. */
-export function lazyEmbedder(make: () => Embedder): () => Promise<Embedder> {
-  let made: Embedder | null = null;
-  return async () => (made ??= make());
-}
-
-export function embedderFromConfig(config: Config): () => Promise<Embedder> {
-  return lazyEmbedder(() =>
-    createEmbedder({
-      provider: config.EMBEDDINGS_PROVIDER,
-      modelsDir: modelsDir(config),
-      model: config.EMBEDDINGS_MODEL,
-      baseUrl: config.EMBEDDINGS_BASE_URL,
-      apiKey: config.EMBEDDINGS_API_KEY,
-      threads: config.CONCIERGE_EMBED_THREADS,
-      allowRemote: config.CONCIERGE_MODELS_ALLOW_REMOTE,
-      remoteHost: config.HF_ENDPOINT,
-    }),
-  );
-}
-
-/** `box` comes from openSecretBox (core/crypto/encryption-key.ts), which checks the key against the database. */
-export function serviceOptionsFromConfig(config: Config, opts: { box: SecretBox; keyCache?: KeyCache; denseIndex?: DenseIndex }): ServiceOptions {
-  return {
-    keyCache: opts.keyCache,
-    idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
-    box: opts.box,
-    sender: { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
-    blobs: blobStoreFromConfig(config),
-    embedder: embedderFromConfig(config),
-    denseIndex: opts.denseIndex,
-    llm: config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,
-    msgapp: config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: 15_000 }) : null,
-    transcriber: transcriberFromConfig(config),
-    extract: extractorFromConfig(config),
-    uploadIndexChars: config.WIDGET_UPLOAD_INDEX_CHARS,
-    publicBaseUrl: publicBaseUrl(config),
-    log: pino({ level: config.LOG_LEVEL }),
+    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log),
   };
 }

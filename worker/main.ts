@@ -1,20 +1,18 @@
 // Production worker entry: one process, configured by env (TEMPORAL_ADDRESS and DATABASE_URL required).
+import { compose } from '../core/compose';
 import { DEFAULT_DATABASE_URL, loadConfig } from '../core/config';
-import { startWorkerRuntime } from './runtime';
+import { startWorker } from './runtime';
 import { workflowBundleFor } from './worker';
 
 async function main() {
   const config = loadConfig();
   if (!config.TEMPORAL_ADDRESS) throw new Error('TEMPORAL_ADDRESS is required for the worker process (npm start embeds a dev server instead)');
-  const rt = await startWorkerRuntime(config, {
-    databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL,
-    temporalAddress: config.TEMPORAL_ADDRESS,
-    embedded: false,
-  });
+  const c = await compose(config, { role: 'worker', databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS });
+  const rt = await startWorker(c);
   const bundle = workflowBundleFor();
   console.log(`[concierge] worker polling task queue '${config.TEMPORAL_TASK_QUEUE}' on ${config.TEMPORAL_ADDRESS}`);
   console.log(`[concierge] workflows: ${bundle ? `prebuilt bundle ${bundle.codePath}` : 'bundled at start (running from source; npm run build prebuilds it)'}`);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void rt.close().then(() => process.exit(0)));
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void c.close().then(() => process.exit(0)));
   await rt.running;
 }
 

@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { PgListener } from '../core/db/listener';
+import type { PgNotifications, Subscription } from '../core/db/notifications';
 import type { Logger } from 'pino';
 
 /**
@@ -25,20 +25,20 @@ const BATCH = 100;
  * a crash after the start and before the mark — still yields one workflow.
  */
 export class OutboxDispatcher {
-  private readonly listener: PgListener;
+  private readonly listener: Subscription;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private again = false;
   private stopped = false;
 
   constructor(
-    databaseUrl: string,
+    notifications: PgNotifications,
     private readonly sources: ReadonlyArray<OutboxSource<any>>,
     private readonly log: Pick<Logger, 'warn' | 'error'>,
     private readonly sweepIntervalMs = 5_000,
   ) {
     // A lost connection only delays wake-ups: the sweep carries on; reconnecting sweeps at once.
-    this.listener = new PgListener(databaseUrl, sources.map((s) => s.channel), { onNotify: () => this.kick(), onReady: () => this.kick() }, log, 'outbox dispatcher');
+    this.listener = notifications.subscribe(sources.map((s) => s.channel), { onNotify: () => this.kick(), onReady: () => this.kick() }, 'outbox dispatcher');
   }
 
   async start(): Promise<void> {

@@ -1,12 +1,6 @@
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
-import pino from 'pino';
-import type { Config } from '../core/config';
-import { openSecretBox } from '../core/crypto/encryption-key';
-import { openDatabase } from '../core/db/orm';
-import { createServices, serviceOptionsFromConfig } from '../core/services';
-import { IndexingService } from '../core/kb/indexing';
-import { extractorFromConfig } from '../core/kb/extractor';
+import type { Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime, makeTelemetryFilterString, type RuntimeOptions, type Worker } from '@temporalio/worker';
+import type { Composition } from '../core/compose';
 import { OutboxDispatcher } from './outbox-dispatcher';
 import { kbIndexing, webhookDeliveries } from './outbox-sources';
 import { ensureSchedules } from './schedules';
@@ -15,55 +9,72 @@ import { createWorker } from './worker';
 
 let runtimeInstalled = false;
 
-/** A worker process's pieces: database, Temporal connection, schedules, the outbox relay, the worker itself. */
-export async function startWorkerRuntime(config: Config, opts: { databaseUrl: string; temporalAddress: string; embedded: boolean }) {
-  if (!runtimeInstalled) {
-    runtimeInstalled = true;
-    Runtime.install({
-      logger: new DefaultLogger(config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace' ? 'DEBUG' : 'WARN'),
-      telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } },
-    });
+/**
+ * Temporal's runtime, once per process, before any worker: by default its own logs at
+ * WARN (DEBUG when LOG_LEVEL is debug or trace); tests install theirs first.
+ */
+export function installRuntime(options: RuntimeOptions): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install(options);
+}
+
+const runtimeOptions = (level: string): RuntimeOptions => ({
+  logger: new DefaultLogger(level === 'debug' || level === 'trace' ? 'DEBUG' : 'WARN'),
+  telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } },
+});
+
+export interface WorkerRuntimeOptions {
+  /** A prebuilt workflow bundle (tests build one per run); absent: see workflowBundleFor. */
+  workflowBundle?: { codePath: string };
+  /** The outbox relay (webhook deliveries, indexing), default on; tests that relay themselves turn it off. */
+  dispatcher?: boolean;
+  /** Search attributes and maintenance schedules, default on. */
+  setUp?: boolean;
+}
+
+export interface WorkerRuntime {
+  worker: Worker;
+  running: Promise<void>;
+  dispatcher: OutboxDispatcher | null;
+}
+
+/**
+ * The worker's own parts on top of a composition (core/compose.ts): the Temporal worker
+ * on the composition's task queue, schedules and search attributes, and the outbox relay
+ * (subscribed on the composition's LISTEN connection). They stop with the composition's
+ * `close()`: the relay first, then the worker (drained), then its connection.
+ */
+export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {}): Promise<WorkerRuntime> {
+  if (!c.temporal || !c.temporalAddress) throw new Error('the worker needs a composition connected to Temporal (temporalAddress)');
+  if (!c.notifications) throw new Error('the worker needs a composition with notifications (role worker or both)');
+  installRuntime(runtimeOptions(c.config.LOG_LEVEL));
+  const { client, taskQueue, namespace } = c.temporal;
+  if (opts.setUp !== false) {
+    await ensureSearchAttributes(client.connection as Connection, namespace);
+    await ensureSchedules(client, taskQueue);
   }
-  const log = pino({ level: config.LOG_LEVEL });
-  const orm = await openDatabase(opts.databaseUrl);
-  // The key first: a worker that cannot open (or must not generate) it stops before touching Temporal.
-  const box = await openSecretBox(config, orm.em, { embedded: opts.embedded });
-  const connection = await NativeConnection.connect({ address: opts.temporalAddress });
-  const clientConnection = await Connection.connect({ address: opts.temporalAddress });
-  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
-  await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
-  await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE);
-  const serviceOptions = serviceOptionsFromConfig(config, { box });
-  const services = createServices(orm.em, serviceOptions);
-  const indexing = new IndexingService({ em: orm.em, blobs: serviceOptions.blobs, extract: extractorFromConfig(config), embedder: serviceOptions.embedder });
-  const worker = await createWorker({
-    connection,
-    namespace: config.TEMPORAL_NAMESPACE,
-    taskQueue: config.TEMPORAL_TASK_QUEUE,
-    deps: { em: orm.em, services, indexing },
-  });
+  const connection = await NativeConnection.connect({ address: c.temporalAddress });
+  c.onClose(() => connection.close());
+  const worker = await createWorker({ connection, namespace, taskQueue, deps: { em: c.em, services: c.services, indexing: c.indexing }, workflowBundle: opts.workflowBundle });
   const running = worker.run();
-  const taskQueue = config.TEMPORAL_TASK_QUEUE;
-  const dispatcher = new OutboxDispatcher(
-    opts.databaseUrl,
-    [
-      webhookDeliveries(services.deliveries, client, { taskQueue, backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS, timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS }),
-      kbIndexing(orm.em, client, { taskQueue }),
-    ],
-    log,
-  );
-  await dispatcher.start();
-  return {
-    worker,
-    client,
-    running,
-    close: async () => {
-      await dispatcher.stop();
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await running.catch(() => undefined);
-      await clientConnection.close();
-      await connection.close();
-      await orm.close();
-    },
-  };
+  c.onClose(async () => {
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await running.catch(() => undefined);
+  });
+  let dispatcher: OutboxDispatcher | null = null;
+  if (opts.dispatcher !== false) {
+    const config = c.config;
+    dispatcher = new OutboxDispatcher(
+      c.notifications,
+      [
+        webhookDeliveries(c.services.deliveries, client, { taskQueue, backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS, timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS }),
+        kbIndexing(c.em, client, { taskQueue }),
+      ],
+      c.log,
+    );
+    await dispatcher.start();
+    c.onClose(() => dispatcher!.stop());
+  }
+  return { worker, running, dispatcher };
 }

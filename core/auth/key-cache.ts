@@ -1,5 +1,4 @@
-import type { Logger } from 'pino';
-import { PgListener } from '../db/listener';
+import type { PgNotifications, Subscription } from '../db/notifications';
 import { KEY_CHANGES_CHANNEL, type KeyLookup, type KeyLookupCache } from './api-keys';
 
 /**
@@ -12,16 +11,15 @@ import { KEY_CHANGES_CHANNEL, type KeyLookup, type KeyLookupCache } from './api-
 export class KeyCache implements KeyLookupCache {
   private readonly entries = new Map<string, { value: KeyLookup; at: number }>();
   private gen = 0;
-  private readonly listener: PgListener;
+  private readonly listener: Subscription;
 
   constructor(
-    databaseUrl: string,
-    log: Logger,
+    notifications: PgNotifications,
     private readonly ttlMs = 60_000,
     private readonly maxEntries = 10_000,
   ) {
     const clear = () => this.clear();
-    this.listener = new PgListener(databaseUrl, [KEY_CHANGES_CHANNEL], { onNotify: clear, onLost: clear, onReady: clear }, log, 'api key cache');
+    this.listener = notifications.subscribe([KEY_CHANGES_CHANNEL], { onNotify: clear, onLost: clear, onReady: clear }, 'api key cache');
   }
 
   async start(): Promise<void> {

@@ -1,5 +1,4 @@
-import { PgListener } from '../db/listener';
-import type { Logger } from 'pino';
+import type { PgNotifications, Subscription } from '../db/notifications';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { KB_CHANGES_CHANNEL } from './files';
 
@@ -23,22 +22,19 @@ export interface WorkspaceVectors {
 export class DenseIndex {
   private readonly cache = new Map<string, Promise<WorkspaceVectors>>();
   private readonly gens = new Map<string, number>();
-  private readonly listener: PgListener | null;
+  private readonly listener: Subscription | null;
 
+  /** Without notifications (the CLI) nothing is cached: every search loads its workspace's vectors. */
   constructor(
     private readonly em: EntityManager,
-    databaseUrl: string | null,
-    log: Pick<Logger, 'warn'>,
+    notifications: PgNotifications | null,
   ) {
-    this.listener = databaseUrl
-      ? new PgListener(
-          databaseUrl,
-          [KB_CHANGES_CHANNEL],
-          { onNotify: (_channel, workspaceId) => this.invalidate(workspaceId), onLost: () => this.cache.clear(), onReady: () => this.cache.clear() },
-          log,
-          'kb dense index',
-        )
-      : null;
+    this.listener =
+      notifications?.subscribe(
+        [KB_CHANGES_CHANNEL],
+        { onNotify: (_channel, workspaceId) => this.invalidate(workspaceId), onLost: () => this.cache.clear(), onReady: () => this.cache.clear() },
+        'kb dense index',
+      ) ?? null;
   }
 
   async start(): Promise<void> {

@@ -46,5 +46,10 @@ export function transcriberFromConfig(config: Config): Transcriber | null {
 }
 
 export function extractorFromConfig(config: Config): ExtractFn {
-  return createExtractor({ timeoutMs: config.EXTRACT_TIMEOUT_MS, maxMemoryMb: config.EXTRACT_MAX_MEMORY_MB, transcriber: transcriberFromConfig(config) });
+  return createExtractor({
+    timeoutMs: config.EXTRACT_TIMEOUT_MS,
+    maxMemoryMb: config.EXTRACT_MAX_MEMORY_MB,
+    transcriber: transcriberFromConfig(config),
+    concurrency: config.EXTRACT_CONCURRENCY,
+  });
 }

@@ -411,11 +411,10 @@ describe('malformed notices and listener loss', () => {
   test('when the LISTEN connection drops, sockets close with 1012 and handshakes get 503 until it is back', async () => {
     const conv = await newConversation();
     const s = await open(baseA, conv);
-    await db.orm.em
-      .fork()
-      .execute(`select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and query = ? and pid <> pg_backend_pid()`, [
-        `listen ${CHAT_CHANNEL}`,
-      ]);
+    // A's one LISTEN connection (shared by its key cache, dense index and sockets) is cut.
+    const pid = a.composition.notifications!.backendPid;
+    expect(pid).not.toBeNull();
+    await db.orm.em.fork().execute('select pg_terminate_backend(?)', [pid]);
     expect((await s.closedWithin(3_000)).code).toBe(1012);
     const during = await connect(baseA, { site_id: site, conversation_id: conv });
     expect(during.status).toBe(503);

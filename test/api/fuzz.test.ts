@@ -5,11 +5,10 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { findWheelBinary } from '../../infra/temporal';
 import { ALL_SCOPES } from '../../core/auth/scopes';
-import { createServices } from '../../core/services';
 import { CloudApiProvider } from '../../core/msgapp/provider';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { startTestWorker } from '../support/temporal';
 
@@ -46,7 +45,7 @@ beforeAll(async () => {
   llm = await startFakeLlm();
   sandbox = await startMsgappSandbox({ appSecret: 'fuzz-secret' });
   const serviceOptions = { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }) };
-  tw = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, testServiceOptions(serviceOptions)) });
+  tw = await startTestWorker(db, serviceOptions);
   t = await startTestApp({
     orm: db.orm,
     databaseUrl: db.url,

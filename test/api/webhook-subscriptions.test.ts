@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { policyFromCidrs } from '../../core/net/ssrf';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 
 let db: TestDatabase;
@@ -16,7 +16,7 @@ beforeAll(async () => {
   // Loopback allowed (test receivers), as CONCIERGE_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8 would.
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
   // The default policy: no private range allowed.
-  strict = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { sender: { ...testServiceOptions().sender, policy: policyFromCidrs('') } } });
+  strict = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { sender: { policy: policyFromCidrs(''), timeoutMs: 2_000 } } });
   const ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['webhooks:read', 'webhooks:write'])).key);
   receiver = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(answer).end('ok') });

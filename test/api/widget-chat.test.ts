@@ -1,12 +1,11 @@
 import WebSocket from 'ws';
 import { Client as PgClient } from 'pg';
 import type { AddressInfo } from 'node:net';
-import { createServices } from '../../core/services';
 import { newId } from '../../core/ids';
 import { userHash } from '../../core/widget/sites';
 import { conversationWorkflow } from '../../workflows/conversation';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
@@ -33,8 +32,7 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
 beforeAll(async () => {
   db = await createTestDatabase();
   llm = await startFakeLlm({ reply, chunkChars: 4 });
-  const workerServices = createServices(db.orm.em, testServiceOptions({ llm: { baseUrl: llm.url, model: 'fake-model' }, uploadIndexChars: 500 }));
-  tw = await startTestWorker({ em: db.orm.em, services: workerServices });
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, uploadIndexChars: 500 });
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { uploadIndexChars: 500 } });
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   base = `127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
@@ -393,8 +391,8 @@ describe('background tasks', () => {
 describe('without a language model', () => {
   test('the agent quotes the best knowledge-base passages with their file names, labelled as excerpts; never invented text', async () => {
     const kbAuth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
-    const dispatcher = await startIndexDispatcher(db, tw);
-    const noLlm = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, testServiceOptions()) });
+    const dispatcher = await startIndexDispatcher(tw);
+    const noLlm = await startTestWorker(db);
     const app = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: noLlm.client, taskQueue: noLlm.taskQueue } });
     try {
       const file = await upload(t.app, kbAuth, {

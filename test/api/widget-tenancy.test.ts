@@ -1,10 +1,9 @@
 import { upgrade } from '../support/socket';
 import type { AddressInfo } from 'node:net';
-import { createServices } from '../../core/services';
 import { newId } from '../../core/ids';
 import { userHash } from '../../core/widget/sites';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { startTestWorker } from '../support/temporal';
 import { multipart } from '../support/kb';
@@ -52,8 +51,7 @@ async function publishedAgent(auth: Record<string, string>): Promise<string> {
 beforeAll(async () => {
   db = await createTestDatabase();
   llm = await startFakeLlm({ reply: () => ({ text: 'Noted.' }) });
-  const workerServices = createServices(db.orm.em, testServiceOptions({ llm: { baseUrl: llm.url, model: 'fake-model' } }));
-  tw = await startTestWorker({ em: db.orm.em, services: workerServices });
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' } });
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue } });
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   base = `ws://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;

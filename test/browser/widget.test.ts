@@ -1,8 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type BrowserContext, type Page, type WebSocketRoute } from 'playwright-core';
-import { createServices } from '../../core/services';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm } from '../support/fake-llm';
 import { startTestWorker } from '../support/temporal';
 
@@ -36,7 +35,7 @@ beforeAll(async () => {
   // Slow chunks, so the live bubble is visibly streaming for a while.
   llm = await startFakeLlm({ reply: () => ({ text: ANSWER }), chunkDelayMs: 150 });
   const llmSettings = { baseUrl: llm.url, model: 'fake-model' };
-  tw = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, testServiceOptions({ llm: llmSettings })) });
+  tw = await startTestWorker(db, { llm: llmSettings });
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { llm: llmSettings }, temporal: { client: tw.client, taskQueue: tw.taskQueue } });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;

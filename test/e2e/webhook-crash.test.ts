@@ -3,9 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SecretBox } from '../../core/crypto/secret-box';
-import { createServices } from '../../core/services';
 import { emitEvent } from '../../core/webhooks/emitter';
-import { createWorkspace, testServiceOptions } from '../support/app';
+import { createWorkspace, testServices } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { createTestPki, startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 import { eventually, WorkerProcesses } from '../support/worker-process';
@@ -59,7 +58,8 @@ const deliveryStatus = async (id: string) =>
   (await db.orm.em.fork().execute<{ status: string }[]>('select status from webhook_deliveries where id = ?', [id]))[0].status;
 
 test('a worker killed mid-delivery: the delivery completes after a restart, with exactly one 2xx per delivery id', async () => {
-  const services = createServices(db.orm.em, testServiceOptions({ box: SecretBox.fromString(KEY) }));
+  const c = await testServices(db, { box: SecretBox.fromString(KEY) });
+  const { services } = c;
   await services.subscriptions.create(ws, `${receiver.url}/hook`, ['message.inbound']);
 
   // The event is committed while no worker (and so no dispatcher) runs at all:

@@ -4,10 +4,10 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { OpenAiTranscriber } from '../../core/kb/extract';
 import { createExtractor } from '../../core/kb/extractor';
-import { IndexingService } from '../../core/kb/indexing';
+
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, testEmbedder, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import {
   makeCorruptPdf,
   makeCsv,
@@ -60,14 +60,8 @@ beforeAll(async () => {
 
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
-  const indexing = new IndexingService({
-    em: db.orm.em,
-    blobs: t.services.blobs,
-    extract: createExtractor({ timeoutMs: 60_000, maxMemoryMb: 512, transcriber: new OpenAiTranscriber(base, 'test-key', 'whisper-1') }),
-    embedder: testEmbedder,
-  });
-  tw = await startTestWorker({ em: db.orm.em, services: t.services, indexing });
-  dispatcher = await startIndexDispatcher(db, tw);
+  tw = await startTestWorker(db, { extract: createExtractor({ timeoutMs: 60_000, maxMemoryMb: 512, transcriber: new OpenAiTranscriber(base, 'test-key', 'whisper-1') }) });
+  dispatcher = await startIndexDispatcher(tw);
   const ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
 }, 60_000);

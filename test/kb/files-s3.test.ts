@@ -45,8 +45,8 @@ beforeAll(async () => {
   store = built as S3BlobStore;
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { blobs: store } });
-  tw = await startTestWorker({ em: db.orm.em, services: t.services });
-  dispatcher = await startIndexDispatcher(db, tw);
+  tw = await startTestWorker(db, { blobs: store });
+  dispatcher = await startIndexDispatcher(tw);
 }, 120_000);
 beforeEach(async () => {
   const ws = await createWorkspace(db.orm);

@@ -17,8 +17,8 @@ const MAX_UPLOAD = 256 * 1024;
 beforeAll(async () => {
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, maxUploadBytes: MAX_UPLOAD });
-  tw = await startTestWorker({ em: db.orm.em, services: t.services });
-  dispatcher = await startIndexDispatcher(db, tw);
+  tw = await startTestWorker(db);
+  dispatcher = await startIndexDispatcher(tw);
 });
 beforeEach(async () => {
   const ws = await createWorkspace(db.orm);

@@ -1,5 +1,5 @@
 import { createEmbedder } from '../../core/kb/embedder';
-import { lazyEmbedder } from '../../core/services';
+import { lazyEmbedder } from '../../core/compose';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
@@ -48,8 +48,8 @@ const ids = new Map<string, string>();
 beforeAll(async () => {
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
-  tw = await startTestWorker({ em: db.orm.em, services: t.services });
-  dispatcher = await startIndexDispatcher(db, tw);
+  tw = await startTestWorker(db);
+  dispatcher = await startIndexDispatcher(tw);
   const ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
   for (const [file, text] of [...CORPUS, ...KEYWORD]) {

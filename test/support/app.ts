@@ -1,13 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
-import { buildApp, loggerOptions } from '../../api/app';
-import { ChatHub, type SocketCaps } from '../../api/chat-hub';
-import { KeyCache } from '../../core/auth/key-cache';
-import { DenseIndex } from '../../core/kb/dense-index';
+import { loggerOptions } from '../../api/app';
+import type { ChatHub, SocketCaps } from '../../api/chat-hub';
+import { startApi } from '../../api/server';
+import { compose, lazyEmbedder, type Composition, type ComposeOverrides, type Role } from '../../core/compose';
+import { configSchema, type Config } from '../../core/config';
 import type { Scope } from '../../core/auth/scopes';
 import type { Orm } from '../../core/db/orm';
-import { createRequestLimits, type RateStore, type WidgetLimits } from '../../core/ratelimit';
-import { createServices, type ServiceOptions, type Services } from '../../core/services';
+import type { RateStore, WidgetLimits } from '../../core/ratelimit';
+import type { ServiceOptions, Services } from '../../core/services';
 import { SecretBox } from '../../core/crypto/secret-box';
 import { policyFromCidrs } from '../../core/net/ssrf';
 import { createTestPki } from './tls';
@@ -16,7 +17,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createEmbedder } from '../../core/kb/embedder';
-import { lazyEmbedder } from '../../core/services';
 import { LocalBlobStore } from '../../core/storage/blob-store';
 import { LOG_LEVEL, recordingBox, recordSecret, testLogDestination, testLogger } from './secret-log';
 
@@ -25,6 +25,8 @@ export interface TestApp {
   services: Services;
   /** This app's widget reply sockets, listening on the test database like an API process. */
   chatHub: ChatHub;
+  /** The app's service graph (its LISTEN connection, embedder, extraction pool). */
+  composition: Composition;
   close(): Promise<void>;
 }
 
@@ -36,22 +38,56 @@ export const testBlobs = new LocalBlobStore(fs.mkdtempSync(path.join(os.tmpdir()
 export const MODELS_DIR = path.resolve(process.env.CONCIERGE_MODELS_DIR ?? path.join(__dirname, '../../.data/models'));
 export const testEmbedder = lazyEmbedder(() => createEmbedder({ provider: 'local', modelsDir: MODELS_DIR }));
 
+/** What a test replaces: service settings (fake model, provider URLs) and the shared pieces (box, blobs, embedder, extractor). */
+export type TestOverrides = Partial<ServiceOptions>;
+
+/** A test's configuration: the shipped defaults, with what the test sets. */
+export function testConfig(values: Partial<Config> = {}): Config {
+  return { ...configSchema.parse({}), ...values };
+}
+
 /**
- * Services as a test process builds them: a per-process encryption key; webhook
- * deliveries may reach loopback (the test receivers) and trust the test CA. The box
- * records every secret it seals and the services log into the run's log files, for
- * the scan that proves no secret reaches a log (secret-log.ts).
+ * A composition (core/compose.ts) as a test process builds one, on the test file's
+ * database: a per-process encryption key; webhook deliveries may reach loopback (the
+ * test receivers) and trust the test CA. The box records every secret it seals and the
+ * services log into the run's log files, for the scan that proves no secret reaches a
+ * log (secret-log.ts).
  */
-export function testServiceOptions(overrides: Partial<ServiceOptions> = {}): ServiceOptions {
-  return {
-    idempotencyTtlHours: 24,
-    sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 2_000, ca: createTestPki().ca },
-    blobs: testBlobs,
-    embedder: testEmbedder,
-    log: testLogger(),
-    ...overrides,
-    box: recordingBox(overrides.box ?? testBox),
-  } as ServiceOptions;
+export function testCompose(
+  role: Role,
+  db: { orm: Orm; databaseUrl: string },
+  overrides: TestOverrides = {},
+  extra: { config?: Partial<Config>; temporalAddress?: string; temporal?: ComposeOverrides['temporal'] } = {},
+): Promise<Composition> {
+  const { box, blobs, embedder, extract, log, denseIndex: _d, keyCache: _k, ...services } = overrides;
+  return compose(testConfig(extra.config), {
+    role,
+    databaseUrl: db.databaseUrl,
+    embedded: false,
+    temporalAddress: extra.temporalAddress,
+    overrides: {
+      orm: db.orm,
+      log: log ?? testLogger(),
+      box: recordingBox(box ?? testBox),
+      blobs: blobs ?? testBlobs,
+      embedder: embedder ?? testEmbedder,
+      extract,
+      temporal: extra.temporal,
+      services: {
+        idempotencyTtlHours: 24,
+        sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 2_000, ca: createTestPki().ca },
+        llm: null,
+        msgapp: null,
+        transcriber: null,
+        ...services,
+      },
+    },
+  });
+}
+
+/** Services alone (no app, no worker), for tests that write through them directly. */
+export async function testServices(db: { orm: Orm; url: string }, overrides: TestOverrides = {}): Promise<Composition> {
+  return testCompose('cli', { orm: db.orm, databaseUrl: db.url }, overrides);
 }
 
 /**
@@ -59,7 +95,7 @@ export function testServiceOptions(overrides: Partial<ServiceOptions> = {}): Ser
  * this process's log file. TEST_LOG=debug shows the logs on stdout instead while
  * debugging a test (those are not scanned).
  */
-function testAppLogger(): Parameters<typeof buildApp>[0]['logger'] {
+function testAppLogger(): Parameters<typeof startApi>[1]['logger'] {
   if (process.env.TEST_LOG) return { ...loggerOptions(process.env.TEST_LOG) };
   const stream = testLogDestination();
   return stream ? { ...loggerOptions(LOG_LEVEL), stream } : false;
@@ -112,7 +148,7 @@ export async function startTestApp(opts: {
   maxUploadBytes?: number;
   temporal?: { client: Client; taskQueue: string };
   msgappWebhook?: { appSecret: string | null; verifyToken: string | null };
-  serviceOptions?: Partial<ServiceOptions>;
+  serviceOptions?: TestOverrides;
   /** The widget's limits (generous unless a test checks them). */
   widgetLimits?: WidgetLimits;
   /** Keep-alive ping interval of the reply sockets (30 s unless a test compresses it). */
@@ -125,48 +161,35 @@ export async function startTestApp(opts: {
    */
   recordPresented?: boolean;
 }): Promise<TestApp> {
-  const log = testLogger();
-  const keyCache = new KeyCache(opts.databaseUrl, log);
-  await keyCache.start();
-  const limits = await createRequestLimits(opts.rateStore ?? { kind: 'memory' }, opts.perKey ?? 10_000, opts.perWorkspace ?? 100_000, opts.windowSeconds, opts.widgetLimits ?? { perSiteClient: 10_000, sendsPerConversation: 1_000, refusalsPerAddress: 10_000 });
-  const denseIndex = new DenseIndex(opts.orm.em, opts.databaseUrl, log);
-  await denseIndex.start();
-  const services = createServices(opts.orm.em, testServiceOptions({ keyCache, denseIndex, ...opts.serviceOptions }));
-  recordIssuedKeys(services);
-  const chatHub = new ChatHub({
-    em: opts.orm.em,
-    sites: services.sites,
-    databaseUrl: opts.databaseUrl,
-    log,
-    pingIntervalMs: opts.chatPingIntervalMs ?? 30_000,
-    maxSockets: opts.chatSocketCaps ?? { perConversation: 10_000, perAddress: 10_000 },
-  });
-  await chatHub.start();
-  const app = await buildApp({
-    services,
-    limits,
-    bodyLimitBytes: opts.bodyLimitBytes ?? 1024 * 1024,
-    maxUploadBytes: opts.maxUploadBytes,
-    temporal: opts.temporal,
-    msgappWebhook: opts.msgappWebhook,
-    chatHub,
-    logger: testAppLogger(),
-  });
-  recordSecret('msgapp app secret', opts.msgappWebhook?.appSecret);
-  recordSecret('msgapp verify token', opts.msgappWebhook?.verifyToken);
-  if (opts.recordPresented !== false) recordPresentedSecrets(app);
-  await app.ready();
-  return {
-    app,
-    services,
-    chatHub,
-    close: async () => {
-      await chatHub.stop();
-      await app.close();
-      await keyCache.stop();
-      await denseIndex.stop();
-    },
+  const widget = opts.widgetLimits ?? { perSiteClient: 10_000, sendsPerConversation: 1_000, refusalsPerAddress: 10_000 };
+  const caps = opts.chatSocketCaps ?? { perConversation: 10_000, perAddress: 10_000 };
+  const config: Partial<Config> = {
+    RATE_LIMIT_PER_KEY: opts.perKey ?? 10_000,
+    RATE_LIMIT_PER_WORKSPACE: opts.perWorkspace ?? 100_000,
+    BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 1024 * 1024,
+    ...(opts.maxUploadBytes ? { KB_UPLOAD_MAX_BYTES: opts.maxUploadBytes } : {}),
+    WIDGET_RATE_LIMIT_PER_CLIENT: widget.perSiteClient,
+    WIDGET_SENDS_PER_CONVERSATION: widget.sendsPerConversation,
+    WIDGET_REFUSALS_PER_ADDRESS: widget.refusalsPerAddress ?? 10_000,
+    CHAT_PING_INTERVAL_MS: opts.chatPingIntervalMs ?? 30_000,
+    CHAT_MAX_SOCKETS_PER_CONVERSATION: caps.perConversation,
+    CHAT_MAX_SOCKETS_PER_ADDRESS: caps.perAddress,
+    MSGAPP_APP_SECRET: opts.msgappWebhook?.appSecret ?? undefined,
+    MSGAPP_VERIFY_TOKEN: opts.msgappWebhook?.verifyToken ?? undefined,
   };
+  const c = await testCompose('api', opts, opts.serviceOptions, { config, temporal: opts.temporal });
+  try {
+    recordIssuedKeys(c.services);
+    const { app, chatHub } = await startApi(c, { rateStore: opts.rateStore ?? { kind: 'memory' }, windowSeconds: opts.windowSeconds, logger: testAppLogger() });
+    recordSecret('msgapp app secret', opts.msgappWebhook?.appSecret);
+    recordSecret('msgapp verify token', opts.msgappWebhook?.verifyToken);
+    if (opts.recordPresented !== false) recordPresentedSecrets(app);
+    await app.ready();
+    return { app, services: c.services, chatHub, composition: c, close: () => c.close() };
+  } catch (err) {
+    await c.close();
+    throw err;
+  }
 }
 
 export { createWorkspace } from './db';

@@ -2,8 +2,7 @@ import { testLogger } from './secret-log';
 import type { FastifyInstance } from 'fastify';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { indexWorkflowId, kbIndexing } from '../../worker/outbox-sources';
-import type { TestDatabase } from './db';
-import { workflowResult, type startTestWorker } from './temporal';
+import { workflowResult, type TestWorker } from './temporal';
 
 /** A multipart/form-data body built by hand, as a client library would send it. */
 export function multipart(parts: Array<{ name: string; value: string | Buffer; filename?: string; type?: string }>): { payload: Buffer; headers: Record<string, string> } {
@@ -29,13 +28,13 @@ export async function upload(
 }
 
 /** The indexing outbox relay on the test worker's task queue. */
-export async function startIndexDispatcher(db: TestDatabase, tw: Awaited<ReturnType<typeof startTestWorker>>): Promise<OutboxDispatcher> {
-  const d = new OutboxDispatcher(db.url, [kbIndexing(db.orm.em, tw.client, { taskQueue: tw.taskQueue })], testLogger(), 500);
+export async function startIndexDispatcher(tw: TestWorker): Promise<OutboxDispatcher> {
+  const d = new OutboxDispatcher(tw.composition.notifications!, [kbIndexing(tw.composition.em, tw.client, { taskQueue: tw.taskQueue })], testLogger(), 500);
   await d.start();
   return d;
 }
 
 /** Waits for a file's indexing workflow to finish and returns its result. */
-export function indexed(tw: Awaited<ReturnType<typeof startTestWorker>>, fileId: string): Promise<string> {
+export function indexed(tw: TestWorker, fileId: string): Promise<string> {
   return workflowResult<string>(tw.client, indexWorkflowId(fileId));
 }

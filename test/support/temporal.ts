@@ -3,63 +3,59 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
-import type { ActivityDeps } from '../../activities';
-import { createExtractor } from '../../core/kb/extractor';
-import { IndexingService } from '../../core/kb/indexing';
-import { testEmbedder } from './app';
+import { DefaultLogger, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
+import type { Composition } from '../../core/compose';
+import type { Orm } from '../../core/db/orm';
+import { testCompose, type TestOverrides } from './app';
 import { writeTestLog } from './secret-log';
-import { createWorker } from '../../worker/worker';
+import { installRuntime, startWorker } from '../../worker/runtime';
 import { ensureSearchAttributes } from '../../worker/search-attributes';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../replay/histories');
 
-let runtimeInstalled = false;
 /**
  * Worker logs: INFO and above into the run's log files (scanned for secrets, see
  * secret-log.ts), only errors on the console, so test output shows what matters.
  */
 export function installQuietRuntime(): void {
-  if (runtimeInstalled) return;
-  runtimeInstalled = true;
   const console = new DefaultLogger('ERROR');
   const logger = new DefaultLogger('INFO', (entry) => {
     writeTestLog(JSON.stringify({ level: entry.level, msg: entry.message, meta: entry.meta }, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
     if (entry.level === 'ERROR') console.error(entry.message, entry.meta);
   });
-  Runtime.install({ logger, telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
+  installRuntime({ logger, telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
 }
 
-/** The run's shared dev server (see global-setup.ts), a client, and a worker on a task queue of this file's own. */
-export async function startTestWorker(partial: Omit<ActivityDeps, 'indexing'> & { indexing?: ActivityDeps['indexing'] }): Promise<{ client: Client; worker: Worker; taskQueue: string; close(): Promise<void> }> {
+export interface TestWorker {
+  client: Client;
+  worker: Worker;
+  taskQueue: string;
+  /** The worker's service graph: its services, its LISTEN connection (for dispatchers the test starts). */
+  composition: Composition;
+  close(): Promise<void>;
+}
+
+/**
+ * A worker as worker/main.ts runs one (compose + startWorker), on the run's shared dev
+ * server (see global-setup.ts) and a task queue of this file's own, with the test's
+ * overrides (fake model, provider URLs). No outbox relay: tests that need one start it
+ * with a short sweep (see kb.ts); no schedules, which would pile up per task queue.
+ */
+export async function startTestWorker(db: { orm: Orm; url: string }, overrides: TestOverrides = {}): Promise<TestWorker> {
   const address = process.env.TEST_TEMPORAL_ADDRESS;
   const bundle = process.env.TEST_WORKFLOW_BUNDLE;
   if (!address || !bundle) throw new Error('Temporal test server not started: run the tests through jest (global-setup.ts)');
   installQuietRuntime();
-  const deps: ActivityDeps = {
-    ...partial,
-    indexing:
-      partial.indexing ??
-      new IndexingService({ em: partial.em, blobs: partial.services.blobs, extract: createExtractor({ timeoutMs: 60_000, maxMemoryMb: 512, transcriber: null }), embedder: testEmbedder }),
-  };
   const taskQueue = `test-${randomBytes(6).toString('hex')}`;
-  const nativeConnection = await NativeConnection.connect({ address });
-  const connection = await Connection.connect({ address });
-  const client = new Client({ connection });
-  await ensureSearchAttributes(connection, 'default');
-  const worker = await createWorker({ connection: nativeConnection, namespace: 'default', taskQueue, deps, workflowBundle: { codePath: bundle } });
-  const running = worker.run();
-  return {
-    client,
-    worker,
-    taskQueue,
-    close: async () => {
-      worker.shutdown();
-      await running;
-      await connection.close();
-      await nativeConnection.close();
-    },
-  };
+  const c = await testCompose('worker', { orm: db.orm, databaseUrl: db.url }, overrides, { config: { TEMPORAL_TASK_QUEUE: taskQueue }, temporalAddress: address });
+  try {
+    await ensureSearchAttributes(c.temporal!.client.connection as Connection, 'default');
+    const { worker } = await startWorker(c, { workflowBundle: { codePath: bundle }, dispatcher: false, setUp: false });
+    return { client: c.temporal!.client, worker, taskQueue, composition: c, close: () => c.close() };
+  } catch (err) {
+    await c.close();
+    throw err;
+  }
 }
 
 /**

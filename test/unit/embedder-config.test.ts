@@ -1,6 +1,6 @@
 import { ConfigError, loadConfig } from '../../core/config';
 import type { LocalEmbedder } from '../../core/kb/embedder';
-import { embedderFromConfig } from '../../core/services';
+import { embedderFromConfig } from '../../core/compose';
 
 /** The local embedder's settings come from the config module, parsed at boot, not from process.env at first use. */
 describe('embedder settings', () => {

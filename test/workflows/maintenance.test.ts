@@ -1,6 +1,4 @@
 import { ScheduleNotFoundError } from '@temporalio/client';
-import { createServices } from '../../core/services';
-import { testServiceOptions } from '../support/app';
 import { purgeExpiredWorkflow } from '../../workflows';
 import { ensureSchedules, PURGE_SCHEDULE_ID } from '../../worker/schedules';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -13,7 +11,7 @@ let ws: string;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  tw = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, testServiceOptions()) });
+  tw = await startTestWorker(db);
   ws = await createWorkspace(db.orm);
 });
 afterAll(async () => {

@@ -9,8 +9,7 @@ import { verifyWebhookHandshake } from '../../sandbox/msgapp';
 import { newId } from '../../core/ids';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { createServices } from '../../core/services';
-import { bearer, createKey, createWorkspace, startTestApp, testServiceOptions, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 
 let db: TestDatabase;
@@ -32,7 +31,7 @@ beforeAll(async () => {
   // The sandbox speaks the Cloud API over real HTTP on loopback, and checks the bearer token.
   sandbox = await startMsgappSandbox({ appSecret: 'app-secret', accessToken: 'sandbox-token', statusDelaysMs: { delivered: 20, read: 40 } });
   const msgapp = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
-  tw = await startTestWorker({ em: db.orm.em, services: createServices(db.orm.em, testServiceOptions({ msgapp })) });
+  tw = await startTestWorker(db, { msgapp });
   t = await startTestApp({
     orm: db.orm,
     databaseUrl: db.url,
@@ -303,7 +302,7 @@ describe('the provider webhook /webhooks/msgapp', () => {
   test('inbound text: customer and conversation found or created, message.inbound emitted (and delivered to a subscriber), and the window opens', async () => {
     const from = '+15557771234';
     const receiver = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(204).end() });
-    const dispatcher = new OutboxDispatcher(db.url, [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: [50, 50, 50, 50, 50], timeoutMs: 2_000 })], testLogger(), 500);
+    const dispatcher = new OutboxDispatcher(tw.composition.notifications!, [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: [50, 50, 50, 50, 50], timeoutMs: 2_000 })], testLogger(), 500);
     await dispatcher.start();
     const hooks = bearer((await createKey(t.services, ws, ['webhooks:write'])).key);
     const sub = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers: hooks, payload: { url: receiver.url, events: ['message.inbound'] } });

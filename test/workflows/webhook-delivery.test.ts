@@ -23,9 +23,9 @@ const BACKOFF = [50, 50, 50, 50, 50];
 beforeAll(async () => {
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
-  tw = await startTestWorker({ em: db.orm.em, services: t.services });
+  tw = await startTestWorker(db);
   dispatcher = new OutboxDispatcher(
-    db.url,
+    tw.composition.notifications!,
     [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: BACKOFF, timeoutMs: 1_000 })],
     testLogger(),
     500,

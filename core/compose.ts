@@ -1,0 +1,202 @@
+import { Client, Connection } from '@temporalio/client';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import pino, { type Logger } from 'pino';
+import { KeyCache } from './auth/key-cache';
+import { modelsDir, publicBaseUrl, type Config } from './config';
+import { openSecretBox } from './crypto/encryption-key';
+import type { SecretBox } from './crypto/secret-box';
+import { PgNotifications } from './db/notifications';
+import { openDatabase, type Orm } from './db/orm';
+import { DenseIndex } from './kb/dense-index';
+import { createEmbedder, type Embedder } from './kb/embedder';
+import { extractorFromConfig, transcriberFromConfig } from './kb/extractor';
+import { IndexingService, type ExtractFn } from './kb/indexing';
+import { CloudApiProvider } from './msgapp/provider';
+import { policyFromCidrs } from './net/ssrf';
+import { createServices, type ServiceOptions, type Services } from './services';
+import type { BlobStore } from './storage/blob-store';
+import { blobStoreFromConfig } from './storage/from-config';
+
+/**
+ * What a process is: `api` serves HTTP (key cache, chat sockets), `worker` runs workflows
+ * and activities (outbox relay, schedules), `both` is `npm start`, `cli` the admin
+ * commands (no notifications, no Temporal).
+ */
+export type Role = 'api' | 'worker' | 'both' | 'cli';
+
+/** What tests and benchmarks replace; anything given here is the caller's, and `close()` leaves it open. */
+export interface ComposeOverrides {
+  /** An ORM the caller owns (a test file's database). */
+  orm?: Orm;
+  log?: Logger;
+  box?: SecretBox;
+  blobs?: BlobStore;
+  embedder?: () => Promise<Embedder>;
+  extract?: ExtractFn;
+  /** A Temporal client the caller owns (tests: the run's server, a task queue of the file's own). */
+  temporal?: { client: Client; taskQueue: string };
+  /** Service settings (fake model, provider URLs, webhook sender policy, ...). */
+  services?: Partial<Omit<ServiceOptions, 'box' | 'blobs' | 'embedder' | 'extract' | 'denseIndex' | 'keyCache' | 'log'>>;
+}
+
+export interface ComposeOptions {
+  role: Role;
+  databaseUrl: string;
+  /** `npm start` and the admin CLI: the encryption key may live in (or be generated into) the data directory. */
+  embedded: boolean;
+  /** The Temporal frontend; absent: no client (API endpoints that start workflows answer 503). */
+  temporalAddress?: string;
+  overrides?: ComposeOverrides;
+}
+
+/** One process's service graph: built once, shared by the API, the worker and the CLI, closed once. */
+export interface Composition {
+  config: Config;
+  role: Role;
+  databaseUrl: string;
+  log: Logger;
+  orm: Orm;
+  em: EntityManager;
+  /** The process's one LISTEN connection (null for the CLI). */
+  notifications: PgNotifications | null;
+  box: SecretBox;
+  blobs: BlobStore;
+  /** Loaded on first use: a process that never embeds never loads the model. */
+  embedder: () => Promise<Embedder>;
+  /** The process's extraction pool: indexing and widget uploads share its cap (EXTRACT_CONCURRENCY). */
+  extract: ExtractFn;
+  denseIndex: DenseIndex;
+  /** API roles: the key look-up cache, cleared by key-change notices. */
+  keyCache: KeyCache | null;
+  services: Services;
+  indexing: IndexingService;
+  temporal: { client: Client; taskQueue: string; namespace: string } | null;
+  /** The Temporal frontend's address, for the worker's own connection (null: none given). */
+  temporalAddress: string | null;
+  /** Adds a step to `close()`; steps run last-added first (what was started last stops first). */
+  onClose(step: () => Promise<void> | void): void;
+  /** Stops everything this composition and its users registered, in reverse order. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Builds the embedder once, on first use. */
+export function lazyEmbedder(make: () => Embedder): () => Promise<Embedder> {
+  let made: Embedder | null = null;
+  return async () => (made ??= make());
+}
+
+export function embedderFromConfig(config: Config): () => Promise<Embedder> {
+  return lazyEmbedder(() =>
+    createEmbedder({
+      provider: config.EMBEDDINGS_PROVIDER,
+      modelsDir: modelsDir(config),
+      model: config.EMBEDDINGS_MODEL,
+      baseUrl: config.EMBEDDINGS_BASE_URL,
+      apiKey: config.EMBEDDINGS_API_KEY,
+      threads: config.CONCIERGE_EMBED_THREADS,
+      allowRemote: config.CONCIERGE_MODELS_ALLOW_REMOTE,
+      remoteHost: config.HF_ENDPOINT,
+    }),
+  );
+}
+
+/**
+ * The composition root: every process (api/main, worker/main, `npm start`, the admin CLI,
+ * the tests and the benchmarks) builds its services here, once: one ORM, one LISTEN
+ * connection shared by its subscribers, one logger, one Temporal client, one embedder,
+ * one extraction pool. The API and the worker add their own parts (api/server.ts,
+ * worker/runtime.ts) and register them with `onClose`.
+ */
+export async function compose(config: Config, opts: ComposeOptions): Promise<Composition> {
+  const o = opts.overrides ?? {};
+  const steps: Array<() => Promise<void> | void> = [];
+  const onClose = (step: () => Promise<void> | void) => void steps.push(step);
+  let closing: Promise<void> | null = null;
+  const close = () =>
+    (closing ??= (async () => {
+      let first: unknown = null;
+      for (const step of steps.reverse()) {
+        try {
+          await step();
+        } catch (err) {
+          first ??= err;
+        }
+      }
+      if (first) throw first;
+    })());
+
+  try {
+    const log = o.log ?? pino({ level: config.LOG_LEVEL });
+    const orm = o.orm ?? (await openDatabase(opts.databaseUrl));
+    if (!o.orm) onClose(() => orm.close());
+    // The key first: without it (or with one that does not open the stored secrets) nothing else starts.
+    const box = o.box ?? (await openSecretBox(config, orm.em, { embedded: opts.embedded }));
+
+    const notifications = opts.role === 'cli' ? null : new PgNotifications(opts.databaseUrl, log);
+    if (notifications) {
+      await notifications.start();
+      onClose(() => notifications.stop());
+    }
+    const keyCache = notifications && (opts.role === 'api' || opts.role === 'both') ? new KeyCache(notifications) : null;
+    if (keyCache) await keyCache.start();
+    const denseIndex = new DenseIndex(orm.em, notifications);
+    await denseIndex.start();
+
+    const blobs = o.blobs ?? blobStoreFromConfig(config);
+    if (!o.blobs) onClose(() => (blobs as { close?: () => void }).close?.());
+    const embedder = o.embedder ?? embedderFromConfig(config);
+    const extract = o.extract ?? extractorFromConfig(config);
+    const s = o.services ?? {};
+    const services = createServices(orm.em, {
+      idempotencyTtlHours: s.idempotencyTtlHours ?? config.IDEMPOTENCY_TTL_HOURS,
+      sender: s.sender ?? { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
+      llm: 'llm' in s ? s.llm : config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,
+      msgapp: 'msgapp' in s ? s.msgapp : config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: 15_000 }) : null,
+      transcriber: 'transcriber' in s ? s.transcriber : transcriberFromConfig(config),
+      uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
+      publicBaseUrl: s.publicBaseUrl ?? publicBaseUrl(config),
+      box,
+      blobs,
+      embedder,
+      extract,
+      denseIndex,
+      keyCache: keyCache ?? undefined,
+      log,
+    });
+    const indexing = new IndexingService({ em: orm.em, blobs, extract, embedder });
+
+    let temporal: Composition['temporal'] = null;
+    if (o.temporal) {
+      temporal = { ...o.temporal, namespace: o.temporal.client.options.namespace };
+    } else if (opts.temporalAddress && opts.role !== 'cli') {
+      const connection = await Connection.connect({ address: opts.temporalAddress });
+      onClose(() => connection.close());
+      temporal = { client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE };
+    }
+
+    return {
+      config,
+      role: opts.role,
+      databaseUrl: opts.databaseUrl,
+      log,
+      orm,
+      em: orm.em,
+      notifications,
+      box,
+      blobs,
+      embedder,
+      extract,
+      denseIndex,
+      keyCache,
+      services,
+      indexing,
+      temporal,
+      temporalAddress: opts.temporalAddress ?? null,
+      onClose,
+      close,
+    };
+  } catch (err) {
+    await close().catch(() => undefined);
+    throw err;
+  }
+}

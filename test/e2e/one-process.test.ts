@@ -1,0 +1,123 @@
+// `npm start`'s process (bin/start.ts startAll, in this process) builds one service graph:
+// one ORM, one LISTEN connection, one embedder, one extraction pool whose cap holds across
+// the API and the worker.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { MikroORM } from '@mikro-orm/postgresql';
+import { startAll, type Started } from '../../bin/start';
+import { loadConfig } from '../../core/config';
+import { LocalEmbedder } from '../../core/kb/embedder';
+import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
+import { MODELS_DIR } from '../support/app';
+import { multipart } from '../support/kb';
+import { recordSecret } from '../support/secret-log';
+import { WorkerProcesses } from '../support/worker-process';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** This process's extraction children (core/kb/extract forks its child script), read from /proc. */
+function extractionChildren(): number {
+  let n = 0;
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+      if (Number(/^PPid:\s+(\d+)/m.exec(status)?.[1]) !== process.pid) continue;
+      if (/extract[/\\]child/.test(fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8'))) n++;
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return n;
+}
+
+let db: TestDatabase;
+let started: Started;
+let dataDir: string;
+let ormInits: jest.SpyInstance;
+let modelLoads: jest.SpyInstance;
+const namespace = `one-process-${Date.now().toString(36)}`;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  // Its own namespace: the worker creates the service's schedules at start.
+  await new WorkerProcesses(namespace, {}).registerNamespace();
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-one-process-'));
+  ormInits = jest.spyOn(MikroORM, 'init');
+  modelLoads = jest.spyOn(LocalEmbedder.prototype as unknown as { doLoad(): Promise<unknown> }, 'doLoad');
+  jest.spyOn(console, 'log').mockImplementation(() => undefined);
+  const config = loadConfig({
+    HOST: '127.0.0.1',
+    DATABASE_URL: db.url,
+    TEMPORAL_ADDRESS: process.env.TEST_TEMPORAL_ADDRESS,
+    TEMPORAL_NAMESPACE: namespace,
+    TEMPORAL_TASK_QUEUE: namespace,
+    CONCIERGE_DATA_DIR: dataDir,
+    CONCIERGE_MODELS_DIR: MODELS_DIR,
+    EXTRACT_CONCURRENCY: '1',
+    LOG_LEVEL: 'warn',
+  });
+  started = await startAll(config, (err) => {
+    throw err;
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await started?.stop();
+  jest.restoreAllMocks();
+  await db.drop();
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('npm start holds one ORM, one LISTEN connection, one embedder and one extraction pool, whose cap holds', async () => {
+  const c = started.composition;
+  const ws = await createWorkspace(db.orm);
+  const { key } = await c.services.apiKeys.create(ws, 'one process', ['kb:read', 'kb:write']);
+  recordSecret('api key', key);
+  const auth = { authorization: `Bearer ${key}` };
+
+  // Count extraction processes while four uploads are indexed at once.
+  let peak = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      peak = Math.max(peak, extractionChildren());
+      await sleep(5);
+    }
+  })();
+  const ids = await Promise.all(
+    [1, 2, 3, 4].map(async (i) => {
+      const body = multipart([{ name: 'file', value: `# Policy ${i}\n\nReturns are accepted within ${i * 10} days of delivery.`, filename: `policy-${i}.md`, type: 'text/markdown' }]);
+      const res = await fetch(`${started.base}/api/v1/kb/files`, { method: 'POST', headers: { ...auth, ...body.headers }, body: body.payload });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { id: string }).id;
+    }),
+  );
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    const statuses = await Promise.all(
+      ids.map(async (id) => ((await (await fetch(`${started.base}/api/v1/kb/files/${id}`, { headers: auth })).json()) as { status: string }).status),
+    );
+    if (statuses.every((s) => s === 'active')) break;
+    if (Date.now() > deadline) throw new Error(`files not indexed: ${statuses.join(', ')}`);
+    await sleep(100);
+  }
+  sampling = false;
+  await sampler;
+  // The worker embedded the passages; the API embeds the query: the same embedder.
+  const search = await fetch(`${started.base}/api/v1/kb/search`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ query: 'how long do I have to return an item' }) });
+  expect(search.status).toBe(200);
+  expect(((await search.json()) as { matches: unknown[] }).matches.length).toBeGreaterThan(0);
+
+  expect(peak).toBe(1);
+  expect(ormInits).toHaveBeenCalledTimes(1);
+  expect(modelLoads).toHaveBeenCalledTimes(1);
+  const listening = await db.orm.em
+    .fork()
+    .execute<{ n: string }[]>(`select count(*) as n from pg_stat_activity where datname = current_database() and application_name = 'concierge notifications'`);
+  expect(Number(listening[0].n)).toBe(1);
+  // The API's widget uploads and the worker's indexing draw on that one pool.
+  expect(c.indexing).toBeDefined();
+  expect((c.services.uploads as unknown as { deps: { extract: unknown } }).deps.extract).toBe(c.extract);
+  expect((c.indexing as unknown as { deps: { extract: unknown; embedder: unknown } }).deps).toMatchObject({ extract: c.extract, embedder: c.embedder });
+}, 150_000);

@@ -3,11 +3,10 @@ import fp from 'fastify-plugin';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import multipart from '@fastify/multipart';
 import websocket from '@fastify/websocket';
-import type { Client } from '@temporalio/client';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fastify/type-provider-zod';
 import type { RequestLimits } from '../core/ratelimit';
 import type { Services } from '../core/services';
-import './types';
+import type { TemporalHandle } from './types';
 import { authPlugin } from './plugins/auth';
 import { clientErrorHandler, errorsPlugin, frameworkErrors } from './plugins/errors';
 import { REDACT_PATHS, REDACTED, serializeRequest } from './logging';
@@ -34,9 +33,9 @@ export interface AppDeps {
   services: Services;
   limits: RequestLimits;
   bodyLimitBytes: number;
-  temporal?: { client: Client; taskQueue: string } | null;
+  temporal?: TemporalHandle | null;
   /** The provider webhook's secrets; absent: /webhooks/msgapp answers 503. */
-  msgappWebhook?: MsgappWebhookOptions;
+  msgappWebhook?: Omit<MsgappWebhookOptions, 'services'>;
   /** Largest knowledge-base upload (streamed, never buffered). */
   maxUploadBytes?: number;
   logger?: FastifyServerOptions['logger'];
@@ -80,8 +79,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setSerializerCompiler(serializerCompiler);
   // JSON only: a text/plain body on a JSON endpoint is a 415, not a string to validate.
   app.removeContentTypeParser('text/plain');
-  app.decorate('services', deps.services);
-  app.decorate('temporal', deps.temporal ?? null);
+  // Each route plugin receives the services it uses as options (encapsulated), never a locator on the app.
+  const services = deps.services;
+  const temporal = deps.temporal ?? null;
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
   });
@@ -98,17 +98,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(openapiPlugin);
 
   await app.register(healthRoutes);
-  await app.register(folderRoutes);
-  await app.register(fileRoutes, { maxUploadBytes: deps.maxUploadBytes });
-  await app.register(webhookRoutes);
-  await app.register(agentRoutes);
-  await app.register(customerRoutes);
-  await app.register(conversationRoutes);
-  await app.register(messageRoutes);
-  await app.register(widgetRoutes, { limits: deps.limits });
+  await app.register(folderRoutes, { services });
+  await app.register(fileRoutes, { services, maxUploadBytes: deps.maxUploadBytes });
+  await app.register(webhookRoutes, { services });
+  await app.register(agentRoutes, { services });
+  await app.register(customerRoutes, { services });
+  await app.register(conversationRoutes, { services });
+  await app.register(messageRoutes, { services, temporal });
+  await app.register(widgetRoutes, { services, temporal, limits: deps.limits });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
   await app.register(widgetAssetRoutes);
-  await app.register(msgappWebhookRoutes, deps.msgappWebhook ?? { appSecret: null, verifyToken: null });
+  await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
   await app.register(plannedRoutes);
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every

@@ -1,7 +1,6 @@
 import type { AuthenticatedKey } from '../core/auth/api-keys';
 import type { Scope } from '../core/auth/scopes';
 import type { Client } from '@temporalio/client';
-import type { Services } from '../core/services';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -14,16 +13,14 @@ declare module 'fastify' {
     /** The 405 answer of a known path for the methods it does not serve (no data, so no credentials). */
     methodNotAllowed?: boolean;
   }
-  interface FastifyInstance {
-    services: Services;
-    /** The workflow service, for endpoints that start workflows and wait (message sends); null when not connected. */
-    temporal: { client: Client; taskQueue: string } | null;
-  }
   interface FastifyRequest {
     auth: AuthenticatedKey | null;
     idempotency: { workspaceId: string; key: string; fingerprint?: string; claimed: boolean } | null;
   }
 }
+
+/** The workflow service, for endpoints that start workflows (message sends, widget chat); null when not connected. */
+export type TemporalHandle = { client: Client; taskQueue: string };
 
 /** The authenticated key of a request that passed the auth hook. */
 export function authOf(request: { auth: AuthenticatedKey | null }): AuthenticatedKey {

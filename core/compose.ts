@@ -145,14 +145,15 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     const blobs = o.blobs ?? blobStoreFromConfig(config);
     if (!o.blobs) onClose(() => (blobs as { close?: () => void }).close?.());
     const embedder = o.embedder ?? embedderFromConfig(config);
-    const extract = o.extract ?? extractorFromConfig(config);
     const s = o.services ?? {};
+    const transcriber = 'transcriber' in s ? (s.transcriber ?? null) : transcriberFromConfig(config);
+    const extract = o.extract ?? extractorFromConfig(config, transcriber);
     const services = createServices(orm.em, {
       idempotencyTtlHours: s.idempotencyTtlHours ?? config.IDEMPOTENCY_TTL_HOURS,
       sender: s.sender ?? { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
       llm: 'llm' in s ? s.llm : config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,
-      msgapp: 'msgapp' in s ? s.msgapp : config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: 15_000 }) : null,
-      transcriber: 'transcriber' in s ? s.transcriber : transcriberFromConfig(config),
+      msgapp: 'msgapp' in s ? s.msgapp : config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: config.MSGAPP_TIMEOUT_MS }) : null,
+      transcriber,
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
       publicBaseUrl: s.publicBaseUrl ?? publicBaseUrl(config),
       box,

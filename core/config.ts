@@ -112,6 +112,8 @@ export const configSchema = z.object({
   LLM_MODEL: z.preprocess(emptyToUndefined, z.string().default('gpt-4o-mini')),
   /** The WhatsApp Cloud API-compatible base URL (e.g. https://graph.facebook.com/v21.0). Unset: sending is refused with 503. */
   MSGAPP_API_BASE: optionalString,
+  /** Time-out of one call to the msgapp provider (sends, number checks, media downloads). */
+  MSGAPP_TIMEOUT_MS: positiveInt(15_000),
   /** The app secret that signs the provider's webhook calls (X-Hub-Signature-256). */
   MSGAPP_APP_SECRET: optionalString,
   /** What the provider's webhook verification handshake must present (hub.verify_token). */

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../core/services';
 import { generateAgentSpec } from '../../core/agents/generate';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
@@ -16,8 +17,8 @@ const numberClaimErrors = {
 const tags = ['Agents'];
 const notFound = ErrorBody.meta({ description: 'not_found' });
 
-export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
-  const agents = app.services.agents;
+export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agents' | 'llm'> }> = async (app, opts) => {
+  const agents = opts.services.agents;
 
   app.get('/api/v1/agents', {
     config: { scope: 'workflows:read' },
@@ -59,7 +60,7 @@ export const agentRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     handler: async (request, reply) => {
-      const spec = await generateAgentSpec(app.services.llm, request.body.description);
+      const spec = await generateAgentSpec(opts.services.llm, request.body.description);
       return reply.code(201).send(await agents.create(authOf(request).workspaceId, spec));
     },
   });

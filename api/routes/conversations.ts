@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../core/services';
 import { ApiError } from '../../core/errors';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';
@@ -8,8 +9,8 @@ const ConvId = idParam('conv');
 
 const tags = ['Conversations'];
 
-export const conversationRoutes: FastifyPluginAsyncZod = async (app) => {
-  const conversations = app.services.conversations;
+export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations'> }> = async (app, opts) => {
+  const conversations = opts.services.conversations;
 
   app.get('/api/v1/conversations', {
     config: { scope: 'conversations:read' },

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../core/services';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { CreateCustomerBody, Customer, CustomerList, LinkBody, LinkResult, ListCustomersQuery, PatchCustomerBody } from '../schemas/customers';
@@ -8,8 +9,8 @@ const CusId = idParam('cus');
 const tags = ['Customers'];
 const conflict = ErrorBody.meta({ description: 'identity_in_use: the phone, email or external id belongs to another customer (`customer_id`)' });
 
-export const customerRoutes: FastifyPluginAsyncZod = async (app) => {
-  const customers = app.services.customers;
+export const customerRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'customers'> }> = async (app, opts) => {
+  const customers = opts.services.customers;
 
   app.get('/api/v1/customers', {
     config: { scope: 'customers:read' },

@@ -1,4 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../core/services';
+import type { TemporalHandle } from '../types';
 import { ApiError } from '../../core/errors';
 import { messageSendWorkflow } from '../../workflows';
 import { authOf } from '../types';
@@ -9,7 +11,7 @@ const MsgId = idParam('msg');
 
 const tags = ['Messages'];
 
-export const messageRoutes: FastifyPluginAsyncZod = async (app) => {
+export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'messages'>; temporal: TemporalHandle | null }> = async (app, opts) => {
   app.post('/api/v1/messages', {
     config: { scope: 'conversations:write' },
     schema: {
@@ -30,16 +32,16 @@ export const messageRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     handler: async (request, reply) => {
       const ws = authOf(request).workspaceId;
-      if (!app.temporal || !app.services.messages.configured) {
+      if (!opts.temporal || !opts.services.messages.configured) {
         throw new ApiError(503, 'messaging_unavailable', 'Sending is not configured on this server (MSGAPP_API_BASE and a Temporal connection are needed)');
       }
-      const plan = await app.services.messages.plan(ws, request.body);
-      const result = await app.temporal.client.workflow.execute(messageSendWorkflow, {
+      const plan = await opts.services.messages.plan(ws, request.body);
+      const result = await opts.temporal.client.workflow.execute(messageSendWorkflow, {
         workflowId: `message-send:${plan.messageId}`,
-        taskQueue: app.temporal.taskQueue,
+        taskQueue: opts.temporal.taskQueue,
         args: [plan],
       });
-      const message = await app.services.messages.get(ws, plan.messageId);
+      const message = await opts.services.messages.get(ws, plan.messageId);
       if (result.status === 'failed') {
         throw new ApiError(502, 'provider_error', `The provider did not accept the message: ${result.error}`, { message_id: plan.messageId });
       }
@@ -60,7 +62,7 @@ export const messageRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get('/api/v1/messages', {
     config: { scope: 'conversations:read' },
     schema: { operationId: 'listMessages', summary: 'Messages sent through the API, newest first', tags, querystring: ListMessagesQuery, response: { 200: MessageList, ...authErrors } },
-    handler: async (request) => app.services.messages.list(authOf(request).workspaceId, request.query),
+    handler: async (request) => opts.services.messages.list(authOf(request).workspaceId, request.query),
   });
 
   app.get('/api/v1/messages/:id', {
@@ -74,6 +76,6 @@ export const messageRoutes: FastifyPluginAsyncZod = async (app) => {
       params: MsgId,
       response: { 200: Message, ...authErrors, 404: ErrorBody.meta({ description: 'not_found: no such outbound message in this workspace, or it is still being sent' }) },
     },
-    handler: async (request) => app.services.messages.get(authOf(request).workspaceId, request.params.id),
+    handler: async (request) => opts.services.messages.get(authOf(request).workspaceId, request.params.id),
   });
 };

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
+import type { Services } from '../../core/services';
 import { z } from 'zod';
 import { ApiError } from '../../core/errors';
 import { assertStorable } from '../plugins/input';
@@ -7,6 +8,7 @@ import { openLink } from '../../core/storage/signed-links';
 import { sendStoredBytes } from '../stored-bytes';
 
 export interface MsgappWebhookOptions {
+  services: Pick<Services, 'providerEvents' | 'box' | 'blobs'>;
   /** The app secret that signs the provider's callbacks (X-Hub-Signature-256). */
   appSecret: string | null;
   /** What the provider's verification handshake must present. */
@@ -54,7 +56,7 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
         if (err instanceof SyntaxError || err instanceof WebhookPayloadError) throw new ApiError(400, 'invalid_request', `body: ${(err as Error).message}`);
         throw err;
       }
-      const events = app.services.providerEvents;
+      const events = opts.services.providerEvents;
       for (const s of parsed.statuses) await events.applyStatus(s);
       for (const m of parsed.inbound) {
         const outcome = await events.receive(m);
@@ -68,9 +70,9 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
     config: { public: true },
     schema: { hide: true, params: z.object({ token: z.string().min(10).max(4000) }) },
     handler: async (request, reply) => {
-      const link = openLink(app.services.box, (request.params as { token: string }).token);
+      const link = openLink(opts.services.box, (request.params as { token: string }).token);
       if (!link) throw new ApiError(403, 'forbidden', 'This media link is invalid or has expired');
-      const blob = await app.services.blobs.read(link.sha256);
+      const blob = await opts.services.blobs.read(link.sha256);
       if (!blob) throw new ApiError(410, 'media_gone', 'The file behind this media link is no longer stored');
       return sendStoredBytes(reply, blob, { mime: link.mime, name: link.name });
     },

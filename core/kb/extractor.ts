@@ -45,11 +45,12 @@ export function transcriberFromConfig(config: Config): Transcriber | null {
   return config.TRANSCRIBE_BASE_URL ? new OpenAiTranscriber(config.TRANSCRIBE_BASE_URL, config.TRANSCRIBE_API_KEY ?? '', config.TRANSCRIBE_MODEL) : null;
 }
 
-export function extractorFromConfig(config: Config): ExtractFn {
+/** The process's extraction pool: its limits from the config; `transcriber` for audio and video (see transcriberFromConfig). */
+export function extractorFromConfig(config: Config, transcriber: Transcriber | null): ExtractFn {
   return createExtractor({
     timeoutMs: config.EXTRACT_TIMEOUT_MS,
     maxMemoryMb: config.EXTRACT_MAX_MEMORY_MB,
-    transcriber: transcriberFromConfig(config),
+    transcriber,
     concurrency: config.EXTRACT_CONCURRENCY,
   });
 }

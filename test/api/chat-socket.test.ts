@@ -342,6 +342,8 @@ describe('a reply too big for NOTIFY travels as a ref', () => {
       });
       await publishFrame(db.orm.em, conv, { type: 'reply', reply_id: row.id, text, suggested_actions: ['Track it'] }, row.id);
       expect(await s.frame(0)).toEqual({ type: 'reply', reply_id: row.id, text, suggested_actions: ['Track it'] });
+      // The observer's copy of the notice may arrive after the socket's frame (two connections).
+      for (let i = 0; i < 100 && notices.length === 0; i++) await sleep(20);
       expect(notices).toEqual([{ k: 'ref', c: conv, m: row.id }]);
     } finally {
       await observer.end();

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../../core/services';
 import { z } from 'zod';
 import { readSingleFile } from '../../multipart';
 import { ApiError } from '../../../core/errors';
@@ -13,8 +14,8 @@ const FileId = idParam('file');
 
 const tags = ['Knowledge base'];
 
-export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = async (app, opts) => {
-  const files = app.services.files;
+export const fileRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'files' | 'blobs' | 'search'>; maxUploadBytes?: number }> = async (app, opts) => {
+  const files = opts.services.files;
   const maxBytes = opts.maxUploadBytes ?? 200 * 1024 * 1024;
 
   app.post('/api/v1/kb/files', {
@@ -37,7 +38,7 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request, reply) => {
       const ws = authOf(request).workspaceId;
-      const { staged, fileName, fields } = await readSingleFile(request, app.services.blobs, maxBytes);
+      const { staged, fileName, fields } = await readSingleFile(request, opts.services.blobs, maxBytes);
       let pending: StagedBlob | null = staged;
       try {
         if (staged.size === 0) throw new ApiError(400, 'invalid_request', 'file: is empty');
@@ -49,7 +50,7 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
         pending = null;
         return reply.code(201).send(created);
       } finally {
-        if (pending) await app.services.blobs.discard(pending);
+        if (pending) await opts.services.blobs.discard(pending);
       }
     },
   });
@@ -131,6 +132,6 @@ export const fileRoutes: FastifyPluginAsyncZod<{ maxUploadBytes?: number }> = as
         503: ErrorBody.meta({ description: 'embeddings_unavailable: the embedding model is missing or its provider unreachable' }),
       },
     },
-    handler: async (request) => ({ matches: await app.services.search.search(authOf(request).workspaceId, request.body) }),
+    handler: async (request) => ({ matches: await opts.services.search.search(authOf(request).workspaceId, request.body) }),
   });
 };

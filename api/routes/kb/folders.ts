@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../../core/services';
 import { authOf } from '../../types';
 import { authErrors, ErrorBody, idParam } from '../../schemas/common';
 import {
@@ -15,7 +16,7 @@ const FldId = idParam('fld');
 
 const tags = ['Knowledge base'];
 
-export const folderRoutes: FastifyPluginAsyncZod = async (app) => {
+export const folderRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'folders'> }> = async (app, opts) => {
   app.get('/api/v1/kb/folders', {
     config: { scope: 'kb:read' },
     schema: {
@@ -26,7 +27,7 @@ export const folderRoutes: FastifyPluginAsyncZod = async (app) => {
       response: { 200: FolderList, ...authErrors, 404: ErrorBody.meta({ description: 'not_found: parent_id names no folder' }) },
     },
     handler: async (request) => ({
-      folders: await app.services.folders.list(authOf(request).workspaceId, request.query.parent_id ?? null),
+      folders: await opts.services.folders.list(authOf(request).workspaceId, request.query.parent_id ?? null),
     }),
   });
 
@@ -45,7 +46,7 @@ export const folderRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     handler: async (request, reply) => {
-      const folder = await app.services.folders.create(authOf(request).workspaceId, request.body.name, request.body.parent_id ?? null);
+      const folder = await opts.services.folders.create(authOf(request).workspaceId, request.body.name, request.body.parent_id ?? null);
       return reply.code(201).send(folder);
     },
   });
@@ -60,7 +61,7 @@ export const folderRoutes: FastifyPluginAsyncZod = async (app) => {
       body: RenameFolderBody,
       response: { 200: Folder, ...authErrors, 404: ErrorBody, 409: ErrorBody.meta({ description: 'folder_exists' }) },
     },
-    handler: async (request) => app.services.folders.rename(authOf(request).workspaceId, request.params.id, request.body.name),
+    handler: async (request) => opts.services.folders.rename(authOf(request).workspaceId, request.params.id, request.body.name),
   });
 
   app.delete('/api/v1/kb/folders/:id', {
@@ -72,6 +73,6 @@ export const folderRoutes: FastifyPluginAsyncZod = async (app) => {
       params: FldId,
       response: { 200: DeleteFolderResult, ...authErrors, 404: ErrorBody, 409: FolderNotEmpty },
     },
-    handler: async (request) => app.services.folders.delete(authOf(request).workspaceId, request.params.id),
+    handler: async (request) => opts.services.folders.delete(authOf(request).workspaceId, request.params.id),
   });
 };

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../../core/services';
 import { z } from 'zod';
 import { authOf } from '../../types';
 import { authErrors, ErrorBody, idParam } from '../../schemas/common';
@@ -23,9 +24,9 @@ const WhkId = idParam('whk');
 const tags = ['Webhooks'];
 const notFound = ErrorBody.meta({ description: 'not_found' });
 
-export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
-  const subs = app.services.subscriptions;
-  const deliveries = app.services.deliveries;
+export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'subscriptions' | 'deliveries'> }> = async (app, opts) => {
+  const subs = opts.services.subscriptions;
+  const deliveries = opts.services.deliveries;
 
   app.post('/api/v1/webhook-subscriptions', {
     config: { scope: 'webhooks:write' },

@@ -1,4 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../../core/services';
+import type { TemporalHandle } from '../../types';
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
 import { z } from 'zod';
 import { replyFrame } from '../../../core/chat/transcript';
@@ -87,10 +89,10 @@ const HISTORY_MAX = 200;
 export const conversationWorkflowId = (conversationId: string) => `conversation:${conversationId}`;
 
 /** Send, history, conversations, tasks: the visitor's side of the conversation actor. */
-export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (app, opts) => {
+export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'tasks' | 'uploads' | 'transcript'>; temporal: TemporalHandle | null; sends: RateLimiter }> = async (app, opts) => {
   const temporal = () => {
-    if (!app.temporal) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
-    return app.temporal;
+    if (!opts.temporal) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
+    return opts.temporal;
   };
 
   app.post('/api/public/widget/send', {
@@ -114,16 +116,16 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
     handler: async (request, reply) => {
       const site = request.site!;
       const body = request.body;
-      const agent = await app.services.widget.agentFor(site);
-      const conv = await app.services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec);
+      const agent = await opts.services.widget.agentFor(site);
+      const conv = await opts.services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec);
       if (body.customer_id && body.customer_id !== conv.customer_id) throw new ApiError(403, 'forbidden', 'customer_id does not match the conversation');
       if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
       await enforce(opts.sends, conv.id, 'sends per conversation');
       const refs = [...new Set(body.file_refs ?? [])];
       if (!body.text.trim() && !refs.length) throw new ApiError(400, 'invalid_request', 'text: may be empty only when file_refs is present');
-      const blocking = await app.services.tasks.runningBlocking(conv.id);
+      const blocking = await opts.services.tasks.runningBlocking(conv.id);
       if (blocking) throw new ApiError(409, 'task_in_progress', `Please wait: ${blocking.label}`, { label: blocking.label, task_key: blocking.task_key });
-      const uploads = refs.length ? await app.services.uploads.forSend(site, conv.id, refs) : [];
+      const uploads = refs.length ? await opts.services.uploads.forSend(site, conv.id, refs) : [];
 
       const t = temporal();
       const result: VisitorMessageResult = await t.client.workflow
@@ -135,7 +137,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
               replyId: newId('msg'),
               text: body.text,
               uploadIds: uploads.map((u) => u.id),
-              indexUploads: uploads.filter((u) => app.services.uploads.needsIndexing(u)).map((u) => ({ uploadId: u.id, fileName: u.file_name })),
+              indexUploads: uploads.filter((u) => opts.services.uploads.needsIndexing(u)).map((u) => ({ uploadId: u.id, fileName: u.file_name })),
               delivery: body.delivery,
             },
           ],
@@ -152,7 +154,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       }
       if (result.error) throw new ApiError(502, 'workflow_execution_failed', 'The agent could not answer this message; please try again');
       // A repeated send whose first answer is no longer in the actor's memory: read it back.
-      const answer = result.reply ?? (await app.services.transcript.get(result.reply_id));
+      const answer = result.reply ?? (await opts.services.transcript.get(result.reply_id));
       if (!answer) throw new ApiError(409, 'message_in_progress', 'This message is still being answered; the reply will follow');
       // The same optional fields, non-empty only, as the socket's reply frame.
       const { type: _type, reply_id: _replyId, ...optional } = replyFrame({ id: result.reply_id, text: answer.text, attachments: answer.attachments ?? [], extras: answer.extras ?? {}, unsolicited: false });
@@ -173,10 +175,10 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
     handler: async (request) => {
       const q = request.query;
       if (!q.conversation_id) throw new ApiError(400, 'invalid_request', 'conversation_id: required');
-      const conv = await app.services.widget.authorize(request.site!, q.conversation_id, identityOf(q));
+      const conv = await opts.services.widget.authorize(request.site!, q.conversation_id, identityOf(q));
       const limit = Math.min(q.limit ?? 20, HISTORY_MAX);
-      return app.services.transcript.history(conv.id, { limit, before: q.before }, (attachments) =>
-        app.services.uploads.describe(attachments.map((a) => (a as { upload_id: string }).upload_id).filter(Boolean)),
+      return opts.services.transcript.history(conv.id, { limit, before: q.before }, (attachments) =>
+        opts.services.uploads.describe(attachments.map((a) => (a as { upload_id: string }).upload_id).filter(Boolean)),
       );
     },
   });
@@ -191,7 +193,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       querystring: ConversationsQuery,
       response: { 200: ConversationList, ...widgetErrors },
     },
-    handler: async (request) => ({ conversations: await app.services.widget.conversations(request.site!, request.query) }),
+    handler: async (request) => ({ conversations: await opts.services.widget.conversations(request.site!, request.query) }),
   });
 
   app.post('/api/public/widget/conversations/new', {
@@ -206,10 +208,10 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
     },
     handler: async (request, reply) => {
       const site = request.site!;
-      const { closed, ...ref } = await app.services.widget.startNew(site, request.body);
+      const { closed, ...ref } = await opts.services.widget.startNew(site, request.body);
       for (const id of closed) {
-        if (app.temporal) {
-          await app.temporal.client.workflow
+        if (opts.temporal) {
+          await opts.temporal.client.workflow
             .getHandle(conversationWorkflowId(id))
             .signal(closeSignal)
             .catch(() => undefined); // no actor yet (never sent to) or already finished
@@ -230,8 +232,8 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       response: { 200: z.object({ tasks: z.array(Task) }).meta({ id: 'WidgetTasks' }), ...widgetErrors, ...conversationErrors },
     },
     handler: async (request) => {
-      const conv = await app.services.widget.authorize(request.site!, request.query.conversation_id, identityOf(request.query));
-      return { tasks: await app.services.tasks.open(conv.id) };
+      const conv = await opts.services.widget.authorize(request.site!, request.query.conversation_id, identityOf(request.query));
+      return { tasks: await opts.services.tasks.open(conv.id) };
     },
   });
 
@@ -246,8 +248,8 @@ export const chatRoutes: FastifyPluginAsyncZod<{ sends: RateLimiter }> = async (
       response: { 200: z.object({ cancelled: z.boolean() }), ...widgetErrors, ...conversationErrors },
     },
     handler: async (request) => {
-      const conv = await app.services.widget.authorize(request.site!, request.body.conversation_id, request.body.user_context);
-      const task = (await app.services.tasks.open(conv.id)).find((t) => t.task_key === request.body.task_key);
+      const conv = await opts.services.widget.authorize(request.site!, request.body.conversation_id, request.body.user_context);
+      const task = (await opts.services.tasks.open(conv.id)).find((t) => t.task_key === request.body.task_key);
       if (!task) return { cancelled: false };
       const cancelled = await temporal()
         .client.workflow.getHandle(conversationWorkflowId(conv.id))

@@ -1,4 +1,6 @@
 import cors from '@fastify/cors';
+import type { Services } from '../../../core/services';
+import type { TemporalHandle } from '../../types';
 import { enforce, type RequestLimits } from '../../../core/ratelimit';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
@@ -50,7 +52,11 @@ declare module 'fastify' {
  * origin without credentials. Built so far: init. The rest of the widget API comes with
  * the conversation actor.
  */
-export const widgetRoutes: FastifyPluginAsyncZod<{ limits: RequestLimits }> = async (app, opts) => {
+export const widgetRoutes: FastifyPluginAsyncZod<{
+  services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs'>;
+  temporal: TemporalHandle | null;
+  limits: RequestLimits;
+}> = async (app, opts) => {
   // Any origin may call (the site check decides); never with credentials; the origin is echoed.
   await app.register(cors, { origin: true, credentials: false, allowedHeaders: ['Content-Type', 'X-Concierge-Site'], maxAge: 600 });
   app.decorateRequest('site', null);
@@ -58,7 +64,7 @@ export const widgetRoutes: FastifyPluginAsyncZod<{ limits: RequestLimits }> = as
     if (request.method === 'OPTIONS' || !request.routeOptions.config.site) return;
     // An address that keeps presenting unknown sites or refused origins is answered 429 before the lookup.
     request.site = await opts.limits.widgetRefusals.guard(request.ip, () =>
-      app.services.sites.authenticate(request.headers['x-concierge-site'] as string | undefined, pageOrigin(request)),
+      opts.services.sites.authenticate(request.headers['x-concierge-site'] as string | undefined, pageOrigin(request)),
     );
     await enforce(opts.limits.widgetClient, `${request.site.id}:${request.ip}`, 'requests per site and client address');
   });
@@ -73,11 +79,11 @@ export const widgetRoutes: FastifyPluginAsyncZod<{ limits: RequestLimits }> = as
       body: InitBody.optional(),
       response: { 200: InitResult, ...widgetErrors },
     },
-    handler: async (request) => app.services.widget.init(request.site!, request.body),
+    handler: async (request) => opts.services.widget.init(request.site!, request.body),
   });
 
-  await app.register(chatRoutes, { sends: opts.limits.widgetSends });
-  await app.register(uploadRoutes);
+  await app.register(chatRoutes, { services: opts.services, temporal: opts.temporal, sends: opts.limits.widgetSends });
+  await app.register(uploadRoutes, { services: opts.services });
 
   // The rest of the widget contract: site-authenticated like init, then 501 until built.
   for (const [method, url] of PLANNED_WIDGET) {
@@ -103,8 +109,8 @@ export const widgetRoutes: FastifyPluginAsyncZod<{ limits: RequestLimits }> = as
         const parsed = VoiceIdentity.safeParse({ conversation_id: body.conversation_id, user_context: body.user_context });
         if (!parsed.success) throw new ApiError(400, 'invalid_request', `${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
         const { conversation_id: conversationId, user_context: ctx } = parsed.data;
-        if (conversationId) await app.services.widget.authorize(request.site!, conversationId, ctx);
-        else if (ctx) await app.services.widget.identifyOnSite(request.site!, ctx);
+        if (conversationId) await opts.services.widget.authorize(request.site!, conversationId, ctx);
+        else if (ctx) await opts.services.widget.identifyOnSite(request.site!, ctx);
         throw new ApiError(501, 'not_implemented', `${method} ${url.replace(/:(\w+)/g, '{$1}')} is part of the widget contract but not built yet in this release`);
       },
     });

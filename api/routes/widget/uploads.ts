@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { Services } from '../../../core/services';
 import { z } from 'zod';
 import { readSingleFile } from '../../multipart';
 import { WIDGET_UPLOAD_MAX_BYTES } from '../../../core/widget/uploads';
@@ -81,16 +82,16 @@ const field = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
 const formIdentity = (fields: Record<string, string>) => identityOf({ external_id: field(fields.external_id), user_hash: field(fields.user_hash) });
 
 /** Upload, upload status, file_url, transcribe. */
-export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
-  const uploads = app.services.uploads;
+export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'uploads' | 'widget' | 'blobs'> }> = async (app, opts) => {
+  const uploads = opts.services.uploads;
 
   /**
    * The identity rules of a request about a conversation (404 when it is not the site's,
    * the 403s of a verified visitor's conversation); without one, the identity alone.
    */
   const checkIdentity = async (site: SiteRow, conversationId: string | undefined, ctx: ReturnType<typeof identityOf>): Promise<void> => {
-    if (conversationId) await app.services.widget.authorize(site, conversationId, ctx);
-    else if (ctx) await app.services.widget.identifyOnSite(site, ctx);
+    if (conversationId) await opts.services.widget.authorize(site, conversationId, ctx);
+    else if (ctx) await opts.services.widget.identifyOnSite(site, ctx);
   };
 
   app.post('/api/public/widget/upload', {
@@ -109,9 +110,9 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
     handler: async (request, reply) => {
       // Refused before a byte is read when the agent or its toggle does not allow uploads.
       await uploads.admit(request.site!);
-      const { staged, fileName, fields } = await readSingleFile(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      const { staged, fileName, fields } = await readSingleFile(request, opts.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
       await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
-        await app.services.blobs.discard(staged);
+        await opts.services.blobs.discard(staged);
         // The upload contract has no not_found: a conversation_id not of this site is a bad field.
         if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(400, 'invalid_request', 'conversation_id: not a conversation of this site');
         throw err;
@@ -173,7 +174,7 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
     handler: async (request) => {
       const { conversation_id: conversationId, file_key: fileKey, user_context: ctx } = request.body;
       // The contract answers 403 forbidden (not 404) for a conversation that is not the site's.
-      await app.services.widget.authorize(request.site!, conversationId, ctx).catch((err: unknown) => {
+      await opts.services.widget.authorize(request.site!, conversationId, ctx).catch((err: unknown) => {
         if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
         throw err;
       });
@@ -210,9 +211,9 @@ export const uploadRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request) => {
-      const { staged, fileName, fields } = await readSingleFile(request, app.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      const { staged, fileName, fields } = await readSingleFile(request, opts.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
       await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
-        await app.services.blobs.discard(staged);
+        await opts.services.blobs.discard(staged);
         throw err;
       });
       return uploads.transcribe({ staged, fileName });

@@ -12,6 +12,7 @@ COPY core core
 COPY workflows workflows
 COPY activities activities
 COPY worker worker
+COPY gateways gateways
 COPY bin bin
 COPY infra infra
 COPY scripts scripts

@@ -16,6 +16,18 @@ export default tseslint.config(
     },
   },
   {
+    // Routes never touch Temporal: starts, updates and signals go through gateways/ (failure types mapped there).
+    files: ['api/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [
+          { group: ['@temporalio/*'], message: 'The API reaches Temporal through gateways/, never directly' },
+          { group: ['**/workflows', '**/workflows/*'], message: 'The API reaches workflows through gateways/' },
+        ],
+      }],
+    },
+  },
+  {
     // The workflow sandbox: deterministic code only. No Node built-ins, no ORM, no HTTP
     // clients, nothing from the API; activities are imported as types only.
     files: ['workflows/**/*.ts'],

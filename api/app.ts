@@ -6,7 +6,8 @@ import websocket from '@fastify/websocket';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fastify/type-provider-zod';
 import type { RequestLimits } from '../core/ratelimit';
 import type { Services } from '../core/services';
-import type { TemporalHandle } from './types';
+import './types';
+import type { Gateways } from '../gateways';
 import { authPlugin } from './plugins/auth';
 import { clientErrorHandler, errorsPlugin, frameworkErrors } from './plugins/errors';
 import { REDACT_PATHS, REDACTED, serializeRequest } from './logging';
@@ -33,7 +34,8 @@ export interface AppDeps {
   services: Services;
   limits: RequestLimits;
   bodyLimitBytes: number;
-  temporal?: TemporalHandle | null;
+  /** What the API starts in Temporal (sends, the conversation actor); null: those endpoints answer 503. */
+  gateways?: Gateways | null;
   /** The provider webhook's secrets; absent: /webhooks/msgapp answers 503. */
   msgappWebhook?: Omit<MsgappWebhookOptions, 'services'>;
   /** Largest knowledge-base upload (streamed, never buffered). */
@@ -81,7 +83,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   // Each route plugin receives the services it uses as options (encapsulated), never a locator on the app.
   const services = deps.services;
-  const temporal = deps.temporal ?? null;
+  const gateways = deps.gateways ?? null;
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
   });
@@ -104,8 +106,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(agentRoutes, { services });
   await app.register(customerRoutes, { services });
   await app.register(conversationRoutes, { services });
-  await app.register(messageRoutes, { services, temporal });
-  await app.register(widgetRoutes, { services, temporal, limits: deps.limits });
+  await app.register(messageRoutes, { services, gateways });
+  await app.register(widgetRoutes, { services, gateways, limits: deps.limits });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });

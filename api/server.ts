@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import type { Composition } from '../core/compose';
+import { createGateways } from '../gateways';
 import { createRequestLimits, openRateStore, WINDOW_SECONDS, type RateStore } from '../core/ratelimit';
 import { buildApp, loggerOptions } from './app';
 import { ChatHub } from './chat-hub';
@@ -47,7 +48,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
   });
   const app = await buildApp({
     services: c.services,
-    temporal: c.temporal,
+    gateways: c.temporal ? createGateways(c.temporal.client, c.temporal.taskQueue) : null,
     msgappWebhook: { appSecret: config.MSGAPP_APP_SECRET ?? null, verifyToken: config.MSGAPP_VERIFY_TOKEN ?? null },
     limits,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,

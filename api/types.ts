@@ -1,6 +1,5 @@
 import type { AuthenticatedKey } from '../core/auth/api-keys';
 import type { Scope } from '../core/auth/scopes';
-import type { Client } from '@temporalio/client';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -18,9 +17,6 @@ declare module 'fastify' {
     idempotency: { workspaceId: string; key: string; fingerprint?: string; claimed: boolean } | null;
   }
 }
-
-/** The workflow service, for endpoints that start workflows (message sends, widget chat); null when not connected. */
-export type TemporalHandle = { client: Client; taskQueue: string };
 
 /** The authenticated key of a request that passed the auth hook. */
 export function authOf(request: { auth: AuthenticatedKey | null }): AuthenticatedKey {

@@ -38,6 +38,13 @@ const { indexUploadForSearch } = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
 });
 
+
+/** The actor's workflow id: one per conversation, on every channel. */
+export const conversationWorkflowId = (conversationId: string) => `conversation:${conversationId}`;
+
+/** The failure type the visitor-message update's validator throws once the conversation is closed. */
+export const CONVERSATION_CLOSED = 'conversation_closed';
+
 export interface VisitorMessage {
   /** The client's id for the message: a repeated send with it is the same message. */
   clientMessageId: string;
@@ -177,7 +184,7 @@ export async function conversationWorkflow(input: ConversationInput): Promise<vo
     },
     {
       validator: (msg) => {
-        if (closed) throw new Error('conversation_closed');
+        if (closed) throw ApplicationFailure.create({ type: CONVERSATION_CLOSED, message: 'the conversation is closed', nonRetryable: true });
         if (!msg.clientMessageId || !msg.messageId || !msg.replyId) throw new Error('message ids are required');
       },
     },

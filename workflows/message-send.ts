@@ -13,6 +13,10 @@ const { callMsgappProvider } = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 5, nonRetryableErrorTypes: ['ProviderRejected'] },
 });
 
+
+/** One workflow per outbound message. */
+export const messageSendWorkflowId = (messageId: string) => `message-send:${messageId}`;
+
 export type MessageSendResult = { status: 'sent'; providerMessageId: string } | { status: 'failed'; error: string };
 
 /**

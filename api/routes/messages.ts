@@ -1,8 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../core/services';
-import type { TemporalHandle } from '../types';
+import type { Gateways } from '../../gateways';
 import { ApiError } from '../../core/errors';
-import { messageSendWorkflow } from '../../workflows';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { ListMessagesQuery, Message, MessageList, SendMessageBody, SendResult } from '../schemas/messages';
@@ -11,7 +10,7 @@ const MsgId = idParam('msg');
 
 const tags = ['Messages'];
 
-export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'messages'>; temporal: TemporalHandle | null }> = async (app, opts) => {
+export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'messages'>; gateways: Gateways | null }> = async (app, opts) => {
   app.post('/api/v1/messages', {
     config: { scope: 'conversations:write' },
     schema: {
@@ -32,15 +31,11 @@ export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'me
     },
     handler: async (request, reply) => {
       const ws = authOf(request).workspaceId;
-      if (!opts.temporal || !opts.services.messages.configured) {
+      if (!opts.gateways || !opts.services.messages.configured) {
         throw new ApiError(503, 'messaging_unavailable', 'Sending is not configured on this server (MSGAPP_API_BASE and a Temporal connection are needed)');
       }
       const plan = await opts.services.messages.plan(ws, request.body);
-      const result = await opts.temporal.client.workflow.execute(messageSendWorkflow, {
-        workflowId: `message-send:${plan.messageId}`,
-        taskQueue: opts.temporal.taskQueue,
-        args: [plan],
-      });
+      const result = await opts.gateways.messages.send(plan);
       const message = await opts.services.messages.get(ws, plan.messageId);
       if (result.status === 'failed') {
         throw new ApiError(502, 'provider_error', `The provider did not accept the message: ${result.error}`, { message_id: plan.messageId });

@@ -1,15 +1,11 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../../core/services';
-import type { TemporalHandle } from '../../types';
-import { WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
+import type { Gateways } from '../../../gateways';
 import { z } from 'zod';
 import { replyFrame } from '../../../core/chat/transcript';
 import { ApiError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { enforce, type RateLimiter } from '../../../core/ratelimit';
-import type { SiteRow } from '../../../core/widget/sites';
-import { searchAttributesFor } from '../../../worker/search-attributes';
-import { cancelTaskUpdate, closeSignal, conversationWorkflow, visitorMessageUpdate, type VisitorMessageResult } from '../../../workflows/conversation';
 import { ErrorBody } from '../../schemas/common';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
 
@@ -86,13 +82,11 @@ const CancelBody = z.object({ conversation_id: z.string().min(1).max(100), task_
 
 const HISTORY_MAX = 200;
 
-export const conversationWorkflowId = (conversationId: string) => `conversation:${conversationId}`;
-
 /** Send, history, conversations, tasks: the visitor's side of the conversation actor. */
-export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'tasks' | 'uploads' | 'transcript'>; temporal: TemporalHandle | null; sends: RateLimiter }> = async (app, opts) => {
-  const temporal = () => {
-    if (!opts.temporal) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
-    return opts.temporal;
+export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'tasks' | 'uploads' | 'transcript'>; gateways: Gateways | null; sends: RateLimiter }> = async (app, opts) => {
+  const actors = () => {
+    if (!opts.gateways) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
+    return opts.gateways.conversations;
   };
 
   app.post('/api/public/widget/send', {
@@ -127,28 +121,18 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       if (blocking) throw new ApiError(409, 'task_in_progress', `Please wait: ${blocking.label}`, { label: blocking.label, task_key: blocking.task_key });
       const uploads = refs.length ? await opts.services.uploads.forSend(site, conv.id, refs) : [];
 
-      const t = temporal();
-      const result: VisitorMessageResult = await t.client.workflow
-        .executeUpdateWithStart(visitorMessageUpdate, {
-          args: [
-            {
-              clientMessageId: body.client_message_id ?? newId('msg'),
-              messageId: newId('msg'),
-              replyId: newId('msg'),
-              text: body.text,
-              uploadIds: uploads.map((u) => u.id),
-              indexUploads: uploads.filter((u) => opts.services.uploads.needsIndexing(u)).map((u) => ({ uploadId: u.id, fileName: u.file_name })),
-              delivery: body.delivery,
-            },
-          ],
-          startWorkflowOperation: startConversation(t.taskQueue, site, conv.id),
-        })
-        .catch((err: unknown) => {
-          if (err instanceof WorkflowUpdateFailedError && /conversation_closed/.test(String(err.cause?.message))) {
-            throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
-          }
-          throw err;
-        });
+      const result = await actors().send(
+        { id: conv.id, workspaceId: site.workspace_id },
+        {
+          clientMessageId: body.client_message_id ?? newId('msg'),
+          messageId: newId('msg'),
+          replyId: newId('msg'),
+          text: body.text,
+          uploadIds: uploads.map((u) => u.id),
+          indexUploads: uploads.filter((u) => opts.services.uploads.needsIndexing(u)).map((u) => ({ uploadId: u.id, fileName: u.file_name })),
+          delivery: body.delivery,
+        },
+      );
       if (body.delivery === 'async') {
         return reply.code(202).send({ accepted: true as const, message_id: result.message_id, reply_id: result.reply_id, server_time: new Date().toISOString() });
       }
@@ -209,14 +193,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
     handler: async (request, reply) => {
       const site = request.site!;
       const { closed, ...ref } = await opts.services.widget.startNew(site, request.body);
-      for (const id of closed) {
-        if (opts.temporal) {
-          await opts.temporal.client.workflow
-            .getHandle(conversationWorkflowId(id))
-            .signal(closeSignal)
-            .catch(() => undefined); // no actor yet (never sent to) or already finished
-        }
-      }
+      await opts.gateways?.conversations.closed(closed);
       return reply.code(201).send(ref);
     },
   });
@@ -251,21 +228,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       const conv = await opts.services.widget.authorize(request.site!, request.body.conversation_id, request.body.user_context);
       const task = (await opts.services.tasks.open(conv.id)).find((t) => t.task_key === request.body.task_key);
       if (!task) return { cancelled: false };
-      const cancelled = await temporal()
-        .client.workflow.getHandle(conversationWorkflowId(conv.id))
-        .executeUpdate(cancelTaskUpdate, { args: [task.task_key] })
-        .catch(() => false);
-      return { cancelled };
+      return { cancelled: await actors().cancelTask(conv.id, task.task_key) };
     },
   });
 };
-
-function startConversation(taskQueue: string, site: SiteRow, conversationId: string) {
-  return new WithStartWorkflowOperation(conversationWorkflow, {
-    workflowId: conversationWorkflowId(conversationId),
-    taskQueue,
-    args: [{ conversationId, workspaceId: site.workspace_id }],
-    workflowIdConflictPolicy: 'USE_EXISTING',
-    typedSearchAttributes: searchAttributesFor({ workspaceId: site.workspace_id }),
-  });
-}

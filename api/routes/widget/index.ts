@@ -1,6 +1,6 @@
 import cors from '@fastify/cors';
 import type { Services } from '../../../core/services';
-import type { TemporalHandle } from '../../types';
+import type { Gateways } from '../../../gateways';
 import { enforce, type RequestLimits } from '../../../core/ratelimit';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
@@ -54,7 +54,7 @@ declare module 'fastify' {
  */
 export const widgetRoutes: FastifyPluginAsyncZod<{
   services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs'>;
-  temporal: TemporalHandle | null;
+  gateways: Gateways | null;
   limits: RequestLimits;
 }> = async (app, opts) => {
   // Any origin may call (the site check decides); never with credentials; the origin is echoed.
@@ -82,7 +82,7 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
     handler: async (request) => opts.services.widget.init(request.site!, request.body),
   });
 
-  await app.register(chatRoutes, { services: opts.services, temporal: opts.temporal, sends: opts.limits.widgetSends });
+  await app.register(chatRoutes, { services: opts.services, gateways: opts.gateways, sends: opts.limits.widgetSends });
   await app.register(uploadRoutes, { services: opts.services });
 
   // The rest of the widget contract: site-authenticated like init, then 501 until built.

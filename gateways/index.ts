@@ -1,0 +1,13 @@
+import type { Client } from '@temporalio/client';
+import { ConversationGateway } from './conversations';
+import { MessageSender } from './messages';
+
+/** What the API starts, updates and signals in Temporal; built by core/compose.ts when a Temporal client is there. */
+export interface Gateways {
+  conversations: ConversationGateway;
+  messages: MessageSender;
+}
+
+export function createGateways(client: Client, taskQueue: string): Gateways {
+  return { conversations: new ConversationGateway(client, taskQueue), messages: new MessageSender(client, taskQueue) };
+}

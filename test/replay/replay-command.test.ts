@@ -1,0 +1,76 @@
+// `npm run replay`: histories exported from a running deployment replay against the current code.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { findTemporalCli } from '../../infra/temporal';
+import { purgeExpiredWorkflow } from '../../workflows';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { HISTORIES_DIR, startTestWorker, type TestWorker } from '../support/temporal';
+
+const ROOT = path.resolve(__dirname, '../..');
+const run = promisify(execFile);
+
+/** The command as `npm run replay` runs it; resolves with its exit code and output. */
+async function replay(args: string[]): Promise<{ code: number; out: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'bin/replay.ts', ...args], { cwd: ROOT, timeout: 120_000 });
+    return { code: 0, out: stdout + stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? -1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` };
+  }
+}
+
+let db: TestDatabase;
+let tw: TestWorker;
+let dir: string;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  tw = await startTestWorker(db);
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'replay-command-'));
+}, 60_000);
+afterAll(async () => {
+  await tw.close();
+  await db.drop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('every stored fixture replays (a directory stands for its *.json files): OK per file, exit 0', async () => {
+  const fixtures = fs.readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
+  const { code, out } = await replay(['--bundle', process.env.TEST_WORKFLOW_BUNDLE!, HISTORIES_DIR]);
+  expect(out).toContain(`${fixtures.length} histories replayed`);
+  for (const f of fixtures) expect(out).toMatch(new RegExp(`^OK +\\S*${f.replace('.', '\\.')} \\(\\w+\\)$`, 'm'));
+  expect(code).toBe(0);
+}, 120_000);
+
+test('a history exported from the running server with `temporal workflow show --output json` replays', async () => {
+  const workflowId = `replay-export-${Date.now()}`;
+  await tw.client.workflow.execute(purgeExpiredWorkflow, { workflowId, taskQueue: tw.taskQueue });
+  const cli = findTemporalCli({ install: false });
+  const { stdout } = await run(cli, ['workflow', 'show', '-w', workflowId, '--output', 'json', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', 'default']);
+  const file = path.join(dir, `${workflowId}.json`);
+  fs.writeFileSync(file, stdout);
+  const { code, out } = await replay(['--bundle', process.env.TEST_WORKFLOW_BUNDLE!, file]);
+  expect(out).toContain(`OK   ${file} (purgeExpiredWorkflow)`);
+  expect(code).toBe(0);
+}, 120_000);
+
+test('an incompatible change to the workflow code fails the replay with the determinism error, exit 1', async () => {
+  const { code, out } = await replay(['--workflows', 'test/replay/fixtures/changed-maintenance.ts', path.join(HISTORIES_DIR, 'purge-expired.json')]);
+  expect(out).toMatch(/^FAIL \S*purge-expired\.json \(purgeExpiredWorkflow\): DeterminismViolationError: /m);
+  expect(out).toContain('1 of 1 histories failed to replay');
+  expect(code).toBe(1);
+}, 120_000);
+
+test('a file that is not a history fails with a reason; a missing path is a usage error (exit 2)', async () => {
+  const junk = path.join(dir, 'junk.json');
+  fs.writeFileSync(junk, JSON.stringify({ hello: 'world' }));
+  const bad = await replay(['--bundle', process.env.TEST_WORKFLOW_BUNDLE!, junk]);
+  expect(bad.out).toContain(`FAIL ${junk}: not a workflow history (no events)`);
+  expect(bad.code).toBe(1);
+  const missing = await replay([path.join(dir, 'nope.json')]);
+  expect(missing.out).toContain('no such file or directory');
+  expect(missing.code).toBe(2);
+}, 60_000);

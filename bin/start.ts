@@ -10,6 +10,7 @@ import { chooseDatabase } from '../infra/postgres';
 import { pickPort } from '../infra/ports';
 import { findTemporalCli, startDevServer, type DevServer } from '../infra/temporal';
 import { startWorker } from '../worker/runtime';
+import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/search-attributes';
 import { startMsgappSandbox } from '../sandbox/msgapp';
 
 const say = (msg: string) => console.log(`[concierge] ${msg}`);
@@ -51,6 +52,7 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
         uiPort: config.TEMPORAL_UI_PORT,
         namespace: config.TEMPORAL_NAMESPACE,
         logFile: path.join(dir, 'temporal.log'),
+        searchAttributes: SEARCH_ATTRIBUTE_FLAGS,
       });
       stops.push(dev.stop);
       temporalAddress = dev.address;

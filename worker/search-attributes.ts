@@ -10,6 +10,9 @@ export const FILE_ID = defineSearchAttributeKey('ConciergeFileId', SearchAttribu
 
 export const ALL_SEARCH_ATTRIBUTES = [WORKSPACE_ID, SUBSCRIPTION_ID, EVENT_TYPE, FILE_ID];
 
+/** The attributes as the `temporal` CLI's `--search-attribute NAME=TYPE` names them (all keywords). */
+export const SEARCH_ATTRIBUTE_FLAGS = ALL_SEARCH_ATTRIBUTES.map((k) => ({ name: k.name, type: 'Keyword' }));
+
 export function searchAttributesFor(v: { workspaceId: string; subscriptionId?: string; eventType?: string; fileId?: string }): TypedSearchAttributes {
   const pairs: ConstructorParameters<typeof TypedSearchAttributes>[0] = [{ key: WORKSPACE_ID, value: v.workspaceId }];
   if (v.subscriptionId) pairs.push({ key: SUBSCRIPTION_ID, value: v.subscriptionId });

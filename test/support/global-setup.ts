@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { findTemporalCli } from '../../infra/temporal';
+import { devServerFlags, findTemporalCli } from '../../infra/temporal';
+import { SEARCH_ATTRIBUTE_FLAGS } from '../../worker/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 
 /**
@@ -15,7 +16,13 @@ import { WORKFLOWS_PATH } from '../../worker/worker';
 export default async function globalSetup(): Promise<void> {
   const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
   const env = await TestWorkflowEnvironment.createLocal({
-    server: { executable: { type: 'existing-path', path: cli }, ip: '127.0.0.1', log: { format: 'pretty', level: 'error' } },
+    // The same tuning as npm start's embedded server (in memory here: no SQLite file to tune).
+    server: {
+      executable: { type: 'existing-path', path: cli },
+      ip: '127.0.0.1',
+      log: { format: 'pretty', level: 'error' },
+      extraArgs: devServerFlags(SEARCH_ATTRIBUTE_FLAGS, { sqliteFile: false }),
+    },
   });
   (globalThis as Record<string, unknown>).__TEMPORAL_ENV__ = env;
   process.env.TEST_TEMPORAL_ADDRESS = env.address;

@@ -10,6 +10,7 @@ import { newId } from '../../core/ids';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { WORKSPACE_ID } from '../../worker/search-attributes';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 
 let db: TestDatabase;
@@ -107,6 +108,9 @@ describe('POST /api/v1/messages', () => {
     const sent = sandbox.sent.at(-1)!;
     expect(sent.body).toMatchObject({ messaging_product: 'whatsapp', to: CUSTOMER, type: 'template', template: { name: 'order_update' } });
     await maybeRecordHistory(tw.client, `message-send:${body.id}`, 'message-send');
+    // An operator filtering by workspace finds the send.
+    const described = await tw.client.workflow.getHandle(`message-send:${body.id}`).describe();
+    expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
 
     const read = (await t.app.inject({ method: 'GET', url: `/api/v1/messages/${body.id}`, headers: auth })).json();
     // The sandbox's status callbacks may already have moved it on.

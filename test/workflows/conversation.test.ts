@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
+import { Client, Connection, WorkflowUpdateFailedError, WorkflowUpdateStage } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
@@ -136,13 +136,15 @@ test('continue-as-new with updates in flight: every waiting sync caller gets its
   try {
     const a = update(conv, message('a', 'sync'));
     await eventually(10_000, 'the first turn to start', async () => turns.length === before + 1);
-    // Queued behind a turn that already fills this run's quota of one.
-    const b = update(conv, message('b', 'sync'));
+    // Queued (accepted before c is sent, so in this order) behind a turn that already fills this run's quota of one.
+    const b = await env.client.workflow
+      .getHandle(conversationWorkflowId(conv))
+      .startUpdate(visitorMessageUpdate, { args: [message('b', 'sync')], waitForStage: WorkflowUpdateStage.ACCEPTED });
     const c = await update(conv, message('c', 'async'));
     expect(c).toMatchObject({ message_id: 'msg_c', duplicate: false });
     expect(await runId(conv)).toBe(firstRun);
     release();
-    const [ra, rb] = await Promise.all([a, b]);
+    const [ra, rb] = await Promise.all([a, b.result()]);
     expect(ra.reply?.text).toBe('reply to msg_a');
     expect(rb.reply?.text).toBe('reply to msg_b');
     await eventually(10_000, 'the actor to continue as new', async () => (await runId(conv)) !== firstRun);

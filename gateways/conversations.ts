@@ -1,6 +1,8 @@
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import type { ChatTranscript } from '../core/chat/transcript';
 import { ApiError } from '../core/errors';
+import { newId } from '../core/ids';
 import { searchAttributesFor } from '../worker/search-attributes';
 import {
   cancelTaskUpdate,
@@ -8,21 +10,41 @@ import {
   CONVERSATION_CLOSED,
   conversationWorkflow,
   conversationWorkflowId,
+  TASK_IN_PROGRESS,
   visitorMessageUpdate,
-  type VisitorMessage,
+  type TaskInProgress,
   type VisitorMessageResult,
 } from '../workflows/conversation';
 
 /** Workflow failure types and the API errors they become: matched on the failure's type, never its text. */
-const API_ERRORS: Record<string, () => ApiError> = {
+const API_ERRORS: Record<string, (failure: ApplicationFailure) => ApiError> = {
   [CONVERSATION_CLOSED]: () => new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new'),
+  [TASK_IN_PROGRESS]: (failure) => {
+    const { label, task_key } = failure.details?.[0] as TaskInProgress;
+    return new ApiError(409, 'task_in_progress', `Please wait: ${label}`, { label, task_key });
+  },
 };
+
+/** The ApplicationFailure a failed update carries, when its type is one the API answers for. */
+function refusalOf(err: unknown): ApplicationFailure | null {
+  const cause = err instanceof WorkflowUpdateFailedError ? err.cause : err;
+  return cause instanceof ApplicationFailure && cause.type && API_ERRORS[cause.type] ? cause : null;
+}
 
 /** The API error a failed update stands for, when its failure type has one; else the error itself. */
 export function apiErrorOf(err: unknown): unknown {
-  const cause = err instanceof WorkflowUpdateFailedError ? err.cause : err;
-  if (cause instanceof ApplicationFailure && cause.type && API_ERRORS[cause.type]) return API_ERRORS[cause.type]();
-  return err;
+  const refusal = refusalOf(err);
+  return refusal ? API_ERRORS[refusal.type!](refusal) : err;
+}
+
+/** A visitor's message as the send route hands it over. */
+export interface VisitorSend {
+  clientMessageId: string;
+  text: string;
+  uploadIds: string[];
+  /** Uploads long enough to be indexed for search first: each becomes a blocking task. */
+  indexUploads: Array<{ uploadId: string; fileName: string }>;
+  delivery: 'sync' | 'async';
 }
 
 /**
@@ -33,13 +55,33 @@ export class ConversationGateway {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,
+    private readonly transcript: Pick<ChatTranscript, 'storeVisitorMessage' | 'withdraw'>,
   ) {}
 
-  /** Records a visitor message with the actor (started if it is not running) and, for sync delivery, waits for the reply. */
-  async send(conv: { id: string; workspaceId: string }, message: VisitorMessage): Promise<VisitorMessageResult> {
-    return this.client.workflow
-      .executeUpdateWithStart(visitorMessageUpdate, {
-        args: [message],
+  /**
+   * The send path, in this order:
+   * 1. the message is stored, insert-if-absent by the client's message id, so a retry
+   *    finds the first attempt's row whatever happened after it;
+   * 2. already answered (a retry after the reply was stored): the stored ids, no actor;
+   * 3. else the actor (started if not running) hears of the stored message and queues a
+   *    turn, or already has it (`duplicate`); a sync send waits for the reply. A failure
+   *    before the update reaches the actor leaves nothing in it: the retry is taken as new;
+   * 4. refused by the actor's validator (closed, a blocking task): the 409 says the
+   *    message was not taken, so a row this call stored is taken back.
+   */
+  async send(conv: { id: string; workspaceId: string }, send: VisitorSend): Promise<VisitorMessageResult> {
+    const stored = await this.transcript.storeVisitorMessage({
+      id: newId('msg'),
+      workspaceId: conv.workspaceId,
+      conversationId: conv.id,
+      clientMessageId: send.clientMessageId,
+      text: send.text,
+      uploadIds: send.uploadIds,
+    });
+    if (stored.reply_id) return { message_id: stored.message_id, reply_id: stored.reply_id, duplicate: true };
+    try {
+      return await this.client.workflow.executeUpdateWithStart(visitorMessageUpdate, {
+        args: [{ clientMessageId: send.clientMessageId, messageId: stored.message_id, replyId: newId('msg'), indexUploads: send.indexUploads, delivery: send.delivery }],
         startWorkflowOperation: new WithStartWorkflowOperation(conversationWorkflow, {
           workflowId: conversationWorkflowId(conv.id),
           taskQueue: this.taskQueue,
@@ -47,10 +89,11 @@ export class ConversationGateway {
           workflowIdConflictPolicy: 'USE_EXISTING',
           typedSearchAttributes: searchAttributesFor({ workspaceId: conv.workspaceId }),
         }),
-      })
-      .catch((err: unknown) => {
-        throw apiErrorOf(err);
       });
+    } catch (err) {
+      if (stored.created && refusalOf(err)) await this.transcript.withdraw(conv.id, stored.message_id);
+      throw apiErrorOf(err);
+    }
   }
 
   /** Tells the actors of conversations closed in the database to finish (none running: nothing to do). */

@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { ChatTranscript } from '../core/chat/transcript';
 import { ConversationGateway } from './conversations';
 import { MessageSender } from './messages';
 
@@ -8,6 +9,6 @@ export interface Gateways {
   messages: MessageSender;
 }
 
-export function createGateways(client: Client, taskQueue: string): Gateways {
-  return { conversations: new ConversationGateway(client, taskQueue), messages: new MessageSender(client, taskQueue) };
+export function createGateways(client: Client, taskQueue: string, deps: { transcript: ChatTranscript }): Gateways {
+  return { conversations: new ConversationGateway(client, taskQueue, deps.transcript), messages: new MessageSender(client, taskQueue) };
 }

@@ -16,52 +16,50 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import type { TaskStatus } from '../core/chat/tasks';
 import type { TurnReply } from '../core/chat/turn';
+import { presets } from './presets';
 
-const { recordVisitorMessage, publishTurnError, recordTaskStarted, recordTaskFinished } = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 },
-});
-/**
- * The agent's turn: model calls stream for a while, so a lost worker is noticed by the
- * missing heartbeat, not by the overall timeout. A retry finds a stored reply and only
- * re-announces it.
- */
-const { runAgentTurn } = proxyActivities<Activities>({
-  startToCloseTimeout: '3 minutes',
-  heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 4, nonRetryableErrorTypes: ['LlmRejected'] },
-});
-const { indexUploadForSearch } = proxyActivities<Activities>({
-  startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
-});
-
+const { publishTurnError, recordTaskStarted, recordTaskFinished } = proxyActivities<Activities>(presets.dbWrite);
+const { runAgentTurn } = proxyActivities<Activities>(presets.agentTurn);
+const { indexUploadForSearch } = proxyActivities<Activities>(presets.uploadIndexing);
 
 /** The actor's workflow id: one per conversation, on every channel. */
 export const conversationWorkflowId = (conversationId: string) => `conversation:${conversationId}`;
+/** A background task's child workflow: from the conversation id, so a replayed history keeps its recorded child ids. */
+export const conversationTaskWorkflowId = (conversationId: string, taskKey: string) => `conversation:${conversationId}:task:${taskKey}`;
 
-/** The failure type the visitor-message update's validator throws once the conversation is closed. */
+/** Failure type of the visitor-message validator once the conversation is closed. */
 export const CONVERSATION_CLOSED = 'conversation_closed';
+/** Failure type of the visitor-message validator while a blocking task runs; details: [TaskInProgress]. */
+export const TASK_IN_PROGRESS = 'task_in_progress';
 
+export interface TaskInProgress {
+  label: string;
+  task_key: string;
+}
+
+/**
+ * A visitor message the API has already stored (insert-if-absent by the client's message
+ * id): the actor only decides whether it takes a turn, never writes it.
+ */
 export interface VisitorMessage {
   /** The client's id for the message: a repeated send with it is the same message. */
   clientMessageId: string;
-  /** Ids proposed by the API for this message and its reply; a duplicate gets the first ones back. */
+  /** The stored message's id. */
   messageId: string;
+  /** The id proposed for its reply; a duplicate gets the first one back. */
   replyId: string;
-  text: string;
-  uploadIds: string[];
   /** Uploads long enough to be indexed for search first: each becomes a blocking task. */
   indexUploads?: Array<{ uploadId: string; fileName: string }>;
-  /** `sync`: the update completes with the reply; `async`: once the message is stored. */
+  /** `sync`: the update completes with the reply; `async`: once the turn is queued. */
   delivery: 'sync' | 'async';
 }
 
 export interface VisitorMessageResult {
   message_id: string;
   reply_id: string;
+  /** The actor had this client message id already: no new turn. */
   duplicate: boolean;
   /** Sync delivery: the reply, or why there is none. */
   reply?: TurnReply;
@@ -72,15 +70,20 @@ export interface TaskState {
   task_key: string;
   label: string;
   kind: string;
-  status: 'running' | 'completed' | 'cancelled' | 'failed';
+  status: TaskStatus;
   blocking: boolean;
   started_at: string;
+}
+
+interface TurnIds {
+  message_id: string;
+  reply_id: string;
 }
 
 /** What a run hands to the next one when it continues as new. */
 export interface ConversationCarry {
   /** Recent client message ids and the ids they were given (bounded). */
-  seen: Array<[string, { message_id: string; reply_id: string }]>;
+  seen: Array<[string, TurnIds]>;
   turns: number;
 }
 
@@ -97,154 +100,187 @@ export const cancelTaskUpdate = defineUpdate<boolean, [string]>('cancelTask');
 export const closeSignal = defineSignal('close');
 export const tasksQuery = defineQuery<TaskState[]>('tasks');
 
+/** Client message ids remembered (and carried across runs); older ones are the transcript's unique index's to catch. */
 const SEEN_LIMIT = 500;
+/** Outcomes kept for sync duplicates; an older one is read back from the transcript by the API. */
+const FINISHED_LIMIT = 50;
 const DEFAULT_TURNS_PER_RUN = 200;
-
-interface PendingTurn {
-  message_id: string;
-  reply_id: string;
-}
 
 /** Task children to the parent: `uploadIndexTaskWorkflow` reads one long upload into its search passages. */
 export async function uploadIndexTaskWorkflow(uploadId: string): Promise<number> {
   return indexUploadForSearch(uploadId);
 }
 
+type Outcome = Pick<VisitorMessageResult, 'reply' | 'error'>;
+type Task = TaskState & { scope: CancellationScope };
+
 /**
- * The actor of one web conversation (`conversation:conv_…`), long-lived. Visitor
- * messages arrive as updates, deduplicated by the client's message id (in the workflow
- * for the recent ones, and by the transcript's unique index for older ones). Turns run
- * one at a time in arrival order, each as an activity. Background tasks are child
- * workflows the visitor can list and cancel; while a blocking one runs, turns wait
- * (and the API refuses new sends with 409). After `turnsPerRun` turns, or when the
- * server suggests it, the run continues as new carrying the dedupe window.
+ * The state of one conversation's actor and all its handlers do to it. Handlers run
+ * only between the main loop's awaits, so no lock is needed; every change they make
+ * happens before their first await, so an accepted update is in `seen` at once.
  */
-export async function conversationWorkflow(input: ConversationInput): Promise<void> {
-  const seen = new Map(input.carry?.seen ?? []);
-  const queue: PendingTurn[] = [];
-  /** Replies queued or being written. */
-  const pending = new Set<string>();
-  const finished = new Map<string, { reply?: TurnReply; error?: string }>();
-  const tasks = new Map<string, TaskState & { scope?: CancellationScope }>();
-  let closed = false;
-  let turns = 0;
-  const turnsPerRun = input.turnsPerRun ?? DEFAULT_TURNS_PER_RUN;
+class Conversation {
+  private readonly seen: Map<string, TurnIds>;
+  private readonly queue: TurnIds[] = [];
+  /** Reply ids of turns queued or running. */
+  private readonly pending = new Set<string>();
+  private readonly finished = new Map<string, Outcome>();
+  private readonly tasks = new Map<string, Task>();
+  private closed = false;
+  private turns = 0;
 
-  const remember = (clientId: string, ids: { message_id: string; reply_id: string }) => {
-    seen.set(clientId, ids);
-    if (seen.size > SEEN_LIMIT) seen.delete(seen.keys().next().value as string);
-  };
-  const blockingRunning = () => [...tasks.values()].some((t) => t.blocking && t.status === 'running');
-
-  const waitFor = async (replyId: string): Promise<Pick<VisitorMessageResult, 'reply' | 'error'>> => {
-    await condition(() => finished.has(replyId));
-    return finished.get(replyId)!;
-  };
-
-  setHandler(tasksQuery, () => [...tasks.values()].map(({ task_key, label, kind, status, blocking, started_at }) => ({ task_key, label, kind, status, blocking, started_at })));
-  setHandler(closeSignal, () => {
-    closed = true;
-    // Nothing waits for a closed conversation's tasks; queued turns still get their answer.
-    for (const t of tasks.values()) if (t.status === 'running') t.scope?.cancel();
-  });
-
-  setHandler(
-    visitorMessageUpdate,
-    async (msg): Promise<VisitorMessageResult> => {
-      const prior = seen.get(msg.clientMessageId);
-      if (prior) {
-        // The same message again: one turn only. A sync caller still gets the reply.
-        if (msg.delivery === 'async') return { ...prior, duplicate: true };
-        const outcome = pending.has(prior.reply_id) ? await waitFor(prior.reply_id) : finished.get(prior.reply_id);
-        return { ...prior, duplicate: true, ...(outcome ?? {}) };
-      }
-      remember(msg.clientMessageId, { message_id: msg.messageId, reply_id: msg.replyId });
-      pending.add(msg.replyId);
-      const stored = await recordVisitorMessage({
-        conversationId: input.conversationId,
-        workspaceId: input.workspaceId,
-        messageId: msg.messageId,
-        clientMessageId: msg.clientMessageId,
-        text: msg.text,
-        uploadIds: msg.uploadIds,
-      });
-      // Stored before (outside this run's window): the first ids stand, and an answer given then stands too.
-      const ids = { message_id: stored.message_id, reply_id: stored.reply_id ?? msg.replyId };
-      if (!stored.created) {
-        remember(msg.clientMessageId, ids);
-        if (stored.reply_id) {
-          pending.delete(msg.replyId);
-          return { ...ids, duplicate: true };
-        }
-      }
-      for (const u of msg.indexUploads ?? []) startTask(`index:${u.uploadId}`, 'index_upload', `Reading ${u.fileName}`, true, u.uploadId);
-      queue.push(ids);
-      if (msg.delivery === 'async') return { ...ids, duplicate: !stored.created };
-      return { ...ids, duplicate: !stored.created, ...(await waitFor(ids.reply_id)) };
-    },
-    {
-      validator: (msg) => {
-        if (closed) throw ApplicationFailure.create({ type: CONVERSATION_CLOSED, message: 'the conversation is closed', nonRetryable: true });
-        if (!msg.clientMessageId || !msg.messageId || !msg.replyId) throw new Error('message ids are required');
-      },
-    },
-  );
-
-  setHandler(cancelTaskUpdate, async (key) => {
-    const task = tasks.get(key);
-    if (!task || task.status !== 'running') return false;
-    task.scope?.cancel();
-    await condition(() => task.status !== 'running');
-    return (task.status as TaskState['status']) === 'cancelled';
-  });
-
-  function startTask(key: string, kind: string, label: string, blocking: boolean, uploadId: string): void {
-    if (tasks.get(key)?.status === 'running') return;
-    const task: TaskState & { scope?: CancellationScope } = { task_key: key, kind, label, blocking, status: 'running', started_at: new Date().toISOString() };
-    tasks.set(key, task);
-    const scope = new CancellationScope();
-    task.scope = scope;
-    void (async () => {
-      // From the input, not workflowInfo(): a replayed history keeps its recorded child ids.
-      const workflowId = `conversation:${input.conversationId}:task:${key}`;
-      try {
-        await recordTaskStarted({ conversationId: input.conversationId, workspaceId: input.workspaceId, taskKey: key, kind, label, blocking, workflowId });
-        await scope.run(async () => {
-          const child = await startChild(uploadIndexTaskWorkflow, { workflowId, args: [uploadId] });
-          await child.result();
-        });
-        task.status = 'completed';
-      } catch (err) {
-        const cancelled = isCancellation(err) || (err instanceof ChildWorkflowFailure && isCancellation(err.cause));
-        task.status = cancelled ? 'cancelled' : 'failed';
-      }
-      await recordTaskFinished({ conversationId: input.conversationId, taskKey: key, label, status: task.status, error: task.status === 'failed' ? 'the task failed' : null });
-    })();
+  constructor(private readonly input: ConversationInput) {
+    this.seen = new Map(input.carry?.seen ?? []);
   }
 
-  const idle = () => queue.length === 0 && [...tasks.values()].every((t) => t.status !== 'running');
+  /** The update's validator: a refusal here leaves no trace in the actor (and the API takes the stored message back). */
+  validateMessage(msg: VisitorMessage): void {
+    if (this.closed) throw ApplicationFailure.create({ type: CONVERSATION_CLOSED, message: 'the conversation is closed', nonRetryable: true });
+    const blocking = [...this.tasks.values()].find((t) => t.blocking && t.status === 'running');
+    if (blocking) {
+      const details: TaskInProgress = { label: blocking.label, task_key: blocking.task_key };
+      throw ApplicationFailure.create({ type: TASK_IN_PROGRESS, message: `Please wait: ${blocking.label}`, details: [details], nonRetryable: true });
+    }
+    if (!msg.clientMessageId || !msg.messageId || !msg.replyId) throw ApplicationFailure.create({ type: 'invalid_message', message: 'message ids are required', nonRetryable: true });
+  }
+
+  /** A stored visitor message: one turn per client message id; a sync caller waits for its outcome. */
+  async receive(msg: VisitorMessage): Promise<VisitorMessageResult> {
+    const prior = this.seen.get(msg.clientMessageId);
+    if (prior) return { ...prior, duplicate: true, ...(msg.delivery === 'sync' ? await this.outcomeOf(prior.reply_id) : {}) };
+    const ids = { message_id: msg.messageId, reply_id: msg.replyId };
+    this.remember(msg.clientMessageId, ids);
+    for (const u of msg.indexUploads ?? []) this.startTask(`index:${u.uploadId}`, 'index_upload', `Reading ${u.fileName}`, u.uploadId);
+    this.queue.push(ids);
+    this.pending.add(ids.reply_id);
+    return { ...ids, duplicate: false, ...(msg.delivery === 'sync' ? await this.outcomeOf(ids.reply_id) : {}) };
+  }
+
+  /** Nothing waits for a closed conversation's tasks; queued turns still get their answer. */
+  close(): void {
+    this.closed = true;
+    for (const t of this.tasks.values()) if (t.status === 'running') t.scope.cancel();
+  }
+
+  async cancelTask(key: string): Promise<boolean> {
+    const task = this.tasks.get(key);
+    if (!task || task.status !== 'running') return false;
+    task.scope.cancel();
+    await condition(() => task.status !== 'running');
+    return (task.status as TaskStatus) === 'cancelled';
+  }
+
+  taskList(): TaskState[] {
+    return [...this.tasks.values()].map(({ task_key, label, kind, status, blocking, started_at }) => ({ task_key, label, kind, status, blocking, started_at }));
+  }
+
+  /** A turn is queued and no blocking task holds it. */
+  turnReady(): boolean {
+    return this.queue.length > 0 && ![...this.tasks.values()].some((t) => t.blocking && t.status === 'running');
+  }
+
+  idle(): boolean {
+    return this.queue.length === 0 && [...this.tasks.values()].every((t) => t.status !== 'running');
+  }
+
+  /** Idle and done with this run: closed, or enough turns (or history) for one run. */
+  runOver(): boolean {
+    return this.idle() && (this.closed || this.turns >= (this.input.turnsPerRun ?? DEFAULT_TURNS_PER_RUN) || workflowInfo().continueAsNewSuggested);
+  }
+
+  isClosed(): boolean {
+    return this.closed;
+  }
+
+  carry(): ConversationCarry {
+    return { seen: [...this.seen], turns: (this.input.carry?.turns ?? 0) + this.turns };
+  }
+
+  /** The next queued turn, as one activity; a failed turn is told to the sockets and to a sync caller. */
+  async takeTurn(): Promise<void> {
+    const turn = this.queue.shift()!;
+    const { conversationId, workspaceId } = this.input;
+    try {
+      const reply = await runAgentTurn({ conversationId, workspaceId, messageId: turn.message_id, replyId: turn.reply_id });
+      this.finish(turn.reply_id, { reply });
+    } catch (err) {
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      const reason = cause instanceof ApplicationFailure ? cause.message : 'the agent could not answer';
+      await publishTurnError({ conversationId, replyId: turn.reply_id, code: 'workflow_execution_failed', text: 'The agent could not answer this message. Please try again.' });
+      this.finish(turn.reply_id, { error: reason });
+    }
+    this.turns++;
+  }
+
+  private finish(replyId: string, outcome: Outcome): void {
+    this.finished.set(replyId, outcome);
+    this.pending.delete(replyId);
+    if (this.finished.size > FINISHED_LIMIT) this.finished.delete(this.finished.keys().next().value as string);
+  }
+
+  private async outcomeOf(replyId: string): Promise<Outcome> {
+    if (this.pending.has(replyId)) await condition(() => !this.pending.has(replyId));
+    return this.finished.get(replyId) ?? {};
+  }
+
+  private remember(clientId: string, ids: TurnIds): void {
+    this.seen.set(clientId, ids);
+    if (this.seen.size > SEEN_LIMIT) this.seen.delete(this.seen.keys().next().value as string);
+  }
+
+  /** A blocking background task as a child workflow the visitor can list and cancel; its row and frames through activities. */
+  private startTask(key: string, kind: string, label: string, uploadId: string): void {
+    if (this.tasks.get(key)?.status === 'running') return;
+    const task: Task = { task_key: key, kind, label, blocking: true, status: 'running', started_at: new Date().toISOString(), scope: new CancellationScope() };
+    this.tasks.set(key, task);
+    void this.runTask(task, uploadId);
+  }
+
+  private async runTask(task: Task, uploadId: string): Promise<void> {
+    const { conversationId, workspaceId } = this.input;
+    const workflowId = conversationTaskWorkflowId(conversationId, task.task_key);
+    try {
+      await recordTaskStarted({ conversationId, workspaceId, taskKey: task.task_key, kind: task.kind, label: task.label, blocking: task.blocking, workflowId });
+      await task.scope.run(async () => {
+        const child = await startChild(uploadIndexTaskWorkflow, { workflowId, args: [uploadId] });
+        await child.result();
+      });
+      task.status = 'completed';
+    } catch (err) {
+      const cancelled = isCancellation(err) || (err instanceof ChildWorkflowFailure && isCancellation(err.cause));
+      task.status = cancelled ? 'cancelled' : 'failed';
+    }
+    await recordTaskFinished({ conversationId, taskKey: task.task_key, label: task.label, status: task.status, error: task.status === 'failed' ? 'the task failed' : null });
+  }
+}
+
+/**
+ * The actor of one web conversation (`conversation:conv_…`), long-lived. Visitor
+ * messages arrive as updates once the API has stored them, deduplicated by the client's
+ * message id (here for the recent ones; the API answers older ones from the transcript).
+ * Turns run one at a time in arrival order, each as an activity. Background tasks are
+ * child workflows the visitor can list and cancel; while a blocking one runs, the
+ * validator refuses new messages (409 task_in_progress) and queued turns wait. After
+ * `turnsPerRun` turns, or when the server suggests it, the run continues as new once
+ * idle and every update in flight has finished, carrying the dedupe window.
+ */
+export async function conversationWorkflow(input: ConversationInput): Promise<void> {
+  const conversation = new Conversation(input);
+  setHandler(tasksQuery, () => conversation.taskList());
+  setHandler(closeSignal, () => conversation.close());
+  setHandler(visitorMessageUpdate, (msg) => conversation.receive(msg), { validator: (msg) => conversation.validateMessage(msg) });
+  setHandler(cancelTaskUpdate, (key) => conversation.cancelTask(key));
+
   for (;;) {
-    await condition(() => (queue.length > 0 && !blockingRunning()) || (closed && idle()) || (idle() && (turns >= turnsPerRun || workflowInfo().continueAsNewSuggested)));
-    if (queue.length && !blockingRunning()) {
-      const turn = queue.shift()!;
-      try {
-        const reply = await runAgentTurn({ conversationId: input.conversationId, workspaceId: input.workspaceId, messageId: turn.message_id, replyId: turn.reply_id });
-        finished.set(turn.reply_id, { reply });
-      } catch (err) {
-        const cause = err instanceof ActivityFailure ? err.cause : err;
-        const reason = cause instanceof ApplicationFailure ? cause.message : 'the agent could not answer';
-        await publishTurnError({ conversationId: input.conversationId, replyId: turn.reply_id, code: 'workflow_execution_failed', text: 'The agent could not answer this message. Please try again.' });
-        finished.set(turn.reply_id, { error: reason });
-      }
-      pending.delete(turn.reply_id);
-      turns++;
-      if (finished.size > 50) finished.delete(finished.keys().next().value as string);
+    await condition(() => conversation.turnReady() || conversation.runOver());
+    if (conversation.turnReady()) {
+      await conversation.takeTurn();
       continue;
     }
     // Idle: finish the updates in flight first; one may have queued a turn meanwhile.
-    await condition(() => allHandlersFinished() || !idle());
-    if (!idle()) continue;
-    if (closed) return;
-    await continueAsNew<typeof conversationWorkflow>({ ...input, carry: { seen: [...seen], turns: (input.carry?.turns ?? 0) + turns } });
+    await condition(() => allHandlersFinished() || !conversation.idle());
+    if (!conversation.idle()) continue;
+    if (conversation.isClosed()) return;
+    await continueAsNew<typeof conversationWorkflow>({ ...input, carry: conversation.carry() });
   }
 }

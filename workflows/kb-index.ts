@@ -1,5 +1,6 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { presets } from './presets';
 
 export interface KbIndexInput {
   fileId: string;
@@ -7,30 +8,14 @@ export interface KbIndexInput {
 
 export type KbIndexResult = 'active' | 'error' | 'gone' | 'settled';
 
-/** Extraction runs in a child process with its own limits; these bound the whole step, retries included. */
-const { extractAndChunkFile } = proxyActivities<Activities>({
-  startToCloseTimeout: '15 minutes',
-  scheduleToCloseTimeout: '40 minutes',
-  // The activity heartbeats every 5 s while the extraction process runs: a lost worker is noticed within 20 s.
-  heartbeatTimeout: '20 seconds',
-  retry: { maximumAttempts: 3, initialInterval: '2 seconds', nonRetryableErrorTypes: ['ExtractionError'] },
-});
-const { embedFileChunks } = proxyActivities<Activities>({
-  startToCloseTimeout: '30 minutes',
-  scheduleToCloseTimeout: '90 minutes',
-  // Heartbeats after every batch of 32 passages (well under a second each).
-  heartbeatTimeout: '30 seconds',
-  retry: { maximumAttempts: 3, initialInterval: '2 seconds' },
-});
-const { beginIndexing, finishIndexing, failIndexing } = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const { extractAndChunkFile } = proxyActivities<Activities>(presets.longExtraction);
+const { embedFileChunks } = proxyActivities<Activities>(presets.embedding);
+const { beginIndexing, finishIndexing, failIndexing } = proxyActivities<Activities>(presets.bookkeeping);
 
 function reasonOf(err: unknown): string {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   if (cause instanceof TimeoutFailure) return 'indexing took too long and was stopped';
-  // Only extraction's reasons are meant for users; anything else stays in the workflow history.
+  // Only extraction's reasons (final or not) are meant for users; anything else stays in the workflow history.
   if (cause instanceof ApplicationFailure && (cause.type === 'ExtractionError' || cause.type === 'ExtractionCrash')) return cause.message;
   return 'indexing failed after retries (internal error); see the kb-index workflow in the Temporal UI';
 }

@@ -1,18 +1,11 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { SendPlan } from '../core/messages/plan';
+import { presets } from './presets';
 
-const { recordMessage, markMessageSent, markMessageFailed } = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 },
-});
-/** The provider call: retried only for transient failures (5xx, 429, transport); a 4xx is final. */
-const { callMsgappProvider } = proxyActivities<Activities>({
-  startToCloseTimeout: '20 seconds',
-  scheduleToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 5, nonRetryableErrorTypes: ['ProviderRejected'] },
-});
-
+const { recordMessage, markMessageSent, markMessageFailed } = proxyActivities<Activities>(presets.dbWrite);
+/** The provider call: retried only for transient failures (5xx, 429, transport); a 4xx is final (ProviderRejected). */
+const { callMsgappProvider } = proxyActivities<Activities>(presets.providerCall);
 
 /** One workflow per outbound message. */
 export const messageSendWorkflowId = (messageId: string) => `message-send:${messageId}`;

@@ -1,10 +1,71 @@
 import type { ActivityOptions } from '@temporalio/workflow';
 
-/** Activity options named by intent, so workflows never repeat timeouts inline. */
+/**
+ * Activity options named by intent: every `proxyActivities` in workflows/ takes one of
+ * these, so timeouts and retry policies are decided here, once. Whether a failure is
+ * final is not decided here either: an activity's error says so itself (activities/errors.ts).
+ */
 export const presets = {
+  /** A short database write a caller is waiting on: retried for about a minute, then the workflow sees the failure. */
+  dbWrite: {
+    startToCloseTimeout: '30 seconds',
+    retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 },
+  },
+  /** Bookkeeping that must land eventually (a file's status, a delivery's outcome): retried until it does. */
+  bookkeeping: {
+    startToCloseTimeout: '30 seconds',
+    retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+  },
+  /**
+   * The agent's turn: model calls stream for a while, so a lost worker is noticed by the
+   * missing heartbeat, not by the overall timeout. A retry finds a stored reply and only
+   * re-announces it.
+   */
+  agentTurn: {
+    startToCloseTimeout: '3 minutes',
+    heartbeatTimeout: '10 seconds',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 4 },
+  },
+  /**
+   * Extraction runs in a child process with its own limits; these bound the whole step,
+   * retries included. The activity heartbeats every 5 s while the process runs: a lost
+   * worker is noticed within 20 s.
+   */
+  longExtraction: {
+    startToCloseTimeout: '15 minutes',
+    scheduleToCloseTimeout: '40 minutes',
+    heartbeatTimeout: '20 seconds',
+    retry: { maximumAttempts: 3, initialInterval: '2 seconds' },
+  },
+  /** Embedding a file's passages: heartbeats after every batch of 32 (well under a second each). */
+  embedding: {
+    startToCloseTimeout: '30 minutes',
+    scheduleToCloseTimeout: '90 minutes',
+    heartbeatTimeout: '30 seconds',
+    retry: { maximumAttempts: 3, initialInterval: '2 seconds' },
+  },
+  /** A visitor's long upload read into passages (chunk and embed), heartbeating while it runs. */
+  uploadIndexing: {
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '30 seconds',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
+  },
+  /** One call to a messaging provider: retried only while the failure is transient (5xx, 429, transport). */
+  providerCall: {
+    startToCloseTimeout: '20 seconds',
+    scheduleToCloseTimeout: '2 minutes',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 5 },
+  },
   /** Short database housekeeping: retried a few times, never for long. */
   maintenance: {
     startToCloseTimeout: '2 minutes',
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 5 },
   },
 } satisfies Record<string, ActivityOptions>;
+
+/**
+ * One attempt and no Temporal retry: the workflow owns the schedule (webhook deliveries).
+ * The attempt's own time-out plus room to log it; an attempt that dies with its worker
+ * times out and counts as a failed attempt.
+ */
+export const singleAttempt = (timeoutMs: number): ActivityOptions => ({ startToCloseTimeout: timeoutMs + 5_000, retry: { maximumAttempts: 1 } });

@@ -1,5 +1,6 @@
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { presets, singleAttempt } from './presets';
 
 export interface WebhookDeliveryInput {
   deliveryId: string;
@@ -19,15 +20,8 @@ export type WebhookDeliveryResult = 'delivered' | 'failed' | 'gone' | 'settled';
  * times out and counts as a failed attempt), the workflow owns the schedule.
  */
 export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Promise<WebhookDeliveryResult> {
-  const { attemptWebhookDelivery } = proxyActivities<Activities>({
-    // The attempt's own time-out, plus room to log it.
-    startToCloseTimeout: input.timeoutMs + 5_000,
-    retry: { maximumAttempts: 1 },
-  });
-  const { recordWebhookOutcome } = proxyActivities<Activities>({
-    startToCloseTimeout: '30 seconds',
-    retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-  });
+  const { attemptWebhookDelivery } = proxyActivities<Activities>(singleAttempt(input.timeoutMs));
+  const { recordWebhookOutcome } = proxyActivities<Activities>(presets.bookkeeping);
 
   const attempts = input.backoffMs.length + 1;
   let lastError: string | null = null;

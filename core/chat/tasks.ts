@@ -1,17 +1,20 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 
+export type TaskStatus = 'running' | 'completed' | 'cancelled' | 'failed';
+
 export interface TaskView {
   task_key: string;
   label: string;
-  status: 'running' | 'completed' | 'cancelled' | 'failed';
+  status: TaskStatus;
   blocking: boolean;
   started_at: string;
 }
 
 /**
  * The background tasks of conversations as recorded by their actors (a row per child
- * workflow, written when it starts and when it ends): what the widget lists, and what
- * makes a send wait (409) while a blocking one runs.
+ * workflow, written when it starts and when it ends): what the widget lists. Whether a
+ * blocking task holds up a send is the actor's to say (its update validator), not these
+ * rows', which trail the actor by an activity.
  */
 export class TaskService {
   constructor(private readonly em: EntityManager) {}
@@ -26,7 +29,24 @@ export class TaskService {
     return rows.map((r) => ({ ...r, started_at: new Date(r.started_at).toISOString() }));
   }
 
-  async runningBlocking(conversationId: string): Promise<TaskView | null> {
-    return (await this.open(conversationId)).find((t) => t.blocking) ?? null;
+  /** A task (re)started: running again from now, whatever an earlier run of the same key left. */
+  async started(t: { conversationId: string; workspaceId: string; taskKey: string; kind: string; label: string; blocking: boolean; workflowId: string }): Promise<void> {
+    await this.em.fork().execute(
+      `insert into conversation_tasks (conversation_id, task_key, workspace_id, kind, label, status, blocking, workflow_id)
+       values (?, ?, ?, ?, ?, 'running', ?, ?)
+       on conflict (conversation_id, task_key) do update set status = 'running', label = excluded.label, error = null, finished_at = null, started_at = clock_timestamp()`,
+      [t.conversationId, t.taskKey, t.workspaceId, t.kind, t.label, t.blocking, t.workflowId],
+    );
+  }
+
+  async finished(t: { conversationId: string; taskKey: string; status: TaskStatus; error: string | null }): Promise<void> {
+    await this.em
+      .fork()
+      .execute(`update conversation_tasks set status = ?, error = ?, finished_at = clock_timestamp() where conversation_id = ? and task_key = ?`, [
+        t.status,
+        t.error,
+        t.conversationId,
+        t.taskKey,
+      ]);
   }
 }

@@ -122,6 +122,39 @@ export class ChatTranscript {
     return { row: existing, created: false };
   }
 
+  /**
+   * Stores a visitor's message once per client message id (the API does, before it tells
+   * the conversation's actor, so the actor only ever hears of stored messages). Says
+   * whether this call stored it, and the reply it already has, if any.
+   */
+  async storeVisitorMessage(m: { id: string; workspaceId: string; conversationId: string; clientMessageId: string; text: string; uploadIds: string[] }) {
+    const { row, created } = await this.append({
+      id: m.id,
+      workspaceId: m.workspaceId,
+      conversationId: m.conversationId,
+      role: 'user',
+      text: m.text,
+      clientMessageId: m.clientMessageId,
+      attachments: m.uploadIds.map((id) => ({ upload_id: id })),
+    });
+    const reply = created ? null : await this.replyTo(row.id);
+    return { message_id: row.id, created, reply_id: reply?.id ?? null };
+  }
+
+  /**
+   * Takes back a visitor message the actor refused (the conversation closed, a blocking
+   * task running): the send was answered 409, so the message was never taken. Only an
+   * unanswered visitor message goes.
+   */
+  async withdraw(conversationId: string, messageId: string): Promise<void> {
+    await this.em
+      .fork()
+      .execute(`delete from chat_messages m where m.id = ? and m.conversation_id = ? and m.role = 'user' and not exists (select 1 from chat_messages r where r.reply_to = m.id)`, [
+        messageId,
+        conversationId,
+      ]);
+  }
+
   async get(id: string): Promise<ChatMessageRow | null> {
     const [row] = await this.em.fork().execute<ChatMessageRow[]>('select * from chat_messages where id = ?', [id]);
     return row ?? null;

@@ -1,5 +1,6 @@
 import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsBase, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import { OperationalError } from '../failures';
 import { classifyOpenAiError, openAiClient, redact } from './openai';
 
 /**
@@ -71,17 +72,18 @@ export interface ChatModel {
   complete(req: CompletionRequest, onDelta?: (text: string) => void | Promise<void>): Promise<CompletionResult>;
 }
 
-export class LlmError extends Error {
+/** A model call that failed; its code is `LlmError` when a retry may succeed, `LlmRejected` when not. */
+export class LlmError extends OperationalError {
   constructor(
     message: string,
     /** As classified in ./openai: transport failures, timeouts, 408, 409, 429, 5xx and broken streams; not other 4xx. */
-    readonly retryable: boolean,
+    retryable: boolean,
     /** The HTTP status, when the endpoint answered one. */
     readonly status?: number,
     /** The Retry-After hint of a retryable status. */
-    readonly retryAfterMs?: number,
+    retryAfterMs?: number,
   ) {
-    super(message);
+    super(retryable ? 'LlmError' : 'LlmRejected', message, retryable, { retryAfterMs });
     this.name = 'LlmError';
   }
 }

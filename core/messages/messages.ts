@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../crypto/secret-box';
 import { ApiError } from '../errors';
+import { OperationalError } from '../failures';
 import { newId } from '../ids';
 import type { MsgappProvider } from '../msgapp/provider';
 import { Filters, keysetPage } from '../pagination';
@@ -76,12 +77,13 @@ export function messageView(r: Row): MessageView {
   };
 }
 
-export class SendFailedError extends Error {
+/** A send the provider did not take; `ProviderRejected` when it will refuse it again (a 4xx). */
+export class SendFailedError extends OperationalError {
   constructor(
     readonly reason: string,
-    readonly retryable: boolean,
+    retryable: boolean,
   ) {
-    super(reason);
+    super(retryable ? 'SendFailed' : 'ProviderRejected', reason, retryable);
   }
 }
 

@@ -347,6 +347,9 @@ describe('background tasks', () => {
     const busy = await post('send', { conversation_id: conv.conversation_id, text: 'hello?' });
     expect(busy.statusCode).toBe(409);
     expect(busy.json()).toEqual({ error: 'task_in_progress', message: expect.stringContaining('Reading lease.txt'), label: 'Reading lease.txt', task_key: `index:${upload}` });
+    // Refused, so not kept: the transcript holds only the message that started the task.
+    const refusedHistory = (await get(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(refusedHistory.messages.map((m: { text: string }) => m.text)).toEqual(['when is the deposit returned?']);
     await blocker.query('rollback');
     await blocker.end();
     await s.until((f) => f.some((x) => x.type === 'reply'));

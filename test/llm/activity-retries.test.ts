@@ -41,12 +41,14 @@ describe('runAgentTurn', () => {
     expect(await failureOf(new MockActivityEnvironment().run(long.runAgentTurn, turn))).toMatchObject({ nextRetryDelay: 30_000 });
   });
 
-  test('a final LlmError is non-retryable LlmRejected; a retryable one without a hint goes to the retry policy as it is', async () => {
+  test('a final LlmError is non-retryable LlmRejected; a retryable one without a hint is left to the retry policy (no delay of its own)', async () => {
     const final = activitiesThrowing(new LlmError('The language model answered HTTP 401: no', false, 401));
     expect(await failureOf(new MockActivityEnvironment().run(final.runAgentTurn, turn))).toMatchObject({ type: 'LlmRejected', nonRetryable: true });
 
     const plain = new LlmError('The language model could not be reached: ECONNREFUSED', true);
-    expect(await failureOf(new MockActivityEnvironment().run(activitiesThrowing(plain).runAgentTurn, turn))).toBe(plain);
+    const failure = await failureOf(new MockActivityEnvironment().run(activitiesThrowing(plain).runAgentTurn, turn));
+    expect(failure).toMatchObject({ type: 'LlmError', message: plain.message, nonRetryable: false });
+    expect((failure as ApplicationFailure).nextRetryDelay).toBeUndefined();
   });
 });
 

@@ -117,16 +117,13 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       await enforce(opts.sends, conv.id, 'sends per conversation');
       const refs = [...new Set(body.file_refs ?? [])];
       if (!body.text.trim() && !refs.length) throw new ApiError(400, 'invalid_request', 'text: may be empty only when file_refs is present');
-      const blocking = await opts.services.tasks.runningBlocking(conv.id);
-      if (blocking) throw new ApiError(409, 'task_in_progress', `Please wait: ${blocking.label}`, { label: blocking.label, task_key: blocking.task_key });
       const uploads = refs.length ? await opts.services.uploads.forSend(site, conv.id, refs) : [];
 
+      // Stored, then handed to the actor, whose validator answers 409 task_in_progress while a blocking task runs.
       const result = await actors().send(
         { id: conv.id, workspaceId: site.workspace_id },
         {
           clientMessageId: body.client_message_id ?? newId('msg'),
-          messageId: newId('msg'),
-          replyId: newId('msg'),
           text: body.text,
           uploadIds: uploads.map((u) => u.id),
           indexUploads: uploads.filter((u) => opts.services.uploads.needsIndexing(u)).map((u) => ({ uploadId: u.id, fileName: u.file_name })),

@@ -25,7 +25,7 @@ async function run(job: ChildJob): Promise<ChildReply> {
     return { ok: true, segments, warnings };
   } catch (err) {
     const e = toExtractionError(err, job.kind);
-    return { ok: false, reason: e.reason, detail: e.detail };
+    return { ok: false, reason: e.reason, detail: e.detail, retryable: e.retryable };
   } finally {
     await closeOcr();
   }
@@ -39,7 +39,7 @@ async function main(): Promise<void> {
   try {
     job = JSON.parse(process.argv[2] ?? '') as ChildJob;
   } catch {
-    await reply({ ok: false, reason: 'extraction could not start', detail: 'bad job argument' });
+    await reply({ ok: false, reason: 'extraction could not start', detail: 'bad job argument', retryable: true });
     process.exit(2);
   }
   const result = await run(job);

@@ -141,16 +141,19 @@ function runChild(job: ChildJob, timeoutMs: number, maxMemoryMb: number, signal?
         serialization: 'advanced',
       });
     } catch (err) {
-      reject(new ExtractionError('extraction could not start', String(err)));
+      reject(new ExtractionError('extraction could not start', String(err), true));
       return;
     }
     let reply: ChildReply | undefined;
     let killedFor: string | undefined;
+    /** Killed for a reason that says nothing about the document (it never started): a retry may succeed. */
+    let killedRetryable = false;
     let stderr = '';
     let settled = false;
-    const kill = (reason: string) => {
+    const kill = (reason: string, retryable = false) => {
       if (killedFor || child.exitCode !== null || child.signalCode !== null) return;
       killedFor = reason;
+      killedRetryable = retryable;
       child.kill('SIGKILL');
     };
     const timer = setTimeout(() => kill(`extraction exceeded ${formatSeconds(timeoutMs)}`), timeoutMs);
@@ -184,21 +187,21 @@ function runChild(job: ChildJob, timeoutMs: number, maxMemoryMb: number, signal?
       reply ??= msg;
     });
     child.on('error', (err) => {
-      kill('extraction could not start');
-      finish(() => reject(new ExtractionError('extraction could not start', err.message)));
+      kill('extraction could not start', true);
+      finish(() => reject(new ExtractionError('extraction could not start', err.message, true)));
     });
     child.on('exit', (code, sig) => {
       finish(() => {
         // A reply that made it out counts, even if the child was killed while exiting.
         if (reply) {
           if (reply.ok) return resolve({ segments: reply.segments, warnings: reply.warnings });
-          return reject(new ExtractionError(reply.reason, reply.detail));
+          return reject(new ExtractionError(reply.reason, reply.detail, reply.retryable));
         }
-        if (killedFor) return reject(new ExtractionError(killedFor, stderr.trim() || undefined));
+        if (killedFor) return reject(new ExtractionError(killedFor, stderr.trim() || undefined, killedRetryable));
         if (/heap out of memory|Reached heap limit|Allocation failed|out of memory/i.test(stderr) || sig === 'SIGKILL' || sig === 'SIGABRT' || code === 134) {
           return reject(new ExtractionError(MEMORY_REASON, stderr.trim() || `exit ${code ?? sig}`));
         }
-        reject(new ExtractionError('extraction process crashed', `exit code ${code} signal ${sig}: ${stderr.trim()}`));
+        reject(new ExtractionError('extraction process crashed', `exit code ${code} signal ${sig}: ${stderr.trim()}`, true));
       });
     });
   });

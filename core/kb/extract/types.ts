@@ -1,5 +1,7 @@
 /** Shared types of document sniffing and extraction (imported by the parent and the child). */
 
+import { OperationalError } from '../../failures';
+
 export type DocKind =
   | 'pdf' | 'docx' | 'doc' | 'odt' | 'rtf' | 'pptx'
   | 'xlsx' | 'xls' | 'csv' | 'ods'
@@ -29,18 +31,18 @@ export interface ExtractResult {
 /**
  * Extraction failed for this one file. `reason` is short and user-facing ("PDF is corrupt
  * or encrypted", "extraction exceeded 60 s"); `detail` (if any) is for logs only.
+ * `retryable`: the failure says nothing about the document (the extraction process died
+ * or never started, the transcription server was busy or unreachable), so a retry may
+ * succeed; its code is then `ExtractionCrash`, else `ExtractionError`.
  */
-export class ExtractionError extends Error {
+export class ExtractionError extends OperationalError {
   override readonly name = 'ExtractionError';
-  readonly detail?: string;
   constructor(
     readonly reason: string,
     detail?: string,
-    /** Says nothing about the document (the transcription server was busy or unreachable): a retry may succeed. */
-    readonly retryable = false,
+    retryable = false,
   ) {
-    super(reason);
-    if (detail) this.detail = detail;
+    super(retryable ? 'ExtractionCrash' : 'ExtractionError', reason, retryable, { detail });
   }
 }
 
@@ -109,4 +111,4 @@ export interface ChildJob {
 
 export type ChildReply =
   | { ok: true; segments: Segment[]; warnings: string[] }
-  | { ok: false; reason: string; detail?: string };
+  | { ok: false; reason: string; detail?: string; retryable?: boolean };

@@ -1,0 +1,39 @@
+import { Context } from '@temporalio/activity';
+import { publishFrame } from '../core/chat/frames';
+import type { TaskStatus } from '../core/chat/tasks';
+import type { ActivityDeps } from './deps';
+import { withHeartbeat } from './errors';
+
+/** The conversation actor's steps: agent turns, its background tasks, what the sockets are told. */
+export function conversationActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * One agent turn: retrieval, the model (streamed to the sockets), tools, the stored
+     * reply. An LlmError says itself whether a retry may help and how long to wait.
+     */
+    async runAgentTurn(input: { conversationId: string; workspaceId: string; messageId: string; replyId: string }) {
+      return withHeartbeat(() => deps.services.turns.run(input, () => Context.current().heartbeat()));
+    },
+
+    /** Tells the conversation's sockets that a turn failed. */
+    async publishTurnError(input: { conversationId: string; replyId: string; code: 'workflow_provisioning' | 'workflow_execution_failed'; text: string }) {
+      await publishFrame(deps.em, input.conversationId, { type: 'error', reply_id: input.replyId, code: input.code, text: input.text });
+    },
+
+    /** A background task began: its row (what the widget lists) and a `task_status` frame. */
+    async recordTaskStarted(input: { conversationId: string; workspaceId: string; taskKey: string; kind: string; label: string; blocking: boolean; workflowId: string }) {
+      await deps.services.tasks.started(input);
+      await publishFrame(deps.em, input.conversationId, { type: 'task_status', task_key: input.taskKey, label: input.label, status: 'running' });
+    },
+
+    async recordTaskFinished(input: { conversationId: string; taskKey: string; label: string; status: TaskStatus; error: string | null }) {
+      await deps.services.tasks.finished(input);
+      await publishFrame(deps.em, input.conversationId, { type: 'task_status', task_key: input.taskKey, label: input.label, status: input.status });
+    },
+
+    /** A long upload's passages, for search in its conversation. */
+    async indexUploadForSearch(uploadId: string): Promise<number> {
+      return withHeartbeat(() => deps.services.uploads.indexForSearch(uploadId));
+    },
+  };
+}

@@ -119,7 +119,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders }),
     customers,
     conversations: new ConversationService(em),
-    messages: new MessageService(em, opts.box, opts.msgapp ?? null),
+    messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl),
     box: opts.box,

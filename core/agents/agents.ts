@@ -184,6 +184,7 @@ export class AgentService {
     }
     // raw SQL: the expression and predicate are those of the partial unique index agents_msgapp_claim_uq, so this
     // installation-wide look-up uses it.
+    // eslint-disable-next-line no-restricted-syntax
     const [holder] = await em.execute<{ id: string; workspace_id: string }[]>(
       `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0
        and spec #>> '{triggers,msgapp,phone_number_id}' = ? and id <> ?`,
@@ -234,6 +235,7 @@ export class AgentService {
 /** Published agents whose knowledge-base selection names the folder (a folder delete reports them; their selections stay as they are). */
 export async function publishedAgentsSelectingFolder(em: EntityManager, workspaceId: string, folderId: string): Promise<Array<{ id: string; name: string; status: 'published' }>> {
   // raw SQL: jsonb containment (`@>`) inside the spec has no ORM operator.
+  // eslint-disable-next-line no-restricted-syntax
   return em.execute(
     `select id, name, status from agents
      where workspace_id = ? and status = 'published' and spec->'knowledge_base'->'folder_ids' @> ?::jsonb

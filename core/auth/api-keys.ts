@@ -87,6 +87,7 @@ export function parseScopes(list: string): Scope[] {
 /** Wakes every process's key cache when the transaction commits (NOTIFY is transactional). */
 async function notifyKeyChange(em: EntityManager, keyId: string): Promise<void> {
   // raw SQL: pg_notify has no ORM form; it must run in the caller's transaction to be sent at its commit.
+  // eslint-disable-next-line no-restricted-syntax
   await em.execute('select pg_notify(?, ?)', [KEY_CHANGES_CHANNEL, keyId]);
 }
 

@@ -183,6 +183,7 @@ export class CustomerService {
     return this.em.fork().transactional(async (em) => {
       // Serialise links in a workspace: two concurrent merges must not cross.
       // raw SQL: advisory locks have no ORM form.
+      // eslint-disable-next-line no-restricted-syntax
       await em.execute('select pg_advisory_xact_lock(hashtext(?))', [`customer-link:${workspaceId}`]);
       const held = await em.find(CustomerIdentity, { workspaceId, $or: ids.map((i) => ({ kind: i.kind, value: i.value })) });
       const owners = held.length

@@ -66,6 +66,7 @@ export class IdempotencyStore {
     // One statement claims the key: a new row, or a row whose key expired or whose request
     // was abandoned mid-way; a key held by a live request is left alone (no row back).
     // raw SQL: a conditional upsert (`on conflict … do update … where a or b`): the QueryBuilder's onConflict().where() takes column equalities only.
+    // eslint-disable-next-line no-restricted-syntax
     const claimed = await em.execute<{ claimed: number }[]>(
       `insert into idempotency_keys (workspace_id, key, request_hash, state, expires_at)
        values (?, ?, ?, 'in_progress', now() + make_interval(hours => ?))
@@ -104,6 +105,7 @@ export class IdempotencyStore {
     let total = 0;
     for (;;) {
       // raw SQL: a batched delete (`delete … limit`) has no ORM form; batches keep each statement short.
+      // eslint-disable-next-line no-restricted-syntax
       const rows = await this.em.fork().execute<{ n: string }[]>(
         `with gone as (
            delete from idempotency_keys where ctid in (

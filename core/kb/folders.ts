@@ -102,6 +102,7 @@ export class FolderService {
         // Descendants found through parent_id (not by path prefix, which a name holding
         // '/' would make ambiguous); their path keeps everything after the old prefix.
         // raw SQL: a recursive CTE over the tree, so every descendant moves in one statement.
+        // eslint-disable-next-line no-restricted-syntax
         await em.execute(
           `with recursive sub as (
              select id from kb_folders where parent_id = ?
@@ -129,6 +130,7 @@ export class FolderService {
     return this.em.fork().transactional(async (em) => {
       // raw SQL: a plain row lock; the ORM's locked findOne, racing a subfolder insert that holds a
       // key-share lock on this row, was seen to come back empty about once in 150 races.
+      // eslint-disable-next-line no-restricted-syntax
       const [folder] = await em.execute<{ id: string; name: string }[]>('select id, name from kb_folders where id = ? and workspace_id = ? for update', [id, workspaceId]);
       if (!folder) throw new ApiError(404, 'not_found', `No folder with id '${id}' in this workspace`);
       const subfolders = await em.count(KbFolder, { parentId: id });

@@ -127,9 +127,9 @@ export class DeliveryService {
   /** Settles a run and updates its subscription; returns whether this call disabled the subscription. */
   async recordOutcome(deliveryId: string, run: number, delivered: boolean, error: string | null): Promise<{ disabled: boolean }> {
     const em = this.em.fork();
-    // raw SQL (both statements): a CTE that settles the run and updates its subscription in one statement, the
-    // subscription row locked, so concurrent deliveries count failures exactly and a repeated call is a no-op.
     if (delivered) {
+      // raw SQL: a CTE settles the run and updates its subscription in one statement; the state move makes a repeat a no-op.
+      // eslint-disable-next-line no-restricted-syntax
       await em.execute(
         `with d as (
            update webhook_deliveries set status = 'delivered', completed_at = now(), updated_at = now()
@@ -141,6 +141,8 @@ export class DeliveryService {
       return { disabled: false };
     }
     const reason = `disabled after ${DISABLE_AFTER_FAILURES} consecutive failed deliveries; last error: ${error ?? 'unknown'}`;
+    // raw SQL: a CTE with a row lock (for update of s): settles the run and counts the failure exactly under concurrent deliveries.
+    // eslint-disable-next-line no-restricted-syntax
     const rows = await em.execute<{ disabled_now: boolean }[]>(
       `with d as (
          update webhook_deliveries set status = 'failed', completed_at = now(), updated_at = now()

@@ -37,5 +37,6 @@ export async function emitEvent(em: EntityManager, workspaceId: string, type: Su
 /** Wakes the worker's outbox dispatcher when the caller's transaction commits. */
 export async function notifyOutbox(em: EntityManager, workspaceId: string): Promise<void> {
   // raw SQL: pg_notify has no ORM form; it runs in the caller's transaction so the wake-up is sent at its commit.
+  // eslint-disable-next-line no-restricted-syntax
   await em.execute('select pg_notify(?, ?)', [OUTBOX_CHANNEL, workspaceId]);
 }

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from './crypto/secret-box';
+import { Credential, Workspace } from './db/entities';
 import { ApiError } from './errors';
 import { newId } from './ids';
 
@@ -17,24 +18,20 @@ export class CredentialService {
   async create(workspaceId: string, kind: 'msgapp_access_token', name: string, secret: string): Promise<{ id: string; name: string; kind: string }> {
     if (!secret.trim()) throw new ApiError(400, 'invalid_request', 'token: must not be empty');
     const id = newId('cred');
-    const ws = await this.em.fork().execute('select 1 from workspaces where id = ?', [workspaceId]);
-    if (!ws.length) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
-    await this.em.fork().execute('insert into credentials (id, workspace_id, kind, name, secret_sealed) values (?, ?, ?, ?, ?)', [
-      id,
-      workspaceId,
-      kind,
-      name,
-      this.box.seal(secret, id),
-    ]);
+    const em = this.em.fork();
+    if (!(await em.count(Workspace, { id: workspaceId }))) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
+    await em.insert(Credential, { id, workspaceId, kind, name, secretSealed: this.box.seal(secret, id) });
     return { id, name, kind };
+  }
+
+  /** Whether the workspace has a msgapp credential with this id (nothing is opened). */
+  async hasMsgappToken(workspaceId: string, id: string): Promise<boolean> {
+    return (await this.em.fork().count(Credential, { id, workspaceId, kind: 'msgapp_access_token' })) > 0;
   }
 
   /** The opened token of a msgapp credential of this workspace; null when there is none. */
   async msgappToken(workspaceId: string, id: string): Promise<string | null> {
-    const [cred] = await this.em.fork().execute<{ id: string; secret_sealed: string }[]>(
-      `select id, secret_sealed from credentials where id = ? and workspace_id = ? and kind = 'msgapp_access_token'`,
-      [id, workspaceId],
-    );
-    return cred ? this.box.open(cred.secret_sealed, cred.id) : null;
+    const cred = await this.em.fork().findOne(Credential, { id, workspaceId, kind: 'msgapp_access_token' });
+    return cred ? this.box.open(cred.secretSealed, cred.id) : null;
   }
 }

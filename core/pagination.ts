@@ -1,3 +1,4 @@
+import type { EntityName, FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from './errors';
 
@@ -68,4 +69,33 @@ export async function keysetPage<R extends { created_at: Date | string; id: stri
   );
   const page = rows.slice(0, q.limit);
   return { rows: page, next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null };
+}
+
+/**
+ * One page of entities ordered by (createdAt, id), newest first (`desc`) or oldest first
+ * (`asc`), continuing after `cursor`: the ORM form of keysetPage. The row comparison
+ * `(created_at, id) < (at, id)` is spelt out as `created_at < at or (created_at = at and id < id)`.
+ */
+export async function keysetFind<T extends { createdAt: Date; id: string }>(
+  em: EntityManager,
+  entity: EntityName<T>,
+  where: FilterQuery<T>,
+  q: { limit: number; cursor?: string },
+  opts: { direction?: 'asc' | 'desc' } = {},
+): Promise<{ rows: T[]; next_cursor: string | null }> {
+  const dir = opts.direction ?? 'desc';
+  const conditions: FilterQuery<T>[] = [where];
+  if (q.cursor) {
+    const [iso, id] = decodeCursor(q.cursor);
+    const at = new Date(iso);
+    const op = dir === 'desc' ? '$lt' : '$gt';
+    conditions.push({ $or: [{ createdAt: { [op]: at } }, { createdAt: at, id: { [op]: id } }] } as FilterQuery<T>);
+  }
+  const rows = await em.find(entity, { $and: conditions } as FilterQuery<T>, {
+    orderBy: { createdAt: dir, id: dir } as never,
+    limit: q.limit + 1,
+  });
+  const page = rows.slice(0, q.limit);
+  const last = page[page.length - 1];
+  return { rows: page, next_cursor: rows.length > q.limit ? encodeCursor({ created_at: last.createdAt, id: last.id }) : null };
 }

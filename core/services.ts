@@ -94,6 +94,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const search = new SearchService(em, opts.embedder, opts.denseIndex);
   const transcript = new ChatTranscript(em);
   const credentials = new CredentialService(em, opts.box);
+  const folders = new FolderService(em);
   const uploads = new UploadService({
     em,
     blobs: opts.blobs,
@@ -109,16 +110,16 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     widget: new WidgetSessionService(em, sites, customers, { transcriber: transcriber !== null }),
     uploads,
     apiKeys: new ApiKeyService(em, opts.keyCache),
-    folders: new FolderService(em),
+    folders,
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
     subscriptions: new SubscriptionService(em, opts.box, opts.sender),
     deliveries: new DeliveryService(em, opts.box, opts.sender),
     files: new FileService(em, opts.blobs),
     blobs: opts.blobs,
-    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials }),
+    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders }),
     customers,
     conversations: new ConversationService(em),
-    messages: new MessageService(em, opts.box, opts.msgapp ?? null),
+    messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl),
     box: opts.box,

@@ -1,9 +1,11 @@
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { textArray } from '../db/sql';
+import { Agent, KbFile, type IAgent } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
-import { Filters, keysetPage } from '../pagination';
+import { keysetFind } from '../pagination';
 import type { CredentialService } from '../credentials';
+import type { FolderService } from '../kb/folders';
 import { ProviderError, type MsgappProvider } from '../msgapp/provider';
 import { AgentSpec } from './spec';
 
@@ -12,6 +14,11 @@ export interface NumberOwnershipDeps {
   /** Null when no provider is configured: a number cannot be verified, so it is not claimed. */
   provider: MsgappProvider | null;
   credentials: CredentialService;
+}
+
+/** What an agent's knowledge-base selection is checked against. */
+export interface AgentDeps extends NumberOwnershipDeps {
+  folders: FolderService;
 }
 
 const UNIQUE_VIOLATION = '23505';
@@ -29,31 +36,19 @@ export interface AgentView {
   updated_at: string;
 }
 
-interface AgentRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  status: 'draft' | 'published';
-  spec: AgentSpec;
-  invalid_reasons: string[];
-  published_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
-
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
-function view(r: AgentRow): AgentView {
+function view(r: IAgent): AgentView {
   return {
     id: r.id,
     name: r.name,
     status: r.status,
     spec: r.spec,
-    runnable: r.status === 'published' && r.invalid_reasons.length === 0,
-    invalid_reasons: r.invalid_reasons,
-    published_at: iso(r.published_at),
-    created_at: iso(r.created_at)!,
-    updated_at: iso(r.updated_at)!,
+    runnable: r.status === 'published' && r.invalidReasons.length === 0,
+    invalid_reasons: [...r.invalidReasons],
+    published_at: iso(r.publishedAt ?? null),
+    created_at: iso(r.createdAt)!,
+    updated_at: iso(r.updatedAt)!,
   };
 }
 
@@ -83,6 +78,16 @@ async function claiming<T>(spec: AgentSpec, write: () => Promise<T>): Promise<T>
   }
 }
 
+/** What an agent held before an edit: whether its number is already claimed by it. */
+interface ClaimState {
+  id: string;
+  status: 'draft' | 'published';
+  spec: AgentSpec;
+  invalidReasons: string[];
+}
+
+const snapshot = (a: IAgent): ClaimState => ({ id: a.id, status: a.status, spec: a.spec, invalidReasons: [...a.invalidReasons] });
+
 const notFound = (id: string) => new ApiError(404, 'not_found', `No agent with id '${id}' in this workspace`);
 
 /**
@@ -102,22 +107,19 @@ const notFound = (id: string) => new ApiError(404, 'not_found', `No agent with i
 export class AgentService {
   constructor(
     private readonly em: EntityManager,
-    private readonly numbers: NumberOwnershipDeps,
+    private readonly numbers: AgentDeps,
   ) {}
 
   async create(workspaceId: string, input: unknown): Promise<AgentView> {
     const spec = parseSpec(input);
-    const [row] = await this.em.fork().execute<AgentRow[]>(
-      `insert into agents (id, workspace_id, name, status, spec) values (?, ?, ?, 'draft', ?::jsonb) returning *`,
-      [newId('agt'), workspaceId, spec.name, JSON.stringify(spec)],
-    );
+    const em = this.em.fork();
+    const row = em.create(Agent, { id: newId('agt'), workspaceId, name: spec.name, status: 'draft', spec, invalidReasons: [], publishedAt: null });
+    await em.flush();
     return view(row);
   }
 
   async list(workspaceId: string, q: { status?: 'draft' | 'published'; limit: number; cursor?: string }): Promise<{ agents: AgentView[]; next_cursor: string | null }> {
-    const filters = new Filters('workspace_id = ?', workspaceId);
-    if (q.status) filters.add('status = ?', q.status);
-    const page = await keysetPage<AgentRow>(this.em.fork(), 'select * from agents', filters, q);
+    const page = await keysetFind(this.em.fork(), Agent, q.status ? { workspaceId, status: q.status } : { workspaceId }, q);
     return { agents: page.rows.map(view), next_cursor: page.next_cursor };
   }
 
@@ -125,8 +127,8 @@ export class AgentService {
     return view(await this.row(this.em.fork(), workspaceId, id));
   }
 
-  private async row(em: EntityManager, workspaceId: string, id: string, lock = false): Promise<AgentRow> {
-    const [row] = await em.execute<AgentRow[]>(`select * from agents where id = ? and workspace_id = ?${lock ? ' for update' : ''}`, [id, workspaceId]);
+  private async row(em: EntityManager, workspaceId: string, id: string, lock = false): Promise<IAgent> {
+    const row = await em.findOne(Agent, { id, workspaceId }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
     if (!row) throw notFound(id);
     return row;
   }
@@ -137,16 +139,13 @@ export class AgentService {
       const current = await this.row(em, workspaceId, id, true);
       const spec = parseSpec({ ...current.spec, ...patch });
       const reasons = current.status === 'published' ? await this.reasons(em, workspaceId, spec) : [];
-      if (current.status === 'published' && reasons.length === 0) await this.checkClaim(em, workspaceId, current, spec);
-      const [row] = await claiming(spec, () =>
-        em.execute<AgentRow[]>(`update agents set name = ?, spec = ?::jsonb, invalid_reasons = ?::text[], updated_at = now() where id = ? returning *`, [
-          spec.name,
-          JSON.stringify(spec),
-          textArray(reasons),
-          id,
-        ]),
-      );
-      return view(row);
+      if (current.status === 'published' && reasons.length === 0) await this.checkClaim(em, workspaceId, snapshot(current), spec);
+      current.name = spec.name;
+      current.spec = spec;
+      current.invalidReasons = reasons;
+      current.updatedAt = new Date();
+      await claiming(spec, () => em.flush());
+      return view(current);
     });
   }
 
@@ -154,15 +153,13 @@ export class AgentService {
     return this.em.fork().transactional(async (em) => {
       const current = await this.row(em, workspaceId, id, true);
       const reasons = await this.reasons(em, workspaceId, current.spec);
-      if (reasons.length === 0) await this.checkClaim(em, workspaceId, current, current.spec);
-      const [row] = await claiming(current.spec, () =>
-        em.execute<AgentRow[]>(
-          `update agents set status = 'published', invalid_reasons = ?::text[], published_at = coalesce(published_at, now()), updated_at = now()
-           where id = ? returning *`,
-          [textArray(reasons), id],
-        ),
-      );
-      return view(row);
+      if (reasons.length === 0) await this.checkClaim(em, workspaceId, snapshot(current), current.spec);
+      current.status = 'published';
+      current.invalidReasons = reasons;
+      current.publishedAt ??= new Date();
+      current.updatedAt = new Date();
+      await claiming(current.spec, () => em.flush());
+      return view(current);
     });
   }
 
@@ -173,18 +170,21 @@ export class AgentService {
    * when the agent already holds the same number with the same credential. The provider
    * is called while this agent's row is locked: only this agent's edits wait for it.
    */
-  private async checkClaim(em: EntityManager, workspaceId: string, current: AgentRow, spec: AgentSpec): Promise<void> {
+  private async checkClaim(em: EntityManager, workspaceId: string, current: ClaimState, spec: AgentSpec): Promise<void> {
     const msgapp = spec.triggers.msgapp;
     if (!msgapp?.credential_id) return;
     const held = current.spec.triggers.msgapp;
     if (
       current.status === 'published' &&
-      current.invalid_reasons.length === 0 &&
+      current.invalidReasons.length === 0 &&
       held?.phone_number_id === msgapp.phone_number_id &&
       held.credential_id === msgapp.credential_id
     ) {
       return;
     }
+    // raw SQL: the expression and predicate are those of the partial unique index agents_msgapp_claim_uq, so this
+    // installation-wide look-up uses it.
+    // eslint-disable-next-line no-restricted-syntax
     const [holder] = await em.execute<{ id: string; workspace_id: string }[]>(
       `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0
        and spec #>> '{triggers,msgapp,phone_number_id}' = ? and id <> ?`,
@@ -214,27 +214,42 @@ export class AgentService {
     const msgapp = spec.triggers.msgapp;
     if (msgapp && !msgapp.credential_id) out.push(`msgapp number ${msgapp.number} has no credential_id for the provider's access token`);
     if (msgapp?.credential_id) {
-      const creds = await em.execute(`select 1 from credentials where id = ? and workspace_id = ? and kind = 'msgapp_access_token'`, [msgapp.credential_id, workspaceId]);
-      if (!creds.length) out.push(`credential ${msgapp.credential_id} does not exist in this workspace`);
+      if (!(await this.numbers.credentials.hasMsgappToken(workspaceId, msgapp.credential_id))) out.push(`credential ${msgapp.credential_id} does not exist in this workspace`);
       else if (!this.numbers.provider) out.push(`msgapp phone_number_id ${msgapp.phone_number_id} cannot be verified: no msgapp provider is configured (MSGAPP_API_BASE)`);
     }
     if (spec.knowledge_base.folder_ids.length) {
-      const rows = await em.execute<{ id: string }[]>(`select id from kb_folders where workspace_id = ? and id = any(?::text[])`, [
-        workspaceId,
-        textArray(spec.knowledge_base.folder_ids),
-      ]);
-      const found = new Set(rows.map((r) => r.id));
+      const found = await this.numbers.folders.existing(workspaceId, spec.knowledge_base.folder_ids, em);
       for (const f of spec.knowledge_base.folder_ids) if (!found.has(f)) out.push(`knowledge-base folder ${f} does not exist`);
     }
     if (spec.knowledge_base.file_ids.length) {
-      const rows = await em.execute<{ id: string }[]>(`select id from kb_files where workspace_id = ? and id = any(?::text[])`, [
-        workspaceId,
-        textArray(spec.knowledge_base.file_ids),
-      ]);
+      // Read here until the knowledge-base files module offers the look-up.
+      const rows = await em.find(KbFile, { workspaceId, id: { $in: spec.knowledge_base.file_ids } }, { fields: ['id'] });
       const found = new Set(rows.map((r) => r.id));
       for (const f of spec.knowledge_base.file_ids) if (!found.has(f)) out.push(`knowledge-base file ${f} does not exist`);
     }
     if (!msgapp && !spec.triggers.web_chat) out.push('no trigger: add a msgapp number or a web_chat site');
     return out;
   }
+}
+
+/** Published agents whose knowledge-base selection names the folder (a folder delete reports them; their selections stay as they are). */
+export async function publishedAgentsSelectingFolder(em: EntityManager, workspaceId: string, folderId: string): Promise<Array<{ id: string; name: string; status: 'published' }>> {
+  // raw SQL: jsonb containment (`@>`) inside the spec has no ORM operator.
+  // eslint-disable-next-line no-restricted-syntax
+  return em.execute(
+    `select id, name, status from agents
+     where workspace_id = ? and status = 'published' and spec->'knowledge_base'->'folder_ids' @> ?::jsonb
+     order by name, id`,
+    [workspaceId, JSON.stringify([folderId])],
+  );
+}
+
+/** The agent with this id in the workspace; null when there is none. */
+export function findAgent(em: EntityManager, workspaceId: string, id: string): Promise<IAgent | null> {
+  return em.findOne(Agent, { id, workspaceId });
+}
+
+/** Every agent of the workspace (draft or published) whose msgapp trigger names this number, by id. */
+export function agentsOnNumber(em: EntityManager, workspaceId: string, number: string): Promise<IAgent[]> {
+  return em.find(Agent, { workspaceId, spec: { triggers: { msgapp: { number } } } } as never, { orderBy: { id: 'asc' } });
 }

@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiKey, RetiredKeySecret, Workspace, type IApiKey } from '../db/entities';
 import { ApiError } from '../errors';
@@ -83,6 +84,13 @@ export function parseScopes(list: string): Scope[] {
   return [...new Set(scopes)] as Scope[];
 }
 
+/** Wakes every process's key cache when the transaction commits (NOTIFY is transactional). */
+async function notifyKeyChange(em: EntityManager, keyId: string): Promise<void> {
+  // raw SQL: pg_notify has no ORM form; it must run in the caller's transaction to be sent at its commit.
+  // eslint-disable-next-line no-restricted-syntax
+  await em.execute('select pg_notify(?, ?)', [KEY_CHANGES_CHANNEL, keyId]);
+}
+
 /**
  * Keys are stored only as a SHA-256 hash plus their display prefix. Every change that
  * can end a key's validity (rotate, delete) publishes a NOTIFY in the same transaction,
@@ -124,7 +132,7 @@ export class ApiKeyService {
   async rotate(keyId: string): Promise<{ id: string; key: string; prefix: string }> {
     const key = generateApiKey();
     await this.em.fork().transactional(async (em) => {
-      const row = await em.findOne(ApiKey, { id: keyId }, { lockMode: 4 /* pessimistic write */ });
+      const row = await em.findOne(ApiKey, { id: keyId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!row) throw new ApiError(404, 'not_found', `No API key with id '${keyId}'`);
       if (row.status !== 'active') throw new ApiError(409, 'key_revoked', `API key '${keyId}' is deleted and cannot be rotated`);
       em.create(RetiredKeySecret, { secretHash: row.secretHash, keyId: row.id });
@@ -132,7 +140,7 @@ export class ApiKeyService {
       row.prefix = displayPrefix(key);
       row.rotatedAt = new Date();
       await em.flush();
-      await em.execute('select pg_notify(?, ?)', [KEY_CHANGES_CHANNEL, row.id]);
+      await notifyKeyChange(em, row.id);
     });
     this.cache?.clear();
     return { id: keyId, key, prefix: displayPrefix(key) };
@@ -141,13 +149,13 @@ export class ApiKeyService {
   /** Permanent revocation: requests with the key answer `revoked_api_key` from the commit on. */
   async delete(keyId: string): Promise<void> {
     await this.em.fork().transactional(async (em) => {
-      const row = await em.findOne(ApiKey, { id: keyId }, { lockMode: 4 });
+      const row = await em.findOne(ApiKey, { id: keyId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!row) throw new ApiError(404, 'not_found', `No API key with id '${keyId}'`);
       if (row.status === 'revoked') return;
       row.status = 'revoked';
       row.revokedAt = new Date();
       await em.flush();
-      await em.execute('select pg_notify(?, ?)', [KEY_CHANGES_CHANNEL, row.id]);
+      await notifyKeyChange(em, row.id);
     });
     this.cache?.clear();
   }

@@ -1,7 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { Conversation, Customer, CustomerIdentity, type ICustomer } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
-import { Filters, keysetPage } from '../pagination';
+import { keysetFind } from '../pagination';
 
 export type IdentityKind = 'phone' | 'email' | 'external_id';
 export interface Identities {
@@ -22,32 +23,19 @@ export interface CustomerView {
   updated_at: string;
 }
 
-interface CustomerRow {
-  id: string;
-  name: string | null;
-  email: string | null;
-  phone: string | null;
-  external_id: string | null;
-  metadata: Record<string, unknown>;
-  created_at: Date;
-  updated_at: Date;
-  identities: Array<{ kind: IdentityKind; value: string }> | null;
-}
+type Identity = { kind: IdentityKind; value: string };
 
-const SELECT = `select c.*, (select coalesce(json_agg(json_build_object('kind', i.kind, 'value', i.value) order by i.kind, i.value), '[]')
-                 from customer_identities i where i.customer_id = c.id) as identities from customers c`;
-
-function view(r: CustomerRow): CustomerView {
+function view(r: ICustomer, identities: Identity[]): CustomerView {
   return {
     id: r.id,
-    name: r.name,
-    email: r.email,
-    phone: r.phone,
-    external_id: r.external_id,
+    name: r.name ?? null,
+    email: r.email ?? null,
+    phone: r.phone ?? null,
+    external_id: r.externalId ?? null,
     metadata: r.metadata ?? {},
-    identities: r.identities ?? [],
-    created_at: new Date(r.created_at).toISOString(),
-    updated_at: new Date(r.updated_at).toISOString(),
+    identities,
+    created_at: new Date(r.createdAt).toISOString(),
+    updated_at: new Date(r.updatedAt).toISOString(),
   };
 }
 
@@ -81,10 +69,15 @@ export class CustomerService {
       return await this.em.fork().transactional(async (em) => {
         const id = newId('cus');
         const ids = identitiesOf(input);
-        await em.execute(
-          `insert into customers (id, workspace_id, name, email, phone, external_id, metadata) values (?, ?, ?, ?, ?, ?, ?::jsonb)`,
-          [id, workspaceId, input.name ?? null, ids.find((i) => i.kind === 'email')?.value ?? null, input.phone ?? null, input.external_id ?? null, JSON.stringify(input.metadata ?? {})],
-        );
+        await em.insert(Customer, {
+          id,
+          workspaceId,
+          name: input.name ?? null,
+          email: ids.find((i) => i.kind === 'email')?.value ?? null,
+          phone: input.phone ?? null,
+          externalId: input.external_id ?? null,
+          metadata: input.metadata ?? {},
+        });
         await this.attach(em, workspaceId, id, ids);
         return this.load(em, workspaceId, id);
       });
@@ -93,33 +86,37 @@ export class CustomerService {
     }
   }
 
-  private async attach(em: EntityManager, workspaceId: string, customerId: string, ids: Array<{ kind: IdentityKind; value: string }>): Promise<void> {
-    for (const i of ids) {
-      await em.execute('insert into customer_identities (workspace_id, kind, value, customer_id) values (?, ?, ?, ?)', [workspaceId, i.kind, i.value, customerId]);
-    }
+  private async attach(em: EntityManager, workspaceId: string, customerId: string, ids: Identity[]): Promise<void> {
+    for (const i of ids) await em.insert(CustomerIdentity, { workspaceId, kind: i.kind, value: i.value, customerId });
   }
 
   private async identityConflict(workspaceId: string, err: unknown, input: Identities): Promise<never> {
     if ((err as { code?: string }).code !== '23505') throw err;
     for (const i of identitiesOf(input)) {
-      const [owner] = await this.em.fork().execute<{ customer_id: string }[]>('select customer_id from customer_identities where workspace_id = ? and kind = ? and value = ?', [
-        workspaceId,
-        i.kind,
-        i.value,
-      ]);
+      const owner = await this.em.fork().findOne(CustomerIdentity, { workspaceId, kind: i.kind, value: i.value });
       if (owner) {
-        throw new ApiError(409, 'identity_in_use', `${i.kind} '${i.value}' already belongs to customer ${owner.customer_id}; use POST /api/v1/customer/link to merge`, {
-          customer_id: owner.customer_id,
+        throw new ApiError(409, 'identity_in_use', `${i.kind} '${i.value}' already belongs to customer ${owner.customerId}; use POST /api/v1/customer/link to merge`, {
+          customer_id: owner.customerId,
         });
       }
     }
     throw err;
   }
 
+  /** The identities of these customers, each list ordered by kind and value. */
+  private async identities(em: EntityManager, customerIds: string[]): Promise<Map<string, Identity[]>> {
+    const out = new Map<string, Identity[]>(customerIds.map((id) => [id, []]));
+    if (!customerIds.length) return out;
+    const rows = await em.find(CustomerIdentity, { customerId: { $in: customerIds } }, { orderBy: { kind: 'asc', value: 'asc' }, refresh: true });
+    for (const r of rows) out.get(r.customerId)?.push({ kind: r.kind, value: r.value });
+    return out;
+  }
+
+  /** Read fresh (refresh): within a transaction the rows may have been changed by native updates since they were loaded. */
   private async load(em: EntityManager, workspaceId: string, id: string): Promise<CustomerView> {
-    const [row] = await em.execute<CustomerRow[]>(`${SELECT} where c.id = ? and c.workspace_id = ?`, [id, workspaceId]);
+    const row = await em.findOne(Customer, { id, workspaceId }, { refresh: true });
     if (!row) throw notFound(id);
-    return view(row);
+    return view(row, (await this.identities(em, [id])).get(id)!);
   }
 
   get(workspaceId: string, id: string): Promise<CustomerView> {
@@ -127,12 +124,18 @@ export class CustomerService {
   }
 
   async list(workspaceId: string, q: Identities & { limit: number; cursor?: string }): Promise<{ customers: CustomerView[]; next_cursor: string | null }> {
-    const filters = new Filters('c.workspace_id = ?', workspaceId);
+    const em = this.em.fork();
+    // An identity names at most one customer: each filter narrows the list to that customer.
+    const owners: string[] = [];
     for (const i of identitiesOf(q)) {
-      filters.add('exists (select 1 from customer_identities x where x.customer_id = c.id and x.kind = ? and x.value = ?)', i.kind, i.value);
+      const owner = await em.findOne(CustomerIdentity, { workspaceId, kind: i.kind, value: i.value });
+      if (!owner) return { customers: [], next_cursor: null };
+      owners.push(owner.customerId);
     }
-    const page = await keysetPage<CustomerRow>(this.em.fork(), SELECT, filters, q, { alias: 'c' });
-    return { customers: page.rows.map(view), next_cursor: page.next_cursor };
+    if (new Set(owners).size > 1) return { customers: [], next_cursor: null };
+    const page = await keysetFind(em, Customer, owners.length ? { workspaceId, id: owners[0] } : { workspaceId }, q);
+    const identities = await this.identities(em, page.rows.map((r) => r.id));
+    return { customers: page.rows.map((r) => view(r, identities.get(r.id)!)), next_cursor: page.next_cursor };
   }
 
   /** Updates the profile; a changed phone, email or external id replaces that identity. */
@@ -140,22 +143,17 @@ export class CustomerService {
     try {
       return await this.em.fork().transactional(async (em) => {
         await this.load(em, workspaceId, id);
-        const sets: string[] = [];
-        const params: unknown[] = [];
-        const set = (sql: string, value: unknown) => {
-          sets.push(sql);
-          params.push(value);
-        };
-        if (patch.name !== undefined) set('name = ?', patch.name);
-        if (patch.metadata !== undefined) set('metadata = ?::jsonb', JSON.stringify(patch.metadata));
+        const changes: Partial<Pick<ICustomer, 'name' | 'metadata' | 'phone' | 'email' | 'externalId'>> = {};
+        if (patch.name !== undefined) changes.name = patch.name;
+        if (patch.metadata !== undefined) changes.metadata = patch.metadata;
         for (const kind of ['phone', 'email', 'external_id'] as const) {
           if (patch[kind] === undefined) continue;
           const value = patch[kind] ? normalise(kind, patch[kind]!) : null;
-          set(`${kind} = ?`, value);
-          await em.execute('delete from customer_identities where customer_id = ? and kind = ?', [id, kind]);
+          changes[kind === 'external_id' ? 'externalId' : kind] = value;
+          await em.nativeDelete(CustomerIdentity, { customerId: id, kind });
           if (value) await this.attach(em, workspaceId, id, [{ kind, value }]);
         }
-        if (sets.length) await em.execute(`update customers set ${sets.join(', ')}, updated_at = now() where id = ?`, [...params, id]);
+        if (Object.keys(changes).length) await em.nativeUpdate(Customer, { id }, { ...changes, updatedAt: new Date() });
         return this.load(em, workspaceId, id);
       });
     } catch (err) {
@@ -184,49 +182,69 @@ export class CustomerService {
     if (!ids.length) throw new ApiError(400, 'invalid_request', 'body: at least one of phone, email, external_id');
     return this.em.fork().transactional(async (em) => {
       // Serialise links in a workspace: two concurrent merges must not cross.
+      // raw SQL: advisory locks have no ORM form.
+      // eslint-disable-next-line no-restricted-syntax
       await em.execute('select pg_advisory_xact_lock(hashtext(?))', [`customer-link:${workspaceId}`]);
-      const owners = await em.execute<{ customer_id: string; created_at: Date }[]>(
-        `select distinct i.customer_id, c.created_at from customer_identities i join customers c on c.id = i.customer_id
-         where i.workspace_id = ? and (${ids.map(() => '(i.kind = ? and i.value = ?)').join(' or ')})
-         order by c.created_at, i.customer_id`,
-        [workspaceId, ...ids.flatMap((i) => [i.kind, i.value])],
-      );
+      const held = await em.find(CustomerIdentity, { workspaceId, $or: ids.map((i) => ({ kind: i.kind, value: i.value })) });
+      const owners = held.length
+        ? await em.find(Customer, { id: { $in: [...new Set(held.map((h) => h.customerId))] } }, { orderBy: { createdAt: 'asc', id: 'asc' }, fields: ['id'] })
+        : [];
       let target = input.customer_id;
       if (target) await this.load(em, workspaceId, target);
-      else if (owners.length) target = owners[0].customer_id;
+      else if (owners.length) target = owners[0].id;
       else {
         target = newId('cus');
-        await em.execute('insert into customers (id, workspace_id) values (?, ?)', [target, workspaceId]);
+        await em.insert(Customer, { id: target, workspaceId });
       }
-      const merged = owners.map((o) => o.customer_id).filter((c) => c !== target);
+      const merged = owners.map((o) => o.id).filter((c) => c !== target);
       for (const other of merged) {
-        await em.execute(
-          `insert into customer_identities (workspace_id, kind, value, customer_id)
-           select workspace_id, kind, value, ? from customer_identities where customer_id = ?
-           on conflict (workspace_id, kind, value) do update set customer_id = excluded.customer_id`,
-          [target, other],
-        );
-        await em.execute('update conversations set customer_id = ?, updated_at = now() where customer_id = ?', [target, other]);
-        await em.execute('delete from customers where id = ?', [other]);
+        await em.nativeUpdate(CustomerIdentity, { customerId: other }, { customerId: target });
+        // The merged customer's conversations follow it (the conversations module has no such move yet).
+        await em.nativeUpdate(Conversation, { customerId: other }, { customerId: target, updatedAt: new Date() });
+        await em.nativeDelete(Customer, { id: other });
       }
       for (const i of ids) {
-        await em.execute(
-          `insert into customer_identities (workspace_id, kind, value, customer_id) values (?, ?, ?, ?)
-           on conflict (workspace_id, kind, value) do update set customer_id = excluded.customer_id`,
-          [workspaceId, i.kind, i.value, target],
+        await em.upsert(
+          CustomerIdentity,
+          { workspaceId, kind: i.kind, value: i.value, customerId: target },
+          { onConflictFields: ['workspaceId', 'kind', 'value'], onConflictAction: 'merge', onConflictMergeFields: ['customerId'] },
         );
       }
-      // The profile's own fields fill in from identities it did not have.
-      await em.execute(
-        `update customers c set
-           phone = coalesce(c.phone, (select value from customer_identities where customer_id = c.id and kind = 'phone' order by created_at limit 1)),
-           email = coalesce(c.email, (select value from customer_identities where customer_id = c.id and kind = 'email' order by created_at limit 1)),
-           external_id = coalesce(c.external_id, (select value from customer_identities where customer_id = c.id and kind = 'external_id' order by created_at limit 1)),
-           updated_at = now()
-         where c.id = ?`,
-        [target],
+      // The profile's own fields fill in from identities it did not have (the oldest of each kind).
+      const customer = await em.findOneOrFail(Customer, { id: target }, { refresh: true });
+      const own = await em.find(CustomerIdentity, { customerId: target }, { orderBy: { createdAt: 'asc', value: 'asc' }, refresh: true });
+      const first = (kind: IdentityKind) => own.find((i) => i.kind === kind)?.value ?? null;
+      await em.nativeUpdate(
+        Customer,
+        { id: target },
+        {
+          phone: customer.phone ?? first('phone'),
+          email: customer.email ?? first('email'),
+          externalId: customer.externalId ?? first('external_id'),
+          updatedAt: new Date(),
+        },
       );
       return { customer: await this.load(em, workspaceId, target), merged_customer_ids: merged };
     });
   }
+}
+
+/** Whether the customer exists in the workspace (in the caller's transaction). */
+export async function customerExists(em: EntityManager, workspaceId: string, id: string): Promise<boolean> {
+  return (await em.count(Customer, { id, workspaceId })) > 0;
+}
+
+/**
+ * The customer holding this phone in the workspace, created with it when none does (in
+ * the caller's transaction). Two concurrent creations race on the identity's primary
+ * key: the loser's customer stays without the identity and the winner's is returned.
+ */
+export async function customerForPhone(em: EntityManager, workspaceId: string, phone: string): Promise<string> {
+  const held = await em.findOne(CustomerIdentity, { workspaceId, kind: 'phone', value: phone });
+  if (held) return held.customerId;
+  const id = newId('cus');
+  await em.insert(Customer, { id, workspaceId, phone });
+  await em.createQueryBuilder(CustomerIdentity).insert({ workspaceId, kind: 'phone', value: phone, customerId: id }).onConflict(['workspaceId', 'kind', 'value']).ignore();
+  const owner = await em.findOneOrFail(CustomerIdentity, { workspaceId, kind: 'phone', value: phone }, { refresh: true });
+  return owner.customerId;
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { IdempotencyKey } from '../db/entities';
 import type { SecretBox } from '../crypto/secret-box';
 
 export type IdempotencyBegin =
@@ -62,6 +63,10 @@ export class IdempotencyStore {
 
   async begin(workspaceId: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
     const em = this.em.fork();
+    // One statement claims the key: a new row, or a row whose key expired or whose request
+    // was abandoned mid-way; a key held by a live request is left alone (no row back).
+    // raw SQL: a conditional upsert (`on conflict … do update … where a or b`): the QueryBuilder's onConflict().where() takes column equalities only.
+    // eslint-disable-next-line no-restricted-syntax
     const claimed = await em.execute<{ claimed: number }[]>(
       `insert into idempotency_keys (workspace_id, key, request_hash, state, expires_at)
        values (?, ?, ?, 'in_progress', now() + make_interval(hours => ?))
@@ -75,35 +80,32 @@ export class IdempotencyStore {
       [workspaceId, key, fingerprint, this.ttlHours, IN_PROGRESS_RECLAIM_SECONDS],
     );
     if (claimed.length) return { kind: 'proceed' };
-    const [row] = await em.execute<
-      { request_hash: string; state: string; response_status: number | null; response_body: string | null; response_content_type: string | null }[]
-    >('select request_hash, state, response_status, response_body, response_content_type from idempotency_keys where workspace_id = ? and key = ?', [
-      workspaceId,
-      key,
-    ]);
+    const row = await em.findOne(IdempotencyKey, { workspaceId, key });
     // Deleted between our insert and our read (a 5xx released it): let the caller try it.
     if (!row) return this.begin(workspaceId, key, fingerprint);
-    if (row.request_hash !== fingerprint) return { kind: 'mismatch' };
+    if (row.requestHash !== fingerprint) return { kind: 'mismatch' };
     if (row.state !== 'completed') return { kind: 'in_progress' };
-    return { kind: 'replay', status: row.response_status ?? 200, body: this.openBody(workspaceId, key, row.response_body), contentType: row.response_content_type };
+    return { kind: 'replay', status: row.responseStatus ?? 200, body: this.openBody(workspaceId, key, row.responseBody ?? null), contentType: row.responseContentType ?? null };
   }
 
   async complete(workspaceId: string, key: string, status: number, body: string, contentType: string | null): Promise<void> {
-    await this.em.fork().execute(
-      `update idempotency_keys set state = 'completed', response_status = ?, response_body = ?, response_content_type = ?
-       where workspace_id = ? and key = ? and state = 'in_progress'`,
-      [status, this.box.seal(body, IdempotencyStore.associatedData(workspaceId, key)), contentType, workspaceId, key],
+    await this.em.fork().nativeUpdate(
+      IdempotencyKey,
+      { workspaceId, key, state: 'in_progress' },
+      { state: 'completed', responseStatus: status, responseBody: this.box.seal(body, IdempotencyStore.associatedData(workspaceId, key)), responseContentType: contentType },
     );
   }
 
   async release(workspaceId: string, key: string): Promise<void> {
-    await this.em.fork().execute(`delete from idempotency_keys where workspace_id = ? and key = ? and state = 'in_progress'`, [workspaceId, key]);
+    await this.em.fork().nativeDelete(IdempotencyKey, { workspaceId, key, state: 'in_progress' });
   }
 
   /** Deletes expired keys in batches; returns how many were removed. */
   async purgeExpired(batch = 5000): Promise<number> {
     let total = 0;
     for (;;) {
+      // raw SQL: a batched delete (`delete … limit`) has no ORM form; batches keep each statement short.
+      // eslint-disable-next-line no-restricted-syntax
       const rows = await this.em.fork().execute<{ n: string }[]>(
         `with gone as (
            delete from idempotency_keys where ctid in (

@@ -1,5 +1,8 @@
+import { sql } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { AgentSpec } from '../agents/spec';
+import { agentsOnNumber, findAgent } from '../agents/agents';
+import { customerExists } from '../customers/customers';
+import { Message, type IAgent } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import type { OutboundContent } from '../msgapp/provider';
@@ -38,13 +41,6 @@ export const SESSION_WINDOW_HOURS = 24;
 
 const invalid = (message: string) => new ApiError(400, 'invalid_request', message);
 
-interface AgentRow {
-  id: string;
-  status: 'draft' | 'published';
-  spec: AgentSpec;
-  invalid_reasons: string[];
-}
-
 /**
  * The send rules of the spec, in order, with their codes. Reads only: nothing is
  * recorded until every rule passed (rule 4: "before anything is recorded").
@@ -67,16 +63,13 @@ export async function planSend(em: EntityManager, workspaceId: string, body: Sen
   }
 
   // Rule 3: the sender.
-  let agent: AgentRow;
+  let agent: IAgent;
   if (body.agent_id) {
-    const [row] = await em.execute<AgentRow[]>('select id, status, spec, invalid_reasons from agents where id = ? and workspace_id = ?', [body.agent_id, workspaceId]);
+    const row = await findAgent(em, workspaceId, body.agent_id);
     if (!row) throw new ApiError(404, 'not_found', `No agent with id '${body.agent_id}' in this workspace`);
     agent = row;
   } else {
-    const claimants = await em.execute<AgentRow[]>(
-      `select id, status, spec, invalid_reasons from agents where workspace_id = ? and spec #>> '{triggers,msgapp,number}' = ? order by id`,
-      [workspaceId, body.from],
-    );
+    const claimants = await agentsOnNumber(em, workspaceId, body.from!);
     const published = claimants.filter((a) => a.status === 'published');
     if (published.length > 1) {
       throw new ApiError(422, 'ambiguous_sender', `${published.length} published agents claim ${body.from}; send agent_id to choose`, { agent_ids: published.map((a) => a.id) });
@@ -93,15 +86,14 @@ export async function planSend(em: EntityManager, workspaceId: string, body: Sen
     throw new ApiError(422, 'sender_not_authorized', `Agent ${agent.id} has no sender action on its canvas`, { agent_id: agent.id });
   }
   const msgapp = agent.spec.triggers.msgapp;
-  const reasons = [...agent.invalid_reasons, ...(msgapp ? [] : ['the agent has no msgapp number'])];
+  const reasons = [...agent.invalidReasons, ...(msgapp ? [] : ['the agent has no msgapp number'])];
   if (reasons.length || !msgapp?.credential_id) {
     throw new ApiError(422, 'sender_agent_invalid', `Agent ${agent.id} cannot run: ${reasons.join('; ') || 'no credential'}`, { agent_id: agent.id, reasons });
   }
   if (body.from && body.from !== msgapp.number) throw invalid(`from: agent ${agent.id} sends on ${msgapp.number}`);
 
   if (body.customer_id) {
-    const rows = await em.execute('select 1 from customers where id = ? and workspace_id = ?', [body.customer_id, workspaceId]);
-    if (!rows.length) throw new ApiError(404, 'not_found', `No customer with id '${body.customer_id}' in this workspace`);
+    if (!(await customerExists(em, workspaceId, body.customer_id))) throw new ApiError(404, 'not_found', `No customer with id '${body.customer_id}' in this workspace`);
   }
 
   let content: OutboundContent;
@@ -114,11 +106,10 @@ export async function planSend(em: EntityManager, workspaceId: string, body: Sen
     content = { kind: 'template', name: found.name, language: found.language, variables: wanted.variables };
   } else {
     // Rule 2: outside the 24-hour window only a template is deliverable.
-    const [open] = await em.execute<{ at: Date }[]>(
-      `select created_at as at from messages
-       where workspace_id = ? and direction = 'inbound' and from_number = ? and to_number = ? and created_at > now() - make_interval(hours => ?)
-       order by created_at desc limit 1`,
-      [workspaceId, body.to, msgapp.number, SESSION_WINDOW_HOURS],
+    const open = await em.findOne(
+      Message,
+      { workspaceId, direction: 'inbound', fromNumber: body.to, toNumber: msgapp.number, createdAt: { $gt: sql`now() - make_interval(hours => ${SESSION_WINDOW_HOURS})` } },
+      { orderBy: { createdAt: 'desc' }, fields: ['id', 'createdAt'] },
     );
     if (!open) {
       throw new ApiError(422, 'session_window_closed', `${body.to} has not written to ${msgapp.number} in the last ${SESSION_WINDOW_HOURS} hours; only a template can be sent`);

@@ -1,8 +1,11 @@
+import { LockMode, sql } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../crypto/secret-box';
+import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription, type IWebhookDelivery } from '../db/entities';
 import { ApiError } from '../errors';
-import { Filters, keysetPage } from '../pagination';
-import { DISABLE_AFTER_FAILURES, OUTBOX_CHANNEL } from './events';
+import { keysetFind } from '../pagination';
+import { notifyOutbox } from './emitter';
+import { DISABLE_AFTER_FAILURES } from './events';
 import { sendSigned, type SenderSettings } from './sender';
 
 export interface DeliveryView {
@@ -45,39 +48,23 @@ export interface AttemptResult {
   error: string | null;
 }
 
-interface DeliveryRow {
-  id: string;
-  event_id: string;
-  event_type: string;
-  subscription_id: string;
-  status: DeliveryView['status'];
-  attempt_count: number;
-  last_status_code: number | null;
-  last_error: string | null;
-  created_at: Date;
-  updated_at: Date;
-  completed_at: Date | null;
-}
+const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
-
-function view(r: DeliveryRow): DeliveryView {
+function view(r: IWebhookDelivery): DeliveryView {
   return {
     id: r.id,
-    event_id: r.event_id,
-    event_type: r.event_type,
-    subscription_id: r.subscription_id,
+    event_id: r.eventId,
+    event_type: r.eventType,
+    subscription_id: r.subscriptionId,
     status: r.status,
-    attempt_count: r.attempt_count,
-    last_status_code: r.last_status_code,
-    last_error: r.last_error,
-    created_at: iso(r.created_at)!,
-    updated_at: iso(r.updated_at)!,
-    completed_at: iso(r.completed_at),
+    attempt_count: r.attemptCount,
+    last_status_code: r.lastStatusCode ?? null,
+    last_error: r.lastError ?? null,
+    created_at: iso(r.createdAt)!,
+    updated_at: iso(r.updatedAt)!,
+    completed_at: iso(r.completedAt),
   };
 }
-
-/** Opaque keyset cursor over (created_at desc, id desc): new rows never shift a page. */
 
 /**
  * Deliveries: the attempt and the outcome accounting the delivery workflow calls, and the
@@ -94,47 +81,45 @@ export class DeliveryService {
   ) {}
 
   async undispatched(limit: number): Promise<DispatchItem[]> {
-    return this.em.fork().execute<DispatchItem[]>(
-      `select id, run, workspace_id, subscription_id, event_type from webhook_deliveries
-       where dispatched_at is null order by created_at, id limit ?`,
-      [limit],
+    const rows = await this.em.fork().find(
+      WebhookDelivery,
+      { dispatchedAt: null },
+      { orderBy: { createdAt: 'asc', id: 'asc' }, limit, fields: ['id', 'run', 'workspaceId', 'subscriptionId', 'eventType'] },
     );
+    return rows.map((r) => ({ id: r.id, run: r.run, workspace_id: r.workspaceId, subscription_id: r.subscriptionId, event_type: r.eventType }));
   }
 
   async markDispatched(id: string, run: number): Promise<void> {
-    await this.em.fork().execute('update webhook_deliveries set dispatched_at = now() where id = ? and run = ? and dispatched_at is null', [id, run]);
+    await this.em.fork().nativeUpdate(WebhookDelivery, { id, run, dispatchedAt: null }, { dispatchedAt: new Date() });
   }
 
   /** One attempt: one signed POST of the stored body, logged. */
   async attempt(deliveryId: string, run: number, attempt: number): Promise<AttemptResult> {
     const em = this.em.fork();
-    const [row] = await em.execute<{ status: string; run: number; url: string; sub_id: string; secret_sealed: string; payload: string; event_type: string }[]>(
-      `select d.status, d.run, s.url, s.id as sub_id, s.secret_sealed, e.payload, d.event_type
-       from webhook_deliveries d
-       join webhook_subscriptions s on s.id = d.subscription_id
-       join webhook_events e on e.id = d.event_id
-       where d.id = ?`,
-      [deliveryId],
-    );
-    if (!row) return { outcome: 'gone', statusCode: 0, error: null };
-    if (row.status !== 'pending' || row.run !== run) return { outcome: 'settled', statusCode: 0, error: null };
+    const delivery = await em.findOne(WebhookDelivery, { id: deliveryId });
+    // Subscription and event rows cascade to their deliveries: a missing one means the delivery is going too.
+    const sub = delivery && (await em.findOne(WebhookSubscription, { id: delivery.subscriptionId }));
+    const event = delivery && sub && (await em.findOne(WebhookEvent, { id: delivery.eventId }));
+    if (!delivery || !sub || !event) return { outcome: 'gone', statusCode: 0, error: null };
+    if (delivery.status !== 'pending' || delivery.run !== run) return { outcome: 'settled', statusCode: 0, error: null };
     const startedAt = new Date();
     const sent = await sendSigned(this.sender, {
-      url: row.url,
-      secret: this.box.open(row.secret_sealed, row.sub_id),
-      eventType: row.event_type,
+      url: sub.url,
+      secret: this.box.open(sub.secretSealed, sub.id),
+      eventType: delivery.eventType,
       deliveryId,
-      body: row.payload,
+      body: event.payload,
     });
-    await em.execute(
-      `insert into webhook_attempts (delivery_id, run, attempt, started_at, status_code, error, latency_ms, response_body)
-       values (?, ?, ?, ?, ?, ?, ?, ?) on conflict do nothing`,
-      [deliveryId, run, attempt, startedAt, sent.statusCode || null, sent.error, sent.latencyMs, sent.responseBody],
-    );
-    await em.execute(
-      `update webhook_deliveries set attempt_count = attempt_count + 1, last_status_code = ?, last_error = ?, updated_at = now()
-       where id = ? and run = ?`,
-      [sent.statusCode || null, sent.error, deliveryId, run],
+    // An activity retry may log the same attempt again: the first record stands.
+    await em
+      .createQueryBuilder(WebhookAttempt)
+      .insert({ deliveryId, run, attempt, startedAt, statusCode: sent.statusCode || null, error: sent.error, latencyMs: sent.latencyMs, responseBody: sent.responseBody })
+      .onConflict(['deliveryId', 'run', 'attempt'])
+      .ignore();
+    await em.nativeUpdate(
+      WebhookDelivery,
+      { id: deliveryId, run },
+      { attemptCount: sql`attempt_count + 1`, lastStatusCode: sent.statusCode || null, lastError: sent.error, updatedAt: new Date() },
     );
     return { outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error };
   }
@@ -143,6 +128,8 @@ export class DeliveryService {
   async recordOutcome(deliveryId: string, run: number, delivered: boolean, error: string | null): Promise<{ disabled: boolean }> {
     const em = this.em.fork();
     if (delivered) {
+      // raw SQL: a CTE settles the run and updates its subscription in one statement; the state move makes a repeat a no-op.
+      // eslint-disable-next-line no-restricted-syntax
       await em.execute(
         `with d as (
            update webhook_deliveries set status = 'delivered', completed_at = now(), updated_at = now()
@@ -154,6 +141,8 @@ export class DeliveryService {
       return { disabled: false };
     }
     const reason = `disabled after ${DISABLE_AFTER_FAILURES} consecutive failed deliveries; last error: ${error ?? 'unknown'}`;
+    // raw SQL: a CTE with a row lock (for update of s): settles the run and counts the failure exactly under concurrent deliveries.
+    // eslint-disable-next-line no-restricted-syntax
     const rows = await em.execute<{ disabled_now: boolean }[]>(
       `with d as (
          update webhook_deliveries set status = 'failed', completed_at = now(), updated_at = now()
@@ -175,8 +164,9 @@ export class DeliveryService {
   }
 
   private async requireSubscription(em: EntityManager, workspaceId: string, subscriptionId: string): Promise<void> {
-    const rows = await em.execute('select 1 from webhook_subscriptions where id = ? and workspace_id = ?', [subscriptionId, workspaceId]);
-    if (!rows.length) throw new ApiError(404, 'not_found', `No webhook subscription with id '${subscriptionId}' in this workspace`);
+    if (!(await em.count(WebhookSubscription, { id: subscriptionId, workspaceId }))) {
+      throw new ApiError(404, 'not_found', `No webhook subscription with id '${subscriptionId}' in this workspace`);
+    }
   }
 
   async list(
@@ -186,29 +176,32 @@ export class DeliveryService {
   ): Promise<{ deliveries: DeliveryView[]; next_cursor: string | null }> {
     const em = this.em.fork();
     await this.requireSubscription(em, workspaceId, subscriptionId);
-    const filters = new Filters('subscription_id = ?', subscriptionId);
-    if (q.status) filters.add('status = ?', q.status);
-    const page = await keysetPage<DeliveryRow>(em, 'select * from webhook_deliveries', filters, q);
+    const page = await keysetFind(em, WebhookDelivery, q.status ? { subscriptionId, status: q.status } : { subscriptionId }, q);
     return { deliveries: page.rows.map(view), next_cursor: page.next_cursor };
   }
 
   async get(workspaceId: string, subscriptionId: string, deliveryId: string): Promise<DeliveryView & { attempts: AttemptView[]; payload: unknown }> {
     const em = this.em.fork();
     const row = await this.deliveryRow(em, workspaceId, subscriptionId, deliveryId);
-    const [{ payload }] = await em.execute<{ payload: string }[]>('select payload from webhook_events where id = ?', [row.event_id]);
-    const attempts = await em.execute<(Omit<AttemptView, 'started_at'> & { started_at: Date })[]>(
-      'select run, attempt, started_at, status_code, error, latency_ms, response_body from webhook_attempts where delivery_id = ? order by run, attempt',
-      [deliveryId],
-    );
-    return { ...view(row), attempts: attempts.map((a) => ({ ...a, started_at: iso(a.started_at)! })), payload: JSON.parse(payload) };
+    const event = await em.findOneOrFail(WebhookEvent, { id: row.eventId });
+    const attempts = await em.find(WebhookAttempt, { deliveryId }, { orderBy: { run: 'asc', attempt: 'asc' } });
+    return {
+      ...view(row),
+      attempts: attempts.map((a) => ({
+        run: a.run,
+        attempt: a.attempt,
+        started_at: iso(a.startedAt)!,
+        status_code: a.statusCode ?? null,
+        error: a.error ?? null,
+        latency_ms: a.latencyMs,
+        response_body: a.responseBody ?? null,
+      })),
+      payload: JSON.parse(event.payload),
+    };
   }
 
-  private async deliveryRow(em: EntityManager, workspaceId: string, subscriptionId: string, deliveryId: string): Promise<DeliveryRow> {
-    const [row] = await em.execute<DeliveryRow[]>('select * from webhook_deliveries where id = ? and subscription_id = ? and workspace_id = ?', [
-      deliveryId,
-      subscriptionId,
-      workspaceId,
-    ]);
+  private async deliveryRow(em: EntityManager, workspaceId: string, subscriptionId: string, deliveryId: string, lock = false): Promise<IWebhookDelivery> {
+    const row = await em.findOne(WebhookDelivery, { id: deliveryId, subscriptionId, workspaceId }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
     if (!row) throw new ApiError(404, 'not_found', `No delivery with id '${deliveryId}' for this subscription`);
     return row;
   }
@@ -216,16 +209,17 @@ export class DeliveryService {
   /** Re-delivers one delivery (same id, same body) as a new run of attempts. */
   async retry(workspaceId: string, subscriptionId: string, deliveryId: string): Promise<DeliveryView> {
     return this.em.fork().transactional(async (em) => {
-      const row = await this.deliveryRow(em, workspaceId, subscriptionId, deliveryId);
+      // Locked: a concurrent retry waits, then sees the run this one started and refuses.
+      const row = await this.deliveryRow(em, workspaceId, subscriptionId, deliveryId, true);
       if (row.status === 'pending') throw new ApiError(409, 'delivery_in_progress', `Delivery '${deliveryId}' is still being attempted`);
-      const [updated] = await em.execute<DeliveryRow[]>(
-        `update webhook_deliveries set status = 'pending', run = run + 1, dispatched_at = null, completed_at = null, updated_at = now()
-         where id = ? and status <> 'pending' returning *`,
-        [deliveryId],
-      );
-      if (!updated) throw new ApiError(409, 'delivery_in_progress', `Delivery '${deliveryId}' is still being attempted`);
-      await em.execute('select pg_notify(?, ?)', [OUTBOX_CHANNEL, workspaceId]);
-      return view(updated);
+      row.status = 'pending';
+      row.run += 1;
+      row.dispatchedAt = null;
+      row.completedAt = null;
+      row.updatedAt = new Date();
+      await em.flush();
+      await notifyOutbox(em, workspaceId);
+      return view(row);
     });
   }
 
@@ -233,12 +227,21 @@ export class DeliveryService {
   async replay(workspaceId: string, subscriptionId: string, since: Date, until: Date): Promise<{ replayed: number; delivery_ids: string[] }> {
     return this.em.fork().transactional(async (em) => {
       await this.requireSubscription(em, workspaceId, subscriptionId);
-      const rows = await em.execute<{ id: string }[]>(
-        `update webhook_deliveries set status = 'pending', run = run + 1, dispatched_at = null, completed_at = null, updated_at = now()
-         where subscription_id = ? and status = 'failed' and created_at >= ? and created_at < ? returning id`,
-        [subscriptionId, since, until],
+      // Locked, so the ids returned are exactly the rows this transaction moves back to pending.
+      const rows = await em.find(
+        WebhookDelivery,
+        { subscriptionId, status: 'failed', createdAt: { $gte: since, $lt: until } },
+        { lockMode: LockMode.PESSIMISTIC_WRITE, orderBy: { createdAt: 'asc', id: 'asc' } },
       );
-      if (rows.length) await em.execute('select pg_notify(?, ?)', [OUTBOX_CHANNEL, workspaceId]);
+      for (const row of rows) {
+        row.status = 'pending';
+        row.run += 1;
+        row.dispatchedAt = null;
+        row.completedAt = null;
+        row.updatedAt = new Date();
+      }
+      await em.flush();
+      if (rows.length) await notifyOutbox(em, workspaceId);
       return { replayed: rows.length, delivery_ids: rows.map((r) => r.id) };
     });
   }

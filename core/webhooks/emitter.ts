@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { WebhookDelivery, WebhookEvent, WebhookSubscription } from '../db/entities';
 import { newId } from '../ids';
 import { OUTBOX_CHANNEL, type EventEnvelope, type SubscribableEvent } from './events';
 
@@ -20,25 +21,22 @@ export async function emitEvent(em: EntityManager, workspaceId: string, type: Su
   const eventId = newId('evt');
   const createdAt = new Date();
   const envelope: EventEnvelope = { id: eventId, event: type, created_at: createdAt.toISOString(), data };
-  await em.execute('insert into webhook_events (id, workspace_id, type, payload, created_at) values (?, ?, ?, ?, ?)', [
-    eventId,
-    workspaceId,
-    type,
-    JSON.stringify(envelope),
-    createdAt,
-  ]);
-  const subs = await em.execute<{ id: string }[]>(
-    `select id from webhook_subscriptions where workspace_id = ? and status = 'active' and ? = any(events) order by id`,
-    [workspaceId, type],
-  );
+  await em.insert(WebhookEvent, { id: eventId, workspaceId, type, payload: JSON.stringify(envelope), createdAt });
+  const subs = await em.find(WebhookSubscription, { workspaceId, status: 'active', events: { $contains: [type] } }, { orderBy: { id: 'asc' }, fields: ['id'] });
   const deliveryIds = subs.map(() => newId('dlv'));
   if (subs.length) {
-    const values = subs.map(() => `(?, ?, ?, ?, ?, 'pending')`).join(', ');
-    await em.execute(
-      `insert into webhook_deliveries (id, workspace_id, event_id, subscription_id, event_type, status) values ${values}`,
-      subs.flatMap((s, i) => [deliveryIds[i], workspaceId, eventId, s.id, type]),
+    await em.insertMany(
+      WebhookDelivery,
+      subs.map((s, i) => ({ id: deliveryIds[i], workspaceId, eventId, subscriptionId: s.id, eventType: type, status: 'pending' as const })),
     );
-    await em.execute('select pg_notify(?, ?)', [OUTBOX_CHANNEL, workspaceId]);
+    await notifyOutbox(em, workspaceId);
   }
   return { eventId, deliveryIds };
+}
+
+/** Wakes the worker's outbox dispatcher when the caller's transaction commits. */
+export async function notifyOutbox(em: EntityManager, workspaceId: string): Promise<void> {
+  // raw SQL: pg_notify has no ORM form; it runs in the caller's transaction so the wake-up is sent at its commit.
+  // eslint-disable-next-line no-restricted-syntax
+  await em.execute('select pg_notify(?, ?)', [OUTBOX_CHANNEL, workspaceId]);
 }

@@ -1,6 +1,7 @@
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../crypto/secret-box';
-import { textArray } from '../db/sql';
+import { WebhookSubscription, type IWebhookSubscription } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { checkUrl, UnsafeUrlError } from '../net/ssrf';
@@ -21,37 +22,21 @@ export interface SubscriptionView {
   updated_at: string;
 }
 
-interface Row {
-  id: string;
-  workspace_id: string;
-  url: string;
-  events: SubscribableEvent[];
-  status: 'active' | 'disabled';
-  secret_sealed: string;
-  consecutive_failures: number;
-  last_error: string | null;
-  last_failed_at: Date | null;
-  last_delivered_at: Date | null;
-  disabled_reason: string | null;
-  created_at: Date;
-  updated_at: Date;
-}
+const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
-
-export function subscriptionView(r: Row): SubscriptionView {
+export function subscriptionView(r: IWebhookSubscription): SubscriptionView {
   return {
     id: r.id,
     url: r.url,
-    events: r.events,
+    events: r.events as SubscribableEvent[],
     status: r.status,
-    consecutive_failures: r.consecutive_failures,
-    last_error: r.last_error,
-    last_failed_at: iso(r.last_failed_at),
-    last_delivered_at: iso(r.last_delivered_at),
-    disabled_reason: r.disabled_reason,
-    created_at: iso(r.created_at)!,
-    updated_at: iso(r.updated_at)!,
+    consecutive_failures: r.consecutiveFailures,
+    last_error: r.lastError ?? null,
+    last_failed_at: iso(r.lastFailedAt),
+    last_delivered_at: iso(r.lastDeliveredAt),
+    disabled_reason: r.disabledReason ?? null,
+    created_at: iso(r.createdAt)!,
+    updated_at: iso(r.updatedAt)!,
   };
 }
 
@@ -87,16 +72,26 @@ export class SubscriptionService {
     const checked = await this.validateUrl(url);
     const id = newId('whk');
     const secret = newSecret();
-    const [row] = await this.em.fork().execute<Row[]>(
-      `insert into webhook_subscriptions (id, workspace_id, url, events, status, secret_sealed)
-       values (?, ?, ?, ?::text[], 'active', ?) returning *`,
-      [id, workspaceId, checked, textArray([...new Set(events)]), this.box.seal(secret, id)],
-    );
+    const em = this.em.fork();
+    const row = em.create(WebhookSubscription, {
+      id,
+      workspaceId,
+      url: checked,
+      events: [...new Set(events)],
+      status: 'active',
+      secretSealed: this.box.seal(secret, id),
+      consecutiveFailures: 0,
+      lastError: null,
+      lastFailedAt: null,
+      lastDeliveredAt: null,
+      disabledReason: null,
+    });
+    await em.flush();
     return { ...subscriptionView(row), secret };
   }
 
   async list(workspaceId: string): Promise<SubscriptionView[]> {
-    const rows = await this.em.fork().execute<Row[]>('select * from webhook_subscriptions where workspace_id = ? order by created_at, id', [workspaceId]);
+    const rows = await this.em.fork().find(WebhookSubscription, { workspaceId }, { orderBy: { createdAt: 'asc', id: 'asc' } });
     return rows.map(subscriptionView);
   }
 
@@ -104,8 +99,8 @@ export class SubscriptionService {
     return subscriptionView(await this.row(this.em.fork(), workspaceId, id));
   }
 
-  private async row(em: EntityManager, workspaceId: string, id: string, lock = false): Promise<Row> {
-    const [row] = await em.execute<Row[]>(`select * from webhook_subscriptions where id = ? and workspace_id = ?${lock ? ' for update' : ''}`, [id, workspaceId]);
+  private async row(em: EntityManager, workspaceId: string, id: string, lock = false): Promise<IWebhookSubscription> {
+    const row = await em.findOne(WebhookSubscription, { id, workspaceId }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
     if (!row) throw new ApiError(404, 'not_found', `No webhook subscription with id '${id}' in this workspace`);
     return row;
   }
@@ -113,39 +108,36 @@ export class SubscriptionService {
   async update(workspaceId: string, id: string, patch: SubscriptionPatch): Promise<SubscriptionView & { secret?: string }> {
     const url = patch.url === undefined ? undefined : await this.validateUrl(patch.url);
     return this.em.fork().transactional(async (em) => {
-      await this.row(em, workspaceId, id, true);
-      const sets: string[] = [];
-      const params: unknown[] = [];
-      const set = (sql: string, value: unknown) => {
-        sets.push(sql);
-        params.push(value);
-      };
-      if (url !== undefined) set('url = ?', url);
-      if (patch.events !== undefined) set('events = ?::text[]', textArray([...new Set(patch.events)]));
+      const row = await this.row(em, workspaceId, id, true);
+      if (url !== undefined) row.url = url;
+      if (patch.events !== undefined) row.events = [...new Set(patch.events)];
       if (patch.status === 'active') {
-        sets.push(`status = 'active', consecutive_failures = 0, disabled_reason = null`);
+        row.status = 'active';
+        row.consecutiveFailures = 0;
+        row.disabledReason = null;
       } else if (patch.status === 'disabled') {
-        sets.push(`status = 'disabled', disabled_reason = coalesce(disabled_reason, 'disabled through the API')`);
+        row.status = 'disabled';
+        row.disabledReason ??= 'disabled through the API';
       }
       let secret: string | undefined;
       if (patch.rotate_secret) {
         secret = newSecret();
-        set('secret_sealed = ?', this.box.seal(secret, id));
+        row.secretSealed = this.box.seal(secret, id);
       }
-      sets.push('updated_at = now()');
-      const [row] = await em.execute<Row[]>(`update webhook_subscriptions set ${sets.join(', ')} where id = ? returning *`, [...params, id]);
+      row.updatedAt = new Date();
+      await em.flush();
       return secret ? { ...subscriptionView(row), secret } : subscriptionView(row);
     });
   }
 
   async delete(workspaceId: string, id: string): Promise<void> {
-    const rows = await this.em.fork().execute('delete from webhook_subscriptions where id = ? and workspace_id = ? returning id', [id, workspaceId]);
-    if (rows.length === 0) throw new ApiError(404, 'not_found', `No webhook subscription with id '${id}' in this workspace`);
+    const deleted = await this.em.fork().nativeDelete(WebhookSubscription, { id, workspaceId });
+    if (deleted === 0) throw new ApiError(404, 'not_found', `No webhook subscription with id '${id}' in this workspace`);
   }
 
   /** The signing secret, for the delivery activity only. */
-  openSecret(row: { id: string; secret_sealed: string }): string {
-    return this.box.open(row.secret_sealed, row.id);
+  openSecret(row: { id: string; secretSealed: string }): string {
+    return this.box.open(row.secretSealed, row.id);
   }
 
   /** A synchronous `webhook.test` delivery with the same envelope, headers and signature as real ones. */

@@ -1,0 +1,59 @@
+/**
+ * Entities are declared with `defineEntity` (no decorators: esbuild and swc emit no
+ * decorator metadata), one file per aggregate. Table and column names are snake_case;
+ * the SQL in `core/db/migrations` is the source of truth for constraints and indexes,
+ * and test/db/entities-schema.test.ts checks that every entity agrees with it.
+ * References between tables are plain id columns (no relations): each aggregate's module
+ * queries its own tables only.
+ */
+import { Agent } from './agents';
+import { ChatMessage, Conversation, ConversationEvent, ConversationTask } from './conversations';
+import { Credential } from './credentials';
+import { Customer, CustomerIdentity } from './customers';
+import { IdempotencyKey } from './idempotency';
+import { KbChunk, KbDocument, KbFile, KbFolder } from './kb';
+import { ApiKey, RetiredKeySecret } from './keys';
+import { Message, UsageRecord } from './messages';
+import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription } from './webhooks';
+import { Site, WidgetUpload, WidgetUploadChunk } from './widget';
+import { Workspace } from './workspaces';
+
+export * from './agents';
+export * from './conversations';
+export * from './credentials';
+export * from './customers';
+export * from './idempotency';
+export * from './kb';
+export * from './keys';
+export * from './messages';
+export * from './webhooks';
+export * from './widget';
+export * from './workspaces';
+
+export const allEntities = [
+  Workspace,
+  ApiKey,
+  RetiredKeySecret,
+  IdempotencyKey,
+  Credential,
+  KbFolder,
+  KbDocument,
+  KbFile,
+  KbChunk,
+  WebhookSubscription,
+  WebhookEvent,
+  WebhookDelivery,
+  WebhookAttempt,
+  Agent,
+  Customer,
+  CustomerIdentity,
+  Conversation,
+  ConversationEvent,
+  ChatMessage,
+  ConversationTask,
+  Message,
+  UsageRecord,
+  Site,
+  WidgetUpload,
+  WidgetUploadChunk,
+];

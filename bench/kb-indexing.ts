@@ -31,43 +31,19 @@
 //   BENCH_KB_TIMEOUT_SECONDS (900)        limit for the file to reach active / error
 //   BENCH_KB_MODELS_DIR (.data/models)    where the embedding model is (CONCIERGE_MODELS_DIR also works)
 //   TEMPORAL_CLI_PATH                     the `temporal` CLI (else found, or pip-installed, as npm start does)
-import { connectTemporal, runWorker } from './lib/temporal';
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
-import { DefaultLogger, makeTelemetryFilterString, Runtime } from '@temporalio/worker';
 import PDFDocument from 'pdfkit';
-import pino from 'pino';
-import { buildApp } from '../api/app';
-import { KeyCache } from '../core/auth/key-cache';
-import { SecretBox } from '../core/crypto/secret-box';
-import { openDatabase } from '../core/db/orm';
-import { DenseIndex } from '../core/kb/dense-index';
 import { loadConfig } from '../core/config';
-import { createEmbedder, passageVectors, type LocalEmbedder } from '../core/kb/embedder';
-import { createExtractor } from '../core/kb/extractor';
-import { IndexingService } from '../core/kb/indexing';
-import { policyFromCidrs } from '../core/net/ssrf';
-import { createRequestLimits } from '../core/ratelimit';
-import { createServices, lazyEmbedder, type ServiceOptions } from '../core/services';
-import { LocalBlobStore } from '../core/storage/blob-store';
-import { findTemporalCli, startDevServer } from '../infra/temporal';
-import { OutboxDispatcher } from '../worker/outbox-dispatcher';
-import { kbIndexing } from '../worker/outbox-sources';
-import { createWorker } from '../worker/worker';
+import { passageVectors, type LocalEmbedder } from '../core/kb/embedder';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { cpuBetween, cpuSnapshot, formatCpu } from './lib/cpu';
-import { createBenchDatabase, createKey, createWorkspace } from './lib/db';
-import { benchModelsDir } from './lib/services';
-import { envNumber, listen, loadSettings } from './lib/load';
+import { envNumber, loadSettings } from './lib/load';
+import { benchApi, benchEmbedder, benchModelsDir, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
 import { mean, round1 } from './lib/stats';
 import { passage, prng, TOPICS } from './lib/prose';
 import type { Comparison, Result } from './lib/types';
 
 const TARGET_RATIO = 0.8;
-const TASK_QUEUE = 'bench-kb-indexing';
-const NAMESPACE = 'default';
 const WARMUP_PAGES = 3;
 
 const now = () => performance.now();
@@ -124,54 +100,18 @@ type Step = 'begin' | 'extractAndChunk' | 'embed' | 'finish';
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-kb-indexing-'));
-  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
-  const quiet = pino({ level: 'silent' });
+  const bench = await setUpBench(cleanup);
+  const { db, workspaceId } = bench;
 
   const generated = now();
   const [{ pdf, words }, warmup] = await Promise.all([makeHandbookPdf(s.pages, s.wordsPerPage), makeHandbookPdf(WARMUP_PAGES, s.wordsPerPage, 7)]);
   log(`  generated a ${s.pages}-page PDF (${words} words, ${(pdf.length / 1024).toFixed(0)} KB) in ${sec(now() - generated)} s`);
 
-  // ---- Database: the API's pool and the worker side's own pool.
-  const db = await createBenchDatabase();
-  cleanup.push(['database', () => db.drop()]);
-  const workerOrm = await openDatabase(db.url);
-  cleanup.push(['worker orm', () => workerOrm.close(true)]);
-  const workspaceId = await createWorkspace(db.orm);
-
-  // ---- One embedder for the process (the worker's); the API never embeds during an upload.
-  const embedder = createEmbedder({ provider: 'local', modelsDir: s.modelsDir, threads: loadConfig().CONCIERGE_EMBED_THREADS }) as LocalEmbedder;
-  cleanup.push(['embedder', () => embedder.dispose()]);
-  const blobs = new LocalBlobStore(path.join(tmp, 'blobs'));
-  const options: ServiceOptions = {
-    idempotencyTtlHours: 24,
-    box: new SecretBox(randomBytes(32)),
-    sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 },
-    blobs,
-    embedder: lazyEmbedder(() => embedder),
-  };
-
-  // ---- The API, as one API process builds it.
-  const keyCache = new KeyCache(db.url, quiet);
-  await keyCache.start();
-  cleanup.push(['key cache', () => keyCache.stop()]);
-  const denseIndex = new DenseIndex(db.orm.em, db.url, quiet);
-  await denseIndex.start();
-  cleanup.push(['dense index', () => denseIndex.stop()]);
-  const apiServices = createServices(db.orm.em, { ...options, keyCache, denseIndex });
-  const app = await buildApp({ services: apiServices, limits: await createRequestLimits({ kind: 'memory' }, 1e6, 1e6), bodyLimitBytes: 1024 * 1024 });
-  cleanup.push(['api', () => app.close()]);
-  const apiUrl = await listen(app);
-  const key = await createKey(apiServices, workspaceId, ['kb:read', 'kb:write']);
-
-  // ---- The worker side: IndexingService (timed per step), Temporal, the dispatcher.
-  const workerServices = createServices(workerOrm.em, options);
-  const indexing = new IndexingService({
-    em: workerOrm.em,
-    blobs,
-    extract: createExtractor({ timeoutMs: 120_000, maxMemoryMb: 512, transcriber: null }),
-    embedder: options.embedder,
-  });
+  // ---- An API process, and a worker process whose indexing steps and workflow starts are timed from outside.
+  const embedder = benchEmbedder(bench, loadConfig().CONCIERGE_EMBED_THREADS);
+  const api = await benchApi(bench);
+  const apiUrl = api.url;
+  const key = await createKey(api.c.services, workspaceId, ['kb:read', 'kb:write']);
   type Mark = `${Step}:${'start' | 'end'}` | 'dispatch:start' | 'dispatch:end';
   const marks = new Map<string, Partial<Record<Mark, number>>>();
   const mark = (fileId: string, what: Mark) => {
@@ -179,45 +119,28 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     marks.set(fileId, m);
     m[what] = now();
   };
-  for (const step of ['begin', 'extractAndChunk', 'embed', 'finish'] as const) {
-    const original = indexing[step].bind(indexing) as (fileId: string, ...rest: unknown[]) => Promise<unknown>;
-    (indexing as unknown as Record<Step, typeof original>)[step] = async (fileId, ...rest) => {
-      mark(fileId, `${step}:start`);
+  const timed = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, id: (...args: A) => string, what: Step | 'dispatch') =>
+    async (...args: A): Promise<R> => {
+      mark(id(...args), `${what}:start`);
       try {
-        return await original(fileId, ...rest);
+        return await fn(...args);
       } finally {
-        mark(fileId, `${step}:end`);
+        mark(id(...args), `${what}:end`);
       }
     };
-  }
-
-  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
-  const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
-  const dev = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile: path.join(tmp, 'temporal.log') });
-  cleanup.push(['temporal dev server', () => dev.stop()]);
-  const { nativeConnection, client } = await connectTemporal(dev.address, NAMESPACE, cleanup);
-  const bundleStarted = now();
-  const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: workerOrm.em, services: workerServices, indexing } });
-  const bundleMs = now() - bundleStarted;
-  void runWorker(worker, cleanup);
-  const source = kbIndexing(workerOrm.em, client, { taskQueue: TASK_QUEUE });
-  const dispatcher = new OutboxDispatcher(
-    db.url,
-    [
-      {
-        ...source,
-        start: async (item) => {
-          mark(item.id, 'dispatch:start');
-          await source.start(item);
-          mark(item.id, 'dispatch:end');
-        },
-      },
-    ],
-    pino({ level: 'warn' }),
-  );
-  await dispatcher.start();
-  cleanup.push(['dispatcher', () => dispatcher.stop()]);
-  log(`  setup: API ${apiUrl}, Temporal dev server ${dev.address} (SQLite file), one worker on '${TASK_QUEUE}' (workflows bundled in ${sec(bundleMs)} s), dispatcher`);
+  const dev = await benchTemporal(bench);
+  const workerStarted = now();
+  const worker = await benchWorker(bench, dev, { overrides: { embedder: async () => embedder } }, (c) => {
+    for (const step of ['begin', 'extractAndChunk', 'embed', 'finish'] as const) {
+      const original = c.indexing[step].bind(c.indexing) as (fileId: string, ...rest: unknown[]) => Promise<unknown>;
+      (c.indexing as unknown as Record<Step, typeof original>)[step] = timed(original, (fileId) => fileId, step);
+    }
+    const wf = c.temporal!.client.workflow;
+    wf.start = timed(wf.start.bind(wf), (_type, opts) => (opts.args?.[0] as { fileId: string }).fileId, 'dispatch') as typeof wf.start;
+  });
+  const indexing = worker.indexing;
+  const bundleMs = now() - workerStarted;
+  log(`  setup: API ${apiUrl}, Temporal dev server ${dev.address} (SQLite file), one worker with the outbox relay (started in ${sec(bundleMs)} s)`);
 
   // ---- Upload through the API, then poll the row until it settles.
   async function uploadAndWait(name: string, bytes: Buffer) {
@@ -279,7 +202,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     ['finish -> poll saw active', e2e.settled - at('finish:end')],
   ];
   // The passages as the pipeline embeds them (heading prepended when the text lacks it).
-  const rows = await workerOrm.em.fork().execute<{ text: string; heading: string | null }[]>('select text, heading from kb_chunks where file_id = ? order by ordinal', [e2e.fileId]);
+  const rows = await worker.em.fork().execute<{ text: string; heading: string | null }[]>('select text, heading from kb_chunks where file_id = ? order by ordinal', [e2e.fileId]);
   const texts = rows.map((r) => (r.heading && !r.text.includes(r.heading) ? `${r.heading}\n${r.text}` : r.text));
   const tokens = await tokenCounts(embedder, texts);
   const e2eEmbedRate = e2e.chunks / ((at('embed:end') - at('embed:start')) / 1000);
@@ -306,7 +229,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     raw32.push(texts.length / ((now() - t0) / 1000));
   };
   const timePipeline = async () => {
-    await workerOrm.em.fork().execute('update kb_chunks set embedding = null, embedding_model = null, embedding_dim = null where file_id = ?', [e2e.fileId]);
+    await worker.em.fork().execute('update kb_chunks set embedding = null, embedding_model = null, embedding_dim = null where file_id = ?', [e2e.fileId]);
     const t0 = now();
     const n = await indexing.embed(e2e.fileId);
     if (n !== texts.length) throw new Error(`IndexingService.embed embedded ${n} passages, expected ${texts.length}`);
@@ -320,7 +243,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
         `(ratio ${(pipeline[round - 1] / raw[round - 1]).toFixed(2)}); raw in the pipeline's groups of 32 ${raw32[round - 1].toFixed(1)} chunks/s`,
     );
   }
-  const [{ missing }] = await workerOrm.em.fork().execute<{ missing: string }[]>(
+  const [{ missing }] = await worker.em.fork().execute<{ missing: string }[]>(
     'select count(*) as missing from kb_chunks where file_id = ? and (embedding is null or embedding_dim <> ?)',
     [e2e.fileId, embedder.dimension],
   );
@@ -369,7 +292,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       endToEndEmbedChunksPerSecond: e2eEmbedRate,
       cpu,
       modelLoadSeconds: modelLoadMs / 1000,
-      workflowBundleSeconds: bundleMs / 1000,
+      workerStartSeconds: bundleMs / 1000,
       chunksPerSecond: { pipeline, raw, rawInGroupsOf32: raw32 },
     },
   };

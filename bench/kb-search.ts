@@ -29,16 +29,13 @@
 //   BENCH_KB_MODELS_DIR (.data/models)    where the embedding model is (CONCIERGE_MODELS_DIR also works)
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Client } from 'pg';
-import pino from 'pino';
-import { DenseIndex, type WorkspaceVectors } from '../core/kb/dense-index';
-import { createEmbedder, DEFAULT_LOCAL_MODEL, queryVector, type Embedder, type LocalEmbedder } from '../core/kb/embedder';
-import { FolderService } from '../core/kb/folders';
-import { SearchService, type SearchQuery } from '../core/kb/search';
+import type { WorkspaceVectors } from '../core/kb/dense-index';
+import { DEFAULT_LOCAL_MODEL, queryVector, type Embedder } from '../core/kb/embedder';
+import type { SearchQuery } from '../core/kb/search';
 import { newId } from '../core/ids';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { createBenchDatabase, createWorkspace } from './lib/db';
 import { envNumber } from './lib/load';
-import { benchModelsDir } from './lib/services';
+import { benchCompose, benchEmbedder, setUpBench } from './lib/setup';
 import { gaussian, passage, prng, QUESTIONS, TOPICS } from './lib/prose';
 import { mean, percentile, round1, spread } from './lib/stats';
 import type { Result, TargetSummary } from './lib/types';
@@ -66,7 +63,6 @@ function settings() {
     cold: Math.round(envNumber('BENCH_KB_SEARCH_COLD', 3, 1)),
     recall: Math.round(envNumber('BENCH_KB_SEARCH_RECALL', 50, 1)),
     embed: Math.round(envNumber('BENCH_KB_SEARCH_EMBED', 50, 1)),
-    modelsDir: benchModelsDir(),
   };
 }
 
@@ -233,25 +229,24 @@ type Internals = {
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
-  const quiet = pino({ level: 'silent' });
-  const db = await createBenchDatabase();
-  cleanup.push(['database', () => db.drop()]);
+  const bench = await setUpBench(cleanup);
+  const { db, workspaceId } = bench;
   const pg = new Client({ connectionString: db.url });
   await pg.connect();
   cleanup.push(['pg client', () => pg.end()]);
-  const workspaceId = await createWorkspace(db.orm);
-  const folder = await new FolderService(db.orm.em).create(workspaceId, 'Returns desk', null);
-  const folders = new Set([folder.id]);
 
   const corpus = new Corpus();
   const queryRand = prng(0x9e3779b9);
   const queries: Query[] = Array.from({ length: Math.max(s.queries, s.recall) }, (_, i) => ({ text: QUESTIONS[i % QUESTIONS.length], vector: corpus.near(queryRand) }));
 
+  // An API process's search, its query embedder the stored vectors (the real model at the end).
   const stored = new StoredQueryEmbedder();
-  const dense = new DenseIndex(db.orm.em, db.url, quiet);
-  await dense.start();
-  cleanup.push(['dense index', () => dense.stop()]);
-  const search = new SearchService(db.orm.em, async () => stored, dense);
+  let embedder: Embedder = stored;
+  const c = await benchCompose(bench, 'api', { overrides: { embedder: async () => embedder } });
+  const dense = c.denseIndex;
+  const search = c.services.search;
+  const folder = await c.services.folders.create(workspaceId, 'Returns desk', null);
+  const folders = new Set([folder.id]);
   const internals = search as unknown as Internals;
   const run = async (q: Query, inFolder: boolean) => {
     stored.next = q;
@@ -322,7 +317,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       const sq: SearchQuery = { query: q.text, top_k: K };
       for (const f of [null, folders]) {
         let t = now();
-        const lex = await internals.fullText(db.orm.em.fork(), workspaceId, sq, f);
+        const lex = await internals.fullText(c.em.fork(), workspaceId, sq, f);
         sides[f ? 'lexicalFolder' : 'lexical'].push(now() - t);
         if (!f) {
           lexicalHits += lex.length;
@@ -394,8 +389,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   }
 
   // The real model: load, then each query text on its own (as a search embeds it).
-  const real = createEmbedder({ provider: 'local', modelsDir: s.modelsDir }) as LocalEmbedder;
-  cleanup.push(['embedder', () => real.dispose()]);
+  const real = benchEmbedder(bench);
   let t = now();
   await real.load();
   const modelLoadMs = now() - t;
@@ -407,11 +401,11 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     embedMs.push(now() - t);
   }
   // The whole search at the largest size with the real model embedding the query (what the API does).
-  const withModel = new SearchService(db.orm.em, async () => real, dense);
+  embedder = real;
   const fullMs: number[] = [];
   for (let i = 0; i < s.embed; i++) {
     t = now();
-    await withModel.search(workspaceId, { query: QUESTIONS[i % QUESTIONS.length], top_k: K });
+    await search.search(workspaceId, { query: QUESTIONS[i % QUESTIONS.length], top_k: K });
     fullMs.push(now() - t);
   }
   const largest = sizeLabel(s.sizes[s.sizes.length - 1]);

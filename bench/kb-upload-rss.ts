@@ -21,19 +21,16 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { startApi } from '../api/server';
+import { compose } from '../core/compose';
 import { loadConfig, rateLimitStoreKind } from '../core/config';
-import { createApiServer } from '../api/server';
-import { createServices } from '../core/services';
-import { SecretBox } from '../core/crypto/secret-box';
-import { policyFromCidrs } from '../core/net/ssrf';
-import { createBenchDatabase, createKey, createWorkspace } from './lib/db';
-import { unusedKbOptions } from './lib/services';
+import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { prng } from './lib/prose';
+import { BENCH_KEY, benchCompose, createKey, listen, setUpBench } from './lib/setup';
 import type { Check, Result } from './lib/types';
 
 const GOAL_MB = 64;
@@ -53,10 +50,11 @@ type ClientMessage = { kind: 'baseline' } | { kind: 'peaks' } | { kind: 'stop' }
 
 async function serve(): Promise<void> {
   const send = (m: ServerMessage) => process.send?.(m);
+  // As api/main.ts builds the API process.
   const config = loadConfig();
-  const server = await createApiServer(config, { databaseUrl: config.DATABASE_URL!, rateStore: rateLimitStoreKind(config, 'postgres'), embedded: false });
-  await server.app.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = server.app.server.address() as { port: number };
+  const server = await compose(config, { role: 'api', databaseUrl: config.DATABASE_URL!, embedded: false });
+  const { app } = await startApi(server, { rateStore: rateLimitStoreKind(config, 'postgres') });
+  const url = await listen(app);
 
   const fields = ['rss', 'heapTotal', 'heapUsed', 'external', 'arrayBuffers'] as const;
   let peak = process.memoryUsage();
@@ -92,7 +90,7 @@ async function serve(): Promise<void> {
     clearInterval(sampler);
     void server.close().finally(() => process.exit(0));
   });
-  send({ kind: 'ready', url: `http://127.0.0.1:${port}` });
+  send({ kind: 'ready', url });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -250,135 +248,128 @@ class ServerProcess {
   }
 }
 
-export async function benchKbUploadRss(log: (line: string) => void = console.log): Promise<Result> {
+async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const bytes = Math.round(envNumber('BENCH_KB_UPLOAD_BYTES', 200_000_000, 1024));
-  const cleanup: Array<[string, () => Promise<void>]> = [];
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-upload-'));
-  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
+  const bench = await setUpBench(cleanup);
+  const tmp = bench.dir;
+  const db = bench.db;
+  const key = (await createKey((await benchCompose(bench, 'cli')).services, bench.workspaceId, ['kb:read', 'kb:write'])).key;
+
+  // ---- The API process.
+  const storage = path.join(tmp, 'api-blobs');
+  const child = fork(__filename, [], {
+    env: {
+      ...process.env,
+      [ROLE_ENV]: 'server',
+      NODE_ENV: 'production',
+      DATABASE_URL: db.url,
+      CONCIERGE_ENCRYPTION_KEY: BENCH_KEY,
+      CONCIERGE_DATA_DIR: path.join(tmp, 'data'),
+      CONCIERGE_STORAGE_DIR: storage,
+      LOG_LEVEL: 'warn',
+      RATE_LIMIT_STORE: 'postgres',
+    },
+    execArgv: [...process.execArgv, '--expose-gc'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const server = new ServerProcess(child);
+  cleanup.push(['API process', () => server.stop()]);
+  const { url } = await server.ask('ready');
+  const limit = loadConfig(process.env).KB_UPLOAD_MAX_BYTES;
+  if (bytes > limit) throw new Error(`BENCH_KB_UPLOAD_BYTES=${bytes} is over the API's upload limit (${limit} bytes)`);
+
+  // ---- Warm-up: a small upload and its delete, through the same path.
+  const warm = await upload(url, key, 'warm-up.csv', WARMUP_BYTES);
+  if (warm.status !== 201 || !warm.body.id) throw new Error(`warm-up upload answered ${warm.status}: ${JSON.stringify(warm.body)}`);
+  if ((await request('DELETE', `${url}/api/v1/kb/files/${warm.body.id}`, key)) !== 204) throw new Error('warm-up delete failed');
+
+  // ---- Baseline after a full collection, then the big upload with the server's RSS sampled.
+  const baseline = (await server.ask('baseline', { kind: 'baseline' })).usage;
+  await new Promise((r) => setTimeout(r, 300));
+  const hwmReset = resetPeak(server.pid);
+  const before = procMemory(server.pid);
+  const baselineRss = before?.rss ?? baseline.rss;
+  const samples: Array<{ t: number; rss: number }> = [];
+  const started = performance.now();
+  const sampler = setInterval(() => {
+    const m = procMemory(server.pid);
+    if (m) samples.push({ t: (performance.now() - started) / 1000, rss: m.rss });
+  }, SAMPLE_MS);
+  let outcome: UploadOutcome;
   try {
-    const db = await createBenchDatabase();
-    cleanup.push(['database', () => db.drop()]);
-    const workspaceId = await createWorkspace(db.orm);
-    const kb = unusedKbOptions(tmp);
-    cleanup.push(['setup blob store', kb.cleanup]);
-    const setup = createServices(db.orm.em, { idempotencyTtlHours: 24, box: new SecretBox(randomBytes(32)), sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 }, ...kb.options });
-    const key = (await createKey(setup, workspaceId, ['kb:read', 'kb:write'])).key;
-
-    // ---- The API process.
-    const storage = path.join(tmp, 'api-blobs');
-    const child = fork(__filename, [], {
-      env: {
-        ...process.env,
-        [ROLE_ENV]: 'server',
-        NODE_ENV: 'production',
-        DATABASE_URL: db.url,
-        CONCIERGE_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
-        CONCIERGE_DATA_DIR: path.join(tmp, 'data'),
-        CONCIERGE_STORAGE_DIR: storage,
-        LOG_LEVEL: 'warn',
-        RATE_LIMIT_STORE: 'postgres',
-      },
-      execArgv: [...process.execArgv, '--expose-gc'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    const server = new ServerProcess(child);
-    cleanup.push(['API process', () => server.stop()]);
-    const { url } = await server.ask('ready');
-    const limit = loadConfig(process.env).KB_UPLOAD_MAX_BYTES;
-    if (bytes > limit) throw new Error(`BENCH_KB_UPLOAD_BYTES=${bytes} is over the API's upload limit (${limit} bytes)`);
-
-    // ---- Warm-up: a small upload and its delete, through the same path.
-    const warm = await upload(url, key, 'warm-up.csv', WARMUP_BYTES);
-    if (warm.status !== 201 || !warm.body.id) throw new Error(`warm-up upload answered ${warm.status}: ${JSON.stringify(warm.body)}`);
-    if ((await request('DELETE', `${url}/api/v1/kb/files/${warm.body.id}`, key)) !== 204) throw new Error('warm-up delete failed');
-
-    // ---- Baseline after a full collection, then the big upload with the server's RSS sampled.
-    const baseline = (await server.ask('baseline', { kind: 'baseline' })).usage;
-    await new Promise((r) => setTimeout(r, 300));
-    const hwmReset = resetPeak(server.pid);
-    const before = procMemory(server.pid);
-    const baselineRss = before?.rss ?? baseline.rss;
-    const samples: Array<{ t: number; rss: number }> = [];
-    const started = performance.now();
-    const sampler = setInterval(() => {
-      const m = procMemory(server.pid);
-      if (m) samples.push({ t: (performance.now() - started) / 1000, rss: m.rss });
-    }, SAMPLE_MS);
-    let outcome: UploadOutcome;
-    try {
-      outcome = await upload(url, key, 'orders-export.csv', bytes);
-    } finally {
-      clearInterval(sampler);
-    }
-    const after = procMemory(server.pid);
-    const inProcess = await server.ask('peaks', { kind: 'peaks' });
-    if (outcome.status !== 201 || !outcome.body.id) throw new Error(`the upload answered ${outcome.status}: ${JSON.stringify(outcome.body)}`);
-    if (outcome.body.file_size !== bytes) throw new Error(`the API recorded ${outcome.body.file_size} bytes, sent ${bytes}`);
-    if (outcome.body.mime_type !== 'text/csv') throw new Error(`the upload sniffed as ${outcome.body.mime_type}, expected text/csv`);
-
-    // ---- The stored blob has every byte; deleting the file removes it.
-    const stored: string[] = [];
-    const walk = (dir: string) => {
-      for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-        if (e.isDirectory()) walk(path.join(dir, e.name));
-        else stored.push(path.join(dir, e.name));
-      }
-    };
-    walk(path.join(storage, 'blobs'));
-    if (stored.length !== 1 || fs.statSync(stored[0]).size !== bytes) throw new Error(`expected one stored blob of ${bytes} bytes, found ${stored.map((f) => fs.statSync(f).size).join(', ') || 'none'}`);
-    const deleted = await request('DELETE', `${url}/api/v1/kb/files/${outcome.body.id}`, key);
-    if (deleted !== 204 || fs.existsSync(stored[0])) throw new Error(`deleting the uploaded file answered ${deleted}; blob ${fs.existsSync(stored[0]) ? 'still there' : 'gone'}`);
-    if (fs.readdirSync(path.join(storage, 'tmp')).length) throw new Error('staging files left behind in the blob store');
-
-    const sampledPeak = Math.max(baselineRss, ...samples.map((x) => x.rss));
-    const peakRss = Math.max(sampledPeak, hwmReset && after ? after.hwm : 0);
-    const growth = peakRss - baselineRss;
-    const over = (f: keyof Usage) => toMb(inProcess.peak[f] - baseline[f]);
-    const check: Check = { name: 'kb-upload-rss growth', value: toMb(growth), unit: 'MB', goal: `< ${GOAL_MB}`, pass: toMb(growth) < GOAL_MB };
-    const headline =
-      `kb-upload-rss: ${(bytes / 1e6).toFixed(0)} MB streamed in ${outcome.seconds.toFixed(1)} s (${(bytes / 1e6 / outcome.seconds).toFixed(0)} MB/s), ` +
-      `RSS ${toMb(baselineRss).toFixed(0)} -> peak ${toMb(peakRss).toFixed(0)} MB = +${toMb(growth).toFixed(1)} MB (goal < ${GOAL_MB} MB) ${check.pass ? 'ok' : 'MISSED'}`;
-    log(`  ${headline}`);
-    log(
-      `    peak from ${samples.length} samples every ${SAMPLE_MS} ms: ${toMb(sampledPeak).toFixed(0)} MB; kernel high-water mark: ${hwmReset && after ? `${toMb(after.hwm).toFixed(0)} MB` : 'unavailable'}; ` +
-        `RSS after the upload ${after ? toMb(after.rss).toFixed(0) : '-'} MB`,
-    );
-    log(
-      `    in-process peaks over the baseline (${inProcess.samples} samples): rss +${over('rss').toFixed(1)}, heapTotal +${over('heapTotal').toFixed(1)}, ` +
-        `heapUsed +${over('heapUsed').toFixed(1)}, external +${over('external').toFixed(1)}, arrayBuffers +${over('arrayBuffers').toFixed(1)} MB`,
-    );
-    log(`    verified: 201 text/csv with file_size ${bytes}; one blob of ${bytes} bytes stored, removed by DELETE (204); no staging files left`);
-
-    const mbOf = (u: Usage) => Object.fromEntries(Object.entries(u).map(([k, v]) => [k, Math.round(toMb(v) * 10) / 10]));
-    return {
-      section: 'kb-upload-rss',
-      description: `RSS growth of an API process (api/server.ts createApiServer, as api/main.ts runs it) while it receives one ${(bytes / 1e6).toFixed(0)} MB multipart upload streamed from another process`,
-      settings: { bytes, sampleMs: SAMPLE_MS, warmupBytes: WARMUP_BYTES, goalMb: GOAL_MB, rateStore: 'postgres', apiUploadLimitBytes: limit },
-      runs: [],
-      targets: [],
-      comparisons: [],
-      checks: [check],
-      headlines: [headline],
-      details: {
-        uploadSeconds: outcome.seconds,
-        megabytesPerSecond: bytes / 1e6 / outcome.seconds,
-        baselineRssMb: toMb(baselineRss),
-        peakRssMb: toMb(peakRss),
-        sampledPeakRssMb: toMb(sampledPeak),
-        kernelHighWaterMarkMb: hwmReset && after ? toMb(after.hwm) : null,
-        growthMb: toMb(growth),
-        inProcessBaselineMb: mbOf(baseline),
-        inProcessPeakMb: mbOf(inProcess.peak),
-        rssTimeline: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0).map((x) => [Math.round(x.t * 100) / 100, Math.round(toMb(x.rss))]),
-      },
-    };
+    outcome = await upload(url, key, 'orders-export.csv', bytes);
   } finally {
-    for (const [name, fn] of cleanup.reverse()) {
-      await fn().catch((err: unknown) => log(`  cleanup of ${name} failed: ${err instanceof Error ? err.message : String(err)}`));
-    }
+    clearInterval(sampler);
   }
+  const after = procMemory(server.pid);
+  const inProcess = await server.ask('peaks', { kind: 'peaks' });
+  if (outcome.status !== 201 || !outcome.body.id) throw new Error(`the upload answered ${outcome.status}: ${JSON.stringify(outcome.body)}`);
+  if (outcome.body.file_size !== bytes) throw new Error(`the API recorded ${outcome.body.file_size} bytes, sent ${bytes}`);
+  if (outcome.body.mime_type !== 'text/csv') throw new Error(`the upload sniffed as ${outcome.body.mime_type}, expected text/csv`);
+
+  // ---- The stored blob has every byte; deleting the file removes it.
+  const stored: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(path.join(dir, e.name));
+      else stored.push(path.join(dir, e.name));
+    }
+  };
+  walk(path.join(storage, 'blobs'));
+  if (stored.length !== 1 || fs.statSync(stored[0]).size !== bytes) throw new Error(`expected one stored blob of ${bytes} bytes, found ${stored.map((f) => fs.statSync(f).size).join(', ') || 'none'}`);
+  const deleted = await request('DELETE', `${url}/api/v1/kb/files/${outcome.body.id}`, key);
+  if (deleted !== 204 || fs.existsSync(stored[0])) throw new Error(`deleting the uploaded file answered ${deleted}; blob ${fs.existsSync(stored[0]) ? 'still there' : 'gone'}`);
+  if (fs.readdirSync(path.join(storage, 'tmp')).length) throw new Error('staging files left behind in the blob store');
+
+  const sampledPeak = Math.max(baselineRss, ...samples.map((x) => x.rss));
+  const peakRss = Math.max(sampledPeak, hwmReset && after ? after.hwm : 0);
+  const growth = peakRss - baselineRss;
+  const over = (f: keyof Usage) => toMb(inProcess.peak[f] - baseline[f]);
+  const check: Check = { name: 'kb-upload-rss growth', value: toMb(growth), unit: 'MB', goal: `< ${GOAL_MB}`, pass: toMb(growth) < GOAL_MB };
+  const headline =
+    `kb-upload-rss: ${(bytes / 1e6).toFixed(0)} MB streamed in ${outcome.seconds.toFixed(1)} s (${(bytes / 1e6 / outcome.seconds).toFixed(0)} MB/s), ` +
+    `RSS ${toMb(baselineRss).toFixed(0)} -> peak ${toMb(peakRss).toFixed(0)} MB = +${toMb(growth).toFixed(1)} MB (goal < ${GOAL_MB} MB) ${check.pass ? 'ok' : 'MISSED'}`;
+  log(`  ${headline}`);
+  log(
+    `    peak from ${samples.length} samples every ${SAMPLE_MS} ms: ${toMb(sampledPeak).toFixed(0)} MB; kernel high-water mark: ${hwmReset && after ? `${toMb(after.hwm).toFixed(0)} MB` : 'unavailable'}; ` +
+      `RSS after the upload ${after ? toMb(after.rss).toFixed(0) : '-'} MB`,
+  );
+  log(
+    `    in-process peaks over the baseline (${inProcess.samples} samples): rss +${over('rss').toFixed(1)}, heapTotal +${over('heapTotal').toFixed(1)}, ` +
+      `heapUsed +${over('heapUsed').toFixed(1)}, external +${over('external').toFixed(1)}, arrayBuffers +${over('arrayBuffers').toFixed(1)} MB`,
+  );
+  log(`    verified: 201 text/csv with file_size ${bytes}; one blob of ${bytes} bytes stored, removed by DELETE (204); no staging files left`);
+
+  const mbOf = (u: Usage) => Object.fromEntries(Object.entries(u).map(([k, v]) => [k, Math.round(toMb(v) * 10) / 10]));
+  return {
+    section: 'kb-upload-rss',
+    description: `RSS growth of an API process (api/server.ts createApiServer, as api/main.ts runs it) while it receives one ${(bytes / 1e6).toFixed(0)} MB multipart upload streamed from another process`,
+    settings: { bytes, sampleMs: SAMPLE_MS, warmupBytes: WARMUP_BYTES, goalMb: GOAL_MB, rateStore: 'postgres', apiUploadLimitBytes: limit },
+    runs: [],
+    targets: [],
+    comparisons: [],
+    checks: [check],
+    headlines: [headline],
+    details: {
+      uploadSeconds: outcome.seconds,
+      megabytesPerSecond: bytes / 1e6 / outcome.seconds,
+      baselineRssMb: toMb(baselineRss),
+      peakRssMb: toMb(peakRss),
+      sampledPeakRssMb: toMb(sampledPeak),
+      kernelHighWaterMarkMb: hwmReset && after ? toMb(after.hwm) : null,
+      growthMb: toMb(growth),
+      inProcessBaselineMb: mbOf(baseline),
+      inProcessPeakMb: mbOf(inProcess.peak),
+      rssTimeline: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0).map((x) => [Math.round(x.t * 100) / 100, Math.round(toMb(x.rss))]),
+    },
+  };
 }
 
+export function benchKbUploadRss(log: (line: string) => void = console.log): Promise<Result> {
+  return runInChild(__filename, 'kb-upload-rss', log);
+}
+
+if (require.main === module && process.env[ROLE_ENV] !== 'server') childMain(measure);
 if (require.main === module && process.env[ROLE_ENV] === 'server') {
   serve().catch((err: unknown) => {
     process.send?.({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) } satisfies ServerMessage);

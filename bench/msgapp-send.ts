@@ -16,36 +16,18 @@
 //   BENCH_MSGAPP_CONCURRENCY (10)      sends in flight, on both sides
 //   BENCH_MSGAPP_WARMUP_SENDS (30)     unmeasured sends per side before the rounds
 //   TEMPORAL_CLI_PATH                  the `temporal` CLI (else found, or pip-installed, as npm start does)
-import { connectTemporal, runWorker } from './lib/temporal';
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
-import { DefaultLogger, makeTelemetryFilterString, Runtime } from '@temporalio/worker';
-import pino from 'pino';
-import { buildApp } from '../api/app';
-import { KeyCache } from '../core/auth/key-cache';
-import { SecretBox } from '../core/crypto/secret-box';
-import { openDatabase } from '../core/db/orm';
-import { IndexingService } from '../core/kb/indexing';
 import { CloudApiProvider } from '../core/msgapp/provider';
-import { policyFromCidrs } from '../core/net/ssrf';
-import { createRequestLimits } from '../core/ratelimit';
-import { createServices, type ServiceOptions } from '../core/services';
-import { findTemporalCli, startDevServer } from '../infra/temporal';
 import { startMsgappSandbox } from '../sandbox/msgapp';
-import { createWorker } from '../worker/worker';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { cpuBetween, cpuSnapshot, formatCpu, type CpuUse } from './lib/cpu';
-import { createBenchDatabase, createKey, createWorkspace } from './lib/db';
-import { envNumber, listen, loadSettings } from './lib/load';
-import { unusedKbOptions } from './lib/services';
-import { mean, percentile, round1, summarizeTarget } from './lib/stats';
-import type { Comparison, Result, RunStats, TargetSummary } from './lib/types';
+import { envNumber, loadSettings } from './lib/load';
+import { benchApi, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
+import { compareTargets, percentile, round1, runStats, summarizeTarget } from './lib/stats';
+import type { Result, RunStats } from './lib/types';
 
 const TARGET_RATIO = 0;
-const TASK_QUEUE = 'bench-msgapp-send';
-const NAMESPACE = 'default';
 const NUMBER = '+15550001111';
 const PHONE_NUMBER_ID = '1055';
 const ACCESS_TOKEN = 'token';
@@ -86,55 +68,18 @@ async function batch(n: number, concurrency: number, one: (i: number) => Promise
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-msgapp-'));
-  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
-  const quiet = pino({ level: 'silent' });
-
-  // ---- The provider's side: the sandbox on loopback (status callbacks dropped: no webhook URL).
+  const bench = await setUpBench(cleanup);
+  // The provider's side: the sandbox on loopback (status callbacks dropped: no webhook URL).
   const sandbox = await startMsgappSandbox({ appSecret: 'app-secret', accessToken: ACCESS_TOKEN });
   cleanup.push(['msgapp sandbox', () => sandbox.close()]);
   const provider = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 10_000 });
-
-  // ---- Database: the API's pool and the worker's own pool.
-  const db = await createBenchDatabase();
-  cleanup.push(['database', () => db.drop()]);
-  const workerOrm = await openDatabase(db.url);
-  cleanup.push(['worker orm', () => workerOrm.close(true)]);
-  const workspaceId = await createWorkspace(db.orm);
-  const kb = unusedKbOptions(tmp);
-  const options: ServiceOptions = {
-    idempotencyTtlHours: 24,
-    box: new SecretBox(randomBytes(32)),
-    sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 },
-    ...kb.options,
-    msgapp: provider,
-  };
-
-  // ---- Temporal: a dev server (SQLite file) and one worker.
-  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
-  const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
-  const dev = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile: path.join(tmp, 'temporal.log') });
-  cleanup.push(['temporal dev server', () => dev.stop()]);
-  const { nativeConnection, client } = await connectTemporal(dev.address, NAMESPACE, cleanup);
-  const workerServices = createServices(workerOrm.em, options);
-  // The worker registers the indexing activities too; nothing here makes them run.
-  const indexing = new IndexingService({ em: workerOrm.em, blobs: kb.options.blobs, extract: kb.extract, embedder: kb.options.embedder });
-  const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: workerOrm.em, services: workerServices, indexing } });
-  void runWorker(worker, cleanup);
-
-  // ---- The API, as one API process builds it, with the Temporal client.
-  const keyCache = new KeyCache(db.url, quiet);
-  await keyCache.start();
-  cleanup.push(['key cache', () => keyCache.stop()]);
-  const apiServices = createServices(db.orm.em, { ...options, keyCache });
-  const app = await buildApp({
-    services: apiServices,
-    limits: await createRequestLimits({ kind: 'memory' }, 1e9, 1e9),
-    bodyLimitBytes: 1024 * 1024,
-    temporal: { client, taskQueue: TASK_QUEUE },
-  });
-  cleanup.push(['api', () => app.close()]);
-  const apiUrl = await listen(app);
+  const overrides = { services: { msgapp: provider } };
+  const dev = await benchTemporal(bench);
+  await benchWorker(bench, dev, { overrides });
+  const api = await benchApi(bench, { overrides, temporalAddress: dev.address });
+  const apiUrl = api.url;
+  const apiServices = api.c.services;
+  const workspaceId = bench.workspaceId;
   const key = await createKey(apiServices, workspaceId, ['conversations:write', 'workflows:write', 'workflows:publish']);
   const headers = { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' };
   const credentialId = (await apiServices.credentials.create(workspaceId, 'msgapp_access_token', 'n', ACCESS_TOKEN)).id;
@@ -155,7 +100,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const agentId = agent.id;
   const published = await fetch(`${apiUrl}/api/v1/agents/${agentId}/publish`, { method: 'POST', headers: { authorization: headers.authorization } });
   if (published.status >= 300) throw new Error(`publish answered ${published.status}: ${await published.text()}`);
-  log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), one worker on '${TASK_QUEUE}', agent ${agentId}`);
+  log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), one worker, agent ${agentId}`);
 
   // ---- The two sides. Recipients cycle through +1555777NNNN.
   let seq = 0;
@@ -199,47 +144,17 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       cpu[side].push(cpuBetween(c0, cpuSnapshot(cpuSources), os.cpus().length));
       const arrived = sandbox.sent.length - sentBefore;
       if (arrived !== s.sends) throw new Error(`${side} round ${round}: the sandbox received ${arrived} sends, expected ${s.sends}`);
-      runs.push({
-        target: side,
-        round,
-        durationSeconds: b.seconds,
-        connections: s.concurrency,
-        requestsPerSec: b.sendsPerSec,
-        latencyP50Ms: percentile(b.latenciesMs, 50),
-        latencyP99Ms: percentile(b.latenciesMs, 99),
-        latencyMeanMs: mean(b.latenciesMs),
-        totalRequests: s.sends,
-        statusCodes: { [side === 'workflow' ? '201' : 'ok']: s.sends },
-      });
+      runs.push(runStats(side, round, b.seconds, s.sends, b.latenciesMs, s.concurrency, { [side === 'workflow' ? '201' : 'ok']: s.sends }));
       line.push(`${side} ${b.sendsPerSec.toFixed(1)} sends/s (p50 ${percentile(b.latenciesMs, 50).toFixed(1)} ms, p99 ${percentile(b.latenciesMs, 99).toFixed(1)} ms)`);
     }
     log(`  round ${round}: ${line.join('; ')}`);
   }
   for (const side of ['workflow', 'direct'] as const) log(`  ${side}: ${formatCpu(cpu[side][cpu[side].length - 1])}`);
 
-  const summary = (target: string): TargetSummary => summarizeTarget(runs, target);
-  const wf = summary('workflow');
-  const dr = summary('direct');
-  const ratio = wf.meanRequestsPerSec / dr.meanRequestsPerSec;
-  const roundRatios = Array.from({ length: s.rounds }, (_, i) => {
-    const w = runs.find((r) => r.target === 'workflow' && r.round === i + 1)!;
-    const d = runs.find((r) => r.target === 'direct' && r.round === i + 1)!;
-    return w.requestsPerSec / d.requestsPerSec;
-  });
-  const comparison: Comparison = {
-    name: 'msgapp-send',
-    subject: 'workflow path',
-    baseline: 'direct',
-    subjectRequestsPerSec: wf.meanRequestsPerSec,
-    baselineRequestsPerSec: dr.meanRequestsPerSec,
-    ratio,
-    roundRatios,
-    bestRatio: wf.bestRequestsPerSec / dr.bestRequestsPerSec,
-    target: TARGET_RATIO,
-    pass: ratio >= TARGET_RATIO,
-    subjectUnit: 'sends/s',
-    baselineUnit: 'sends/s',
-  };
+  const wf = summarizeTarget(runs, 'workflow');
+  const dr = summarizeTarget(runs, 'direct');
+  const comparison = compareTargets(runs, 'msgapp-send', 'workflow', 'direct', TARGET_RATIO, 'sends/s');
+  const ratio = comparison.ratio;
   const headline =
     `msgapp-send: ${wf.meanRequestsPerSec.toFixed(0)} sends/s (p50 ${wf.meanLatencyP50Ms.toFixed(0)} ms, p99 ${wf.meanLatencyP99Ms.toFixed(0)} ms) / ` +
     `direct ${dr.meanRequestsPerSec.toFixed(0)} sends/s (p50 ${dr.meanLatencyP50Ms.toFixed(1)} ms, p99 ${dr.meanLatencyP99Ms.toFixed(1)} ms) = ratio ${ratio.toFixed(2)}`;

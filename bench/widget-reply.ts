@@ -32,34 +32,18 @@
 //                                      under the 202: the send's update also stores the message in an activity)
 //   BENCH_KB_MODELS_DIR (.data/models) where the embedding model is (npm run models:fetch)
 //   TEMPORAL_CLI_PATH                  the `temporal` CLI (else found, or pip-installed, as npm start does)
-import { connectTemporal, runWorker } from './lib/temporal';
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { DefaultLogger, makeTelemetryFilterString, Runtime } from '@temporalio/worker';
-import { openDatabase } from '../core/db/orm';
-import { SecretBox } from '../core/crypto/secret-box';
-import { createEmbedder, queryVector, type LocalEmbedder } from '../core/kb/embedder';
-import { IndexingService } from '../core/kb/indexing';
+import { queryVector } from '../core/kb/embedder';
 import { OpenAiCompatibleModel } from '../core/llm/model';
-import { policyFromCidrs } from '../core/net/ssrf';
-import { createServices, type ServiceOptions } from '../core/services';
-import { findTemporalCli, startDevServer } from '../infra/temporal';
 import { startFakeLlm } from '../test/support/fake-llm';
-import { createWorker } from '../worker/worker';
 import { cancelTaskUpdate } from '../workflows/conversation';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { createBenchDatabase, createWorkspace } from './lib/db';
 import { envNumber } from './lib/load';
-import { benchModelsDir, unusedKbOptions } from './lib/services';
+import { benchApi, benchEmbedder, benchModelsDir, benchTemporal, benchWorker, setUpBench } from './lib/setup';
 import { mean, percentile, round1, spread, type Spread } from './lib/stats';
 import type { Check, Result, RunStats, TargetSummary } from './lib/types';
-import { createWidgetSite, initConversation, openReplySocket, startWidgetApi, WIDGET_ORIGIN } from './lib/widget';
+import { createWidgetSite, initConversation, openReplySocket, WIDGET_ORIGIN } from './lib/widget';
 
 const GOAL_OVERHEAD_P50_MS = 20;
-const TASK_QUEUE = 'bench-widget-reply';
-const NAMESPACE = 'default';
 const INSTRUCTIONS = 'Help shoppers with their orders.';
 /** The fake model's answer to everything: 64 characters, 8 fragments of 8. */
 const REPLY_TEXT = 'Your order shipped yesterday and should arrive within two days.';
@@ -78,7 +62,6 @@ function settings() {
     llmDelayMs: envNumber('BENCH_WIDGET_LLM_DELAY_MS', 50, 0),
     llmChunkMs: envNumber('BENCH_WIDGET_LLM_CHUNK_MS', 5, 0),
     stageSamples: Math.round(envNumber('BENCH_WIDGET_STAGE_SAMPLES', 50, 1)),
-    modelsDir: benchModelsDir(),
   };
 }
 
@@ -140,8 +123,7 @@ interface Sample {
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-widget-'));
-  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
+  const bench = await setUpBench(cleanup);
 
   // ---- The fake model: when each request arrived, by its last user message (unique per sample).
   const arrivals = new Map<string, number>();
@@ -159,41 +141,16 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const llmSettings = { baseUrl: llm.url, model: 'fake-model' };
   const direct = new OpenAiCompatibleModel(llmSettings);
 
-  // ---- The embedding model the turn's retrieval uses, loaded up front.
-  const embedder = createEmbedder({ provider: 'local', modelsDir: s.modelsDir }) as LocalEmbedder;
-  cleanup.push(['embedder', () => embedder.dispose()]);
+  // ---- The embedding model the turn's retrieval uses, loaded up front; a worker whose turns call the fake model; the API.
+  const embedder = benchEmbedder(bench);
   await embedder.load().catch((err: unknown) => {
-    throw new Error(`the embedding model could not be loaded from ${s.modelsDir} (npm run models:fetch): ${err instanceof Error ? err.message : String(err)}`);
+    throw new Error(`the embedding model could not be loaded from ${benchModelsDir()} (npm run models:fetch): ${err instanceof Error ? err.message : String(err)}`);
   });
-
-  // ---- Database: the API's pool and the worker's own pool.
-  const db = await createBenchDatabase();
-  cleanup.push(['database', () => db.drop()]);
-  const workerOrm = await openDatabase(db.url);
-  cleanup.push(['worker orm', () => workerOrm.close(true)]);
-  const workspaceId = await createWorkspace(db.orm);
-  const kb = unusedKbOptions(tmp);
-  const options: ServiceOptions = {
-    idempotencyTtlHours: 24,
-    box: new SecretBox(randomBytes(32)),
-    sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 },
-    ...kb.options,
-    embedder: async () => embedder,
-  };
-
-  // ---- Temporal: a dev server (SQLite file) and one worker whose turns call the fake model.
-  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
-  const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
-  const dev = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile: path.join(tmp, 'temporal.log') });
-  cleanup.push(['temporal dev server', () => dev.stop()]);
-  const { nativeConnection, client } = await connectTemporal(dev.address, NAMESPACE, cleanup);
-  const workerServices = createServices(workerOrm.em, { ...options, llm: llmSettings });
-  const indexing = new IndexingService({ em: workerOrm.em, blobs: kb.options.blobs, extract: kb.extract, embedder: options.embedder });
-  const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: workerOrm.em, services: workerServices, indexing } });
-  void runWorker(worker, cleanup);
-
-  // ---- The API with its ChatHub, a published agent, a site, conversations with open sockets.
-  const api = await startWidgetApi({ name: 'api', orm: db.orm, databaseUrl: db.url, options, temporal: { client, taskQueue: TASK_QUEUE }, cleanup });
+  const dev = await benchTemporal(bench);
+  const worker = await benchWorker(bench, dev, { overrides: { embedder: async () => embedder, services: { llm: llmSettings } } });
+  const client = worker.temporal!.client;
+  const api = await benchApi(bench, { overrides: { embedder: async () => embedder }, temporalAddress: dev.address });
+  const workspaceId = bench.workspaceId;
   const { siteId } = await createWidgetSite(api, workspaceId, INSTRUCTIONS);
   const clock = new ReplyClock();
   const conversations: string[] = [];
@@ -203,7 +160,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     conversations.push(id);
   }
   log(
-    `  setup: API ${api.url} with a ChatHub, Temporal dev server ${dev.address} (SQLite file), one worker on '${TASK_QUEUE}', ` +
+    `  setup: API ${api.url} with a ChatHub, Temporal dev server ${dev.address} (SQLite file), one worker, ` +
       `fake model ${llm.url} (first byte after ${s.llmDelayMs} ms, ${s.llmChunkMs} ms between events), ${s.conversations} conversations with open sockets`,
   );
 

@@ -27,24 +27,15 @@
 //   BENCH_WIDGET_SOCKET_APPS (2)         API app instances the sockets are split across (1 or more)
 //   BENCH_WIDGET_PUBLISHERS (10)         publishes in flight (the publisher pool holds 10 connections)
 //   BENCH_WIDGET_DRAIN_MS (5000)         how long to wait for missing frames after the last publish
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { publishFrame, type ChatNotice } from '../core/chat/frames';
-import { SecretBox } from '../core/crypto/secret-box';
-import { openDatabase } from '../core/db/orm';
-import { policyFromCidrs } from '../core/net/ssrf';
-import type { ServiceOptions } from '../core/services';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { createBenchDatabase, createWorkspace } from './lib/db';
 import { envNumber, loadSettings } from './lib/load';
-import { unusedKbOptions } from './lib/services';
-import { mean, percentile, round1, spread, summarizeTarget } from './lib/stats';
-import type { Check, Comparison, Result, RunStats, TargetSummary } from './lib/types';
-import { createWidgetSite, initConversation, openReplySocket, startWidgetApi, type WidgetApi } from './lib/widget';
+import { benchApi, benchCompose, setUpBench, type BenchApi } from './lib/setup';
+import { compareTargets, percentile, round1, runStats, spread, summarizeTarget } from './lib/stats';
+import type { Check, Result, RunStats } from './lib/types';
+import { createWidgetSite, initConversation, openReplySocket } from './lib/widget';
 
 const TARGET_RATIO = 0;
 const BUS_CHANNEL = 'bench_frames';
@@ -110,35 +101,12 @@ interface Burst {
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-sockets-'));
-  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
-
-  // ---- Database; the publisher's own pool, as a worker process has.
-  const db = await createBenchDatabase();
-  cleanup.push(['database', () => db.drop()]);
-  const publisherOrm = await openDatabase(db.url);
-  cleanup.push(['publisher orm', () => publisherOrm.close(true)]);
-  const publisher: EntityManager = publisherOrm.em;
-  const workspaceId = await createWorkspace(db.orm);
-  const options: ServiceOptions = {
-    idempotencyTtlHours: 24,
-    box: new SecretBox(randomBytes(32)),
-    sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 },
-    ...unusedKbOptions(tmp).options,
-  };
-
-  // ---- The API apps: the first on the benchmark's ORM, the others on pools of their own.
-  const apis: WidgetApi[] = [];
-  for (let a = 0; a < s.apps; a++) {
-    let orm = db.orm;
-    if (a > 0) {
-      const own = await openDatabase(db.url);
-      cleanup.push([`api ${a + 1} orm`, () => own.close(true)]);
-      orm = own;
-    }
-    apis.push(await startWidgetApi({ name: `api ${a + 1}`, orm, databaseUrl: db.url, options, cleanup }));
-  }
-  const { siteId } = await createWidgetSite(apis[0], workspaceId, 'Help shoppers.');
+  const bench = await setUpBench(cleanup);
+  // The publisher: a pool of its own, as a worker process has. The API apps: one composition each, as separate API processes.
+  const publisher: EntityManager = (await benchCompose(bench, 'cli')).em;
+  const apis: BenchApi[] = [];
+  for (let a = 0; a < s.apps; a++) apis.push(await benchApi(bench));
+  const { siteId } = await createWidgetSite(apis[0], bench.workspaceId, 'Help shoppers.');
 
   // ---- Conversations and their sockets; each frame is kept for the round it belongs to.
   let current: { replyId: string; receipts: Receipts } | null = null;
@@ -166,12 +134,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     ),
   );
   const openMs = now() - t;
-  const held = apis.map((a) => a.hub.size);
+  const held = apis.map((a) => a.chatHub.size);
   if (held.reduce((x, y) => x + y, 0) !== s.sockets) throw new Error(`the hubs hold ${held.join(' + ')} sockets, expected ${s.sockets}`);
   log(`  setup: ${s.apps} API app(s) with a ChatHub each, holding ${held.join(' + ')} sockets (opened in ${ms(openMs)} ms); publisher pool of 10; ${s.publishers} publishes in flight`);
 
   // ---- The same-load bus baseline's listener: one plain connection.
-  const listener = new Client({ connectionString: db.url });
+  const listener = new Client({ connectionString: bench.db.url });
   await listener.connect();
   cleanup.push(['bus listener', () => listener.end()]);
   await listener.query(`listen ${BUS_CHANNEL}`);
@@ -240,18 +208,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     for (const side of order) {
       const b = await burst(side, `r${round}${side}`, s.frames);
       bursts[side].push(b);
-      runs.push({
-        target: side === 'hub' ? 'hub (sockets)' : 'bus (same load)',
-        round,
-        durationSeconds: b.seconds,
-        connections: s.publishers,
-        requestsPerSec: b.framesPerSec,
-        latencyP50Ms: percentile(b.latenciesMs, 50),
-        latencyP99Ms: percentile(b.latenciesMs, 99),
-        latencyMeanMs: mean(b.latenciesMs),
-        totalRequests: b.received,
-        statusCodes: { delivered: b.received, lost: b.sent - b.received },
-      });
+      runs.push(runStats(side === 'hub' ? 'hub (sockets)' : 'bus (same load)', round, b.seconds, b.received, b.latenciesMs, s.publishers, { delivered: b.received, lost: b.sent - b.received }));
       line.push(
         `${side} ${b.received}/${b.sent} frames, ${b.inOrder}/${conversations.length} in order, ${b.framesPerSec.toFixed(0)} frames/s ` +
           `(p50 ${ms(percentile(b.latenciesMs, 50))} ms, p99 ${ms(percentile(b.latenciesMs, 99))} ms)`,
@@ -265,7 +222,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   // ---- The bus's floor: NOTIFY → LISTEN on one connection, one at a time.
   const roundTrips = s.frames * conversations.length;
-  const rt = new Client({ connectionString: db.url });
+  const rt = new Client({ connectionString: bench.db.url });
   await rt.connect();
   cleanup.push(['round-trip connection', () => rt.end()]);
   await rt.query(`listen ${ROUND_TRIP_CHANNEL}`);
@@ -282,24 +239,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const roundTrip = spread(rtMs);
 
   // ---- Summaries.
-  const summary = (target: string): TargetSummary => summarizeTarget(runs, target);
-  const hub = summary('hub (sockets)');
-  const bus = summary('bus (same load)');
-  const ratio = hub.meanRequestsPerSec / bus.meanRequestsPerSec;
-  const comparison: Comparison = {
-    name: 'widget-sockets',
-    subject: 'hub (sockets)',
-    baseline: 'bus (same load)',
-    subjectRequestsPerSec: hub.meanRequestsPerSec,
-    baselineRequestsPerSec: bus.meanRequestsPerSec,
-    ratio,
-    roundRatios: bursts.hub.map((h, i) => h.framesPerSec / bursts.bus[i].framesPerSec),
-    bestRatio: hub.bestRequestsPerSec / bus.bestRequestsPerSec,
-    target: TARGET_RATIO,
-    pass: ratio >= TARGET_RATIO,
-    subjectUnit: 'frames/s',
-    baselineUnit: 'frames/s',
-  };
+  const hub = summarizeTarget(runs, 'hub (sockets)');
+  const bus = summarizeTarget(runs, 'bus (same load)');
+  const comparison = compareTargets(runs, 'widget-sockets', 'hub (sockets)', 'bus (same load)', TARGET_RATIO, 'frames/s');
 
   const sent = bursts.hub.reduce((a, b) => a + b.sent, 0);
   const delivered = bursts.hub.reduce((a, b) => a + b.received, 0);

@@ -1,6 +1,5 @@
 import autocannon from 'autocannon';
-import type { FastifyInstance } from 'fastify';
-import type { AddressInfo } from 'node:net';
+import { summarizeTarget } from './stats';
 import type { RunStats, TargetSummary } from './types';
 
 export function envNumber(name: string, fallback: number, min: number): number {
@@ -30,13 +29,6 @@ export function loadSettings(): LoadSettings {
     connections: Math.round(envNumber('BENCH_CONNECTIONS', 10, 1)),
     rounds: Math.round(envNumber('BENCH_ROUNDS', 2, 1)),
   };
-}
-
-/** Listens on a random port of 127.0.0.1 and returns the base URL. */
-export async function listen(app: FastifyInstance): Promise<string> {
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = app.server.address() as AddressInfo;
-  return `http://127.0.0.1:${port}`;
 }
 
 export interface LoadTarget {
@@ -94,8 +86,6 @@ export function formatRun(s: RunStats): string {
   );
 }
 
-const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-
 /**
  * Runs every target `rounds` times after a warm-up each, alternating the order: even
  * rounds go first to last, odd rounds last to first (A B C, C B A, ...). Over each
@@ -125,16 +115,5 @@ export async function measureInterleaved(
       log(formatRun(s));
     }
   }
-  const summaries = targets.map((t): TargetSummary => {
-    const mine = runs.filter((r) => r.target === t.name && r.round > 0);
-    return {
-      target: t.name,
-      rounds: mine.length,
-      meanRequestsPerSec: mean(mine.map((r) => r.requestsPerSec)),
-      bestRequestsPerSec: Math.max(...mine.map((r) => r.requestsPerSec)),
-      meanLatencyP50Ms: mean(mine.map((r) => r.latencyP50Ms)),
-      meanLatencyP99Ms: mean(mine.map((r) => r.latencyP99Ms)),
-    };
-  });
-  return { runs, summaries };
+  return { runs, summaries: targets.map((t): TargetSummary => summarizeTarget(runs, t.name)) };
 }

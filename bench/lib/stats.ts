@@ -1,5 +1,5 @@
 /** Small statistics helpers for sections that time events themselves. */
-import type { RunStats, TargetSummary } from './types';
+import type { Comparison, RunStats, TargetSummary } from './types';
 
 export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
@@ -7,8 +7,7 @@ export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a
 export function percentile(xs: number[], p: number): number {
   if (!xs.length) return NaN;
   const sorted = [...xs].sort((a, b) => a - b);
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
 export interface Spread {
@@ -25,9 +24,9 @@ export function spread(xs: number[]): Spread {
 
 export const round1 = (n: number): number => Math.round(n * 10) / 10;
 
-/** One target's aggregate over its measured rounds (runs of other targets are ignored). */
-export function summarizeTarget(runs: Array<Pick<RunStats, 'target' | 'requestsPerSec' | 'latencyP50Ms' | 'latencyP99Ms'>>, target: string): TargetSummary {
-  const rs = runs.filter((r) => r.target === target);
+/** One target's aggregate over its measured rounds (round > 0). */
+export function summarizeTarget(runs: RunStats[], target: string): TargetSummary {
+  const rs = runs.filter((r) => r.target === target && r.round > 0);
   return {
     target,
     rounds: rs.length,
@@ -36,4 +35,32 @@ export function summarizeTarget(runs: Array<Pick<RunStats, 'target' | 'requestsP
     meanLatencyP50Ms: mean(rs.map((r) => r.latencyP50Ms)),
     meanLatencyP99Ms: mean(rs.map((r) => r.latencyP99Ms)),
   };
+}
+
+/** Subject vs baseline over the measured rounds: ratio of the means, per-round ratios, best/best. */
+export function compareTargets(runs: RunStats[], name: string, subject: string, baseline: string, target: number, unit?: string): Comparison {
+  const s = summarizeTarget(runs, subject);
+  const b = summarizeTarget(runs, baseline);
+  const inRound = (t: string, round: number) => runs.find((r) => r.target === t && r.round === round)!.requestsPerSec;
+  const rounds = [...new Set(runs.filter((r) => r.round > 0).map((r) => r.round))];
+  const ratio = s.meanRequestsPerSec / b.meanRequestsPerSec;
+  return {
+    name,
+    subject,
+    baseline,
+    subjectRequestsPerSec: s.meanRequestsPerSec,
+    baselineRequestsPerSec: b.meanRequestsPerSec,
+    ratio,
+    roundRatios: rounds.map((k) => inRound(subject, k) / inRound(baseline, k)),
+    bestRatio: s.bestRequestsPerSec / b.bestRequestsPerSec,
+    target,
+    pass: ratio >= target,
+    ...(unit ? { subjectUnit: unit, baselineUnit: unit } : {}),
+  };
+}
+
+/** A RunStats for `n` events timed by the section itself. */
+export function runStats(target: string, round: number, seconds: number, n: number, latenciesMs: number[], connections: number, statusCodes: Record<string, number>): RunStats {
+  const lat = spread(latenciesMs);
+  return { target, round, durationSeconds: seconds, connections, requestsPerSec: n / seconds, latencyP50Ms: lat.p50, latencyP99Ms: lat.p99, latencyMeanMs: lat.mean, totalRequests: n, statusCodes };
 }

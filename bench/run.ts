@@ -1,14 +1,8 @@
-// `npm run bench`: runs each benchmark section in turn, prints a summary and writes
-// bench/results/latest.json. Settings come from the environment (bench/lib/load.ts):
-// BENCH_DURATION_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10),
-// BENCH_ROUNDS (2), BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section
-// (and replaces only that section's entry in latest.json);
-// BENCH_STRICT=1 exits 1 when a ratio (or another checked goal) misses its target.
-// Section-specific settings (BENCH_WEBHOOK_*, BENCH_KB_*, BENCH_MSGAPP_*, BENCH_WIDGET_*) are described at the top of
-// the section's file.
-//
-// To add a section (webhooks, KB indexing, search): write bench/<name>.ts exporting an
-// `async (log) => Result` and list it in SECTIONS.
+// `npm run bench`: runs each section, prints a summary, writes bench/results/latest.json.
+// BENCH_DURATION_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10), BENCH_ROUNDS (2),
+// BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section (replacing only its entry in
+// latest.json); BENCH_STRICT=1 exits 1 when a ratio or check misses its goal. Section settings
+// are at the top of each section's file.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

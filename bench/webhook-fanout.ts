@@ -12,7 +12,6 @@
 //   BENCH_WEBHOOK_WARMUP_EVENTS (20)     unmeasured warm-up burst (and as many warm-up plain POSTs)
 //   BENCH_WEBHOOK_PROBES (10)            events sent one at a time on an idle pipeline (unloaded latency)
 //   BENCH_WEBHOOK_TIMEOUT_SECONDS (300)  limit for one phase's deliveries to arrive (and settle)
-//   BENCH_WEBHOOK_HISTORY_SAMPLE (25)    workflow histories read per round for the Temporal stage breakdown
 //   BENCH_WEBHOOK_TLS (extra-ca)         how the sender trusts the receiver's test CA: `extra-ca`
 //                                        (NODE_EXTRA_CA_CERTS, as in production) or `ca-option` (the
 //                                        sender's `ca` setting, as the tests do: a new SecureContext of
@@ -22,19 +21,16 @@ import fs from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { temporal } from '@temporalio/proto';
 import { policyFromCidrs } from '../core/net/ssrf';
 import { emitEvent } from '../core/webhooks/emitter';
 import { USER_AGENT } from '../core/webhooks/sender';
 import { signatureHeader, verifyWebhook } from '../core/webhooks/signature';
 import { createTestPki, type TestPki } from '../test/support/tls';
-import { deliveryWorkflowId } from '../worker/outbox-sources';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { cpuBetween, cpuSnapshot, formatCpu, type CpuSnapshot, type CpuUse } from './lib/cpu';
+import { cpuBetween, cpuSnapshot, formatCpu, type CpuUse } from './lib/cpu';
 import { envNumber, loadSettings } from './lib/load';
 import { benchCompose, benchTemporal, benchWorker, setUpBench } from './lib/setup';
-import { mean, round1, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
+import { mean, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
 import type { Comparison, Result, RunStats } from './lib/types';
 
 const PKI_FILE_ENV = 'BENCH_WEBHOOK_PKI_FILE';
@@ -49,7 +45,6 @@ function loadWebhookSettings() {
     warmupEvents: Math.round(envNumber('BENCH_WEBHOOK_WARMUP_EVENTS', 20, 0)),
     probes: Math.round(envNumber('BENCH_WEBHOOK_PROBES', 10, 0)),
     timeoutSeconds: envNumber('BENCH_WEBHOOK_TIMEOUT_SECONDS', 300, 1),
-    historySample: Math.round(envNumber('BENCH_WEBHOOK_HISTORY_SAMPLE', 25, 0)),
     rounds: base.rounds,
     /** In-flight plain POSTs, and concurrent emitting transactions on the webhook side. */
     concurrency: base.connections,
@@ -81,66 +76,29 @@ const STAGES: Array<[string, Stage, Stage]> = [
   ['recordOutcome', 'outcomeStart', 'outcomeEnd'],
 ];
 
-/** Event-loop delay of this process over a phase (p50 / p99 / max, ms). */
-function loopDelay() {
-  const h = monitorEventLoopDelay({ resolution: 5 });
-  h.enable();
-  return () => {
-    h.disable();
-    return { p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6 };
-  };
-}
-type LoopDelay = ReturnType<ReturnType<typeof loopDelay>>;
-const fmtLoop = (d: LoopDelay) => `event-loop delay p50 ${d.p50.toFixed(1)} / p99 ${d.p99.toFixed(1)} / max ${d.max.toFixed(0)} ms`;
-
-interface PlainPhase {
-  stats: RunStats;
-  latencies: number[];
-  cpu: CpuUse;
-  loop: LoopDelay;
-}
-
-interface WebhookPhase {
+interface Phase {
   stats: RunStats;
   ids: string[];
   cpu: CpuUse;
-  cpuTail: CpuUse;
-  /** Seconds from the first emit commit until the last of each stage. */
-  timeline: Record<string, number>;
-  inflight: { mean: number; max: number };
-  settledSeconds: number;
-  loop: LoopDelay;
 }
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = loadWebhookSettings();
   const pki = JSON.parse(fs.readFileSync(process.env[PKI_FILE_ENV]!, 'utf8')) as TestPki;
 
-  // ---- Stage marks, filled by the receiver and by the wrappers below.
+  // ---- Stage marks, filled by the receiver and by the wrappers on the worker's instances.
   const marks = new Map<string, Partial<Record<Stage, number>>>();
   const mark = (id: string, stage: Stage, t = now()) => {
-    let m = marks.get(id);
-    if (!m) marks.set(id, (m = {}));
-    if (m[stage] === undefined) m[stage] = t;
+    const m = marks.get(id) ?? {};
+    marks.set(id, m);
+    m[stage] ??= t;
   };
-  const attemptProblems: string[] = [];
-  let duplicates = 0;
-  // Attempts in flight, integrated over time (for the mean concurrency the webhook side reached).
-  let inflight = 0;
-  let inflightMax = 0;
-  let inflightArea = 0;
-  let inflightAt = now();
-  const inflightStep = (d: number) => {
-    const t = now();
-    inflightArea += inflight * (t - inflightAt);
-    inflightAt = t;
-    inflight += d;
-    inflightMax = Math.max(inflightMax, inflight);
-  };
+  const problems: string[] = [];
 
   // ---- The receiver: HTTPS with the test certificate, 200 at once, receipt time per X-Concierge-Delivery.
-  const received = new Map<string, { at: number; body: Buffer; signature: string }>();
+  const received = new Map<string, { body: Buffer; signature: string }>();
   const plainReceived = new Map<string, number>();
+  let duplicates = 0;
   const server = https.createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -148,27 +106,20 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       const at = now();
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
       const id = String(req.headers['x-concierge-delivery'] ?? '');
-      if (id.startsWith('dlv_')) {
-        if (received.has(id)) duplicates++;
-        else received.set(id, { at, body: Buffer.concat(chunks), signature: String(req.headers['x-concierge-signature'] ?? '') });
-        mark(id, 'recv', at);
-      } else {
-        plainReceived.set(id, at);
-      }
+      if (!id.startsWith('dlv_')) return void plainReceived.set(id, at);
+      if (received.has(id)) duplicates++;
+      received.set(id, { body: Buffer.concat(chunks), signature: String(req.headers['x-concierge-signature'] ?? '') });
+      mark(id, 'recv', at);
     });
   });
   server.on('tlsClientError', () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', () => resolve()));
   cleanup.push([
     'receiver',
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
   ]);
   const port = (server.address() as { port: number }).port;
   const hookUrl = `https://127.0.0.1:${port}/hook`;
@@ -176,42 +127,37 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- The "API" process emitting events, and a worker process (relay, workflows, activities) instrumented from outside.
   const bench = await setUpBench(cleanup);
   const { workspaceId } = bench;
-  const emitter = await benchCompose(bench, 'cli');
+  // Deliveries may reach loopback (the receiver); with ca-option the sender trusts the test CA through its `ca` setting.
+  const composed = {
+    config: { CONCIERGE_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8' },
+    overrides: s.tls === 'ca-option' ? { services: { sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 10_000, ca: pki.ca } } } : {},
+  };
+  const emitter = await benchCompose(bench, 'cli', composed);
   const subscription = await emitter.services.subscriptions.create(workspaceId, hookUrl, ['message.inbound']);
-  const dispatchBatches: number[] = [];
   const dev = await benchTemporal(bench);
-  const sender = { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 10_000, ...(s.tls === 'ca-option' ? { ca: pki.ca } : {}) };
-  const worker = await benchWorker(bench, dev, { overrides: { services: { sender } } }, (c) => {
+  const worker = await benchWorker(bench, dev, composed, (c) => {
     const deliveries = c.services.deliveries;
     const undispatched = deliveries.undispatched.bind(deliveries);
     deliveries.undispatched = async (limit) => {
       const rows = await undispatched(limit);
       const t = now();
       for (const r of rows) mark(r.id, 'picked', t);
-      if (rows.length) dispatchBatches.push(rows.length);
       return rows;
     };
     const attempt = deliveries.attempt.bind(deliveries);
     deliveries.attempt = async (id, run, n) => {
       mark(id, 'attemptStart');
-      inflightStep(+1);
-      try {
-        const r = await attempt(id, run, n);
-        if (r.outcome !== 'delivered') attemptProblems.push(`${id} attempt ${n}: ${r.outcome} ${r.error ?? ''}`.trim());
-        return r;
-      } finally {
-        inflightStep(-1);
-        mark(id, 'attemptEnd');
-      }
+      const r = await attempt(id, run, n);
+      mark(id, 'attemptEnd');
+      if (r.outcome !== 'delivered') problems.push(`${id} attempt ${n}: ${r.outcome} ${r.error ?? ''}`.trim());
+      return r;
     };
     const recordOutcome = deliveries.recordOutcome.bind(deliveries);
     deliveries.recordOutcome = async (id, run, delivered, error) => {
       mark(id, 'outcomeStart');
-      try {
-        return await recordOutcome(id, run, delivered, error);
-      } finally {
-        mark(id, 'outcomeEnd');
-      }
+      const r = await recordOutcome(id, run, delivered, error);
+      mark(id, 'outcomeEnd');
+      return r;
     };
     const wf = c.temporal!.client.workflow;
     const start = wf.start.bind(wf);
@@ -227,289 +173,149 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   log(`  setup: Temporal dev server ${dev.address} (SQLite file), one worker with the outbox relay, HTTPS receiver ${hookUrl}; TLS trust: ${s.tls}`);
 
   const cpuSources = { pids: { temporal: dev.process.pid }, names: { postgres: 'postgres' } };
-  const snap = (): CpuSnapshot => cpuSnapshot(cpuSources);
   const cpus = os.cpus().length;
-
-  async function waitUntil(cond: () => boolean, timeoutMs: number, what: () => string): Promise<void> {
-    const deadline = now() + timeoutMs;
-    while (!cond()) {
-      if (now() > deadline) throw new Error(`timed out after ${(timeoutMs / 1000).toFixed(0)} s: ${what()}`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  }
   const count = (ids: string[], stage: Stage) => ids.filter((id) => marks.get(id)?.[stage] !== undefined).length;
   const progress = (ids: string[]) =>
-    `of ${ids.length} deliveries: dispatcher read ${count(ids, 'picked')}, workflows started ${count(ids, 'started')}, ` +
-    `attempts started ${count(ids, 'attemptStart')}, received ${count(ids, 'recv')}, attempts done ${count(ids, 'attemptEnd')}, ` +
-    `outcomes recorded ${count(ids, 'outcomeEnd')}; attempt problems: ${attemptProblems.slice(0, 5).join('; ') || 'none'}`;
-
+    `of ${ids.length}: read ${count(ids, 'picked')}, started ${count(ids, 'started')}, received ${count(ids, 'recv')}, recorded ${count(ids, 'outcomeEnd')}; problems: ${problems.slice(0, 5).join('; ') || 'none'}`;
+  async function waitUntil(cond: () => boolean | Promise<boolean>, what: () => string): Promise<void> {
+    const deadline = now() + s.timeoutSeconds * 1000;
+    while (!(await cond())) {
+      if (now() > deadline) throw new Error(`timed out after ${s.timeoutSeconds} s: ${what()}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
   /** Every delivery recorded as delivered and no delivery workflow still running. */
   async function settle(ids: string[]): Promise<void> {
-    await waitUntil(() => count(ids, 'outcomeEnd') === ids.length, s.timeoutSeconds * 1000, () => `waiting for outcomes; ${progress(ids)}`);
-    const deadline = now() + s.timeoutSeconds * 1000;
-    for (;;) {
-      const { count: open } = await client.workflow.count(`WorkflowType = "webhookDeliveryWorkflow" AND ExecutionStatus = "Running"`);
-      if (open === 0) break;
-      if (now() > deadline) throw new Error(`${open} delivery workflows still running ${s.timeoutSeconds} s after their outcomes were recorded`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    const [{ pending }] = await bench.db.orm.em.fork().execute<{ pending: string }[]>(
-      `select count(*) as pending from webhook_deliveries where status <> 'delivered' and id in (${ids.map(() => '?').join(',')})`,
-      ids,
-    );
+    await waitUntil(() => count(ids, 'outcomeEnd') === ids.length, () => `waiting for outcomes ${progress(ids)}`);
+    const running = `WorkflowType = "webhookDeliveryWorkflow" AND ExecutionStatus = "Running"`;
+    await waitUntil(async () => (await client.workflow.count(running)).count === 0, () => 'delivery workflows still running');
+    const [{ pending }] = await bench.db.orm.em
+      .fork()
+      .execute<{ pending: string }[]>(`select count(*) as pending from webhook_deliveries where status <> 'delivered' and id in (${ids.map(() => '?').join(',')})`, ids);
     if (Number(pending) !== 0) throw new Error(`${pending} deliveries not marked delivered after settling`);
   }
-
-  // ---- The webhook side: N events, each its own transaction, `concurrency` at a time.
-  async function webhookRun(round: number, n: number, concurrency: number): Promise<WebhookPhase> {
-    const ids: string[] = [];
-    const cpu0 = snap();
-    const stopLoop = loopDelay();
-    const area0 = inflightArea;
+  const emit = async (i: number) => {
+    const { deliveryIds } = await emitter.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
+    if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1`);
+    mark(deliveryIds[0], 'emit');
+    return deliveryIds[0];
+  };
+  /** `n` calls of `one`, `concurrency` in flight. */
+  const lanes = async (n: number, concurrency: number, one: (i: number) => Promise<void>) => {
     let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(concurrency, n) }, async () => {
-        while (next < n) {
-          const i = next++;
-          const { deliveryIds } = await emitter.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
-          const t = now();
-          if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1 (one subscription)`);
-          mark(deliveryIds[0], 'emit', t);
-          ids.push(deliveryIds[0]);
-        }
-      }),
-    );
-    const what = round === 0 ? 'warm-up' : `round ${round}`;
-    await waitUntil(() => count(ids, 'recv') === ids.length, s.timeoutSeconds * 1000, () => `webhook ${what}: not every delivery arrived; ${progress(ids)}`);
-    const cpu1 = snap();
-    const loop = stopLoop();
-    inflightStep(0);
-    const area1 = inflightArea;
-    await settle(ids);
-    const cpu2 = snap();
-    if (attemptProblems.length) throw new Error(`webhook ${what}: attempts that did not deliver: ${attemptProblems.slice(0, 5).join('; ')}`);
+    await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) await one(next++);
+    }));
+  };
 
+  // ---- The webhook side: N events, each its own transaction, `concurrency` at a time; rate = N / (last receipt - first emit).
+  async function webhookRun(round: number, n: number, concurrency: number): Promise<Phase> {
+    const ids: string[] = [];
+    const cpu0 = cpuSnapshot(cpuSources);
+    await lanes(n, concurrency, async (i) => void ids.push(await emit(i)));
+    await waitUntil(() => count(ids, 'recv') === ids.length, () => `webhook round ${round}: not every delivery arrived ${progress(ids)}`);
+    const cpu = cpuBetween(cpu0, cpuSnapshot(cpuSources), cpus);
+    await settle(ids);
+    if (problems.length) throw new Error(`webhook round ${round}: attempts that did not deliver: ${problems.slice(0, 5).join('; ')}`);
+    for (const id of ids) verifyWebhook(received.get(id)!.body, received.get(id)!.signature, subscription.secret);
     const at = (id: string, st: Stage) => marks.get(id)![st]!;
-    const firstEmit = Math.min(...ids.map((id) => at(id, 'emit')));
-    const lastRecv = Math.max(...ids.map((id) => at(id, 'recv')));
-    const latencies = ids.map((id) => at(id, 'recv') - at(id, 'emit'));
-    const seconds = (lastRecv - firstEmit) / 1000;
-    const lastOf = (st: Stage) => round1((Math.max(...ids.map((id) => at(id, st))) - firstEmit) / 10) / 100;
-    const timeline: Record<string, number> = {};
-    for (const st of ['emit', 'picked', 'started', 'attemptStart', 'recv', 'attemptEnd', 'outcomeEnd'] as Stage[]) timeline[st] = lastOf(st);
-    return {
-      ids,
-      stats: runStats('webhook', round, seconds, n, latencies, concurrency, { '200': n }),
-      cpu: cpuBetween(cpu0, cpu1, cpus),
-      cpuTail: cpuBetween(cpu1, cpu2, cpus),
-      timeline,
-      inflight: { mean: (area1 - area0) / (cpu1.at - cpu0.at), max: inflightMax },
-      settledSeconds: (cpu2.at - firstEmit) / 1000,
-      loop,
-    };
+    const seconds = (Math.max(...ids.map((id) => at(id, 'recv'))) - Math.min(...ids.map((id) => at(id, 'emit')))) / 1000;
+    return { ids, cpu, stats: runStats('webhook', round, seconds, n, ids.map((id) => at(id, 'recv') - at(id, 'emit')), concurrency, { '200': n }) };
   }
 
-  // ---- The baseline: the same receiver, a similar signed body, straight from Node.
-  const secret = subscription.secret;
-  async function plainRun(target: 'plain' | 'plain-keepalive', round: number, n: number, concurrency: number): Promise<PlainPhase> {
+  // ---- The baseline: the same receiver, a similar signed body, straight from Node (`plain`: a fresh TLS connection per POST, as the sender makes).
+  async function plainRun(target: 'plain' | 'plain-keepalive', round: number, n: number, concurrency: number): Promise<Phase> {
     const ca = s.tls === 'ca-option' ? pki.ca : undefined;
-    // `plain`: a fresh connection (TLS handshake) per POST, as the sender makes (agent: false).
     const agent = target === 'plain' ? false : new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
     const tag = `${target}_${round}_${randomBytes(3).toString('hex')}`;
     const starts = new Map<string, number>();
-    const cpu0 = snap();
-    const stopLoop = loopDelay();
-    const post = (i: number) =>
+    const cpu0 = cpuSnapshot(cpuSources);
+    await lanes(n, concurrency, (i) =>
       new Promise<void>((resolve, reject) => {
         const id = `${tag}_${i}`;
         starts.set(id, now());
-        const body = Buffer.from(
-          JSON.stringify({ id: `evt_${tag}_${i}`, event: 'message.inbound', created_at: new Date().toISOString(), data: eventData(i) }),
-          'utf8',
-        );
-        const req = https.request({
-          method: 'POST',
-          hostname: '127.0.0.1',
-          port,
-          path: '/hook',
-          agent,
-          ...(agent === false && ca ? { ca } : {}),
-          headers: {
-            'Content-Type': 'application/json',
-            'X-Concierge-Signature': signatureHeader(secret, body, Math.floor(Date.now() / 1000)),
-            'X-Concierge-Event': 'message.inbound',
-            'X-Concierge-Delivery': id,
-            'User-Agent': USER_AGENT,
-            'Content-Length': String(body.length),
-          },
-        });
+        const body = Buffer.from(JSON.stringify({ id: `evt_${tag}_${i}`, event: 'message.inbound', created_at: new Date().toISOString(), data: eventData(i) }));
+        const headers = {
+          'Content-Type': 'application/json',
+          'X-Concierge-Signature': signatureHeader(subscription.secret, body, Math.floor(Date.now() / 1000)),
+          'X-Concierge-Event': 'message.inbound',
+          'X-Concierge-Delivery': id,
+          'User-Agent': USER_AGENT,
+          'Content-Length': String(body.length),
+        };
+        const req = https.request({ method: 'POST', hostname: '127.0.0.1', port, path: '/hook', agent, ...(agent === false && ca ? { ca } : {}), headers });
         req.on('error', reject);
-        req.on('response', (res) => {
-          res.resume();
-          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`plain POST answered ${res.statusCode}`))));
-        });
+        req.on('response', (res) => res.resume().on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`plain POST answered ${res.statusCode}`)))));
         req.end(body);
-      });
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(concurrency, n) }, async () => {
-        while (next < n) await post(next++);
       }),
     );
-    const cpu1 = snap();
-    const loop = stopLoop();
+    const cpu = cpuBetween(cpu0, cpuSnapshot(cpuSources), cpus);
     if (agent) agent.destroy();
     const ids = [...starts.keys()];
-    const missing = ids.filter((id) => !plainReceived.has(id));
-    if (missing.length) throw new Error(`${target}: ${missing.length} POSTs answered but not recorded by the receiver`);
-    const first = Math.min(...starts.values());
-    const last = Math.max(...ids.map((id) => plainReceived.get(id)!));
+    if (ids.some((id) => !plainReceived.has(id))) throw new Error(`${target}: POSTs answered but not recorded by the receiver`);
+    const seconds = (Math.max(...ids.map((id) => plainReceived.get(id)!)) - Math.min(...starts.values())) / 1000;
     const latencies = ids.map((id) => plainReceived.get(id)! - starts.get(id)!);
     for (const id of ids) plainReceived.delete(id);
-    const seconds = (last - first) / 1000;
-    return {
-      latencies,
-      loop,
-      cpu: cpuBetween(cpu0, cpu1, cpus),
-      stats: runStats(target, round, seconds, n, latencies, concurrency, { '200': n }),
-    };
+    return { ids, cpu, stats: runStats(target, round, seconds, n, latencies, concurrency, { '200': n }) };
   }
 
-  /** Stage intervals over the given deliveries. */
-  const stageSpreads = (ids: string[]): Record<string, Spread> => {
-    const out: Record<string, Spread> = {};
-    for (const [label, from, to] of STAGES) {
-      out[label] = spread(ids.map((id) => marks.get(id)!).filter((m) => m[from] !== undefined && m[to] !== undefined).map((m) => m[to]! - m[from]!));
-    }
-    return out;
-  };
-
-  /** Server-side timings from the histories of a sample of workflows. */
-  async function historyStages(ids: string[], sample: number): Promise<Record<string, Spread>> {
-    if (!sample || !ids.length) return {};
-    const E = temporal.api.enums.v1.EventType;
-    const step = Math.max(1, Math.floor(ids.length / sample));
-    const picked = ids.filter((_, i) => i % step === 0).slice(0, sample);
-    const rows: Record<string, number[]> = {};
-    const add = (k: string, v: number) => (rows[k] ??= []).push(v);
-    for (const id of picked) {
-      const history = await client.workflow.getHandle(deliveryWorkflowId(id)).fetchHistory();
-      const times: Record<string, number[]> = {};
-      for (const e of history.events ?? []) {
-        const ts = e.eventTime;
-        const wall = Number(ts?.seconds ?? 0) * 1000 + (ts?.nanos ?? 0) / 1e6;
-        (times[E[e.eventType ?? 0] ?? String(e.eventType)] ??= []).push(wall - performance.timeOrigin);
-      }
-      const t = (name: string, i = 0) => times[`EVENT_TYPE_${name}`]?.[i] ?? NaN;
-      const m = marks.get(id)!;
-      add('start RPC sent -> WorkflowExecutionStarted (server)', t('WORKFLOW_EXECUTION_STARTED') - m.startCall!);
-      add('WFT1 scheduled -> started (workflow task queue wait)', t('WORKFLOW_TASK_STARTED', 0) - t('WORKFLOW_TASK_SCHEDULED', 0));
-      add('WFT1 started -> completed (worker runs the workflow)', t('WORKFLOW_TASK_COMPLETED', 0) - t('WORKFLOW_TASK_STARTED', 0));
-      add('attempt scheduled -> started (activity task queue wait)', t('ACTIVITY_TASK_STARTED', 0) - t('ACTIVITY_TASK_SCHEDULED', 0));
-      add('attempt started (server) -> running in the worker', m.attemptStart! - t('ACTIVITY_TASK_STARTED', 0));
-      add('attempt done in the worker -> completed (server)', t('ACTIVITY_TASK_COMPLETED', 0) - m.attemptEnd!);
-      add('WFT2 scheduled -> started', t('WORKFLOW_TASK_STARTED', 1) - t('WORKFLOW_TASK_SCHEDULED', 1));
-      add('recordOutcome scheduled -> started', t('ACTIVITY_TASK_STARTED', 1) - t('ACTIVITY_TASK_SCHEDULED', 1));
-      add('WFT3 scheduled -> workflow completed', t('WORKFLOW_EXECUTION_COMPLETED') - t('WORKFLOW_TASK_SCHEDULED', 2));
-      add('workflow started -> completed', t('WORKFLOW_EXECUTION_COMPLETED') - t('WORKFLOW_EXECUTION_STARTED'));
-      add('history events', (history.events ?? []).length);
-    }
-    const out: Record<string, Spread> = {};
-    for (const [k, v] of Object.entries(rows)) out[k] = spread(v.filter(Number.isFinite));
-    return out;
-  }
-
+  const stageSpreads = (ids: string[]): Record<string, Spread> =>
+    Object.fromEntries(
+      STAGES.map(([label, from, to]) => [label, spread(ids.map((id) => marks.get(id)!).filter((m) => m[from] !== undefined && m[to] !== undefined).map((m) => m[to]! - m[from]!))]),
+    );
   const printStages = (title: string, st: Record<string, Spread>) => {
     log(`    ${title} (p50 / p99 ms):`);
     for (const [k, v] of Object.entries(st)) log(`      ${k.padEnd(58)} ${ms(v.p50).padStart(8)} / ${ms(v.p99).padStart(8)}`);
   };
-  const fmtRun = (r: RunStats, unit: string) =>
-    `  ${r.target.padEnd(16)} ${(r.round === 0 ? 'warm-up' : `round ${r.round}`).padEnd(8)} ${r.requestsPerSec.toFixed(0).padStart(6)} ${unit.padEnd(12)} ` +
-    `p50 ${ms(r.latencyP50Ms).padStart(7)} ms  p99 ${ms(r.latencyP99Ms).padStart(7)} ms  (${r.totalRequests} in ${r.durationSeconds.toFixed(2)} s)`;
-
-  function verifySignatures(ids: string[]): void {
-    for (const id of ids) {
-      const hit = received.get(id)!;
-      verifyWebhook(hit.body, hit.signature, secret);
-    }
-  }
-
-  // ---- Warm-up: excluded from every figure.
   const runs: RunStats[] = [];
-  if (s.warmupEvents > 0) {
-    const w = await webhookRun(0, s.warmupEvents, s.concurrency);
-    verifySignatures(w.ids);
-    runs.push(w.stats);
-    log(fmtRun(w.stats, 'deliveries/s') + ' (excluded)');
-    for (const target of ['plain', 'plain-keepalive'] as const) {
-      const p = await plainRun(target, 0, s.warmupEvents, s.concurrency);
-      runs.push(p.stats);
-      log(fmtRun(p.stats, 'posts/s') + ' (excluded)');
-    }
-  }
+  const record = (p: Phase, unit: string, note = '') => {
+    const r = p.stats;
+    runs.push(r);
+    log(
+      `  ${r.target.padEnd(16)} ${(r.round === 0 ? 'warm-up' : `round ${r.round}`).padEnd(8)} ${r.requestsPerSec.toFixed(0).padStart(6)} ${unit.padEnd(12)} ` +
+        `p50 ${ms(r.latencyP50Ms).padStart(7)} ms  p99 ${ms(r.latencyP99Ms).padStart(7)} ms  (${r.totalRequests} in ${r.durationSeconds.toFixed(2)} s)  ${note || formatCpu(p.cpu)}`,
+    );
+    return p;
+  };
 
-  // ---- Probes: one event at a time on an idle pipeline (unloaded latency and where it goes).
-  let probe: { latency: Spread; stages: Record<string, Spread>; history: Record<string, Spread>; plainLatency: Spread } | null = null;
+  // ---- Warm-up (excluded), probes (one event at a time on an idle pipeline), then plain, webhook, plain, ..., plain.
+  if (s.warmupEvents > 0) {
+    record(await webhookRun(0, s.warmupEvents, s.concurrency), 'deliveries/s', '(excluded)');
+    for (const t of ['plain', 'plain-keepalive'] as const) record(await plainRun(t, 0, s.warmupEvents, s.concurrency), 'posts/s', '(excluded)');
+    runs.length = 0;
+  }
+  let probe: { latency: Spread; stages: Record<string, Spread>; plainP50Ms: number } | null = null;
   if (s.probes > 0) {
     const ids: string[] = [];
     for (let i = 0; i < s.probes; i++) {
-      const { deliveryIds } = await emitter.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
-      mark(deliveryIds[0], 'emit');
-      ids.push(deliveryIds[0]);
-      await settle([deliveryIds[0]]);
+      ids.push(await emit(i));
+      await settle(ids.slice(-1));
     }
-    verifySignatures(ids);
     const plain = await plainRun('plain', 0, s.probes, 1);
-    probe = {
-      latency: spread(ids.map((id) => marks.get(id)!.recv! - marks.get(id)!.emit!)),
-      stages: stageSpreads(ids),
-      history: await historyStages(ids, s.probes),
-      plainLatency: spread(plain.latencies),
-    };
-    log(
-      `  probes: ${s.probes} events one at a time on an idle pipeline: event->receipt p50 ${ms(probe.latency.p50)} ms, max ${ms(probe.latency.max)} ms ` +
-        `(a plain POST, one at a time: p50 ${ms(probe.plainLatency.p50)} ms)`,
-    );
-    printStages('where an idle event spends its time, in process', probe.stages);
-    printStages('and on the Temporal server (histories)', probe.history);
+    probe = { latency: spread(ids.map((id) => marks.get(id)!.recv! - marks.get(id)!.emit!)), stages: stageSpreads(ids), plainP50Ms: plain.stats.latencyP50Ms };
+    log(`  probes: ${s.probes} events one at a time: event->receipt p50 ${ms(probe.latency.p50)} ms, max ${ms(probe.latency.max)} ms (a plain POST alone: p50 ${ms(plain.stats.latencyP50Ms)} ms)`);
+    printStages('where an idle event spends its time', probe.stages);
   }
-
-  // ---- Measured: plain, webhook, plain, webhook, ..., plain.
-  const plains: PlainPhase[] = [];
-  const keepalives: PlainPhase[] = [];
-  const webhooks: WebhookPhase[] = [];
-  const roundDetails: Record<string, unknown>[] = [];
+  const plains: Phase[] = [];
+  const webhooks: Phase[] = [];
   const plainSlot = async (slot: number) => {
-    for (const target of (slot % 2 === 1 ? ['plain', 'plain-keepalive'] : ['plain-keepalive', 'plain']) as Array<'plain' | 'plain-keepalive'>) {
-      const p = await plainRun(target, slot, s.events, s.concurrency);
-      (target === 'plain' ? plains : keepalives).push(p);
-      runs.push(p.stats);
-      log(fmtRun(p.stats, 'posts/s') + `  ${s.concurrency} in flight; ${formatCpu(p.cpu)}; ${fmtLoop(p.loop)}`);
+    for (const t of (slot % 2 === 1 ? ['plain', 'plain-keepalive'] : ['plain-keepalive', 'plain']) as Array<'plain' | 'plain-keepalive'>) {
+      const p = record(await plainRun(t, slot, s.events, s.concurrency), 'posts/s');
+      if (t === 'plain') plains.push(p);
     }
   };
+  const roundStages: Record<string, Spread>[] = [];
   await plainSlot(1);
   for (let round = 1; round <= s.rounds; round++) {
-    const w = await webhookRun(round, s.events, s.concurrency);
-    verifySignatures(w.ids);
+    const w = record(await webhookRun(round, s.events, s.concurrency), 'deliveries/s');
     webhooks.push(w);
-    runs.push(w.stats);
-    log(
-      fmtRun(w.stats, 'deliveries/s') +
-        `  attempts in flight: mean ${w.inflight.mean.toFixed(1)}, max ${w.inflight.max}; all settled ${w.settledSeconds.toFixed(2)} s after the first emit`,
-    );
-    log(`    last of each stage, s after the first emit commit: ${Object.entries(w.timeline).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
-    log(`    while delivering: ${formatCpu(w.cpu)}; ${fmtLoop(w.loop)}`);
-    log(`    settling tail: ${formatCpu(w.cpuTail)}`);
-    const stages = stageSpreads(w.ids);
-    const history = await historyStages(w.ids, s.historySample);
-    printStages(`stages of the ${s.events} deliveries, in process`, stages);
-    printStages(`and on the Temporal server (${Math.min(s.historySample, w.ids.length)} sampled histories)`, history);
-    roundDetails.push({ round, timelineSeconds: w.timeline, inflight: w.inflight, settledSeconds: w.settledSeconds, cpu: w.cpu, cpuTail: w.cpuTail, eventLoopDelayMs: w.loop, stages, history });
+    roundStages.push(stageSpreads(w.ids));
+    printStages(`stages of the ${s.events} deliveries`, roundStages[roundStages.length - 1]);
     await plainSlot(round + 1);
   }
   if (duplicates) throw new Error(`the receiver got ${duplicates} duplicate deliveries`);
 
-  // ---- Figures.
+  // ---- Figures: each webhook round against the mean of the plain runs around it.
   const [webhookSummary, plainSummary, keepaliveSummary] = ['webhook', 'plain', 'plain-keepalive'].map((t) => summarizeTarget(runs, t));
   const ratio = webhookSummary.meanRequestsPerSec / plainSummary.meanRequestsPerSec;
   const roundRatios = webhooks.map((w, k) => w.stats.requestsPerSec / mean([plains[k].stats.requestsPerSec, plains[k + 1].stats.requestsPerSec]));
@@ -528,40 +334,20 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     baselineUnit: 'posts/s',
   };
   log(
-    `  webhook-fanout: ${webhookSummary.meanRequestsPerSec.toFixed(0)} deliveries/s / plain ${plainSummary.meanRequestsPerSec.toFixed(0)} posts/s ` +
-      `= ratio ${ratio.toFixed(2)} (goal >= ${TARGET_RATIO}) ${comparison.pass ? 'ok' : 'BELOW GOAL'}  [per round: ${roundRatios.map((r) => r.toFixed(2)).join(', ')}]`,
+    `  webhook-fanout: ${webhookSummary.meanRequestsPerSec.toFixed(0)} deliveries/s / plain ${plainSummary.meanRequestsPerSec.toFixed(0)} posts/s = ratio ${ratio.toFixed(2)} ` +
+      `(goal >= ${TARGET_RATIO}) ${comparison.pass ? 'ok' : 'BELOW GOAL'}; latency p50 ${ms(webhookSummary.meanLatencyP50Ms)} ms vs plain ${ms(plainSummary.meanLatencyP50Ms)} ms; ` +
+      `keep-alive plain ${keepaliveSummary.meanRequestsPerSec.toFixed(0)} posts/s (the sender opens a fresh connection per POST by design)`,
   );
-  log(
-    `    latency (event commit -> receipt / request start -> receipt): webhook p50 ${ms(webhookSummary.meanLatencyP50Ms)} ms, p99 ${ms(webhookSummary.meanLatencyP99Ms)} ms; ` +
-      `plain p50 ${ms(plainSummary.meanLatencyP50Ms)} ms, p99 ${ms(plainSummary.meanLatencyP99Ms)} ms` +
-      (probe ? `; idle webhook p50 ${ms(probe.latency.p50)} ms` : ''),
-  );
-  log(
-    `    for reference, plain POSTs over ${s.concurrency} keep-alive connections: ${keepaliveSummary.meanRequestsPerSec.toFixed(0)} posts/s ` +
-      `(webhook / keep-alive = ${(webhookSummary.meanRequestsPerSec / keepaliveSummary.meanRequestsPerSec).toFixed(2)}); the sender opens a fresh connection per POST by design`,
-  );
-
   return {
     section: 'webhook-fanout',
     description:
-      `${s.events} message.inbound events (one transaction each, ${s.concurrency} at a time) through outbox + dispatcher + Temporal delivery workflows to a local HTTPS receiver, ` +
-      `vs the same number of plain signed HTTPS POSTs from Node (${s.concurrency} in flight, fresh connection each) to the same receiver`,
-    settings: {
-      events: s.events,
-      warmupEvents: s.warmupEvents,
-      probes: s.probes,
-      rounds: s.rounds,
-      concurrency: s.concurrency,
-      timeoutSeconds: s.timeoutSeconds,
-      historySample: s.historySample,
-      tls: s.tls,
-      temporal: 'temporal server start-dev, SQLite file',
-      order: 'plain, webhook, plain, ..., plain: each webhook round against the mean of the plain runs around it; rates: N / (last receipt - first emit commit or first request start)',
-    },
+      `${s.events} message.inbound events (one transaction each, ${s.concurrency} at a time) through outbox + relay + Temporal delivery workflows to a local HTTPS receiver, ` +
+      `vs as many plain signed HTTPS POSTs from Node (${s.concurrency} in flight, fresh connection each) to the same receiver`,
+    settings: { ...s, temporal: 'temporal server start-dev, SQLite file', order: 'plain, webhook, plain, ..., plain; rates: N / (last receipt - first emit or request start)' },
     runs,
     targets: [webhookSummary, plainSummary, keepaliveSummary],
     comparisons: [comparison],
-    details: { probe, rounds: roundDetails, dispatchBatches: spread(dispatchBatches), plainCpu: plains.map((p) => p.cpu) },
+    details: { probe, roundStages, cpu: { webhook: webhooks.map((w) => w.cpu), plain: plains.map((p) => p.cpu) } },
   };
 }
 

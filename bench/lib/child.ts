@@ -2,18 +2,14 @@ import { fork } from 'node:child_process';
 import type { Result } from './types';
 
 /**
- * Running a section in a child process, as webhook-fanout does: the section gets a
- * process of its own (its memory, the embedding model's arena and the Temporal Runtime
- * go away with it, and no section measures a process another one has filled), and the
- * parent only relays its log lines and its Result.
- *
- * The section's file calls `childMain(measure)` when it is the process's main module;
- * its exported section function calls `runInChild(__filename, ...)`.
+ * Each section runs in a child process of its own (its memory, the model's arena and the
+ * Temporal Runtime go with it): the section's file calls `childMain(measure)` when it is
+ * the main module, and its exported function `runInChild(__filename, ...)`.
  */
 
 export type ChildMessage = { kind: 'log'; line: string } | { kind: 'result'; result: Result } | { kind: 'error'; message: string };
 
-/** Cleanup steps, run in reverse order whatever happens: [name, step]. */
+/** Cleanup steps [name, step], run in reverse order whatever happens. */
 export type Cleanup = Array<[string, () => Promise<void>]>;
 
 const send = (m: ChildMessage) => {

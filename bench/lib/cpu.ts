@@ -1,58 +1,28 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 
-/**
- * CPU time used by the processes a section cares about, read from /proc (Linux only;
- * elsewhere every figure but this process's own is missing). Used to see which
- * component a throughput figure is bound by on a small machine.
- */
+/** CPU time of the processes a section cares about, from /proc (Linux; elsewhere only this process's own). */
 
-let ticksPerSecond: number | null = null;
-function clockTicks(): number {
-  if (ticksPerSecond === null) {
-    try {
-      ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-    } catch {
-      ticksPerSecond = 100;
-    }
+let ticks: number | null = null;
+const clockTicks = () => (ticks ??= Number(tryOr(() => execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim(), '100')) || 100);
+
+function tryOr<T>(f: () => T, fallback: T): T {
+  try {
+    return f();
+  } catch {
+    return fallback;
   }
-  return ticksPerSecond;
 }
 
-/** utime + stime + cutime + cstime of one process, in seconds; 0 when it is gone. */
-function processSeconds(pid: number): number {
-  try {
+/** utime + stime + cutime + cstime of one process, in seconds (fields 14..17, after the parenthesised name). */
+const processSeconds = (pid: number) =>
+  tryOr(() => {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may contain spaces: split after its closing parenthesis.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // fields[0] is field 3 (state); utime..cstime are fields 14..17.
-    const [utime, stime, cutime, cstime] = fields.slice(11, 15).map(Number);
-    return (utime + stime + cutime + cstime) / clockTicks();
-  } catch {
-    return 0;
-  }
-}
-
-function commOf(pid: number): string | null {
-  try {
-    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-  } catch {
-    return null;
-  }
-}
-
-function childrenOf(pid: number): number[] {
-  try {
-    const out: number[] = [];
-    for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
-      const raw = fs.readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
-      if (raw) out.push(...raw.split(' ').map(Number));
-    }
-    return out;
-  } catch {
-    return [];
-  }
-}
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ').slice(11, 15).map(Number).reduce((a, b) => a + b, 0) / clockTicks();
+  }, 0);
+const commOf = (pid: number) => tryOr(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(), null);
+const childrenOf = (pid: number) =>
+  tryOr(() => fs.readdirSync(`/proc/${pid}/task`).flatMap((t) => fs.readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number)), [] as number[]);
 
 /** A process and all its descendants. */
 function tree(pid: number): number[] {
@@ -61,39 +31,18 @@ function tree(pid: number): number[] {
   return out;
 }
 
-/** The first descendant of `pid` whose command is `name` (e.g. a server the Temporal core bridge spawned), or undefined. */
-export function descendantNamed(pid: number, name: string): number | undefined {
-  return tree(pid).find((p) => p !== pid && commOf(p) === name);
-}
+const pidsNamed = (name: string) => tryOr(() => fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => commOf(pid) === name), [] as number[]);
 
-function pidsNamed(name: string): number[] {
-  try {
-    return fs
-      .readdirSync('/proc')
-      .filter((d) => /^\d+$/.test(d))
-      .map(Number)
-      .filter((pid) => commOf(pid) === name);
-  } catch {
-    return [];
-  }
-}
-
-/** Busy and total jiffies of the whole machine (/proc/stat), or null. */
-function machineJiffies(): { busy: number; total: number } | null {
-  try {
-    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0];
-    const v = line.trim().split(/\s+/).slice(1).map(Number);
-    const idle = v[3] + (v[4] ?? 0);
+/** Busy and total jiffies of the whole machine (/proc/stat). */
+const machineJiffies = () =>
+  tryOr(() => {
+    const v = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
     const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
-    return { busy: total - idle, total };
-  } catch {
-    return null;
-  }
-}
+    return { busy: total - v[3] - (v[4] ?? 0), total };
+  }, null);
 
 export interface CpuSnapshot {
   at: number;
-  /** CPU seconds per component. */
   seconds: Record<string, number>;
   machine: { busy: number; total: number } | null;
 }
@@ -102,22 +51,16 @@ export interface CpuUse {
   wallSeconds: number;
   /** Per component: cores used on average over the interval (1.0 = one core busy). */
   cores: Record<string, number>;
-  /** Whole-machine utilisation, 0..1 of all cores, when /proc/stat is readable. */
+  /** Whole-machine utilisation, 0..1 of all cores. */
   machineBusy: number | null;
   cpus: number;
 }
 
-/**
- * Components: `node` (this process, every thread: the Temporal core threads and libuv's
- * pool included), each named pid's process tree, and each process name (e.g. all
- * `postgres` backends, the postmaster's reaped children included).
- */
+/** Components: `node` (this process), each named pid's process tree, each process name (e.g. every `postgres` backend). */
 export function cpuSnapshot(opts: { pids?: Record<string, number | undefined>; names?: Record<string, string> }): CpuSnapshot {
   const self = process.cpuUsage();
   const seconds: Record<string, number> = { node: (self.user + self.system) / 1e6 };
-  for (const [label, pid] of Object.entries(opts.pids ?? {})) {
-    if (pid) seconds[label] = tree(pid).reduce((s, p) => s + processSeconds(p), 0);
-  }
+  for (const [label, pid] of Object.entries(opts.pids ?? {})) if (pid) seconds[label] = tree(pid).reduce((s, p) => s + processSeconds(p), 0);
   for (const [label, name] of Object.entries(opts.names ?? {})) seconds[label] = pidsNamed(name).reduce((s, p) => s + processSeconds(p), 0);
   return { at: performance.now(), seconds, machine: machineJiffies() };
 }
@@ -127,13 +70,12 @@ export function cpuBetween(a: CpuSnapshot, b: CpuSnapshot, cpus: number): CpuUse
   const cores: Record<string, number> = {};
   for (const k of Object.keys(b.seconds)) cores[k] = wallSeconds > 0 ? Math.max(0, b.seconds[k] - (a.seconds[k] ?? 0)) / wallSeconds : 0;
   const machineBusy = a.machine && b.machine && b.machine.total > a.machine.total ? (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total) : null;
-  // Whatever else kept the machine busy (other processes, the kernel): noise for the figures.
+  // Whatever else kept the machine busy: noise for the figures.
   if (machineBusy !== null) cores.other = Math.max(0, machineBusy * cpus - Object.values(cores).reduce((x, y) => x + y, 0));
   return { wallSeconds, cores, machineBusy, cpus };
 }
 
 export function formatCpu(u: CpuUse): string {
-  const parts = Object.entries(u.cores).map(([k, v]) => `${k} ${v.toFixed(2)}`);
   const machine = u.machineBusy === null ? '' : `; machine ${(u.machineBusy * 100).toFixed(0)}% of ${u.cpus} cores`;
-  return `cores used: ${parts.join(', ')}${machine}`;
+  return `cores used: ${Object.entries(u.cores).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}${machine}`;
 }

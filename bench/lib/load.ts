@@ -10,19 +10,10 @@ export function envNumber(name: string, fallback: number, min: number): number {
   return value;
 }
 
-/** Load settings shared by every section, from the environment. */
-export interface LoadSettings {
-  /** Length of each measured run (BENCH_DURATION_SECONDS, default 10). */
-  durationSeconds: number;
-  /** Length of the unmeasured warm-up each server gets first (BENCH_WARMUP_SECONDS, default 2). */
-  warmupSeconds: number;
-  /** Concurrent keep-alive connections (BENCH_CONNECTIONS, default 10). */
-  connections: number;
-  /** Measured runs per server (BENCH_ROUNDS, default 2). */
-  rounds: number;
-}
+export type LoadSettings = ReturnType<typeof loadSettings>;
 
-export function loadSettings(): LoadSettings {
+/** Settings shared by every section (see bench/run.ts). */
+export function loadSettings() {
   return {
     durationSeconds: envNumber('BENCH_DURATION_SECONDS', 10, 1),
     warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 2, 0),
@@ -37,11 +28,7 @@ export interface LoadTarget {
   headers?: Record<string, string>;
 }
 
-/**
- * One autocannon run. The load generator runs in a worker thread (`workers: 1`), so it
- * never shares an event loop with the server it measures (both live in this process).
- * Throws unless every response was a 2xx: a benchmark of 401s or 429s is worthless.
- */
+/** One autocannon run, in a worker thread (not the server's event loop); throws unless every response was a 2xx. */
 export async function runLoad(target: LoadTarget, opts: { seconds: number; connections: number; round: number }): Promise<RunStats> {
   const result = await autocannon({
     url: target.url,
@@ -86,19 +73,12 @@ export function formatRun(s: RunStats): string {
   );
 }
 
-/**
- * Runs every target `rounds` times after a warm-up each, alternating the order: even
- * rounds go first to last, odd rounds last to first (A B C, C B A, ...). Over each
- * pair of rounds every target's mean position is the same, so a machine that speeds up
- * or slows down during the run (thermal, a neighbour, autovacuum) weighs on all of them
- * alike. The figure that counts is the mean over the rounds; the best is reported too.
- */
+/** Every target `rounds` times after a warm-up each, the order alternating (A B C, C B A, ...) so drift weighs on all alike. */
 export async function measureInterleaved(
   targets: LoadTarget[],
   settings: LoadSettings,
   log: (line: string) => void,
 ): Promise<{ runs: RunStats[]; summaries: TargetSummary[] }> {
-  // Warm-ups are kept (round 0) for the record but left out of the summaries.
   const runs: RunStats[] = [];
   if (settings.warmupSeconds > 0) {
     for (const t of targets) {

@@ -1,36 +1,12 @@
-// The kb-indexing section: a generated N-page PDF of support prose uploaded through the
-// real API and indexed by the real pipeline until its file row is `active`, then the
-// pipeline's embedding step against the embedder called directly on the same texts.
-// Runs in a child process of its own (bench/lib/child.ts).
+// The kb-indexing section: a generated N-page PDF uploaded through the API and indexed by the
+// worker (outbox relay -> kbIndexWorkflow -> IndexingService) until its file row is active,
+// timed per stage from outside (wrapped methods on the worker composition's instances), after a
+// warm-up file; then BENCH_ROUNDS rounds of IndexingService.embed(fileId) (the activity: read,
+// embed, write back) against the embedder on the same texts (passageVectors, one call), goal
+// ratio >= 0.8; the embedder fed in the pipeline's groups of 32 is timed too.
 //
-// One process plays every part, as `npm start` does: the API (buildApp on 127.0.0.1, a
-// multipart POST from fetch), the worker side (the indexing outbox dispatcher, one Temporal
-// worker running kbIndexWorkflow's activities on IndexingService, on a second ORM pool) and
-// the embedding model (local all-MiniLM-L6-v2, one onnxruntime thread unless
-// CONCIERGE_EMBED_THREADS says otherwise). A Temporal dev server (SQLite file) and
-// PostgreSQL are the other processes; extraction runs in its own short-lived process, as
-// always. The pipeline's code is not changed: it is timed from outside by wrapping the
-// IndexingService methods on the instance the activities use.
-//
-// Before the measured upload the model is loaded and a 3-page PDF goes through the whole
-// path (first workflow, first activity, first extraction process): the measured figure is
-// that of a running worker, not of its first file. The model's load time is reported.
-//
-// Then BENCH_ROUNDS rounds, alternating which goes first, of
-//   - raw: passageVectors(embedder, texts) on the file's passage texts (as the pipeline
-//     builds them: heading prepended when the text lacks it), all in one call, the
-//     embedder's own batching (longest first, maxBatchTokens);
-//   - pipeline: the file's vectors cleared, then IndexingService.embed(fileId) (the
-//     activity's body: reads 32 passages from PostgreSQL, embeds them, writes 32 rows back).
-// The ratio is mean pipeline chunks/s / mean raw chunks/s (goal >= 0.8). For diagnosis each
-// round also times the raw embedder fed in the pipeline's groups of 32 (ordinal order).
-//
-// Settings (besides BENCH_ROUNDS, BENCH_PG_URL from bench/lib):
-//   BENCH_KB_PAGES (100)                  pages in the measured PDF
-//   BENCH_KB_WORDS_PER_PAGE (420)         words per page, on average (each page 85-115% of it)
-//   BENCH_KB_TIMEOUT_SECONDS (900)        limit for the file to reach active / error
-//   BENCH_KB_MODELS_DIR (.data/models)    where the embedding model is (CONCIERGE_MODELS_DIR also works)
-//   TEMPORAL_CLI_PATH                     the `temporal` CLI (else found, or pip-installed, as npm start does)
+// BENCH_KB_PAGES (100), BENCH_KB_WORDS_PER_PAGE (420), BENCH_KB_TIMEOUT_SECONDS (900),
+// BENCH_KB_MODELS_DIR (.data/models), CONCIERGE_EMBED_THREADS.
 import os from 'node:os';
 import PDFDocument from 'pdfkit';
 import { loadConfig } from '../core/config';

@@ -1,32 +1,15 @@
-// The kb-search section: SearchService.search (core/kb/search.ts: PostgreSQL full text and
-// the exact dense scan of DenseIndex, fused) on a workspace of synthetic passages, at each
-// size in BENCH_KB_SEARCH_SIZES. Runs in a child process of its own (bench/lib/child.ts).
+// The kb-search section: SearchService.search (full text + the exact dense scan of DenseIndex,
+// fused) of an API composition on a workspace of synthetic passages, at each size in
+// BENCH_KB_SEARCH_SIZES (reached one after another in the same workspace). Passages are
+// inserted straight into kb_documents / kb_files / kb_chunks: support prose (full text matches
+// some) and clustered random unit vectors labelled with the default model's id; one file of
+// each step of 50 lies in a folder (2% of the passages). The query's embedding is left out (a
+// stored vector per query): cold search (matrix dropped, as a NOTIFY does) and the matrix load
+// alone; warm p50 / p99 without and with the folder filter; recall@10 of the dense side against
+// a brute-force scan. Then once the real model: query embedding, and the whole search with it.
 //
-// The passages are inserted straight into kb_documents / kb_files / kb_chunks: support-style
-// prose (bench/lib/prose.ts, so full text matches some of them) and clustered random unit
-// vectors (a few hundred topic centroids plus noise, cosine ~0.7 to their centroid) labelled
-// with the default model's id, so DenseIndex loads them as it loads real ones. 50 files per
-// size step; one file of each step lies in a folder, so the folder holds 2% of the passages.
-// Sizes are reached one after another in the same workspace (10k, then 90k more for 100k).
-//
-// What is measured at each size, the query's embedding left out (a wrapped Embedder whose
-// embedQuery returns a stored random query vector, so only search is timed):
-//   - cold: the first search after the workspace's matrix was dropped (DenseIndex.invalidate,
-//     as a NOTIFY does): it loads the matrix from PostgreSQL; and that load on its own;
-//   - warm: p50 / p99 of sequential searches, without and with the folder filter (alternating);
-//   - where a warm search's time goes: the full-text query and the dense side on their own;
-//   - recall@10 of the dense side (SearchService's own dense ranking, first 10 of its
-//     candidates) against an independent brute-force scan of the vectors the bench generated.
-// Then, once: the real embedding model on the query texts (load time, p50 / p99 per query),
-// and at the largest size the whole search with the real model embedding the query.
-//
-// Settings:
-//   BENCH_KB_SEARCH_SIZES (10000,100000)  workspace sizes in passages, ascending
-//   BENCH_KB_SEARCH_QUERIES (200)         measured warm searches per size and filter setting
-//   BENCH_KB_SEARCH_COLD (3)              cold searches (and matrix loads) per size
-//   BENCH_KB_SEARCH_RECALL (50)           query vectors checked for recall@10, per filter setting
-//   BENCH_KB_SEARCH_EMBED (50)            query texts embedded with the real model
-//   BENCH_KB_MODELS_DIR (.data/models)    where the embedding model is (CONCIERGE_MODELS_DIR also works)
+// BENCH_KB_SEARCH_SIZES (10000,100000), _QUERIES (200 warm searches per size and filter),
+// _COLD (3), _RECALL (50 query vectors), _EMBED (50 texts with the real model); BENCH_KB_MODELS_DIR.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Client } from 'pg';
 import type { WorkspaceVectors } from '../core/kb/dense-index';
@@ -48,7 +31,6 @@ const CLUSTERS = 256;
 const NOISE = 1;
 const ROWS_PER_INSERT = 500;
 const WARMUP_QUERIES = 10;
-const BREAKDOWN_QUERIES = 50;
 const K = 10;
 
 function settings() {
@@ -308,31 +290,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     loop.disable();
     if (plainMatches === 0 || filteredMatches === 0) throw new Error('searches returned no matches');
 
-    // Where the time goes: each side of the hybrid search on its own (warm matrix).
-    const sides: Record<string, number[]> = { lexical: [], lexicalFolder: [], dense: [], denseFolder: [] };
-    let lexicalHits = 0;
-    let lexicalMatches = 0;
-    for (let i = 0; i < Math.min(BREAKDOWN_QUERIES, s.queries); i++) {
-      const q = queries[i];
-      const sq: SearchQuery = { query: q.text, top_k: K };
-      for (const f of [null, folders]) {
-        let t = now();
-        const lex = await internals.fullText(c.em.fork(), workspaceId, sq, f);
-        sides[f ? 'lexicalFolder' : 'lexical'].push(now() - t);
-        if (!f) {
-          lexicalHits += lex.length;
-          // How many passages the full-text side ranks (ts_rank_cd runs on every one of them).
-          const { rows } = await pg.query<{ n: string }>(`select count(*) as n from kb_chunks where workspace_id = $1 and tsv @@ websearch_to_tsquery('english', $2)`, [workspaceId, q.text]);
-          lexicalMatches += Number(rows[0].n);
-        }
-        stored.next = q;
-        t = now();
-        await internals.denseSearch(workspaceId, sq, f);
-        sides[f ? 'denseFolder' : 'dense'].push(now() - t);
-        stored.next = null;
-      }
-    }
-
     // recall@10 of the dense side: SearchService's dense ranking against the bench's own brute force.
     const recall: Record<string, number[]> = { all: [], folder: [] };
     for (let i = 0; i < s.recall; i++) {
@@ -358,11 +315,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       `cold ${(coldMedian / 1000).toFixed(2)} s (matrix load ${(loadMedian / 1000).toFixed(2)} s); recall@10 ${recallAll.toFixed(3)} (folder ${recallFolder.toFixed(3)})`;
     log(`    ${line}`);
     log(
-      `    warm search split (p50): full text ${ms(percentile(sides.lexical, 50))} ms (folder ${ms(percentile(sides.lexicalFolder, 50))} ms, ` +
-        `${Math.round(lexicalMatches / sides.lexical.length)} passages match a query on average, ranked for its 50 candidates); dense ${ms(percentile(sides.dense, 50))} ms (folder ${ms(percentile(sides.denseFolder, 50))} ms); ` +
-        `event-loop delay during warm searches p99 ${(loop.percentile(99) / 1e6).toFixed(0)} ms, max ${(loop.max / 1e6).toFixed(0)} ms`,
-    );
-    log(
       `    cold searches ${coldSearches.map((x) => ms(x)).join(', ')} ms; matrix loads ${coldLoads.map((x) => ms(x)).join(', ')} ms; ` +
         `matrix ${mb(vectors.matrix.byteLength).toFixed(0)} MB, process RSS ${mb(rss).toFixed(0)} MB; folder holds ${(folderShare * 100).toFixed(1)}% of passages`,
     );
@@ -378,9 +330,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       coldSearchMs: coldSearches,
       coldMatrixLoadMs: coldLoads,
       warmMs: { all: spread(plain), folder: spread(filtered) },
-      sidesMs: Object.fromEntries(Object.entries(sides).map(([k, v]) => [k, spread(v)])),
-      lexicalCandidatesMean: lexicalHits / sides.lexical.length,
-      lexicalMatchesMean: lexicalMatches / sides.lexical.length,
       eventLoopDelayMs: { p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 },
       recallAt10: { all: recallAll, folder: recallFolder, queries: s.recall, minAll: Math.min(...recall.all), minFolder: Math.min(...recall.folder) },
       matrixMb: mb(vectors.matrix.byteLength),

@@ -1,21 +1,9 @@
-// The msgapp-send section: template sends through the real workflow path (POST
-// /api/v1/messages on the API listening on 127.0.0.1 → MessageService.plan →
-// messageSendWorkflow on a Temporal dev server → the send activity's CloudApiProvider.send)
-// against CloudApiProvider.send called directly, both to the same msgapp sandbox in the
-// same run. Runs in a child process of its own (bench/lib/child.ts).
+// The msgapp-send section: template sends through the workflow path (POST /api/v1/messages
+// -> messageSendWorkflow on a Temporal dev server -> the send activity's CloudApiProvider)
+// against CloudApiProvider.send called directly, both to the msgapp sandbox, N sends per side
+// with C in flight, sides alternating per round (informational ratio, target 0).
 //
-// Each side sends N template messages (templates need no open 24-hour window) with C in
-// flight; throughput is N / wall time, latency is per send. A 201 (or a provider message
-// id, directly) is the only accepted outcome: anything else fails the section. Before the
-// measured rounds each side gets an unmeasured warm-up burst. BENCH_ROUNDS rounds, the
-// order of the two sides alternating; the ratio is mean workflow sends/s / mean direct sends/s.
-// It is informational (no goal yet: target 0).
-//
-// Settings (besides BENCH_ROUNDS, BENCH_PG_URL from bench/lib):
-//   BENCH_MSGAPP_SENDS (300)           sends per side per measured round
-//   BENCH_MSGAPP_CONCURRENCY (10)      sends in flight, on both sides
-//   BENCH_MSGAPP_WARMUP_SENDS (30)     unmeasured sends per side before the rounds
-//   TEMPORAL_CLI_PATH                  the `temporal` CLI (else found, or pip-installed, as npm start does)
+// BENCH_MSGAPP_SENDS (300), BENCH_MSGAPP_CONCURRENCY (10), BENCH_MSGAPP_WARMUP_SENDS (30).
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { CloudApiProvider } from '../core/msgapp/provider';

@@ -1,46 +1,23 @@
-// The widget-reply section: how long the platform adds between a visitor's async send and
-// the first streamed fragment of the reply on the widget's socket, over what the language
-// model itself takes to produce that fragment. Runs in a child process of its own
-// (bench/lib/child.ts).
+// The widget-reply section: what the platform adds between a visitor's async send and the
+// first streamed fragment of the reply on the widget's socket, over what the model takes.
+// Subject: POST /api/public/widget/send (delivery 'async') -> the conversation actor on a
+// Temporal dev server -> the agent turn (query retrieval with the real local embedding model,
+// then the model streaming) -> NOTIFY -> the API's ChatHub -> the open socket; timed to the
+// first reply_delta, to the final reply, and to the 202. Baseline, against the same fake model
+// (fixed first-byte delay): OpenAiCompatibleModel.complete called directly. Samples alternate
+// one for one; overhead = subject - baseline p50, its p50 a check (< 20 ms).
 //
-// Subject: POST /api/public/widget/send with delivery 'async' (HTTP on loopback → the
-// conversation actor on a Temporal dev server via update-with-start → the runAgentTurn
-// activity: AgentTurns.run with query retrieval (the real local embedding model, as a worker
-// with the default settings has), then OpenAiCompatibleModel.complete streaming → each
-// fragment published with NOTIFY → the API's ChatHub → the already-open socket). Timed
-// from just before the POST to the first `reply_delta` frame of that reply_id, and to the
-// final `reply` frame; the 202's own latency too. Sends are sequential, each waiting for
-// its final reply, round-robin over a few conversations (each with an open socket).
-//
-// Baseline, in the same run against the same fake model server (test/support/fake-llm.ts,
-// with a fixed first-byte delay): OpenAiCompatibleModel.complete called directly with
-// onDelta, timed from the call to its first fragment and to its end. Subject and baseline
-// samples alternate one for one (their order swapping each time), so machine drift weighs
-// on both alike. Overhead per sample = subject sample − baseline p50; its p50 is a check
-// against the goal (< 20 ms); it fails the run only under BENCH_STRICT=1.
-//
-// Everything (API, worker, fake model, sockets) shares this one process and event loop.
-//
-// Settings (besides BENCH_PG_URL from bench/lib):
-//   BENCH_WIDGET_SENDS (200)           measured samples per side
-//   BENCH_WIDGET_WARMUP_SENDS (20)     unmeasured samples per side first (first workflow runs, model load, connections)
-//   BENCH_WIDGET_CONVERSATIONS (5)     conversations the sends go round
-//   BENCH_WIDGET_LLM_DELAY_MS (50)     the fake model's latency before its response starts
-//   BENCH_WIDGET_LLM_CHUNK_MS (5)      the fake model's delay between streamed events
-//   BENCH_WIDGET_STAGE_SAMPLES (50)    samples of each stage figure timed on its own: the query embedding, and a
-//                                      no-op update on a conversation actor (Temporal's own round trip, the floor
-//                                      under the 202: the send's update also stores the message in an activity)
-//   BENCH_KB_MODELS_DIR (.data/models) where the embedding model is (npm run models:fetch)
-//   TEMPORAL_CLI_PATH                  the `temporal` CLI (else found, or pip-installed, as npm start does)
+// BENCH_WIDGET_SENDS (200), _WARMUP_SENDS (20), _CONVERSATIONS (5), _LLM_DELAY_MS (50),
+// _LLM_CHUNK_MS (5), _STAGE_SAMPLES (50: the query embedding and a no-op actor update alone).
 import { queryVector } from '../core/kb/embedder';
 import { OpenAiCompatibleModel } from '../core/llm/model';
 import { startFakeLlm } from '../test/support/fake-llm';
 import { cancelTaskUpdate } from '../workflows/conversation';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
-import { benchApi, benchEmbedder, benchModelsDir, benchTemporal, benchWorker, setUpBench } from './lib/setup';
-import { mean, percentile, round1, spread, type Spread } from './lib/stats';
-import type { Check, Result, RunStats, TargetSummary } from './lib/types';
+import { benchApi, benchEmbedder, benchTemporal, benchWorker, setUpBench } from './lib/setup';
+import { mean, percentile, round1, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
+import type { Check, Result, RunStats } from './lib/types';
 import { createWidgetSite, initConversation, openReplySocket, WIDGET_ORIGIN } from './lib/widget';
 
 const GOAL_OVERHEAD_P50_MS = 20;
@@ -68,7 +45,6 @@ function settings() {
 /** First-fragment and end times of the replies seen on any socket, by reply_id. */
 class ReplyClock {
   private readonly seen = new Map<string, { delta?: number; final?: number; text?: string; error?: string }>();
-  private readonly waiters = new Map<string, () => void>();
 
   onFrame(frame: Record<string, unknown>, at: number): void {
     if (typeof frame.reply_id !== 'string') return;
@@ -79,34 +55,20 @@ class ReplyClock {
       entry.final ??= at;
       entry.text = String(frame.text);
     } else if (frame.type === 'error') entry.error = `${String(frame.code)}: ${String(frame.text)}`;
-    this.waiters.get(frame.reply_id)?.();
   }
 
-  /** Resolves once the reply has ended on the socket (a first delta having come before it). */
+  /** Resolves once the reply has ended on the socket (a first delta having come before it); arrival times are the frames'. */
   async ended(replyId: string): Promise<{ delta: number; final: number; text: string }> {
     const deadline = now() + REPLY_TIMEOUT_MS;
-    try {
-      for (;;) {
-        const e = this.seen.get(replyId);
-        if (e?.error) throw new Error(`reply ${replyId} failed: ${e.error}`);
-        if (e?.final !== undefined) {
-          if (e.delta === undefined) throw new Error(`reply ${replyId} ended without a reply_delta first`);
-          return { delta: e.delta, final: e.final, text: e.text ?? '' };
-        }
-        const left = deadline - now();
-        if (left <= 0) throw new Error(`reply ${replyId} did not end on the socket within ${REPLY_TIMEOUT_MS} ms`);
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, left);
-          this.waiters.set(replyId, () => {
-            clearTimeout(timer);
-            resolve();
-          });
-        });
-      }
-    } finally {
-      this.waiters.delete(replyId);
-      this.seen.delete(replyId);
+    for (let e = this.seen.get(replyId); e?.final === undefined; e = this.seen.get(replyId)) {
+      if (e?.error) throw new Error(`reply ${replyId} failed: ${e.error}`);
+      if (now() > deadline) throw new Error(`reply ${replyId} did not end on the socket within ${REPLY_TIMEOUT_MS} ms`);
+      await new Promise((r) => setTimeout(r, 1));
     }
+    const e = this.seen.get(replyId)!;
+    this.seen.delete(replyId);
+    if (e.delta === undefined) throw new Error(`reply ${replyId} ended without a reply_delta first`);
+    return { delta: e.delta, final: e.final!, text: e.text ?? '' };
   }
 }
 
@@ -143,9 +105,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   // ---- The embedding model the turn's retrieval uses, loaded up front; a worker whose turns call the fake model; the API.
   const embedder = benchEmbedder(bench);
-  await embedder.load().catch((err: unknown) => {
-    throw new Error(`the embedding model could not be loaded from ${benchModelsDir()} (npm run models:fetch): ${err instanceof Error ? err.message : String(err)}`);
-  });
+  await embedder.load();
   const dev = await benchTemporal(bench);
   const worker = await benchWorker(bench, dev, { overrides: { embedder: async () => embedder, services: { llm: llmSettings } } });
   const client = worker.temporal!.client;
@@ -263,35 +223,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     noopUpdate: spread(updateMs),
   };
   const f = figures;
-  const run = (target: string, xs: Sample[], status: string): RunStats => ({
-    target,
-    round: 1,
-    durationSeconds: xs.reduce((a, x) => a + x.final, 0) / 1000,
-    connections: 1,
-    // Sequential: replies a second one client gets, each to its end.
-    requestsPerSec: 1000 / mean(pick(xs, 'final')),
-    latencyP50Ms: percentile(pick(xs, 'firstDelta'), 50),
-    latencyP99Ms: percentile(pick(xs, 'firstDelta'), 99),
-    latencyMeanMs: mean(pick(xs, 'firstDelta')),
-    totalRequests: xs.length,
-    statusCodes: { [status]: xs.length },
-  });
+  // Sequential: req/s = replies a second one client gets, each to its end; latency: to the first fragment.
+  const run = (target: string, xs: Sample[], status: string): RunStats =>
+    ({ ...runStats(target, 1, xs.reduce((a, x) => a + x.final, 0) / 1000, xs.length, pick(xs, 'firstDelta'), 1, { [status]: xs.length }), requestsPerSec: 1000 / mean(pick(xs, 'final')) });
   const runs = [run('widget async send', sub, '202'), run('model direct', base, 'ok')];
-  const targets: TargetSummary[] = runs.map((r) => ({
-    target: r.target,
-    rounds: 1,
-    meanRequestsPerSec: r.requestsPerSec,
-    bestRequestsPerSec: r.requestsPerSec,
-    meanLatencyP50Ms: r.latencyP50Ms,
-    meanLatencyP99Ms: r.latencyP99Ms,
-  }));
-  const check: Check = {
-    name: 'widget-reply overhead to first reply_delta p50',
-    value: overhead.p50,
-    unit: 'ms',
-    goal: `< ${GOAL_OVERHEAD_P50_MS}`,
-    pass: overhead.p50 < GOAL_OVERHEAD_P50_MS,
-  };
+  const targets = runs.map((r) => summarizeTarget(runs, r.target));
+  const check: Check = { name: 'widget-reply overhead to first reply_delta p50', value: overhead.p50, unit: 'ms', goal: `< ${GOAL_OVERHEAD_P50_MS}`, pass: overhead.p50 < GOAL_OVERHEAD_P50_MS };
   const headlines = [
     `widget-reply: send → first reply_delta p50 ${ms(f.subjectFirstDelta.p50)} ms, p99 ${ms(f.subjectFirstDelta.p99)} ms / model's own first delta p50 ${ms(f.baselineFirstDelta.p50)} ms, p99 ${ms(f.baselineFirstDelta.p99)} ms ` +
       `→ overhead p50 ${ms(overhead.p50)} ms, p99 ${ms(overhead.p99)} ms (${s.sends} sequential sends, model first byte after ${s.llmDelayMs} ms)`,

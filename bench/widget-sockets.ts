@@ -1,32 +1,13 @@
-// The widget-sockets section: fan-out of chat frames to many open widget sockets. Runs in
-// a child process of its own (bench/lib/child.ts).
+// The widget-sockets section: fan-out of chat frames to many open widget sockets. C
+// conversations with an open reply socket each, split across A API processes (startApi: a
+// ChatHub each); a publisher with its own pool (as a worker) publishes K reply_delta frames
+// per conversation with publishFrame, P at once, each conversation's frames in order. Measured:
+// frames delivered / sent and in order (goal: all), publish -> socket latency, frames/s.
+// Baselines: the same frames on another channel to one plain LISTEN connection (bus, same
+// load), and NOTIFY -> LISTEN one at a time on one connection (the bus's floor).
 //
-// C conversations, each with one open reply socket (GET /api/chat/connect), split across
-// A API app instances on the same database (each with its own ChatHub and LISTEN
-// connection, as separate API processes have; here they share this process). A publisher
-// with its own connection pool, as a worker is, publishes K `reply_delta` frames per
-// conversation with publishFrame (NOTIFY on chat_frames), P publishers at once, each owning
-// a share of the conversations and going round them one frame at a time, so each
-// conversation's frames are published in order, one after the other, while conversations
-// interleave. Every frame's text carries its sequence number and its send time (taken just
-// before publishFrame). Measured: frames delivered ÷ frames sent (goal 1.0), whether each
-// conversation received its frames in order (goal: all), publish → socket latency p50/p99,
-// and frames/s from the first publish to the last arrival.
-//
-// Baselines in the same run, so the report shows what the hub adds on top of the bus:
-//   - bus (same load): the same frames, published the same way from the same pool, on
-//     another channel, received by one plain pg client LISTENing (no hub, no socket);
-//   - bus round trip: NOTIFY and LISTEN on one pg connection, one notice at a time, as many
-//     notices as frames (the bus's floor).
-// BENCH_ROUNDS rounds, the hub and the same-load bus alternating which goes first; each side
-// gets an unmeasured warm-up round first. The throughput ratio is informational (target 0).
-//
-// Settings (besides BENCH_ROUNDS, BENCH_PG_URL from bench/lib):
-//   BENCH_WIDGET_SOCKETS (200)           conversations, one open socket each
-//   BENCH_WIDGET_FRAMES (20)             frames published per conversation per round
-//   BENCH_WIDGET_SOCKET_APPS (2)         API app instances the sockets are split across (1 or more)
-//   BENCH_WIDGET_PUBLISHERS (10)         publishes in flight (the publisher pool holds 10 connections)
-//   BENCH_WIDGET_DRAIN_MS (5000)         how long to wait for missing frames after the last publish
+// BENCH_WIDGET_SOCKETS (200), _FRAMES (20 per conversation per round), _SOCKET_APPS (2),
+// _PUBLISHERS (10 in flight), _DRAIN_MS (5000: wait for missing frames).
 import { Client } from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { publishFrame, type ChatNotice } from '../core/chat/frames';

@@ -10,14 +10,14 @@
 import os from 'node:os';
 import PDFDocument from 'pdfkit';
 import { loadConfig } from '../core/config';
-import { passageVectors, type LocalEmbedder } from '../core/kb/embedder';
+import { passageVectors } from '../core/kb/embedder';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { cpuBetween, cpuSnapshot, formatCpu } from './lib/cpu';
 import { envNumber, loadSettings } from './lib/load';
-import { benchApi, benchEmbedder, benchModelsDir, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
-import { mean, round1 } from './lib/stats';
+import { benchApi, benchEmbedder, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
+import { compareTargets, round1, runStats, summarizeTarget } from './lib/stats';
 import { passage, prng, TOPICS } from './lib/prose';
-import type { Comparison, Result } from './lib/types';
+import type { Result, RunStats } from './lib/types';
 
 const TARGET_RATIO = 0.8;
 const WARMUP_PAGES = 3;
@@ -31,15 +31,8 @@ function settings() {
     wordsPerPage: Math.round(envNumber('BENCH_KB_WORDS_PER_PAGE', 420, 20)),
     timeoutSeconds: envNumber('BENCH_KB_TIMEOUT_SECONDS', 900, 1),
     rounds: loadSettings().rounds,
-    modelsDir: benchModelsDir(),
     embedThreads: loadConfig().CONCIERGE_EMBED_THREADS,
   };
-}
-
-async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of stream) chunks.push(Buffer.isBuffer(c) ? c : Buffer.from(c as string));
-  return Buffer.concat(chunks);
 }
 
 /**
@@ -47,10 +40,14 @@ async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
  * paragraphs on one topic (A4, 10.5 pt). Text that would not fit is cut at the page's
  * bottom margin, so the PDF has exactly `pages` pages (checked).
  */
-export async function makeHandbookPdf(pages: number, wordsPerPage: number, seed = 42): Promise<{ pdf: Buffer; words: number }> {
+async function makeHandbookPdf(pages: number, wordsPerPage: number, seed = 42): Promise<{ pdf: Buffer; words: number }> {
   const rand = prng(seed);
   const doc = new PDFDocument({ autoFirstPage: false, compress: true, info: { Title: 'Customer support handbook' } });
-  const done = collect(doc);
+  const done = (async () => {
+    const chunks: Buffer[] = [];
+    for await (const c of doc) chunks.push(c as Buffer);
+    return Buffer.concat(chunks);
+  })();
   let added = 0;
   let words = 0;
   doc.on('pageAdded', () => added++);
@@ -180,44 +177,31 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // The passages as the pipeline embeds them (heading prepended when the text lacks it).
   const rows = await worker.em.fork().execute<{ text: string; heading: string | null }[]>('select text, heading from kb_chunks where file_id = ? order by ordinal', [e2e.fileId]);
   const texts = rows.map((r) => (r.heading && !r.text.includes(r.heading) ? `${r.heading}\n${r.text}` : r.text));
-  const tokens = await tokenCounts(embedder, texts);
   const e2eEmbedRate = e2e.chunks / ((at('embed:end') - at('embed:start')) / 1000);
   log(
     `  ${s.pages}-page PDF: upload -> active in ${sec(totalMs)} s (${(s.pages / (totalMs / 1000)).toFixed(2)} pages/s), ${e2e.chunks} passages ` +
-      `(${tokens.mean} word pieces each on average, ${tokens.truncated} cut at the model's 256); the 201 arrived after ${sec(e2e.accepted - e2e.started)} s; stages:`,
+      `the 201 arrived after ${sec(e2e.accepted - e2e.started)} s; stages:`,
   );
   for (const [label, v] of stages) log(`    ${label.padEnd(62)} ${sec(v).padStart(7)} s  ${((v / totalMs) * 100).toFixed(0).padStart(3)}%`);
   log(`    ${formatCpu(cpu)}`);
 
-  // ---- The embedding step vs the embedder on the same texts, interleaved.
-  const raw: number[] = [];
-  const raw32: number[] = [];
-  const pipeline: number[] = [];
-  const timeRaw = async () => {
+  // ---- The embedding step vs the embedder on the same texts, interleaved (the order alternating).
+  const runs: RunStats[] = [];
+  const timed1 = async (target: string, round: number, f: () => Promise<number>) => {
     const t0 = now();
-    const v = await passageVectors(embedder, texts);
-    if (v.length !== texts.length) throw new Error('the embedder returned too few vectors');
-    raw.push(texts.length / ((now() - t0) / 1000));
+    const n = await f();
+    if (n !== texts.length) throw new Error(`${target} embedded ${n} passages, expected ${texts.length}`);
+    const ms = now() - t0;
+    runs.push(runStats(target, round, ms / 1000, n, [ms], 1, {}));
   };
-  const timeRaw32 = async () => {
-    const t0 = now();
-    for (let i = 0; i < texts.length; i += 32) await passageVectors(embedder, texts.slice(i, i + 32));
-    raw32.push(texts.length / ((now() - t0) / 1000));
-  };
-  const timePipeline = async () => {
+  const raw = (round: number) => timed1('raw embedder', round, async () => (await passageVectors(embedder, texts)).length);
+  const pipeline = async (round: number) => {
     await worker.em.fork().execute('update kb_chunks set embedding = null, embedding_model = null, embedding_dim = null where file_id = ?', [e2e.fileId]);
-    const t0 = now();
-    const n = await indexing.embed(e2e.fileId);
-    if (n !== texts.length) throw new Error(`IndexingService.embed embedded ${n} passages, expected ${texts.length}`);
-    pipeline.push(n / ((now() - t0) / 1000));
+    await timed1('pipeline embed', round, () => indexing.embed(e2e.fileId));
   };
   for (let round = 1; round <= s.rounds; round++) {
-    const order = round % 2 === 1 ? [timeRaw, timePipeline, timeRaw32] : [timeRaw32, timePipeline, timeRaw];
-    for (const f of order) await f();
-    log(
-      `  round ${round}: pipeline ${pipeline[round - 1].toFixed(1)} chunks/s, raw ${raw[round - 1].toFixed(1)} chunks/s ` +
-        `(ratio ${(pipeline[round - 1] / raw[round - 1]).toFixed(2)}); raw in the pipeline's groups of 32 ${raw32[round - 1].toFixed(1)} chunks/s`,
-    );
+    for (const f of round % 2 === 1 ? [raw, pipeline] : [pipeline, raw]) await f(round);
+    log(`  round ${round}: ${runs.slice(-2).map((r) => `${r.target} ${r.requestsPerSec.toFixed(1)} chunks/s`).join(', ')}`);
   }
   const [{ missing }] = await worker.em.fork().execute<{ missing: string }[]>(
     'select count(*) as missing from kb_chunks where file_id = ? and (embedding is null or embedding_dim <> ?)',
@@ -225,24 +209,11 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   );
   if (Number(missing) !== 0) throw new Error(`${missing} passages without a vector after the pipeline runs`);
 
-  const ratio = mean(pipeline) / mean(raw);
-  const comparison: Comparison = {
-    name: 'kb-indexing embedding',
-    subject: 'pipeline embed',
-    baseline: 'raw embedder',
-    subjectRequestsPerSec: mean(pipeline),
-    baselineRequestsPerSec: mean(raw),
-    ratio,
-    roundRatios: pipeline.map((p, i) => p / raw[i]),
-    bestRatio: Math.max(...pipeline) / Math.max(...raw),
-    target: TARGET_RATIO,
-    pass: ratio >= TARGET_RATIO,
-    subjectUnit: 'chunks/s',
-    baselineUnit: 'chunks/s',
-  };
+  const comparison = compareTargets(runs, 'kb-indexing embedding', 'pipeline embed', 'raw embedder', TARGET_RATIO, 'chunks/s');
+  const { ratio, subjectRequestsPerSec: pipelineRate, baselineRequestsPerSec: rawRate } = comparison;
   const headline =
     `kb-indexing: ${s.pages}-page PDF in ${sec(totalMs)} s (${(s.pages / (totalMs / 1000)).toFixed(2)} pages/s, ${e2e.chunks} chunks); ` +
-    `embedding pipeline ${mean(pipeline).toFixed(1)} chunks/s / raw embedder ${mean(raw).toFixed(1)} chunks/s = ratio ${ratio.toFixed(2)} (goal >= ${TARGET_RATIO}) ` +
+    `embedding pipeline ${pipelineRate.toFixed(1)} chunks/s / raw embedder ${rawRate.toFixed(1)} chunks/s = ratio ${ratio.toFixed(2)} (goal >= ${TARGET_RATIO}) ` +
     `${comparison.pass ? 'ok' : 'BELOW GOAL'}; in the end-to-end run the embed step did ${e2eEmbedRate.toFixed(1)} chunks/s`;
   log(`  ${headline}`);
 
@@ -251,36 +222,25 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     description:
       `A ${s.pages}-page PDF (${words} words) uploaded through the API and indexed by outbox dispatcher + Temporal kbIndexWorkflow until active; ` +
       'then IndexingService.embed on its passages vs the embedder called directly on the same texts, interleaved',
-    settings: { ...s, warmupPages: WARMUP_PAGES, temporal: 'temporal server start-dev, SQLite file', order: 'per round raw / pipeline / raw-32 alternating direction; mean over rounds' },
-    runs: [],
-    targets: [],
+    settings: { ...s, warmupPages: WARMUP_PAGES, temporal: 'temporal server start-dev, SQLite file', order: 'per round raw / pipeline alternating; mean over rounds' },
+    runs,
+    targets: ['pipeline embed', 'raw embedder'].map((t) => summarizeTarget(runs, t)),
     comparisons: [comparison],
     headlines: [headline],
     details: {
       pdfBytes: pdf.length,
       words,
       chunks: e2e.chunks,
-      tokensPerPassage: tokens,
       endToEndSeconds: totalMs / 1000,
       pagesPerSecond: s.pages / (totalMs / 1000),
       uploadSeconds: (e2e.accepted - e2e.started) / 1000,
-    stagesSeconds: Object.fromEntries(stages.map(([k, v]) => [k, round1(v) / 1000])),
+      stagesSeconds: Object.fromEntries(stages.map(([k, v]) => [k, round1(v) / 1000])),
       endToEndEmbedChunksPerSecond: e2eEmbedRate,
       cpu,
       modelLoadSeconds: modelLoadMs / 1000,
       workerStartSeconds: bundleMs / 1000,
-      chunksPerSecond: { pipeline, raw, rawInGroupsOf32: raw32 },
     },
   };
-}
-
-/** Word pieces per passage as the model sees them (truncated at its maximum): mean, min, max; with the embedder's own tokenizer. */
-async function tokenCounts(embedder: LocalEmbedder, texts: string[]): Promise<{ mean: number; min: number; max: number; truncated: number }> {
-  // LocalEmbedder's private loaded(): the tokenizer instance it embeds with.
-  const { tokenizer } = await (embedder as unknown as { loaded(): Promise<{ tokenizer: { encode(t: string): number[] } }> }).loaded();
-  const lengths = texts.map((t) => tokenizer.encode(t).length);
-  const capped = lengths.map((n) => Math.min(n, 256));
-  return { mean: Math.round(mean(capped)), min: Math.min(...capped), max: Math.max(...capped), truncated: lengths.filter((n) => n > 256).length };
 }
 
 export function benchKbIndexing(log: (line: string) => void = console.log): Promise<Result> {

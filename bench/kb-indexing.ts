@@ -15,7 +15,7 @@ import { childMain, runInChild, type Cleanup } from './lib/child';
 import { cpuBetween, cpuSnapshot, formatCpu } from './lib/cpu';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
-import { compareTargets, round1, runStats, summarizeTarget } from './lib/stats';
+import { around, compareTargets, round1, runStats, summarizeTarget } from './lib/stats';
 import { passage, prng, TOPICS } from './lib/prose';
 import type { Result, RunStats } from './lib/types';
 
@@ -92,24 +92,14 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     marks.set(fileId, m);
     m[what] = now();
   };
-  const timed = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, id: (...args: A) => string, what: Step | 'dispatch') =>
-    async (...args: A): Promise<R> => {
-      mark(id(...args), `${what}:start`);
-      try {
-        return await fn(...args);
-      } finally {
-        mark(id(...args), `${what}:end`);
-      }
-    };
   const dev = await benchTemporal(bench);
   const workerStarted = now();
   const worker = await benchWorker(bench, dev, { overrides: { embedder: async () => embedder } }, (c) => {
     for (const step of ['begin', 'extractAndChunk', 'embed', 'finish'] as const) {
-      const original = c.indexing[step].bind(c.indexing) as (fileId: string, ...rest: unknown[]) => Promise<unknown>;
-      (c.indexing as unknown as Record<Step, typeof original>)[step] = timed(original, (fileId) => fileId, step);
+      around(c.indexing as unknown as Record<Step, (fileId: string) => Promise<unknown>>, step, (fileId) => mark(fileId, `${step}:start`), (_r, fileId) => mark(fileId, `${step}:end`));
     }
-    const wf = c.temporal!.client.workflow;
-    wf.start = timed(wf.start.bind(wf), (_type, opts) => (opts.args?.[0] as { fileId: string }).fileId, 'dispatch') as typeof wf.start;
+    const fileOf = (opts: { args?: unknown }) => (opts.args as Array<{ fileId: string }>)[0].fileId;
+    around(c.temporal!.client.workflow, 'start', (_t, opts) => mark(fileOf(opts), 'dispatch:start'), (_h, _t, opts) => mark(fileOf(opts), 'dispatch:end'));
   });
   const indexing = worker.indexing;
   const bundleMs = now() - workerStarted;

@@ -10,7 +10,6 @@
 //
 // BENCH_KB_SEARCH_SIZES (10000,100000), _QUERIES (200 warm searches per size and filter),
 // _COLD (3), _RECALL (50 query vectors), _EMBED (50 texts with the real model); BENCH_KB_MODELS_DIR.
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Client } from 'pg';
 import type { WorkspaceVectors } from '../core/kb/dense-index';
 import { DEFAULT_LOCAL_MODEL, queryVector, type Embedder } from '../core/kb/embedder';
@@ -20,7 +19,7 @@ import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { benchCompose, benchEmbedder, setUpBench } from './lib/setup';
 import { gaussian, passage, prng, QUESTIONS, TOPICS } from './lib/prose';
-import { mean, percentile, round1, spread } from './lib/stats';
+import { mean, percentile, round1, runStats, spread, summarizeTarget } from './lib/stats';
 import type { Result, TargetSummary } from './lib/types';
 
 const DIM = 384;
@@ -86,7 +85,7 @@ class Corpus {
     this.vectors = next;
   }
 
-  get size(): number {
+  get size() {
     return this.ids.length;
   }
 
@@ -104,17 +103,12 @@ class Corpus {
   }
 }
 
-/**
- * Adds passages until the workspace holds `target`: FILES_PER_STEP active, current files
- * (the first of them in `folderId`), multi-row inserts in one transaction. The GIN index
- * on tsv is dropped for the load and built again after it (same index, built faster).
- */
+/** Adds passages until the workspace holds `target`: FILES_PER_STEP active files (the first in the folder), in one transaction, the GIN index rebuilt after. */
 async function load(pg: Client, corpus: Corpus, workspaceId: string, folderId: string, target: number, step: number, log: (line: string) => void): Promise<Record<string, number>> {
   const started = now();
   const add = target - corpus.size;
   const perFile = Math.floor(add / FILES_PER_STEP);
   const rand = prng(0xc0ffee + step);
-  const first = corpus.size;
   corpus.grow(add);
   await pg.query('begin');
   await pg.query('drop index if exists kb_chunks_tsv_idx');
@@ -157,26 +151,11 @@ async function load(pg: Client, corpus: Corpus, workspaceId: string, folderId: s
       );
     }
   }
-  const inserted = now();
   await pg.query(`create index kb_chunks_tsv_idx on kb_chunks using gin (tsv)`);
   await pg.query('commit');
-  const indexed = now();
-  await pg.query('vacuum analyze kb_chunks');
-  await pg.query('vacuum analyze kb_files');
-  await pg.query('vacuum analyze kb_documents');
-  const { rows } = await pg.query<{ bytes: string }>(`select pg_total_relation_size('kb_chunks') as bytes`);
-  const figures = {
-    passagesAdded: add,
-    firstRow: first,
-    insertSeconds: round1((inserted - started) / 1000),
-    ginIndexSeconds: round1((indexed - inserted) / 1000),
-    vacuumAnalyzeSeconds: round1((now() - indexed) / 1000),
-    meanTextChars: Math.round(textBytes / add),
-    kbChunksMb: Math.round(mb(Number(rows[0].bytes))),
-  };
-  log(
-    `  loaded ${add} passages (${figures.meanTextChars} chars of text each on average) in ${figures.insertSeconds} s + GIN index ${figures.ginIndexSeconds} s + vacuum analyze ${figures.vacuumAnalyzeSeconds} s; kb_chunks now ${figures.kbChunksMb} MB`,
-  );
+  for (const table of ['kb_chunks', 'kb_files', 'kb_documents']) await pg.query(`vacuum analyze ${table}`);
+  const figures = { passagesAdded: add, loadSeconds: round1((now() - started) / 1000), meanTextChars: Math.round(textBytes / add) };
+  log(`  loaded ${add} passages (${figures.meanTextChars} chars each on average; GIN index and vacuum analyze included) in ${figures.loadSeconds} s`);
   return figures;
 }
 
@@ -261,7 +240,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       coldSearches.push(now() - t);
     }
     if (!vectors || vectors.ids.length !== size || vectors.dim !== DIM) throw new Error(`DenseIndex loaded ${vectors?.ids.length} vectors of ${vectors?.dim} dims, expected ${size} of ${DIM}`);
-    const rss = process.memoryUsage().rss;
 
     // Warm: searches one after another, alternating no filter / folder filter (and which goes first).
     for (let i = 0; i < WARMUP_QUERIES; i++) await run(queries[i], i % 2 === 1);
@@ -269,8 +247,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const filtered: number[] = [];
     let plainMatches = 0;
     let filteredMatches = 0;
-    const loop = monitorEventLoopDelay({ resolution: 1 });
-    loop.enable();
     for (let i = 0; i < s.queries; i++) {
       const q = queries[i];
       for (const withFolder of i % 2 === 0 ? [false, true] : [true, false]) {
@@ -287,7 +263,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
         }
       }
     }
-    loop.disable();
     if (plainMatches === 0 || filteredMatches === 0) throw new Error('searches returned no matches');
 
     // recall@10 of the dense side: SearchService's dense ranking against the bench's own brute force.
@@ -303,38 +278,18 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       }
     }
 
-    const p = (xs: number[]) => ({ p50: percentile(xs, 50), p99: percentile(xs, 99) });
-    const pl = p(plain);
-    const fl = p(filtered);
-    const coldMedian = percentile(coldSearches, 50);
-    const loadMedian = percentile(coldLoads, 50);
-    const recallAll = mean(recall.all);
-    const recallFolder = mean(recall.folder);
+    const [pl, fl] = [spread(plain), spread(filtered)];
+    const [coldMedian, loadMedian, recallAll, recallFolder] = [percentile(coldSearches, 50), percentile(coldLoads, 50), mean(recall.all), mean(recall.folder)];
     const line =
       `kb-search ${label}: p50 ${ms(pl.p50)} ms p99 ${ms(pl.p99)} ms (folder filter: p50 ${ms(fl.p50)} ms p99 ${ms(fl.p99)} ms); ` +
       `cold ${(coldMedian / 1000).toFixed(2)} s (matrix load ${(loadMedian / 1000).toFixed(2)} s); recall@10 ${recallAll.toFixed(3)} (folder ${recallFolder.toFixed(3)})`;
     log(`    ${line}`);
-    log(
-      `    cold searches ${coldSearches.map((x) => ms(x)).join(', ')} ms; matrix loads ${coldLoads.map((x) => ms(x)).join(', ')} ms; ` +
-        `matrix ${mb(vectors.matrix.byteLength).toFixed(0)} MB, process RSS ${mb(rss).toFixed(0)} MB; folder holds ${(folderShare * 100).toFixed(1)}% of passages`,
-    );
+    log(`    matrix ${mb(vectors.matrix.byteLength).toFixed(0)} MB, process RSS ${mb(process.memoryUsage().rss).toFixed(0)} MB; folder holds ${(folderShare * 100).toFixed(1)}% of passages`);
     headlines.push(line);
-    targets.push(
-      { target: `search ${label}`, rounds: 1, meanRequestsPerSec: 1000 / mean(plain), bestRequestsPerSec: 1000 / Math.min(...plain), meanLatencyP50Ms: pl.p50, meanLatencyP99Ms: pl.p99 },
-      { target: `search ${label} folder`, rounds: 1, meanRequestsPerSec: 1000 / mean(filtered), bestRequestsPerSec: 1000 / Math.min(...filtered), meanLatencyP50Ms: fl.p50, meanLatencyP99Ms: fl.p99 },
-    );
-    perSize.push({
-      size,
-      load: loadFigures,
-      folderShare,
-      coldSearchMs: coldSearches,
-      coldMatrixLoadMs: coldLoads,
-      warmMs: { all: spread(plain), folder: spread(filtered) },
-      eventLoopDelayMs: { p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 },
-      recallAt10: { all: recallAll, folder: recallFolder, queries: s.recall, minAll: Math.min(...recall.all), minFolder: Math.min(...recall.folder) },
-      matrixMb: mb(vectors.matrix.byteLength),
-      rssMbAfterLoad: mb(rss),
-    });
+    for (const [target, xs] of [[`search ${label}`, plain], [`search ${label} folder`, filtered]] as const) {
+      targets.push(summarizeTarget([{ ...runStats(target, 1, 1, 1, xs, 1, {}), requestsPerSec: 1000 / mean(xs) }], target));
+    }
+    perSize.push({ size, load: loadFigures, coldSearchMs: coldSearches, coldMatrixLoadMs: coldLoads, warmMs: { all: spread(plain), folder: spread(filtered) }, recallAt10: { all: recallAll, folder: recallFolder } });
   }
 
   // The real model: load, then each query text on its own (as a search embeds it).
@@ -375,11 +330,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     targets,
     comparisons: [],
     headlines,
-    details: {
-      sizes: perSize,
-      queryEmbedding: { modelLoadMs, ms: spread(embedMs), threads: real.threads },
-      searchWithRealEmbedding: { size: s.sizes[s.sizes.length - 1], ms: spread(fullMs) },
-    },
+    details: { sizes: perSize, queryEmbeddingMs: spread(embedMs), modelLoadMs, searchWithRealEmbeddingMs: spread(fullMs) },
   };
 }
 

@@ -1,21 +1,13 @@
-// The webhook-fanout section: N events fanned out through the real pipeline (emitEvent's
-// outbox + NOTIFY -> outbox relay -> one webhookDeliveryWorkflow per delivery -> the
-// attempt activity's signed HTTPS POST) to a local HTTPS receiver, against plain signed
-// HTTPS POSTs from Node to the same receiver in the same run. Order: warm-up, probes
-// (single events on an idle pipeline), then plain(1) webhook(1) plain(2) ... plain(R+1):
-// each webhook round's ratio is against the mean of the plain runs around it. Runs in a
-// child process (bench/lib/child.ts). The pipeline's code is timed from outside by wrapping
-// the worker's DeliveryService methods and its Temporal client's workflow.start.
+// The webhook-fanout section: N events through the real pipeline (emitEvent's outbox + NOTIFY
+// -> the worker's outbox relay -> a webhookDeliveryWorkflow each -> the attempt's signed HTTPS
+// POST) to a local HTTPS receiver, against plain signed HTTPS POSTs from Node to the same
+// receiver: warm-up, probes (single events on an idle pipeline), then plain, webhook, plain,
+// ..., plain, each webhook round against the mean of the plain runs around it. Stages are timed
+// by wrapping the worker composition's DeliveryService and its client's workflow.start.
 //
-// Settings (besides BENCH_ROUNDS, BENCH_CONNECTIONS):
-//   BENCH_WEBHOOK_EVENTS (500)           events per measured round (one subscription: one delivery each)
-//   BENCH_WEBHOOK_WARMUP_EVENTS (20)     unmeasured warm-up burst (and as many warm-up plain POSTs)
-//   BENCH_WEBHOOK_PROBES (10)            events sent one at a time on an idle pipeline (unloaded latency)
-//   BENCH_WEBHOOK_TIMEOUT_SECONDS (300)  limit for one phase's deliveries to arrive (and settle)
-//   BENCH_WEBHOOK_TLS (extra-ca)         how the sender trusts the receiver's test CA: `extra-ca`
-//                                        (NODE_EXTRA_CA_CERTS, as in production) or `ca-option` (the
-//                                        sender's `ca` setting, as the tests do: a new SecureContext of
-//                                        ~145 PEMs per connection, ~21 ms of CPU per delivery)
+// BENCH_WEBHOOK_EVENTS (500 per round), _WARMUP_EVENTS (20), _PROBES (10), _TIMEOUT_SECONDS
+// (300), _TLS (extra-ca: the test CA through NODE_EXTRA_CA_CERTS, as production trusts its CAs;
+// ca-option: the sender's `ca` setting, as the tests do, ~21 ms of CPU per connection).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -30,7 +22,7 @@ import { childMain, runInChild, type Cleanup } from './lib/child';
 import { cpuBetween, cpuSnapshot, formatCpu, type CpuUse } from './lib/cpu';
 import { envNumber, loadSettings } from './lib/load';
 import { benchCompose, benchTemporal, benchWorker, setUpBench } from './lib/setup';
-import { mean, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
+import { around, mean, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
 import type { Comparison, Result, RunStats } from './lib/types';
 
 const PKI_FILE_ENV = 'BENCH_WEBHOOK_PKI_FILE';
@@ -137,28 +129,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const dev = await benchTemporal(bench);
   const worker = await benchWorker(bench, dev, composed, (c) => {
     const deliveries = c.services.deliveries;
-    const undispatched = deliveries.undispatched.bind(deliveries);
-    deliveries.undispatched = async (limit) => {
-      const rows = await undispatched(limit);
-      const t = now();
-      for (const r of rows) mark(r.id, 'picked', t);
-      return rows;
-    };
-    const attempt = deliveries.attempt.bind(deliveries);
-    deliveries.attempt = async (id, run, n) => {
-      mark(id, 'attemptStart');
-      const r = await attempt(id, run, n);
+    around(deliveries, 'undispatched', () => undefined, (rows) => rows.forEach((r) => mark(r.id, 'picked')));
+    around(deliveries, 'attempt', (id) => mark(id, 'attemptStart'), (r, id, _run, n) => {
       mark(id, 'attemptEnd');
       if (r.outcome !== 'delivered') problems.push(`${id} attempt ${n}: ${r.outcome} ${r.error ?? ''}`.trim());
-      return r;
-    };
-    const recordOutcome = deliveries.recordOutcome.bind(deliveries);
-    deliveries.recordOutcome = async (id, run, delivered, error) => {
-      mark(id, 'outcomeStart');
-      const r = await recordOutcome(id, run, delivered, error);
-      mark(id, 'outcomeEnd');
-      return r;
-    };
+    });
+    around(deliveries, 'recordOutcome', (id) => mark(id, 'outcomeStart'), (_r, id) => mark(id, 'outcomeEnd'));
     const wf = c.temporal!.client.workflow;
     const start = wf.start.bind(wf);
     wf.start = (async (type: Parameters<typeof start>[0], opts: Parameters<typeof start>[1]) => {

@@ -64,3 +64,17 @@ export function runStats(target: string, round: number, seconds: number, n: numb
   const lat = spread(latenciesMs);
   return { target, round, durationSeconds: seconds, connections, requestsPerSec: n / seconds, latencyP50Ms: lat.p50, latencyP99Ms: lat.p99, latencyMeanMs: lat.mean, totalRequests: n, statusCodes };
 }
+
+type AsyncFn = (...args: any[]) => Promise<unknown>;
+type Args<F> = Parameters<Extract<F, AsyncFn>>;
+
+/** Times a method from outside: wraps it on this instance with calls before it and after it resolves. */
+export function around<T, K extends keyof T>(obj: T, method: K, before: (...args: Args<T[K]>) => void, after: (result: Awaited<ReturnType<Extract<T[K], AsyncFn>>>, ...args: Args<T[K]>) => void): void {
+  const original = (obj[method] as AsyncFn).bind(obj);
+  obj[method] = (async (...args: Args<T[K]>) => {
+    before(...args);
+    const result = (await original(...args)) as Awaited<ReturnType<Extract<T[K], AsyncFn>>>;
+    after(result, ...args);
+    return result;
+  }) as T[K];
+}

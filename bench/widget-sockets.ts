@@ -40,27 +40,25 @@ function settings() {
 
 /** A frame's text: its sequence number and send time (performance.now(), this process). */
 const frameText = (seq: number, sentAt: number) => `${seq} ${sentAt.toFixed(3)}`;
-function parseFrameText(text: string): { seq: number; sentAt: number } {
-  const [seq, sentAt] = text.split(' ').map(Number);
-  return { seq, sentAt };
-}
 
 /** What one side of one round received, per conversation. */
 class Receipts {
   readonly seqs: number[][];
   readonly latenciesMs: number[] = [];
-  received = 0;
   lastAt = 0;
 
   constructor(conversations: number) {
     this.seqs = Array.from({ length: conversations }, () => []);
   }
 
+  get received() {
+    return this.latenciesMs.length;
+  }
+
   add(conversation: number, text: string, at: number): void {
-    const { seq, sentAt } = parseFrameText(text);
+    const [seq, sentAt] = text.split(' ').map(Number);
     this.seqs[conversation].push(seq);
     this.latenciesMs.push(at - sentAt);
-    this.received++;
     this.lastAt = Math.max(this.lastAt, at);
   }
 
@@ -70,15 +68,8 @@ class Receipts {
   }
 }
 
-interface Burst {
-  sent: number;
-  received: number;
-  inOrder: number;
-  latenciesMs: number[];
-  /** First publish to last arrival. */
-  seconds: number;
-  framesPerSec: number;
-}
+/** One side of one round: latency publish -> arrival, seconds from the first publish to the last arrival. */
+type Burst = { sent: number; received: number; inOrder: number; latenciesMs: number[]; seconds: number; framesPerSec: number };
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
@@ -242,7 +233,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   ];
   for (const h of headlines) log(`  ${h}`);
 
-  const fig = (x: ReturnType<typeof spread>) => ({ n: x.n, p50: round1(x.p50), p99: round1(x.p99), max: round1(x.max), mean: round1(x.mean) });
   return {
     section: 'widget-sockets',
     description:
@@ -254,11 +244,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     comparisons: [comparison],
     checks,
     headlines,
-    details: {
-      socketsPerApp: held,
-      openSocketsMs: round1(openMs),
-      latencyMs: { hub: fig(hubLat), busSameLoad: fig(busLat), busRoundTripOneConnection: fig(roundTrip) },
-    },
+    details: { socketsPerApp: held, openSocketsMs: round1(openMs), latencyMs: { hub: hubLat, busSameLoad: busLat, busRoundTripOneConnection: roundTrip } },
   };
 }
 

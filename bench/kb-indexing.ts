@@ -7,12 +7,10 @@
 //
 // BENCH_KB_PAGES (100), BENCH_KB_WORDS_PER_PAGE (420), BENCH_KB_TIMEOUT_SECONDS (900),
 // BENCH_KB_MODELS_DIR (.data/models), CONCIERGE_EMBED_THREADS.
-import os from 'node:os';
 import PDFDocument from 'pdfkit';
 import { loadConfig } from '../core/config';
 import { passageVectors } from '../core/kb/embedder';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { cpuBetween, cpuSnapshot, formatCpu } from './lib/cpu';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
 import { around, compareTargets, round1, runStats, summarizeTarget } from './lib/stats';
@@ -141,11 +139,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   log(`  warm-up: model loaded in ${sec(modelLoadMs)} s; a ${WARMUP_PAGES}-page PDF (${warm.chunks} passages) indexed in ${sec(now() - t)} s`);
 
   // ---- The measured upload.
-  const cpuSources = { pids: { temporal: dev.process.pid }, names: { postgres: 'postgres' } };
-  const cpu0 = cpuSnapshot(cpuSources);
   const e2e = await uploadAndWait('support-handbook.pdf', pdf);
-  const cpu1 = cpuSnapshot(cpuSources);
-  const cpu = cpuBetween(cpu0, cpu1, os.cpus().length);
   const m = marks.get(e2e.fileId)!;
   const at = (k: keyof typeof m) => {
     const v = m[k];
@@ -173,7 +167,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       `the 201 arrived after ${sec(e2e.accepted - e2e.started)} s; stages:`,
   );
   for (const [label, v] of stages) log(`    ${label.padEnd(62)} ${sec(v).padStart(7)} s  ${((v / totalMs) * 100).toFixed(0).padStart(3)}%`);
-  log(`    ${formatCpu(cpu)}`);
 
   // ---- The embedding step vs the embedder on the same texts, interleaved (the order alternating).
   const runs: RunStats[] = [];
@@ -226,7 +219,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       uploadSeconds: (e2e.accepted - e2e.started) / 1000,
       stagesSeconds: Object.fromEntries(stages.map(([k, v]) => [k, round1(v) / 1000])),
       endToEndEmbedChunksPerSecond: e2eEmbedRate,
-      cpu,
       modelLoadSeconds: modelLoadMs / 1000,
       workerStartSeconds: bundleMs / 1000,
     },

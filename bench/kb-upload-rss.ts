@@ -5,9 +5,8 @@
 // from a Config read from the environment, PostgreSQL rate-limit store), with --expose-gc so
 // its idle baseline is taken after a full collection. This process streams the multipart
 // body (a CSV generated on the fly) and reads the server's VmRSS every 50 ms; the kernel's
-// high-water mark (VmHWM, reset just before) catches a peak between samples. The server
-// samples its own process.memoryUsage() too (where growth sits). A small upload warms the
-// path; the big file is then deleted through the API (its blob must be gone).
+// high-water mark (VmHWM, reset just before) catches a peak between samples. A small upload
+// warms the path; the big file is then deleted through the API (its blob must be gone).
 //
 // BENCH_KB_UPLOAD_BYTES (200000000): the file's size (the API's limit: KB_UPLOAD_MAX_BYTES).
 import { fork } from 'node:child_process';
@@ -31,11 +30,10 @@ const SAMPLE_MS = 50;
 const WARMUP_BYTES = 4 * 1024 * 1024;
 const ROLE_ENV = 'BENCH_KB_UPLOAD_ROLE';
 const toMb = (bytes: number) => bytes / 1024 / 1024;
-const fields = ['rss', 'heapTotal', 'heapUsed', 'external', 'arrayBuffers'] as const;
 
 type Usage = ReturnType<typeof process.memoryUsage>;
-type ServerMessage = { kind: 'ready'; url: string } | { kind: 'baseline'; usage: Usage } | { kind: 'peaks'; peak: Usage; samples: number } | { kind: 'error'; message: string };
-type ClientMessage = { kind: 'baseline' } | { kind: 'peaks' } | { kind: 'stop' };
+type ServerMessage = { kind: 'ready'; url: string } | { kind: 'baseline'; usage: Usage } | { kind: 'error'; message: string };
+type ClientMessage = { kind: 'baseline' } | { kind: 'stop' };
 
 /** The API process. */
 async function serve(): Promise<void> {
@@ -44,17 +42,7 @@ async function serve(): Promise<void> {
   const c = await compose(config, { role: 'api', databaseUrl: config.DATABASE_URL!, embedded: false });
   const { app } = await startApi(c, { rateStore: rateLimitStoreKind(config, 'postgres') });
   const url = await listen(app);
-  let peak = process.memoryUsage();
-  let samples = 0;
-  const sampler = setInterval(() => {
-    const u = process.memoryUsage();
-    samples++;
-    for (const f of fields) peak[f] = Math.max(peak[f], u[f]);
-  }, SAMPLE_MS);
-  const stop = () => {
-    clearInterval(sampler);
-    return c.close();
-  };
+  const stop = () => c.close();
   process.on('message', (m: ClientMessage) => {
     void (async () => {
       if (m.kind === 'baseline') {
@@ -62,11 +50,8 @@ async function serve(): Promise<void> {
           (globalThis as { gc?: () => void }).gc?.();
           await new Promise((r) => setTimeout(r, 100));
         }
-        peak = process.memoryUsage();
-        samples = 0;
-        send({ kind: 'baseline', usage: peak });
-      } else if (m.kind === 'peaks') send({ kind: 'peaks', peak, samples });
-      else await stop().finally(() => process.disconnect());
+        send({ kind: 'baseline', usage: process.memoryUsage() });
+      } else await stop().finally(() => process.disconnect());
     })().catch((err: unknown) => send({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) }));
   });
   process.once('disconnect', () => void stop().finally(() => process.exit(0)));
@@ -212,7 +197,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   }, SAMPLE_MS);
   const outcome = await upload(url, key, 'orders-export.csv', bytes).finally(() => clearInterval(sampler));
   const after = procMemory(pid);
-  const inProcess = await ask('peaks', { kind: 'peaks' });
   if (outcome.status !== 201 || !outcome.body.id) throw new Error(`the upload answered ${outcome.status}: ${JSON.stringify(outcome.body)}`);
   if (outcome.body.file_size !== bytes || outcome.body.mime_type !== 'text/csv') throw new Error(`the API recorded ${outcome.body.file_size} bytes of ${outcome.body.mime_type}, sent ${bytes} of text/csv`);
 
@@ -225,14 +209,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const sampledPeak = Math.max(baselineRss, ...samples.map((x) => x.rss));
   const peakRss = Math.max(sampledPeak, hwmReset && after ? after.hwm : 0);
   const growth = toMb(peakRss - baselineRss);
-  const over = Object.fromEntries(fields.map((f) => [f, Math.round(toMb(inProcess.peak[f] - baseline[f]) * 10) / 10]));
   const check: Check = { name: 'kb-upload-rss growth', value: growth, unit: 'MB', goal: `< ${GOAL_MB}`, pass: growth < GOAL_MB };
   const headline =
     `kb-upload-rss: ${(bytes / 1e6).toFixed(0)} MB streamed in ${outcome.seconds.toFixed(1)} s (${(bytes / 1e6 / outcome.seconds).toFixed(0)} MB/s), ` +
     `RSS ${toMb(baselineRss).toFixed(0)} -> peak ${toMb(peakRss).toFixed(0)} MB = +${growth.toFixed(1)} MB (goal < ${GOAL_MB} MB) ${check.pass ? 'ok' : 'MISSED'}`;
   log(`  ${headline}`);
   log(`    peak from ${samples.length} samples: ${toMb(sampledPeak).toFixed(0)} MB; kernel high-water mark: ${hwmReset && after ? `${toMb(after.hwm).toFixed(0)} MB` : 'unavailable'}`);
-  log(`    in-process peaks over the baseline (${inProcess.samples} samples, MB): ${Object.entries(over).map(([k, v]) => `${k} +${v}`).join(', ')}`);
   log(`    verified: 201 text/csv with file_size ${bytes}; one blob of ${bytes} bytes stored, removed by DELETE (204); no staging files left`);
   return {
     section: 'kb-upload-rss',
@@ -248,7 +230,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       baselineRssMb: toMb(baselineRss),
       peakRssMb: toMb(peakRss),
       sampledPeakRssMb: toMb(sampledPeak),
-      inProcessGrowthMb: over,
       rssTimeline: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0).map((x) => [Math.round(x.t * 100) / 100, Math.round(toMb(x.rss))]),
     },
   };

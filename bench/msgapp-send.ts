@@ -5,11 +5,9 @@
 //
 // BENCH_MSGAPP_SENDS (300), BENCH_MSGAPP_CONCURRENCY (10), BENCH_MSGAPP_WARMUP_SENDS (30).
 import { randomBytes } from 'node:crypto';
-import os from 'node:os';
 import { CloudApiProvider } from '../core/msgapp/provider';
 import { startMsgappSandbox } from '../sandbox/msgapp';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { cpuBetween, cpuSnapshot, formatCpu, type CpuUse } from './lib/cpu';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
 import { compareTargets, percentile, round1, runStats, summarizeTarget } from './lib/stats';
@@ -119,17 +117,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   // ---- Measured rounds, alternating which side goes first.
   const runs: RunStats[] = [];
-  const cpu: Record<string, CpuUse[]> = { workflow: [], direct: [] };
-  const cpuSources = { pids: { temporal: dev.process.pid }, names: { postgres: 'postgres' } };
   const sides = { workflow: viaWorkflow, direct } as const;
   for (let round = 1; round <= s.rounds; round++) {
     const order: Array<keyof typeof sides> = round % 2 === 1 ? ['workflow', 'direct'] : ['direct', 'workflow'];
     const line: string[] = [];
     for (const side of order) {
       const sentBefore = sandbox.sent.length;
-      const c0 = cpuSnapshot(cpuSources);
       const b = await batch(s.sends, s.concurrency, sides[side]);
-      cpu[side].push(cpuBetween(c0, cpuSnapshot(cpuSources), os.cpus().length));
       const arrived = sandbox.sent.length - sentBefore;
       if (arrived !== s.sends) throw new Error(`${side} round ${round}: the sandbox received ${arrived} sends, expected ${s.sends}`);
       runs.push(runStats(side, round, b.seconds, s.sends, b.latenciesMs, s.concurrency, { [side === 'workflow' ? '201' : 'ok']: s.sends }));
@@ -137,7 +131,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     }
     log(`  round ${round}: ${line.join('; ')}`);
   }
-  for (const side of ['workflow', 'direct'] as const) log(`  ${side}: ${formatCpu(cpu[side][cpu[side].length - 1])}`);
 
   const wf = summarizeTarget(runs, 'workflow');
   const dr = summarizeTarget(runs, 'direct');
@@ -159,7 +152,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     comparisons: [comparison],
     headlines: [headline],
     details: {
-      cpu,
       latencyMs: Object.fromEntries(runs.map((r) => [`${r.target}-round${r.round}`, { p50: round1(r.latencyP50Ms), p99: round1(r.latencyP99Ms), mean: round1(r.latencyMeanMs) }])),
     },
   };

@@ -1,11 +1,11 @@
 // The webhook-fanout section: N events through the real pipeline (emitEvent's outbox + NOTIFY
 // -> the worker's outbox relay -> a webhookDeliveryWorkflow each -> the attempt's signed HTTPS
 // POST) to a local HTTPS receiver, against plain signed HTTPS POSTs from Node to the same
-// receiver: warm-up, probes (single events on an idle pipeline), then plain, webhook, plain,
+// receiver: warm-up, then plain, webhook, plain,
 // ..., plain, each webhook round against the mean of the plain runs around it. Stages are timed
 // by wrapping the worker composition's DeliveryService and its client's workflow.start.
 //
-// BENCH_WEBHOOK_EVENTS (500 per round), _WARMUP_EVENTS (20), _PROBES (10), _TIMEOUT_SECONDS
+// BENCH_WEBHOOK_EVENTS (500 per round), _WARMUP_EVENTS (20), _TIMEOUT_SECONDS
 // (300), _TLS (extra-ca: the test CA through NODE_EXTRA_CA_CERTS, as production trusts its CAs;
 // ca-option: the sender's `ca` setting, as the tests do, ~21 ms of CPU per connection).
 import { randomBytes } from 'node:crypto';
@@ -19,7 +19,6 @@ import { USER_AGENT } from '../core/webhooks/sender';
 import { signatureHeader, verifyWebhook } from '../core/webhooks/signature';
 import { createTestPki, type TestPki } from '../test/support/tls';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { cpuBetween, cpuSnapshot, formatCpu, type CpuUse } from './lib/cpu';
 import { envNumber, loadSettings } from './lib/load';
 import { benchCompose, benchTemporal, benchWorker, setUpBench } from './lib/setup';
 import { around, mean, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
@@ -35,7 +34,6 @@ function loadWebhookSettings() {
   return {
     events: Math.round(envNumber('BENCH_WEBHOOK_EVENTS', 500, 1)),
     warmupEvents: Math.round(envNumber('BENCH_WEBHOOK_WARMUP_EVENTS', 20, 0)),
-    probes: Math.round(envNumber('BENCH_WEBHOOK_PROBES', 10, 0)),
     timeoutSeconds: envNumber('BENCH_WEBHOOK_TIMEOUT_SECONDS', 300, 1),
     rounds: base.rounds,
     /** In-flight plain POSTs, and concurrent emitting transactions on the webhook side. */
@@ -71,7 +69,6 @@ const STAGES: Array<[string, Stage, Stage]> = [
 interface Phase {
   stats: RunStats;
   ids: string[];
-  cpu: CpuUse;
 }
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
@@ -148,8 +145,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const client = worker.temporal!.client;
   log(`  setup: Temporal dev server ${dev.address} (SQLite file), one worker with the outbox relay, HTTPS receiver ${hookUrl}; TLS trust: ${s.tls}`);
 
-  const cpuSources = { pids: { temporal: dev.process.pid }, names: { postgres: 'postgres' } };
-  const cpus = os.cpus().length;
   const count = (ids: string[], stage: Stage) => ids.filter((id) => marks.get(id)?.[stage] !== undefined).length;
   const progress = (ids: string[]) =>
     `of ${ids.length}: read ${count(ids, 'picked')}, started ${count(ids, 'started')}, received ${count(ids, 'recv')}, recorded ${count(ids, 'outcomeEnd')}; problems: ${problems.slice(0, 5).join('; ') || 'none'}`;
@@ -187,16 +182,14 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- The webhook side: N events, each its own transaction, `concurrency` at a time; rate = N / (last receipt - first emit).
   async function webhookRun(round: number, n: number, concurrency: number): Promise<Phase> {
     const ids: string[] = [];
-    const cpu0 = cpuSnapshot(cpuSources);
     await lanes(n, concurrency, async (i) => void ids.push(await emit(i)));
     await waitUntil(() => count(ids, 'recv') === ids.length, () => `webhook round ${round}: not every delivery arrived ${progress(ids)}`);
-    const cpu = cpuBetween(cpu0, cpuSnapshot(cpuSources), cpus);
     await settle(ids);
     if (problems.length) throw new Error(`webhook round ${round}: attempts that did not deliver: ${problems.slice(0, 5).join('; ')}`);
     for (const id of ids) verifyWebhook(received.get(id)!.body, received.get(id)!.signature, subscription.secret);
     const at = (id: string, st: Stage) => marks.get(id)![st]!;
     const seconds = (Math.max(...ids.map((id) => at(id, 'recv'))) - Math.min(...ids.map((id) => at(id, 'emit')))) / 1000;
-    return { ids, cpu, stats: runStats('webhook', round, seconds, n, ids.map((id) => at(id, 'recv') - at(id, 'emit')), concurrency, { '200': n }) };
+    return { ids, stats: runStats('webhook', round, seconds, n, ids.map((id) => at(id, 'recv') - at(id, 'emit')), concurrency, { '200': n }) };
   }
 
   // ---- The baseline: the same receiver, a similar signed body, straight from Node (`plain`: a fresh TLS connection per POST, as the sender makes).
@@ -205,7 +198,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const agent = target === 'plain' ? false : new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
     const tag = `${target}_${round}_${randomBytes(3).toString('hex')}`;
     const starts = new Map<string, number>();
-    const cpu0 = cpuSnapshot(cpuSources);
     await lanes(n, concurrency, (i) =>
       new Promise<void>((resolve, reject) => {
         const id = `${tag}_${i}`;
@@ -225,14 +217,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
         req.end(body);
       }),
     );
-    const cpu = cpuBetween(cpu0, cpuSnapshot(cpuSources), cpus);
     if (agent) agent.destroy();
     const ids = [...starts.keys()];
     if (ids.some((id) => !plainReceived.has(id))) throw new Error(`${target}: POSTs answered but not recorded by the receiver`);
     const seconds = (Math.max(...ids.map((id) => plainReceived.get(id)!)) - Math.min(...starts.values())) / 1000;
     const latencies = ids.map((id) => plainReceived.get(id)! - starts.get(id)!);
     for (const id of ids) plainReceived.delete(id);
-    return { ids, cpu, stats: runStats(target, round, seconds, n, latencies, concurrency, { '200': n }) };
+    return { ids, stats: runStats(target, round, seconds, n, latencies, concurrency, { '200': n }) };
   }
 
   const stageSpreads = (ids: string[]): Record<string, Spread> =>
@@ -249,28 +240,16 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     runs.push(r);
     log(
       `  ${r.target.padEnd(16)} ${(r.round === 0 ? 'warm-up' : `round ${r.round}`).padEnd(8)} ${r.requestsPerSec.toFixed(0).padStart(6)} ${unit.padEnd(12)} ` +
-        `p50 ${ms(r.latencyP50Ms).padStart(7)} ms  p99 ${ms(r.latencyP99Ms).padStart(7)} ms  (${r.totalRequests} in ${r.durationSeconds.toFixed(2)} s)  ${note || formatCpu(p.cpu)}`,
+        `p50 ${ms(r.latencyP50Ms).padStart(7)} ms  p99 ${ms(r.latencyP99Ms).padStart(7)} ms  (${r.totalRequests} in ${r.durationSeconds.toFixed(2)} s)  ${note}`,
     );
     return p;
   };
 
-  // ---- Warm-up (excluded), probes (one event at a time on an idle pipeline), then plain, webhook, plain, ..., plain.
+  // ---- Warm-up (excluded), then plain, webhook, plain, ..., plain.
   if (s.warmupEvents > 0) {
     record(await webhookRun(0, s.warmupEvents, s.concurrency), 'deliveries/s', '(excluded)');
     for (const t of ['plain', 'plain-keepalive'] as const) record(await plainRun(t, 0, s.warmupEvents, s.concurrency), 'posts/s', '(excluded)');
     runs.length = 0;
-  }
-  let probe: { latency: Spread; stages: Record<string, Spread>; plainP50Ms: number } | null = null;
-  if (s.probes > 0) {
-    const ids: string[] = [];
-    for (let i = 0; i < s.probes; i++) {
-      ids.push(await emit(i));
-      await settle(ids.slice(-1));
-    }
-    const plain = await plainRun('plain', 0, s.probes, 1);
-    probe = { latency: spread(ids.map((id) => marks.get(id)!.recv! - marks.get(id)!.emit!)), stages: stageSpreads(ids), plainP50Ms: plain.stats.latencyP50Ms };
-    log(`  probes: ${s.probes} events one at a time: event->receipt p50 ${ms(probe.latency.p50)} ms, max ${ms(probe.latency.max)} ms (a plain POST alone: p50 ${ms(plain.stats.latencyP50Ms)} ms)`);
-    printStages('where an idle event spends its time', probe.stages);
   }
   const plains: Phase[] = [];
   const webhooks: Phase[] = [];
@@ -323,7 +302,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     runs,
     targets: [webhookSummary, plainSummary, keepaliveSummary],
     comparisons: [comparison],
-    details: { probe, roundStages, cpu: { webhook: webhooks.map((w) => w.cpu), plain: plains.map((p) => p.cpu) } },
+    details: { roundStages },
   };
 }
 

@@ -8,11 +8,9 @@
 // one for one; overhead = subject - baseline p50, its p50 a check (< 20 ms).
 //
 // BENCH_WIDGET_SENDS (200), _WARMUP_SENDS (20), _CONVERSATIONS (5), _LLM_DELAY_MS (50),
-// _LLM_CHUNK_MS (5), _STAGE_SAMPLES (50: the query embedding and a no-op actor update alone).
-import { queryVector } from '../core/kb/embedder';
+// _LLM_CHUNK_MS (5).
 import { OpenAiCompatibleModel } from '../core/llm/model';
 import { startFakeLlm } from '../test/support/fake-llm';
-import { cancelTaskUpdate } from '../workflows/conversation';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, setUpBench } from './lib/setup';
@@ -38,7 +36,6 @@ function settings() {
     conversations: Math.round(envNumber('BENCH_WIDGET_CONVERSATIONS', 5, 1)),
     llmDelayMs: envNumber('BENCH_WIDGET_LLM_DELAY_MS', 50, 0),
     llmChunkMs: envNumber('BENCH_WIDGET_LLM_CHUNK_MS', 5, 0),
-    stageSamples: Math.round(envNumber('BENCH_WIDGET_STAGE_SAMPLES', 50, 1)),
   };
 }
 
@@ -107,8 +104,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const embedder = benchEmbedder(bench);
   await embedder.load();
   const dev = await benchTemporal(bench);
-  const worker = await benchWorker(bench, dev, { overrides: { embedder: async () => embedder, services: { llm: llmSettings } } });
-  const client = worker.temporal!.client;
+  await benchWorker(bench, dev, { overrides: { embedder: async () => embedder, services: { llm: llmSettings } } });
   const api = await benchApi(bench, { overrides: { embedder: async () => embedder }, temporalAddress: dev.address });
   const workspaceId = bench.workspaceId;
   const { siteId } = await createWidgetSite(api, workspaceId, INSTRUCTIONS);
@@ -188,20 +184,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const sub = measured.subject;
   const base = measured.baseline;
 
-  // ---- Stage figures, each on its own: the query embedding the turn's retrieval does, and
-  // an update that does nothing (cancelTask of no task) on an idle conversation actor.
-  const embedMs: number[] = [];
-  const updateMs: number[] = [];
-  for (let i = 0; i < s.stageSamples; i++) {
-    let t = now();
-    await queryVector(embedder, `e${i} where is my order?`);
-    embedMs.push(now() - t);
-    const actor = client.workflow.getHandle(`conversation:${conversations[i % conversations.length]}`);
-    t = now();
-    if ((await actor.executeUpdate(cancelTaskUpdate, { args: ['no-such-task'] })) !== false) throw new Error('cancelTask of no task did not answer false');
-    updateMs.push(now() - t);
-  }
-
   const pick = (xs: Sample[], k: keyof Sample) => xs.map((x) => x[k] ?? NaN);
   const baseDeltaP50 = percentile(pick(base, 'firstDelta'), 50);
   const baseFinalP50 = percentile(pick(base, 'final'), 50);
@@ -219,8 +201,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     baselineModelRequestToFirstDelta: spread(base.map((x) => x.firstDelta - x.modelRequest)),
     overheadFirstDelta: overhead,
     overheadFinal: finalOverhead,
-    queryEmbedding: spread(embedMs),
-    noopUpdate: spread(updateMs),
   };
   const f = figures;
   // Sequential: req/s = replies a second one client gets, each to its end; latency: to the first fragment.
@@ -234,7 +214,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       `→ overhead p50 ${ms(overhead.p50)} ms, p99 ${ms(overhead.p99)} ms (${s.sends} sequential sends, model first byte after ${s.llmDelayMs} ms)`,
     `widget-reply: 202 accepted p50 ${ms(f.subjectAccepted.p50)} ms, p99 ${ms(f.subjectAccepted.p99)} ms; send → final reply p50 ${ms(f.subjectFinal.p50)} ms, p99 ${ms(f.subjectFinal.p99)} ms ` +
       `/ model's whole reply p50 ${ms(f.baselineFinal.p50)} ms → overhead p50 ${ms(finalOverhead.p50)} ms, p99 ${ms(finalOverhead.p99)} ms`,
-    `widget-reply stages (p50): 202 ${ms(f.subjectAccepted.p50)} ms (a no-op update on the actor alone: ${ms(f.noopUpdate.p50)} ms); send → model request ${ms(f.subjectToModelRequest.p50)} ms (query embedding alone: ${ms(f.queryEmbedding.p50)} ms); ` +
+    `widget-reply stages (p50): send → model request ${ms(f.subjectToModelRequest.p50)} ms; ` +
       `model request → first delta on the socket ${ms(f.subjectModelRequestToFirstDelta.p50)} ms vs ${ms(f.baselineModelRequestToFirstDelta.p50)} ms directly`,
   ];
   for (const h of headlines) log(`  ${h}`);

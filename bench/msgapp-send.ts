@@ -12,6 +12,7 @@ import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
 import { compareTargets, percentile, round1, runStats, summarizeTarget } from './lib/stats';
 import type { Result, RunStats } from './lib/types';
+import { publishAgent } from './lib/widget';
 
 const TARGET_RATIO = 0;
 const NUMBER = '+15550001111';
@@ -29,14 +30,8 @@ function settings() {
   };
 }
 
-interface Batch {
-  seconds: number;
-  sendsPerSec: number;
-  latenciesMs: number[];
-}
-
 /** `n` calls of `one(i)` with `concurrency` in flight; every call must resolve. */
-async function batch(n: number, concurrency: number, one: (i: number) => Promise<void>): Promise<Batch> {
+async function batch(n: number, concurrency: number, one: (i: number) => Promise<void>): Promise<{ seconds: number; sendsPerSec: number; latenciesMs: number[] }> {
   const latenciesMs: number[] = [];
   let next = 0;
   const started = now();
@@ -70,22 +65,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const headers = { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' };
   const credentialId = (await apiServices.credentials.create(workspaceId, 'msgapp_access_token', 'n', ACCESS_TOKEN)).id;
 
-  const created = await fetch(`${apiUrl}/api/v1/agents`, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify({
-      name: 'Bench sender',
-      instructions: 'x',
-      triggers: { msgapp: { number: NUMBER, phone_number_id: PHONE_NUMBER_ID, credential_id: credentialId } },
-      actions: [{ type: 'sender' }],
-      templates: [{ name: 'hello', body: 'Hello', status: 'approved' }],
-    }),
+  const agentId = await publishAgent(api, headers.authorization, {
+    name: 'Bench sender',
+    instructions: 'x',
+    triggers: { msgapp: { number: NUMBER, phone_number_id: PHONE_NUMBER_ID, credential_id: credentialId } },
+    actions: [{ type: 'sender' }],
+    templates: [{ name: 'hello', body: 'Hello', status: 'approved' }],
   });
-  const agent = (await created.json()) as { id?: string };
-  if (created.status !== 201 || !agent.id) throw new Error(`POST /api/v1/agents answered ${created.status}: ${JSON.stringify(agent)}`);
-  const agentId = agent.id;
-  const published = await fetch(`${apiUrl}/api/v1/agents/${agentId}/publish`, { method: 'POST', headers: { authorization: headers.authorization } });
-  if (published.status >= 300) throw new Error(`publish answered ${published.status}: ${await published.text()}`);
   log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), one worker, agent ${agentId}`);
 
   // ---- The two sides. Recipients cycle through +1555777NNNN.

@@ -5,20 +5,20 @@ import { createKey, type BenchApi } from './setup';
 /** The page origin the benchmark widgets run on (the site's allowed origin). */
 export const WIDGET_ORIGIN = 'https://shop.example';
 
-/** A published agent with a web_chat trigger and a site for it, made through the API as an operator would. */
-export async function createWidgetSite(api: BenchApi, workspaceId: string, instructions: string): Promise<{ agentId: string; siteId: string }> {
-  const key = await createKey(api.c.services, workspaceId, ['workflows:write', 'workflows:publish']);
-  const authorization = `Bearer ${key.key}`;
-  const created = await api.app.inject({
-    method: 'POST',
-    url: '/api/v1/agents',
-    headers: { authorization },
-    payload: { name: 'Bench shop helper', instructions, triggers: { web_chat: { allowed_origins: [WIDGET_ORIGIN] } } },
-  });
+/** An agent created and published through the API, as an operator would. */
+export async function publishAgent(api: BenchApi, authorization: string, payload: Record<string, unknown>): Promise<string> {
+  const created = await api.app.inject({ method: 'POST', url: '/api/v1/agents', headers: { authorization }, payload });
   if (created.statusCode !== 201) throw new Error(`POST /api/v1/agents answered ${created.statusCode}: ${created.body}`);
   const agentId = created.json().id as string;
   const published = await api.app.inject({ method: 'POST', url: `/api/v1/agents/${agentId}/publish`, headers: { authorization } });
   if (published.statusCode >= 300) throw new Error(`publish answered ${published.statusCode}: ${published.body}`);
+  return agentId;
+}
+
+/** A published agent with a web_chat trigger and a site for it. */
+export async function createWidgetSite(api: BenchApi, workspaceId: string, instructions: string): Promise<{ agentId: string; siteId: string }> {
+  const { key } = await createKey(api.c.services, workspaceId, ['workflows:write', 'workflows:publish']);
+  const agentId = await publishAgent(api, `Bearer ${key}`, { name: 'Bench shop helper', instructions, triggers: { web_chat: { allowed_origins: [WIDGET_ORIGIN] } } });
   const site = await api.c.services.sites.create(workspaceId, agentId, [WIDGET_ORIGIN]);
   return { agentId, siteId: site.site_id };
 }
@@ -30,17 +30,8 @@ export async function initConversation(api: BenchApi, siteId: string): Promise<s
   return res.json().conversation_id as string;
 }
 
-/**
- * An open reply socket on a conversation; `onFrame` gets each frame with the
- * performance.now() of its arrival. Closed by `cleanup` before the API goes.
- */
-export async function openReplySocket(
-  api: BenchApi,
-  siteId: string,
-  conversationId: string,
-  onFrame: (frame: Record<string, unknown>, at: number) => void,
-  cleanup: Cleanup,
-): Promise<WebSocket> {
+/** An open reply socket on a conversation; `onFrame` gets each frame with the performance.now() of its arrival. */
+export async function openReplySocket(api: BenchApi, siteId: string, conversationId: string, onFrame: (frame: Record<string, unknown>, at: number) => void, cleanup: Cleanup): Promise<WebSocket> {
   const ws = new WebSocket(`${api.wsUrl}/api/chat/connect?site_id=${encodeURIComponent(siteId)}&conversation_id=${encodeURIComponent(conversationId)}`, { origin: WIDGET_ORIGIN });
   ws.on('message', (data) => {
     const at = performance.now();
@@ -51,15 +42,6 @@ export async function openReplySocket(
     ws.once('error', reject);
     ws.once('unexpected-response', (_req, res) => reject(new Error(`the socket handshake for ${conversationId} answered ${res.statusCode}`)));
   });
-  cleanup.push([
-    `socket ${conversationId}`,
-    async () => {
-      if (ws.readyState === ws.CLOSED) return;
-      await new Promise<void>((resolve) => {
-        ws.once('close', () => resolve());
-        ws.terminate();
-      });
-    },
-  ]);
+  cleanup.push([`socket ${conversationId}`, async () => void (ws.readyState === ws.CLOSED || (await new Promise((resolve) => ws.once('close', resolve).terminate())))]);
   return ws;
 }

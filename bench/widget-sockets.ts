@@ -8,12 +8,11 @@
 //
 // BENCH_WIDGET_SOCKETS (200), _FRAMES (20 per conversation per round), _SOCKET_APPS (2),
 // _PUBLISHERS (10 in flight), _DRAIN_MS (5000: wait for missing frames).
-import { Client } from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { publishFrame, type ChatNotice } from '../core/chat/frames';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
-import { benchApi, benchCompose, setUpBench, type BenchApi } from './lib/setup';
+import { benchApi, benchCompose, listenOn, setUpBench, type BenchApi } from './lib/setup';
 import { compareTargets, percentile, round1, runStats, spread, summarizeTarget } from './lib/stats';
 import type { Check, Result, RunStats } from './lib/types';
 import { createWidgetSite, initConversation, openReplySocket } from './lib/widget';
@@ -87,38 +86,20 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const index = new Map(conversations.map((c, i) => [c, i]));
   let t = now();
   const strays: string[] = [];
-  await Promise.all(
-    conversations.map((c, i) =>
-      openReplySocket(
-        apis[i % apis.length],
-        siteId,
-        c,
-        (frame, at) => {
-          if (frame.type === 'ping') return;
-          if (frame.type !== 'reply_delta' || !current || frame.reply_id !== current.replyId) {
-            strays.push(JSON.stringify(frame).slice(0, 200));
-            return;
-          }
-          current.receipts.add(i, String(frame.text), at);
-        },
-        cleanup,
-      ),
-    ),
-  );
+  const onFrame = (i: number) => (frame: Record<string, unknown>, at: number) => {
+    if (frame.type === 'reply_delta' && current && frame.reply_id === current.replyId) current.receipts.add(i, String(frame.text), at);
+    else if (frame.type !== 'ping') strays.push(JSON.stringify(frame).slice(0, 200));
+  };
+  await Promise.all(conversations.map((c, i) => openReplySocket(apis[i % apis.length], siteId, c, onFrame(i), cleanup)));
   const openMs = now() - t;
   const held = apis.map((a) => a.chatHub.size);
   if (held.reduce((x, y) => x + y, 0) !== s.sockets) throw new Error(`the hubs hold ${held.join(' + ')} sockets, expected ${s.sockets}`);
   log(`  setup: ${s.apps} API app(s) with a ChatHub each, holding ${held.join(' + ')} sockets (opened in ${ms(openMs)} ms); publisher pool of 10; ${s.publishers} publishes in flight`);
 
   // ---- The same-load bus baseline's listener: one plain connection.
-  const listener = new Client({ connectionString: bench.db.url });
-  await listener.connect();
-  cleanup.push(['bus listener', () => listener.end()]);
-  await listener.query(`listen ${BUS_CHANNEL}`);
-  listener.on('notification', (msg) => {
-    const at = now();
-    if (msg.channel !== BUS_CHANNEL || !current) return;
-    const notice = JSON.parse(msg.payload ?? '{}') as Extract<ChatNotice, { k: 'frame' }>;
+  await listenOn(bench, BUS_CHANNEL, (payload, at) => {
+    if (!current) return;
+    const notice = JSON.parse(payload) as Extract<ChatNotice, { k: 'frame' }>;
     const i = index.get(notice.c);
     if (i === undefined || notice.f.type !== 'reply_delta' || notice.f.reply_id !== current.replyId) return;
     current.receipts.add(i, notice.f.text, at);
@@ -148,14 +129,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     );
     const sent = frames * conversations.length;
     // Wait for the stragglers; give up after drainMs without progress.
-    let seen = receipts.received;
-    let progressAt = now();
-    while (receipts.received < sent && now() - progressAt < s.drainMs) {
-      await new Promise((r) => setTimeout(r, 10));
-      if (receipts.received !== seen) {
-        seen = receipts.received;
-        progressAt = now();
-      }
+    for (let seen = -1, progressAt = now(); receipts.received < sent && now() - progressAt < s.drainMs; await new Promise((r) => setTimeout(r, 10))) {
+      if (receipts.received !== seen) [seen, progressAt] = [receipts.received, now()];
     }
     current = null;
     const seconds = (Math.max(receipts.lastAt, started) - started) / 1000;
@@ -194,12 +169,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   // ---- The bus's floor: NOTIFY → LISTEN on one connection, one at a time.
   const roundTrips = s.frames * conversations.length;
-  const rt = new Client({ connectionString: bench.db.url });
-  await rt.connect();
-  cleanup.push(['round-trip connection', () => rt.end()]);
-  await rt.query(`listen ${ROUND_TRIP_CHANNEL}`);
   let arrived: (() => void) | null = null;
-  rt.on('notification', () => arrived?.());
+  const rt = await listenOn(bench, ROUND_TRIP_CHANNEL, () => arrived?.());
   const rtMs: number[] = [];
   for (let i = 0; i < roundTrips; i++) {
     const t0 = now();

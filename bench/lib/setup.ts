@@ -96,14 +96,7 @@ export async function benchCompose(b: Bench, role: Role, s: ComposeSettings = {}
   return c;
 }
 
-export interface BenchApi {
-  c: Composition;
-  app: Awaited<ReturnType<typeof startApi>>['app'];
-  chatHub: Awaited<ReturnType<typeof startApi>>['chatHub'];
-  /** http://127.0.0.1:port */
-  url: string;
-  wsUrl: string;
-}
+export type BenchApi = Awaited<ReturnType<typeof startApi>> & { c: Composition; url: string; wsUrl: string };
 
 /** An API process (startApi) listening on a free port of 127.0.0.1. */
 export async function benchApi(b: Bench, s: ComposeSettings & { rateStore?: ApiOptions['rateStore'] } = {}): Promise<BenchApi> {
@@ -113,7 +106,7 @@ export async function benchApi(b: Bench, s: ComposeSettings & { rateStore?: ApiO
   return { c, app, chatHub, url, wsUrl: url.replace(/^http/, 'ws') };
 }
 
-export async function listen(app: BenchApi['app']): Promise<string> {
+export async function listen(app: { listen(o: { host: string; port: number }): Promise<unknown>; server: { address(): unknown } }): Promise<string> {
   await app.listen({ host: '127.0.0.1', port: 0 });
   return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 }
@@ -140,6 +133,16 @@ export function benchEmbedder(b: Bench, threads?: number): LocalEmbedder {
   const embedder = createEmbedder({ provider: 'local', modelsDir: benchModelsDir(), threads }) as LocalEmbedder;
   b.cleanup.push(['embedder', async () => embedder.dispose()]);
   return embedder;
+}
+
+/** A plain pg connection LISTENing on `channel` (no hub), closed at the end. */
+export async function listenOn(b: Bench, channel: string, on: (payload: string, at: number) => void): Promise<Client> {
+  const pg = new Client({ connectionString: b.db.url });
+  await pg.connect();
+  b.cleanup.push([`listener ${channel}`, () => pg.end()]);
+  pg.on('notification', (msg) => msg.channel === channel && on(msg.payload ?? '', performance.now()));
+  await pg.query(`listen ${channel}`);
+  return pg;
 }
 
 export async function createKey(services: Services, workspaceId: string, scopes: Scope[]): Promise<{ id: string; key: string }> {

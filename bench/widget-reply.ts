@@ -123,24 +123,23 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- The two sides. Each sample's user text is unique, so the model's request can be matched to it.
   const headers = { 'x-concierge-site': siteId, origin: WIDGET_ORIGIN, 'content-type': 'application/json' };
   let n = 0;
+  const modelSaw = (text: string) => {
+    const arrived = arrivals.get(text);
+    if (arrived === undefined) throw new Error(`the model never saw the request for '${text}'`);
+    arrivals.delete(text);
+    return arrived;
+  };
   const subject = async (): Promise<Sample> => {
     const i = n++;
     const text = `q${i} where is my order?`;
     const t0 = now();
-    const res = await fetch(`${api.url}/api/public/widget/send`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ conversation_id: conversations[i % conversations.length], text, delivery: 'async' }),
-    });
+    const res = await fetch(`${api.url}/api/public/widget/send`, { method: 'POST', headers, body: JSON.stringify({ conversation_id: conversations[i % conversations.length], text, delivery: 'async' }) });
     const accepted = now() - t0;
     const body = (await res.json()) as { reply_id?: string };
     if (res.status !== 202 || !body.reply_id) throw new Error(`POST /api/public/widget/send answered ${res.status}: ${JSON.stringify(body)}`);
     const r = await clock.ended(body.reply_id);
     if (r.text !== REPLY_TEXT) throw new Error(`reply ${body.reply_id} was ${JSON.stringify(r.text)}, expected the model's text`);
-    const arrived = arrivals.get(text);
-    arrivals.delete(text);
-    if (arrived === undefined) throw new Error(`the model never saw the request for '${text}'`);
-    return { firstDelta: r.delta - t0, final: r.final - t0, modelRequest: arrived - t0, accepted };
+    return { firstDelta: r.delta - t0, final: r.final - t0, modelRequest: modelSaw(text) - t0, accepted };
   };
   const baseline = async (): Promise<Sample> => {
     const text = `b${n++} where is my order?`;
@@ -151,22 +150,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     });
     const end = now();
     if (out.text !== REPLY_TEXT || first === undefined) throw new Error(`the direct call returned ${JSON.stringify(out.text)}${first === undefined ? ' with no fragment' : ''}`);
-    const arrived = arrivals.get(text);
-    arrivals.delete(text);
-    if (arrived === undefined) throw new Error(`the model never saw the request for '${text}'`);
-    return { firstDelta: first - t0, final: end - t0, modelRequest: arrived - t0 };
+    return { firstDelta: first - t0, final: end - t0, modelRequest: modelSaw(text) - t0 };
   };
   /** `count` samples per side, alternating one for one, the side going first swapping each time. */
   const pairs = async (count: number) => {
     const out = { subject: [] as Sample[], baseline: [] as Sample[] };
     for (let i = 0; i < count; i++) {
-      if (i % 2 === 0) {
-        out.subject.push(await subject());
-        out.baseline.push(await baseline());
-      } else {
-        out.baseline.push(await baseline());
-        out.subject.push(await subject());
-      }
+      for (const side of i % 2 === 0 ? (['subject', 'baseline'] as const) : (['baseline', 'subject'] as const)) out[side].push(await (side === 'subject' ? subject() : baseline()));
     }
     return out;
   };
@@ -231,7 +221,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     comparisons: [],
     checks: [check],
     headlines,
-    details: { latencyMs: Object.fromEntries(Object.entries(figures).map(([k, v]) => [k, { n: v.n, p50: round1(v.p50), p99: round1(v.p99), max: round1(v.max), mean: round1(v.mean) }])) },
+    details: { latencyMs: figures },
   };
 }
 

@@ -13,7 +13,7 @@ import { passageVectors } from '../core/kb/embedder';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
-import { around, compareTargets, round1, runStats, summarizeTarget } from './lib/stats';
+import { around, compareTargets, round1, runStats, summarizeTarget, waitFor } from './lib/stats';
 import { passage, prng, TOPICS } from './lib/prose';
 import type { Result, RunStats } from './lib/types';
 
@@ -114,20 +114,14 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     if (body.mime_type !== 'application/pdf') throw new Error(`upload of ${name} sniffed as ${body.mime_type}, expected application/pdf`);
     const accepted = now();
     const fileId = body.id;
-    const deadline = started + s.timeoutSeconds * 1000;
-    for (;;) {
-      const [row] = await db.orm.em.fork().execute<{ status: string; chunk_count: number; error_message: string | null }[]>(
-        'select status, chunk_count, error_message from kb_files where id = ?',
-        [fileId],
-      );
-      if (row.status === 'active' || row.status === 'error') {
-        const settled = now();
-        if (row.status === 'error') throw new Error(`${name} ended in error: ${row.error_message}`);
-        return { fileId, started, accepted, settled, chunks: row.chunk_count };
-      }
-      if (now() > deadline) throw new Error(`${name} still '${row.status}' after ${s.timeoutSeconds} s`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    let row = { status: 'pending', chunk_count: 0, error_message: null as string | null };
+    const settledYet = async () => {
+      [row] = await db.orm.em.fork().execute<(typeof row)[]>('select status, chunk_count, error_message from kb_files where id = ?', [fileId]);
+      return row.status === 'active' || row.status === 'error';
+    };
+    await waitFor(settledYet, s.timeoutSeconds * 1000, () => `${name} still '${row.status}'`, 50);
+    if (row.status === 'error') throw new Error(`${name} ended in error: ${row.error_message}`);
+    return { fileId, started, accepted, settled: now(), chunks: row.chunk_count };
   }
 
   // ---- Warm-up: the model loaded, one small file through the whole path.

@@ -10,7 +10,7 @@ import { startMsgappSandbox } from '../sandbox/msgapp';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
-import { compareTargets, percentile, round1, runStats, summarizeTarget } from './lib/stats';
+import { compareTargets, inLanes, percentile, round1, runStats, summarizeTarget } from './lib/stats';
 import type { Result, RunStats } from './lib/types';
 import { publishAgent } from './lib/widget';
 
@@ -33,16 +33,12 @@ function settings() {
 /** `n` calls of `one(i)` with `concurrency` in flight; every call must resolve. */
 async function batch(n: number, concurrency: number, one: (i: number) => Promise<void>): Promise<{ seconds: number; sendsPerSec: number; latenciesMs: number[] }> {
   const latenciesMs: number[] = [];
-  let next = 0;
   const started = now();
-  const lane = async () => {
-    for (let i = next++; i < n; i = next++) {
-      const t0 = now();
-      await one(i);
-      latenciesMs.push(now() - t0);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, lane));
+  await inLanes(n, concurrency, async (i) => {
+    const t0 = now();
+    await one(i);
+    latenciesMs.push(now() - t0);
+  });
   const seconds = (now() - started) / 1000;
   return { seconds, sendsPerSec: n / seconds, latenciesMs };
 }

@@ -21,7 +21,7 @@ import { createTestPki, type TestPki } from '../test/support/tls';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchCompose, benchTemporal, benchWorker, setUpBench } from './lib/setup';
-import { around, mean, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
+import { around, inLanes, mean, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
 import type { Comparison, Result, RunStats } from './lib/types';
 
 const PKI_FILE_ENV = 'BENCH_WEBHOOK_PKI_FILE';
@@ -148,13 +148,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const count = (ids: string[], stage: Stage) => ids.filter((id) => marks.get(id)?.[stage] !== undefined).length;
   const progress = (ids: string[]) =>
     `of ${ids.length}: read ${count(ids, 'picked')}, started ${count(ids, 'started')}, received ${count(ids, 'recv')}, recorded ${count(ids, 'outcomeEnd')}; problems: ${problems.slice(0, 5).join('; ') || 'none'}`;
-  async function waitUntil(cond: () => boolean | Promise<boolean>, what: () => string): Promise<void> {
-    const deadline = now() + s.timeoutSeconds * 1000;
-    while (!(await cond())) {
-      if (now() > deadline) throw new Error(`timed out after ${s.timeoutSeconds} s: ${what()}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  }
+  const waitUntil = (cond: () => boolean | Promise<boolean>, what: () => string) => waitFor(cond, s.timeoutSeconds * 1000, what);
   /** Every delivery recorded as delivered and no delivery workflow still running. */
   async function settle(ids: string[]): Promise<void> {
     await waitUntil(() => count(ids, 'outcomeEnd') === ids.length, () => `waiting for outcomes ${progress(ids)}`);
@@ -171,18 +165,11 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     mark(deliveryIds[0], 'emit');
     return deliveryIds[0];
   };
-  /** `n` calls of `one`, `concurrency` in flight. */
-  const lanes = async (n: number, concurrency: number, one: (i: number) => Promise<void>) => {
-    let next = 0;
-    await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
-      while (next < n) await one(next++);
-    }));
-  };
 
   // ---- The webhook side: N events, each its own transaction, `concurrency` at a time; rate = N / (last receipt - first emit).
   async function webhookRun(round: number, n: number, concurrency: number): Promise<Phase> {
     const ids: string[] = [];
-    await lanes(n, concurrency, async (i) => void ids.push(await emit(i)));
+    await inLanes(n, concurrency, async (i) => void ids.push(await emit(i)));
     await waitUntil(() => count(ids, 'recv') === ids.length, () => `webhook round ${round}: not every delivery arrived ${progress(ids)}`);
     await settle(ids);
     if (problems.length) throw new Error(`webhook round ${round}: attempts that did not deliver: ${problems.slice(0, 5).join('; ')}`);
@@ -198,7 +185,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const agent = target === 'plain' ? false : new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
     const tag = `${target}_${round}_${randomBytes(3).toString('hex')}`;
     const starts = new Map<string, number>();
-    await lanes(n, concurrency, (i) =>
+    await inLanes(n, concurrency, (i) =>
       new Promise<void>((resolve, reject) => {
         const id = `${tag}_${i}`;
         starts.set(id, now());

@@ -14,7 +14,7 @@ import { startFakeLlm } from '../test/support/fake-llm';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, setUpBench } from './lib/setup';
-import { mean, percentile, round1, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
+import { mean, percentile, round1, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
 import type { Check, Result, RunStats } from './lib/types';
 import { createWidgetSite, initConversation, openReplySocket, WIDGET_ORIGIN } from './lib/widget';
 
@@ -56,12 +56,12 @@ class ReplyClock {
 
   /** Resolves once the reply has ended on the socket (a first delta having come before it); arrival times are the frames'. */
   async ended(replyId: string): Promise<{ delta: number; final: number; text: string }> {
-    const deadline = now() + REPLY_TIMEOUT_MS;
-    for (let e = this.seen.get(replyId); e?.final === undefined; e = this.seen.get(replyId)) {
+    const ended = () => {
+      const e = this.seen.get(replyId);
       if (e?.error) throw new Error(`reply ${replyId} failed: ${e.error}`);
-      if (now() > deadline) throw new Error(`reply ${replyId} did not end on the socket within ${REPLY_TIMEOUT_MS} ms`);
-      await new Promise((r) => setTimeout(r, 1));
-    }
+      return e?.final !== undefined;
+    };
+    await waitFor(ended, REPLY_TIMEOUT_MS, () => `reply ${replyId} did not end on the socket`, 1);
     const e = this.seen.get(replyId)!;
     this.seen.delete(replyId);
     if (e.delta === undefined) throw new Error(`reply ${replyId} ended without a reply_delta first`);

@@ -22,21 +22,11 @@ export function loadSettings() {
   };
 }
 
-export interface LoadTarget {
-  name: string;
-  url: string;
-  headers?: Record<string, string>;
-}
+export type LoadTarget = { name: string; url: string; headers?: Record<string, string> };
 
 /** One autocannon run, in a worker thread (not the server's event loop); throws unless every response was a 2xx. */
 export async function runLoad(target: LoadTarget, opts: { seconds: number; connections: number; round: number }): Promise<RunStats> {
-  const result = await autocannon({
-    url: target.url,
-    headers: target.headers,
-    connections: opts.connections,
-    duration: opts.seconds,
-    workers: 1,
-  });
+  const result = await autocannon({ url: target.url, headers: target.headers, connections: opts.connections, duration: opts.seconds, workers: 1 });
   const statusCodes: Record<string, number> = {};
   for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat?.count ?? 0;
   const twoXx = result['2xx'];

@@ -78,3 +78,21 @@ export function around<T, K extends keyof T>(obj: T, method: K, before: (...args
     return result;
   }) as T[K];
 }
+
+/** `n` calls of `one(i)`, `concurrency` in flight. */
+export async function inLanes(n: number, concurrency: number, one: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < n) await one(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, lane));
+}
+
+/** Polls `cond` until it holds; throws after `timeoutMs` with `what()`. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs: number, what: () => string, everyMs = 10): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await cond())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${(timeoutMs / 1000).toFixed(0)} s: ${what()}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

@@ -64,11 +64,7 @@ export function formatRun(s: RunStats): string {
 }
 
 /** Every target `rounds` times after a warm-up each, the order alternating (A B C, C B A, ...) so drift weighs on all alike. */
-export async function measureInterleaved(
-  targets: LoadTarget[],
-  settings: LoadSettings,
-  log: (line: string) => void,
-): Promise<{ runs: RunStats[]; summaries: TargetSummary[] }> {
+export async function measureInterleaved(targets: LoadTarget[], settings: LoadSettings, log: (line: string) => void): Promise<{ runs: RunStats[]; summaries: TargetSummary[] }> {
   const runs: RunStats[] = [];
   if (settings.warmupSeconds > 0) {
     for (const t of targets) {

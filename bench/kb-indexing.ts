@@ -204,18 +204,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     targets: ['pipeline embed', 'raw embedder'].map((t) => summarizeTarget(runs, t)),
     comparisons: [comparison],
     headlines: [headline],
-    details: {
-      pdfBytes: pdf.length,
-      words,
-      chunks: e2e.chunks,
-      endToEndSeconds: totalMs / 1000,
-      pagesPerSecond: s.pages / (totalMs / 1000),
-      uploadSeconds: (e2e.accepted - e2e.started) / 1000,
-      stagesSeconds: Object.fromEntries(stages.map(([k, v]) => [k, round1(v) / 1000])),
-      endToEndEmbedChunksPerSecond: e2eEmbedRate,
-      modelLoadSeconds: modelLoadMs / 1000,
-      workerStartSeconds: bundleMs / 1000,
-    },
+    details: { pdfBytes: pdf.length, words, chunks: e2e.chunks, endToEndSeconds: totalMs / 1000, stagesSeconds: Object.fromEntries(stages.map(([k, v]) => [k, round1(v) / 1000])), modelLoadSeconds: modelLoadMs / 1000 },
   };
 }
 

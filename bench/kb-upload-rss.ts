@@ -182,19 +182,10 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- Baseline after a full collection, then the big upload with the server's RSS sampled.
   const baseline = (await ask('baseline', { kind: 'baseline' })).usage;
   await new Promise((r) => setTimeout(r, 300));
-  let hwmReset = true;
-  try {
-    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5');
-  } catch {
-    hwmReset = false;
-  }
+  const hwmReset = await fs.promises.writeFile(`/proc/${pid}/clear_refs`, '5').then(() => true, () => false);
   const baselineRss = procMemory(pid)?.rss ?? baseline.rss;
-  const samples: Array<{ t: number; rss: number }> = [];
-  const started = performance.now();
-  const sampler = setInterval(() => {
-    const m = procMemory(pid);
-    if (m) samples.push({ t: (performance.now() - started) / 1000, rss: m.rss });
-  }, SAMPLE_MS);
+  const samples: number[] = [];
+  const sampler = setInterval(() => samples.push(procMemory(pid)?.rss ?? 0), SAMPLE_MS);
   const outcome = await upload(url, key, 'orders-export.csv', bytes).finally(() => clearInterval(sampler));
   const after = procMemory(pid);
   if (outcome.status !== 201 || !outcome.body.id) throw new Error(`the upload answered ${outcome.status}: ${JSON.stringify(outcome.body)}`);
@@ -206,7 +197,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   if ((await del(outcome.body.id)) !== 204 || fs.existsSync(stored[0])) throw new Error('deleting the uploaded file did not remove its blob');
   if (fs.readdirSync(path.join(storage, 'tmp')).length) throw new Error('staging files left behind in the blob store');
 
-  const sampledPeak = Math.max(baselineRss, ...samples.map((x) => x.rss));
+  const sampledPeak = Math.max(baselineRss, ...samples);
   const peakRss = Math.max(sampledPeak, hwmReset && after ? after.hwm : 0);
   const growth = toMb(peakRss - baselineRss);
   const check: Check = { name: 'kb-upload-rss growth', value: growth, unit: 'MB', goal: `< ${GOAL_MB}`, pass: growth < GOAL_MB };
@@ -225,13 +216,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     comparisons: [],
     checks: [check],
     headlines: [headline],
-    details: {
-      uploadSeconds: outcome.seconds,
-      baselineRssMb: toMb(baselineRss),
-      peakRssMb: toMb(peakRss),
-      sampledPeakRssMb: toMb(sampledPeak),
-      rssTimeline: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0).map((x) => [Math.round(x.t * 100) / 100, Math.round(toMb(x.rss))]),
-    },
+    details: { uploadSeconds: outcome.seconds, baselineRssMb: toMb(baselineRss), peakRssMb: toMb(peakRss), sampledPeakRssMb: toMb(sampledPeak) },
   };
 }
 

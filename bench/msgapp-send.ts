@@ -10,7 +10,7 @@ import { startMsgappSandbox } from '../sandbox/msgapp';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
-import { compareTargets, inLanes, percentile, round1, runStats, summarizeTarget } from './lib/stats';
+import { compareTargets, inLanes, percentile, runStats, summarizeTarget } from './lib/stats';
 import type { Result, RunStats } from './lib/types';
 import { publishAgent } from './lib/widget';
 
@@ -133,9 +133,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     targets: [wf, dr],
     comparisons: [comparison],
     headlines: [headline],
-    details: {
-      latencyMs: Object.fromEntries(runs.map((r) => [`${r.target}-round${r.round}`, { p50: round1(r.latencyP50Ms), p99: round1(r.latencyP99Ms), mean: round1(r.latencyMeanMs) }])),
-    },
   };
 }
 

@@ -69,16 +69,8 @@ class ReplyClock {
   }
 }
 
-interface Sample {
-  /** To the first text fragment (socket frame, or onDelta directly). */
-  firstDelta: number;
-  /** To the end of the reply (the `reply` frame, or complete() resolving). */
-  final: number;
-  /** To the fake model receiving the request. */
-  modelRequest: number;
-  /** Subject only: to the 202's headers. */
-  accepted?: number;
-}
+/** Milliseconds from the send (or the direct call) to: the first fragment, the end of the reply, the model seeing the request, the 202 (subject only). */
+type Sample = { firstDelta: number; final: number; modelRequest: number; accepted?: number };
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();

@@ -214,18 +214,17 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const folderShare = corpus.inFolder.filter(Boolean).length / corpus.size;
 
     // Cold: the matrix dropped (as a kb change NOTIFY drops it), then the load alone, then a whole search that loads it.
-    const coldLoads: number[] = [];
-    const coldSearches: number[] = [];
-    let vectors: WorkspaceVectors | null = null;
+    const [coldLoads, coldSearches]: number[][] = [[], []];
+    let vectors = null as WorkspaceVectors | null;
+    const timed = async (into: number[], f: () => Promise<unknown>) => {
+      dense.invalidate(workspaceId);
+      const t = now();
+      await f();
+      into.push(now() - t);
+    };
     for (let i = 0; i < s.cold; i++) {
-      dense.invalidate(workspaceId);
-      let t = now();
-      vectors = await dense.vectors(workspaceId, MODEL_ID);
-      coldLoads.push(now() - t);
-      dense.invalidate(workspaceId);
-      t = now();
-      await run(queries[i % queries.length], false);
-      coldSearches.push(now() - t);
+      await timed(coldLoads, async () => (vectors = await dense.vectors(workspaceId, MODEL_ID)));
+      await timed(coldSearches, () => run(queries[i % queries.length], false));
     }
     if (!vectors || vectors.ids.length !== size || vectors.dim !== DIM) throw new Error(`DenseIndex loaded ${vectors?.ids.length} vectors of ${vectors?.dim} dims, expected ${size} of ${DIM}`);
 

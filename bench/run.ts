@@ -76,15 +76,8 @@ async function main(): Promise<void> {
   const file = path.join(dir, 'latest.json');
   const machine = { node: process.version, platform: `${os.platform()} ${os.release()}`, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model };
   // BENCH_ONLY replaces that section's entry and keeps the other sections' last results (each result has its own finishedAt).
-  let kept: Result[] = [];
-  if (only) {
-    try {
-      const previous = JSON.parse(await readFile(file, 'utf8')) as { results?: Result[] };
-      kept = (previous.results ?? []).filter((r) => !results.some((x) => x.section === r.section));
-    } catch {
-      kept = [];
-    }
-  }
+  const previous = only ? await readFile(file, 'utf8').then((t) => (JSON.parse(t) as { results?: Result[] }).results ?? [], () => []) : [];
+  const kept = previous.filter((r) => !results.some((x) => x.section === r.section));
   const order = (r: Result) => SECTIONS.findIndex((s) => s.name === r.section);
   const all = [...kept, ...results].sort((a, b) => order(a) - order(b));
   await writeFile(file, JSON.stringify({ finishedAt: new Date().toISOString(), machine, results: all }, null, 2) + '\n');

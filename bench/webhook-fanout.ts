@@ -43,13 +43,8 @@ function loadWebhookSettings() {
 }
 
 /** A message.inbound payload of a realistic size (the envelope is ~400 bytes). */
-const eventData = (i: number) => ({
-  message_id: `msg_bench_${i}`,
-  conversation_id: 'conv_bench',
-  channel: 'msgapp',
-  from: '+15550100100',
-  text: 'Hello! I ordered a blue jacket last week and would like to know whether it has shipped yet, and when it should arrive. Thanks.',
-});
+const TEXT = 'Hello! I ordered a blue jacket last week and would like to know whether it has shipped yet, and when it should arrive. Thanks.';
+const eventData = (i: number) => ({ message_id: `msg_bench_${i}`, conversation_id: 'conv_bench', channel: 'msgapp', from: '+15550100100', text: TEXT });
 
 /** Per delivery: when each stage happened (performance.now() ms). */
 type Stage = 'emit' | 'picked' | 'startCall' | 'started' | 'attemptStart' | 'recv' | 'attemptEnd' | 'outcomeStart' | 'outcomeEnd';
@@ -66,10 +61,7 @@ const STAGES: Array<[string, Stage, Stage]> = [
   ['recordOutcome', 'outcomeStart', 'outcomeEnd'],
 ];
 
-interface Phase {
-  stats: RunStats;
-  ids: string[];
-}
+type Phase = { stats: RunStats; ids: string[] };
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = loadWebhookSettings();
@@ -103,13 +95,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   });
   server.on('tlsClientError', () => undefined);
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', () => resolve()));
-  cleanup.push([
-    'receiver',
-    async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  ]);
+  cleanup.push(['receiver', () => new Promise((resolve) => server.close(() => resolve()).closeAllConnections())]);
   const port = (server.address() as { port: number }).port;
   const hookUrl = `https://127.0.0.1:${port}/hook`;
 

@@ -179,7 +179,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     subjectModelRequestToFirstDelta: spread(sub.map((x) => x.firstDelta - x.modelRequest)),
     baselineFirstDelta: spread(pick(base, 'firstDelta')),
     baselineFinal: spread(pick(base, 'final')),
-    baselineToModelRequest: spread(pick(base, 'modelRequest')),
     baselineModelRequestToFirstDelta: spread(base.map((x) => x.firstDelta - x.modelRequest)),
     overheadFirstDelta: overhead,
     overheadFinal: finalOverhead,

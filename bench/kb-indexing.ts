@@ -1,73 +1,23 @@
-// The kb-indexing section: a generated N-page PDF of support prose uploaded through the
-// real API and indexed by the real pipeline until its file row is `active`, then the
-// pipeline's embedding step against the embedder called directly on the same texts.
-// Runs in a child process of its own (bench/lib/child.ts).
+// The kb-indexing section: a generated N-page PDF uploaded through the API and indexed by the
+// worker (outbox relay -> kbIndexWorkflow -> IndexingService) until its file row is active,
+// timed per stage from outside (wrapped methods on the worker composition's instances), after a
+// warm-up file; then BENCH_ROUNDS rounds of IndexingService.embed(fileId) (the activity: read,
+// embed, write back) against the embedder on the same texts (passageVectors, one call), goal
+// ratio >= 0.8; the embedder fed in the pipeline's groups of 32 is timed too.
 //
-// One process plays every part, as `npm start` does: the API (buildApp on 127.0.0.1, a
-// multipart POST from fetch), the worker side (the indexing outbox dispatcher, one Temporal
-// worker running kbIndexWorkflow's activities on IndexingService, on a second ORM pool) and
-// the embedding model (local all-MiniLM-L6-v2, one onnxruntime thread unless
-// CONCIERGE_EMBED_THREADS says otherwise). A Temporal dev server (SQLite file) and
-// PostgreSQL are the other processes; extraction runs in its own short-lived process, as
-// always. The pipeline's code is not changed: it is timed from outside by wrapping the
-// IndexingService methods on the instance the activities use.
-//
-// Before the measured upload the model is loaded and a 3-page PDF goes through the whole
-// path (first workflow, first activity, first extraction process): the measured figure is
-// that of a running worker, not of its first file. The model's load time is reported.
-//
-// Then BENCH_ROUNDS rounds, alternating which goes first, of
-//   - raw: passageVectors(embedder, texts) on the file's passage texts (as the pipeline
-//     builds them: heading prepended when the text lacks it), all in one call, the
-//     embedder's own batching (longest first, maxBatchTokens);
-//   - pipeline: the file's vectors cleared, then IndexingService.embed(fileId) (the
-//     activity's body: reads 32 passages from PostgreSQL, embeds them, writes 32 rows back).
-// The ratio is mean pipeline chunks/s / mean raw chunks/s (goal >= 0.8). For diagnosis each
-// round also times the raw embedder fed in the pipeline's groups of 32 (ordinal order).
-//
-// Settings (besides BENCH_ROUNDS, BENCH_PG_URL from bench/lib):
-//   BENCH_KB_PAGES (100)                  pages in the measured PDF
-//   BENCH_KB_WORDS_PER_PAGE (420)         words per page, on average (each page 85-115% of it)
-//   BENCH_KB_TIMEOUT_SECONDS (900)        limit for the file to reach active / error
-//   BENCH_KB_MODELS_DIR (.data/models)    where the embedding model is (CONCIERGE_MODELS_DIR also works)
-//   TEMPORAL_CLI_PATH                     the `temporal` CLI (else found, or pip-installed, as npm start does)
-import { connectTemporal, runWorker } from './lib/temporal';
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { DefaultLogger, makeTelemetryFilterString, Runtime } from '@temporalio/worker';
+// BENCH_KB_PAGES (100), BENCH_KB_WORDS_PER_PAGE (420), BENCH_KB_TIMEOUT_SECONDS (900),
+// BENCH_KB_MODELS_DIR (.data/models), CONCIERGE_EMBED_THREADS.
 import PDFDocument from 'pdfkit';
-import pino from 'pino';
-import { buildApp } from '../api/app';
-import { KeyCache } from '../core/auth/key-cache';
-import { SecretBox } from '../core/crypto/secret-box';
-import { openDatabase } from '../core/db/orm';
-import { DenseIndex } from '../core/kb/dense-index';
 import { loadConfig } from '../core/config';
-import { createEmbedder, passageVectors, type LocalEmbedder } from '../core/kb/embedder';
-import { createExtractor } from '../core/kb/extractor';
-import { IndexingService } from '../core/kb/indexing';
-import { policyFromCidrs } from '../core/net/ssrf';
-import { createRequestLimits } from '../core/ratelimit';
-import { createServices, lazyEmbedder, type ServiceOptions } from '../core/services';
-import { LocalBlobStore } from '../core/storage/blob-store';
-import { findTemporalCli, startDevServer } from '../infra/temporal';
-import { OutboxDispatcher } from '../worker/outbox-dispatcher';
-import { kbIndexing } from '../worker/outbox-sources';
-import { createWorker } from '../worker/worker';
+import { passageVectors } from '../core/kb/embedder';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { cpuBetween, cpuSnapshot, formatCpu } from './lib/cpu';
-import { createBenchDatabase, createKey, createWorkspace } from './lib/db';
-import { benchModelsDir } from './lib/services';
-import { envNumber, listen, loadSettings } from './lib/load';
-import { mean, round1 } from './lib/stats';
+import { envNumber, loadSettings } from './lib/load';
+import { benchApi, benchEmbedder, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
+import { around, compareTargets, round1, runStats, summarizeTarget, waitFor } from './lib/stats';
 import { passage, prng, TOPICS } from './lib/prose';
-import type { Comparison, Result } from './lib/types';
+import type { Result, RunStats } from './lib/types';
 
 const TARGET_RATIO = 0.8;
-const TASK_QUEUE = 'bench-kb-indexing';
-const NAMESPACE = 'default';
 const WARMUP_PAGES = 3;
 
 const now = () => performance.now();
@@ -79,15 +29,8 @@ function settings() {
     wordsPerPage: Math.round(envNumber('BENCH_KB_WORDS_PER_PAGE', 420, 20)),
     timeoutSeconds: envNumber('BENCH_KB_TIMEOUT_SECONDS', 900, 1),
     rounds: loadSettings().rounds,
-    modelsDir: benchModelsDir(),
     embedThreads: loadConfig().CONCIERGE_EMBED_THREADS,
   };
-}
-
-async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of stream) chunks.push(Buffer.isBuffer(c) ? c : Buffer.from(c as string));
-  return Buffer.concat(chunks);
 }
 
 /**
@@ -95,10 +38,14 @@ async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
  * paragraphs on one topic (A4, 10.5 pt). Text that would not fit is cut at the page's
  * bottom margin, so the PDF has exactly `pages` pages (checked).
  */
-export async function makeHandbookPdf(pages: number, wordsPerPage: number, seed = 42): Promise<{ pdf: Buffer; words: number }> {
+async function makeHandbookPdf(pages: number, wordsPerPage: number, seed = 42): Promise<{ pdf: Buffer; words: number }> {
   const rand = prng(seed);
   const doc = new PDFDocument({ autoFirstPage: false, compress: true, info: { Title: 'Customer support handbook' } });
-  const done = collect(doc);
+  const done = (async () => {
+    const chunks: Buffer[] = [];
+    for await (const c of doc) chunks.push(c as Buffer);
+    return Buffer.concat(chunks);
+  })();
   let added = 0;
   let words = 0;
   doc.on('pageAdded', () => added++);
@@ -124,100 +71,33 @@ type Step = 'begin' | 'extractAndChunk' | 'embed' | 'finish';
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-kb-indexing-'));
-  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
-  const quiet = pino({ level: 'silent' });
+  const bench = await setUpBench(cleanup);
+  const { db, workspaceId } = bench;
 
   const generated = now();
   const [{ pdf, words }, warmup] = await Promise.all([makeHandbookPdf(s.pages, s.wordsPerPage), makeHandbookPdf(WARMUP_PAGES, s.wordsPerPage, 7)]);
   log(`  generated a ${s.pages}-page PDF (${words} words, ${(pdf.length / 1024).toFixed(0)} KB) in ${sec(now() - generated)} s`);
 
-  // ---- Database: the API's pool and the worker side's own pool.
-  const db = await createBenchDatabase();
-  cleanup.push(['database', () => db.drop()]);
-  const workerOrm = await openDatabase(db.url);
-  cleanup.push(['worker orm', () => workerOrm.close(true)]);
-  const workspaceId = await createWorkspace(db.orm);
-
-  // ---- One embedder for the process (the worker's); the API never embeds during an upload.
-  const embedder = createEmbedder({ provider: 'local', modelsDir: s.modelsDir, threads: loadConfig().CONCIERGE_EMBED_THREADS }) as LocalEmbedder;
-  cleanup.push(['embedder', () => embedder.dispose()]);
-  const blobs = new LocalBlobStore(path.join(tmp, 'blobs'));
-  const options: ServiceOptions = {
-    idempotencyTtlHours: 24,
-    box: new SecretBox(randomBytes(32)),
-    sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 },
-    blobs,
-    embedder: lazyEmbedder(() => embedder),
-  };
-
-  // ---- The API, as one API process builds it.
-  const keyCache = new KeyCache(db.url, quiet);
-  await keyCache.start();
-  cleanup.push(['key cache', () => keyCache.stop()]);
-  const denseIndex = new DenseIndex(db.orm.em, db.url, quiet);
-  await denseIndex.start();
-  cleanup.push(['dense index', () => denseIndex.stop()]);
-  const apiServices = createServices(db.orm.em, { ...options, keyCache, denseIndex });
-  const app = await buildApp({ services: apiServices, limits: await createRequestLimits({ kind: 'memory' }, 1e6, 1e6), bodyLimitBytes: 1024 * 1024 });
-  cleanup.push(['api', () => app.close()]);
-  const apiUrl = await listen(app);
-  const key = await createKey(apiServices, workspaceId, ['kb:read', 'kb:write']);
-
-  // ---- The worker side: IndexingService (timed per step), Temporal, the dispatcher.
-  const workerServices = createServices(workerOrm.em, options);
-  const indexing = new IndexingService({
-    em: workerOrm.em,
-    blobs,
-    extract: createExtractor({ timeoutMs: 120_000, maxMemoryMb: 512, transcriber: null }),
-    embedder: options.embedder,
-  });
+  // ---- An API process, and a worker process whose indexing steps and workflow starts are timed from outside.
+  const embedder = benchEmbedder(bench, loadConfig().CONCIERGE_EMBED_THREADS);
+  const api = await benchApi(bench);
+  const apiUrl = api.url;
+  const key = await createKey(api.c.services, workspaceId, ['kb:read', 'kb:write']);
   type Mark = `${Step}:${'start' | 'end'}` | 'dispatch:start' | 'dispatch:end';
   const marks = new Map<string, Partial<Record<Mark, number>>>();
-  const mark = (fileId: string, what: Mark) => {
-    const m = marks.get(fileId) ?? {};
-    marks.set(fileId, m);
-    m[what] = now();
-  };
-  for (const step of ['begin', 'extractAndChunk', 'embed', 'finish'] as const) {
-    const original = indexing[step].bind(indexing) as (fileId: string, ...rest: unknown[]) => Promise<unknown>;
-    (indexing as unknown as Record<Step, typeof original>)[step] = async (fileId, ...rest) => {
-      mark(fileId, `${step}:start`);
-      try {
-        return await original(fileId, ...rest);
-      } finally {
-        mark(fileId, `${step}:end`);
-      }
-    };
-  }
-
-  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
-  const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
-  const dev = await startDevServer({ cli, dbFile: path.join(tmp, 'temporal.db'), port: 0, uiPort: 0, namespace: NAMESPACE, logFile: path.join(tmp, 'temporal.log') });
-  cleanup.push(['temporal dev server', () => dev.stop()]);
-  const { nativeConnection, client } = await connectTemporal(dev.address, NAMESPACE, cleanup);
-  const bundleStarted = now();
-  const worker = await createWorker({ connection: nativeConnection, namespace: NAMESPACE, taskQueue: TASK_QUEUE, deps: { em: workerOrm.em, services: workerServices, indexing } });
-  const bundleMs = now() - bundleStarted;
-  void runWorker(worker, cleanup);
-  const source = kbIndexing(workerOrm.em, client, { taskQueue: TASK_QUEUE });
-  const dispatcher = new OutboxDispatcher(
-    db.url,
-    [
-      {
-        ...source,
-        start: async (item) => {
-          mark(item.id, 'dispatch:start');
-          await source.start(item);
-          mark(item.id, 'dispatch:end');
-        },
-      },
-    ],
-    pino({ level: 'warn' }),
-  );
-  await dispatcher.start();
-  cleanup.push(['dispatcher', () => dispatcher.stop()]);
-  log(`  setup: API ${apiUrl}, Temporal dev server ${dev.address} (SQLite file), one worker on '${TASK_QUEUE}' (workflows bundled in ${sec(bundleMs)} s), dispatcher`);
+  const mark = (fileId: string, what: Mark) => void marks.set(fileId, { ...marks.get(fileId), [what]: now() });
+  const dev = await benchTemporal(bench);
+  const workerStarted = now();
+  const worker = await benchWorker(bench, dev, { overrides: { embedder: async () => embedder } }, (c) => {
+    for (const step of ['begin', 'extractAndChunk', 'embed', 'finish'] as const) {
+      around(c.indexing as unknown as Record<Step, (fileId: string) => Promise<unknown>>, step, (fileId) => mark(fileId, `${step}:start`), (_r, fileId) => mark(fileId, `${step}:end`));
+    }
+    const fileOf = (opts: { args?: unknown }) => (opts.args as Array<{ fileId: string }>)[0].fileId;
+    around(c.temporal!.client.workflow, 'start', (_t, opts) => mark(fileOf(opts), 'dispatch:start'), (_h, _t, opts) => mark(fileOf(opts), 'dispatch:end'));
+  });
+  const indexing = worker.indexing;
+  const bundleMs = now() - workerStarted;
+  log(`  setup: API ${apiUrl}, Temporal dev server ${dev.address} (SQLite file), one worker with the outbox relay (started in ${sec(bundleMs)} s)`);
 
   // ---- Upload through the API, then poll the row until it settles.
   async function uploadAndWait(name: string, bytes: Buffer) {
@@ -230,42 +110,27 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     if (body.mime_type !== 'application/pdf') throw new Error(`upload of ${name} sniffed as ${body.mime_type}, expected application/pdf`);
     const accepted = now();
     const fileId = body.id;
-    const deadline = started + s.timeoutSeconds * 1000;
-    for (;;) {
-      const [row] = await db.orm.em.fork().execute<{ status: string; chunk_count: number; error_message: string | null }[]>(
-        'select status, chunk_count, error_message from kb_files where id = ?',
-        [fileId],
-      );
-      if (row.status === 'active' || row.status === 'error') {
-        const settled = now();
-        if (row.status === 'error') throw new Error(`${name} ended in error: ${row.error_message}`);
-        return { fileId, started, accepted, settled, chunks: row.chunk_count };
-      }
-      if (now() > deadline) throw new Error(`${name} still '${row.status}' after ${s.timeoutSeconds} s`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    let row = { status: 'pending', chunk_count: 0, error_message: null as string | null };
+    const settledYet = async () => {
+      [row] = await db.orm.em.fork().execute<(typeof row)[]>('select status, chunk_count, error_message from kb_files where id = ?', [fileId]);
+      return row.status === 'active' || row.status === 'error';
+    };
+    await waitFor(settledYet, s.timeoutSeconds * 1000, () => `${name} still '${row.status}'`, 50);
+    if (row.status === 'error') throw new Error(`${name} ended in error: ${row.error_message}`);
+    return { fileId, started, accepted, settled: now(), chunks: row.chunk_count };
   }
 
   // ---- Warm-up: the model loaded, one small file through the whole path.
-  let t = now();
+  const t = now();
   await embedder.load();
   const modelLoadMs = now() - t;
-  t = now();
   const warm = await uploadAndWait('warm-up.pdf', warmup.pdf);
-  log(`  warm-up: model loaded in ${sec(modelLoadMs)} s; a ${WARMUP_PAGES}-page PDF (${warm.chunks} passages) indexed in ${sec(now() - t)} s`);
+  log(`  warm-up: model loaded in ${sec(modelLoadMs)} s; a ${WARMUP_PAGES}-page PDF (${warm.chunks} passages) indexed in ${sec(now() - t - modelLoadMs)} s`);
 
   // ---- The measured upload.
-  const cpuSources = { pids: { temporal: dev.process.pid }, names: { postgres: 'postgres' } };
-  const cpu0 = cpuSnapshot(cpuSources);
   const e2e = await uploadAndWait('support-handbook.pdf', pdf);
-  const cpu1 = cpuSnapshot(cpuSources);
-  const cpu = cpuBetween(cpu0, cpu1, os.cpus().length);
   const m = marks.get(e2e.fileId)!;
-  const at = (k: keyof typeof m) => {
-    const v = m[k];
-    if (v === undefined) throw new Error(`no '${k}' mark for the measured file`);
-    return v;
-  };
+  const at = (k: keyof typeof m) => m[k] ?? NaN;
   const totalMs = e2e.settled - e2e.started;
   const stages: Array<[string, number]> = [
     // The NOTIFY fires at the upload's commit, so the dispatcher may start before the 201 reaches the client.
@@ -279,71 +144,41 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     ['finish -> poll saw active', e2e.settled - at('finish:end')],
   ];
   // The passages as the pipeline embeds them (heading prepended when the text lacks it).
-  const rows = await workerOrm.em.fork().execute<{ text: string; heading: string | null }[]>('select text, heading from kb_chunks where file_id = ? order by ordinal', [e2e.fileId]);
+  const rows = await worker.em.fork().execute<{ text: string; heading: string | null }[]>('select text, heading from kb_chunks where file_id = ? order by ordinal', [e2e.fileId]);
   const texts = rows.map((r) => (r.heading && !r.text.includes(r.heading) ? `${r.heading}\n${r.text}` : r.text));
-  const tokens = await tokenCounts(embedder, texts);
   const e2eEmbedRate = e2e.chunks / ((at('embed:end') - at('embed:start')) / 1000);
-  log(
-    `  ${s.pages}-page PDF: upload -> active in ${sec(totalMs)} s (${(s.pages / (totalMs / 1000)).toFixed(2)} pages/s), ${e2e.chunks} passages ` +
-      `(${tokens.mean} word pieces each on average, ${tokens.truncated} cut at the model's 256); the 201 arrived after ${sec(e2e.accepted - e2e.started)} s; stages:`,
-  );
+  log(`  ${s.pages}-page PDF: upload -> active in ${sec(totalMs)} s (${(s.pages / (totalMs / 1000)).toFixed(2)} pages/s), ${e2e.chunks} passages; the 201 after ${sec(e2e.accepted - e2e.started)} s; stages:`);
   for (const [label, v] of stages) log(`    ${label.padEnd(62)} ${sec(v).padStart(7)} s  ${((v / totalMs) * 100).toFixed(0).padStart(3)}%`);
-  log(`    ${formatCpu(cpu)}`);
 
-  // ---- The embedding step vs the embedder on the same texts, interleaved.
-  const raw: number[] = [];
-  const raw32: number[] = [];
-  const pipeline: number[] = [];
-  const timeRaw = async () => {
+  // ---- The embedding step vs the embedder on the same texts, interleaved (the order alternating).
+  const runs: RunStats[] = [];
+  const timed1 = async (target: string, round: number, f: () => Promise<number>) => {
     const t0 = now();
-    const v = await passageVectors(embedder, texts);
-    if (v.length !== texts.length) throw new Error('the embedder returned too few vectors');
-    raw.push(texts.length / ((now() - t0) / 1000));
+    const n = await f();
+    if (n !== texts.length) throw new Error(`${target} embedded ${n} passages, expected ${texts.length}`);
+    const ms = now() - t0;
+    runs.push(runStats(target, round, ms / 1000, n, [ms], 1, {}));
   };
-  const timeRaw32 = async () => {
-    const t0 = now();
-    for (let i = 0; i < texts.length; i += 32) await passageVectors(embedder, texts.slice(i, i + 32));
-    raw32.push(texts.length / ((now() - t0) / 1000));
-  };
-  const timePipeline = async () => {
-    await workerOrm.em.fork().execute('update kb_chunks set embedding = null, embedding_model = null, embedding_dim = null where file_id = ?', [e2e.fileId]);
-    const t0 = now();
-    const n = await indexing.embed(e2e.fileId);
-    if (n !== texts.length) throw new Error(`IndexingService.embed embedded ${n} passages, expected ${texts.length}`);
-    pipeline.push(n / ((now() - t0) / 1000));
+  const raw = (round: number) => timed1('raw embedder', round, async () => (await passageVectors(embedder, texts)).length);
+  const pipeline = async (round: number) => {
+    await worker.em.fork().execute('update kb_chunks set embedding = null, embedding_model = null, embedding_dim = null where file_id = ?', [e2e.fileId]);
+    await timed1('pipeline embed', round, () => indexing.embed(e2e.fileId));
   };
   for (let round = 1; round <= s.rounds; round++) {
-    const order = round % 2 === 1 ? [timeRaw, timePipeline, timeRaw32] : [timeRaw32, timePipeline, timeRaw];
-    for (const f of order) await f();
-    log(
-      `  round ${round}: pipeline ${pipeline[round - 1].toFixed(1)} chunks/s, raw ${raw[round - 1].toFixed(1)} chunks/s ` +
-        `(ratio ${(pipeline[round - 1] / raw[round - 1]).toFixed(2)}); raw in the pipeline's groups of 32 ${raw32[round - 1].toFixed(1)} chunks/s`,
-    );
+    for (const f of round % 2 === 1 ? [raw, pipeline] : [pipeline, raw]) await f(round);
+    log(`  round ${round}: ${runs.slice(-2).map((r) => `${r.target} ${r.requestsPerSec.toFixed(1)} chunks/s`).join(', ')}`);
   }
-  const [{ missing }] = await workerOrm.em.fork().execute<{ missing: string }[]>(
+  const [{ missing }] = await worker.em.fork().execute<{ missing: string }[]>(
     'select count(*) as missing from kb_chunks where file_id = ? and (embedding is null or embedding_dim <> ?)',
     [e2e.fileId, embedder.dimension],
   );
   if (Number(missing) !== 0) throw new Error(`${missing} passages without a vector after the pipeline runs`);
 
-  const ratio = mean(pipeline) / mean(raw);
-  const comparison: Comparison = {
-    name: 'kb-indexing embedding',
-    subject: 'pipeline embed',
-    baseline: 'raw embedder',
-    subjectRequestsPerSec: mean(pipeline),
-    baselineRequestsPerSec: mean(raw),
-    ratio,
-    roundRatios: pipeline.map((p, i) => p / raw[i]),
-    bestRatio: Math.max(...pipeline) / Math.max(...raw),
-    target: TARGET_RATIO,
-    pass: ratio >= TARGET_RATIO,
-    subjectUnit: 'chunks/s',
-    baselineUnit: 'chunks/s',
-  };
+  const comparison = compareTargets(runs, 'kb-indexing embedding', 'pipeline embed', 'raw embedder', TARGET_RATIO, 'chunks/s');
+  const { ratio, subjectRequestsPerSec: pipelineRate, baselineRequestsPerSec: rawRate } = comparison;
   const headline =
     `kb-indexing: ${s.pages}-page PDF in ${sec(totalMs)} s (${(s.pages / (totalMs / 1000)).toFixed(2)} pages/s, ${e2e.chunks} chunks); ` +
-    `embedding pipeline ${mean(pipeline).toFixed(1)} chunks/s / raw embedder ${mean(raw).toFixed(1)} chunks/s = ratio ${ratio.toFixed(2)} (goal >= ${TARGET_RATIO}) ` +
+    `embedding pipeline ${pipelineRate.toFixed(1)} chunks/s / raw embedder ${rawRate.toFixed(1)} chunks/s = ratio ${ratio.toFixed(2)} (goal >= ${TARGET_RATIO}) ` +
     `${comparison.pass ? 'ok' : 'BELOW GOAL'}; in the end-to-end run the embed step did ${e2eEmbedRate.toFixed(1)} chunks/s`;
   log(`  ${headline}`);
 
@@ -352,36 +187,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     description:
       `A ${s.pages}-page PDF (${words} words) uploaded through the API and indexed by outbox dispatcher + Temporal kbIndexWorkflow until active; ` +
       'then IndexingService.embed on its passages vs the embedder called directly on the same texts, interleaved',
-    settings: { ...s, warmupPages: WARMUP_PAGES, temporal: 'temporal server start-dev, SQLite file', order: 'per round raw / pipeline / raw-32 alternating direction; mean over rounds' },
-    runs: [],
-    targets: [],
+    settings: { ...s, warmupPages: WARMUP_PAGES, temporal: 'temporal server start-dev, SQLite file', order: 'per round raw / pipeline alternating; mean over rounds' },
+    runs,
+    targets: ['pipeline embed', 'raw embedder'].map((t) => summarizeTarget(runs, t)),
     comparisons: [comparison],
     headlines: [headline],
-    details: {
-      pdfBytes: pdf.length,
-      words,
-      chunks: e2e.chunks,
-      tokensPerPassage: tokens,
-      endToEndSeconds: totalMs / 1000,
-      pagesPerSecond: s.pages / (totalMs / 1000),
-      uploadSeconds: (e2e.accepted - e2e.started) / 1000,
-    stagesSeconds: Object.fromEntries(stages.map(([k, v]) => [k, round1(v) / 1000])),
-      endToEndEmbedChunksPerSecond: e2eEmbedRate,
-      cpu,
-      modelLoadSeconds: modelLoadMs / 1000,
-      workflowBundleSeconds: bundleMs / 1000,
-      chunksPerSecond: { pipeline, raw, rawInGroupsOf32: raw32 },
-    },
+    details: { pdfBytes: pdf.length, words, chunks: e2e.chunks, endToEndSeconds: totalMs / 1000, stagesSeconds: Object.fromEntries(stages.map(([k, v]) => [k, round1(v) / 1000])), modelLoadSeconds: modelLoadMs / 1000 },
   };
-}
-
-/** Word pieces per passage as the model sees them (truncated at its maximum): mean, min, max; with the embedder's own tokenizer. */
-async function tokenCounts(embedder: LocalEmbedder, texts: string[]): Promise<{ mean: number; min: number; max: number; truncated: number }> {
-  // LocalEmbedder's private loaded(): the tokenizer instance it embeds with.
-  const { tokenizer } = await (embedder as unknown as { loaded(): Promise<{ tokenizer: { encode(t: string): number[] } }> }).loaded();
-  const lengths = texts.map((t) => tokenizer.encode(t).length);
-  const capped = lengths.map((n) => Math.min(n, 256));
-  return { mean: Math.round(mean(capped)), min: Math.min(...capped), max: Math.max(...capped), truncated: lengths.filter((n) => n > 256).length };
 }
 
 export function benchKbIndexing(log: (line: string) => void = console.log): Promise<Result> {

@@ -1,14 +1,8 @@
-// `npm run bench`: runs each benchmark section in turn, prints a summary and writes
-// bench/results/latest.json. Settings come from the environment (bench/lib/load.ts):
-// BENCH_DURATION_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10),
-// BENCH_ROUNDS (2), BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section
-// (and replaces only that section's entry in latest.json);
-// BENCH_STRICT=1 exits 1 when a ratio (or another checked goal) misses its target.
-// Section-specific settings (BENCH_WEBHOOK_*, BENCH_KB_*, BENCH_MSGAPP_*, BENCH_WIDGET_*) are described at the top of
-// the section's file.
-//
-// To add a section (webhooks, KB indexing, search): write bench/<name>.ts exporting an
-// `async (log) => Result` and list it in SECTIONS.
+// `npm run bench`: runs each section, prints a summary, writes bench/results/latest.json.
+// BENCH_DURATION_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10), BENCH_ROUNDS (2),
+// BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section (replacing only its entry in
+// latest.json); BENCH_STRICT=1 exits 1 when a ratio or check misses its goal. Section settings
+// are at the top of each section's file.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -82,15 +76,8 @@ async function main(): Promise<void> {
   const file = path.join(dir, 'latest.json');
   const machine = { node: process.version, platform: `${os.platform()} ${os.release()}`, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model };
   // BENCH_ONLY replaces that section's entry and keeps the other sections' last results (each result has its own finishedAt).
-  let kept: Result[] = [];
-  if (only) {
-    try {
-      const previous = JSON.parse(await readFile(file, 'utf8')) as { results?: Result[] };
-      kept = (previous.results ?? []).filter((r) => !results.some((x) => x.section === r.section));
-    } catch {
-      kept = [];
-    }
-  }
+  const previous = only ? await readFile(file, 'utf8').then((t) => (JSON.parse(t) as { results?: Result[] }).results ?? [], () => []) : [];
+  const kept = previous.filter((r) => !results.some((x) => x.section === r.section));
   const order = (r: Result) => SECTIONS.findIndex((s) => s.name === r.section);
   const all = [...kept, ...results].sort((a, b) => order(a) - order(b));
   await writeFile(file, JSON.stringify({ finishedAt: new Date().toISOString(), machine, results: all }, null, 2) + '\n');

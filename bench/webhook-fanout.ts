@@ -1,87 +1,298 @@
-// The webhook-fanout section: N events fanned out through the real pipeline (emitEvent's
-// outbox + NOTIFY → OutboxDispatcher → one webhookDeliveryWorkflow per delivery → the
-// attempt activity's signed HTTPS POST) to a local HTTPS receiver, against plain HTTPS
-// POSTs from Node to the same receiver in the same run. The measurement itself lives in
-// webhook-fanout-child.ts; this file runs it in a child process (see below) and relays
-// its log and its Result.
+// The webhook-fanout section: N events through the real pipeline (emitEvent's outbox + NOTIFY
+// -> the worker's outbox relay -> a webhookDeliveryWorkflow each -> the attempt's signed HTTPS
+// POST) to a local HTTPS receiver, against plain signed HTTPS POSTs from Node to the same
+// receiver: warm-up, then plain, webhook, plain,
+// ..., plain, each webhook round against the mean of the plain runs around it. Stages are timed
+// by wrapping the worker composition's DeliveryService and its client's workflow.start.
 //
-// Settings (besides BENCH_ROUNDS, BENCH_CONNECTIONS, BENCH_PG_URL from bench/lib):
-//   BENCH_WEBHOOK_EVENTS (500)           events per measured round (one subscription: one delivery each)
-//   BENCH_WEBHOOK_WARMUP_EVENTS (20)     unmeasured warm-up burst (and as many warm-up plain POSTs)
-//   BENCH_WEBHOOK_PROBES (10)            events sent one at a time on an idle pipeline (unloaded latency)
-//   BENCH_WEBHOOK_TIMEOUT_SECONDS (300)  limit for one phase's deliveries to arrive (and to settle); the section fails past it
-//   BENCH_WEBHOOK_HISTORY_SAMPLE (25)    workflow histories read per round for the Temporal stage breakdown
-//   BENCH_WEBHOOK_TLS (extra-ca)         how the sender trusts the receiver's test CA: `extra-ca`
-//                                        (NODE_EXTRA_CA_CERTS in the child, the sender's `ca` setting unset,
-//                                        as in production) or `ca-option` (the sender's `ca` setting, as the
-//                                        test suite does; see the note below)
-//   BENCH_WEBHOOK_TEMPORAL (file)        the dev server's store: `file` (SQLite file, as `npm start` runs it)
-//                                        or `memory` (in-memory, as the test suite runs it)
-//   BENCH_WEBHOOK_WORKER_OPTIONS ('')    JSON merged into the worker's options, for tuning experiments,
-//                                        e.g. '{"maxConcurrentActivityTaskExecutions":200}'
-//
-// Why a child process: with the sender's `ca` setting, safePost (core/net/safe-http.ts)
-// passes `ca: [...tls.rootCertificates, ca]` on every request, and with `agent: false`
-// Node builds a new SecureContext from those ~145 PEMs for every connection: about 21 ms
-// of CPU per delivery on the reference machine, which caps deliveries at about 45/s on
-// its own. Production never sets `ca`, so by default the child is started with
-// NODE_EXTRA_CA_CERTS naming the test CA (read once at process start) and the sender
-// runs exactly the production code path.
-import { fork } from 'node:child_process';
+// BENCH_WEBHOOK_EVENTS (500 per round), _WARMUP_EVENTS (20), _TIMEOUT_SECONDS
+// (300), _TLS (extra-ca: the test CA through NODE_EXTRA_CA_CERTS, as production trusts its CAs;
+// ca-option: the sender's `ca` setting, as the tests do, ~21 ms of CPU per connection).
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { createTestPki } from '../test/support/tls';
-import type { Result } from './lib/types';
+import { policyFromCidrs } from '../core/net/ssrf';
+import { emitEvent } from '../core/webhooks/emitter';
+import { USER_AGENT } from '../core/webhooks/sender';
+import { signatureHeader, verifyWebhook } from '../core/webhooks/signature';
+import { createTestPki, type TestPki } from '../test/support/tls';
+import { childMain, runInChild, type Cleanup } from './lib/child';
+import { envNumber, loadSettings } from './lib/load';
+import { benchCompose, benchTemporal, benchWorker, setUpBench } from './lib/setup';
+import { around, inLanes, mean, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
+import type { Comparison, Result, RunStats } from './lib/types';
 
-export type ChildMessage = { kind: 'log'; line: string } | { kind: 'result'; result: Result } | { kind: 'error'; message: string };
+const PKI_FILE_ENV = 'BENCH_WEBHOOK_PKI_FILE';
+const TARGET_RATIO = 0.5;
+const now = () => performance.now();
+const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 
-/** The files the child reads: the test PKI (JSON) and the CA alone (PEM, for NODE_EXTRA_CA_CERTS). */
-export const PKI_FILE_ENV = 'BENCH_WEBHOOK_PKI_FILE';
-/** The directory the child keeps its files in (removed here even when the child dies). */
-export const TMP_DIR_ENV = 'BENCH_WEBHOOK_TMP_DIR';
+function loadWebhookSettings() {
+  const base = loadSettings();
+  return {
+    events: Math.round(envNumber('BENCH_WEBHOOK_EVENTS', 500, 1)),
+    warmupEvents: Math.round(envNumber('BENCH_WEBHOOK_WARMUP_EVENTS', 20, 0)),
+    timeoutSeconds: envNumber('BENCH_WEBHOOK_TIMEOUT_SECONDS', 300, 1),
+    rounds: base.rounds,
+    /** In-flight plain POSTs, and concurrent emitting transactions on the webhook side. */
+    concurrency: base.connections,
+    tls: process.env.BENCH_WEBHOOK_TLS === 'ca-option' ? ('ca-option' as const) : ('extra-ca' as const),
+  };
+}
+
+/** A message.inbound payload of a realistic size (the envelope is ~400 bytes). */
+const TEXT = 'Hello! I ordered a blue jacket last week and would like to know whether it has shipped yet, and when it should arrive. Thanks.';
+const eventData = (i: number) => ({ message_id: `msg_bench_${i}`, conversation_id: 'conv_bench', channel: 'msgapp', from: '+15550100100', text: TEXT });
+
+/** Per delivery: when each stage happened (performance.now() ms). */
+type Stage = 'emit' | 'picked' | 'startCall' | 'started' | 'attemptStart' | 'recv' | 'attemptEnd' | 'outcomeStart' | 'outcomeEnd';
+
+/** The in-process stage intervals reported for every delivery: [label, from, to]. */
+const STAGES: Array<[string, Stage, Stage]> = [
+  ['emit commit -> dispatcher read it', 'emit', 'picked'],
+  ['dispatcher read -> start RPC sent', 'picked', 'startCall'],
+  ['start RPC (StartWorkflowExecution)', 'startCall', 'started'],
+  ['workflow started -> attempt activity running', 'started', 'attemptStart'],
+  ['attempt running -> receipt (select, sign, TLS connect, POST)', 'attemptStart', 'recv'],
+  ['receipt -> attempt done (response, 2 writes)', 'recv', 'attemptEnd'],
+  ['attempt done -> recordOutcome running', 'attemptEnd', 'outcomeStart'],
+  ['recordOutcome', 'outcomeStart', 'outcomeEnd'],
+];
+
+type Phase = { stats: RunStats; ids: string[] };
+
+async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
+  const s = loadWebhookSettings();
+  const pki = JSON.parse(fs.readFileSync(process.env[PKI_FILE_ENV]!, 'utf8')) as TestPki;
+
+  // ---- Stage marks, filled by the receiver and by the wrappers on the worker's instances.
+  const marks = new Map<string, Partial<Record<Stage, number>>>();
+  const mark = (id: string, stage: Stage, t = now()) => {
+    const m = marks.get(id) ?? {};
+    marks.set(id, m);
+    m[stage] ??= t;
+  };
+  const problems: string[] = [];
+
+  // ---- The receiver: HTTPS with the test certificate, 200 at once, receipt time per X-Concierge-Delivery.
+  const received = new Map<string, { body: Buffer; signature: string }>();
+  const plainReceived = new Map<string, number>();
+  let duplicates = 0;
+  const server = https.createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const at = now();
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+      const id = String(req.headers['x-concierge-delivery'] ?? '');
+      if (!id.startsWith('dlv_')) return void plainReceived.set(id, at);
+      if (received.has(id)) duplicates++;
+      received.set(id, { body: Buffer.concat(chunks), signature: String(req.headers['x-concierge-signature'] ?? '') });
+      mark(id, 'recv', at);
+    });
+  });
+  server.on('tlsClientError', () => undefined);
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', () => resolve()));
+  cleanup.push(['receiver', () => new Promise((resolve) => server.close(() => resolve()).closeAllConnections())]);
+  const port = (server.address() as { port: number }).port;
+  const hookUrl = `https://127.0.0.1:${port}/hook`;
+
+  // ---- The "API" process emitting events, and a worker process (relay, workflows, activities) instrumented from outside.
+  const bench = await setUpBench(cleanup);
+  const { workspaceId } = bench;
+  // Deliveries may reach loopback (the receiver); with ca-option the sender trusts the test CA through its `ca` setting.
+  const composed = {
+    config: { CONCIERGE_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8' },
+    overrides: s.tls === 'ca-option' ? { services: { sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 10_000, ca: pki.ca } } } : {},
+  };
+  const emitter = await benchCompose(bench, 'cli', composed);
+  const subscription = await emitter.services.subscriptions.create(workspaceId, hookUrl, ['message.inbound']);
+  const dev = await benchTemporal(bench);
+  const worker = await benchWorker(bench, dev, composed, (c) => {
+    const deliveries = c.services.deliveries;
+    around(deliveries, 'undispatched', () => undefined, (rows) => rows.forEach((r) => mark(r.id, 'picked')));
+    around(deliveries, 'attempt', (id) => mark(id, 'attemptStart'), (r, id, _run, n) => {
+      mark(id, 'attemptEnd');
+      if (r.outcome !== 'delivered') problems.push(`${id} attempt ${n}: ${r.outcome} ${r.error ?? ''}`.trim());
+    });
+    around(deliveries, 'recordOutcome', (id) => mark(id, 'outcomeStart'), (_r, id) => mark(id, 'outcomeEnd'));
+    const wf = c.temporal!.client.workflow;
+    const start = wf.start.bind(wf);
+    wf.start = (async (type: Parameters<typeof start>[0], opts: Parameters<typeof start>[1]) => {
+      const id = (opts.args?.[0] as { deliveryId?: string } | undefined)?.deliveryId;
+      if (id) mark(id, 'startCall');
+      const handle = await start(type, opts);
+      if (id) mark(id, 'started');
+      return handle;
+    }) as typeof wf.start;
+  });
+  const client = worker.temporal!.client;
+  log(`  setup: Temporal dev server ${dev.address} (SQLite file), one worker with the outbox relay, HTTPS receiver ${hookUrl}; TLS trust: ${s.tls}`);
+
+  const count = (ids: string[], stage: Stage) => ids.filter((id) => marks.get(id)?.[stage] !== undefined).length;
+  const progress = (ids: string[]) =>
+    `of ${ids.length}: read ${count(ids, 'picked')}, started ${count(ids, 'started')}, received ${count(ids, 'recv')}, recorded ${count(ids, 'outcomeEnd')}; problems: ${problems.slice(0, 5).join('; ') || 'none'}`;
+  const waitUntil = (cond: () => boolean | Promise<boolean>, what: () => string) => waitFor(cond, s.timeoutSeconds * 1000, what);
+  /** Every delivery recorded as delivered and no delivery workflow still running. */
+  async function settle(ids: string[]): Promise<void> {
+    await waitUntil(() => count(ids, 'outcomeEnd') === ids.length, () => `waiting for outcomes ${progress(ids)}`);
+    const running = `WorkflowType = "webhookDeliveryWorkflow" AND ExecutionStatus = "Running"`;
+    await waitUntil(async () => (await client.workflow.count(running)).count === 0, () => 'delivery workflows still running');
+    const [{ pending }] = await bench.db.orm.em
+      .fork()
+      .execute<{ pending: string }[]>(`select count(*) as pending from webhook_deliveries where status <> 'delivered' and id in (${ids.map(() => '?').join(',')})`, ids);
+    if (Number(pending) !== 0) throw new Error(`${pending} deliveries not marked delivered after settling`);
+  }
+  const emit = async (i: number) => {
+    const { deliveryIds } = await emitter.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
+    if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1`);
+    mark(deliveryIds[0], 'emit');
+    return deliveryIds[0];
+  };
+
+  // ---- The webhook side: N events, each its own transaction, `concurrency` at a time; rate = N / (last receipt - first emit).
+  async function webhookRun(round: number, n: number, concurrency: number): Promise<Phase> {
+    const ids: string[] = [];
+    await inLanes(n, concurrency, async (i) => void ids.push(await emit(i)));
+    await waitUntil(() => count(ids, 'recv') === ids.length, () => `webhook round ${round}: not every delivery arrived ${progress(ids)}`);
+    await settle(ids);
+    if (problems.length) throw new Error(`webhook round ${round}: attempts that did not deliver: ${problems.slice(0, 5).join('; ')}`);
+    for (const id of ids) verifyWebhook(received.get(id)!.body, received.get(id)!.signature, subscription.secret);
+    const at = (id: string, st: Stage) => marks.get(id)![st]!;
+    const seconds = (Math.max(...ids.map((id) => at(id, 'recv'))) - Math.min(...ids.map((id) => at(id, 'emit')))) / 1000;
+    return { ids, stats: runStats('webhook', round, seconds, n, ids.map((id) => at(id, 'recv') - at(id, 'emit')), concurrency, { '200': n }) };
+  }
+
+  // ---- The baseline: the same receiver, a similar signed body, straight from Node (`plain`: a fresh TLS connection per POST, as the sender makes).
+  async function plainRun(target: 'plain' | 'plain-keepalive', round: number, n: number, concurrency: number): Promise<Phase> {
+    const ca = s.tls === 'ca-option' ? pki.ca : undefined;
+    const agent = target === 'plain' ? false : new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
+    const tag = `${target}_${round}_${randomBytes(3).toString('hex')}`;
+    const starts = new Map<string, number>();
+    await inLanes(n, concurrency, (i) =>
+      new Promise<void>((resolve, reject) => {
+        const id = `${tag}_${i}`;
+        starts.set(id, now());
+        const body = Buffer.from(JSON.stringify({ id: `evt_${tag}_${i}`, event: 'message.inbound', created_at: new Date().toISOString(), data: eventData(i) }));
+        const headers = {
+          'Content-Type': 'application/json',
+          'X-Concierge-Signature': signatureHeader(subscription.secret, body, Math.floor(Date.now() / 1000)),
+          'X-Concierge-Event': 'message.inbound',
+          'X-Concierge-Delivery': id,
+          'User-Agent': USER_AGENT,
+          'Content-Length': String(body.length),
+        };
+        const req = https.request({ method: 'POST', hostname: '127.0.0.1', port, path: '/hook', agent, ...(agent === false && ca ? { ca } : {}), headers });
+        req.on('error', reject);
+        req.on('response', (res) => res.resume().on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`plain POST answered ${res.statusCode}`)))));
+        req.end(body);
+      }),
+    );
+    if (agent) agent.destroy();
+    const ids = [...starts.keys()];
+    if (ids.some((id) => !plainReceived.has(id))) throw new Error(`${target}: POSTs answered but not recorded by the receiver`);
+    const seconds = (Math.max(...ids.map((id) => plainReceived.get(id)!)) - Math.min(...starts.values())) / 1000;
+    const latencies = ids.map((id) => plainReceived.get(id)! - starts.get(id)!);
+    for (const id of ids) plainReceived.delete(id);
+    return { ids, stats: runStats(target, round, seconds, n, latencies, concurrency, { '200': n }) };
+  }
+
+  const stageSpreads = (ids: string[]): Record<string, Spread> =>
+    Object.fromEntries(
+      STAGES.map(([label, from, to]) => [label, spread(ids.map((id) => marks.get(id)!).filter((m) => m[from] !== undefined && m[to] !== undefined).map((m) => m[to]! - m[from]!))]),
+    );
+  const printStages = (title: string, st: Record<string, Spread>) => {
+    log(`    ${title} (p50 / p99 ms):`);
+    for (const [k, v] of Object.entries(st)) log(`      ${k.padEnd(58)} ${ms(v.p50).padStart(8)} / ${ms(v.p99).padStart(8)}`);
+  };
+  const runs: RunStats[] = [];
+  const record = (p: Phase, unit: string, note = '') => {
+    const r = p.stats;
+    runs.push(r);
+    log(
+      `  ${r.target.padEnd(16)} ${(r.round === 0 ? 'warm-up' : `round ${r.round}`).padEnd(8)} ${r.requestsPerSec.toFixed(0).padStart(6)} ${unit.padEnd(12)} ` +
+        `p50 ${ms(r.latencyP50Ms).padStart(7)} ms  p99 ${ms(r.latencyP99Ms).padStart(7)} ms  (${r.totalRequests} in ${r.durationSeconds.toFixed(2)} s)  ${note}`,
+    );
+    return p;
+  };
+
+  // ---- Warm-up (excluded), then plain, webhook, plain, ..., plain.
+  if (s.warmupEvents > 0) {
+    record(await webhookRun(0, s.warmupEvents, s.concurrency), 'deliveries/s', '(excluded)');
+    for (const t of ['plain', 'plain-keepalive'] as const) record(await plainRun(t, 0, s.warmupEvents, s.concurrency), 'posts/s', '(excluded)');
+    runs.length = 0;
+  }
+  const plains: Phase[] = [];
+  const webhooks: Phase[] = [];
+  const plainSlot = async (slot: number) => {
+    for (const t of (slot % 2 === 1 ? ['plain', 'plain-keepalive'] : ['plain-keepalive', 'plain']) as Array<'plain' | 'plain-keepalive'>) {
+      const p = record(await plainRun(t, slot, s.events, s.concurrency), 'posts/s');
+      if (t === 'plain') plains.push(p);
+    }
+  };
+  const roundStages: Record<string, Spread>[] = [];
+  await plainSlot(1);
+  for (let round = 1; round <= s.rounds; round++) {
+    const w = record(await webhookRun(round, s.events, s.concurrency), 'deliveries/s');
+    webhooks.push(w);
+    roundStages.push(stageSpreads(w.ids));
+    printStages(`stages of the ${s.events} deliveries`, roundStages[roundStages.length - 1]);
+    await plainSlot(round + 1);
+  }
+  if (duplicates) throw new Error(`the receiver got ${duplicates} duplicate deliveries`);
+
+  // ---- Figures: each webhook round against the mean of the plain runs around it.
+  const [webhookSummary, plainSummary, keepaliveSummary] = ['webhook', 'plain', 'plain-keepalive'].map((t) => summarizeTarget(runs, t));
+  const ratio = webhookSummary.meanRequestsPerSec / plainSummary.meanRequestsPerSec;
+  const roundRatios = webhooks.map((w, k) => w.stats.requestsPerSec / mean([plains[k].stats.requestsPerSec, plains[k + 1].stats.requestsPerSec]));
+  const comparison: Comparison = {
+    name: 'webhook-fanout',
+    subject: 'webhook',
+    baseline: 'plain',
+    subjectRequestsPerSec: webhookSummary.meanRequestsPerSec,
+    baselineRequestsPerSec: plainSummary.meanRequestsPerSec,
+    ratio,
+    roundRatios,
+    bestRatio: webhookSummary.bestRequestsPerSec / plainSummary.bestRequestsPerSec,
+    target: TARGET_RATIO,
+    pass: ratio >= TARGET_RATIO,
+    subjectUnit: 'deliveries/s',
+    baselineUnit: 'posts/s',
+  };
+  log(
+    `  webhook-fanout: ${webhookSummary.meanRequestsPerSec.toFixed(0)} deliveries/s / plain ${plainSummary.meanRequestsPerSec.toFixed(0)} posts/s = ratio ${ratio.toFixed(2)} ` +
+      `(goal >= ${TARGET_RATIO}) ${comparison.pass ? 'ok' : 'BELOW GOAL'}; latency p50 ${ms(webhookSummary.meanLatencyP50Ms)} ms vs plain ${ms(plainSummary.meanLatencyP50Ms)} ms; ` +
+      `keep-alive plain ${keepaliveSummary.meanRequestsPerSec.toFixed(0)} posts/s (the sender opens a fresh connection per POST by design)`,
+  );
+  return {
+    section: 'webhook-fanout',
+    description:
+      `${s.events} message.inbound events (one transaction each, ${s.concurrency} at a time) through outbox + relay + Temporal delivery workflows to a local HTTPS receiver, ` +
+      `vs as many plain signed HTTPS POSTs from Node (${s.concurrency} in flight, fresh connection each) to the same receiver`,
+    settings: { ...s, temporal: 'temporal server start-dev, SQLite file', order: 'plain, webhook, plain, ..., plain; rates: N / (last receipt - first emit or request start)' },
+    runs,
+    targets: [webhookSummary, plainSummary, keepaliveSummary],
+    comparisons: [comparison],
+    details: { roundStages },
+  };
+}
 
 export async function benchWebhookFanout(log: (line: string) => void = console.log): Promise<Result> {
-  const tlsMode = process.env.BENCH_WEBHOOK_TLS ?? 'extra-ca';
-  if (tlsMode !== 'extra-ca' && tlsMode !== 'ca-option') throw new Error(`BENCH_WEBHOOK_TLS=${tlsMode}: expected extra-ca or ca-option`);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-webhook-'));
+  const tls = process.env.BENCH_WEBHOOK_TLS ?? 'extra-ca';
+  if (tls !== 'extra-ca' && tls !== 'ca-option') throw new Error(`BENCH_WEBHOOK_TLS=${tls}: expected extra-ca or ca-option`);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-pki-'));
   try {
     const pki = createTestPki();
     const pkiFile = path.join(dir, 'pki.json');
-    const caFile = path.join(dir, 'ca.pem');
     fs.writeFileSync(pkiFile, JSON.stringify(pki), { mode: 0o600 });
-    fs.writeFileSync(caFile, pki.ca);
-    const env: NodeJS.ProcessEnv = { ...process.env, [PKI_FILE_ENV]: pkiFile, [TMP_DIR_ENV]: dir, BENCH_WEBHOOK_TLS: tlsMode };
-    // NODE_EXTRA_CA_CERTS names one file; the child only talks TLS to the receiver.
-    if (tlsMode === 'extra-ca') env.NODE_EXTRA_CA_CERTS = caFile;
-
-    const child = fork(path.join(__dirname, 'webhook-fanout-child.ts'), [], { env, execArgv: process.execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    let result: Result | null = null;
-    let failure: string | null = null;
-    let straggler: NodeJS.Timeout | null = null;
-    child.on('message', (m: ChildMessage) => {
-      if (m.kind === 'log') log(m.line);
-      else failure ??= m.kind === 'error' ? m.message : null;
-      if (m.kind === 'result') result = m.result;
-      // The child cleans up and exits after its result or error; one that hangs there is a bug, not a reason to hang the run.
-      if (m.kind !== 'log' && !straggler) {
-        straggler = setTimeout(() => {
-          log('  the benchmark process did not exit 60 s after finishing; stopping it');
-          child.kill('SIGKILL');
-        }, 60_000);
-        straggler.unref();
-      }
-    });
-    const code = await new Promise<number | null>((resolve, reject) => {
-      child.once('error', reject);
-      child.once('exit', (c, signal) => resolve(c ?? (signal ? 128 : null)));
-    });
-    if (straggler) clearTimeout(straggler);
-    if (failure) throw new Error(`webhook-fanout: ${failure}`);
-    if (code !== 0) throw new Error(`webhook-fanout: the benchmark process exited with code ${code}`);
-    if (!result) throw new Error('webhook-fanout: the benchmark process exited without a result');
-    return result;
+    fs.writeFileSync(path.join(dir, 'ca.pem'), pki.ca);
+    // NODE_EXTRA_CA_CERTS is read once at process start: the child trusts the test CA as production trusts its CAs.
+    return await runInChild(__filename, 'webhook-fanout', log, { [PKI_FILE_ENV]: pkiFile, ...(tls === 'extra-ca' ? { NODE_EXTRA_CA_CERTS: path.join(dir, 'ca.pem') } : {}) });
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
+
+if (require.main === module) childMain(measure);

@@ -1,50 +1,21 @@
-// The widget-sockets section: fan-out of chat frames to many open widget sockets. Runs in
-// a child process of its own (bench/lib/child.ts).
+// The widget-sockets section: fan-out of chat frames to many open widget sockets. C
+// conversations with an open reply socket each, split across A API processes (startApi: a
+// ChatHub each); a publisher with its own pool (as a worker) publishes K reply_delta frames
+// per conversation with publishFrame, P at once, each conversation's frames in order. Measured:
+// frames delivered / sent and in order (goal: all), publish -> socket latency, frames/s.
+// Baselines: the same frames on another channel to one plain LISTEN connection (bus, same
+// load), and NOTIFY -> LISTEN one at a time on one connection (the bus's floor).
 //
-// C conversations, each with one open reply socket (GET /api/chat/connect), split across
-// A API app instances on the same database (each with its own ChatHub and LISTEN
-// connection, as separate API processes have; here they share this process). A publisher
-// with its own connection pool, as a worker is, publishes K `reply_delta` frames per
-// conversation with publishFrame (NOTIFY on chat_frames), P publishers at once, each owning
-// a share of the conversations and going round them one frame at a time, so each
-// conversation's frames are published in order, one after the other, while conversations
-// interleave. Every frame's text carries its sequence number and its send time (taken just
-// before publishFrame). Measured: frames delivered ÷ frames sent (goal 1.0), whether each
-// conversation received its frames in order (goal: all), publish → socket latency p50/p99,
-// and frames/s from the first publish to the last arrival.
-//
-// Baselines in the same run, so the report shows what the hub adds on top of the bus:
-//   - bus (same load): the same frames, published the same way from the same pool, on
-//     another channel, received by one plain pg client LISTENing (no hub, no socket);
-//   - bus round trip: NOTIFY and LISTEN on one pg connection, one notice at a time, as many
-//     notices as frames (the bus's floor).
-// BENCH_ROUNDS rounds, the hub and the same-load bus alternating which goes first; each side
-// gets an unmeasured warm-up round first. The throughput ratio is informational (target 0).
-//
-// Settings (besides BENCH_ROUNDS, BENCH_PG_URL from bench/lib):
-//   BENCH_WIDGET_SOCKETS (200)           conversations, one open socket each
-//   BENCH_WIDGET_FRAMES (20)             frames published per conversation per round
-//   BENCH_WIDGET_SOCKET_APPS (2)         API app instances the sockets are split across (1 or more)
-//   BENCH_WIDGET_PUBLISHERS (10)         publishes in flight (the publisher pool holds 10 connections)
-//   BENCH_WIDGET_DRAIN_MS (5000)         how long to wait for missing frames after the last publish
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
+// BENCH_WIDGET_SOCKETS (200), _FRAMES (20 per conversation per round), _SOCKET_APPS (2),
+// _PUBLISHERS (10 in flight), _DRAIN_MS (5000: wait for missing frames).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { publishFrame, type ChatNotice } from '../core/chat/frames';
-import { SecretBox } from '../core/crypto/secret-box';
-import { openDatabase } from '../core/db/orm';
-import { policyFromCidrs } from '../core/net/ssrf';
-import type { ServiceOptions } from '../core/services';
 import { childMain, runInChild, type Cleanup } from './lib/child';
-import { createBenchDatabase, createWorkspace } from './lib/db';
 import { envNumber, loadSettings } from './lib/load';
-import { unusedKbOptions } from './lib/services';
-import { mean, percentile, round1, spread, summarizeTarget } from './lib/stats';
-import type { Check, Comparison, Result, RunStats, TargetSummary } from './lib/types';
-import { createWidgetSite, initConversation, openReplySocket, startWidgetApi, type WidgetApi } from './lib/widget';
+import { benchApi, benchCompose, listenOn, setUpBench, type BenchApi } from './lib/setup';
+import { compareTargets, percentile, round1, runStats, spread, summarizeTarget } from './lib/stats';
+import type { Check, Result, RunStats } from './lib/types';
+import { createWidgetSite, initConversation, openReplySocket } from './lib/widget';
 
 const TARGET_RATIO = 0;
 const BUS_CHANNEL = 'bench_frames';
@@ -68,27 +39,25 @@ function settings() {
 
 /** A frame's text: its sequence number and send time (performance.now(), this process). */
 const frameText = (seq: number, sentAt: number) => `${seq} ${sentAt.toFixed(3)}`;
-function parseFrameText(text: string): { seq: number; sentAt: number } {
-  const [seq, sentAt] = text.split(' ').map(Number);
-  return { seq, sentAt };
-}
 
 /** What one side of one round received, per conversation. */
 class Receipts {
   readonly seqs: number[][];
   readonly latenciesMs: number[] = [];
-  received = 0;
   lastAt = 0;
 
   constructor(conversations: number) {
     this.seqs = Array.from({ length: conversations }, () => []);
   }
 
+  get received() {
+    return this.latenciesMs.length;
+  }
+
   add(conversation: number, text: string, at: number): void {
-    const { seq, sentAt } = parseFrameText(text);
+    const [seq, sentAt] = text.split(' ').map(Number);
     this.seqs[conversation].push(seq);
     this.latenciesMs.push(at - sentAt);
-    this.received++;
     this.lastAt = Math.max(this.lastAt, at);
   }
 
@@ -98,47 +67,17 @@ class Receipts {
   }
 }
 
-interface Burst {
-  sent: number;
-  received: number;
-  inOrder: number;
-  latenciesMs: number[];
-  /** First publish to last arrival. */
-  seconds: number;
-  framesPerSec: number;
-}
+/** One side of one round: latency publish -> arrival, seconds from the first publish to the last arrival. */
+type Burst = { sent: number; received: number; inOrder: number; latenciesMs: number[]; seconds: number; framesPerSec: number };
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bench-sockets-'));
-  cleanup.push(['temp dir', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
-
-  // ---- Database; the publisher's own pool, as a worker process has.
-  const db = await createBenchDatabase();
-  cleanup.push(['database', () => db.drop()]);
-  const publisherOrm = await openDatabase(db.url);
-  cleanup.push(['publisher orm', () => publisherOrm.close(true)]);
-  const publisher: EntityManager = publisherOrm.em;
-  const workspaceId = await createWorkspace(db.orm);
-  const options: ServiceOptions = {
-    idempotencyTtlHours: 24,
-    box: new SecretBox(randomBytes(32)),
-    sender: { policy: policyFromCidrs(''), timeoutMs: 10_000 },
-    ...unusedKbOptions(tmp).options,
-  };
-
-  // ---- The API apps: the first on the benchmark's ORM, the others on pools of their own.
-  const apis: WidgetApi[] = [];
-  for (let a = 0; a < s.apps; a++) {
-    let orm = db.orm;
-    if (a > 0) {
-      const own = await openDatabase(db.url);
-      cleanup.push([`api ${a + 1} orm`, () => own.close(true)]);
-      orm = own;
-    }
-    apis.push(await startWidgetApi({ name: `api ${a + 1}`, orm, databaseUrl: db.url, options, cleanup }));
-  }
-  const { siteId } = await createWidgetSite(apis[0], workspaceId, 'Help shoppers.');
+  const bench = await setUpBench(cleanup);
+  // The publisher: a pool of its own, as a worker process has. The API apps: one composition each, as separate API processes.
+  const publisher: EntityManager = (await benchCompose(bench, 'cli')).em;
+  const apis: BenchApi[] = [];
+  for (let a = 0; a < s.apps; a++) apis.push(await benchApi(bench));
+  const { siteId } = await createWidgetSite(apis[0], bench.workspaceId, 'Help shoppers.');
 
   // ---- Conversations and their sockets; each frame is kept for the round it belongs to.
   let current: { replyId: string; receipts: Receipts } | null = null;
@@ -147,38 +86,20 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const index = new Map(conversations.map((c, i) => [c, i]));
   let t = now();
   const strays: string[] = [];
-  await Promise.all(
-    conversations.map((c, i) =>
-      openReplySocket(
-        apis[i % apis.length],
-        siteId,
-        c,
-        (frame, at) => {
-          if (frame.type === 'ping') return;
-          if (frame.type !== 'reply_delta' || !current || frame.reply_id !== current.replyId) {
-            strays.push(JSON.stringify(frame).slice(0, 200));
-            return;
-          }
-          current.receipts.add(i, String(frame.text), at);
-        },
-        cleanup,
-      ),
-    ),
-  );
+  const onFrame = (i: number) => (frame: Record<string, unknown>, at: number) => {
+    if (frame.type === 'reply_delta' && current && frame.reply_id === current.replyId) current.receipts.add(i, String(frame.text), at);
+    else if (frame.type !== 'ping') strays.push(JSON.stringify(frame).slice(0, 200));
+  };
+  await Promise.all(conversations.map((c, i) => openReplySocket(apis[i % apis.length], siteId, c, onFrame(i), cleanup)));
   const openMs = now() - t;
-  const held = apis.map((a) => a.hub.size);
+  const held = apis.map((a) => a.chatHub.size);
   if (held.reduce((x, y) => x + y, 0) !== s.sockets) throw new Error(`the hubs hold ${held.join(' + ')} sockets, expected ${s.sockets}`);
   log(`  setup: ${s.apps} API app(s) with a ChatHub each, holding ${held.join(' + ')} sockets (opened in ${ms(openMs)} ms); publisher pool of 10; ${s.publishers} publishes in flight`);
 
   // ---- The same-load bus baseline's listener: one plain connection.
-  const listener = new Client({ connectionString: db.url });
-  await listener.connect();
-  cleanup.push(['bus listener', () => listener.end()]);
-  await listener.query(`listen ${BUS_CHANNEL}`);
-  listener.on('notification', (msg) => {
-    const at = now();
-    if (msg.channel !== BUS_CHANNEL || !current) return;
-    const notice = JSON.parse(msg.payload ?? '{}') as Extract<ChatNotice, { k: 'frame' }>;
+  await listenOn(bench, BUS_CHANNEL, (payload, at) => {
+    if (!current) return;
+    const notice = JSON.parse(payload) as Extract<ChatNotice, { k: 'frame' }>;
     const i = index.get(notice.c);
     if (i === undefined || notice.f.type !== 'reply_delta' || notice.f.reply_id !== current.replyId) return;
     current.receipts.add(i, notice.f.text, at);
@@ -208,14 +129,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     );
     const sent = frames * conversations.length;
     // Wait for the stragglers; give up after drainMs without progress.
-    let seen = receipts.received;
-    let progressAt = now();
-    while (receipts.received < sent && now() - progressAt < s.drainMs) {
-      await new Promise((r) => setTimeout(r, 10));
-      if (receipts.received !== seen) {
-        seen = receipts.received;
-        progressAt = now();
-      }
+    for (let seen = -1, progressAt = now(); receipts.received < sent && now() - progressAt < s.drainMs; await new Promise((r) => setTimeout(r, 10))) {
+      if (receipts.received !== seen) [seen, progressAt] = [receipts.received, now()];
     }
     current = null;
     const seconds = (Math.max(receipts.lastAt, started) - started) / 1000;
@@ -240,18 +155,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     for (const side of order) {
       const b = await burst(side, `r${round}${side}`, s.frames);
       bursts[side].push(b);
-      runs.push({
-        target: side === 'hub' ? 'hub (sockets)' : 'bus (same load)',
-        round,
-        durationSeconds: b.seconds,
-        connections: s.publishers,
-        requestsPerSec: b.framesPerSec,
-        latencyP50Ms: percentile(b.latenciesMs, 50),
-        latencyP99Ms: percentile(b.latenciesMs, 99),
-        latencyMeanMs: mean(b.latenciesMs),
-        totalRequests: b.received,
-        statusCodes: { delivered: b.received, lost: b.sent - b.received },
-      });
+      runs.push(runStats(side === 'hub' ? 'hub (sockets)' : 'bus (same load)', round, b.seconds, b.received, b.latenciesMs, s.publishers, { delivered: b.received, lost: b.sent - b.received }));
       line.push(
         `${side} ${b.received}/${b.sent} frames, ${b.inOrder}/${conversations.length} in order, ${b.framesPerSec.toFixed(0)} frames/s ` +
           `(p50 ${ms(percentile(b.latenciesMs, 50))} ms, p99 ${ms(percentile(b.latenciesMs, 99))} ms)`,
@@ -265,12 +169,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   // ---- The bus's floor: NOTIFY → LISTEN on one connection, one at a time.
   const roundTrips = s.frames * conversations.length;
-  const rt = new Client({ connectionString: db.url });
-  await rt.connect();
-  cleanup.push(['round-trip connection', () => rt.end()]);
-  await rt.query(`listen ${ROUND_TRIP_CHANNEL}`);
   let arrived: (() => void) | null = null;
-  rt.on('notification', () => arrived?.());
+  const rt = await listenOn(bench, ROUND_TRIP_CHANNEL, () => arrived?.());
   const rtMs: number[] = [];
   for (let i = 0; i < roundTrips; i++) {
     const t0 = now();
@@ -282,24 +182,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const roundTrip = spread(rtMs);
 
   // ---- Summaries.
-  const summary = (target: string): TargetSummary => summarizeTarget(runs, target);
-  const hub = summary('hub (sockets)');
-  const bus = summary('bus (same load)');
-  const ratio = hub.meanRequestsPerSec / bus.meanRequestsPerSec;
-  const comparison: Comparison = {
-    name: 'widget-sockets',
-    subject: 'hub (sockets)',
-    baseline: 'bus (same load)',
-    subjectRequestsPerSec: hub.meanRequestsPerSec,
-    baselineRequestsPerSec: bus.meanRequestsPerSec,
-    ratio,
-    roundRatios: bursts.hub.map((h, i) => h.framesPerSec / bursts.bus[i].framesPerSec),
-    bestRatio: hub.bestRequestsPerSec / bus.bestRequestsPerSec,
-    target: TARGET_RATIO,
-    pass: ratio >= TARGET_RATIO,
-    subjectUnit: 'frames/s',
-    baselineUnit: 'frames/s',
-  };
+  const hub = summarizeTarget(runs, 'hub (sockets)');
+  const bus = summarizeTarget(runs, 'bus (same load)');
+  const comparison = compareTargets(runs, 'widget-sockets', 'hub (sockets)', 'bus (same load)', TARGET_RATIO, 'frames/s');
 
   const sent = bursts.hub.reduce((a, b) => a + b.sent, 0);
   const delivered = bursts.hub.reduce((a, b) => a + b.received, 0);
@@ -319,7 +204,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   ];
   for (const h of headlines) log(`  ${h}`);
 
-  const fig = (x: ReturnType<typeof spread>) => ({ n: x.n, p50: round1(x.p50), p99: round1(x.p99), max: round1(x.max), mean: round1(x.mean) });
   return {
     section: 'widget-sockets',
     description:
@@ -331,11 +215,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     comparisons: [comparison],
     checks,
     headlines,
-    details: {
-      socketsPerApp: held,
-      openSocketsMs: round1(openMs),
-      latencyMs: { hub: fig(hubLat), busSameLoad: fig(busLat), busRoundTripOneConnection: fig(roundTrip) },
-    },
+    details: { socketsPerApp: held, openSocketsMs: round1(openMs), latencyMs: { hub: hubLat, busSameLoad: busLat, busRoundTripOneConnection: roundTrip } },
   };
 }
 

@@ -2,26 +2,17 @@ import { fork } from 'node:child_process';
 import type { Result } from './types';
 
 /**
- * Running a section in a child process, as webhook-fanout does: the section gets a
- * process of its own (its memory, the embedding model's arena and the Temporal Runtime
- * go away with it, and no section measures a process another one has filled), and the
- * parent only relays its log lines and its Result.
- *
- * The section's file calls `childMain(measure)` when it is the process's main module;
- * its exported section function calls `runInChild(__filename, ...)`.
+ * Each section runs in a child process of its own (its memory, the model's arena and the
+ * Temporal Runtime go with it): the section's file calls `childMain(measure)` when it is
+ * the main module, and its exported function `runInChild(__filename, ...)`.
  */
 
 export type ChildMessage = { kind: 'log'; line: string } | { kind: 'result'; result: Result } | { kind: 'error'; message: string };
 
-/** Cleanup steps, run in reverse order whatever happens: [name, step]. */
+/** Cleanup steps [name, step], run in reverse order whatever happens. */
 export type Cleanup = Array<[string, () => Promise<void>]>;
 
-const send = (m: ChildMessage) => {
-  if (process.send) process.send(m);
-  else if (m.kind === 'log') console.log(m.line);
-  else if (m.kind === 'error') console.error(m.message);
-  else console.log(JSON.stringify(m.result, null, 2));
-};
+const send = (m: ChildMessage) => (process.send ? process.send(m) : console.log(m.kind === 'log' ? m.line : m.kind === 'error' ? m.message : JSON.stringify(m.result, null, 2)));
 
 /** In the child: runs the measurement, reports its result or error, always cleans up, then lets the process end. */
 export function childMain(measure: (log: (line: string) => void, cleanup: Cleanup) => Promise<Result>): void {
@@ -72,10 +63,7 @@ export async function runInChild(file: string, name: string, log: (line: string)
       child.kill('SIGKILL');
     }, 120_000).unref();
   });
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (c, signal) => resolve(c ?? (signal ? 128 : null)));
-  });
+  const code = await new Promise<number | null>((resolve, reject) => child.once('error', reject).once('exit', (c, signal) => resolve(c ?? (signal ? 128 : null))));
   if (straggler) clearTimeout(straggler);
   if (failure) throw new Error(`${name}: ${failure}`);
   if (code !== 0) throw new Error(`${name}: the benchmark process exited with code ${code}`);

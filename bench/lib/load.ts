@@ -1,6 +1,5 @@
 import autocannon from 'autocannon';
-import type { FastifyInstance } from 'fastify';
-import type { AddressInfo } from 'node:net';
+import { summarizeTarget } from './stats';
 import type { RunStats, TargetSummary } from './types';
 
 export function envNumber(name: string, fallback: number, min: number): number {
@@ -11,19 +10,10 @@ export function envNumber(name: string, fallback: number, min: number): number {
   return value;
 }
 
-/** Load settings shared by every section, from the environment. */
-export interface LoadSettings {
-  /** Length of each measured run (BENCH_DURATION_SECONDS, default 10). */
-  durationSeconds: number;
-  /** Length of the unmeasured warm-up each server gets first (BENCH_WARMUP_SECONDS, default 2). */
-  warmupSeconds: number;
-  /** Concurrent keep-alive connections (BENCH_CONNECTIONS, default 10). */
-  connections: number;
-  /** Measured runs per server (BENCH_ROUNDS, default 2). */
-  rounds: number;
-}
+export type LoadSettings = ReturnType<typeof loadSettings>;
 
-export function loadSettings(): LoadSettings {
+/** Settings shared by every section (see bench/run.ts). */
+export function loadSettings() {
   return {
     durationSeconds: envNumber('BENCH_DURATION_SECONDS', 10, 1),
     warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 2, 0),
@@ -32,32 +22,11 @@ export function loadSettings(): LoadSettings {
   };
 }
 
-/** Listens on a random port of 127.0.0.1 and returns the base URL. */
-export async function listen(app: FastifyInstance): Promise<string> {
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = app.server.address() as AddressInfo;
-  return `http://127.0.0.1:${port}`;
-}
+export type LoadTarget = { name: string; url: string; headers?: Record<string, string> };
 
-export interface LoadTarget {
-  name: string;
-  url: string;
-  headers?: Record<string, string>;
-}
-
-/**
- * One autocannon run. The load generator runs in a worker thread (`workers: 1`), so it
- * never shares an event loop with the server it measures (both live in this process).
- * Throws unless every response was a 2xx: a benchmark of 401s or 429s is worthless.
- */
+/** One autocannon run, in a worker thread (not the server's event loop); throws unless every response was a 2xx. */
 export async function runLoad(target: LoadTarget, opts: { seconds: number; connections: number; round: number }): Promise<RunStats> {
-  const result = await autocannon({
-    url: target.url,
-    headers: target.headers,
-    connections: opts.connections,
-    duration: opts.seconds,
-    workers: 1,
-  });
+  const result = await autocannon({ url: target.url, headers: target.headers, connections: opts.connections, duration: opts.seconds, workers: 1 });
   const statusCodes: Record<string, number> = {};
   for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat?.count ?? 0;
   const twoXx = result['2xx'];
@@ -94,21 +63,8 @@ export function formatRun(s: RunStats): string {
   );
 }
 
-const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-
-/**
- * Runs every target `rounds` times after a warm-up each, alternating the order: even
- * rounds go first to last, odd rounds last to first (A B C, C B A, ...). Over each
- * pair of rounds every target's mean position is the same, so a machine that speeds up
- * or slows down during the run (thermal, a neighbour, autovacuum) weighs on all of them
- * alike. The figure that counts is the mean over the rounds; the best is reported too.
- */
-export async function measureInterleaved(
-  targets: LoadTarget[],
-  settings: LoadSettings,
-  log: (line: string) => void,
-): Promise<{ runs: RunStats[]; summaries: TargetSummary[] }> {
-  // Warm-ups are kept (round 0) for the record but left out of the summaries.
+/** Every target `rounds` times after a warm-up each, the order alternating (A B C, C B A, ...) so drift weighs on all alike. */
+export async function measureInterleaved(targets: LoadTarget[], settings: LoadSettings, log: (line: string) => void): Promise<{ runs: RunStats[]; summaries: TargetSummary[] }> {
   const runs: RunStats[] = [];
   if (settings.warmupSeconds > 0) {
     for (const t of targets) {
@@ -125,16 +81,5 @@ export async function measureInterleaved(
       log(formatRun(s));
     }
   }
-  const summaries = targets.map((t): TargetSummary => {
-    const mine = runs.filter((r) => r.target === t.name && r.round > 0);
-    return {
-      target: t.name,
-      rounds: mine.length,
-      meanRequestsPerSec: mean(mine.map((r) => r.requestsPerSec)),
-      bestRequestsPerSec: Math.max(...mine.map((r) => r.requestsPerSec)),
-      meanLatencyP50Ms: mean(mine.map((r) => r.latencyP50Ms)),
-      meanLatencyP99Ms: mean(mine.map((r) => r.latencyP99Ms)),
-    };
-  });
-  return { runs, summaries };
+  return { runs, summaries: targets.map((t): TargetSummary => summarizeTarget(runs, t.name)) };
 }

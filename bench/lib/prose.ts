@@ -1,9 +1,4 @@
-/**
- * Deterministic, varied customer-support prose for the knowledge-base sections: help
- * centre articles about returns, shipping, billing, accounts and so on, assembled from
- * sentence templates with slots (products, places, numbers, plans). The same seed gives
- * the same text, so runs are comparable.
- */
+/** Deterministic customer-support prose (help-centre articles from sentence templates with slots): the same seed, the same text. */
 
 /** mulberry32: a small, fast, seedable PRNG (uniform in [0, 1)). */
 export function prng(seed: number): () => number {
@@ -57,160 +52,78 @@ export interface Topic {
 }
 
 export const TOPICS: readonly Topic[] = [
-  {
-    title: 'Returns and refunds',
-    sentences: [
-      'You can return the {product} within {n} days of delivery for a full refund, as long as it is unused and in its original packaging.',
-      'Refunds are issued to the original payment method and usually appear on your statement within {n} business days.',
-      'If the {product} arrived damaged, send us a photo through {channel} and we will arrange a free replacement.',
-      'Items bought on sale can be exchanged for store credit but are not eligible for a cash refund.',
-      'To start a return, open your order history, choose order {order} and select the items you want to send back.',
-      'Return shipping is free for customers on the {plan} plan; other customers pay a flat fee of {price} euros.',
-      'Once the warehouse in {place} receives your parcel, a refund confirmation is emailed within {n} hours.',
-      'Personalised or engraved products cannot be returned unless they are faulty.',
-    ],
-  },
-  {
-    title: 'Shipping and delivery',
-    sentences: [
-      'Orders placed before 2 pm on a {day} leave our warehouse the same day and are handed to {carrier}.',
-      'Standard delivery to {place} takes {n} business days; express delivery arrives the next working day.',
-      'A tracking link is sent by email as soon as the parcel is scanned by {carrier}.',
-      'If your tracking page has not updated for {n} days, contact us through {channel} and we will open an investigation.',
-      'We ship to more than {n} countries; import duties for deliveries outside the EU are paid by the recipient.',
-      'Large items such as the {product} are delivered by a two-person team, who can also remove the packaging.',
-      'You can change the delivery address until the order is dispatched; after that, ask {carrier} to redirect it.',
-      'Deliveries are not made on public holidays, and orders placed on a holiday are processed the next {day}.',
-    ],
-  },
-  {
-    title: 'Billing and payments',
-    sentences: [
-      'We accept credit cards, debit cards, bank transfers and, in most countries, mobile wallets.',
-      'Your {plan} subscription renews automatically every month and costs {price} euros including VAT.',
-      'Invoices are available in the billing section of your account and can be downloaded as PDF files.',
-      'If a payment fails, we retry it after {n} days and send a reminder to the account owner.',
-      'Annual billing saves {pct} percent compared with paying monthly for the same plan.',
-      'To update your card, open billing settings, choose payment methods and add the new card before removing the old one.',
-      'Refunds for subscription charges are prorated when you downgrade from the {plan} plan in the middle of a cycle.',
-      'Companies can add a VAT number to their account so that invoices show the reverse charge.',
-    ],
-  },
-  {
-    title: 'Account and security',
-    sentences: [
-      'To reset your password, click forgot password on the sign-in page and follow the link we email to you.',
-      'Password reset links expire after {n} minutes for your security.',
-      'We strongly recommend turning on two-factor authentication with an authenticator app.',
-      'If you no longer have access to your phone, contact support through {channel} with proof of identity to recover the account.',
-      'Team owners on the {plan} plan can invite up to {n} members and assign them roles.',
-      'You can download a copy of your personal data or delete your account from the privacy settings page.',
-      'Sessions on other devices can be signed out from the security page at any time.',
-      'We will never ask for your password by email or phone; report suspicious messages to our security team.',
-    ],
-  },
-  {
-    title: 'Warranty and repairs',
-    sentences: [
-      'Every {product} comes with a two-year warranty that covers manufacturing defects.',
-      'The warranty does not cover accidental damage, water damage or normal wear and tear.',
-      'To make a warranty claim, register the product and describe the fault through {channel}.',
-      'Repairs are carried out at our service centre in {place} and usually take {n} working days.',
-      'If a repair is not possible, we replace the {product} with the same model or one of equal value.',
-      'Extended warranty can be purchased within {n} days of delivery for {price} euros.',
-      'Keep your receipt or order number {order}, as it is needed for every warranty claim.',
-    ],
-  },
-  {
-    title: 'Orders and changes',
-    sentences: [
-      'You can cancel an order free of charge until it has been packed, usually within {n} minutes of purchase.',
-      'To add an item to an existing order, contact us through {channel} before the order is dispatched.',
-      'Out-of-stock items can be pre-ordered; we charge your card only when the {product} ships.',
-      'Bulk orders of more than {n} units qualify for a {pct} percent discount; ask our sales team for a quote.',
-      'Gift wrapping is available at checkout for {price} euros per item.',
-      'Order confirmation emails can take up to {n} minutes to arrive; check your spam folder if you cannot find it.',
-      'If an item is missing from your parcel, it may be shipped separately from our warehouse in {place}.',
-    ],
-  },
-  {
-    title: 'Product care and setup',
-    sentences: [
-      'Before first use, charge the {product} fully, which takes about {n} hours.',
-      'Clean the {product} with a soft, dry cloth; do not use solvents or abrasive cleaners.',
-      'Firmware updates are installed through the mobile app and add new features every few months.',
-      'If the device does not turn on, hold the power button for {n} seconds to perform a hard reset.',
-      'The user manual for the {product} can be downloaded from the product page in several languages.',
-      'Store the product in a cool, dry place away from direct sunlight when it is not in use.',
-      'Pairing a new device requires Bluetooth to be enabled and the product to be within {n} metres.',
-    ],
-  },
-  {
-    title: 'Loyalty programme',
-    sentences: [
-      'Members earn one point for every euro spent and can redeem {n} points for a discount voucher.',
-      'Points expire {n} months after they are earned unless you make another purchase.',
-      'Gold members get free express shipping and early access to seasonal sales.',
-      'Referring a friend gives both of you a voucher worth {price} euros after their first order.',
-      'Your points balance is shown in the loyalty section of the mobile app.',
-      'Points cannot be exchanged for cash or transferred to another account.',
-    ],
-  },
+  { title: 'Returns and refunds', sentences: [
+    'You can return the {product} within {n} days of delivery for a full refund, as long as it is unused and in its original packaging.',
+    'Refunds are issued to the original payment method and usually appear on your statement within {n} business days.',
+    'If the {product} arrived damaged, send us a photo through {channel} and we will arrange a free replacement.',
+    'Items bought on sale can be exchanged for store credit but are not eligible for a cash refund.',
+  ] },
+  { title: 'Shipping and delivery', sentences: [
+    'Orders placed before 2 pm on a {day} leave our warehouse the same day and are handed to {carrier}.',
+    'Standard delivery to {place} takes {n} business days; express delivery arrives the next working day.',
+    'A tracking link is sent by email as soon as the parcel is scanned by {carrier}.',
+    'If your tracking page has not updated for {n} days, contact us through {channel} and we will open an investigation.',
+  ] },
+  { title: 'Billing and payments', sentences: [
+    'We accept credit cards, debit cards, bank transfers and, in most countries, mobile wallets.',
+    'Your {plan} subscription renews automatically every month and costs {price} euros including VAT.',
+    'Invoices are available in the billing section of your account and can be downloaded as PDF files.',
+    'If a payment fails, we retry it after {n} days and send a reminder to the account owner.',
+  ] },
+  { title: 'Account and security', sentences: [
+    'To reset your password, click forgot password on the sign-in page and follow the link we email to you.',
+    'Password reset links expire after {n} minutes for your security.',
+    'We strongly recommend turning on two-factor authentication with an authenticator app.',
+    'If you no longer have access to your phone, contact support through {channel} with proof of identity to recover the account.',
+  ] },
+  { title: 'Warranty and repairs', sentences: [
+    'Every {product} comes with a two-year warranty that covers manufacturing defects.',
+    'The warranty does not cover accidental damage, water damage or normal wear and tear.',
+    'To make a warranty claim, register the product and describe the fault through {channel}.',
+    'Repairs are carried out at our service centre in {place} and usually take {n} working days.',
+  ] },
+  { title: 'Orders and changes', sentences: [
+    'You can cancel an order free of charge until it has been packed, usually within {n} minutes of purchase.',
+    'To add an item to an existing order, contact us through {channel} before the order is dispatched.',
+    'Out-of-stock items can be pre-ordered; we charge your card only when the {product} ships.',
+    'Bulk orders of more than {n} units qualify for a {pct} percent discount; ask our sales team for a quote.',
+  ] },
+  { title: 'Product care and setup', sentences: [
+    'Before first use, charge the {product} fully, which takes about {n} hours.',
+    'Clean the {product} with a soft, dry cloth; do not use solvents or abrasive cleaners.',
+    'Firmware updates are installed through the mobile app and add new features every few months.',
+    'If the device does not turn on, hold the power button for {n} seconds to perform a hard reset.',
+  ] },
+  { title: 'Loyalty programme', sentences: [
+    'Members earn one point for every euro spent and can redeem {n} points for a discount voucher.',
+    'Points expire {n} months after they are earned unless you make another purchase.',
+    'Gold members get free express shipping and early access to seasonal sales.',
+    'Referring a friend gives both of you a voucher worth {price} euros after their first order.',
+  ] },
 ];
 
 const fill = (rand: () => number, template: string) => template.replace(/\{(\w+)\}/g, (_, k: string) => slots[k](rand));
-
-/** A paragraph of `sentences` sentences on one topic. */
-export function paragraph(rand: () => number, topic: Topic, sentences: number): string {
-  const out: string[] = [];
-  for (let i = 0; i < sentences; i++) out.push(fill(rand, pick(rand, topic.sentences)));
-  return out.join(' ');
-}
 
 /** Roughly `words` words of prose on one topic, in paragraphs of 3-6 sentences. */
 export function passage(rand: () => number, topic: Topic, words: number): string[] {
   const paragraphs: string[] = [];
   let count = 0;
   while (count < words) {
-    const p = paragraph(rand, topic, 3 + Math.floor(rand() * 4));
+    const p = Array.from({ length: 3 + Math.floor(rand() * 4) }, () => fill(rand, pick(rand, topic.sentences))).join(' ');
     paragraphs.push(p);
     count += p.split(/\s+/).length;
   }
   return paragraphs;
 }
 
-export const randomTopic = (rand: () => number): Topic => pick(rand, TOPICS);
-
 /** Questions a customer might type into the search box (full text matches some passages). */
 export const QUESTIONS: readonly string[] = [
-  'how do I return a damaged product',
-  'when will my refund arrive',
-  'how long does delivery take',
-  'change the delivery address of my order',
-  'my tracking page has not updated',
-  'which payment methods do you accept',
-  'download an invoice as PDF',
-  'my payment failed',
-  'reset my password',
-  'turn on two-factor authentication',
-  'delete my account and personal data',
-  'warranty claim for a broken product',
-  'does the warranty cover water damage',
-  'cancel my order',
-  'discount for bulk orders',
-  'gift wrapping at checkout',
-  'the device does not turn on',
-  'how to clean the product',
-  'firmware update through the app',
-  'when do loyalty points expire',
-  'refer a friend voucher',
-  'import duties outside the EU',
-  'annual billing discount',
-  'add a VAT number to invoices',
-  'invite team members to my plan',
-  'express delivery next working day',
-  'item missing from my parcel',
-  'pre-order an out-of-stock item',
-  'store credit for sale items',
+  'how do I return a damaged product', 'when will my refund arrive', 'how long does delivery take', 'change the delivery address of my order',
+  'my tracking page has not updated', 'which payment methods do you accept', 'download an invoice as PDF', 'my payment failed', 'reset my password',
+  'turn on two-factor authentication', 'delete my account and personal data', 'warranty claim for a broken product',
+  'does the warranty cover water damage', 'cancel my order', 'discount for bulk orders', 'gift wrapping at checkout', 'the device does not turn on',
+  'how to clean the product', 'firmware update through the app', 'when do loyalty points expire', 'refer a friend voucher',
+  'import duties outside the EU', 'annual billing discount', 'add a VAT number to invoices', 'invite team members to my plan',
+  'express delivery next working day', 'item missing from my parcel', 'pre-order an out-of-stock item', 'store credit for sale items',
   'pairing over Bluetooth',
 ];

@@ -1,5 +1,5 @@
 /** Small statistics helpers for sections that time events themselves. */
-import type { RunStats, TargetSummary } from './types';
+import type { Comparison, RunStats, TargetSummary } from './types';
 
 export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
@@ -7,8 +7,7 @@ export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a
 export function percentile(xs: number[], p: number): number {
   if (!xs.length) return NaN;
   const sorted = [...xs].sort((a, b) => a - b);
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
 export interface Spread {
@@ -25,9 +24,9 @@ export function spread(xs: number[]): Spread {
 
 export const round1 = (n: number): number => Math.round(n * 10) / 10;
 
-/** One target's aggregate over its measured rounds (runs of other targets are ignored). */
-export function summarizeTarget(runs: Array<Pick<RunStats, 'target' | 'requestsPerSec' | 'latencyP50Ms' | 'latencyP99Ms'>>, target: string): TargetSummary {
-  const rs = runs.filter((r) => r.target === target);
+/** One target's aggregate over its measured rounds (round > 0). */
+export function summarizeTarget(runs: RunStats[], target: string): TargetSummary {
+  const rs = runs.filter((r) => r.target === target && r.round > 0);
   return {
     target,
     rounds: rs.length,
@@ -36,4 +35,64 @@ export function summarizeTarget(runs: Array<Pick<RunStats, 'target' | 'requestsP
     meanLatencyP50Ms: mean(rs.map((r) => r.latencyP50Ms)),
     meanLatencyP99Ms: mean(rs.map((r) => r.latencyP99Ms)),
   };
+}
+
+/** Subject vs baseline over the measured rounds: ratio of the means, per-round ratios, best/best. */
+export function compareTargets(runs: RunStats[], name: string, subject: string, baseline: string, target: number, unit?: string): Comparison {
+  const s = summarizeTarget(runs, subject);
+  const b = summarizeTarget(runs, baseline);
+  const inRound = (t: string, round: number) => runs.find((r) => r.target === t && r.round === round)!.requestsPerSec;
+  const rounds = [...new Set(runs.filter((r) => r.round > 0).map((r) => r.round))];
+  const ratio = s.meanRequestsPerSec / b.meanRequestsPerSec;
+  return {
+    name,
+    subject,
+    baseline,
+    subjectRequestsPerSec: s.meanRequestsPerSec,
+    baselineRequestsPerSec: b.meanRequestsPerSec,
+    ratio,
+    roundRatios: rounds.map((k) => inRound(subject, k) / inRound(baseline, k)),
+    bestRatio: s.bestRequestsPerSec / b.bestRequestsPerSec,
+    target,
+    pass: ratio >= target,
+    ...(unit ? { subjectUnit: unit, baselineUnit: unit } : {}),
+  };
+}
+
+/** A RunStats for `n` events timed by the section itself. */
+export function runStats(target: string, round: number, seconds: number, n: number, latenciesMs: number[], connections: number, statusCodes: Record<string, number>): RunStats {
+  const lat = spread(latenciesMs);
+  return { target, round, durationSeconds: seconds, connections, requestsPerSec: n / seconds, latencyP50Ms: lat.p50, latencyP99Ms: lat.p99, latencyMeanMs: lat.mean, totalRequests: n, statusCodes };
+}
+
+type AsyncFn = (...args: any[]) => Promise<unknown>;
+type Args<F> = Parameters<Extract<F, AsyncFn>>;
+
+/** Times a method from outside: wraps it on this instance with calls before it and after it resolves. */
+export function around<T, K extends keyof T>(obj: T, method: K, before: (...args: Args<T[K]>) => void, after: (result: Awaited<ReturnType<Extract<T[K], AsyncFn>>>, ...args: Args<T[K]>) => void): void {
+  const original = (obj[method] as AsyncFn).bind(obj);
+  obj[method] = (async (...args: Args<T[K]>) => {
+    before(...args);
+    const result = (await original(...args)) as Awaited<ReturnType<Extract<T[K], AsyncFn>>>;
+    after(result, ...args);
+    return result;
+  }) as T[K];
+}
+
+/** `n` calls of `one(i)`, `concurrency` in flight. */
+export async function inLanes(n: number, concurrency: number, one: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < n) await one(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, lane));
+}
+
+/** Polls `cond` until it holds; throws after `timeoutMs` with `what()`. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs: number, what: () => string, everyMs = 10): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await cond())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${(timeoutMs / 1000).toFixed(0)} s: ${what()}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
 }

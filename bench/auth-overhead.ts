@@ -39,13 +39,12 @@ async function buildBaseline(services: Services, auth: AuthenticatedKey): Promis
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.removeContentTypeParser('text/plain');
-  app.decorate('services', services);
   app.decorateRequest('auth', null);
   app.addHook('onRequest', async (request) => {
     request.auth = auth;
   });
   await app.register(errorsPlugin);
-  await app.register(folderRoutes);
+  await app.register(folderRoutes, { services });
   return app;
 }
 

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
+import { ALL_SEARCH_ATTRIBUTES, ensureSearchAttributes } from '../../worker/search-attributes';
 import { LOG_LEVEL, testLogFile } from './secret-log';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -20,6 +21,11 @@ export class WorkerProcesses {
     private readonly env: Record<string, string>,
   ) {}
 
+  /**
+   * Registers the namespace with the Concierge* search attributes, and waits until the server accepts them: the
+   * dev server runs without refreshing its search-attribute cache on every read (infra/temporal.ts
+   * devServerFlags), so attributes added at run time are refused for a few seconds.
+   */
   async registerNamespace(): Promise<void> {
     const connection = await Connection.connect({ address: process.env.TEST_TEMPORAL_ADDRESS });
     try {
@@ -28,6 +34,18 @@ export class WorkerProcesses {
         // protobufjs accepts a plain number where the type says Long.
         workflowExecutionRetentionPeriod: { seconds: 86_400 as never },
       });
+      await ensureSearchAttributes(connection, this.namespace);
+      const client = new Client({ connection, namespace: this.namespace });
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        try {
+          await client.workflow.count(ALL_SEARCH_ATTRIBUTES.map((k) => `${k.name} = 'probe'`).join(' and '));
+          break;
+        } catch (err) {
+          if (Date.now() > deadline) throw err;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
     } finally {
       await connection.close();
     }

@@ -25,6 +25,8 @@ export function webhookDeliveries(
         taskQueue: s.taskQueue,
         args: [{ deliveryId: item.id, run: item.run, backoffMs: s.backoffMs, timeoutMs: s.timeoutMs }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, subscriptionId: item.subscription_id, eventType: item.event_type }),
+        staticSummary: `${item.event_type} → ${item.url_host ?? item.subscription_id}`,
+        staticDetails: `Delivery ${item.id} (run ${item.run}) of subscription ${item.subscription_id}: up to ${s.backoffMs.length + 1} signed POSTs, ${s.timeoutMs} ms each, waits ${s.backoffMs.join(', ')} ms.`,
       });
     },
     markDispatched: (item) => deliveries.markDispatched(item.id, item.run),

@@ -1,17 +1,21 @@
-import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
+import { SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
 import type { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 
-/** Custom search attributes, so an operator finds a workspace's or subscription's workflows in the Temporal UI. */
-export const WORKSPACE_ID = defineSearchAttributeKey('ConciergeWorkspaceId', SearchAttributeType.KEYWORD);
-export const SUBSCRIPTION_ID = defineSearchAttributeKey('ConciergeSubscriptionId', SearchAttributeType.KEYWORD);
-export const EVENT_TYPE = defineSearchAttributeKey('ConciergeEventType', SearchAttributeType.KEYWORD);
-export const FILE_ID = defineSearchAttributeKey('ConciergeFileId', SearchAttributeType.KEYWORD);
+import { ATTEMPT, DELIVERY_STATUS, EVENT_TYPE, FILE_ID, SUBSCRIPTION_ID, WORKSPACE_ID } from '../workflows/search-attributes';
 
-export const ALL_SEARCH_ATTRIBUTES = [WORKSPACE_ID, SUBSCRIPTION_ID, EVENT_TYPE, FILE_ID];
+export { ATTEMPT, DELIVERY_STATUS, EVENT_TYPE, FILE_ID, SUBSCRIPTION_ID, WORKSPACE_ID };
 
-/** The attributes as the `temporal` CLI's `--search-attribute NAME=TYPE` names them (all keywords). */
-export const SEARCH_ATTRIBUTE_FLAGS = ALL_SEARCH_ATTRIBUTES.map((k) => ({ name: k.name, type: 'Keyword' }));
+export const ALL_SEARCH_ATTRIBUTES = [WORKSPACE_ID, SUBSCRIPTION_ID, EVENT_TYPE, FILE_ID, DELIVERY_STATUS, ATTEMPT];
+
+/** The Temporal CLI's and the server's names of our attribute types. */
+const TYPES = {
+  [SearchAttributeType.KEYWORD]: { cli: 'Keyword', indexed: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD },
+  [SearchAttributeType.INT]: { cli: 'Int', indexed: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_INT },
+} as Record<string, { cli: string; indexed: temporal.api.enums.v1.IndexedValueType }>;
+
+/** The attributes as the `temporal` CLI's `--search-attribute NAME=TYPE` names them. */
+export const SEARCH_ATTRIBUTE_FLAGS = ALL_SEARCH_ATTRIBUTES.map((k) => ({ name: k.name, type: TYPES[k.type].cli }));
 
 export function searchAttributesFor(v: { workspaceId: string; subscriptionId?: string; eventType?: string; fileId?: string }): TypedSearchAttributes {
   const pairs: ConstructorParameters<typeof TypedSearchAttributes>[0] = [{ key: WORKSPACE_ID, value: v.workspaceId }];
@@ -27,7 +31,7 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
   const missing = ALL_SEARCH_ATTRIBUTES.filter((k) => !existing.customAttributes?.[k.name]);
   if (!missing.length) return;
   const searchAttributes: Record<string, temporal.api.enums.v1.IndexedValueType> = {};
-  for (const k of missing) searchAttributes[k.name] = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+  for (const k of missing) searchAttributes[k.name] = TYPES[k.type].indexed;
   try {
     await connection.operatorService.addSearchAttributes({ namespace, searchAttributes });
   } catch (err) {

@@ -1,4 +1,5 @@
-import { proxyActivities, sleep } from '@temporalio/workflow';
+import { proxyActivities, setCurrentDetails, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ATTEMPT, DELIVERY_STATUS } from './search-attributes';
 import type { Activities } from '../activities';
 import { presets, singleAttempt } from './presets';
 
@@ -24,12 +25,27 @@ export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Prom
   const { recordWebhookOutcome } = proxyActivities<Activities>(presets.bookkeeping);
 
   const attempts = input.backoffMs.length + 1;
+  // What an operator sees in the UI and can filter by: the status and attempt as search attributes, the last
+  // error and the next attempt's time as the workflow's current details.
+  const status = (value: 'attempting' | 'retrying' | 'delivered' | 'failed', attempt: number) =>
+    upsertSearchAttributes([
+      { key: DELIVERY_STATUS, value },
+      { key: ATTEMPT, value: attempt },
+    ]);
   let lastError: string | null = null;
   for (let attempt = 1; attempt <= attempts; attempt++) {
-    if (attempt > 1) await sleep(input.backoffMs[attempt - 2]);
+    if (attempt > 1) {
+      const waitMs = input.backoffMs[attempt - 2];
+      status('retrying', attempt);
+      setCurrentDetails(`Attempt ${attempt - 1}/${attempts} failed: ${lastError}\n\nNext attempt (${attempt}/${attempts}) at ${new Date(Date.now() + waitMs).toISOString()}.`);
+      await sleep(waitMs, { summary: `backoff before attempt ${attempt}/${attempts}` });
+    }
+    status('attempting', attempt);
     let result;
     try {
-      result = await attemptWebhookDelivery({ deliveryId: input.deliveryId, run: input.run, attempt });
+      result = await attemptWebhookDelivery.executeWithOptions({ ...singleAttempt(input.timeoutMs), summary: `POST, attempt ${attempt}/${attempts}` }, [
+        { deliveryId: input.deliveryId, run: input.run, attempt },
+      ]);
     } catch (err) {
       // The activity itself failed (worker lost, time-out): a failed attempt like any other.
       lastError = `attempt did not complete: ${(err as Error).message}`;
@@ -37,11 +53,20 @@ export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Prom
     }
     if (result.outcome === 'gone' || result.outcome === 'settled') return result.outcome;
     if (result.outcome === 'delivered') {
-      await recordWebhookOutcome({ deliveryId: input.deliveryId, run: input.run, delivered: true, error: null });
+      await recordWebhookOutcome.executeWithOptions({ ...presets.bookkeeping, summary: 'record: delivered' }, [
+        { deliveryId: input.deliveryId, run: input.run, delivered: true, error: null },
+      ]);
+      status('delivered', attempt);
+      setCurrentDetails(`Delivered on attempt ${attempt}/${attempts}.`);
       return 'delivered';
     }
     lastError = result.error;
   }
-  await recordWebhookOutcome({ deliveryId: input.deliveryId, run: input.run, delivered: false, error: lastError });
+  await recordWebhookOutcome.executeWithOptions({ ...presets.bookkeeping, summary: 'record: failed after every attempt' }, [
+    { deliveryId: input.deliveryId, run: input.run, delivered: false, error: lastError },
+  ]);
+  // Exhausted: findable as ConciergeDeliveryStatus = 'failed' without reading results (the API's retry starts a new run).
+  status('failed', attempts);
+  setCurrentDetails(`Failed after ${attempts} attempts. Last error: ${lastError}\n\nPOST /api/v1/webhook-subscriptions/{id}/deliveries/{delivery_id}/retry starts a new run.`);
   return 'failed';
 }

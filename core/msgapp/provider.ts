@@ -285,7 +285,8 @@ export class CloudApiProvider implements MsgappProvider {
     const e = (json as GraphErrorBody | undefined)?.error;
     if (e && typeof e === 'object') {
       const code = typeof e.code === 'number' ? e.code : typeof e.code === 'string' && /^\d+$/.test(e.code) ? Number(e.code) : undefined;
-      const message = typeof e.message === 'string' && e.message !== '' ? e.message : `HTTP ${res.status}`;
+      // The HTTP status leads: Graph messages alone ("(#131000) Something went wrong") do not say it.
+      const message = typeof e.message === 'string' && e.message !== '' ? `HTTP ${res.status}: ${e.message}` : `HTTP ${res.status}`;
       const graph: ProviderErrorDetails = {};
       if (typeof e.error_subcode === 'number') graph.subcode = e.error_subcode;
       if (typeof e.type === 'string') graph.type = e.type;

@@ -39,6 +39,8 @@ export interface DispatchItem {
   workspace_id: string;
   subscription_id: string;
   event_type: string;
+  /** The subscription URL's host, for the workflow's summary in the Temporal UI (null once the subscription is gone). */
+  url_host: string | null;
 }
 
 export interface AttemptResult {
@@ -86,7 +88,18 @@ export class DeliveryService {
       { dispatchedAt: null },
       { orderBy: { createdAt: 'asc', id: 'asc' }, limit, fields: ['id', 'run', 'workspaceId', 'subscriptionId', 'eventType'] },
     );
-    return rows.map((r) => ({ id: r.id, run: r.run, workspace_id: r.workspaceId, subscription_id: r.subscriptionId, event_type: r.eventType }));
+    const subs = rows.length
+      ? await this.em.fork().find(WebhookSubscription, { id: { $in: [...new Set(rows.map((r) => r.subscriptionId))] } }, { fields: ['id', 'url'] })
+      : [];
+    const hosts = new Map(subs.map((x) => [x.id, URL.canParse(x.url) ? new URL(x.url).host : null]));
+    return rows.map((r) => ({
+      id: r.id,
+      run: r.run,
+      workspace_id: r.workspaceId,
+      subscription_id: r.subscriptionId,
+      event_type: r.eventType,
+      url_host: hosts.get(r.subscriptionId) ?? null,
+    }));
   }
 
   async markDispatched(id: string, run: number): Promise<void> {

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { SearchAttributeType } from '@temporalio/common';
 import { ALL_SEARCH_ATTRIBUTES, ensureSearchAttributes } from '../../worker/search-attributes';
 import { LOG_LEVEL, testLogFile } from './secret-log';
 
@@ -39,7 +40,7 @@ export class WorkerProcesses {
       const deadline = Date.now() + 30_000;
       for (;;) {
         try {
-          await client.workflow.count(ALL_SEARCH_ATTRIBUTES.map((k) => `${k.name} = 'probe'`).join(' and '));
+          await client.workflow.count(ALL_SEARCH_ATTRIBUTES.map((k) => `${k.name} = ${k.type === SearchAttributeType.INT ? '0' : "'probe'"}`).join(' and '));
           break;
         } catch (err) {
           if (Date.now() > deadline) throw err;

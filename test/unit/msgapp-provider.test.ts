@@ -131,7 +131,7 @@ describe('CloudApiProvider.send', () => {
 
     sandbox.failNext({ kind: 'send', status: 400, code: 131009, message: '(#131009) Parameter value is not valid' });
     const bad = await providerError(send());
-    expect(bad).toMatchObject({ status: 400, code: 131009, retryable: false, message: '(#131009) Parameter value is not valid' });
+    expect(bad).toMatchObject({ status: 400, code: 131009, retryable: false, message: 'HTTP 400: (#131009) Parameter value is not valid' });
     expect(bad.graph.fbtraceId).toEqual(expect.any(String));
     expect(bad.graph.type).toBe('OAuthException');
 
@@ -156,7 +156,7 @@ describe('CloudApiProvider.send', () => {
     const err = await providerError(
       provider.send({ phoneNumberId: PHONE_ID, accessToken: TOKEN, to: '+15551230000', content: { kind: 'text', text: '' }, clientMessageId: 'm2' }),
     );
-    expect(err).toMatchObject({ status: 400, code: 100, retryable: false, message: "(#100) The parameter text['body'] is required." });
+    expect(err).toMatchObject({ status: 400, code: 100, retryable: false, message: "HTTP 400: (#100) The parameter text['body'] is required." });
 
     const link = await providerError(
       provider.send({ phoneNumberId: PHONE_ID, accessToken: TOKEN, to: '+15551230000', content: { kind: 'image', url: 'ftp://x/y.png' }, clientMessageId: 'm3' }),

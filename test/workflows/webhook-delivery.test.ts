@@ -6,6 +6,7 @@ import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { deliveryWorkflowId, webhookDeliveries } from '../../worker/outbox-sources';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { ATTEMPT, DELIVERY_STATUS } from '../../worker/search-attributes';
 import { maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 
@@ -118,6 +119,21 @@ describe('webhook delivery: one Temporal workflow per delivery', () => {
     const detail = (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${deliveryIds[0]}`, headers: auth })).json();
     expect(detail).toMatchObject({ status: 'failed', attempt_count: 6, payload: { event: 'message.status', data: { message_id: 'msg_2', status: 'delivered' } } });
     expect(await sub(s.id)).toMatchObject({ consecutive_failures: 1, last_error: 'HTTP 500', last_failed_at: expect.any(String), status: 'active' });
+
+    // What an operator sees: the exhausted delivery is findable by its status attribute, explains itself, and
+    // its steps are labelled.
+    const handle = tw.client.workflow.getHandle(deliveryWorkflowId(deliveryIds[0]));
+    const described = await handle.describe();
+    expect(described.typedSearchAttributes.get(DELIVERY_STATUS)).toBe('failed');
+    expect(described.typedSearchAttributes.get(ATTEMPT)).toBe(6);
+    expect(await described.staticSummary()).toBe(`message.status → ${new URL(r.url).host}`);
+    const failed = await tw.client.workflow.count(`WorkflowId = '${deliveryWorkflowId(deliveryIds[0])}' AND ConciergeDeliveryStatus = 'failed'`);
+    expect(failed.count).toBe(1);
+    const meta = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    expect(meta.currentDetails).toMatch(/^Failed after 6 attempts\. Last error: HTTP 500/);
+    const events = (await handle.fetchHistory()).events ?? [];
+    const summaries = events.flatMap((e) => (e.userMetadata?.summary?.data ? [JSON.parse(Buffer.from(e.userMetadata.summary.data).toString())] : []));
+    expect(summaries).toEqual(expect.arrayContaining(['POST, attempt 1/6', 'backoff before attempt 2/6', 'POST, attempt 6/6', 'record: failed after every attempt']));
   });
 
   test('only subscribers of the event type get a delivery', async () => {

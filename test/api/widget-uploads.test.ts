@@ -29,7 +29,7 @@ let keyless: TestApp;
 /** An API process with no workflow service. */
 let detached: TestApp;
 /** The workers of t, bare and keyless. */
-let workers: TestWorker[] = [];
+const workers: TestWorker[] = [];
 /** Where uploads are extracted: the worker's extractor. */
 let tw: TestWorker;
 let ws: string;

@@ -346,6 +346,44 @@ describe('the provider webhook /webhooks/msgapp', () => {
     expect(list.messages).toEqual([]);
   });
 
+  /** A signed notification of one inbound message on the agent's number, as the provider posts it. */
+  const postInbound = (message: Record<string, unknown>) => {
+    const body = JSON.stringify({
+      object: 'whatsapp_business_account',
+      entry: [{ id: 'waba', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550005555', phone_number_id: '5055' }, messages: [message] } }] }],
+    });
+    return fetch(`${base}/webhooks/msgapp`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHubPayload(body, 'app-secret') }, body });
+  };
+  const inboundEvents = async (messageId: string) =>
+    (await db.orm.em.fork().execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.inbound'`))
+      .map((r) => JSON.parse(r.payload).data)
+      .filter((d: { message_id: string }) => d.message_id === messageId);
+
+  test('the provider repeating an inbound callback: stored once, one workflow, one message and one message.inbound', async () => {
+    const wamid = `wamid.${newId('msg')}`;
+    const message = { from: '15557770606', id: wamid, timestamp: '1767225600', type: 'text', text: { body: 'are you open on Sunday?' } };
+    const answers = await Promise.all([postInbound(message), postInbound(message)]);
+    expect(answers.map((r) => r.status)).toEqual([200, 200]);
+    const done = await inboundDone(tw, wamid);
+    expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/) });
+    expect((await postInbound(message)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 700));
+    const em = db.orm.em.fork();
+    expect(await em.execute('select id from messages where provider_message_id = ?', [wamid])).toEqual([{ id: (done as { messageId: string }).messageId }]);
+    expect(await em.execute('select count(*)::int as n from msgapp_inbound_events where provider_message_id = ?', [wamid])).toEqual([{ n: 1 }]);
+    expect(await inboundEvents((done as { messageId: string }).messageId)).toHaveLength(1);
+  });
+
+  test('media the provider will not hand over: the message is still recorded, with media_error, and message.inbound says so', async () => {
+    const wamid = `wamid.${newId('msg')}`;
+    expect((await postInbound({ from: '15557770607', id: wamid, timestamp: '1767225600', type: 'image', image: { id: 'no-such-media', mime_type: 'image/png' } })).status).toBe(200);
+    const done = await inboundDone(tw, wamid);
+    expect(done).toMatchObject({ status: 'recorded' });
+    const [event] = await inboundEvents((done as { messageId: string }).messageId);
+    expect(event.media).toBeUndefined();
+    expect(event.media_error).toMatch(/^the attachment could not be downloaded: /);
+  });
+
   test('inbound media is downloaded to storage and linked by a signed, expiring URL', async () => {
     const bytes = Buffer.from('%PDF-1.4 fake invoice bytes');
     await inboundDone(tw, (await sandbox.injectInbound({ from: '+15557775678', to: '5055', media: { kind: 'document', mimeType: 'application/pdf', bytes, filename: 'invoice.pdf' } })).providerMessageId);

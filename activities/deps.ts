@@ -5,6 +5,6 @@ import type { Services } from '../core/services';
 /** What the activities are closed over: the worker wires real ones, tests their own. */
 export interface ActivityDeps {
   em: EntityManager;
-  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs' | 'messages' | 'transcript' | 'turns' | 'uploads' | 'tasks'>;
+  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs' | 'messages' | 'providerEvents' | 'transcript' | 'turns' | 'uploads' | 'tasks'>;
   indexing: IndexingService;
 }

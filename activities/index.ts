@@ -4,6 +4,7 @@ import { withFailures } from './errors';
 import { kbActivities } from './kb';
 import { maintenanceActivities } from './maintenance';
 import { messagingActivities } from './messaging';
+import { uploadActivities } from './uploads';
 import { webhookActivities } from './webhooks';
 
 export type { ActivityDeps } from './deps';
@@ -20,6 +21,7 @@ export function createActivities(deps: ActivityDeps) {
     ...kbActivities(deps),
     ...messagingActivities(deps),
     ...conversationActivities(deps),
+    ...uploadActivities(deps),
   });
 }
 

@@ -1,7 +1,9 @@
 import type { SendPlan } from '../core/messages/plan';
+import type { InboundParty } from '../core/messages/provider-events';
 import type { ActivityDeps } from './deps';
+import { withHeartbeat } from './errors';
 
-/** Outbound msgapp messages: the steps of the send workflow. */
+/** msgapp messages: the steps of the send workflow and of the inbound workflow. */
 export function messagingActivities(deps: ActivityDeps) {
   return {
     async recordMessage(plan: SendPlan): Promise<void> {
@@ -19,6 +21,21 @@ export function messagingActivities(deps: ActivityDeps) {
 
     async markMessageFailed(plan: SendPlan, error: string): Promise<void> {
       await deps.services.messages.markFailed(plan, error);
+    },
+
+    /** Inbound, step 1: customer and conversation, found or created (null: the stored event is gone). */
+    async resolveInboundParty(providerMessageId: string): Promise<InboundParty | null> {
+      return deps.services.providerEvents.inboundParty(providerMessageId);
+    },
+
+    /** Inbound, step 2: the media, downloaded and stored (null: none); heartbeats while it downloads. */
+    async downloadInboundMedia(providerMessageId: string): Promise<Record<string, unknown> | null> {
+      return withHeartbeat(() => deps.services.providerEvents.downloadInboundMedia(providerMessageId));
+    },
+
+    /** Inbound, step 3: the message, its event and `message.inbound`, once. */
+    async recordInboundMessage(providerMessageId: string, party: InboundParty, download: { media?: Record<string, unknown>; error?: string }) {
+      return deps.services.providerEvents.recordInbound(providerMessageId, party, download);
     },
   };
 }

@@ -1,9 +1,11 @@
 import type { Client } from '@temporalio/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { KB_INDEX_OUTBOX_CHANNEL } from '../core/kb/files';
+import { MSGAPP_INBOUND_CHANNEL, type ProviderEventService } from '../core/messages/provider-events';
 import type { DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
 import { OUTBOX_CHANNEL } from '../core/webhooks/events';
-import { kbIndexWorkflow, webhookDeliveryWorkflow } from '../workflows';
+import { kbIndexWorkflow, msgappInboundWorkflow, webhookDeliveryWorkflow } from '../workflows';
+import { msgappInboundWorkflowId } from '../workflows/msgapp-inbound';
 import type { OutboxSource } from './outbox-dispatcher';
 import { searchAttributesFor } from './search-attributes';
 
@@ -55,5 +57,28 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
     markDispatched: async (item) => {
       await em.fork().execute('update kb_files set index_dispatched_at = now() where id = ?', [item.id]);
     },
+  };
+}
+
+interface InboundItem {
+  provider_message_id: string;
+  workspace_id: string;
+}
+
+/** Inbound msgapp messages the webhook stored: one `msgapp-inbound:<provider message id>` workflow each. */
+export function msgappInbound(events: ProviderEventService, client: Client, s: { taskQueue: string }): OutboxSource<InboundItem> {
+  return {
+    name: 'msgapp-inbound',
+    channel: MSGAPP_INBOUND_CHANNEL,
+    pending: (limit) => events.undispatchedInbound(limit),
+    start: async (item) => {
+      await client.workflow.start(msgappInboundWorkflow, {
+        workflowId: msgappInboundWorkflowId(item.provider_message_id),
+        taskQueue: s.taskQueue,
+        args: [{ providerMessageId: item.provider_message_id }],
+        typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id }),
+      });
+    },
+    markDispatched: (item) => events.markInboundDispatched(item.provider_message_id),
   };
 }

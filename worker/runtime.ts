@@ -2,7 +2,7 @@ import type { Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, makeTelemetryFilterString, type RuntimeOptions, type Worker } from '@temporalio/worker';
 import type { Composition } from '../core/compose';
 import { OutboxDispatcher } from './outbox-dispatcher';
-import { kbIndexing, webhookDeliveries } from './outbox-sources';
+import { kbIndexing, msgappInbound, webhookDeliveries } from './outbox-sources';
 import { ensureSchedules } from './schedules';
 import { ensureSearchAttributes } from './search-attributes';
 import { createWorker } from './worker';
@@ -27,7 +27,7 @@ const runtimeOptions = (level: string): RuntimeOptions => ({
 export interface WorkerRuntimeOptions {
   /** A prebuilt workflow bundle (tests build one per run); absent: see workflowBundleFor. */
   workflowBundle?: { codePath: string };
-  /** The outbox relay (webhook deliveries, indexing), default on; tests that relay themselves turn it off. */
+  /** The outbox relay (webhook deliveries, indexing, inbound msgapp messages), default on; tests that relay themselves turn it off. */
   dispatcher?: boolean;
   /** Search attributes and maintenance schedules, default on. */
   setUp?: boolean;
@@ -70,6 +70,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
       [
         webhookDeliveries(c.services.deliveries, client, { taskQueue, backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS, timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS }),
         kbIndexing(c.em, client, { taskQueue }),
+        msgappInbound(c.services.providerEvents, client, { taskQueue }),
       ],
       c.log,
     );

@@ -4,3 +4,5 @@ export { purgeExpiredWorkflow } from './maintenance';
 export { messageSendWorkflow } from './message-send';
 export { webhookDeliveryWorkflow } from './webhook-delivery';
 export { conversationWorkflow, uploadIndexTaskWorkflow } from './conversation';
+export { msgappInboundWorkflow } from './msgapp-inbound';
+export { widgetUploadWorkflow } from './widget-upload';

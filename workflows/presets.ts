@@ -56,6 +56,27 @@ export const presets = {
     scheduleToCloseTimeout: '2 minutes',
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 5 },
   },
+  /**
+   * An inbound message's media from the provider: heartbeats every 5 s while it downloads,
+   * so a lost worker is noticed within 15 s and another downloads it again; retried only
+   * while the failure is transient.
+   */
+  mediaDownload: {
+    startToCloseTimeout: '3 minutes',
+    scheduleToCloseTimeout: '15 minutes',
+    heartbeatTimeout: '15 seconds',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 5 },
+  },
+  /**
+   * A visitor's upload read into text while the visitor waits (POST /upload): the
+   * extraction process's own limits, a heartbeat every 5 s (a lost worker is noticed
+   * within 20 s and another extracts again), and one retry only.
+   */
+  uploadExtraction: {
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '20 seconds',
+    retry: { initialInterval: '1 second', maximumAttempts: 2 },
+  },
   /** Short database housekeeping: retried a few times, never for long. */
   maintenance: {
     startToCloseTimeout: '2 minutes',

@@ -20,6 +20,9 @@ export interface MsgappWebhookOptions {
  * key: the verification handshake, then signed notifications of statuses and inbound
  * messages. A bad or missing signature is 401 and nothing is recorded. The body is
  * read raw (this plugin's own JSON parser) because the signature covers the bytes.
+ * The answer comes fast: statuses are applied inline, inbound messages only stored
+ * (once per provider message id); the worker relays each to its `msgapp-inbound:<id>`
+ * workflow (customer and conversation, media download, `message.inbound`).
  */
 export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = async (app, opts) => {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
@@ -58,8 +61,9 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
       }
       const events = opts.services.providerEvents;
       for (const s of parsed.statuses) await events.applyStatus(s);
+      // Statuses inline (one idempotent transaction each); messages stored once, each then its own workflow.
       for (const m of parsed.inbound) {
-        const outcome = await events.receive(m);
+        const outcome = await events.accept(m);
         if (outcome === 'no_agent') request.log.warn({ phoneNumberId: m.phoneNumberId }, 'inbound message for a number no published agent owns');
       }
       return reply.code(200).send({ received: true });

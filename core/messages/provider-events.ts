@@ -2,13 +2,24 @@ import { Readable } from 'node:stream';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../crypto/secret-box';
 import { newId } from '../ids';
-import type { InboundMessage, MsgappProvider, StatusUpdate } from '../msgapp/provider';
+import { OperationalError } from '../failures';
+import { ProviderError, type InboundMessage, type MsgappProvider, type StatusUpdate } from '../msgapp/provider';
 import { statusSupersedes, type DeliveryStatus } from '../msgapp/webhook';
 import type { BlobStore } from '../storage/blob-store';
 import { signLink } from '../storage/signed-links';
 import { emitEvent } from '../webhooks/emitter';
 
 const MAX_MEDIA_BYTES = 64 * 1024 * 1024;
+/** NOTIFYed with every stored inbound message: wakes the worker's relay (worker/outbox-sources.ts). */
+export const MSGAPP_INBOUND_CHANNEL = 'concierge_msgapp_inbound_outbox';
+
+/** Who an inbound message is from and where it goes: step 1 of its workflow. */
+export interface InboundParty {
+  workspaceId: string;
+  agentId: string;
+  customerId: string;
+  conversationId: string;
+}
 const nowIso = () => new Date().toISOString();
 
 /**
@@ -75,72 +86,142 @@ export class ProviderEventService {
     });
   }
 
-  /** Records an inbound message (once per provider id) for the agent that claims the number (at most one: a unique index). */
-  async receive(msg: InboundMessage): Promise<'recorded' | 'duplicate' | 'no_agent'> {
-    const [agent] = await this.em.fork().execute<{ id: string; workspace_id: string; number: string; credential_id: string | null }[]>(
-      `select id, workspace_id, spec #>> '{triggers,msgapp,number}' as number, spec #>> '{triggers,msgapp,credential_id}' as credential_id
-       from agents where status = 'published' and cardinality(invalid_reasons) = 0 and spec #>> '{triggers,msgapp,phone_number_id}' = ?`,
+  /**
+   * The webhook's part of an inbound message: stored once per provider message id for the
+   * agent that claims the number (at most one: a unique index), with a NOTIFY that wakes
+   * the worker's relay, which starts its `msgapp-inbound:<provider message id>` workflow.
+   * Nothing slow happens here: the provider gets its 200 as soon as the row commits.
+   */
+  async accept(msg: InboundMessage): Promise<'accepted' | 'duplicate' | 'no_agent'> {
+    const [agent] = await this.em.fork().execute<{ id: string; workspace_id: string }[]>(
+      `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0 and spec #>> '{triggers,msgapp,phone_number_id}' = ?`,
       [msg.phoneNumberId],
     );
     if (!agent) return 'no_agent';
-    const seen = await this.em.fork().execute('select 1 from messages where workspace_id = ? and provider_message_id = ?', [agent.workspace_id, msg.providerMessageId]);
-    if (seen.length) return 'duplicate';
-
-    // Media is fetched before the transaction: a slow provider must not hold row locks.
-    let media: Array<Record<string, unknown>> | undefined;
-    let mediaError: string | undefined;
-    if (msg.media) {
-      try {
-        media = [await this.fetchMedia(agent.workspace_id, agent.credential_id, msg)];
-      } catch (err) {
-        mediaError = `the attachment could not be downloaded: ${(err as Error).message}`;
-      }
-    }
     return this.em.fork().transactional(async (em) => {
-      const messageId = newId('msg');
+      const inserted = await em.execute(
+        `insert into msgapp_inbound_events (provider_message_id, workspace_id, agent_id, message) values (?, ?, ?, ?::jsonb)
+         on conflict (provider_message_id) do nothing returning provider_message_id`,
+        [msg.providerMessageId, agent.workspace_id, agent.id, JSON.stringify(msg)],
+      );
+      if (!inserted.length) return 'duplicate' as const;
+      await em.execute('select pg_notify(?, ?)', [MSGAPP_INBOUND_CHANNEL, msg.providerMessageId]);
+      return 'accepted' as const;
+    });
+  }
+
+  /** Stored inbound messages whose workflow has not been started (the outbox relay's query). */
+  async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string }>> {
+    return this.em.fork().execute(
+      'select provider_message_id, workspace_id from msgapp_inbound_events where dispatched_at is null order by received_at, provider_message_id limit ?',
+      [limit],
+    );
+  }
+
+  async markInboundDispatched(providerMessageId: string): Promise<void> {
+    await this.em.fork().execute('update msgapp_inbound_events set dispatched_at = now() where provider_message_id = ?', [providerMessageId]);
+  }
+
+  /**
+   * Step 1 of an inbound message's workflow: its customer (by phone, in the agent's
+   * workspace) and open msgapp conversation with the agent, found or created. Safe to run
+   * again: a second run finds what the first created. Null: the stored event is gone.
+   */
+  async inboundParty(providerMessageId: string): Promise<InboundParty | null> {
+    const event = await this.inboundEvent(providerMessageId);
+    if (!event) return null;
+    const { msg, workspaceId, agentId } = event;
+    return this.em.fork().transactional(async (em) => {
       await em.execute(
         `with c as (insert into customers (id, workspace_id, name, phone) select ?, ?, ?, ?
                     where not exists (select 1 from customer_identities where workspace_id = ? and kind = 'phone' and value = ?) returning id)
          insert into customer_identities (workspace_id, kind, value, customer_id) select ?, 'phone', ?, id from c on conflict do nothing`,
-        [newId('cus'), agent.workspace_id, msg.profileName, msg.from, agent.workspace_id, msg.from, agent.workspace_id, msg.from],
+        [newId('cus'), workspaceId, msg.profileName, msg.from, workspaceId, msg.from, workspaceId, msg.from],
       );
       const [{ customer_id: customerId }] = await em.execute<{ customer_id: string }[]>(
         `select customer_id from customer_identities where workspace_id = ? and kind = 'phone' and value = ?`,
-        [agent.workspace_id, msg.from],
+        [workspaceId, msg.from],
       );
       const [open] = await em.execute<{ id: string }[]>(
         `select id from conversations where workspace_id = ? and customer_id = ? and agent_id = ? and channel = 'msgapp' and status = 'open'
          order by created_at desc limit 1 for update`,
-        [agent.workspace_id, customerId, agent.id],
+        [workspaceId, customerId, agentId],
       );
       const conversationId = open?.id ?? newId('conv');
-      if (open) await em.execute('update conversations set last_inbound_at = now(), updated_at = now() where id = ?', [conversationId]);
-      else {
+      if (!open) {
         await em.execute(`insert into conversations (id, workspace_id, customer_id, agent_id, channel, status, last_inbound_at) values (?, ?, ?, ?, 'msgapp', 'open', now())`, [
           conversationId,
-          agent.workspace_id,
+          workspaceId,
           customerId,
-          agent.id,
+          agentId,
         ]);
       }
+      return { workspaceId, agentId, customerId, conversationId };
+    });
+  }
+
+  /**
+   * Step 2: the message's media, downloaded with the agent's credential and stored
+   * (content-addressed: a repeat stores the same blob once). Null when the message has
+   * none. A provider failure says itself whether a retry may help; a missing provider
+   * or credential is final.
+   */
+  async downloadInboundMedia(providerMessageId: string): Promise<Record<string, unknown> | null> {
+    const event = await this.inboundEvent(providerMessageId);
+    if (!event?.msg.media) return null;
+    const [agent] = await this.em.fork().execute<{ credential_id: string | null }[]>(
+      `select spec #>> '{triggers,msgapp,credential_id}' as credential_id from agents where id = ? and workspace_id = ?`,
+      [event.agentId, event.workspaceId],
+    );
+    try {
+      return await this.fetchMedia(event.workspaceId, agent?.credential_id ?? null, event.msg);
+    } catch (err) {
+      if (err instanceof OperationalError) throw err;
+      if (err instanceof ProviderError) throw new OperationalError('MediaDownloadFailed', err.message, err.retryable);
+      throw err;
+    }
+  }
+
+  /**
+   * Step 3: the message, its conversation event and `message.inbound`, in one transaction,
+   * once per provider message id (a unique index): a repeat records nothing and emits
+   * nothing. `media` is step 2's record, or the reason it failed.
+   */
+  async recordInbound(
+    providerMessageId: string,
+    party: InboundParty,
+    download: { media?: Record<string, unknown>; error?: string },
+  ): Promise<{ outcome: 'recorded' | 'duplicate'; messageId: string | null }> {
+    const event = await this.inboundEvent(providerMessageId);
+    if (!event) return { outcome: 'duplicate', messageId: null };
+    const { msg } = event;
+    const media = download.media ? [download.media] : undefined;
+    const mediaError = download.error;
+    const [agent] = await this.em.fork().execute<{ number: string }[]>(`select spec #>> '{triggers,msgapp,number}' as number from agents where id = ?`, [party.agentId]);
+    const number = agent?.number ?? msg.displayPhoneNumber;
+    return this.em.fork().transactional(async (em) => {
+      const messageId = newId('msg');
       const kind = msg.kind === 'location' ? 'location' : ['image', 'audio', 'video', 'document'].includes(msg.kind) ? msg.kind : msg.kind === 'voice' ? 'audio' : 'text';
       const inserted = await em.execute(
         `insert into messages (id, workspace_id, conversation_id, customer_id, agent_id, direction, source, channel, from_number, to_number, kind, text, content, status, provider_message_id)
          values (?, ?, ?, ?, ?, 'inbound', 'customer', 'msgapp', ?, ?, ?, ?, ?::jsonb, 'received', ?)
          on conflict (workspace_id, provider_message_id) where provider_message_id is not null do nothing returning id`,
-        [messageId, agent.workspace_id, conversationId, customerId, agent.id, msg.from, agent.number, kind, msg.text, JSON.stringify({ media, media_error: mediaError, location: msg.location, raw_type: msg.rawType }), msg.providerMessageId],
+        [messageId, party.workspaceId, party.conversationId, party.customerId, party.agentId, msg.from, number, kind, msg.text, JSON.stringify({ media, media_error: mediaError, location: msg.location, raw_type: msg.rawType }), msg.providerMessageId],
       );
-      if (!inserted.length) return 'duplicate' as const;
+      if (!inserted.length) return { outcome: 'duplicate' as const, messageId: null };
+      // The 24-hour window opens with the customer's message.
+      await em.execute('update conversations set last_inbound_at = now(), updated_at = now() where id = ?', [party.conversationId]);
+      await em.execute('update msgapp_inbound_events set recorded_message_id = ? where provider_message_id = ?', [messageId, providerMessageId]);
       await em.execute(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'message.received', ?::jsonb)`, [
         newId('evt'),
-        conversationId,
+        party.conversationId,
         JSON.stringify({ message_id: messageId, kind, text: msg.text }),
       ]);
-      await emitEvent(em, agent.workspace_id, 'message.inbound', {
+      await emitEvent(em, party.workspaceId, 'message.inbound', {
         message_id: messageId,
         channel: 'msgapp',
         from: msg.from,
-        to: agent.number,
+        to: number,
         text: msg.text,
         profile_name: msg.profileName,
         received_at: msg.timestamp.toISOString(),
@@ -148,18 +229,28 @@ export class ProviderEventService {
         ...(mediaError ? { media_error: mediaError } : {}),
         ...(msg.location ? { location: msg.location } : {}),
       });
-      return 'recorded' as const;
+      return { outcome: 'recorded' as const, messageId };
     });
   }
 
+  /** A stored inbound event, its message revived (dates are ISO strings in JSON). */
+  private async inboundEvent(providerMessageId: string): Promise<{ msg: InboundMessage; workspaceId: string; agentId: string } | null> {
+    const [row] = await this.em.fork().execute<{ message: InboundMessage & { timestamp: string }; workspace_id: string; agent_id: string }[]>(
+      'select message, workspace_id, agent_id from msgapp_inbound_events where provider_message_id = ?',
+      [providerMessageId],
+    );
+    if (!row) return null;
+    return { msg: { ...row.message, timestamp: new Date(row.message.timestamp) }, workspaceId: row.workspace_id, agentId: row.agent_id };
+  }
+
   private async fetchMedia(workspaceId: string, credentialId: string | null, msg: InboundMessage): Promise<Record<string, unknown>> {
-    if (!this.provider) throw new Error('no msgapp provider is configured');
-    if (!credentialId) throw new Error('the number has no credential');
+    if (!this.provider) throw new OperationalError('MediaUnavailable', 'no msgapp provider is configured', false);
+    if (!credentialId) throw new OperationalError('MediaUnavailable', 'the number has no credential', false);
     const [cred] = await this.em.fork().execute<{ id: string; secret_sealed: string }[]>('select id, secret_sealed from credentials where id = ? and workspace_id = ?', [
       credentialId,
       workspaceId,
     ]);
-    if (!cred) throw new Error(`credential ${credentialId} does not exist`);
+    if (!cred) throw new OperationalError('MediaUnavailable', `credential ${credentialId} does not exist`, false);
     const got = await this.provider.downloadMedia(msg.media!.mediaId, this.box.open(cred.secret_sealed, cred.id));
     const staged = await this.blobs.stage(Readable.from(got.bytes), MAX_MEDIA_BYTES);
     const sha = await this.blobs.commit(staged);

@@ -3,6 +3,7 @@ import type { AgentSpec } from '../agents/spec';
 import type { SecretBox } from '../crypto/secret-box';
 import { textArray } from '../db/sql';
 import { ApiError } from '../errors';
+import { OperationalError } from '../failures';
 import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
@@ -14,8 +15,9 @@ import type { SiteRow } from './sites';
 
 /** Largest upload and largest voice note (the spec's limits; also OpenAI's transcription cap). */
 export const WIDGET_UPLOAD_MAX_BYTES = 25 * 1024 * 1024;
-/** An upload still processing after this long was lost with its process (extraction is capped far below). */
-const STALE_PROCESSING_SECONDS = 15 * 60;
+/** Failure types of the upload extraction step (activities/uploads.ts) for a failing transcriber. */
+export const TRANSCRIBER_CREDENTIAL_REFUSED = 'TranscriberCredentialRefused';
+export const TRANSCRIBER_UNAVAILABLE = 'TranscriberUnavailable';
 /** Uploads of one conversation that may be processing at once. */
 export const MAX_PROCESSING_PER_CONVERSATION = 5;
 /** Parsed text longer than this is also indexed for search (WIDGET_UPLOAD_INDEX_CHARS). */
@@ -42,6 +44,18 @@ export interface UploadRow {
   created_at: Date;
   updated_at: Date;
 }
+
+/** An upload stored and waiting for its extraction (POST /upload's first half). */
+export interface StoredUpload {
+  row: UploadRow;
+  /** The extractor's kind, decided from the bytes. */
+  kind: string;
+}
+
+/** How the `widget-upload` workflow ended: ready, or why not (the route's answer depends on it). */
+export type UploadOutcome =
+  | { status: 'ready' }
+  | { status: 'error'; failure: 'unreadable' | 'transcriber' | 'transcriber_credential' | 'internal'; reason: string };
 
 /** POST /upload's answer. */
 export interface UploadResult {
@@ -128,15 +142,12 @@ export function summarize(text: string, max = SUMMARY_CHARS): string {
   return `${head.replace(/[\s.,;:!?-]+$/, '')}…`;
 }
 
-/** A user-facing reason from an extraction failure (ExtractionError carries one). */
-const reasonOf = (err: unknown) => ((err as { reason?: unknown }).reason as string | undefined) ?? null;
-
 /**
  * A failing transcription service, as the widget contract names it (503, "uploads not
  * ready"): `missing_credential` when the service refused its credential (401/403: no or a
  * wrong TRANSCRIBE_API_KEY), else `file_upload_prereq_failed`. Never the server API's codes.
  */
-function transcriberUnavailable(err: TranscriberError): ApiError {
+function transcriberUnavailable(err: Pick<TranscriberError, 'reason' | 'credentialRefused'>): ApiError {
   if (err.credentialRefused) {
     return new ApiError(503, 'missing_credential', `The transcription service refused its credential (${err.reason}): set TRANSCRIBE_API_KEY`);
   }
@@ -148,8 +159,10 @@ const uploadNotFound = (id: string) => new ApiError(404, 'not_found', `No upload
 
 /**
  * Files a widget visitor uploads: stored content-addressed, typed from their bytes,
- * their text extracted at once (in the isolated extraction process) so the agent can
- * read them when they are attached to a message. Long ones are also chunked and
+ * their text extracted before POST /upload answers — in the worker, by the
+ * `widget-upload:<upload_id>` workflow (the isolated extraction process, heartbeating;
+ * a lost worker's extraction is run again by another) — so the agent can read them when
+ * they are attached to a message. Long ones are also chunked and
  * embedded for search, as a background task of the conversation (indexForSearch).
  */
 export class UploadService {
@@ -176,18 +189,15 @@ export class UploadService {
   }
 
   /**
-   * Stores and extracts one upload. Takes ownership of `staged`: it is committed to the
-   * blob store or discarded. Answers only once the text is extracted (status ready). A
-   * file with no text (a photo, a blank scan, silence) is ready with parsed_chars 0: the
-   * agent is told what was attached. A file that cannot be read leaves the row in `error`
-   * and answers 400 invalid_request naming `file`; a failing transcriber is a 503 (see
-   * transcriberUnavailable). Only codes of the widget contract (or the generic envelope).
+   * Stores one upload (status `processing`), the first half of POST /upload. Takes
+   * ownership of `staged`: it is committed to the blob store or discarded. The checks run
+   * in the spec's order and answer only codes of the widget contract. The text is then
+   * extracted in the worker (the `widget-upload:<upload_id>` workflow: `extractStored`),
+   * and `answer` turns its outcome into the route's answer.
    */
-  async create(site: SiteRow, input: { staged: StagedBlob; fileName: string; conversationId?: string; customerId?: string }): Promise<UploadResult> {
+  async store(site: SiteRow, input: { staged: StagedBlob; fileName: string; conversationId?: string; customerId?: string }): Promise<StoredUpload> {
     const { staged } = input;
     let committed = false;
-    let row: UploadRow;
-    let kind: string;
     try {
       await this.admit(site);
       if (input.conversationId) await this.requireConversation(site, input.conversationId, input.customerId);
@@ -195,20 +205,14 @@ export class UploadService {
       const fileName = input.fileName.trim().slice(0, 255) || 'upload';
       const type = await sniffType(staged.tempPath, fileName);
       if (!type) throw new ApiError(400, 'unsupported_type', `file: '${fileName}' is not a supported document, spreadsheet, image, audio or video type`);
-      kind = type.kind;
 
-      row = await this.em().transactional(async (em) => {
+      const row = await this.em().transactional(async (em) => {
         if (input.conversationId) {
           // The conversation's row lock serialises concurrent uploads to it: the count and
-          // the insert below cannot interleave with another upload's.
+          // the insert below cannot interleave with another upload's. An upload whose
+          // worker was lost is finished by another worker (Temporal retries the step), so
+          // no upload stays processing for good and none needs sweeping here.
           await em.execute('select id from conversations where id = ? for update', [input.conversationId]);
-          // A process lost mid-extraction leaves its row processing: past the extraction's
-          // time limit it is an error, so it neither blocks the conversation nor stays "processing".
-          await em.execute(
-            `update widget_uploads set status = 'error', error_message = 'processing was interrupted; upload the file again', updated_at = now()
-             where conversation_id = ? and status = 'processing' and created_at < now() - make_interval(secs => ?)`,
-            [input.conversationId, STALE_PROCESSING_SECONDS],
-          );
           const [{ n }] = await em.execute<{ n: string }[]>(`select count(*) as n from widget_uploads where conversation_id = ? and status = 'processing'`, [
             input.conversationId,
           ]);
@@ -229,10 +233,23 @@ export class UploadService {
         );
         return inserted;
       });
+      return { row, kind: type.kind };
     } finally {
       if (!committed) await this.deps.blobs.discard(staged);
     }
+  }
 
+  /**
+   * The worker's step (`widget-upload` workflow): extracts a processing upload's text in
+   * the isolated extraction process and marks it ready, storing the text. A file with no
+   * text (a photo, a blank scan, silence) is ready with parsed_chars 0: the agent is told
+   * what was attached. Safe to run again: only a processing upload changes. Failures
+   * leave as OperationalErrors: the extraction's own (ExtractionError, ExtractionCrash),
+   * or the transcriber's as `TranscriberCredentialRefused` / `TranscriberUnavailable`.
+   */
+  async extractStored(uploadId: string, kind: string): Promise<'ready' | 'settled'> {
+    const [row] = await this.em().execute<UploadRow[]>(`select * from widget_uploads where id = ? and status = 'processing'`, [uploadId]);
+    if (!row) return 'settled';
     let content: string;
     try {
       const { segments } = await this.deps.blobs.withLocalFile(row.blob_key, (filePath) =>
@@ -240,23 +257,46 @@ export class UploadService {
       );
       content = segments.map((s) => s.text).join('\n\n');
     } catch (err) {
-      if (!(err instanceof NoTextExtracted)) {
-        const reason = reasonOf(err);
-        await this.em().execute(`update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ?`, [
-          (reason ?? 'extraction failed').slice(0, 1000),
-          row.id,
-        ]);
-        if (err instanceof TranscriberError) throw transcriberUnavailable(err);
-        if (reason === null) throw err;
-        throw new ApiError(400, 'invalid_request', `file: could not be read (${reason})`, { upload_id: row.id });
+      if (err instanceof TranscriberError && !(err instanceof NoTextExtracted)) {
+        throw new OperationalError(err.credentialRefused ? TRANSCRIBER_CREDENTIAL_REFUSED : TRANSCRIBER_UNAVAILABLE, err.reason, err.retryable && !err.credentialRefused, {
+          detail: err.detail,
+        });
       }
+      if (!(err instanceof NoTextExtracted)) throw err;
       // Nothing to read is not a failure here: a visitor's photo is a normal attachment.
       content = '';
     }
     await this.em().execute(
-      `update widget_uploads set status = 'ready', content = ?, parsed_chars = ?, summary = ?, updated_at = now() where id = ?`,
+      `update widget_uploads set status = 'ready', content = ?, parsed_chars = ?, summary = ?, updated_at = now() where id = ? and status = 'processing'`,
       [content, content.length, content ? summarize(content) : null, row.id],
     );
+    return 'ready';
+  }
+
+  /** An upload whose extraction failed for good: status error with the reason (a processing upload only). */
+  async failExtraction(uploadId: string, reason: string): Promise<void> {
+    await this.em().execute(`update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ? and status = 'processing'`, [
+      reason.slice(0, 1000),
+      uploadId,
+    ]);
+  }
+
+  /**
+   * POST /upload's answer once the workflow ended: 201 ready, or the error the outcome
+   * stands for — 400 invalid_request naming `file` (with upload_id) for a file that cannot
+   * be read, 503 missing_credential / file_upload_prereq_failed for the transcriber, and
+   * a plain error (500 internal_error) for anything else. The upload stays readable in
+   * status error.
+   */
+  answer(stored: StoredUpload, outcome: UploadOutcome): UploadResult {
+    const { row } = stored;
+    if (outcome.status === 'error') {
+      if (outcome.failure === 'transcriber' || outcome.failure === 'transcriber_credential') {
+        throw transcriberUnavailable({ reason: outcome.reason, credentialRefused: outcome.failure === 'transcriber_credential' });
+      }
+      if (outcome.failure === 'unreadable') throw new ApiError(400, 'invalid_request', `file: could not be read (${outcome.reason})`, { upload_id: row.id });
+      throw new Error(`upload ${row.id}: ${outcome.reason}`);
+    }
     return {
       upload_id: row.id,
       file_id: row.blob_key,
@@ -270,11 +310,6 @@ export class UploadService {
 
   /** Status of an upload of this site (and of that conversation, when one is named). */
   async status(site: SiteRow, uploadId: string, conversationId?: string): Promise<UploadStatus> {
-    await this.em().execute(
-      `update widget_uploads set status = 'error', error_message = 'processing was interrupted; upload the file again', updated_at = now()
-       where id = ? and status = 'processing' and created_at < now() - make_interval(secs => ?)`,
-      [uploadId, STALE_PROCESSING_SECONDS],
-    );
     const [row] = await this.em().execute<UploadRow[]>('select * from widget_uploads where id = ? and site_id = ?', [uploadId, site.id]);
     if (!row || (conversationId !== undefined && row.conversation_id !== conversationId)) throw uploadNotFound(uploadId);
     const ready = row.status === 'ready';

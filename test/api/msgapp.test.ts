@@ -6,6 +6,9 @@ import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { upload } from '../support/kb';
 import { createTestDatabase, type TestDatabase } from '../support/db';
+import { inboundDone, startInboundDispatcher } from '../support/msgapp';
+import { startTestWorker, type TestWorker } from '../support/temporal';
+import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 
 /**
  * msgapp on one installation with two workspaces and one provider (the sandbox, which
@@ -17,6 +20,9 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 let db: TestDatabase;
 let sandbox: MsgappSandbox;
 let t: TestApp;
+/** The worker (inbound messages are workflows) and its relay of what the webhook stores. */
+let tw: TestWorker;
+let relay: OutboxDispatcher;
 let wsA: string;
 let wsB: string;
 let authA: Record<string, string>;
@@ -42,10 +48,13 @@ beforeAll(async () => {
       { phoneNumberId: SPARE_A.id, displayPhoneNumber: SPARE_A.display, accessToken: 'token-a' },
     ],
   });
+  const serviceOptions = { msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }), publicBaseUrl: PUBLIC_BASE_URL };
+  tw = await startTestWorker(db, serviceOptions);
+  relay = await startInboundDispatcher(tw);
   t = await startTestApp({
     orm: db.orm,
     databaseUrl: db.url,
-    serviceOptions: { msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }), publicBaseUrl: PUBLIC_BASE_URL },
+    serviceOptions,
     msgappWebhook: { appSecret: APP_SECRET, verifyToken: 'verify-me' },
   });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
@@ -59,6 +68,8 @@ beforeAll(async () => {
   credB = (await t.services.credentials.create(wsB, 'msgapp_access_token', 'B number', 'token-b')).id;
 });
 afterAll(async () => {
+  await relay.stop();
+  await tw.close();
   await t.close();
   await sandbox.close();
   await db.drop();
@@ -175,6 +186,7 @@ describe('msgapp number ownership across workspaces', () => {
     const before = await q<{ workspace_id: string }>(`select workspace_id from webhook_events where type = 'message.inbound'`);
     const sent = await sandbox.injectInbound({ from: '+15557771234', to: NUMBER_A.id, text: 'hello A' });
     expect(sent.webhookStatus).toBe(200);
+    expect(await inboundDone(tw, sent.providerMessageId)).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/) });
     const rows = await q<{ workspace_id: string; agent_id: string }>(`select workspace_id, agent_id from messages where provider_message_id = ?`, [sent.providerMessageId]);
     expect(rows).toEqual([{ workspace_id: wsA, agent_id: agentA }]);
     const events = await q<{ workspace_id: string }>(`select workspace_id from webhook_events where type = 'message.inbound'`);
@@ -226,6 +238,7 @@ describe('stored bytes served back', () => {
   async function inboundMedia(kind: 'image' | 'sticker' | 'document', mimeType: string, bytes: Buffer, filename?: string) {
     const sent = await sandbox.injectInbound({ from: '+15557779999', to: NUMBER_A.id, media: { kind, mimeType, bytes, filename } });
     expect(sent.webhookStatus).toBe(200);
+    await inboundDone(tw, sent.providerMessageId);
     const [row] = await q<{ id: string }>(`select id from messages where provider_message_id = ?`, [sent.providerMessageId]);
     const events = await q<{ payload: string }>(`select payload from webhook_events where type = 'message.inbound' and workspace_id = ?`, [wsA]);
     const data = events.map((e) => JSON.parse(e.payload).data).find((d) => d.message_id === row.id);

@@ -6,15 +6,19 @@ import { Readable } from 'node:stream';
 import { OpenAiTranscriber } from '../../core/kb/extract';
 import type { SiteRow } from '../../core/widget/sites';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp, type TestOverrides } from '../support/app';
 import { makeCorruptPdf, makeDocx, makePdf, makeTextPng, makeWav, randomBytes, TEXT } from '../support/documents';
 import { multipart } from '../support/kb';
+import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
+import { WORKSPACE_ID } from '../../worker/search-attributes';
 
 /**
  * The widget's file endpoints on the real app and database: multipart uploads typed from
- * their bytes and extracted in the isolated process (OCR, documents, audio through an
- * OpenAI-compatible transcription server on loopback), status, signed links, voice notes,
- * and search over long uploads with the real embedding model.
+ * their bytes and extracted in the worker's isolated process (OCR, documents, audio through
+ * an OpenAI-compatible transcription server on loopback), status, signed links, voice notes,
+ * and search over long uploads with the real embedding model. Each API process here has
+ * a worker configured like it (the same transcriber); the API processes themselves are
+ * given an extractor that fails, so nothing is extracted in them.
  */
 let db: TestDatabase;
 let t: TestApp;
@@ -22,6 +26,12 @@ let t: TestApp;
 let bare: TestApp;
 /** The same database served by a process whose transcriber has a base URL but no key (TRANSCRIBE_API_KEY unset). */
 let keyless: TestApp;
+/** An API process with no workflow service. */
+let detached: TestApp;
+/** The workers of t, bare and keyless. */
+const workers: TestWorker[] = [];
+/** Where uploads are extracted: the worker's extractor. */
+let tw: TestWorker;
 let ws: string;
 let auth: Record<string, string>;
 let agentId: string;
@@ -34,6 +44,10 @@ let nextTranscript = 'Hello, I would like to change my delivery address.';
 let sttFailure: number | null = null;
 
 const ORIGIN = 'https://shop.example';
+/** The API processes' extractor: extraction belongs to the worker. */
+const apiMustNotExtract = async (): Promise<never> => {
+  throw new Error('extraction ran in the API process');
+};
 const INDEX_CHARS = 3000;
 
 beforeAll(async () => {
@@ -55,9 +69,17 @@ beforeAll(async () => {
   const stt = new OpenAiTranscriber(sttUrl, 'test-key', 'whisper-1');
 
   db = await createTestDatabase();
-  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { transcriber: stt, uploadIndexChars: INDEX_CHARS } });
-  bare = await startTestApp({ orm: db.orm, databaseUrl: db.url });
-  keyless = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { transcriber: new OpenAiTranscriber(sttUrl, '', 'whisper-1') } });
+  // An API process and its worker, configured alike; the API process must never extract.
+  const pair = async (serviceOptions: TestOverrides) => {
+    const w = await startTestWorker(db, serviceOptions);
+    workers.push(w);
+    return startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { ...serviceOptions, extract: apiMustNotExtract }, temporal: { client: w.client, taskQueue: w.taskQueue } });
+  };
+  t = await pair({ transcriber: stt, uploadIndexChars: INDEX_CHARS });
+  tw = workers[0];
+  bare = await pair({});
+  keyless = await pair({ transcriber: new OpenAiTranscriber(sttUrl, '', 'whisper-1') });
+  detached = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { extract: apiMustNotExtract } });
   ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
   agentId = await publishedAgent({ file_upload: true });
@@ -68,6 +90,8 @@ afterAll(async () => {
   await t.close();
   await bare.close();
   await keyless.close();
+  await detached.close();
+  for (const w of workers) await w.close();
   await db.drop();
   await new Promise((r) => sttServer.close(r));
 });
@@ -221,6 +245,19 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
     expect(words.startsWith(summary.slice(0, -1) + ' ')).toBe(true);
   });
 
+  test('the text is extracted in the worker, by the widget-upload workflow of the upload (workspace search attribute); the API process extracts nothing', async () => {
+    const res = await upload({ name: 'where.txt', content: 'Extracted by the worker.' }, { conversation_id: conv });
+    expect(res.statusCode).toBe(201);
+    const workflowId = `widget-upload:${res.json().upload_id}`;
+    const handle = tw.client.workflow.getHandle(workflowId);
+    expect(await handle.result()).toEqual({ status: 'ready' });
+    const described = await handle.describe();
+    expect(described.status.name).toBe('COMPLETED');
+    expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
+    await maybeRecordHistory(tw.client, workflowId, 'widget-upload');
+    expect((await status(res.json().upload_id)).json()).toMatchObject({ status: 'ready', summary: 'Extracted by the worker.' });
+  });
+
   test('an upload without a conversation is accepted (attached by /send later)', async () => {
     const res = await upload({ name: 'loose.txt', content: 'A note without a conversation yet.' });
     expect(res.statusCode).toBe(201);
@@ -306,21 +343,12 @@ describe('POST /upload: refusals, in the spec order, leave nothing behind', () =
     expect([a, b].find((r) => r.statusCode === 400)!.json().error).toBe('too_many_files');
   });
 
-  test('an upload left processing by a lost process turns to error past the time limit and stops counting', async () => {
+  test('no workflow service in the API process: 503 workflow_unavailable before the file is read; nothing recorded', async () => {
     const c = await newConversation(site.site_id);
-    const s = await siteRow(site.site_id);
-    const ids = Array.from({ length: 5 }, (_, i) => `upl_stale${i}${'0'.repeat(18)}`);
-    for (const id of ids) {
-      await db.orm.em.fork().execute(
-        `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status, created_at)
-         values (?, ?, ?, ?, 'lost.txt', 'text/plain', 1, ?, 'processing', now() - interval '20 minutes')`,
-        [id, s.workspace_id, s.id, c, 'c'.repeat(64)],
-      );
-    }
-    const read = await status(ids[0], `?conversation_id=${c}`);
-    expect(read.json()).toMatchObject({ status: 'error', error_message: expect.stringContaining('interrupted') });
-    expect((await upload({ name: 'again.txt', content: 'the file once more' }, { conversation_id: c })).statusCode).toBe(201);
-    expect((await uploadRows(c)).filter((r: { status: string }) => r.status === 'processing')).toHaveLength(0);
+    const res = await upload({ name: 'a.txt', content: 'hello' }, { conversation_id: c }, { app: detached });
+    expect(res.statusCode).toBe(503);
+    expect(res.json()).toEqual({ error: 'workflow_unavailable', message: expect.any(String) });
+    expect(await uploadRows(c)).toEqual([]);
   });
 
   test('audio or video without a transcriber: 503 file_upload_prereq_failed (documents still work)', async () => {

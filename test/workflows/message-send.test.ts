@@ -12,11 +12,13 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { WORKSPACE_ID } from '../../worker/search-attributes';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { inboundDone, startInboundDispatcher } from '../support/msgapp';
 
 let db: TestDatabase;
 let sandbox: MsgappSandbox;
 let t: TestApp;
 let tw: Awaited<ReturnType<typeof startTestWorker>>;
+let relay: OutboxDispatcher;
 let ws: string;
 let auth: Record<string, string>;
 let credentialId: string;
@@ -32,7 +34,9 @@ beforeAll(async () => {
   // The sandbox speaks the Cloud API over real HTTP on loopback, and checks the bearer token.
   sandbox = await startMsgappSandbox({ appSecret: 'app-secret', accessToken: 'sandbox-token', statusDelaysMs: { delivered: 20, read: 40 } });
   const msgapp = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
-  tw = await startTestWorker(db, { msgapp });
+  tw = await startTestWorker(db, { msgapp, publicBaseUrl: PUBLIC_BASE_URL });
+  // Inbound messages the webhook stores become `msgapp-inbound:<wamid>` workflows through the worker's relay.
+  relay = await startInboundDispatcher(tw);
   t = await startTestApp({
     orm: db.orm,
     databaseUrl: db.url,
@@ -49,6 +53,7 @@ beforeAll(async () => {
   credentialId = (await t.services.credentials.create(ws, 'msgapp_access_token', 'sandbox number', 'sandbox-token')).id;
 });
 afterAll(async () => {
+  await relay.stop();
   await tw.close();
   await t.close();
   await sandbox.close();
@@ -289,7 +294,7 @@ describe('the provider webhook /webhooks/msgapp', () => {
 
   test('a media message that reports sent and then fails: status failed with the provider error, and an event', async () => {
     const customer = '+15557770404';
-    await sandbox.injectInbound({ from: customer, to: '5055', text: 'send me the photo' });
+    await inboundDone(tw, (await sandbox.injectInbound({ from: customer, to: '5055', text: 'send me the photo' })).providerMessageId);
     sandbox.failNext({ kind: 'delivery', error: 'Media download failed at the recipient' });
     const res = await send({ agent_id: agentId, to: customer, media: { type: 'image', url: 'https://cdn.example/photo.jpg', caption: 'Here it is' } });
     expect(res.statusCode).toBe(201);
@@ -314,6 +319,11 @@ describe('the provider webhook /webhooks/msgapp', () => {
     const closed = await send({ agent_id: agentId, to: from, text: 'hi' });
     expect(closed.json().error).toBe('session_window_closed');
     const { providerMessageId } = await sandbox.injectInbound({ from, to: '5055', text: 'Where is my order?', profileName: 'Rita' });
+    const done = await inboundDone(tw, providerMessageId);
+    expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/) });
+    await maybeRecordHistory(tw.client, `msgapp-inbound:${providerMessageId}`, 'msgapp-inbound');
+    const described = await tw.client.workflow.getHandle(`msgapp-inbound:${providerMessageId}`).describe();
+    expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
     const [event] = await db.orm.em
       .fork()
       .execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.inbound' order by created_at desc limit 1`);
@@ -336,9 +346,47 @@ describe('the provider webhook /webhooks/msgapp', () => {
     expect(list.messages).toEqual([]);
   });
 
+  /** A signed notification of one inbound message on the agent's number, as the provider posts it. */
+  const postInbound = (message: Record<string, unknown>) => {
+    const body = JSON.stringify({
+      object: 'whatsapp_business_account',
+      entry: [{ id: 'waba', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550005555', phone_number_id: '5055' }, messages: [message] } }] }],
+    });
+    return fetch(`${base}/webhooks/msgapp`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHubPayload(body, 'app-secret') }, body });
+  };
+  const inboundEvents = async (messageId: string) =>
+    (await db.orm.em.fork().execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.inbound'`))
+      .map((r) => JSON.parse(r.payload).data)
+      .filter((d: { message_id: string }) => d.message_id === messageId);
+
+  test('the provider repeating an inbound callback: stored once, one workflow, one message and one message.inbound', async () => {
+    const wamid = `wamid.${newId('msg')}`;
+    const message = { from: '15557770606', id: wamid, timestamp: '1767225600', type: 'text', text: { body: 'are you open on Sunday?' } };
+    const answers = await Promise.all([postInbound(message), postInbound(message)]);
+    expect(answers.map((r) => r.status)).toEqual([200, 200]);
+    const done = await inboundDone(tw, wamid);
+    expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/) });
+    expect((await postInbound(message)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 700));
+    const em = db.orm.em.fork();
+    expect(await em.execute('select id from messages where provider_message_id = ?', [wamid])).toEqual([{ id: (done as { messageId: string }).messageId }]);
+    expect(await em.execute('select count(*)::int as n from msgapp_inbound_events where provider_message_id = ?', [wamid])).toEqual([{ n: 1 }]);
+    expect(await inboundEvents((done as { messageId: string }).messageId)).toHaveLength(1);
+  });
+
+  test('media the provider will not hand over: the message is still recorded, with media_error, and message.inbound says so', async () => {
+    const wamid = `wamid.${newId('msg')}`;
+    expect((await postInbound({ from: '15557770607', id: wamid, timestamp: '1767225600', type: 'image', image: { id: 'no-such-media', mime_type: 'image/png' } })).status).toBe(200);
+    const done = await inboundDone(tw, wamid);
+    expect(done).toMatchObject({ status: 'recorded' });
+    const [event] = await inboundEvents((done as { messageId: string }).messageId);
+    expect(event.media).toBeUndefined();
+    expect(event.media_error).toMatch(/^the attachment could not be downloaded: /);
+  });
+
   test('inbound media is downloaded to storage and linked by a signed, expiring URL', async () => {
     const bytes = Buffer.from('%PDF-1.4 fake invoice bytes');
-    await sandbox.injectInbound({ from: '+15557775678', to: '5055', media: { kind: 'document', mimeType: 'application/pdf', bytes, filename: 'invoice.pdf' } });
+    await inboundDone(tw, (await sandbox.injectInbound({ from: '+15557775678', to: '5055', media: { kind: 'document', mimeType: 'application/pdf', bytes, filename: 'invoice.pdf' } })).providerMessageId);
     const [event] = await db.orm.em
       .fork()
       .execute<{ payload: string }[]>(`select payload from webhook_events where type = 'message.inbound' order by created_at desc limit 1`);

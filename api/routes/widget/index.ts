@@ -83,7 +83,7 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
   });
 
   await app.register(chatRoutes, { services: opts.services, gateways: opts.gateways, sends: opts.limits.widgetSends });
-  await app.register(uploadRoutes, { services: opts.services });
+  await app.register(uploadRoutes, { services: opts.services, gateways: opts.gateways });
 
   // The rest of the widget contract: site-authenticated like init, then 501 until built.
   for (const [method, url] of PLANNED_WIDGET) {

@@ -1,9 +1,11 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../../core/services';
+import type { Gateways } from '../../../gateways';
 import { z } from 'zod';
 import { readSingleFile } from '../../multipart';
 import { WIDGET_UPLOAD_MAX_BYTES } from '../../../core/widget/uploads';
 import { ApiError } from '../../../core/errors';
+import { workflowUnavailable } from '../../../gateways/uploads';
 import type { SiteRow } from '../../../core/widget/sites';
 import { ErrorBody, idString } from '../../schemas/common';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
@@ -72,7 +74,9 @@ const uploadErrors = {
   }),
   413: ErrorBody.meta({ description: 'payload_too_large: over 25 MB' }),
   415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
-  503: ErrorBody.meta({ description: `no_workflow_configured; ${TRANSCRIBER_503}` }),
+  503: ErrorBody.meta({
+    description: `no_workflow_configured; ${TRANSCRIBER_503}; workflow_unavailable: this API process has no workflow service to extract the file on (or lost it while waiting: the body then has upload_id, whose status tells how processing ended)`,
+  }),
 } as const;
 
 
@@ -82,7 +86,7 @@ const field = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
 const formIdentity = (fields: Record<string, string>) => identityOf({ external_id: field(fields.external_id), user_hash: field(fields.user_hash) });
 
 /** Upload, upload status, file_url, transcribe. */
-export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'uploads' | 'widget' | 'blobs'> }> = async (app, opts) => {
+export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'uploads' | 'widget' | 'blobs'>; gateways: Gateways | null }> = async (app, opts) => {
   const uploads = opts.services.uploads;
 
   /**
@@ -108,8 +112,11 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
     // The multipart stream is read by the handler, not validated as a JSON body.
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request, reply) => {
-      // Refused before a byte is read when the agent or its toggle does not allow uploads.
+      // Refused before a byte is read when the agent or its toggle does not allow uploads,
+      // or when this process has no workflow service to extract on.
       await uploads.admit(request.site!);
+      const extraction = opts.gateways?.uploads;
+      if (!extraction) throw workflowUnavailable();
       const { staged, fileName, fields } = await readSingleFile(request, opts.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
       await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
         await opts.services.blobs.discard(staged);
@@ -117,14 +124,18 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
         if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(400, 'invalid_request', 'conversation_id: not a conversation of this site');
         throw err;
       });
-      // A creation: 201 (DECISIONS "Everywhere").
-      reply.code(201);
-      return uploads.create(request.site!, {
+      const stored = await uploads.store(request.site!, {
         staged,
         fileName,
         conversationId: field(fields.conversation_id),
         customerId: field(fields.customer_id),
       });
+      // Extraction runs in the worker (`widget-upload:<upload_id>`); the answer waits for it.
+      const outcome = await extraction.extract(stored, () => uploads.failExtraction(stored.row.id, 'processing could not start; upload the file again'));
+      const answer = uploads.answer(stored, outcome);
+      // A creation: 201 (DECISIONS "Everywhere").
+      reply.code(201);
+      return answer;
     },
   });
 

@@ -13,7 +13,7 @@ import { Customer, CustomerIdentity } from './customers';
 import { IdempotencyKey } from './idempotency';
 import { KbChunk, KbDocument, KbFile, KbFolder } from './kb';
 import { ApiKey, RetiredKeySecret } from './keys';
-import { Message, UsageRecord } from './messages';
+import { Message, MsgappInboundEvent, UsageRecord } from './messages';
 import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription } from './webhooks';
 import { Site, WidgetUpload, WidgetUploadChunk } from './widget';
 import { Workspace } from './workspaces';
@@ -53,6 +53,7 @@ export const allEntities = [
   ConversationTask,
   Message,
   UsageRecord,
+  MsgappInboundEvent,
   Site,
   WidgetUpload,
   WidgetUploadChunk,

@@ -53,3 +53,24 @@ export const UsageRecord = defineEntity({
   },
 });
 export type IUsageRecord = InferEntity<typeof UsageRecord>;
+
+/**
+ * An inbound msgapp message as the webhook received it (normalised), once per provider
+ * message id: the input of its `msgapp-inbound:<provider message id>` workflow.
+ */
+export const MsgappInboundEvent = defineEntity({
+  name: 'MsgappInboundEvent',
+  tableName: 'msgapp_inbound_events',
+  properties: {
+    providerMessageId: p.text().primary(),
+    workspaceId: p.text(),
+    agentId: p.text(),
+    message: p.json<Record<string, unknown>>(),
+    receivedAt: createdAt(),
+    /** The workflow was started (the outbox relay's mark). */
+    dispatchedAt: p.datetime().nullable(),
+    /** The message row the workflow recorded. */
+    recordedMessageId: p.text().nullable(),
+  },
+});
+export type IMsgappInboundEvent = InferEntity<typeof MsgappInboundEvent>;

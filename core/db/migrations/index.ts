@@ -9,6 +9,7 @@ import { Migration20261122000800Chat } from './Migration20261122000800Chat';
 import { Migration20261122000910WidgetIdentity } from './Migration20261122000910WidgetIdentity';
 import { Migration20261124000100SealIdempotentResponses } from './Migration20261124000100SealIdempotentResponses';
 import { Migration20261124110500MsgappNumberClaim } from './Migration20261124110500MsgappNumberClaim';
+import { Migration20261125000100MsgappInboundEvents } from './Migration20261125000100MsgappInboundEvents';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -23,4 +24,5 @@ export const migrations = [
   { name: 'Migration20261122000910WidgetIdentity', class: Migration20261122000910WidgetIdentity },
   { name: 'Migration20261124000100SealIdempotentResponses', class: Migration20261124000100SealIdempotentResponses },
   { name: 'Migration20261124110500MsgappNumberClaim', class: Migration20261124110500MsgappNumberClaim },
+  { name: 'Migration20261125000100MsgappInboundEvents', class: Migration20261125000100MsgappInboundEvents },
 ];

@@ -1,0 +1,31 @@
+import { Context } from '@temporalio/activity';
+import { ExtractionError } from '../core/kb/extract';
+import type { ActivityDeps } from './deps';
+import { withHeartbeat } from './errors';
+
+/** Widget uploads: the steps of the `widget-upload` workflow. */
+export function uploadActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * Extracts a processing upload's text (in the isolated extraction process) and marks
+     * it ready. Heartbeats while the process runs, as knowledge-base extraction does.
+     */
+    async extractUpload(uploadId: string, kind: string): Promise<'ready' | 'settled'> {
+      try {
+        return await withHeartbeat(() => deps.services.uploads.extractStored(uploadId, kind));
+      } catch (err) {
+        if (err instanceof ExtractionError && err.retryable) {
+          Context.current().log.warn('upload extraction failed for a reason that says nothing about the document; retrying', {
+            reason: err.reason,
+            detail: String(err.detail ?? '').slice(0, 2000),
+          });
+        }
+        throw err;
+      }
+    },
+
+    async failUploadExtraction(uploadId: string, reason: string): Promise<void> {
+      await deps.services.uploads.failExtraction(uploadId, reason);
+    },
+  };
+}

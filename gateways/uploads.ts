@@ -1,0 +1,50 @@
+import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { ApiError } from '../core/errors';
+import type { StoredUpload, UploadOutcome } from '../core/widget/uploads';
+import { searchAttributesFor } from '../worker/search-attributes';
+import { widgetUploadWorkflow, widgetUploadWorkflowId } from '../workflows/widget-upload';
+
+/** 503 when this API process has no workflow service to run extraction on (the widget send's code). */
+export const workflowUnavailable = (detail = 'The workflow service is not connected to this API process') => new ApiError(503, 'workflow_unavailable', detail);
+
+/**
+ * Widget uploads as the API sees them: POST /upload starts `widget-upload:<upload_id>`
+ * (extraction runs in the worker) and waits for its outcome.
+ */
+export class UploadGateway {
+  constructor(
+    private readonly client: Client,
+    private readonly taskQueue: string,
+  ) {}
+
+  /**
+   * Starts the upload's extraction and waits for it. When the workflow cannot be started
+   * (Temporal unreachable) `notStarted` runs (the route marks the upload error) and the
+   * answer is 503 workflow_unavailable. Once started, the upload is Temporal's: a
+   * connection lost while waiting is 503 workflow_unavailable too, and the upload still
+   * ends ready or error (GET /upload/{upload_id} reads it).
+   */
+  async extract(stored: StoredUpload, notStarted: () => Promise<void>): Promise<UploadOutcome> {
+    const workflowId = widgetUploadWorkflowId(stored.row.id);
+    let handle: WorkflowHandle<typeof widgetUploadWorkflow>;
+    try {
+      handle = await this.client.workflow.start(widgetUploadWorkflow, {
+        workflowId,
+        taskQueue: this.taskQueue,
+        args: [{ uploadId: stored.row.id, kind: stored.kind }],
+        typedSearchAttributes: searchAttributesFor({ workspaceId: stored.row.workspace_id }),
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+        await notStarted();
+        throw workflowUnavailable('The workflow service could not be reached; upload the file again');
+      }
+      handle = this.client.workflow.getHandle(workflowId);
+    }
+    try {
+      return await handle.result();
+    } catch {
+      throw new ApiError(503, 'workflow_unavailable', 'The upload is still processing; read its status with GET /upload/{upload_id}', { upload_id: stored.row.id });
+    }
+  }
+}

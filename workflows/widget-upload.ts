@@ -1,0 +1,49 @@
+import { ActivityFailure, ApplicationFailure, proxyActivities, TimeoutFailure } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { UploadOutcome } from '../core/widget/uploads';
+import { presets } from './presets';
+
+const { extractUpload } = proxyActivities<Activities>(presets.uploadExtraction);
+const { failUploadExtraction } = proxyActivities<Activities>(presets.bookkeeping);
+
+/** One workflow per widget upload; POST /upload waits for it. */
+export const widgetUploadWorkflowId = (uploadId: string) => `widget-upload:${uploadId}`;
+
+export interface WidgetUploadInput {
+  uploadId: string;
+  /** The extractor's kind, decided from the bytes when the upload was stored. */
+  kind: string;
+}
+
+/** Failure types of the extraction step (core/widget/uploads.ts, core/kb/extract/types.ts). */
+const TRANSCRIBER_CREDENTIAL_REFUSED = 'TranscriberCredentialRefused';
+const TRANSCRIBER_UNAVAILABLE = 'TranscriberUnavailable';
+
+function outcomeOf(err: unknown): Extract<UploadOutcome, { status: 'error' }> {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof TimeoutFailure) return { status: 'error', failure: 'unreadable', reason: 'extraction took too long and was stopped' };
+  if (cause instanceof ApplicationFailure) {
+    if (cause.type === TRANSCRIBER_CREDENTIAL_REFUSED) return { status: 'error', failure: 'transcriber_credential', reason: cause.message };
+    if (cause.type === TRANSCRIBER_UNAVAILABLE) return { status: 'error', failure: 'transcriber', reason: cause.message };
+    // Only extraction's reasons are meant for users; anything else stays in the workflow history.
+    if (cause.type === 'ExtractionError' || cause.type === 'ExtractionCrash') return { status: 'error', failure: 'unreadable', reason: cause.message };
+  }
+  return { status: 'error', failure: 'internal', reason: 'processing failed after retries (internal error); see the widget-upload workflow in the Temporal UI' };
+}
+
+/**
+ * A visitor's upload read into text (`widget-upload:upl_…`), the extraction step of
+ * knowledge-base indexing applied to an upload: processing → ready, or error with a
+ * reason — whatever fails, so no upload stays processing. The worker running the step
+ * may be lost: Temporal notices the missing heartbeat and another worker extracts again.
+ */
+export async function widgetUploadWorkflow(input: WidgetUploadInput): Promise<UploadOutcome> {
+  try {
+    await extractUpload(input.uploadId, input.kind);
+    return { status: 'ready' };
+  } catch (err) {
+    const outcome = outcomeOf(err);
+    await failUploadExtraction(input.uploadId, outcome.reason);
+    return outcome;
+  }
+}

@@ -433,7 +433,7 @@ export class DenseIndex {
 
   private async load(workspaceId: string, modelId: string): Promise<WorkspaceVectors> {
     this.loads++;
-    const rows = await this.rows(workspaceId, modelId, ' order by c.id', []);
+    const rows = await this.rows(workspaceId, modelId, '', []);
     const v = new WorkspaceVectors(rows[0]?.embedding_dim ?? 0, rows.length);
     v.append(rows);
     return v;

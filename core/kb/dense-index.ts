@@ -67,7 +67,7 @@ export interface DenseHit {
 const GATHER_SHARE = 1 / 8;
 /** Rows the int8 pass hands to the exact re-scoring at least. */
 const MIN_CANDIDATES = 1024;
-/** Bound on float32 SIMD summation error for unit vectors (384 × 2⁻²³ ≈ 4.6e-5, with room). */
+/** Bound on float32 SIMD summation error for unit vectors (dim × 2⁻²⁴: 9.2e-5 at 1,536 dims), with room. */
 const F32_SLACK = 2e-4;
 
 /**
@@ -78,9 +78,10 @@ const F32_SLACK = 2e-4;
  * Search is exact. The int8 pass (usearch's SIMD `exactSearch`, a quarter of the float32
  * bytes) picks candidates; they are re-scored from float32 in double precision; the result
  * is accepted only when provably the exact top-k: with q̃ = round(s·q), x̃ = round(s·x) and
- * rounding errors u, |s²·q·x − q̃·x̃| ≤ ½‖q̃‖₁ + ‖u_q‖∞·‖x̃‖₁ + ½‖u_q‖₁, so no row outside the
- * candidates can score above (the last candidate's int8 score + that bound) / s². When the
- * k-th re-scored candidate is not above it, the float32 SIMD scan decides instead.
+ * rounding errors u, |s²·q·x − q̃·x̃| ≤ ½‖q̃‖₁ + ‖u_q‖∞·‖x̃‖₁ + ½‖u_q‖₁ (or the Cauchy–Schwarz
+ * form, whichever is smaller), so no row outside the candidates can score above (the last
+ * candidate's int8 score + that bound) / s². When the k-th re-scored candidate is not above
+ * it, the float32 SIMD scan decides instead (also exact).
  */
 export class WorkspaceVectors {
   size = 0;
@@ -301,9 +302,11 @@ export class WorkspaceVectors {
     const m = rows ? rows.length : this.size;
     let data: Float32Array;
     if (rows) {
-      if (this.scratch.length < m * dim) this.scratch = new Float32Array(m * dim);
+      // Kept for the next small filter only: a large one's copy is dropped after use.
+      const buffer = this.scratch.length >= m * dim ? this.scratch : new Float32Array(m * dim);
+      if (m <= this.size * GATHER_SHARE) this.scratch = buffer;
       // A view at offset 0: usearch ignores a typed array's byteOffset.
-      data = new Float32Array(this.scratch.buffer, 0, m * dim);
+      data = new Float32Array(buffer.buffer, 0, m * dim);
       for (let n = 0; n < m; n++) data.set(this.matrix.subarray(rows[n] * dim, (rows[n] + 1) * dim), n * dim);
     } else data = this.matrix.subarray(0, m * dim);
     const count = Math.min(m, k + 16);

@@ -106,7 +106,7 @@ export class FileService {
            values (?, ?, ?, ?, true, ?, 'pending', ?, ?, ?, ?, clock_timestamp(), clock_timestamp())`,
           [id, workspaceId, doc.id, next, input.name, input.mime, input.kind, input.staged.size, sha],
         );
-        await em.execute('select pg_notify(?, ?), pg_notify(?, ?)', [KB_INDEX_OUTBOX_CHANNEL, id, KB_CHANGES_CHANNEL, workspaceId]);
+        await em.execute('select pg_notify(?, ?), pg_notify(?, ?)', [KB_INDEX_OUTBOX_CHANNEL, id, KB_CHANGES_CHANNEL, JSON.stringify({ workspace_id: workspaceId, document_id: doc.id })]);
         const [row] = await em.execute<FileRow[]>(`${FILE_SELECT} where f.id = ?`, [id]);
         return fileView(row);
       });
@@ -158,7 +158,7 @@ export class FileService {
         }
         await em.execute('update kb_documents set folder_id = ? where id = ?', [folderId, row.document_id]);
         await em.execute('update kb_files set updated_at = now() where id = ?', [id]);
-        await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, workspaceId]);
+        await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, JSON.stringify({ workspace_id: workspaceId, document_id: row.document_id })]);
         return fileView(await this.row(em, workspaceId, id));
       });
     } catch (err) {
@@ -183,7 +183,7 @@ export class FileService {
         );
         if (!promoted.length) await em.execute('delete from kb_documents where id = ?', [row.document_id]);
       }
-      await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, workspaceId]);
+      await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, JSON.stringify({ workspace_id: workspaceId, document_id: row.document_id })]);
       return row.sha256;
     });
     await this.releaseBlob(sha);

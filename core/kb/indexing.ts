@@ -104,7 +104,7 @@ export class IndexingService {
        where id = ? and status = 'processing' returning status, workspace_id`,
       [fileId],
     );
-    if (rows[0]) await this.notify(rows[0].workspace_id);
+    if (rows[0]) await this.notify(rows[0].workspace_id, fileId);
     return rows[0]?.status ?? 'error';
   }
 
@@ -113,10 +113,10 @@ export class IndexingService {
       `update kb_files set status = 'error', error_message = ?, updated_at = now() where id = ? and status in ('pending', 'processing') returning workspace_id`,
       [reason.slice(0, 1000), fileId],
     );
-    if (rows[0]) await this.notify(rows[0].workspace_id);
+    if (rows[0]) await this.notify(rows[0].workspace_id, fileId);
   }
 
-  private async notify(workspaceId: string): Promise<void> {
-    await this.em().execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, workspaceId]);
+  private async notify(workspaceId: string, fileId: string): Promise<void> {
+    await this.em().execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, JSON.stringify({ workspace_id: workspaceId, file_id: fileId })]);
   }
 }

@@ -3,7 +3,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { findAgent } from '../agents/agents';
 import { publishRecheck } from '../chat/frames';
-import type { SecretBox } from '../crypto/secret-box';
+import type { SealedSecrets, SecretBox } from '../crypto/secret-box';
 import { Site, type ISite } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
@@ -175,4 +175,11 @@ export class SiteService {
     }
     return ok;
   }
+}
+
+/** Site secrets sealed with the service's key (the key is checked against them at start-up, before any service exists). */
+export async function sealedSiteSecrets(em: EntityManager): Promise<SealedSecrets> {
+  const count = await em.count(Site);
+  const [row] = count ? await em.find(Site, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
+  return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
 }

@@ -127,8 +127,7 @@ export class ChatTranscript {
         createdAt,
       })
       .onConflict()
-      .ignore()
-      .execute('run');
+      .ignore();
     if (inserted.affectedRows) {
       await touchConversation(em, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null);
       return { row: rowOf(await em.findOneOrFail(ChatMessage, { id: m.id })), created: true };

@@ -30,10 +30,15 @@ export class CredentialService {
   }
 
   /** The opened token of a msgapp credential of this workspace; null when there is none. */
-  async msgappToken(workspaceId: string, id: string): Promise<string | null> {
-    const cred = await this.em.fork().findOne(Credential, { id, workspaceId, kind: 'msgapp_access_token' });
-    return cred ? this.box.open(cred.secretSealed, cred.id) : null;
+  msgappToken(workspaceId: string, id: string): Promise<string | null> {
+    return openMsgappToken(this.em.fork(), this.box, workspaceId, id);
   }
+}
+
+/** The opened token of a msgapp credential of this workspace; null when there is none. */
+export async function openMsgappToken(em: EntityManager, box: SecretBox, workspaceId: string, id: string): Promise<string | null> {
+  const cred = await em.findOne(Credential, { id, workspaceId, kind: 'msgapp_access_token' });
+  return cred ? box.open(cred.secretSealed, cred.id) : null;
 }
 
 /** Provider credentials sealed with the service's key (the key is checked against them at start-up, before any service exists). */

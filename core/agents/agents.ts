@@ -183,16 +183,9 @@ export class AgentService {
     ) {
       return;
     }
-    // raw SQL: the expression and predicate are those of the partial unique index agents_msgapp_claim_uq, so this
-    // installation-wide look-up uses it.
-    // eslint-disable-next-line no-restricted-syntax
-    const [holder] = await em.execute<{ id: string; workspace_id: string }[]>(
-      `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0
-       and spec #>> '{triggers,msgapp,phone_number_id}' = ? and id <> ?`,
-      [msgapp.phone_number_id, current.id],
-    );
+    const holder = await agentClaimingNumber(em, msgapp.phone_number_id, current.id);
     // Another workspace's agent is never named.
-    if (holder) throw numberInUse(msgapp.phone_number_id, holder.workspace_id === workspaceId ? holder.id : undefined);
+    if (holder) throw numberInUse(msgapp.phone_number_id, holder.workspaceId === workspaceId ? holder.id : undefined);
     const token = await this.numbers.credentials.msgappToken(workspaceId, msgapp.credential_id);
     if (token === null || !this.numbers.provider) return; // reasons() has recorded why it cannot run
     try {
@@ -251,4 +244,21 @@ export function findAgent(em: EntityManager, workspaceId: string, id: string): P
 /** Every agent of the workspace (draft or published) whose msgapp trigger names this number, by id. */
 export function agentsOnNumber(em: EntityManager, workspaceId: string, number: string): Promise<IAgent[]> {
   return em.find(Agent, { workspaceId, spec: { triggers: { msgapp: { number } } } } as never, { orderBy: { id: 'asc' } });
+}
+
+/**
+ * The agent that claims this msgapp phone_number_id, installation-wide: the published agent
+ * that can run (no invalid_reasons) naming it — at most one (agents_msgapp_claim_uq).
+ * `exceptId`: another agent than this one. Null when none does.
+ */
+export async function agentClaimingNumber(em: EntityManager, phoneNumberId: string, exceptId?: string): Promise<{ id: string; workspaceId: string } | null> {
+  // raw SQL: the expression and predicate are those of the partial unique index agents_msgapp_claim_uq, so this
+  // installation-wide look-up uses it.
+  // eslint-disable-next-line no-restricted-syntax
+  const [row] = await em.execute<{ id: string; workspace_id: string }[]>(
+    `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0
+     and spec #>> '{triggers,msgapp,phone_number_id}' = ?${exceptId !== undefined ? ' and id <> ?' : ''}`,
+    exceptId !== undefined ? [phoneNumberId, exceptId] : [phoneNumberId],
+  );
+  return row ? { id: row.id, workspaceId: row.workspace_id } : null;
 }

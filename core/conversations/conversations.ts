@@ -81,9 +81,14 @@ export async function addConversationEvent(em: EntityManager, conversationId: st
 
 /**
  * The newest open msgapp conversation of this customer with this agent, locked so two
- * sends share it, or a new one. In the caller's transaction.
+ * sends share it, or a new one. In the caller's transaction. `inbound`: a customer's
+ * message opens it (a new one starts with last_inbound_at set).
  */
-export async function openMsgappConversation(em: EntityManager, c: { workspaceId: string; customerId: string; agentId: string }): Promise<string> {
+export async function openMsgappConversation(
+  em: EntityManager,
+  c: { workspaceId: string; customerId: string; agentId: string },
+  opts: { inbound?: boolean } = {},
+): Promise<string> {
   const open = await em.findOne(
     Conversation,
     { workspaceId: c.workspaceId, customerId: c.customerId, agentId: c.agentId, channel: 'msgapp', status: 'open' },
@@ -91,8 +96,22 @@ export async function openMsgappConversation(em: EntityManager, c: { workspaceId
   );
   if (open) return open.id;
   const id = newId('conv');
-  await em.insert(Conversation, { id, workspaceId: c.workspaceId, customerId: c.customerId, agentId: c.agentId, channel: 'msgapp', status: 'open' });
+  await em.insert(Conversation, {
+    id,
+    workspaceId: c.workspaceId,
+    customerId: c.customerId,
+    agentId: c.agentId,
+    channel: 'msgapp',
+    status: 'open',
+    ...(opts.inbound ? { lastInboundAt: new Date() } : {}),
+  });
   return id;
+}
+
+/** A customer's message arrived: the 24-hour window opens again from now. */
+export async function markInboundReceived(em: EntityManager, id: string): Promise<void> {
+  const now = new Date();
+  await em.nativeUpdate(Conversation, { id }, { lastInboundAt: now, updatedAt: now });
 }
 
 /** A merged customer's conversations follow it to the customer it was merged into. */

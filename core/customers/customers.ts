@@ -235,15 +235,16 @@ export async function customerExists(em: EntityManager, workspaceId: string, id:
 }
 
 /**
- * The customer holding this phone in the workspace, created with it when none does (in
- * the caller's transaction). Two concurrent creations race on the identity's primary
- * key: the loser's customer stays without the identity and the winner's is returned.
+ * The customer holding this phone in the workspace, created with it (and `name`, when
+ * given) when none does (in the caller's transaction). Two concurrent creations race on
+ * the identity's primary key: the loser's customer stays without the identity and the
+ * winner's is returned.
  */
-export async function customerForPhone(em: EntityManager, workspaceId: string, phone: string): Promise<string> {
+export async function customerForPhone(em: EntityManager, workspaceId: string, phone: string, opts: { name?: string | null } = {}): Promise<string> {
   const held = await em.findOne(CustomerIdentity, { workspaceId, kind: 'phone', value: phone });
   if (held) return held.customerId;
   const id = newId('cus');
-  await em.insert(Customer, { id, workspaceId, phone });
+  await em.insert(Customer, { id, workspaceId, phone, ...(opts.name !== undefined ? { name: opts.name } : {}) });
   await em.createQueryBuilder(CustomerIdentity).insert({ workspaceId, kind: 'phone', value: phone, customerId: id }).onConflict(['workspaceId', 'kind', 'value']).ignore();
   const owner = await em.findOneOrFail(CustomerIdentity, { workspaceId, kind: 'phone', value: phone }, { refresh: true });
   return owner.customerId;

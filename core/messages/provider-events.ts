@@ -1,5 +1,11 @@
 import { Readable } from 'node:stream';
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { agentClaimingNumber, findAgent } from '../agents/agents';
+import { addConversationEvent, markInboundReceived, openMsgappConversation } from '../conversations/conversations';
+import { openMsgappToken } from '../credentials';
+import { customerForPhone } from '../customers/customers';
+import { Message, MsgappInboundEvent } from '../db/entities';
 import type { SecretBox } from '../crypto/secret-box';
 import { newId } from '../ids';
 import { OperationalError } from '../failures';
@@ -49,36 +55,37 @@ export class ProviderEventService {
   async applyStatus(update: StatusUpdate): Promise<'changed' | 'kept' | 'replayed' | 'unknown'> {
     return this.em.fork().transactional(async (em) => {
       const at = update.timestamp.toISOString();
-      const [m] = await em.execute<{ id: string; workspace_id: string; status: DeliveryStatus; conversation_id: string | null; replayed: boolean }[]>(
-        `select m.id, m.workspace_id, m.status, m.conversation_id, m.status_history @> ?::jsonb as replayed
-         from messages m join agents a on a.id = m.agent_id
-         where m.direction = 'outbound' and (m.provider_message_id = ? or m.id = ?)
-           and a.status = 'published' and cardinality(a.invalid_reasons) = 0 and a.spec #>> '{triggers,msgapp,phone_number_id}' = ?
-         order by m.id limit 1 for update of m`,
-        [JSON.stringify([{ status: update.status, at }]), update.providerMessageId, update.clientMessageId ?? '', update.phoneNumberId],
+      // Only the agent that claims the number: an outbound message of any other agent is not this callback's.
+      const agent = await agentClaimingNumber(em, update.phoneNumberId);
+      if (!agent) return 'unknown';
+      const m = await em.findOne(
+        Message,
+        { direction: 'outbound', agentId: agent.id, $or: [{ providerMessageId: update.providerMessageId }, { id: update.clientMessageId ?? '' }] },
+        { orderBy: { id: 'asc' }, lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true },
       );
       if (!m) return 'unknown';
       // The provider re-sends callbacks it thinks were lost: the same status at the same time is recorded once.
-      if (m.replayed) return 'replayed';
+      if (m.statusHistory.some((h) => h.status === update.status && h.at === at)) return 'replayed';
       const entry = { status: update.status, at, ...(update.error ? { error: update.error } : {}) };
       // A callback can beat our own record of the provider's acceptance ('sending'): it counts from there.
-      const changes = statusSupersedes(m.status === ('sending' as string) ? null : m.status, update.status);
-      await em.execute(
-        `update messages set status_history = status_history || ?::jsonb${changes ? ', status = ?, error = coalesce(?, error), updated_at = now()' : ''} where id = ?`,
-        changes ? [JSON.stringify([entry]), update.status, update.error ?? null, m.id] : [JSON.stringify([entry]), m.id],
+      const status = m.status as DeliveryStatus;
+      const changes = statusSupersedes(status === ('sending' as string) ? null : status, update.status);
+      // The row is locked: the history is appended to as read. A kept update leaves updated_at as it was.
+      await em.nativeUpdate(
+        Message,
+        { id: m.id },
+        { statusHistory: [...m.statusHistory, entry], ...(changes ? { status: update.status, error: update.error ?? m.error ?? null, updatedAt: new Date() } : {}) },
       );
       if (!changes) return 'kept';
       // A message outlives its conversation (on delete set null): then there is no timeline to add to.
-      if (m.conversation_id) await em.execute(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'message.status', ?::jsonb)`, [
-        newId('evt'),
-        m.conversation_id,
-        JSON.stringify({ message_id: m.id, status: update.status, ...(update.error ? { error: update.error } : {}) }),
-      ]);
-      await emitEvent(em, m.workspace_id, 'message.status', {
+      if (m.conversationId) {
+        await addConversationEvent(em, m.conversationId, 'message.status', { message_id: m.id, status: update.status, ...(update.error ? { error: update.error } : {}) });
+      }
+      await emitEvent(em, m.workspaceId, 'message.status', {
         message_id: m.id,
         channel: 'msgapp',
         status: update.status,
-        conversation_id: m.conversation_id,
+        conversation_id: m.conversationId ?? null,
         occurred_at: update.timestamp.toISOString(),
         ...(update.error ? { error: update.error } : {}),
       });
@@ -93,18 +100,17 @@ export class ProviderEventService {
    * Nothing slow happens here: the provider gets its 200 as soon as the row commits.
    */
   async accept(msg: InboundMessage): Promise<'accepted' | 'duplicate' | 'no_agent'> {
-    const [agent] = await this.em.fork().execute<{ id: string; workspace_id: string }[]>(
-      `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0 and spec #>> '{triggers,msgapp,phone_number_id}' = ?`,
-      [msg.phoneNumberId],
-    );
+    const agent = await agentClaimingNumber(this.em.fork(), msg.phoneNumberId);
     if (!agent) return 'no_agent';
     return this.em.fork().transactional(async (em) => {
-      const inserted = await em.execute(
-        `insert into msgapp_inbound_events (provider_message_id, workspace_id, agent_id, message) values (?, ?, ?, ?::jsonb)
-         on conflict (provider_message_id) do nothing returning provider_message_id`,
-        [msg.providerMessageId, agent.workspace_id, agent.id, JSON.stringify(msg)],
-      );
-      if (!inserted.length) return 'duplicate' as const;
+      const inserted = await em
+        .createQueryBuilder(MsgappInboundEvent)
+        .insert({ providerMessageId: msg.providerMessageId, workspaceId: agent.workspaceId, agentId: agent.id, message: msg as unknown as Record<string, unknown> })
+        .onConflict('providerMessageId')
+        .ignore();
+      if (!inserted.affectedRows) return 'duplicate' as const;
+      // raw SQL: pg_notify has no ORM form; in this transaction it is sent at its commit.
+      // eslint-disable-next-line no-restricted-syntax
       await em.execute('select pg_notify(?, ?)', [MSGAPP_INBOUND_CHANNEL, msg.providerMessageId]);
       return 'accepted' as const;
     });
@@ -112,14 +118,14 @@ export class ProviderEventService {
 
   /** Stored inbound messages whose workflow has not been started (the outbox relay's query). */
   async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string }>> {
-    return this.em.fork().execute(
-      'select provider_message_id, workspace_id from msgapp_inbound_events where dispatched_at is null order by received_at, provider_message_id limit ?',
-      [limit],
-    );
+    const rows = await this.em
+      .fork()
+      .find(MsgappInboundEvent, { dispatchedAt: null }, { fields: ['providerMessageId', 'workspaceId'], orderBy: { receivedAt: 'asc', providerMessageId: 'asc' }, limit });
+    return rows.map((r) => ({ provider_message_id: r.providerMessageId, workspace_id: r.workspaceId }));
   }
 
   async markInboundDispatched(providerMessageId: string): Promise<void> {
-    await this.em.fork().execute('update msgapp_inbound_events set dispatched_at = now() where provider_message_id = ?', [providerMessageId]);
+    await this.em.fork().nativeUpdate(MsgappInboundEvent, { providerMessageId }, { dispatchedAt: new Date() });
   }
 
   /**
@@ -132,30 +138,8 @@ export class ProviderEventService {
     if (!event) return null;
     const { msg, workspaceId, agentId } = event;
     return this.em.fork().transactional(async (em) => {
-      await em.execute(
-        `with c as (insert into customers (id, workspace_id, name, phone) select ?, ?, ?, ?
-                    where not exists (select 1 from customer_identities where workspace_id = ? and kind = 'phone' and value = ?) returning id)
-         insert into customer_identities (workspace_id, kind, value, customer_id) select ?, 'phone', ?, id from c on conflict do nothing`,
-        [newId('cus'), workspaceId, msg.profileName, msg.from, workspaceId, msg.from, workspaceId, msg.from],
-      );
-      const [{ customer_id: customerId }] = await em.execute<{ customer_id: string }[]>(
-        `select customer_id from customer_identities where workspace_id = ? and kind = 'phone' and value = ?`,
-        [workspaceId, msg.from],
-      );
-      const [open] = await em.execute<{ id: string }[]>(
-        `select id from conversations where workspace_id = ? and customer_id = ? and agent_id = ? and channel = 'msgapp' and status = 'open'
-         order by created_at desc limit 1 for update`,
-        [workspaceId, customerId, agentId],
-      );
-      const conversationId = open?.id ?? newId('conv');
-      if (!open) {
-        await em.execute(`insert into conversations (id, workspace_id, customer_id, agent_id, channel, status, last_inbound_at) values (?, ?, ?, ?, 'msgapp', 'open', now())`, [
-          conversationId,
-          workspaceId,
-          customerId,
-          agentId,
-        ]);
-      }
+      const customerId = await customerForPhone(em, workspaceId, msg.from, { name: msg.profileName });
+      const conversationId = await openMsgappConversation(em, { workspaceId, customerId, agentId }, { inbound: true });
       return { workspaceId, agentId, customerId, conversationId };
     });
   }
@@ -169,12 +153,9 @@ export class ProviderEventService {
   async downloadInboundMedia(providerMessageId: string): Promise<Record<string, unknown> | null> {
     const event = await this.inboundEvent(providerMessageId);
     if (!event?.msg.media) return null;
-    const [agent] = await this.em.fork().execute<{ credential_id: string | null }[]>(
-      `select spec #>> '{triggers,msgapp,credential_id}' as credential_id from agents where id = ? and workspace_id = ?`,
-      [event.agentId, event.workspaceId],
-    );
+    const agent = await findAgent(this.em.fork(), event.workspaceId, event.agentId);
     try {
-      return await this.fetchMedia(event.workspaceId, agent?.credential_id ?? null, event.msg);
+      return await this.fetchMedia(event.workspaceId, agent?.spec.triggers.msgapp?.credential_id ?? null, event.msg);
     } catch (err) {
       if (err instanceof OperationalError) throw err;
       if (err instanceof ProviderError) throw new OperationalError('MediaDownloadFailed', err.message, err.retryable);
@@ -197,11 +178,15 @@ export class ProviderEventService {
     const { msg } = event;
     const media = download.media ? [download.media] : undefined;
     const mediaError = download.error;
-    const [agent] = await this.em.fork().execute<{ number: string }[]>(`select spec #>> '{triggers,msgapp,number}' as number from agents where id = ?`, [party.agentId]);
-    const number = agent?.number ?? msg.displayPhoneNumber;
+    // The event's agent, of the event's workspace (the party's).
+    const agent = await findAgent(this.em.fork(), party.workspaceId, party.agentId);
+    const number = agent?.spec.triggers.msgapp?.number ?? msg.displayPhoneNumber;
     return this.em.fork().transactional(async (em) => {
       const messageId = newId('msg');
       const kind = msg.kind === 'location' ? 'location' : ['image', 'audio', 'video', 'document'].includes(msg.kind) ? msg.kind : msg.kind === 'voice' ? 'audio' : 'text';
+      // raw SQL: the conflict target is the partial unique index on (workspace_id, provider_message_id) where
+      // provider_message_id is not null; the ORM's onConflict cannot name its predicate.
+      // eslint-disable-next-line no-restricted-syntax
       const inserted = await em.execute(
         `insert into messages (id, workspace_id, conversation_id, customer_id, agent_id, direction, source, channel, from_number, to_number, kind, text, content, status, provider_message_id)
          values (?, ?, ?, ?, ?, 'inbound', 'customer', 'msgapp', ?, ?, ?, ?, ?::jsonb, 'received', ?)
@@ -210,13 +195,9 @@ export class ProviderEventService {
       );
       if (!inserted.length) return { outcome: 'duplicate' as const, messageId: null };
       // The 24-hour window opens with the customer's message.
-      await em.execute('update conversations set last_inbound_at = now(), updated_at = now() where id = ?', [party.conversationId]);
-      await em.execute('update msgapp_inbound_events set recorded_message_id = ? where provider_message_id = ?', [messageId, providerMessageId]);
-      await em.execute(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'message.received', ?::jsonb)`, [
-        newId('evt'),
-        party.conversationId,
-        JSON.stringify({ message_id: messageId, kind, text: msg.text }),
-      ]);
+      await markInboundReceived(em, party.conversationId);
+      await em.nativeUpdate(MsgappInboundEvent, { providerMessageId }, { recordedMessageId: messageId });
+      await addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
       await emitEvent(em, party.workspaceId, 'message.inbound', {
         message_id: messageId,
         channel: 'msgapp',
@@ -235,23 +216,18 @@ export class ProviderEventService {
 
   /** A stored inbound event, its message revived (dates are ISO strings in JSON). */
   private async inboundEvent(providerMessageId: string): Promise<{ msg: InboundMessage; workspaceId: string; agentId: string } | null> {
-    const [row] = await this.em.fork().execute<{ message: InboundMessage & { timestamp: string }; workspace_id: string; agent_id: string }[]>(
-      'select message, workspace_id, agent_id from msgapp_inbound_events where provider_message_id = ?',
-      [providerMessageId],
-    );
+    const row = await this.em.fork().findOne(MsgappInboundEvent, { providerMessageId });
     if (!row) return null;
-    return { msg: { ...row.message, timestamp: new Date(row.message.timestamp) }, workspaceId: row.workspace_id, agentId: row.agent_id };
+    const message = row.message as unknown as InboundMessage & { timestamp: string };
+    return { msg: { ...message, timestamp: new Date(message.timestamp) }, workspaceId: row.workspaceId, agentId: row.agentId };
   }
 
   private async fetchMedia(workspaceId: string, credentialId: string | null, msg: InboundMessage): Promise<Record<string, unknown>> {
     if (!this.provider) throw new OperationalError('MediaUnavailable', 'no msgapp provider is configured', false);
     if (!credentialId) throw new OperationalError('MediaUnavailable', 'the number has no credential', false);
-    const [cred] = await this.em.fork().execute<{ id: string; secret_sealed: string }[]>('select id, secret_sealed from credentials where id = ? and workspace_id = ?', [
-      credentialId,
-      workspaceId,
-    ]);
-    if (!cred) throw new OperationalError('MediaUnavailable', `credential ${credentialId} does not exist`, false);
-    const got = await this.provider.downloadMedia(msg.media!.mediaId, this.box.open(cred.secret_sealed, cred.id));
+    const token = await openMsgappToken(this.em.fork(), this.box, workspaceId, credentialId);
+    if (token === null) throw new OperationalError('MediaUnavailable', `credential ${credentialId} does not exist`, false);
+    const got = await this.provider.downloadMedia(msg.media!.mediaId, token);
     const staged = await this.blobs.stage(Readable.from(got.bytes), MAX_MEDIA_BYTES);
     const sha = await this.blobs.commit(staged);
     const filename = got.filename ?? msg.media!.filename;

@@ -5,7 +5,7 @@ import { KbDocument, KbFile, WidgetUpload, type IKbFile } from '../db/entities';
 import { ApiError } from '../errors';
 import { keysetFind } from '../pagination';
 import { newId } from '../ids';
-import { folderInWorkspace } from './folders';
+import { folderInWorkspace, folderSubtree } from './folders';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 
 export const KB_CHANGES_CHANNEL = 'concierge_kb_changes';
@@ -78,6 +78,27 @@ export async function filesToIndex(em: EntityManager, limit: number): Promise<Ar
 
 export async function markIndexDispatched(em: EntityManager, fileId: string): Promise<void> {
   await em.nativeUpdate(KbFile, { id: fileId }, { indexDispatchedAt: new Date() });
+}
+
+/**
+ * A file version an agent with this knowledge-base selection may show: an active file it
+ * selects by id, or the current active version of a file under one of its folders (or
+ * their subfolders). Null otherwise.
+ */
+export async function downloadableKbFile(
+  em: EntityManager,
+  workspaceId: string,
+  fileId: string,
+  selection: { folder_ids: readonly string[]; file_ids: readonly string[] },
+): Promise<{ sha256: string; mime_type: string; name: string } | null> {
+  const file = await em.findOne(KbFile, { id: fileId, workspaceId, status: 'active' }, { fields: ['sha256', 'mimeType', 'name', 'isCurrent', 'documentId'] });
+  if (!file) return null;
+  let shown = selection.file_ids.includes(file.id);
+  if (!shown && file.isCurrent && selection.folder_ids.length) {
+    const doc = await em.findOne(KbDocument, { id: file.documentId }, { fields: ['folderId'] });
+    shown = !!doc?.folderId && (await folderSubtree(em, workspaceId, selection.folder_ids)).has(doc.folderId);
+  }
+  return shown ? { sha256: file.sha256, mime_type: file.mimeType, name: file.name } : null;
 }
 
 const folderNotFound = (id: string) => new ApiError(404, 'folder_not_found', `No folder with id '${id}' in this workspace`);

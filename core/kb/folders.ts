@@ -171,3 +171,22 @@ export async function folderInWorkspace(em: EntityManager, workspaceId: string, 
   const row = await em.findOne(KbFolder, { id, workspaceId }, { fields: ['id'], ...(opts.lock ? { lockMode: LockMode.PESSIMISTIC_READ } : {}) });
   return row !== null;
 }
+
+/**
+ * These folders of the workspace (ids of other workspaces or of no folder are left out)
+ * and every folder below them.
+ */
+export async function folderSubtree(em: EntityManager, workspaceId: string, rootIds: readonly string[]): Promise<Set<string>> {
+  if (!rootIds.length) return new Set();
+  // raw SQL: a recursive CTE over the tree, so the whole subtree comes back in one statement.
+  // eslint-disable-next-line no-restricted-syntax
+  const rows = await em.execute<{ id: string }[]>(
+    `with recursive sub as (
+       select id from kb_folders where workspace_id = ? and id in (${rootIds.map(() => '?').join(', ')})
+       union all
+       select f.id from kb_folders f join sub on f.parent_id = sub.id)
+     select id from sub`,
+    [workspaceId, ...rootIds],
+  );
+  return new Set(rows.map((r) => r.id));
+}

@@ -1,13 +1,16 @@
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { AgentSpec } from '../agents/spec';
+import { findAgent } from '../agents/agents';
+import { webConversationOnSite } from '../conversations/conversations';
 import type { SecretBox } from '../crypto/secret-box';
-import { textArray } from '../db/sql';
+import { WidgetUpload, WidgetUploadChunk, type IWidgetUpload } from '../db/entities';
 import { ApiError } from '../errors';
 import { OperationalError } from '../failures';
 import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
 import { NoTextExtracted, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
+import { downloadableKbFile } from '../kb/files';
 import type { ExtractFn } from '../kb/indexing';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 import { signLink } from '../storage/signed-links';
@@ -43,6 +46,27 @@ export interface UploadRow {
   error_message: string | null;
   created_at: Date;
   updated_at: Date;
+}
+
+/** The row as the upload's steps pass it on. */
+function uploadRow(u: IWidgetUpload): UploadRow {
+  return {
+    id: u.id,
+    workspace_id: u.workspaceId,
+    site_id: u.siteId,
+    conversation_id: u.conversationId ?? null,
+    file_name: u.fileName,
+    mime_type: u.mimeType,
+    size_bytes: u.sizeBytes,
+    blob_key: u.blobKey,
+    status: u.status,
+    content: u.content ?? null,
+    parsed_chars: u.parsedChars ?? null,
+    summary: u.summary ?? null,
+    error_message: u.errorMessage ?? null,
+    created_at: u.createdAt,
+    updated_at: u.updatedAt,
+  };
 }
 
 /** An upload stored and waiting for its extraction (POST /upload's first half). */
@@ -183,7 +207,7 @@ export class UploadService {
 
   /** The checks that need only the site, in the spec's order; run before any byte is read. */
   async admit(site: SiteRow): Promise<void> {
-    const [agent] = await this.em().execute<{ status: string; spec: AgentSpec }[]>('select status, spec from agents where id = ?', [site.agent_id]);
+    const agent = await findAgent(this.em(), site.workspace_id, site.agent_id);
     if (!agent || agent.status !== 'published') throw new ApiError(503, 'no_workflow_configured', 'This site is not bound to a published agent');
     if (!agent.spec.triggers.web_chat?.file_upload) throw new ApiError(403, 'file_upload_not_enabled', "File upload is not enabled on this agent's web chat");
   }
@@ -212,11 +236,9 @@ export class UploadService {
           // the insert below cannot interleave with another upload's. An upload whose
           // worker was lost is finished by another worker (Temporal retries the step), so
           // no upload stays processing for good and none needs sweeping here.
-          await em.execute('select id from conversations where id = ? for update', [input.conversationId]);
-          const [{ n }] = await em.execute<{ n: string }[]>(`select count(*) as n from widget_uploads where conversation_id = ? and status = 'processing'`, [
-            input.conversationId,
-          ]);
-          if (Number(n) >= MAX_PROCESSING_PER_CONVERSATION) {
+          await webConversationOnSite(em, site.id, input.conversationId, { lock: true });
+          const n = await em.count(WidgetUpload, { conversationId: input.conversationId, status: 'processing' });
+          if (n >= MAX_PROCESSING_PER_CONVERSATION) {
             throw new ApiError(400, 'too_many_files', `More than ${MAX_PROCESSING_PER_CONVERSATION} files would be processing in this conversation; wait for one to finish`);
           }
         }
@@ -226,12 +248,20 @@ export class UploadService {
         // Bytes first: the row (visible at commit) never names a blob that is not stored.
         await this.deps.blobs.commit(staged);
         committed = true;
-        const [inserted] = await em.execute<UploadRow[]>(
-          `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status)
-           values (?, ?, ?, ?, ?, ?, ?, ?, 'processing') returning *`,
-          [newId('upl'), site.workspace_id, site.id, input.conversationId ?? null, fileName, type.mime, staged.size, staged.sha256],
-        );
-        return inserted;
+        const id = newId('upl');
+        await em.insert(WidgetUpload, {
+          id,
+          workspaceId: site.workspace_id,
+          siteId: site.id,
+          conversationId: input.conversationId ?? null,
+          fileName,
+          mimeType: type.mime,
+          sizeBytes: staged.size,
+          blobKey: staged.sha256,
+          status: 'processing',
+        });
+        // Read back for the columns the database fills in (created_at, updated_at).
+        return uploadRow(await em.findOneOrFail(WidgetUpload, { id }, { refresh: true }));
       });
       return { row, kind: type.kind };
     } finally {
@@ -248,8 +278,9 @@ export class UploadService {
    * or the transcriber's as `TranscriberCredentialRefused` / `TranscriberUnavailable`.
    */
   async extractStored(uploadId: string, kind: string): Promise<'ready' | 'settled'> {
-    const [row] = await this.em().execute<UploadRow[]>(`select * from widget_uploads where id = ? and status = 'processing'`, [uploadId]);
-    if (!row) return 'settled';
+    const found = await this.em().findOne(WidgetUpload, { id: uploadId, status: 'processing' });
+    if (!found) return 'settled';
+    const row = uploadRow(found);
     let content: string;
     try {
       const { segments } = await this.deps.blobs.withLocalFile(row.blob_key, (filePath) =>
@@ -266,19 +297,17 @@ export class UploadService {
       // Nothing to read is not a failure here: a visitor's photo is a normal attachment.
       content = '';
     }
-    await this.em().execute(
-      `update widget_uploads set status = 'ready', content = ?, parsed_chars = ?, summary = ?, updated_at = now() where id = ? and status = 'processing'`,
-      [content, content.length, content ? summarize(content) : null, row.id],
+    await this.em().nativeUpdate(
+      WidgetUpload,
+      { id: row.id, status: 'processing' },
+      { status: 'ready', content, parsedChars: content.length, summary: content ? summarize(content) : null, updatedAt: new Date() },
     );
     return 'ready';
   }
 
   /** An upload whose extraction failed for good: status error with the reason (a processing upload only). */
   async failExtraction(uploadId: string, reason: string): Promise<void> {
-    await this.em().execute(`update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ? and status = 'processing'`, [
-      reason.slice(0, 1000),
-      uploadId,
-    ]);
+    await this.em().nativeUpdate(WidgetUpload, { id: uploadId, status: 'processing' }, { status: 'error', errorMessage: reason.slice(0, 1000), updatedAt: new Date() });
   }
 
   /**
@@ -310,7 +339,8 @@ export class UploadService {
 
   /** Status of an upload of this site (and of that conversation, when one is named). */
   async status(site: SiteRow, uploadId: string, conversationId?: string): Promise<UploadStatus> {
-    const [row] = await this.em().execute<UploadRow[]>('select * from widget_uploads where id = ? and site_id = ?', [uploadId, site.id]);
+    const found = await this.em().findOne(WidgetUpload, { id: uploadId, siteId: site.id });
+    const row = found ? uploadRow(found) : null;
     if (!row || (conversationId !== undefined && row.conversation_id !== conversationId)) throw uploadNotFound(uploadId);
     const ready = row.status === 'ready';
     return {
@@ -336,27 +366,17 @@ export class UploadService {
   async fileUrl(site: SiteRow, conversationId: string, fileKey: string): Promise<{ url: string }> {
     const em = this.em();
     // The site's own conversations only: not another site's of the same workspace and agent.
-    const [conv] = await em.execute(`select 1 from conversations where id = ? and site_id = ? and channel = 'web'`, [conversationId, site.id]);
-    if (!conv) throw forbidden();
+    if (!(await webConversationOnSite(em, site.id, conversationId))) throw forbidden();
     const m = /^(upload|kb)\/([a-z]+_[0-9a-f]{24})$/.exec(fileKey);
     if (!m) throw forbidden();
     if (m[1] === 'upload') {
-      const [row] = await em.execute<UploadRow[]>('select * from widget_uploads where id = ? and site_id = ? and conversation_id = ?', [m[2], site.id, conversationId]);
+      const row = await em.findOne(WidgetUpload, { id: m[2], siteId: site.id, conversationId });
       if (!row) throw forbidden();
-      return { url: this.sign(row) };
+      return { url: this.sign(uploadRow(row)) };
     }
-    const [agent] = await em.execute<{ spec: AgentSpec }[]>('select spec from agents where id = ?', [site.agent_id]);
+    const agent = await findAgent(em, site.workspace_id, site.agent_id);
     const kb = agent?.spec.knowledge_base ?? { folder_ids: [], file_ids: [] };
-    const [file] = await em.execute<{ sha256: string; mime_type: string; name: string }[]>(
-      `with recursive sub as (
-         select id from kb_folders where workspace_id = ? and id = any(?::text[])
-         union all
-         select f.id from kb_folders f join sub on f.parent_id = sub.id)
-       select f.sha256, f.mime_type, f.name from kb_files f join kb_documents d on d.id = f.document_id
-       where f.id = ? and f.workspace_id = ? and f.status = 'active'
-         and (f.id = any(?::text[]) or (f.is_current and d.folder_id in (select id from sub)))`,
-      [site.workspace_id, textArray(kb.folder_ids), m[2], site.workspace_id, textArray(kb.file_ids)],
-    );
+    const file = await downloadableKbFile(em, site.workspace_id, m[2], kb);
     if (!file) throw forbidden();
     return { url: signLink(this.deps.box, this.deps.publicBaseUrl, { sha256: file.sha256, mime: file.mime_type, name: file.name }) };
   }
@@ -391,8 +411,8 @@ export class UploadService {
   /** Attachment records with freshly signed links, in the order asked; unknown ids are left out. */
   async describe(uploadIds: string[]): Promise<Attachment[]> {
     if (!uploadIds.length) return [];
-    const rows = await this.em().execute<UploadRow[]>('select * from widget_uploads where id = any(?::text[])', [textArray(uploadIds)]);
-    const byId = new Map(rows.map((r) => [r.id, r]));
+    const rows = await this.em().find(WidgetUpload, { id: { $in: uploadIds } });
+    const byId = new Map(rows.map((r) => [r.id, uploadRow(r)]));
     return uploadIds
       .filter((id) => byId.has(id))
       .map((id) => {
@@ -411,8 +431,8 @@ export class UploadService {
     if (!ids.length) return [];
     return this.em().transactional(async (em) => {
       // Locked: two sends attaching one unattached upload to different conversations cannot both win.
-      const rows = await em.execute<UploadRow[]>('select * from widget_uploads where id = any(?::text[]) and site_id = ? for update', [textArray(ids), site.id]);
-      const byId = new Map(rows.map((r) => [r.id, r]));
+      const rows = await em.find(WidgetUpload, { id: { $in: ids }, siteId: site.id }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
+      const byId = new Map(rows.map((r) => [r.id, uploadRow(r)]));
       for (const id of ids) {
         const r = byId.get(id);
         if (!r || (r.conversation_id !== null && r.conversation_id !== conversationId)) {
@@ -422,7 +442,7 @@ export class UploadService {
       }
       const loose = ids.filter((id) => byId.get(id)!.conversation_id === null);
       if (loose.length) {
-        await em.execute('update widget_uploads set conversation_id = ?, updated_at = now() where id = any(?::text[])', [conversationId, textArray(loose)]);
+        await em.nativeUpdate(WidgetUpload, { id: { $in: loose } }, { conversationId, updatedAt: new Date() });
       }
       return ids.map((id) => {
         const r = byId.get(id)!;
@@ -443,19 +463,19 @@ export class UploadService {
    * transaction. Returns the number of passages (0 for an upload without text).
    */
   async indexForSearch(uploadId: string): Promise<number> {
-    const [row] = await this.em().execute<{ content: string | null }[]>(`select content from widget_uploads where id = ? and status = 'ready'`, [uploadId]);
+    const row = await this.em().findOne(WidgetUpload, { id: uploadId, status: 'ready' }, { fields: ['content'] });
     if (!row?.content) return 0;
     const chunks = chunkSegments([{ text: row.content }], this.deps.chunking ?? DEFAULT_CHUNKING);
     const embedder = await this.deps.embedder();
     const vectors: Float32Array[] = [];
     for (let i = 0; i < chunks.length; i += 32) vectors.push(...(await passageVectors(embedder, chunks.slice(i, i + 32).map((c) => c.text))));
     await this.em().transactional(async (em) => {
-      await em.execute('delete from widget_upload_chunks where upload_id = ?', [uploadId]);
+      await em.nativeDelete(WidgetUploadChunk, { uploadId });
       for (let i = 0; i < chunks.length; i += 100) {
         const batch = chunks.slice(i, i + 100);
-        await em.execute(
-          `insert into widget_upload_chunks (upload_id, ord, text, embedding, embedding_model) values ${batch.map(() => '(?, ?, ?, ?::real[], ?)').join(', ')}`,
-          batch.flatMap((c, j) => [uploadId, c.ordinal, c.text, `{${Array.from(vectors[i + j]).join(',')}}`, embedder.modelId]),
+        await em.insertMany(
+          WidgetUploadChunk,
+          batch.map((c, j) => ({ uploadId, ord: c.ordinal, text: c.text, embedding: Array.from(vectors[i + j]), embeddingModel: embedder.modelId })),
         );
       }
     });
@@ -466,32 +486,33 @@ export class UploadService {
   async search(conversationId: string, query: string, k = 5): Promise<UploadPassage[]> {
     if (!query.trim() || k <= 0) return [];
     const embedder = await this.deps.embedder();
-    const rows = await this.em().execute<{ upload_id: string; file_name: string; text: string; embedding: number[] }[]>(
-      `select c.upload_id, u.file_name, c.text, c.embedding from widget_upload_chunks c join widget_uploads u on u.id = c.upload_id
-       where u.conversation_id = ? and u.status = 'ready' and c.embedding_model = ? order by c.upload_id, c.ord`,
-      [conversationId, embedder.modelId],
+    const em = this.em();
+    const uploads = await em.find(WidgetUpload, { conversationId, status: 'ready' }, { fields: ['id', 'fileName'] });
+    if (!uploads.length) return [];
+    const names = new Map(uploads.map((u) => [u.id, u.fileName]));
+    const rows = await em.find(
+      WidgetUploadChunk,
+      { uploadId: { $in: [...names.keys()] }, embeddingModel: embedder.modelId },
+      { fields: ['uploadId', 'ord', 'text', 'embedding'], orderBy: { uploadId: 'asc', ord: 'asc' } },
     );
     if (!rows.length) return [];
     const q = await queryVector(embedder, query);
     return rows
-      .map((r) => ({ upload_id: r.upload_id, file_name: r.file_name, text: r.text, score: Math.round(dot(q, Float32Array.from(r.embedding)) * 1e6) / 1e6 }))
+      .map((r) => ({ upload_id: r.uploadId, file_name: names.get(r.uploadId)!, text: r.text, score: Math.round(dot(q, Float32Array.from(r.embedding ?? [])) * 1e6) / 1e6 }))
       .sort((a, b) => b.score - a.score)
       .slice(0, k);
   }
 
   /** The conversation an upload of this site belongs to (null: none yet), or 404. */
   async conversationOf(site: SiteRow, uploadId: string): Promise<string | null> {
-    const [row] = await this.em().execute<{ conversation_id: string | null }[]>('select conversation_id from widget_uploads where id = ? and site_id = ?', [uploadId, site.id]);
+    const row = await this.em().findOne(WidgetUpload, { id: uploadId, siteId: site.id }, { fields: ['conversationId'] });
     if (!row) throw uploadNotFound(uploadId);
-    return row.conversation_id;
+    return row.conversationId ?? null;
   }
 
   private async requireConversation(site: SiteRow, conversationId: string, customerId: string | undefined): Promise<void> {
     // The site's own conversations only: not another site's of the same workspace and agent.
-    const [conv] = await this.em().execute<{ customer_id: string | null }[]>(
-      `select customer_id from conversations where id = ? and site_id = ? and channel = 'web'`,
-      [conversationId, site.id],
-    );
+    const conv = await webConversationOnSite(this.em(), site.id, conversationId);
     // A bad form field (the widget contract has no 404 for it): 400 naming the field.
     if (!conv) throw new ApiError(400, 'invalid_request', `conversation_id: no conversation '${conversationId}' on this site`);
     if (customerId !== undefined && conv.customer_id !== customerId) throw new ApiError(400, 'invalid_request', `customer_id: not the customer of conversation '${conversationId}'`);

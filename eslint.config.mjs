@@ -35,17 +35,6 @@ export default tseslint.config(
     // fails lint. Temporal's client.workflow.execute() is not SQL. Tests and benches read tables
     // directly to check what the product wrote, so they are outside the rule.
     files: ['api/**/*.ts', 'core/**/*.ts', 'activities/**/*.ts', 'worker/**/*.ts', 'gateways/**/*.ts', 'bin/**/*.ts', 'infra/**/*.ts', 'workflows/**/*.ts'],
-    ignores: [
-      // converted with issue 12 item 5 / search: widget uploads and msgapp inbound move into workflows,
-      // dense search is rewritten (search.ts's full-text ranking stays raw, with its reason, once converted)
-      'core/widget/uploads.ts',
-      'core/messages/provider-events.ts',
-      'core/msgapp/webhook.ts',
-      'api/routes/widget/uploads.ts',
-      'api/routes/msgapp-webhook.ts',
-      'core/kb/search.ts',
-      'core/kb/dense-index.ts',
-    ],
     rules: {
       'no-restricted-syntax': ['error', {
         selector: "CallExpression[callee.property.name=/^(execute|raw)$/]:not([callee.object.property.name='workflow']), CallExpression[callee.name='raw'], TaggedTemplateExpression[tag.name='sql']",

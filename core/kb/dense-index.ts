@@ -431,6 +431,9 @@ export class DenseIndex {
   }
 
   private rows(workspaceId: string, modelId: string, where: string, params: unknown[]): Promise<VectorRow[]> {
+    // raw SQL: a bulk read of a workspace's vectors joined to their file's current/active state and document's folder in
+    // one consistent statement (the entities hold no relations to join through), read as plain rows, not entities.
+    // eslint-disable-next-line no-restricted-syntax
     return this.em.fork().execute<VectorRow[]>(`${ROW_SELECT}${where}`, [workspaceId, modelId, ...params]);
   }
 

@@ -70,6 +70,18 @@ export async function existingFiles(em: EntityManager, workspaceId: string, ids:
   return new Set(rows.map((r) => r.id));
 }
 
+/** Which of these file versions are current and active, with their name and their document's folder. */
+export async function currentActiveFiles(em: EntityManager, ids: readonly string[]): Promise<Map<string, { name: string; folderId: string | null }>> {
+  const out = new Map<string, { name: string; folderId: string | null }>();
+  if (!ids.length) return out;
+  const files = await em.find(KbFile, { id: { $in: [...ids] }, isCurrent: true, status: 'active' }, { fields: ['id', 'name', 'documentId'] });
+  if (!files.length) return out;
+  const docs = await em.find(KbDocument, { id: { $in: [...new Set(files.map((f) => f.documentId))] } }, { fields: ['id', 'folderId'] });
+  const folderOf = new Map(docs.map((d) => [d.id, d.folderId ?? null]));
+  for (const f of files) if (folderOf.has(f.documentId)) out.set(f.id, { name: f.name, folderId: folderOf.get(f.documentId)! });
+  return out;
+}
+
 /** Files not yet handed to an indexing workflow, oldest first: the kb-indexing outbox. */
 export async function filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string }>> {
   const rows = await em.find(KbFile, { indexDispatchedAt: null }, { fields: ['id', 'workspaceId'], orderBy: { createdAt: 'asc', id: 'asc' }, limit });

@@ -1,7 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { KbChunk } from '../db/entities';
 import { ApiError } from '../errors';
 import type { DenseIndex } from './dense-index';
 import { EmbedderError, queryVector, type Embedder } from './embedder';
+import { currentActiveFiles, existingFiles } from './files';
+import { folderSubtree } from './folders';
 
 export interface SearchMatch {
   id: string;
@@ -44,20 +47,11 @@ export class SearchService {
     const em = this.em.fork();
     let folders: Set<string> | null = null;
     if (q.folder_id) {
-      const rows = await em.execute<{ id: string }[]>(
-        `with recursive sub as (
-           select id from kb_folders where id = ? and workspace_id = ?
-           union all
-           select f.id from kb_folders f join sub on f.parent_id = sub.id)
-         select id from sub`,
-        [q.folder_id, workspaceId],
-      );
-      if (!rows.length) throw new ApiError(404, 'folder_not_found', `No folder with id '${q.folder_id}' in this workspace`);
-      folders = new Set(rows.map((r) => r.id));
+      folders = await folderSubtree(em, workspaceId, [q.folder_id]);
+      if (!folders.size) throw new ApiError(404, 'folder_not_found', `No folder with id '${q.folder_id}' in this workspace`);
     }
     if (q.kb_id) {
-      const rows = await em.execute('select 1 from kb_files where id = ? and workspace_id = ?', [q.kb_id, workspaceId]);
-      if (!rows.length) throw new ApiError(404, 'not_found', `No file with id '${q.kb_id}' in this workspace`);
+      if (!(await existingFiles(em, workspaceId, [q.kb_id])).size) throw new ApiError(404, 'not_found', `No file with id '${q.kb_id}' in this workspace`);
     }
 
     const [lexical, semantic] = await Promise.all([this.fullText(em, workspaceId, q, folders), this.denseSearch(workspaceId, q, folders)]);
@@ -67,18 +61,16 @@ export class SearchService {
     const best = [...fused.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, q.top_k);
     if (!best.length) return [];
     const max = 2 / (RRF_K + 1);
-    const rows = await em.execute<{ id: string; text: string; file_id: string; name: string; folder_id: string | null }[]>(
-      `select c.id, c.text, c.file_id, f.name, d.folder_id from kb_chunks c
-       join kb_files f on f.id = c.file_id and f.is_current and f.status = 'active' join kb_documents d on d.id = f.document_id
-       where c.id in (${best.map(() => '?').join(',')})`,
-      best.map(([id]) => id),
-    );
-    const byId = new Map(rows.map((r) => [r.id, r]));
+    // The passages, then their files' state: a passage whose file is no longer the current active version is left out.
+    const chunks = await em.find(KbChunk, { id: { $in: best.map(([id]) => id) } }, { fields: ['id', 'text', 'fileId'] });
+    const files = await currentActiveFiles(em, [...new Set(chunks.map((c) => c.fileId))]);
+    const byId = new Map(chunks.filter((c) => files.has(c.fileId)).map((c) => [c.id, c]));
     return best
       .filter(([id]) => byId.has(id))
       .map(([id, s]) => {
-        const r = byId.get(id)!;
-        return { id, name: r.name, score: Math.min(1, Math.round((s / max) * 1e6) / 1e6), file_id: r.file_id, folder_id: r.folder_id, text: r.text };
+        const c = byId.get(id)!;
+        const f = files.get(c.fileId)!;
+        return { id, name: f.name, score: Math.min(1, Math.round((s / max) * 1e6) / 1e6), file_id: c.fileId, folder_id: f.folderId, text: c.text };
       });
   }
 
@@ -93,6 +85,8 @@ export class SearchService {
       filter += ' and c.file_id = ?';
       params.push(q.kb_id);
     }
+    // raw SQL: the full-text ranking (websearch_to_tsquery, @@ on the generated tsv, ts_rank_cd ordering) has no ORM form.
+    // eslint-disable-next-line no-restricted-syntax
     const rows = await em.execute<{ id: string }[]>(
       `with q as (select websearch_to_tsquery('english', ?) as tsq)
        select c.id from kb_chunks c

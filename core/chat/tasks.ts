@@ -39,6 +39,13 @@ export class TaskService {
     );
   }
 
+  /** Tasks still running, started before `before`: the reconciliation asks Temporal about each child workflow. */
+  async stillRunning(before: Date, limit: number): Promise<Array<{ conversation_id: string; task_key: string; workflow_id: string }>> {
+    return this.em
+      .fork()
+      .execute(`select conversation_id, task_key, workflow_id from conversation_tasks where status = 'running' and started_at < ? order by started_at limit ?`, [before, limit]);
+  }
+
   async finished(t: { conversationId: string; taskKey: string; status: TaskStatus; error: string | null }): Promise<void> {
     await this.em
       .fork()

@@ -108,12 +108,22 @@ export class IndexingService {
     return rows[0]?.status ?? 'error';
   }
 
-  async fail(fileId: string, reason: string): Promise<void> {
+  async fail(fileId: string, reason: string): Promise<boolean> {
     const rows = await this.em().execute<{ workspace_id: string }[]>(
       `update kb_files set status = 'error', error_message = ?, updated_at = now() where id = ? and status in ('pending', 'processing') returning workspace_id`,
       [reason.slice(0, 1000), fileId],
     );
     if (rows[0]) await this.notify(rows[0].workspace_id);
+    return rows.length > 0;
+  }
+
+  /** Versions handed to an indexing workflow and still pending or processing, untouched since `before` (the reconciliation's). */
+  async dispatchedUnfinished(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.em().execute<{ id: string }[]>(
+      `select id from kb_files where status in ('pending', 'processing') and index_dispatched_at is not null and updated_at < ? order by updated_at limit ?`,
+      [before, limit],
+    );
+    return rows.map((r) => r.id);
   }
 
   private async notify(workspaceId: string): Promise<void> {

@@ -111,9 +111,11 @@ export class ProviderEventService {
   }
 
   /** Stored inbound messages whose workflow has not been started (the outbox relay's query). */
-  async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string }>> {
+  /** Stored inbound messages not yet handed to a workflow; `kind` and `from` only label the workflow in the Temporal UI. */
+  async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string; kind: string | null; from: string | null }>> {
     return this.em.fork().execute(
-      'select provider_message_id, workspace_id from msgapp_inbound_events where dispatched_at is null order by received_at, provider_message_id limit ?',
+      `select provider_message_id, workspace_id, message->>'kind' as kind, message->>'from' as "from"
+       from msgapp_inbound_events where dispatched_at is null order by received_at, provider_message_id limit ?`,
       [limit],
     );
   }

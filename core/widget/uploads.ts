@@ -274,11 +274,21 @@ export class UploadService {
   }
 
   /** An upload whose extraction failed for good: status error with the reason (a processing upload only). */
-  async failExtraction(uploadId: string, reason: string): Promise<void> {
-    await this.em().execute(`update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ? and status = 'processing'`, [
-      reason.slice(0, 1000),
-      uploadId,
-    ]);
+  async failExtraction(uploadId: string, reason: string): Promise<boolean> {
+    const rows = await this.em().execute<unknown[]>(
+      `update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ? and status = 'processing' returning id`,
+      [reason.slice(0, 1000), uploadId],
+    );
+    return rows.length > 0;
+  }
+
+  /** Uploads still processing, untouched since `before`: the reconciliation asks Temporal about each one's workflow. */
+  async stillProcessing(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.em().execute<{ id: string }[]>(
+      `select id from widget_uploads where status = 'processing' and updated_at < ? order by updated_at limit ?`,
+      [before, limit],
+    );
+    return rows.map((r) => r.id);
   }
 
   /**

@@ -19,7 +19,7 @@ import {
 import type { Activities } from '../activities';
 import type { TaskStatus } from '../core/chat/tasks';
 import type { TurnReply } from '../core/chat/turn';
-import { recordCancelled } from './cancellation';
+import { cancelled, recordCancelled } from './cancellation';
 import { presets } from './presets';
 import { WORKSPACE_ID } from './search-attributes';
 
@@ -118,7 +118,8 @@ export async function uploadIndexTaskWorkflow(uploadId: string): Promise<number>
 }
 
 type Outcome = Pick<VisitorMessageResult, 'reply' | 'error'>;
-type Task = TaskState & { scope: CancellationScope };
+/** `recorded`: its end is written (the row and the frame), so a cancelled actor may finish. */
+type Task = TaskState & { scope: CancellationScope; recorded: boolean };
 
 /**
  * The state of one conversation's actor and all its handlers do to it. Handlers run
@@ -260,7 +261,7 @@ class Conversation {
   /** A blocking background task as a child workflow the visitor can list and cancel; its row and frames through activities. */
   private startTask(key: string, kind: string, label: string, uploadId: string): void {
     if (this.tasks.get(key)?.status === 'running') return;
-    const task: Task = { task_key: key, kind, label, blocking: true, status: 'running', started_at: new Date().toISOString(), scope: new CancellationScope() };
+    const task: Task = { task_key: key, kind, label, blocking: true, status: 'running', started_at: new Date().toISOString(), scope: new CancellationScope(), recorded: false };
     this.tasks.set(key, task);
     void this.runTask(task, uploadId);
   }
@@ -301,7 +302,13 @@ class Conversation {
         { conversationId, taskKey: task.task_key, label: task.label, status: task.status, error },
       ]),
     );
+    task.recorded = true;
     this.explain();
+  }
+
+  /** Every task's end is recorded: a cancelled actor waits for this before it ends. */
+  tasksRecorded(): boolean {
+    return [...this.tasks.values()].every((t) => t.recorded);
   }
 }
 
@@ -331,16 +338,25 @@ export async function conversationWorkflow(input: ConversationInput): Promise<vo
   });
   conversation.explain();
 
-  for (;;) {
-    await condition(() => conversation.turnReady() || conversation.runOver());
-    if (conversation.turnReady()) {
-      await conversation.takeTurn();
-      continue;
+  try {
+    for (;;) {
+      await condition(() => conversation.turnReady() || conversation.runOver());
+      if (conversation.turnReady()) {
+        await conversation.takeTurn();
+        continue;
+      }
+      // Idle: finish the updates in flight first; one may have queued a turn meanwhile.
+      await condition(() => allHandlersFinished() || !conversation.idle());
+      if (!conversation.idle()) continue;
+      if (conversation.isClosed()) return;
+      await continueAsNew<typeof conversationWorkflow>({ ...input, carry: conversation.carry() });
     }
-    // Idle: finish the updates in flight first; one may have queued a turn meanwhile.
-    await condition(() => allHandlersFinished() || !conversation.idle());
-    if (!conversation.idle()) continue;
-    if (conversation.isClosed()) return;
-    await continueAsNew<typeof conversationWorkflow>({ ...input, carry: conversation.carry() });
+  } catch (err) {
+    if (!cancelled(err)) throw err;
+    // Cancelled: the running tasks were cancelled with the actor; their ends are written before the run ends
+    // (a run that ended first would drop those writes), so the widget never lists them as running.
+    await recordCancelled(() => condition(() => conversation.tasksRecorded()));
+    conversation.explain('Cancelled by an operator: running tasks recorded as cancelled. The next visitor message starts a new run.');
+    throw err;
   }
 }

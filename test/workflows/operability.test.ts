@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
+import { Client as PgClient } from 'pg';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import * as workflowTypes from '../../workflows';
@@ -320,6 +321,44 @@ describe('cancel leaves every record final, with a reason', () => {
     });
     expect(status.json()).toMatchObject({ status: 'error', error_message: UPLOAD_CANCELLED });
   });
+
+  test('a conversation actor with a running task: the task is recorded cancelled (the widget lists nothing running), the next send starts a new run', async () => {
+    const conv = (await widget('init', {})).json() as { conversation_id: string };
+    const longId = newId('upl');
+    const content = Array.from({ length: 30 }, (_, i) => `Clause ${i}: rent is due on day ${i + 1}.`).join('\n');
+    await db.orm.em
+      .fork()
+      .execute(
+        `insert into widget_uploads (id, workspace_id, site_id, conversation_id, file_name, mime_type, size_bytes, blob_key, status, content, parsed_chars)
+         values (?, ?, ?, ?, 'contract.txt', 'text/plain', ?, 'none', 'ready', ?, ?)`,
+        [longId, ws, site.site_id, conv.conversation_id, content.length, content, content.length],
+      );
+    // Hold the task's write so it is still running when the actor is cancelled.
+    const blocker = new PgClient({ connectionString: db.url });
+    await blocker.connect();
+    await blocker.query('begin');
+    await blocker.query('lock table widget_upload_chunks in exclusive mode');
+    try {
+      const sent = await widget('send', { conversation_id: conv.conversation_id, text: 'summarise it', file_refs: [longId], delivery: 'async' });
+      expect(sent.statusCode).toBe(202);
+      const tasks = () => row<{ status: string }>('select status from conversation_tasks where conversation_id = ?', [conv.conversation_id]);
+      await until('the running task', tasks, (r) => r?.status === 'running');
+      await tw.client.workflow.getHandle(`conversation:${conv.conversation_id}`).cancel();
+      await cancelledRun(`conversation:${conv.conversation_id}`);
+      expect((await tasks()).status).toBe('cancelled');
+    } finally {
+      await blocker.query('rollback');
+      await blocker.end();
+    }
+    const listed = await t.app.inject({
+      method: 'GET',
+      url: `/api/public/widget/tasks?conversation_id=${conv.conversation_id}`,
+      headers: { 'x-concierge-site': site.site_id, origin: ORIGIN },
+    });
+    expect(listed.json()).toEqual({ tasks: [] });
+    const next = await widget('send', { conversation_id: conv.conversation_id, text: 'hello again' });
+    expect(next.statusCode).toBe(200);
+  }, 40_000);
 });
 
 describe('terminate, reconcile, reset', () => {

@@ -28,26 +28,28 @@ export default tseslint.config(
     },
   },
   {
-    // One owner per table, through the ORM: in the modules converted so far, SQL strings are refused unless the
-    // line is marked (eslint-disable-next-line) under a `// raw SQL: <reason>` comment. Other modules join the list as
-    // they are converted.
-    files: [
-      'core/auth/api-keys.ts',
-      'core/idempotency/store.ts',
-      'core/credentials.ts',
-      'core/kb/folders.ts',
-      'core/agents/agents.ts',
-      'core/customers/customers.ts',
-      'core/webhooks/subscriptions.ts',
-      'core/webhooks/deliveries.ts',
-      'core/webhooks/emitter.ts',
-      'core/messages/messages.ts',
-      'core/messages/plan.ts',
+    // One owner per table, through the ORM: every source file queries through the entities
+    // (EntityManager, QueryBuilder), and execute()/raw() are refused. The few statements the
+    // ORM cannot say well stay raw inside the module owning their table, each under a
+    // `// raw SQL: <reason>` comment with an eslint-disable-next-line, so a new raw call anywhere
+    // fails lint. Temporal's client.workflow.execute() is not SQL. Tests and benches read tables
+    // directly to check what the product wrote, so they are outside the rule.
+    files: ['api/**/*.ts', 'core/**/*.ts', 'activities/**/*.ts', 'worker/**/*.ts', 'gateways/**/*.ts', 'bin/**/*.ts', 'infra/**/*.ts', 'workflows/**/*.ts'],
+    ignores: [
+      // converted with issue 12 item 5 / search: widget uploads and msgapp inbound move into workflows,
+      // dense search is rewritten (search.ts's full-text ranking stays raw, with its reason, once converted)
+      'core/widget/uploads.ts',
+      'core/messages/provider-events.ts',
+      'core/msgapp/webhook.ts',
+      'api/routes/widget/uploads.ts',
+      'api/routes/msgapp-webhook.ts',
+      'core/kb/search.ts',
+      'core/kb/dense-index.ts',
     ],
     rules: {
       'no-restricted-syntax': ['error', {
-        selector: "CallExpression[callee.property.name=/^(execute|raw)$/], CallExpression[callee.name='raw']",
-        message: 'Query through the entities (em.find/insert/nativeUpdate…, QueryBuilder); raw SQL only where the ORM cannot say it, marked with a `// raw SQL: <reason>` comment',
+        selector: "CallExpression[callee.property.name=/^(execute|raw)$/]:not([callee.object.property.name='workflow']), CallExpression[callee.name='raw'], TaggedTemplateExpression[tag.name='sql']",
+        message: 'Query through the entities (em.find/insert/nativeUpdate…, QueryBuilder) in the module that owns the table; raw SQL only where the ORM cannot say it, there, marked with a `// raw SQL: <reason>` comment',
       }],
     },
   },

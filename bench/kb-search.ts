@@ -1,12 +1,12 @@
-// The kb-search section: SearchService.search (full text + the exact dense scan of DenseIndex,
+// The kb-search section: SearchService.search (full text + DenseIndex's exact SIMD dense search,
 // fused) of an API composition on a workspace of synthetic passages, at each size in
 // BENCH_KB_SEARCH_SIZES (reached one after another in the same workspace). Passages are
 // inserted straight into kb_documents / kb_files / kb_chunks: support prose (full text matches
 // some) and clustered random unit vectors labelled with the default model's id; one file of
 // each step of 50 lies in a folder (2% of the passages). The query's embedding is left out (a
 // stored vector per query): cold search (matrix dropped, as a NOTIFY does) and the matrix load
-// alone; warm p50 / p99 without and with the folder filter; recall@10 of the dense side against
-// a brute-force scan. Then once the real model: query embedding, and the whole search with it.
+// alone; warm p50 / p99 without and with the folder filter, whole and each side apart; recall@10 of
+// the dense side against a brute force; bytes per 100k. Then the real model: query embedding, whole search.
 //
 // BENCH_KB_SEARCH_SIZES (10000,100000), _QUERIES (200 warm searches per size and filter),
 // _COLD (3), _RECALL (50 query vectors), _EMBED (50 texts with the real model); BENCH_KB_MODELS_DIR.
@@ -48,6 +48,7 @@ function settings() {
 }
 
 const now = () => performance.now();
+const took = (f: () => Promise<unknown>, t = now()) => f().then(() => now() - t);
 const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
 const sizeLabel = (n: number) => (n % 1000 === 0 ? `${n / 1000}k` : String(n));
 const mb = (bytes: number) => bytes / 1024 / 1024;
@@ -85,9 +86,7 @@ class Corpus {
     this.vectors = next;
   }
 
-  get size() {
-    return this.ids.length;
-  }
+  get size() { return this.ids.length; }
 
   /** Brute force, written apart from exactTopK: every score, then a full sort (ties by row). */
   bruteTopK(query: Float32Array, k: number, folderOnly: boolean): string[] {
@@ -173,8 +172,9 @@ class StoredQueryEmbedder implements Embedder {
   };
 }
 
-/** SearchService's dense ranking (private), for recall against the brute force. */
-type Internals = { denseSearch: (workspaceId: string, q: SearchQuery, folders: Set<string> | null) => Promise<string[]> };
+/** SearchService's two sides (private): timed apart, and the dense ranking for recall against the brute force. */
+type Side = (workspaceId: string, q: SearchQuery, folders: Set<string> | null) => Promise<string[]>;
+type Internals = { denseSearch: Side; fullText: (em: unknown, ...args: Parameters<Side>) => Promise<string[]> };
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
@@ -213,26 +213,22 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const loadFigures = await load(pg, corpus, workspaceId, folder.id, size, step, log);
     const folderShare = corpus.inFolder.filter(Boolean).length / corpus.size;
 
-    // Cold: the matrix dropped (as a kb change NOTIFY drops it), then the load alone, then a whole search that loads it.
+    // Cold: the matrix dropped (as a bare workspace NOTIFY drops it), then the load alone, then a whole search that loads it.
     const [coldLoads, coldSearches]: number[][] = [[], []];
     let vectors = null as WorkspaceVectors | null;
-    const timed = async (into: number[], f: () => Promise<unknown>) => {
-      dense.invalidate(workspaceId);
-      const t = now();
-      await f();
-      into.push(now() - t);
-    };
+    const timed = async (into: number[], f: () => Promise<unknown>) => { dense.invalidate(workspaceId); into.push(await took(f)); };
     for (let i = 0; i < s.cold; i++) {
       await timed(coldLoads, async () => (vectors = await dense.vectors(workspaceId, MODEL_ID)));
       await timed(coldSearches, () => run(queries[i % queries.length], false));
     }
     if (!vectors || vectors.ids.length !== size || vectors.dim !== DIM) throw new Error(`DenseIndex loaded ${vectors?.ids.length} vectors of ${vectors?.dim} dims, expected ${size} of ${DIM}`);
+    vectors = await dense.vectors(workspaceId, MODEL_ID); // the cached one, loaded by the last cold search
 
     // Warm: searches one after another, alternating no filter / folder filter (and which goes first).
     for (let i = 0; i < WARMUP_QUERIES; i++) await run(queries[i], i % 2 === 1);
-    const plain: number[] = [];
-    const filtered: number[] = [];
+    const [plain, filtered, dense1, dense2, fts1, fts2]: number[][] = [[], [], [], [], [], []];
     let matched = 0;
+    const counts0 = { ...vectors.counts };
     for (let i = 0; i < s.queries; i++) {
       for (const withFolder of i % 2 === 0 ? [false, true] : [true, false]) {
         const t = now();
@@ -240,6 +236,11 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
         (withFolder ? filtered : plain).push(now() - t);
         matched += matches.length;
         if (withFolder && matches.some((m) => m.folder_id !== folder.id)) throw new Error('a folder-filtered search returned a passage from outside the folder');
+        const [q, f] = [{ query: queries[i].text, top_k: K }, withFolder ? folders : null];
+        stored.next = queries[i];
+        (withFolder ? dense2 : dense1).push(await took(() => internals.denseSearch(workspaceId, q, f)));
+        (withFolder ? fts2 : fts1).push(await took(() => internals.fullText(db.orm.em.fork(), workspaceId, q, f)));
+        stored.next = null;
       }
     }
     if (matched === 0) throw new Error('searches returned no matches');
@@ -257,18 +258,21 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       }
     }
 
-    const [pl, fl] = [spread(plain), spread(filtered)];
+    const [pl, fl, d1, d2, t1, t2] = [plain, filtered, dense1, dense2, fts1, fts2].map(spread);
+    const int8Share = (vectors.counts.int8 - counts0.int8) / (vectors.counts.int8 - counts0.int8 + vectors.counts.float32 - counts0.float32);
+    const bytesPer100k = (vectors.bytes() / size) * 100_000;
     const [coldMedian, loadMedian, recallAll, recallFolder] = [percentile(coldSearches, 50), percentile(coldLoads, 50), mean(recall.all), mean(recall.folder)];
     const line =
       `kb-search ${label}: p50 ${ms(pl.p50)} ms p99 ${ms(pl.p99)} ms (folder filter: p50 ${ms(fl.p50)} ms p99 ${ms(fl.p99)} ms); ` +
       `cold ${(coldMedian / 1000).toFixed(2)} s (matrix load ${(loadMedian / 1000).toFixed(2)} s); recall@10 ${recallAll.toFixed(3)} (folder ${recallFolder.toFixed(3)})`;
     log(`    ${line}`);
-    log(`    matrix ${mb(vectors.matrix.byteLength).toFixed(0)} MB, process RSS ${mb(process.memoryUsage().rss).toFixed(0)} MB; folder holds ${(folderShare * 100).toFixed(1)}% of passages`);
+    log(`    apart: dense p50 ${ms(d1.p50)} ms p99 ${ms(d1.p99)} ms (folder p50 ${ms(d2.p50)} ms p99 ${ms(d2.p99)} ms), ${(int8Share * 100).toFixed(0)}% decided by the int8 pass; full text p50 ${ms(t1.p50)} ms p99 ${ms(t1.p99)} ms (folder p50 ${ms(t2.p50)} ms p99 ${ms(t2.p99)} ms)`);
+    log(`    matrices + ids ${mb(bytesPer100k).toFixed(1)} MB per 100k passages, process RSS ${mb(process.memoryUsage().rss).toFixed(0)} MB; folder holds ${(folderShare * 100).toFixed(1)}% of passages`);
     headlines.push(line);
     for (const [target, xs] of [[`search ${label}`, plain], [`search ${label} folder`, filtered]] as const) {
       targets.push(summarizeTarget([{ ...runStats(target, 1, 1, 1, xs, 1, {}), requestsPerSec: 1000 / mean(xs) }], target));
     }
-    perSize.push({ size, load: loadFigures, coldSearchMs: coldSearches, coldMatrixLoadMs: coldLoads, warmMs: { all: spread(plain), folder: spread(filtered) }, recallAt10: { all: recallAll, folder: recallFolder } });
+    perSize.push({ size, load: loadFigures, coldSearchMs: coldSearches, coldMatrixLoadMs: coldLoads, warmMs: { all: pl, folder: fl, denseAll: d1, denseFolder: d2, fullTextAll: t1, fullTextFolder: t2 }, int8Share, bytesPer100k, recallAt10: { all: recallAll, folder: recallFolder } });
   }
 
   // The real model: each query text on its own (as a search embeds it), then the whole search at the largest size with it.
@@ -298,7 +302,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   return {
     section: 'kb-search',
     description:
-      `SearchService.search (full text + exact dense scan, RRF) on ${s.sizes.map(sizeLabel).join(' / ')} synthetic passages in one workspace (2% in one folder); ` +
+      `SearchService.search (full text + exact SIMD dense search, RRF) on ${s.sizes.map(sizeLabel).join(' / ')} synthetic passages in one workspace (2% in one folder); ` +
       'latency excludes query embedding (stored query vectors), which is reported separately with the real model',
     settings: { ...s, dim: DIM, clusters: CLUSTERS, filesPerStep: FILES_PER_STEP, topK: K, order: 'sequential searches, no filter / folder filter alternating' },
     runs: [],

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { SecretBox } from './crypto/secret-box';
+import type { SealedSecrets, SecretBox } from './crypto/secret-box';
 import { Credential, Workspace } from './db/entities';
 import { ApiError } from './errors';
 import { newId } from './ids';
@@ -34,4 +34,11 @@ export class CredentialService {
     const cred = await this.em.fork().findOne(Credential, { id, workspaceId, kind: 'msgapp_access_token' });
     return cred ? this.box.open(cred.secretSealed, cred.id) : null;
   }
+}
+
+/** Provider credentials sealed with the service's key (the key is checked against them at start-up, before any service exists). */
+export async function sealedCredentials(em: EntityManager): Promise<SealedSecrets> {
+  const count = await em.count(Credential);
+  const [row] = count ? await em.find(Credential, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
+  return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
 }

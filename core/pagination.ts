@@ -21,59 +21,14 @@ export function decodeCursor(cursor: string): [createdAt: string, id: string] {
   return [new Date(Number(cursor.slice(0, dot))).toISOString(), cursor.slice(dot + 1)];
 }
 
-/** SQL conditions and their bindings, built up one clause at a time. */
-export class Filters {
-  readonly where: string[] = [];
-  readonly params: unknown[] = [];
-
-  constructor(sql?: string, ...params: unknown[]) {
-    if (sql) this.add(sql, ...params);
-  }
-
-  add(sql: string, ...params: unknown[]): this {
-    this.where.push(sql);
-    this.params.push(...params);
-    return this;
-  }
-}
-
 export interface Page<R> {
   rows: R[];
   next_cursor: string | null;
 }
 
 /**
- * One page of `select … where <filters>` ordered by (created_at, id), newest first
- * (`desc`) or oldest first (`asc`), continuing after `cursor`. `alias` qualifies the
- * two columns when the select joins tables.
- */
-export async function keysetPage<R extends { created_at: Date | string; id: string }>(
-  em: EntityManager,
-  select: string,
-  filters: Filters,
-  q: { limit: number; cursor?: string },
-  opts: { direction?: 'asc' | 'desc'; alias?: string } = {},
-): Promise<Page<R>> {
-  const dir = opts.direction ?? 'desc';
-  const col = (c: string) => (opts.alias ? `${opts.alias}.${c}` : c);
-  const where = [...filters.where];
-  const params = [...filters.params];
-  if (q.cursor) {
-    const [at, id] = decodeCursor(q.cursor);
-    where.push(`(${col('created_at')}, ${col('id')}) ${dir === 'desc' ? '<' : '>'} (?::timestamptz, ?)`);
-    params.push(at, id);
-  }
-  const rows = await em.execute<R[]>(
-    `${select} where ${where.join(' and ')} order by ${col('created_at')} ${dir}, ${col('id')} ${dir} limit ?`,
-    [...params, q.limit + 1],
-  );
-  const page = rows.slice(0, q.limit);
-  return { rows: page, next_cursor: rows.length > q.limit ? encodeCursor(page[page.length - 1]) : null };
-}
-
-/**
  * One page of entities ordered by (createdAt, id), newest first (`desc`) or oldest first
- * (`asc`), continuing after `cursor`: the ORM form of keysetPage. The row comparison
+ * (`asc`), continuing after `cursor`. The row comparison
  * `(created_at, id) < (at, id)` is spelt out as `created_at < at or (created_at = at and id < id)`.
  */
 export async function keysetFind<T extends { createdAt: Date; id: string }>(
@@ -82,7 +37,7 @@ export async function keysetFind<T extends { createdAt: Date; id: string }>(
   where: FilterQuery<T>,
   q: { limit: number; cursor?: string },
   opts: { direction?: 'asc' | 'desc' } = {},
-): Promise<{ rows: T[]; next_cursor: string | null }> {
+): Promise<Page<T>> {
   const dir = opts.direction ?? 'desc';
   const conditions: FilterQuery<T>[] = [where];
   if (q.cursor) {

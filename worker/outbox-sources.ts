@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { KB_INDEX_OUTBOX_CHANNEL } from '../core/kb/files';
+import { filesToIndex, KB_INDEX_OUTBOX_CHANNEL, markIndexDispatched } from '../core/kb/files';
 import { MSGAPP_INBOUND_CHANNEL, type ProviderEventService } from '../core/messages/provider-events';
 import type { DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
 import { OUTBOX_CHANNEL } from '../core/webhooks/events';
@@ -46,8 +46,7 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
   return {
     name: 'kb-indexing',
     channel: KB_INDEX_OUTBOX_CHANNEL,
-    pending: (limit) =>
-      em.fork().execute<IndexItem[]>('select id, workspace_id, name from kb_files where index_dispatched_at is null order by created_at, id limit ?', [limit]),
+    pending: (limit) => filesToIndex(em.fork(), limit),
     start: async (item) => {
       await client.workflow.start(kbIndexWorkflow, {
         workflowId: indexWorkflowId(item.id),
@@ -57,9 +56,7 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
         staticSummary: item.name,
       });
     },
-    markDispatched: async (item) => {
-      await em.fork().execute('update kb_files set index_dispatched_at = now() where id = ?', [item.id]);
-    },
+    markDispatched: (item) => markIndexDispatched(em.fork(), item.id),
   };
 }
 

@@ -1,11 +1,12 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { Agent, KbFile, type IAgent } from '../db/entities';
+import { Agent, type IAgent } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { keysetFind } from '../pagination';
 import type { CredentialService } from '../credentials';
 import type { FolderService } from '../kb/folders';
+import { existingFiles } from '../kb/files';
 import { ProviderError, type MsgappProvider } from '../msgapp/provider';
 import { AgentSpec } from './spec';
 
@@ -222,9 +223,7 @@ export class AgentService {
       for (const f of spec.knowledge_base.folder_ids) if (!found.has(f)) out.push(`knowledge-base folder ${f} does not exist`);
     }
     if (spec.knowledge_base.file_ids.length) {
-      // Read here until the knowledge-base files module offers the look-up.
-      const rows = await em.find(KbFile, { workspaceId, id: { $in: spec.knowledge_base.file_ids } }, { fields: ['id'] });
-      const found = new Set(rows.map((r) => r.id));
+      const found = await existingFiles(em, workspaceId, spec.knowledge_base.file_ids);
       for (const f of spec.knowledge_base.file_ids) if (!found.has(f)) out.push(`knowledge-base file ${f} does not exist`);
     }
     if (!msgapp && !spec.triggers.web_chat) out.push('no trigger: add a msgapp number or a web_chat site');

@@ -40,6 +40,8 @@ export type ChatNotice =
 const MAX_PAYLOAD = 7900;
 
 async function notify(em: EntityManager, notice: ChatNotice): Promise<void> {
+  // raw SQL: pg_notify has no ORM form (on the connection: a frame is sent now, not at a transaction's commit).
+  // eslint-disable-next-line no-restricted-syntax
   await em.getConnection().execute(`select pg_notify(?, ?)`, [CHAT_CHANNEL, JSON.stringify(notice)]);
 }
 

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { textArray } from '../db/sql';
+import { conversationsForAccess } from '../conversations/conversations';
 import { ApiError } from '../errors';
 import { checkSite, type SiteRow, type SiteService } from '../widget/sites';
 
@@ -55,9 +55,8 @@ export class SocketAccess {
   /** Whether each grant still holds, in order. Database errors propagate: unknown is not a refusal. */
   async stillAllowed(grants: SocketGrant[]): Promise<boolean[]> {
     if (!grants.length) return [];
-    const em = this.em.fork();
     const siteIds = [...new Set(grants.map((g) => g.siteId))];
-    const sites = await em.execute<SiteAccessRow[]>('select id, workspace_id, agent_id, status, allowed_origins from sites where id = any(?::text[])', [textArray(siteIds)]);
+    const sites: SiteAccessRow[] = await this.sites.many(siteIds);
     const convs = await this.conversations([...new Set(grants.map((g) => g.conversationId))]);
     const siteById = new Map(sites.map((s) => [s.id, s]));
     const convById = new Map(convs.map((c) => [c.id, c]));
@@ -74,8 +73,6 @@ export class SocketAccess {
   }
 
   private conversations(ids: string[]): Promise<ConversationRow[]> {
-    return this.em
-      .fork()
-      .execute<ConversationRow[]>('select id, site_id, channel, status from conversations where id = any(?::text[])', [textArray(ids)]);
+    return conversationsForAccess(this.em.fork(), ids);
   }
 }

@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { ConversationTask } from '../db/entities';
 
 export type TaskStatus = 'running' | 'completed' | 'cancelled' | 'failed';
 
@@ -20,40 +21,41 @@ export class TaskService {
   constructor(private readonly em: EntityManager) {}
 
   async open(conversationId: string): Promise<TaskView[]> {
-    const rows = await this.em
-      .fork()
-      .execute<Array<Omit<TaskView, 'started_at'> & { started_at: Date }>>(
-        `select task_key, label, status, blocking, started_at from conversation_tasks where conversation_id = ? and status = 'running' order by started_at, task_key`,
-        [conversationId],
-      );
-    return rows.map((r) => ({ ...r, started_at: new Date(r.started_at).toISOString() }));
+    const rows = await this.em.fork().find(ConversationTask, { conversationId, status: 'running' }, { orderBy: { startedAt: 'asc', taskKey: 'asc' } });
+    return rows.map((r) => ({ task_key: r.taskKey, label: r.label, status: r.status, blocking: r.blocking, started_at: r.startedAt.toISOString() }));
   }
 
   /** A task (re)started: running again from now, whatever an earlier run of the same key left. */
   async started(t: { conversationId: string; workspaceId: string; taskKey: string; kind: string; label: string; blocking: boolean; workflowId: string }): Promise<void> {
-    await this.em.fork().execute(
-      `insert into conversation_tasks (conversation_id, task_key, workspace_id, kind, label, status, blocking, workflow_id)
-       values (?, ?, ?, ?, ?, 'running', ?, ?)
-       on conflict (conversation_id, task_key) do update set status = 'running', label = excluded.label, error = null, finished_at = null, started_at = clock_timestamp()`,
-      [t.conversationId, t.taskKey, t.workspaceId, t.kind, t.label, t.blocking, t.workflowId],
-    );
+    await this.em
+      .fork()
+      .createQueryBuilder(ConversationTask)
+      .insert({
+        conversationId: t.conversationId,
+        taskKey: t.taskKey,
+        workspaceId: t.workspaceId,
+        kind: t.kind,
+        label: t.label,
+        status: 'running',
+        blocking: t.blocking,
+        workflowId: t.workflowId,
+        error: null,
+        finishedAt: null,
+        startedAt: new Date(),
+      })
+      .onConflict(['conversationId', 'taskKey'])
+      .merge(['status', 'label', 'error', 'finishedAt', 'startedAt']);
   }
 
   /** Tasks still running, started before `before`: the reconciliation asks Temporal about each child workflow. */
   async stillRunning(before: Date, limit: number): Promise<Array<{ conversation_id: string; task_key: string; workflow_id: string }>> {
-    return this.em
+    const rows = await this.em
       .fork()
-      .execute(`select conversation_id, task_key, workflow_id from conversation_tasks where status = 'running' and started_at < ? order by started_at limit ?`, [before, limit]);
+      .find(ConversationTask, { status: 'running', startedAt: { $lt: before } }, { fields: ['conversationId', 'taskKey', 'workflowId'], orderBy: { startedAt: 'asc' }, limit });
+    return rows.map((r) => ({ conversation_id: r.conversationId, task_key: r.taskKey, workflow_id: r.workflowId }));
   }
 
   async finished(t: { conversationId: string; taskKey: string; status: TaskStatus; error: string | null }): Promise<void> {
-    await this.em
-      .fork()
-      .execute(`update conversation_tasks set status = ?, error = ?, finished_at = clock_timestamp() where conversation_id = ? and task_key = ?`, [
-        t.status,
-        t.error,
-        t.conversationId,
-        t.taskKey,
-      ]);
+    await this.em.fork().nativeUpdate(ConversationTask, { conversationId: t.conversationId, taskKey: t.taskKey }, { status: t.status, error: t.error, finishedAt: new Date() });
   }
 }

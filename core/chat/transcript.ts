@@ -1,4 +1,7 @@
+import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { touchConversation } from '../conversations/conversations';
+import { ChatMessage, type IChatMessage } from '../db/entities';
 
 export type ChatRole = 'user' | 'assistant' | 'human' | 'tool';
 
@@ -14,6 +17,22 @@ export interface ChatMessageRow {
   extras: ReplyExtras;
   unsolicited: boolean;
   created_at: Date;
+}
+
+function rowOf(m: IChatMessage): ChatMessageRow {
+  return {
+    id: m.id,
+    workspace_id: m.workspaceId,
+    conversation_id: m.conversationId,
+    role: m.role,
+    client_message_id: m.clientMessageId ?? null,
+    reply_to: m.replyTo ?? null,
+    text: m.text,
+    attachments: m.attachments,
+    extras: m.extras as ReplyExtras,
+    unsolicited: m.unsolicited,
+    created_at: m.createdAt,
+  };
 }
 
 /** The optional parts of a reply; only non-empty ones are stored and sent. */
@@ -88,38 +107,36 @@ export class ChatTranscript {
   }): Promise<{ row: ChatMessageRow; created: boolean }> {
     const em = this.em.fork();
     // Strictly increasing per conversation (1 ms after the newest), so `before` never splits a tie.
-    const inserted = await em.execute<ChatMessageRow[]>(
-      `insert into chat_messages (id, workspace_id, conversation_id, role, client_message_id, reply_to, text, attachments, extras, unsolicited, created_at)
-       select ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?,
-              greatest(clock_timestamp(), (select max(created_at) + interval '1 millisecond' from chat_messages where conversation_id = ?))
-       on conflict do nothing returning *`,
-      [
-        m.id,
-        m.workspaceId,
-        m.conversationId,
-        m.role,
-        m.clientMessageId ?? null,
-        m.replyTo ?? null,
-        m.text,
-        JSON.stringify(m.attachments ?? []),
-        JSON.stringify(compactExtras(m.extras ?? {})),
-        m.unsolicited ?? false,
-        m.conversationId,
-      ],
-    );
-    if (inserted.length) {
-      await em.execute(`update conversations set updated_at = now(), title = coalesce(title, ?) where id = ?`, [
-        m.role === 'user' && m.text ? m.text.slice(0, 80) : null,
-        m.conversationId,
-      ]);
-      return { row: inserted[0], created: true };
+    const newest = await em.findOne(ChatMessage, { conversationId: m.conversationId }, { orderBy: { createdAt: 'desc' }, fields: ['createdAt'] });
+    const createdAt = new Date(Math.max(Date.now(), newest ? newest.createdAt.getTime() + 1 : 0));
+    // Without a conflict target: a second insert of the id, or of the client message id
+    // (the partial unique index chat_messages_client_uq), does nothing.
+    const inserted = await em
+      .createQueryBuilder(ChatMessage)
+      .insert({
+        id: m.id,
+        workspaceId: m.workspaceId,
+        conversationId: m.conversationId,
+        role: m.role,
+        clientMessageId: m.clientMessageId ?? null,
+        replyTo: m.replyTo ?? null,
+        text: m.text,
+        attachments: m.attachments ?? [],
+        extras: compactExtras(m.extras ?? {}) as Record<string, unknown>,
+        unsolicited: m.unsolicited ?? false,
+        createdAt,
+      })
+      .onConflict()
+      .ignore();
+    if (inserted.affectedRows) {
+      await touchConversation(em, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null);
+      return { row: rowOf(await em.findOneOrFail(ChatMessage, { id: m.id })), created: true };
     }
-    const [existing] = await em.execute<ChatMessageRow[]>(
-      `select * from chat_messages where id = ? or (conversation_id = ? and client_message_id = ?) order by (id = ?) desc limit 1`,
-      [m.id, m.conversationId, m.clientMessageId ?? null, m.id],
-    );
+    const existing =
+      (await em.findOne(ChatMessage, { id: m.id })) ??
+      (m.clientMessageId ? await em.findOne(ChatMessage, { conversationId: m.conversationId, clientMessageId: m.clientMessageId }) : null);
     if (!existing) throw new Error(`chat message ${m.id} was neither inserted nor found`);
-    return { row: existing, created: false };
+    return { row: rowOf(existing), created: false };
   }
 
   /**
@@ -144,45 +161,42 @@ export class ChatTranscript {
   /**
    * Takes back a visitor message the actor refused (the conversation closed, a blocking
    * task running): the send was answered 409, so the message was never taken. Only an
-   * unanswered visitor message goes.
+   * unanswered visitor message goes (the condition and the delete are one statement).
    */
   async withdraw(conversationId: string, messageId: string): Promise<void> {
-    await this.em
-      .fork()
-      .execute(`delete from chat_messages m where m.id = ? and m.conversation_id = ? and m.role = 'user' and not exists (select 1 from chat_messages r where r.reply_to = m.id)`, [
-        messageId,
-        conversationId,
-      ]);
+    const em = this.em.fork();
+    const answered = em.createQueryBuilder(ChatMessage).select('replyTo').where({ replyTo: messageId });
+    await em.nativeDelete(ChatMessage, { id: { $eq: messageId, $nin: answered.getKnexQuery() as never }, conversationId, role: 'user' });
   }
 
   async get(id: string): Promise<ChatMessageRow | null> {
-    const [row] = await this.em.fork().execute<ChatMessageRow[]>('select * from chat_messages where id = ?', [id]);
-    return row ?? null;
+    const row = await this.em.fork().findOne(ChatMessage, { id });
+    return row ? rowOf(row) : null;
   }
 
   /** The stored reply to a visitor message, if any. */
   async replyTo(messageId: string): Promise<ChatMessageRow | null> {
-    const [row] = await this.em.fork().execute<ChatMessageRow[]>(`select * from chat_messages where reply_to = ? and role = 'assistant' order by created_at limit 1`, [messageId]);
-    return row ?? null;
+    const row = await this.em.fork().findOne(ChatMessage, { replyTo: messageId, role: 'assistant' }, { orderBy: { createdAt: 'asc' } });
+    return row ? rowOf(row) : null;
   }
 
   /** The last `n` messages before (and excluding) `untilId`'s turn, oldest first: the model's context. */
   async recent(conversationId: string, n: number): Promise<ChatMessageRow[]> {
-    const rows = await this.em
-      .fork()
-      .execute<ChatMessageRow[]>(`select * from chat_messages where conversation_id = ? order by created_at desc, id desc limit ?`, [conversationId, n]);
-    return rows.reverse();
+    const rows = await this.em.fork().find(ChatMessage, { conversationId }, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: n });
+    return rows.map(rowOf).reverse();
   }
 
   /** Replies (agent or human) written after message `afterId`: what a reconnecting socket missed. */
   async repliesAfter(conversationId: string, afterId: string): Promise<ChatMessageRow[]> {
-    return this.em.fork().execute<ChatMessageRow[]>(
-      `select m.* from chat_messages m
-       where m.conversation_id = ? and m.role in ('assistant', 'human')
-         and m.created_at > (select created_at from chat_messages where id = ? and conversation_id = ?)
-       order by m.created_at, m.id`,
-      [conversationId, afterId, conversationId],
+    const em = this.em.fork();
+    const after = await em.findOne(ChatMessage, { id: afterId, conversationId }, { fields: ['createdAt'] });
+    if (!after) return [];
+    const rows = await em.find(
+      ChatMessage,
+      { conversationId, role: { $in: ['assistant', 'human'] }, createdAt: { $gt: after.createdAt } },
+      { orderBy: { createdAt: 'asc', id: 'asc' } },
     );
+    return rows.map(rowOf);
   }
 
   /**
@@ -195,11 +209,9 @@ export class ChatTranscript {
     resignAttachments: (attachments: unknown[]) => Promise<unknown[]>,
   ): Promise<{ messages: HistoryMessage[]; has_more: boolean; next_before: string | null }> {
     const before = q.before && !Number.isNaN(Date.parse(q.before)) ? new Date(q.before) : null;
-    const rows = await this.em.fork().execute<ChatMessageRow[]>(
-      `select * from chat_messages where conversation_id = ? and role <> 'tool' ${before ? 'and created_at < ?' : ''}
-       order by created_at desc, id desc limit ?`,
-      before ? [conversationId, before, q.limit + 1] : [conversationId, q.limit + 1],
-    );
+    const where: FilterQuery<IChatMessage> = { conversationId, role: { $ne: 'tool' } };
+    if (before) where.createdAt = { $lt: before };
+    const rows = (await this.em.fork().find(ChatMessage, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: q.limit + 1 })).map(rowOf);
     const has_more = rows.length > q.limit;
     const page = rows.slice(0, q.limit).reverse();
     const messages: HistoryMessage[] = [];
@@ -220,4 +232,18 @@ export class ChatTranscript {
     }
     return { messages, has_more, next_before: page.length ? new Date(page[0].created_at).toISOString() : null };
   }
+}
+
+/** The newest message a visitor can see (tool activity is not) of each conversation: the previews of a conversation list. */
+export async function latestVisibleTexts(em: EntityManager, conversationIds: string[]): Promise<Map<string, string>> {
+  if (!conversationIds.length) return new Map();
+  // raw SQL: the newest row of each conversation (distinct on) has no ORM form; one statement for the whole page.
+  // eslint-disable-next-line no-restricted-syntax
+  const rows = await em.execute<Array<{ conversation_id: string; text: string }>>(
+    `select distinct on (conversation_id) conversation_id, text from chat_messages
+     where conversation_id in (${conversationIds.map(() => '?').join(', ')}) and role <> 'tool'
+     order by conversation_id, created_at desc, id desc`,
+    conversationIds,
+  );
+  return new Map(rows.map((r) => [r.conversation_id, r.text]));
 }

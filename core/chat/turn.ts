@@ -1,10 +1,12 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
+import { findAgent } from '../agents/agents';
 import type { AgentSpec } from '../agents/spec';
+import { conversationAgentId, flagForHuman } from '../conversations/conversations';
+import { WidgetUpload } from '../db/entities';
 import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
 import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../llm/model';
-import { newId } from '../ids';
 import { publishFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
 
@@ -73,10 +75,8 @@ export class AgentTurns {
       return toReply(done, false);
     }
     const em = this.em.fork();
-    const [agent] = await em.execute<{ spec: AgentSpec; name: string }[]>(
-      `select a.spec, a.name from conversations c join agents a on a.id = c.agent_id where c.id = ?`,
-      [input.conversationId],
-    );
+    const agentId = await conversationAgentId(em, input.conversationId);
+    const agent = agentId ? await findAgent(em, input.workspaceId, agentId) : null;
     if (!agent) throw new Error(`conversation ${input.conversationId} has no agent`);
     const spec = agent.spec;
     const visitor = await this.transcript.get(input.messageId);
@@ -150,12 +150,9 @@ export class AgentTurns {
   private async attachmentText(visitor: ChatMessageRow): Promise<Array<{ file_name: string; mime_type: string; content: string }>> {
     const ids = (visitor.attachments ?? []).map((a) => (typeof a === 'string' ? a : (a as { upload_id?: string }).upload_id)).filter(Boolean) as string[];
     if (!ids.length) return [];
-    return this.em
-      .fork()
-      .execute<Array<{ file_name: string; mime_type: string; content: string }>>(
-        `select file_name, mime_type, coalesce(content, '') as content from widget_uploads where id in (${ids.map(() => '?').join(',')}) order by created_at`,
-        ids,
-      );
+    // Read here until the widget uploads module (being rewritten, issue 12 item 5) offers the look-up.
+    const rows = await this.em.fork().find(WidgetUpload, { id: { $in: ids } }, { fields: ['fileName', 'mimeType', 'content'], orderBy: { createdAt: 'asc' } });
+    return rows.map((r) => ({ file_name: r.fileName, mime_type: r.mimeType, content: r.content ?? '' }));
   }
 
   private async withModel(
@@ -247,15 +244,7 @@ export class AgentTurns {
     }
     if (call.name === 'handoff') {
       const reason = String(args.reason ?? 'handoff requested').slice(0, 500);
-      const em = this.em.fork();
-      await em.transactional(async (tx) => {
-        await tx.execute(`update conversations set needs_human = true, case_reason = ?, updated_at = now() where id = ?`, [reason, input.conversationId]);
-        await tx.execute(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'handoff', ?::jsonb)`, [
-          newId('evt'),
-          input.conversationId,
-          JSON.stringify({ reason, message_id: input.messageId }),
-        ]);
-      });
+      await flagForHuman(this.em.fork(), input.conversationId, reason, { reason, message_id: input.messageId });
       return JSON.stringify({ ok: true, note: 'A human colleague will follow up. Tell the customer so, briefly.' });
     }
     return JSON.stringify({ error: `unknown tool ${call.name}` });

@@ -1,6 +1,9 @@
+import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { Conversation, ConversationEvent, type IConversation } from '../db/entities';
 import { ApiError } from '../errors';
-import { Filters, keysetPage } from '../pagination';
+import { newId } from '../ids';
+import { keysetFind } from '../pagination';
 
 export interface ConversationView {
   id: string;
@@ -22,37 +25,25 @@ export interface ConversationEventView {
   created_at: string;
 }
 
-interface Row {
-  id: string;
-  customer_id: string | null;
-  agent_id: string | null;
-  channel: ConversationView['channel'];
-  status: ConversationView['status'];
-  needs_human: boolean;
-  case_reason: string | null;
-  last_inbound_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
-
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
-const view = (r: Row): ConversationView => ({
+const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
+const view = (r: IConversation): ConversationView => ({
   id: r.id,
-  customer_id: r.customer_id,
-  agent_id: r.agent_id,
+  customer_id: r.customerId ?? null,
+  agent_id: r.agentId ?? null,
   channel: r.channel,
   status: r.status,
-  needs_human: r.needs_human,
-  case_reason: r.case_reason,
-  last_inbound_at: iso(r.last_inbound_at),
-  created_at: iso(r.created_at)!,
-  updated_at: iso(r.updated_at)!,
+  needs_human: r.needsHuman,
+  case_reason: r.caseReason ?? null,
+  last_inbound_at: iso(r.lastInboundAt),
+  created_at: iso(r.createdAt)!,
+  updated_at: iso(r.updatedAt)!,
 });
 
 /**
  * Conversations and their timeline. Conversations are opened by the channels (an
- * inbound message, a send, the widget); this service reads them. `cases` are the
- * conversations flagged for a human to follow up.
+ * inbound message, a send, the widget) through the functions below; this service reads
+ * them. `cases` are the conversations flagged for a human to follow up. This module
+ * alone queries `conversations` and `conversation_events`.
  */
 export class ConversationService {
   constructor(private readonly em: EntityManager) {}
@@ -61,16 +52,16 @@ export class ConversationService {
     workspaceId: string,
     q: { customer_id?: string; status?: 'open' | 'closed'; cases?: boolean; limit: number; cursor?: string },
   ): Promise<{ conversations: ConversationView[]; next_cursor: string | null }> {
-    const filters = new Filters('workspace_id = ?', workspaceId);
-    if (q.cases) filters.add('needs_human');
-    if (q.customer_id) filters.add('customer_id = ?', q.customer_id);
-    if (q.status) filters.add('status = ?', q.status);
-    const page = await keysetPage<Row>(this.em.fork(), 'select * from conversations', filters, q);
+    const where: FilterQuery<IConversation> = { workspaceId };
+    if (q.cases) where.needsHuman = true;
+    if (q.customer_id) where.customerId = q.customer_id;
+    if (q.status) where.status = q.status;
+    const page = await keysetFind(this.em.fork(), Conversation, where, q);
     return { conversations: page.rows.map(view), next_cursor: page.next_cursor };
   }
 
   async get(workspaceId: string, id: string): Promise<ConversationView> {
-    const [row] = await this.em.fork().execute<Row[]>('select * from conversations where id = ? and workspace_id = ?', [id, workspaceId]);
+    const row = await this.em.fork().findOne(Conversation, { id, workspaceId });
     if (!row) throw new ApiError(404, 'not_found', `No conversation with id '${id}' in this workspace`);
     return view(row);
   }
@@ -78,13 +69,146 @@ export class ConversationService {
   /** The timeline, oldest first; `cursor` continues after the last event returned. */
   async events(workspaceId: string, id: string, q: { limit: number; cursor?: string }): Promise<{ events: ConversationEventView[]; next_cursor: string | null }> {
     await this.get(workspaceId, id);
-    const page = await keysetPage<{ id: string; type: string; data: Record<string, unknown>; created_at: Date }>(
-      this.em.fork(),
-      'select id, type, data, created_at from conversation_events',
-      new Filters('conversation_id = ?', id),
-      q,
-      { direction: 'asc' },
-    );
-    return { events: page.rows.map((r) => ({ id: r.id, type: r.type, data: r.data, created_at: iso(r.created_at)! })), next_cursor: page.next_cursor };
+    const page = await keysetFind(this.em.fork(), ConversationEvent, { conversationId: id }, q, { direction: 'asc' });
+    return { events: page.rows.map((r) => ({ id: r.id, type: r.type, data: r.data, created_at: iso(r.createdAt)! })), next_cursor: page.next_cursor };
   }
+}
+
+/** One entry of a conversation's timeline, in the caller's transaction. */
+export async function addConversationEvent(em: EntityManager, conversationId: string, type: string, data: Record<string, unknown>): Promise<void> {
+  await em.insert(ConversationEvent, { id: newId('evt'), conversationId, type, data });
+}
+
+/**
+ * The newest open msgapp conversation of this customer with this agent, locked so two
+ * sends share it, or a new one. In the caller's transaction.
+ */
+export async function openMsgappConversation(em: EntityManager, c: { workspaceId: string; customerId: string; agentId: string }): Promise<string> {
+  const open = await em.findOne(
+    Conversation,
+    { workspaceId: c.workspaceId, customerId: c.customerId, agentId: c.agentId, channel: 'msgapp', status: 'open' },
+    { orderBy: { createdAt: 'desc' }, lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id'] },
+  );
+  if (open) return open.id;
+  const id = newId('conv');
+  await em.insert(Conversation, { id, workspaceId: c.workspaceId, customerId: c.customerId, agentId: c.agentId, channel: 'msgapp', status: 'open' });
+  return id;
+}
+
+/** A merged customer's conversations follow it to the customer it was merged into. */
+export async function moveCustomerConversations(em: EntityManager, fromCustomerId: string, toCustomerId: string): Promise<void> {
+  await em.nativeUpdate(Conversation, { customerId: fromCustomerId }, { customerId: toCustomerId, updatedAt: new Date() });
+}
+
+/** The agent a conversation is with; null when it has none (or there is no such conversation). */
+export async function conversationAgentId(em: EntityManager, id: string): Promise<string | null> {
+  const row = await em.findOne(Conversation, { id }, { fields: ['agentId'] });
+  return row?.agentId ?? null;
+}
+
+/** A new message in the transcript: the conversation is touched, and a visitor's first words become its title. */
+export async function touchConversation(em: EntityManager, id: string, title: string | null): Promise<void> {
+  await em.nativeUpdate(Conversation, { id }, { updatedAt: new Date() });
+  if (title) await em.nativeUpdate(Conversation, { id, title: null }, { title });
+}
+
+/** Flags the conversation for a human (a case) and records why on its timeline, in one transaction. */
+export async function flagForHuman(em: EntityManager, id: string, reason: string, data: Record<string, unknown>): Promise<void> {
+  await em.transactional(async (tx) => {
+    await tx.nativeUpdate(Conversation, { id }, { needsHuman: true, caseReason: reason, updatedAt: new Date() });
+    await addConversationEvent(tx, id, 'handoff', data);
+  });
+}
+
+/** A web conversation as the widget sees it. */
+export interface WebConversationRow {
+  id: string;
+  customer_id: string;
+  status: 'open' | 'closed';
+  /** The external id of the verified visitor who started it; null when started unverified. */
+  verified_external_id: string | null;
+}
+
+const webRow = (c: IConversation): WebConversationRow => ({
+  id: c.id,
+  customer_id: c.customerId!,
+  status: c.status,
+  verified_external_id: c.verifiedExternalId ?? null,
+});
+
+/**
+ * A web conversation of this very site (not another site's of the same workspace and
+ * agent), or null. `open`: only an open one; `lock`: locked for update until the
+ * transaction ends.
+ */
+export async function webConversationOnSite(em: EntityManager, siteId: string, id: string, opts: { open?: boolean; lock?: boolean } = {}): Promise<WebConversationRow | null> {
+  const where: FilterQuery<IConversation> = { id, siteId, channel: 'web' };
+  if (opts.open) where.status = 'open';
+  const row = await em.findOne(Conversation, where, { refresh: true, ...(opts.lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {}) });
+  return row ? webRow(row) : null;
+}
+
+/** The open web conversations a verified visitor started on this site, newest first (`lock`: for update). */
+export async function verifiedOpenWebConversations(
+  em: EntityManager,
+  siteId: string,
+  verifiedExternalId: string,
+  opts: { lock?: boolean; limit?: number } = {},
+): Promise<WebConversationRow[]> {
+  const rows = await em.find(
+    Conversation,
+    { siteId, channel: 'web', status: 'open', verifiedExternalId },
+    { orderBy: { createdAt: 'desc', id: 'desc' }, refresh: true, ...(opts.limit ? { limit: opts.limit } : {}), ...(opts.lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {}) },
+  );
+  return rows.map(webRow);
+}
+
+/** Closes these conversations now. */
+export async function closeConversations(em: EntityManager, ids: string[]): Promise<void> {
+  if (ids.length) await em.nativeUpdate(Conversation, { id: { $in: ids } }, { status: 'closed', closedAt: new Date() });
+}
+
+/** A new open web conversation of the site; `verifiedExternalId` when a verified visitor starts it. */
+export async function insertWebConversation(
+  em: EntityManager,
+  c: { id: string; workspaceId: string; siteId: string; agentId: string; customerId: string; verifiedExternalId: string | null },
+): Promise<void> {
+  await em.insert(Conversation, {
+    id: c.id,
+    workspaceId: c.workspaceId,
+    customerId: c.customerId,
+    agentId: c.agentId,
+    siteId: c.siteId,
+    channel: 'web',
+    status: 'open',
+    verifiedExternalId: c.verifiedExternalId,
+  });
+}
+
+/**
+ * The web conversations of these customers on this site a visitor may list: those
+ * started unverified, and those `verifiedExternalId` started verified; most recently
+ * touched first.
+ */
+export async function webConversationsOfCustomers(
+  em: EntityManager,
+  siteId: string,
+  customerIds: string[],
+  verifiedExternalId: string | null,
+  limit: number,
+): Promise<Array<{ id: string; title: string | null; updated_at: Date }>> {
+  if (!customerIds.length) return [];
+  const rows = await em.find(
+    Conversation,
+    { siteId, channel: 'web', customerId: { $in: customerIds }, $or: [{ verifiedExternalId: null }, ...(verifiedExternalId !== null ? [{ verifiedExternalId }] : [])] },
+    { fields: ['id', 'title', 'updatedAt'], orderBy: { updatedAt: 'desc', id: 'desc' }, limit },
+  );
+  return rows.map((r) => ({ id: r.id, title: r.title ?? null, updated_at: r.updatedAt }));
+}
+
+/** What a reply socket's authorization is checked against, for many conversations in one query. */
+export async function conversationsForAccess(em: EntityManager, ids: string[]): Promise<Array<{ id: string; site_id: string | null; channel: string; status: string }>> {
+  if (!ids.length) return [];
+  const rows = await em.find(Conversation, { id: { $in: ids } }, { fields: ['id', 'siteId', 'channel', 'status'] });
+  return rows.map((r) => ({ id: r.id, site_id: r.siteId ?? null, channel: r.channel, status: r.status }));
 }

@@ -2,16 +2,23 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { dataDir, type Config } from '../config';
-import { SecretBox } from './secret-box';
+import { sealedCredentials } from '../credentials';
+import { sealedResponseCount } from '../idempotency/store';
+import { sealedSigningSecrets } from '../webhooks/subscriptions';
+import { sealedSiteSecrets } from '../widget/sites';
+import { SecretBox, type SealedSecrets } from './secret-box';
 
 export class EncryptionKeyError extends Error {}
 
-/** The tables holding secrets sealed with the service's key, and what each row's ciphertext is bound to. */
-const SEALED_SECRETS = [
-  { table: 'credentials', what: 'provider credential' },
-  { table: 'webhook_subscriptions', what: 'webhook signing secret' },
-  { table: 'sites', what: 'site secret' },
-] as const;
+/**
+ * The secrets sealed with the service's key, each kind read by the module owning its
+ * table, and what each row's ciphertext is bound to (its row id).
+ */
+const SEALED_SECRETS: ReadonlyArray<{ what: string; read: (em: EntityManager) => Promise<SealedSecrets> }> = [
+  { what: 'provider credential', read: sealedCredentials },
+  { what: 'webhook signing secret', read: sealedSigningSecrets },
+  { what: 'site secret', read: sealedSiteSecrets },
+];
 
 /**
  * The service's SecretBox, from CONCIERGE_ENCRYPTION_KEY or (embedded: `npm start`, the
@@ -24,8 +31,8 @@ const SEALED_SECRETS = [
  * - a key that does not open the stored secrets: refused for the same reason;
  * - no key and nothing sealed yet: a key is generated into the data directory (0600).
  *
- * Every process reads the secret tables here, outside their owning services, because
- * the key must be settled before any service exists.
+ * The key must be settled before any service exists, so the owning modules' functions
+ * are called with the bare EntityManager (they need no key to count and sample).
  */
 export async function openSecretBox(config: Config, em: EntityManager, opts: { embedded: boolean }): Promise<SecretBox> {
   if (config.CONCIERGE_ENCRYPTION_KEY) {
@@ -54,20 +61,19 @@ export async function openSecretBox(config: Config, em: EntityManager, opts: { e
 }
 
 async function countSealed(em: EntityManager): Promise<number> {
-  const counts = SEALED_SECRETS.map((s) => `(select count(*) from ${s.table})`);
+  let n = 0;
+  for (const { read } of SEALED_SECRETS) n += (await read(em.fork())).count;
   // Stored idempotent responses are sealed too: a new key would turn their replays into errors.
-  counts.push(`(select count(*) from idempotency_keys where response_body like 'v1.%')`);
-  const [row] = await em.fork().execute<{ n: string }[]>(`select ${counts.join(' + ')} as n`);
-  return Number(row?.n ?? 0);
+  return n + (await sealedResponseCount(em.fork()));
 }
 
 /** Opens one stored secret of each kind (each is bound to its row id): a wrong key fails here, not at first use. */
 async function assertOpensStoredSecrets(box: SecretBox, em: EntityManager, source: string): Promise<void> {
-  for (const { table, what } of SEALED_SECRETS) {
-    const [row] = await em.fork().execute<{ id: string; secret_sealed: string }[]>(`select id, secret_sealed from ${table} limit 1`);
+  for (const { what, read } of SEALED_SECRETS) {
+    const { sample: row } = await read(em.fork());
     if (!row) continue;
     try {
-      box.open(row.secret_sealed, row.id);
+      box.open(row.sealed, row.id);
     } catch {
       throw new EncryptionKeyError(
         `the encryption key from ${source} does not open the secrets already in the database (${what} ${row.id}): ` +

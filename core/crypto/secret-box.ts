@@ -69,3 +69,9 @@ export class SecretBox {
     return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
   }
 }
+
+/** What a table holds sealed with the service's key: how many secrets, and one to try a key on (bound to its row id). */
+export interface SealedSecrets {
+  count: number;
+  sample: { id: string; sealed: string } | null;
+}

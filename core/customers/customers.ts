@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { Conversation, Customer, CustomerIdentity, type ICustomer } from '../db/entities';
+import { moveCustomerConversations } from '../conversations/conversations';
+import { Customer, CustomerIdentity, type ICustomer } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { keysetFind } from '../pagination';
@@ -199,8 +200,7 @@ export class CustomerService {
       const merged = owners.map((o) => o.id).filter((c) => c !== target);
       for (const other of merged) {
         await em.nativeUpdate(CustomerIdentity, { customerId: other }, { customerId: target });
-        // The merged customer's conversations follow it (the conversations module has no such move yet).
-        await em.nativeUpdate(Conversation, { customerId: other }, { customerId: target, updatedAt: new Date() });
+        await moveCustomerConversations(em, other, target);
         await em.nativeDelete(Customer, { id: other });
       }
       for (const i of ids) {
@@ -247,4 +247,10 @@ export async function customerForPhone(em: EntityManager, workspaceId: string, p
   await em.createQueryBuilder(CustomerIdentity).insert({ workspaceId, kind: 'phone', value: phone, customerId: id }).onConflict(['workspaceId', 'kind', 'value']).ignore();
   const owner = await em.findOneOrFail(CustomerIdentity, { workspaceId, kind: 'phone', value: phone }, { refresh: true });
   return owner.customerId;
+}
+
+/** The customer holding this identity (stored normalised) in the workspace; null when none does. */
+export async function customerWithIdentity(em: EntityManager, workspaceId: string, kind: IdentityKind, value: string): Promise<string | null> {
+  const held = await em.findOne(CustomerIdentity, { workspaceId, kind, value }, { fields: ['customerId'] });
+  return held?.customerId ?? null;
 }

@@ -120,3 +120,8 @@ export class IdempotencyStore {
     }
   }
 }
+
+/** Stored responses sealed with the service's key (`v1.` ciphertexts): a new key would turn their replays into errors. */
+export function sealedResponseCount(em: EntityManager): Promise<number> {
+  return em.count(IdempotencyKey, { responseBody: { $like: 'v1.%' } });
+}

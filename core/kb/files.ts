@@ -1,8 +1,11 @@
 import type { Readable } from 'node:stream';
+import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { KbDocument, KbFile, WidgetUpload, type IKbFile } from '../db/entities';
 import { ApiError } from '../errors';
-import { Filters, keysetPage } from '../pagination';
+import { keysetFind } from '../pagination';
 import { newId } from '../ids';
+import { folderInWorkspace } from './folders';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 
 export const KB_CHANGES_CHANNEL = 'concierge_kb_changes';
@@ -24,43 +27,59 @@ export interface FileView {
   updated_at: string;
 }
 
-interface FileRow {
-  id: string;
-  workspace_id: string;
-  document_id: string;
-  version: number;
-  is_current: boolean;
-  name: string;
-  status: FileStatus;
-  error_message: string | null;
-  mime_type: string;
-  kind: string;
-  file_size: string | number;
-  sha256: string;
-  chunk_count: number;
-  folder_id: string | null;
-  created_at: Date;
-  updated_at: Date;
-}
+/** A file version with its document's folder (the document says where every version lives). */
+type FileWithFolder = { file: IKbFile; folderId: string | null };
 
-const FILE_SELECT = `select f.*, d.folder_id from kb_files f join kb_documents d on d.id = f.document_id`;
-
-export function fileView(r: FileRow): FileView {
+export function fileView({ file: f, folderId }: FileWithFolder): FileView {
   return {
-    id: r.id,
-    name: r.name,
-    status: r.status,
-    mime_type: r.mime_type,
-    file_size: Number(r.file_size),
-    folder_id: r.folder_id ?? null,
-    chunk_count: r.chunk_count,
-    version: r.version,
-    error_message: r.error_message,
-    created_at: new Date(r.created_at).toISOString(),
-    updated_at: new Date(r.updated_at).toISOString(),
+    id: f.id,
+    name: f.name,
+    status: f.status,
+    mime_type: f.mimeType,
+    file_size: Number(f.fileSize),
+    folder_id: folderId ?? null,
+    chunk_count: f.chunkCount,
+    version: f.version,
+    error_message: f.errorMessage ?? null,
+    created_at: f.createdAt.toISOString(),
+    updated_at: f.updatedAt.toISOString(),
   };
 }
 
+/** Every change that alters what search may return wakes the dense indexes of every process at commit. */
+export async function notifyKbChange(em: EntityManager, workspaceId: string, changed: { document_id: string } | { file_id: string }): Promise<void> {
+  // raw SQL: pg_notify has no ORM form; in the caller's transaction it is sent at its commit.
+  // eslint-disable-next-line no-restricted-syntax
+  await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, kbChangePayload(workspaceId, changed)]);
+}
+
+/** A knowledge-base change notice: the workspace and the document or file whose passages changed (the dense indexes replace only those rows). */
+function kbChangePayload(workspaceId: string, changed: { document_id: string } | { file_id: string }): string {
+  return JSON.stringify({ workspace_id: workspaceId, ...changed });
+}
+
+/** Documents in the folder (each holds its current version): what a folder delete refuses to orphan. */
+export function documentsInFolder(em: EntityManager, folderId: string): Promise<number> {
+  return em.count(KbDocument, { folderId });
+}
+
+/** Which of these file ids exist in the workspace (an agent's knowledge-base selection is checked against them). */
+export async function existingFiles(em: EntityManager, workspaceId: string, ids: readonly string[]): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const rows = await em.find(KbFile, { workspaceId, id: { $in: [...ids] } }, { fields: ['id'] });
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Files not yet handed to an indexing workflow, oldest first: the kb-indexing outbox. */
+/** Versions not yet handed to an indexing workflow; `name` labels the workflow in the Temporal UI. */
+export async function filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string; name: string }>> {
+  const rows = await em.find(KbFile, { indexDispatchedAt: null }, { fields: ['id', 'workspaceId', 'name'], orderBy: { createdAt: 'asc', id: 'asc' }, limit });
+  return rows.map((r) => ({ id: r.id, workspace_id: r.workspaceId, name: r.name }));
+}
+
+export async function markIndexDispatched(em: EntityManager, fileId: string): Promise<void> {
+  await em.nativeUpdate(KbFile, { id: fileId }, { indexDispatchedAt: new Date() });
+}
 
 const folderNotFound = (id: string) => new ApiError(404, 'folder_not_found', `No folder with id '${id}' in this workspace`);
 const fileNotFound = (id: string) => new ApiError(404, 'not_found', `No file with id '${id}' in this workspace`);
@@ -83,13 +102,13 @@ export class FileService {
     workspaceId: string,
     input: { staged: StagedBlob; name: string; folderId: string | null; mime: string; kind: string },
   ): Promise<FileView> {
-    if (input.folderId) {
-      const rows = await this.em.fork().execute('select 1 from kb_folders where id = ? and workspace_id = ?', [input.folderId, workspaceId]);
-      if (!rows.length) throw folderNotFound(input.folderId);
-    }
+    if (input.folderId && !(await folderInWorkspace(this.em.fork(), workspaceId, input.folderId))) throw folderNotFound(input.folderId);
     const sha = await this.blobs.commit(input.staged);
     try {
       return await this.em.fork().transactional(async (em) => {
+        // raw SQL: the conflict target is the expression index (workspace_id, coalesce(folder_id, ''), name), which
+        // the ORM's onConflict cannot name; one statement finds or creates the document, whichever upload comes first.
+        // eslint-disable-next-line no-restricted-syntax
         const [doc] = await em.execute<{ id: string }[]>(
           `insert into kb_documents (id, workspace_id, folder_id, name) values (?, ?, ?, ?)
            on conflict (workspace_id, coalesce(folder_id, ''), name) do update set name = excluded.name
@@ -97,18 +116,30 @@ export class FileService {
           [newId('doc'), workspaceId, input.folderId, input.name],
         );
         // Serialises concurrent uploads of one document: versions stay gap-free and one is current.
-        await em.execute('select id from kb_documents where id = ? for update', [doc.id]);
-        const [{ next }] = await em.execute<{ next: number }[]>('select coalesce(max(version), 0) + 1 as next from kb_files where document_id = ?', [doc.id]);
-        await em.execute('update kb_files set is_current = false, updated_at = now() where document_id = ? and is_current', [doc.id]);
+        await em.findOne(KbDocument, { id: doc.id }, { lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id'] });
+        const latest = await em.findOne(KbFile, { documentId: doc.id }, { orderBy: { version: 'desc' }, fields: ['version'] });
+        const now = new Date();
+        await em.nativeUpdate(KbFile, { documentId: doc.id, isCurrent: true }, { isCurrent: false, updatedAt: now });
         const id = newId('file');
-        await em.execute(
-          `insert into kb_files (id, workspace_id, document_id, version, is_current, name, status, mime_type, kind, file_size, sha256, created_at, updated_at)
-           values (?, ?, ?, ?, true, ?, 'pending', ?, ?, ?, ?, clock_timestamp(), clock_timestamp())`,
-          [id, workspaceId, doc.id, next, input.name, input.mime, input.kind, input.staged.size, sha],
-        );
-        await em.execute('select pg_notify(?, ?), pg_notify(?, ?)', [KB_INDEX_OUTBOX_CHANNEL, id, KB_CHANGES_CHANNEL, workspaceId]);
-        const [row] = await em.execute<FileRow[]>(`${FILE_SELECT} where f.id = ?`, [id]);
-        return fileView(row);
+        await em.insert(KbFile, {
+          id,
+          workspaceId,
+          documentId: doc.id,
+          version: (latest?.version ?? 0) + 1,
+          isCurrent: true,
+          name: input.name,
+          status: 'pending',
+          mimeType: input.mime,
+          kind: input.kind,
+          fileSize: input.staged.size,
+          sha256: sha,
+          createdAt: now,
+          updatedAt: now,
+        });
+        // raw SQL: pg_notify has no ORM form; both notices are sent at commit (the indexing outbox, the dense indexes).
+        // eslint-disable-next-line no-restricted-syntax
+        await em.execute('select pg_notify(?, ?), pg_notify(?, ?)', [KB_INDEX_OUTBOX_CHANNEL, id, KB_CHANGES_CHANNEL, kbChangePayload(workspaceId, { document_id: doc.id })]);
+        return fileView(await this.row(em, workspaceId, id));
       });
     } catch (err) {
       await this.releaseBlob(sha);
@@ -122,27 +153,29 @@ export class FileService {
     workspaceId: string,
     q: { folderId: string | null; status?: FileStatus; limit: number; cursor?: string },
   ): Promise<{ files: FileView[]; next_cursor: string | null }> {
-    const filters = new Filters('f.workspace_id = ?', workspaceId).add('f.is_current');
-    if (q.folderId) filters.add('d.folder_id = ?', q.folderId);
-    else filters.add('d.folder_id is null');
-    if (q.status) filters.add('f.status = ?', q.status);
-    const page = await keysetPage<FileRow>(this.em.fork(), FILE_SELECT, filters, q, { alias: 'f' });
-    return { files: page.rows.map(fileView), next_cursor: page.next_cursor };
+    const em = this.em.fork();
+    const inFolder = em.createQueryBuilder(KbDocument).select('id').where({ workspaceId, folderId: q.folderId });
+    // The folder is the document's: the current versions of the documents in it (a sub-select, one statement).
+    const where: FilterQuery<IKbFile>[] = [{ workspaceId, isCurrent: true, documentId: { $in: inFolder.getKnexQuery() as never } }];
+    if (q.status) where.push({ status: q.status });
+    const page = await keysetFind(em, KbFile, { $and: where }, q);
+    return { files: page.rows.map((file) => ({ file, folderId: q.folderId })).map(fileView), next_cursor: page.next_cursor };
   }
 
   async get(workspaceId: string, id: string): Promise<FileView> {
     return fileView(await this.row(this.em.fork(), workspaceId, id));
   }
 
-  private async row(em: EntityManager, workspaceId: string, id: string): Promise<FileRow> {
-    const [row] = await em.execute<FileRow[]>(`${FILE_SELECT} where f.id = ? and f.workspace_id = ?`, [id, workspaceId]);
-    if (!row) throw fileNotFound(id);
-    return row;
+  private async row(em: EntityManager, workspaceId: string, id: string): Promise<FileWithFolder> {
+    const file = await em.findOne(KbFile, { id, workspaceId }, { refresh: true });
+    if (!file) throw fileNotFound(id);
+    const doc = await em.findOne(KbDocument, { id: file.documentId }, { fields: ['folderId'], refresh: true });
+    return { file, folderId: doc?.folderId ?? null };
   }
 
   async download(workspaceId: string, id: string): Promise<{ file: FileView; blob: { stream: Readable; size: number } }> {
     const row = await this.row(this.em.fork(), workspaceId, id);
-    const blob = await this.blobs.read(row.sha256);
+    const blob = await this.blobs.read(row.file.sha256);
     if (!blob) throw new ApiError(410, 'content_gone', `The bytes of file '${id}' are no longer stored`);
     return { file: fileView(row), blob };
   }
@@ -151,14 +184,12 @@ export class FileService {
   async move(workspaceId: string, id: string, folderId: string | null): Promise<FileView> {
     try {
       return await this.em.fork().transactional(async (em) => {
-        const row = await this.row(em, workspaceId, id);
-        if (folderId) {
-          const rows = await em.execute('select 1 from kb_folders where id = ? and workspace_id = ? for share', [folderId, workspaceId]);
-          if (!rows.length) throw folderNotFound(folderId);
-        }
-        await em.execute('update kb_documents set folder_id = ? where id = ?', [folderId, row.document_id]);
-        await em.execute('update kb_files set updated_at = now() where id = ?', [id]);
-        await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, workspaceId]);
+        const { file } = await this.row(em, workspaceId, id);
+        // Share-locked: the folder cannot be deleted while the document moves into it.
+        if (folderId && !(await folderInWorkspace(em, workspaceId, folderId, { lock: true }))) throw folderNotFound(folderId);
+        await em.nativeUpdate(KbDocument, { id: file.documentId }, { folderId });
+        await em.nativeUpdate(KbFile, { id }, { updatedAt: new Date() });
+        await notifyKbChange(em, workspaceId, { document_id: file.documentId });
         return fileView(await this.row(em, workspaceId, id));
       });
     } catch (err) {
@@ -172,34 +203,26 @@ export class FileService {
   /** Deletes one version with its passages and bytes; the previous version becomes current. */
   async delete(workspaceId: string, id: string): Promise<void> {
     const sha = await this.em.fork().transactional(async (em) => {
-      const row = await this.row(em, workspaceId, id);
-      await em.execute('select id from kb_documents where id = ? for update', [row.document_id]);
-      await em.execute('delete from kb_files where id = ?', [id]);
-      if (row.is_current) {
-        const promoted = await em.execute(
-          `update kb_files set is_current = true, updated_at = now()
-           where id = (select id from kb_files where document_id = ? order by version desc limit 1) returning id`,
-          [row.document_id],
-        );
-        if (!promoted.length) await em.execute('delete from kb_documents where id = ?', [row.document_id]);
+      const { file } = await this.row(em, workspaceId, id);
+      await em.findOne(KbDocument, { id: file.documentId }, { lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id'] });
+      await em.nativeDelete(KbFile, { id });
+      if (file.isCurrent) {
+        const previous = await em.findOne(KbFile, { documentId: file.documentId }, { orderBy: { version: 'desc' }, fields: ['id'] });
+        if (previous) await em.nativeUpdate(KbFile, { id: previous.id }, { isCurrent: true, updatedAt: new Date() });
+        else await em.nativeDelete(KbDocument, { id: file.documentId });
       }
-      await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, workspaceId]);
-      return row.sha256;
+      await notifyKbChange(em, workspaceId, { document_id: file.documentId });
+      return file.sha256;
     });
     await this.releaseBlob(sha);
   }
 
   /** Removes stored bytes no file refers to any more (the store is shared with widget uploads: same bytes, one blob). */
   private async releaseBlob(sha: string): Promise<void> {
-    const refs = await this.em.fork().execute('select 1 from kb_files where sha256 = ? union all select 1 from widget_uploads where blob_key = ? limit 1', [sha, sha]);
-    if (!refs.length) await this.blobs.delete(sha);
-  }
-
-  async countInFolder(folderId: string): Promise<number> {
-    const [{ n }] = await this.em.fork().execute<{ n: string }[]>(
-      'select count(*) as n from kb_files f join kb_documents d on d.id = f.document_id where d.folder_id = ? and f.is_current',
-      [folderId],
-    );
-    return Number(n);
+    const em = this.em.fork();
+    if (await em.count(KbFile, { sha256: sha })) return;
+    // Read here until the widget uploads module (issue 12 item 5) offers the look-up.
+    if (await em.count(WidgetUpload, { blobKey: sha })) return;
+    await this.blobs.delete(sha);
   }
 }

@@ -1,8 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { publishedAgentsSelectingFolder } from '../agents/agents';
-import { KbDocument, KbFolder, type IKbFolder } from '../db/entities';
+import { LockMode } from '@mikro-orm/core';
+import { KbFolder, type IKbFolder } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
+import { documentsInFolder } from './files';
 
 export interface FolderView {
   id: string;
@@ -134,7 +136,7 @@ export class FolderService {
       const [folder] = await em.execute<{ id: string; name: string }[]>('select id, name from kb_folders where id = ? and workspace_id = ? for update', [id, workspaceId]);
       if (!folder) throw new ApiError(404, 'not_found', `No folder with id '${id}' in this workspace`);
       const subfolders = await em.count(KbFolder, { parentId: id });
-      const files = await this.countFiles(em, id);
+      const files = await documentsInFolder(em, id);
       if (files > 0 || subfolders > 0) {
         throw new ApiError(409, 'folder_not_empty', `Folder '${folder.name}' holds ${files} file(s) and ${subfolders} subfolder(s); delete or move them first`, {
           files,
@@ -152,18 +154,20 @@ export class FolderService {
     return folder;
   }
 
-  /**
-   * Documents (each with its current version) whose folder this is. Read here, in the
-   * folder's delete transaction, until the knowledge-base files module offers the count.
-   */
-  private countFiles(em: EntityManager, folderId: string): Promise<number> {
-    return em.count(KbDocument, { folderId });
-  }
-
   /** Which of these folder ids exist in the workspace (an agent's knowledge-base selection is checked against them). */
   async existing(workspaceId: string, ids: readonly string[], em: EntityManager = this.em.fork()): Promise<Set<string>> {
     if (!ids.length) return new Set();
     const rows = await em.find(KbFolder, { workspaceId, id: { $in: [...ids] } }, { fields: ['id'] });
     return new Set(rows.map((r) => r.id));
   }
+}
+
+/**
+ * Whether the folder exists in the workspace. `lock`: share-locked until the transaction
+ * ends, so a folder delete (which locks the row for update) waits and then sees what was
+ * put into the folder.
+ */
+export async function folderInWorkspace(em: EntityManager, workspaceId: string, id: string, opts: { lock?: boolean } = {}): Promise<boolean> {
+  const row = await em.findOne(KbFolder, { id, workspaceId }, { fields: ['id'], ...(opts.lock ? { lockMode: LockMode.PESSIMISTIC_READ } : {}) });
+  return row !== null;
 }

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
-import { exactTopK, type DenseIndex } from './dense-index';
+import type { DenseIndex } from './dense-index';
 import { EmbedderError, queryVector, type Embedder } from './embedder';
 
 export interface SearchMatch {
@@ -28,8 +28,10 @@ const RRF_K = 60;
  * Hybrid search: PostgreSQL full text (websearch_to_tsquery + ts_rank_cd, English
  * stemming) and exact dense cosine similarity, fused by reciprocal rank. The score is
  * the fused value divided by its maximum (first on both sides), so it lies in [0, 1].
- * Only current, active versions are searched. `folder_id` covers that folder and its
- * subfolders; `kb_id` is one file; both together must both hold.
+ * Only current, active versions are searched (the passages' text is read with the same
+ * condition, so a version replaced a moment ago is never returned). `folder_id` covers
+ * that folder and its subfolders; `kb_id` is one file; both together must both hold.
+ * The two sides run concurrently: the full-text query is sent before the dense scan.
  */
 export class SearchService {
   constructor(
@@ -67,7 +69,7 @@ export class SearchService {
     const max = 2 / (RRF_K + 1);
     const rows = await em.execute<{ id: string; text: string; file_id: string; name: string; folder_id: string | null }[]>(
       `select c.id, c.text, c.file_id, f.name, d.folder_id from kb_chunks c
-       join kb_files f on f.id = c.file_id join kb_documents d on d.id = f.document_id
+       join kb_files f on f.id = c.file_id and f.is_current and f.status = 'active' join kb_documents d on d.id = f.document_id
        where c.id in (${best.map(() => '?').join(',')})`,
       best.map(([id]) => id),
     );
@@ -114,8 +116,9 @@ export class SearchService {
         throw err;
       }),
     ]);
-    if (!vectors.ids.length) return [];
-    const keep = (i: number) => (!folders || folders.has(vectors.folderIds[i] ?? '')) && (!q.kb_id || vectors.fileIds[i] === q.kb_id);
-    return exactTopK(vectors, query, CANDIDATES, keep).map((h) => vectors.ids[h.i]);
+    if (!vectors.size) return [];
+    // The full-text query is on its way first: the scan below holds the thread, PostgreSQL does not wait for it.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    return vectors.search(query, CANDIDATES, { folders, fileId: q.kb_id }).map((h) => h.id);
   }
 }

@@ -2,12 +2,13 @@ import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { CredentialService } from '../credentials';
 import { customerForPhone } from '../customers/customers';
-import { Conversation, ConversationEvent, Message, UsageRecord, type IMessage } from '../db/entities';
+import { addConversationEvent, openMsgappConversation } from '../conversations/conversations';
+import { Message, type IMessage } from '../db/entities';
 import { ApiError } from '../errors';
 import { OperationalError } from '../failures';
-import { newId } from '../ids';
 import type { MsgappProvider } from '../msgapp/provider';
 import { keysetFind } from '../pagination';
+import { recordMessageUsage } from '../usage/records';
 import { emitEvent } from '../webhooks/emitter';
 import { planSend, type SendBody, type SendPlan } from './plan';
 
@@ -99,17 +100,7 @@ export class MessageService {
     await this.em.fork().transactional(async (em) => {
       if (await em.count(Message, { id: plan.messageId })) return;
       const customerId = plan.customerId ?? (await customerForPhone(em, plan.workspaceId, plan.to));
-      // The newest open msgapp conversation of this customer with this agent, locked so two sends share it.
-      // Read here until the conversations module offers it.
-      const open = await em.findOne(
-        Conversation,
-        { workspaceId: plan.workspaceId, customerId, agentId: plan.agentId, channel: 'msgapp', status: 'open' },
-        { orderBy: { createdAt: 'desc' }, lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id'] },
-      );
-      const conversationId = open?.id ?? newId('conv');
-      if (!open) {
-        await em.insert(Conversation, { id: conversationId, workspaceId: plan.workspaceId, customerId, agentId: plan.agentId, channel: 'msgapp', status: 'open' });
-      }
+      const conversationId = await openMsgappConversation(em, { workspaceId: plan.workspaceId, customerId, agentId: plan.agentId });
       await em.insert(Message, {
         id: plan.messageId,
         workspaceId: plan.workspaceId,
@@ -168,14 +159,9 @@ export class MessageService {
         m.statusHistory = [{ status: 'sent', at: new Date().toISOString() }, ...m.statusHistory];
       }
       await em.flush();
-      await em
-        .createQueryBuilder(UsageRecord)
-        .insert({ workspaceId: plan.workspaceId, kind: 'msgapp_message', messageId: m.id })
-        .onConflict(['messageId'])
-        .ignore();
+      await recordMessageUsage(em, { workspaceId: plan.workspaceId, messageId: m.id });
       if (transitions) {
-        // The conversation's timeline (written here until the conversations module offers it).
-        await em.insert(ConversationEvent, { id: newId('evt'), conversationId: m.conversationId!, type: 'message.sent', data: { message_id: m.id, kind: m.kind, text: m.text ?? null } });
+        await addConversationEvent(em, m.conversationId!, 'message.sent', { message_id: m.id, kind: m.kind, text: m.text ?? null });
         await emitEvent(em, plan.workspaceId, 'message.status', {
           message_id: m.id,
           channel: 'msgapp',

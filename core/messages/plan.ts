@@ -108,6 +108,8 @@ export async function planSend(em: EntityManager, workspaceId: string, body: Sen
     // Rule 2: outside the 24-hour window only a template is deliverable.
     const open = await em.findOne(
       Message,
+      // raw SQL: the window is measured on the database clock (now()), the clock that stamped the inbound message.
+      // eslint-disable-next-line no-restricted-syntax
       { workspaceId, direction: 'inbound', fromNumber: body.to, toNumber: msgapp.number, createdAt: { $gt: sql`now() - make_interval(hours => ${SESSION_WINDOW_HOURS})` } },
       { orderBy: { createdAt: 'desc' }, fields: ['id', 'createdAt'] },
     );

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
 import type { Pool } from 'pg';
 import {
@@ -52,6 +53,28 @@ class FlexibleRateLimiter implements RateLimiter {
   }
 }
 
+/** The PostgreSQL store's table, created and written by rate-limiter-flexible itself. */
+export const RATE_LIMIT_TABLE = 'rate_limits';
+
+/**
+ * Removes windows of the PostgreSQL store that ended over an hour ago (the store is told
+ * not to clear them itself, so no process runs a timer for it); 0 when the store's table
+ * does not exist (memory or redis store). Returns the rows removed.
+ */
+export async function purgeExpiredRateLimits(em: EntityManager): Promise<number> {
+  // raw SQL: the table is rate-limiter-flexible's own (it creates it), so there is no entity; whether it exists at all is a catalogue question.
+  // eslint-disable-next-line no-restricted-syntax
+  const [{ present }] = await em.execute<{ present: boolean }[]>(`select to_regclass('${RATE_LIMIT_TABLE}') is not null as present`);
+  if (!present) return 0;
+  // raw SQL: as above, no entity for the store's table; the count comes back from the delete itself.
+  // eslint-disable-next-line no-restricted-syntax
+  const rows = await em.execute<{ n: string }[]>(
+    `with gone as (delete from ${RATE_LIMIT_TABLE} where expire is not null and expire < ? returning 1) select count(*) as n from gone`,
+    [Date.now() - 3_600_000],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
 export async function createRateLimiter(store: RateStore, name: string, limit: number, windowSeconds = WINDOW_SECONDS): Promise<RateLimiter> {
   const common = { points: limit, duration: windowSeconds, keyPrefix: `concierge_rl_${name}` };
   switch (store.kind) {
@@ -62,7 +85,7 @@ export async function createRateLimiter(store: RateStore, name: string, limit: n
     case 'postgres': {
       const impl = await new Promise<RateLimiterPostgres>((resolve, reject) => {
         const limiter: RateLimiterPostgres = new RateLimiterPostgres(
-          { ...common, storeClient: store.pool, storeType: 'pool', tableName: 'rate_limits', clearExpiredByTimeout: false },
+          { ...common, storeClient: store.pool, storeType: 'pool', tableName: RATE_LIMIT_TABLE, clearExpiredByTimeout: false },
           (err?: Error) => (err ? reject(err) : resolve(limiter)),
         );
       });

@@ -130,6 +130,9 @@ export class DeliveryService {
       .insert({ deliveryId, run, attempt, startedAt, statusCode: sent.statusCode || null, error: sent.error, latencyMs: sent.latencyMs, responseBody: sent.responseBody })
       .onConflict(['deliveryId', 'run', 'attempt'])
       .ignore();
+    // raw SQL: the increment happens in the statement, so two attempts recorded at once never lose a count; it moves
+    // only with a new log record, so a reset that runs the attempts again never takes attempt_count past the log.
+    // eslint-disable-next-line no-restricted-syntax
     const counted = logged.affectedRows > 0 ? { attemptCount: sql`attempt_count + 1` } : {};
     await em.nativeUpdate(WebhookDelivery, { id: deliveryId, run }, { ...counted, lastStatusCode: sent.statusCode || null, lastError: sent.error, updatedAt: new Date() });
     return { outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error };

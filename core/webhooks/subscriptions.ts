@@ -1,6 +1,6 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { SecretBox } from '../crypto/secret-box';
+import type { SealedSecrets, SecretBox } from '../crypto/secret-box';
 import { WebhookSubscription, type IWebhookSubscription } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
@@ -159,4 +159,11 @@ export class SubscriptionService {
     if (outcome.statusCode === 0) return { delivered: false, status: 0, error: outcome.error ?? 'transport error' };
     return { delivered: outcome.ok, status: outcome.statusCode };
   }
+}
+
+/** Webhook signing secrets sealed with the service's key (the key is checked against them at start-up, before any service exists). */
+export async function sealedSigningSecrets(em: EntityManager): Promise<SealedSecrets> {
+  const count = await em.count(WebhookSubscription);
+  const [row] = count ? await em.find(WebhookSubscription, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
+  return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
 }

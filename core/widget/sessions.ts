@@ -1,6 +1,16 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { AgentSpec } from '../agents/spec';
-import type { CustomerService } from '../customers/customers';
+import { findAgent } from '../agents/agents';
+import { latestVisibleTexts } from '../chat/transcript';
+import {
+  closeConversations,
+  insertWebConversation,
+  verifiedOpenWebConversations,
+  webConversationOnSite,
+  webConversationsOfCustomers,
+  type WebConversationRow,
+} from '../conversations/conversations';
+import { customerWithIdentity, type CustomerService } from '../customers/customers';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { publishRecheck } from '../chat/frames';
@@ -17,13 +27,7 @@ export interface WidgetInit {
 }
 
 /** A web conversation as the widget resolves it. */
-export interface WebConversation {
-  id: string;
-  customer_id: string;
-  status: 'open' | 'closed';
-  /** The external id of the verified visitor who started it; null when started unverified. */
-  verified_external_id: string | null;
-}
+export type WebConversation = WebConversationRow;
 
 const requiresVerification = (spec: AgentSpec) => spec.triggers.web_chat?.require_identity_verification ?? false;
 
@@ -58,12 +62,7 @@ export class WidgetSessionService {
    * reaches it, and a suspended site's conversations are reachable from no site.
    */
   async conversation(site: SiteRow, conversationId: string): Promise<WebConversation> {
-    const [conv] = await this.em
-      .fork()
-      .execute<WebConversation[]>(`select id, customer_id, status, verified_external_id from conversations where id = ? and site_id = ? and channel = 'web'`, [
-        conversationId,
-        site.id,
-      ]);
+    const conv = await webConversationOnSite(this.em.fork(), site.id, conversationId);
     if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${conversationId}' on this site`);
     return conv;
   }
@@ -85,17 +84,15 @@ export class WidgetSessionService {
   }
 
   private async requiresVerification(site: SiteRow): Promise<boolean> {
-    const [agent] = await this.em.fork().execute<{ spec: AgentSpec }[]>('select spec from agents where id = ?', [site.agent_id]);
+    const agent = await findAgent(this.em.fork(), site.workspace_id, site.agent_id);
     return agent ? requiresVerification(agent.spec) : false;
   }
 
   /** The site's published agent, or 503 no_workflow_configured. */
   async agentFor(site: SiteRow): Promise<{ id: string; name: string; spec: AgentSpec }> {
-    const [agent] = await this.em
-      .fork()
-      .execute<{ id: string; name: string; status: string; spec: AgentSpec }[]>('select id, name, status, spec from agents where id = ?', [site.agent_id]);
+    const agent = await findAgent(this.em.fork(), site.workspace_id, site.agent_id);
     if (!agent || agent.status !== 'published') throw new ApiError(503, 'no_workflow_configured', 'This site is not bound to a published agent');
-    return agent;
+    return { id: agent.id, name: agent.name, spec: agent.spec };
   }
 
   /** The visitor's identity level under the agent's web-chat settings (the spec's 403s). */
@@ -118,20 +115,14 @@ export class WidgetSessionService {
     if (!kind || !q.user_hash || !this.sites.verifies(site, hashSubject(kind, value), q.user_hash)) return [];
     // Identities are stored normalised (emails in lower case; see CustomerService).
     const stored = kind === 'email' ? value.trim().toLowerCase() : value.trim();
-    const rows = await this.em.fork().execute<Array<{ id: string; title: string | null; preview: string | null; updated_at: Date }>>(
-      `select c.id, c.title, c.updated_at,
-              (select m.text from chat_messages m where m.conversation_id = c.id and m.role <> 'tool' order by m.created_at desc limit 1) as preview
-       from conversations c
-       join customer_identities i on i.customer_id = c.customer_id and i.workspace_id = c.workspace_id
-       where c.site_id = ? and c.channel = 'web' and i.kind = ? and i.value = ?
-         and (c.verified_external_id is null or c.verified_external_id = ?)
-       order by c.updated_at desc, c.id desc limit ?`,
-      [site.id, kind, stored, kind === 'external_id' ? value : null, q.limit],
-    );
+    const em = this.em.fork();
+    const customerId = await customerWithIdentity(em, site.workspace_id, kind, stored);
+    const rows = await webConversationsOfCustomers(em, site.id, customerId ? [customerId] : [], kind === 'external_id' ? value : null, q.limit);
+    const previews = await latestVisibleTexts(em, rows.map((r) => r.id));
     return rows.map((r) => ({
       conversation_id: r.id,
       title: r.title ?? 'New conversation',
-      preview: (r.preview ?? '').slice(0, 140),
+      preview: (previews.get(r.id) ?? '').slice(0, 140),
       updated_at: new Date(r.updated_at).toISOString(),
     }));
   }
@@ -152,26 +143,18 @@ export class WidgetSessionService {
     const result = await this.em.fork().transactional(async (em) => {
       const toClose: Array<{ id: string; customer_id: string }> = [];
       if (body?.conversation_id) {
-        const [named] = await em.execute<WebConversation[]>(
-          `select id, customer_id, status, verified_external_id from conversations where id = ? and site_id = ? and channel = 'web' for update`,
-          [body.conversation_id, site.id],
-        );
+        const named = await webConversationOnSite(em, site.id, body.conversation_id, { lock: true });
         if (named) {
           assertAccess(named, ctx, level);
           if (named.status === 'open') toClose.push(named);
         }
       }
       if (verifiedId) {
-        const own = await em.execute<{ id: string; customer_id: string }[]>(
-          `select id, customer_id from conversations where site_id = ? and channel = 'web' and status = 'open' and verified_external_id = ? for update`,
-          [site.id, verifiedId],
-        );
+        const own = await verifiedOpenWebConversations(em, site.id, verifiedId, { lock: true });
         toClose.push(...own.filter((c) => !toClose.some((t) => t.id === c.id)));
       }
       const customerId = linked ?? toClose[0]?.customer_id ?? (await this.customers.createUnverified(site.workspace_id, { ...ctx })).id;
-      if (toClose.length) {
-        await em.execute(`update conversations set status = 'closed', closed_at = now() where id in (${toClose.map(() => '?').join(',')})`, toClose.map((c) => c.id));
-      }
+      await closeConversations(em, toClose.map((c) => c.id));
       const id = newId('conv');
       await insertConversation(em, site, id, customerId, verifiedId);
       return { conversation_id: id, customer_id: customerId, closed: toClose.map((c) => c.id) };
@@ -199,17 +182,11 @@ export class WidgetSessionService {
 
     let conv: { id: string; customer_id: string } | undefined;
     if (body?.conversation_id) {
-      const [named] = await em.execute<WebConversation[]>(
-        `select id, customer_id, status, verified_external_id from conversations where id = ? and site_id = ? and channel = 'web' and status = 'open'`,
-        [body.conversation_id, site.id],
-      );
+      const named = await webConversationOnSite(em, site.id, body.conversation_id, { open: true });
       if (named && (named.verified_external_id === null || named.verified_external_id === verifiedId)) conv = named;
     }
     if (!conv && verifiedId) {
-      [conv] = await em.execute<{ id: string; customer_id: string }[]>(
-        `select id, customer_id from conversations where site_id = ? and channel = 'web' and status = 'open' and verified_external_id = ? order by created_at desc limit 1`,
-        [site.id, verifiedId],
-      );
+      [conv] = await verifiedOpenWebConversations(em, site.id, verifiedId, { limit: 1 });
     }
     if (!conv) {
       const customerId = verifiedId
@@ -237,9 +214,6 @@ export class WidgetSessionService {
 }
 
 /** A new open web conversation of the site; `verifiedExternalId` when a verified visitor starts it. */
-async function insertConversation(em: EntityManager, site: SiteRow, id: string, customerId: string, verifiedExternalId: string | null): Promise<void> {
-  await em.execute(
-    `insert into conversations (id, workspace_id, customer_id, agent_id, site_id, channel, status, verified_external_id) values (?, ?, ?, ?, ?, 'web', 'open', ?)`,
-    [id, site.workspace_id, customerId, site.agent_id, site.id, verifiedExternalId],
-  );
+function insertConversation(em: EntityManager, site: SiteRow, id: string, customerId: string, verifiedExternalId: string | null): Promise<void> {
+  return insertWebConversation(em, { id, workspaceId: site.workspace_id, siteId: site.id, agentId: site.agent_id, customerId, verifiedExternalId });
 }

@@ -1,8 +1,10 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { findAgent } from '../agents/agents';
 import { publishRecheck } from '../chat/frames';
-import type { SecretBox } from '../crypto/secret-box';
-import { textArray } from '../db/sql';
+import type { SealedSecrets, SecretBox } from '../crypto/secret-box';
+import { Site, type ISite } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 
@@ -24,6 +26,19 @@ export interface UserContext {
   user_hash?: string;
   phone?: string;
   email?: string;
+}
+
+function siteRow(s: ISite): SiteRow {
+  return {
+    id: s.id,
+    workspace_id: s.workspaceId,
+    agent_id: s.agentId,
+    allowed_origins: s.allowedOrigins,
+    status: s.status,
+    secret_sealed: s.secretSealed,
+    previous_secret_sealed: s.previousSecretSealed ?? null,
+    previous_expires_at: s.previousExpiresAt ?? null,
+  };
 }
 
 /** How long a rotated-out secret still verifies user_hash, by default. */
@@ -77,32 +92,31 @@ export class SiteService {
 
   async create(workspaceId: string, agentId: string, origins: string[]): Promise<{ site_id: string; site_secret: string }> {
     const list = originList(origins);
-    const agent = await this.em.fork().execute('select 1 from agents where id = ? and workspace_id = ?', [agentId, workspaceId]);
-    if (!agent.length) throw new ApiError(404, 'not_found', `No agent with id '${agentId}' in workspace '${workspaceId}'`);
+    const em = this.em.fork();
+    if (!(await findAgent(em, workspaceId, agentId))) throw new ApiError(404, 'not_found', `No agent with id '${agentId}' in workspace '${workspaceId}'`);
     const id = newId('site');
     const secret = `sitesec_${randomBytes(24).toString('hex')}`;
-    await this.em.fork().execute(
-      `insert into sites (id, workspace_id, agent_id, allowed_origins, status, secret_sealed) values (?, ?, ?, ?::text[], 'active', ?)`,
-      [id, workspaceId, agentId, textArray(list), this.box.seal(secret, id)],
-    );
+    await em.insert(Site, { id, workspaceId, agentId, allowedOrigins: list, status: 'active', secretSealed: this.box.seal(secret, id) });
     return { site_id: id, site_secret: secret };
   }
 
   /** A new secret; the old one keeps verifying as "expiring" for `graceHours`. */
   async rotateSecret(siteId: string, graceHours = DEFAULT_ROTATION_GRACE_HOURS): Promise<{ site_id: string; site_secret: string; previous_expires_at: string }> {
     const secret = `sitesec_${randomBytes(24).toString('hex')}`;
-    const rows = await this.em.fork().execute<{ previous_expires_at: Date }[]>(
-      `update sites set previous_secret_sealed = secret_sealed, previous_expires_at = now() + make_interval(hours => ?),
-         secret_sealed = ?, updated_at = now() where id = ? returning previous_expires_at`,
-      [graceHours, this.box.seal(secret, siteId), siteId],
-    );
-    if (!rows.length) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
-    return { site_id: siteId, site_secret: secret, previous_expires_at: new Date(rows[0].previous_expires_at).toISOString() };
+    return this.em.fork().transactional(async (em) => {
+      const site = await em.findOne(Site, { id: siteId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!site) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+      site.previousSecretSealed = site.secretSealed;
+      site.previousExpiresAt = new Date(Date.now() + graceHours * 3_600_000);
+      site.secretSealed = this.box.seal(secret, siteId);
+      await em.flush();
+      return { site_id: siteId, site_secret: secret, previous_expires_at: site.previousExpiresAt.toISOString() };
+    });
   }
 
   async setStatus(siteId: string, status: 'active' | 'suspended'): Promise<{ site_id: string; status: string }> {
-    const rows = await this.em.fork().execute('update sites set status = ?, updated_at = now() where id = ? returning id', [status, siteId]);
-    if (!rows.length) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { status, updatedAt: new Date() });
+    if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
     // Open reply sockets of a suspended site close now, in every API process.
     await publishRecheck(this.em, { site: siteId });
     return { site_id: siteId, status };
@@ -111,8 +125,8 @@ export class SiteService {
   /** Replaces the allowed-origins list; open sockets from an origin no longer listed close. */
   async setOrigins(siteId: string, origins: string[]): Promise<{ site_id: string; allowed_origins: string[] }> {
     const list = originList(origins);
-    const rows = await this.em.fork().execute('update sites set allowed_origins = ?::text[], updated_at = now() where id = ? returning id', [textArray(list), siteId]);
-    if (!rows.length) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { allowedOrigins: list, updatedAt: new Date() });
+    if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
     await publishRecheck(this.em, { site: siteId });
     return { site_id: siteId, allowed_origins: list };
   }
@@ -120,10 +134,17 @@ export class SiteService {
   /** The checks every widget request passes, in the spec's order of codes. */
   async authenticate(siteId: string | undefined, origin: string | undefined): Promise<SiteRow> {
     if (!siteId) throw new ApiError(400, 'missing_site_id', 'X-Concierge-Site: required');
-    const [site] = await this.em.fork().execute<SiteRow[]>('select * from sites where id = ?', [siteId]);
+    const site = await this.em.fork().findOne(Site, { id: siteId });
     if (!site) throw new ApiError(404, 'unknown_site', `No site with id '${siteId}'`);
-    checkSite(site, origin);
-    return site;
+    const row = siteRow(site);
+    checkSite(row, origin);
+    return row;
+  }
+
+  /** These sites (unknown ids are left out), in one query: the reply sockets' re-checks. */
+  async many(siteIds: string[]): Promise<SiteRow[]> {
+    if (!siteIds.length) return [];
+    return (await this.em.fork().find(Site, { id: { $in: siteIds } })).map(siteRow);
   }
 
   /** The identity level of a request; throws the spec's 403s. */
@@ -154,4 +175,11 @@ export class SiteService {
     }
     return ok;
   }
+}
+
+/** Site secrets sealed with the service's key (the key is checked against them at start-up, before any service exists). */
+export async function sealedSiteSecrets(em: EntityManager): Promise<SealedSecrets> {
+  const count = await em.count(Site);
+  const [row] = count ? await em.find(Site, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
+  return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
 }

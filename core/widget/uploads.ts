@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { AgentSpec } from '../agents/spec';
 import type { SecretBox } from '../crypto/secret-box';
+import { WidgetUpload } from '../db/entities';
 import { textArray } from '../db/sql';
 import { ApiError } from '../errors';
 import { OperationalError } from '../failures';
@@ -275,19 +276,13 @@ export class UploadService {
 
   /** An upload whose extraction failed for good: status error with the reason (a processing upload only). */
   async failExtraction(uploadId: string, reason: string): Promise<boolean> {
-    const rows = await this.em().execute<unknown[]>(
-      `update widget_uploads set status = 'error', error_message = ?, updated_at = now() where id = ? and status = 'processing' returning id`,
-      [reason.slice(0, 1000), uploadId],
-    );
-    return rows.length > 0;
+    const n = await this.em().nativeUpdate(WidgetUpload, { id: uploadId, status: 'processing' }, { status: 'error', errorMessage: reason.slice(0, 1000), updatedAt: new Date() });
+    return n > 0;
   }
 
   /** Uploads still processing, untouched since `before`: the reconciliation asks Temporal about each one's workflow. */
   async stillProcessing(before: Date, limit: number): Promise<string[]> {
-    const rows = await this.em().execute<{ id: string }[]>(
-      `select id from widget_uploads where status = 'processing' and updated_at < ? order by updated_at limit ?`,
-      [before, limit],
-    );
+    const rows = await this.em().find(WidgetUpload, { status: 'processing', updatedAt: { $lt: before } }, { fields: ['id'], orderBy: { updatedAt: 'asc' }, limit });
     return rows.map((r) => r.id);
   }
 

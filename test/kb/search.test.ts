@@ -43,6 +43,7 @@ let t: TestApp;
 let tw: Awaited<ReturnType<typeof startTestWorker>>;
 let dispatcher: OutboxDispatcher;
 let auth: Record<string, string>;
+let workspaceId: string;
 const ids = new Map<string, string>();
 
 beforeAll(async () => {
@@ -51,6 +52,7 @@ beforeAll(async () => {
   tw = await startTestWorker(db);
   dispatcher = await startIndexDispatcher(tw);
   const ws = await createWorkspace(db.orm);
+  workspaceId = ws;
   auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
   for (const [file, text] of [...CORPUS, ...KEYWORD]) {
     const res = await upload(t.app, auth, { filename: file, content: text });
@@ -141,6 +143,81 @@ describe('hybrid search', () => {
     expect(f.statusCode).toBe(404);
     expect(f.json().error).toBe('folder_not_found');
     expect((await search({ query: 'x', kb_id: 'file_000000000000000000000000' })).statusCode).toBe(404);
+  });
+});
+
+describe('the dense index follows one file at a time', () => {
+  const dense = () => t.composition.denseIndex;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /** Notices arrive a moment after the change commits: wait for what must come true. */
+  async function until(what: string, holds: () => Promise<boolean>): Promise<void> {
+    for (let i = 0; i < 100; i++) {
+      if (await holds()) return;
+      await sleep(50);
+    }
+    throw new Error(`never came true: ${what}`);
+  }
+  const files = async (body: Record<string, unknown>) => (await search(body)).json().matches.map((m: { file_id: string }) => m.file_id) as string[];
+  /** Shares no keyword with the passage below: only the dense side can find it. */
+  const QUERY = 'Can I hire a bike?';
+  const modelId = async () => (await t.composition.embedder()).modelId;
+
+  test('indexed, moved, replaced by a new version, deleted: results follow without a workspace reload, and the matrix equals a fresh load', async () => {
+    await search({ query: QUERY });
+    const loads = dense().loads;
+    const text = 'Bicycles can be rented at the front desk for ten euros a day.';
+
+    const v1 = (await upload(t.app, auth, { filename: 'bikes.txt', content: text })).json();
+    expect(await indexed(tw, v1.id)).toBe('active');
+    await until('the indexed file ranks first', async () => (await files({ query: QUERY }))[0] === v1.id);
+
+    const f = (await t.app.inject({ method: 'POST', url: '/api/v1/kb/folders', headers: auth, payload: { name: 'Rentals' } })).json();
+    await t.app.inject({ method: 'POST', url: `/api/v1/kb/files/${v1.id}/move`, headers: auth, payload: { folder_id: f.id } });
+    await until('the moved file is found in its new folder', async () => (await files({ query: QUERY, folder_id: f.id }))[0] === v1.id);
+
+    const v2 = (await upload(t.app, auth, { filename: 'bikes.txt', content: `${text} Helmets are free.` }, { folder_id: f.id })).json();
+    expect(v2.version).toBe(2);
+    // Replaced: the old version is never served, not even before the notice arrives.
+    expect(await files({ query: QUERY })).not.toContain(v1.id);
+    expect(await indexed(tw, v2.id)).toBe('active');
+    await until('the new version ranks first', async () => (await files({ query: QUERY, folder_id: f.id }))[0] === v2.id);
+    expect(await files({ query: QUERY })).not.toContain(v1.id);
+
+    expect((await t.app.inject({ method: 'DELETE', url: `/api/v1/kb/files/${v2.id}`, headers: auth })).statusCode).toBe(204);
+    expect(await files({ query: QUERY })).not.toContain(v2.id);
+    await until('the previous version is current again', async () => (await files({ query: QUERY, folder_id: f.id }))[0] === v1.id);
+    expect((await t.app.inject({ method: 'DELETE', url: `/api/v1/kb/files/${v1.id}`, headers: auth })).statusCode).toBe(204);
+    expect(await files({ query: QUERY })).not.toContain(v1.id);
+    await until('no passage of the document is left in the matrix', async () => {
+      const v = await dense().vectors(workspaceId, await modelId());
+      return !v.ids.some((_, i) => v.fileId(i) === v1.id || v.fileId(i) === v2.id);
+    });
+
+    expect(dense().loads).toBe(loads);
+    const kept = await dense().vectors(workspaceId, await modelId());
+    const keptRows = kept.ids.map((id, i) => [id, kept.fileId(i), kept.folderId(i)].join(' ')).sort();
+    dense().invalidate(workspaceId);
+    const fresh = await dense().vectors(workspaceId, await modelId());
+    expect(dense().loads).toBe(loads + 1);
+    expect(keptRows).toEqual(fresh.ids.map((id, i) => [id, fresh.fileId(i), fresh.folderId(i)].join(' ')).sort());
+  });
+
+  test('while the LISTEN connection is down nothing is cached; once back, one load is kept again', async () => {
+    await search({ query: QUERY });
+    const notifications = t.composition.notifications!;
+    const loads = dense().loads;
+    await search({ query: QUERY });
+    expect(dense().loads).toBe(loads);
+    await db.orm.em.fork().execute('select pg_terminate_backend(?)', [notifications.backendPid]);
+    await until('the connection is seen lost', async () => !notifications.listening);
+    await search({ query: QUERY });
+    await search({ query: QUERY });
+    expect(dense().loads).toBe(loads + 2);
+    await until('the listener is back', async () => notifications.listening);
+    await search({ query: QUERY });
+    const after = dense().loads;
+    await search({ query: QUERY });
+    expect(dense().loads).toBe(after);
   });
 });
 

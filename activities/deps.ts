@@ -2,9 +2,14 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { IndexingService } from '../core/kb/indexing';
 import type { Services } from '../core/services';
 
+/** Whether a workflow id's latest run is still running, closed (whatever the outcome) or unknown to Temporal. */
+export type WorkflowState = 'running' | 'closed' | 'missing';
+
 /** What the activities are closed over: the worker wires real ones, tests their own. */
 export interface ActivityDeps {
   em: EntityManager;
   services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs' | 'messages' | 'providerEvents' | 'transcript' | 'turns' | 'uploads' | 'tasks'>;
   indexing: IndexingService;
+  /** Asks Temporal about a workflow (the maintenance reconciliation); the worker wires its client. */
+  workflowState?: (workflowId: string) => Promise<WorkflowState>;
 }

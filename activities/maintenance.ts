@@ -1,7 +1,33 @@
 import { purgeExpiredRateLimits } from '../core/ratelimit';
+import { deliveryWorkflowId, indexWorkflowId } from '../worker/outbox-sources';
+import { messageSendWorkflowId } from '../workflows/message-send';
+import { widgetUploadWorkflowId } from '../workflows/widget-upload';
 import type { ActivityDeps } from './deps';
 
-/** Housekeeping run by the maintenance schedule. */
+/** How long a record may sit in an in-between state before the reconciliation asks Temporal about its workflow. */
+export const STRANDED_AFTER_MS = 2 * 60_000;
+/** Records looked at per kind and run: the schedule comes back every few minutes for the rest. */
+const BATCH = 200;
+
+/** What one reconciliation settled, by kind. */
+export interface ReconcileResult {
+  deliveries: number;
+  files: number;
+  messages: number;
+  uploads: number;
+  tasks: number;
+}
+
+/** The reasons a stranded record is left with (the workflow's own code never ran to write one). */
+export const STRANDED = {
+  delivery: 'the delivery workflow ended without recording an outcome (terminated?); POST …/retry delivers it again',
+  file: 'indexing stopped without finishing (its workflow was terminated); upload the file again to index it',
+  message: 'the send workflow ended before the provider answer was recorded (terminated?); the message may or may not have reached the customer',
+  upload: 'processing stopped without finishing (its workflow was terminated); upload the file again',
+  task: 'the task stopped without finishing (its workflow was terminated)',
+} as const;
+
+/** Housekeeping run by the maintenance schedules. */
 export function maintenanceActivities(deps: ActivityDeps) {
   return {
     /** Removes Idempotency-Key responses past their 24 h life. */
@@ -12,6 +38,42 @@ export function maintenanceActivities(deps: ActivityDeps) {
     /** Removes rate-limit windows that ended over an hour ago (PostgreSQL store only). */
     async purgeExpiredRateLimits(): Promise<number> {
       return purgeExpiredRateLimits(deps.em.fork());
+    },
+
+    /**
+     * Records left in an in-between state by a workflow that no longer runs — `terminate`
+     * runs no code, so nothing wrote their outcome — are settled with a reason: a delivery
+     * `failed` (POST …/retry works), a file or upload `error`, a message `failed`, a task
+     * `failed`. Only records untouched for `graceMs` are looked at, and only those whose
+     * workflow is closed or gone are changed; each move is conditional on the state read.
+     */
+    async reconcileStranded(input: { graceMs?: number } = {}): Promise<ReconcileResult> {
+      const state = deps.workflowState;
+      if (!state) throw new Error('reconcileStranded needs the Temporal client (ActivityDeps.workflowState)');
+      const before = new Date(Date.now() - (input.graceMs ?? STRANDED_AFTER_MS));
+      const ended = async (workflowId: string) => (await state(workflowId)) !== 'running';
+      const { deliveries, messages, uploads, tasks } = deps.services;
+      const result: ReconcileResult = { deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0 };
+
+      for (const d of await deliveries.dispatchedPending(before, BATCH)) {
+        if ((await ended(deliveryWorkflowId(d.id))) && (await deliveries.failRun(d.id, d.run, STRANDED.delivery))) result.deliveries++;
+      }
+      for (const id of await deps.indexing.dispatchedUnfinished(before, BATCH)) {
+        if ((await ended(indexWorkflowId(id))) && (await deps.indexing.fail(id, STRANDED.file))) result.files++;
+      }
+      for (const id of await messages.stillSending(before, BATCH)) {
+        if ((await ended(messageSendWorkflowId(id))) && (await messages.failStranded(id, STRANDED.message))) result.messages++;
+      }
+      for (const id of await uploads.stillProcessing(before, BATCH)) {
+        if ((await ended(widgetUploadWorkflowId(id))) && (await uploads.failExtraction(id, STRANDED.upload))) result.uploads++;
+      }
+      for (const t of await tasks.stillRunning(before, BATCH)) {
+        if (await ended(t.workflow_id)) {
+          await tasks.finished({ conversationId: t.conversation_id, taskKey: t.task_key, status: 'failed', error: STRANDED.task });
+          result.tasks++;
+        }
+      }
+      return result;
     },
   };
 }

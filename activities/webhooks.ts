@@ -12,5 +12,10 @@ export function webhookActivities(deps: ActivityDeps) {
     async recordWebhookOutcome(input: { deliveryId: string; run: number; delivered: boolean; error: string | null }) {
       return deps.services.deliveries.recordOutcome(input.deliveryId, input.run, input.delivered, input.error);
     },
+
+    /** Settles a run an operator cancelled: `failed` with the reason, the subscription's counter untouched. */
+    async failWebhookRun(input: { deliveryId: string; run: number; reason: string }): Promise<boolean> {
+      return deps.services.deliveries.failRun(input.deliveryId, input.run, input.reason);
+    },
   };
 }

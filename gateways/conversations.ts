@@ -88,6 +88,8 @@ export class ConversationGateway {
           args: [{ conversationId: conv.id, workspaceId: conv.workspaceId }],
           workflowIdConflictPolicy: 'USE_EXISTING',
           typedSearchAttributes: searchAttributesFor({ workspaceId: conv.workspaceId }),
+          staticSummary: 'web chat conversation',
+          staticDetails: `The actor of conversation ${conv.id}: one update per visitor message, one agent turn each; background tasks are its child workflows (${conv.id}:task:…).`,
         }),
       });
     } catch (err) {

@@ -1,7 +1,8 @@
-import type { Client } from '@temporalio/client';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { CancelledFailure, TerminatedFailure } from '@temporalio/common';
 import type { SendPlan } from '../core/messages/plan';
 import { searchAttributesFor } from '../worker/search-attributes';
-import { messageSendWorkflow, messageSendWorkflowId, type MessageSendResult } from '../workflows/message-send';
+import { messageSendSummary, messageSendWorkflow, messageSendWorkflowId, SEND_CANCELLED, type MessageSendResult } from '../workflows/message-send';
 
 /** Outbound msgapp sends as the API sees them: one `message-send:<id>` workflow per message, waited for. */
 export class MessageSender {
@@ -10,14 +11,26 @@ export class MessageSender {
     private readonly taskQueue: string,
   ) {}
 
-  send(plan: SendPlan): Promise<MessageSendResult> {
-    return this.client.workflow.execute(messageSendWorkflow, {
-      workflowId: messageSendWorkflowId(plan.messageId),
-      taskQueue: this.taskQueue,
-      args: [plan],
-      // An operator filtering by workspace in the UI finds the workspace's sends too.
-      typedSearchAttributes: searchAttributesFor({ workspaceId: plan.workspaceId }),
-    });
+  /**
+   * Starts the send and waits for its outcome. A send an operator cancelled is a failed
+   * send (its message reads `failed` with SEND_CANCELLED); a terminated one too (the
+   * maintenance reconciliation marks its message failed within minutes).
+   */
+  async send(plan: SendPlan): Promise<MessageSendResult> {
+    try {
+      return await this.client.workflow.execute(messageSendWorkflow, {
+        workflowId: messageSendWorkflowId(plan.messageId),
+        taskQueue: this.taskQueue,
+        args: [plan],
+        // An operator filtering by workspace in the UI finds the workspace's sends too.
+        typedSearchAttributes: searchAttributesFor({ workspaceId: plan.workspaceId }),
+        staticSummary: messageSendSummary(plan),
+        staticDetails: `Message ${plan.messageId} from ${plan.fromNumber} (agent ${plan.agentId}).`,
+      });
+    } catch (err) {
+      if (err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure) return { status: 'failed', error: SEND_CANCELLED };
+      if (err instanceof WorkflowFailedError && err.cause instanceof TerminatedFailure) return { status: 'failed', error: 'the send was terminated by an operator' };
+      throw err;
+    }
   }
 }
-

@@ -33,6 +33,8 @@ export class UploadGateway {
         taskQueue: this.taskQueue,
         args: [{ uploadId: stored.row.id, kind: stored.kind }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: stored.row.workspace_id }),
+        staticSummary: `${stored.row.file_name} (${stored.kind})`,
+        staticDetails: `Upload ${stored.row.id} of site ${stored.row.site_id}${stored.row.conversation_id ? `, conversation ${stored.row.conversation_id}` : ''}: ${stored.row.mime_type}, ${stored.row.size_bytes} bytes.`,
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {

@@ -38,6 +38,8 @@ export function webhookDeliveries(
 interface IndexItem {
   id: string;
   workspace_id: string;
+  /** The file's name: the workflow's summary in the Temporal UI. */
+  name: string;
 }
 
 export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: string }): OutboxSource<IndexItem> {
@@ -51,6 +53,7 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
         taskQueue: s.taskQueue,
         args: [{ fileId: item.id }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, fileId: item.id }),
+        staticSummary: item.name,
       });
     },
     markDispatched: (item) => markIndexDispatched(em.fork(), item.id),
@@ -60,6 +63,8 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
 interface InboundItem {
   provider_message_id: string;
   workspace_id: string;
+  kind: string | null;
+  from: string | null;
 }
 
 /** Inbound msgapp messages the webhook stored: one `msgapp-inbound:<provider message id>` workflow each. */
@@ -74,6 +79,8 @@ export function msgappInbound(events: ProviderEventService, client: Client, s: {
         taskQueue: s.taskQueue,
         args: [{ providerMessageId: item.provider_message_id }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id }),
+        // The kind and the sender's last four digits, never the whole number.
+        staticSummary: `inbound ${item.kind ?? 'message'} from …${(item.from ?? '').replace(/\D/g, '').slice(-4)}`,
       });
     },
     markDispatched: (item) => events.markInboundDispatched(item.provider_message_id),

@@ -1,5 +1,6 @@
-import type { Connection } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, makeTelemetryFilterString, type RuntimeOptions, type Worker } from '@temporalio/worker';
+import type { WorkflowState } from '../activities/deps';
 import type { Composition } from '../core/compose';
 import { OutboxDispatcher } from './outbox-dispatcher';
 import { kbIndexing, msgappInbound, webhookDeliveries } from './outbox-sources';
@@ -8,6 +9,19 @@ import { ensureSearchAttributes } from './search-attributes';
 import { createWorker } from './worker';
 
 let runtimeInstalled = false;
+
+/** A workflow id's latest run as the maintenance reconciliation needs it: running, closed, or unknown. */
+export function workflowStateOf(client: Client): (workflowId: string) => Promise<WorkflowState> {
+  return async (workflowId) => {
+    try {
+      const d = await client.workflow.getHandle(workflowId).describe();
+      return d.status.name === 'RUNNING' ? 'running' : 'closed';
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return 'missing';
+      throw err;
+    }
+  };
+}
 
 /**
  * Temporal's runtime, once per process, before any worker: by default its own logs at
@@ -56,7 +70,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
   }
   const connection = await NativeConnection.connect({ address: c.temporalAddress });
   c.onClose(() => connection.close());
-  const worker = await createWorker({ connection, namespace, taskQueue, deps: { em: c.em, services: c.services, indexing: c.indexing }, workflowBundle: opts.workflowBundle });
+  const worker = await createWorker({ connection, namespace, taskQueue, deps: { em: c.em, services: c.services, indexing: c.indexing, workflowState: workflowStateOf(client) }, workflowBundle: opts.workflowBundle });
   const running = worker.run();
   c.onClose(async () => {
     if (worker.getState() === 'RUNNING') worker.shutdown();

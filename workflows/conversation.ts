@@ -11,6 +11,7 @@ import {
   defineUpdate,
   isCancellation,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   startChild,
   workflowInfo,
@@ -18,7 +19,9 @@ import {
 import type { Activities } from '../activities';
 import type { TaskStatus } from '../core/chat/tasks';
 import type { TurnReply } from '../core/chat/turn';
+import { cancelled, recordCancelled } from './cancellation';
 import { presets } from './presets';
+import { WORKSPACE_ID } from './search-attributes';
 
 const { publishTurnError, recordTaskStarted, recordTaskFinished } = proxyActivities<Activities>(presets.dbWrite);
 const { runAgentTurn } = proxyActivities<Activities>(presets.agentTurn);
@@ -108,11 +111,15 @@ const DEFAULT_TURNS_PER_RUN = 200;
 
 /** Task children to the parent: `uploadIndexTaskWorkflow` reads one long upload into its search passages. */
 export async function uploadIndexTaskWorkflow(uploadId: string): Promise<number> {
-  return indexUploadForSearch(uploadId);
+  setCurrentDetails(`Chunking and embedding upload ${uploadId} for search in its conversation.`);
+  const passages = await indexUploadForSearch.executeWithOptions({ ...presets.uploadIndexing, summary: 'chunk and embed the upload' }, [uploadId]);
+  setCurrentDetails(`Indexed: ${passages} passages.`);
+  return passages;
 }
 
 type Outcome = Pick<VisitorMessageResult, 'reply' | 'error'>;
-type Task = TaskState & { scope: CancellationScope };
+/** `recorded`: its end is written (the row and the frame), so a cancelled actor may finish. */
+type Task = TaskState & { scope: CancellationScope; recorded: boolean };
 
 /**
  * The state of one conversation's actor and all its handlers do to it. Handlers run
@@ -128,6 +135,7 @@ class Conversation {
   private readonly tasks = new Map<string, Task>();
   private closed = false;
   private turns = 0;
+  private lastError: string | null = null;
 
   constructor(private readonly input: ConversationInput) {
     this.seen = new Map(input.carry?.seen ?? []);
@@ -200,16 +208,38 @@ class Conversation {
   async takeTurn(): Promise<void> {
     const turn = this.queue.shift()!;
     const { conversationId, workspaceId } = this.input;
+    this.explain(`Answering message ${turn.message_id} (reply ${turn.reply_id}).`);
     try {
-      const reply = await runAgentTurn({ conversationId, workspaceId, messageId: turn.message_id, replyId: turn.reply_id });
+      const reply = await runAgentTurn.executeWithOptions({ ...presets.agentTurn, summary: `turn: answer ${turn.message_id}` }, [
+        { conversationId, workspaceId, messageId: turn.message_id, replyId: turn.reply_id },
+      ]);
       this.finish(turn.reply_id, { reply });
     } catch (err) {
       const cause = err instanceof ActivityFailure ? err.cause : err;
       const reason = cause instanceof ApplicationFailure ? cause.message : 'the agent could not answer';
-      await publishTurnError({ conversationId, replyId: turn.reply_id, code: 'workflow_execution_failed', text: 'The agent could not answer this message. Please try again.' });
+      this.lastError = `turn for ${turn.message_id} failed: ${(cause as Error).message}`;
+      await publishTurnError.executeWithOptions({ ...presets.dbWrite, summary: 'tell the sockets: turn failed' }, [
+        { conversationId, replyId: turn.reply_id, code: 'workflow_execution_failed', text: 'The agent could not answer this message. Please try again.' },
+      ]);
       this.finish(turn.reply_id, { error: reason });
     }
     this.turns++;
+    this.explain();
+  }
+
+  /** The current details an operator reads in the UI: what the actor is doing, its tasks, the last failed turn. */
+  explain(doing?: string): void {
+    const running = [...this.tasks.values()].filter((t) => t.status === 'running').map((t) => `${t.label} (${t.task_key})`);
+    setCurrentDetails(
+      [
+        doing ?? (this.closed ? 'Closed: finishing queued turns.' : 'Idle: waiting for visitor messages.'),
+        `Turns this run: ${this.turns}; queued: ${this.queue.length}.`,
+        running.length ? `Blocking tasks running: ${running.join(', ')}.` : null,
+        this.lastError ? `Last error: ${this.lastError}` : null,
+      ]
+        .filter(Boolean)
+        .join('\n\n'),
+    );
   }
 
   private finish(replyId: string, outcome: Outcome): void {
@@ -231,7 +261,7 @@ class Conversation {
   /** A blocking background task as a child workflow the visitor can list and cancel; its row and frames through activities. */
   private startTask(key: string, kind: string, label: string, uploadId: string): void {
     if (this.tasks.get(key)?.status === 'running') return;
-    const task: Task = { task_key: key, kind, label, blocking: true, status: 'running', started_at: new Date().toISOString(), scope: new CancellationScope() };
+    const task: Task = { task_key: key, kind, label, blocking: true, status: 'running', started_at: new Date().toISOString(), scope: new CancellationScope(), recorded: false };
     this.tasks.set(key, task);
     void this.runTask(task, uploadId);
   }
@@ -239,18 +269,46 @@ class Conversation {
   private async runTask(task: Task, uploadId: string): Promise<void> {
     const { conversationId, workspaceId } = this.input;
     const workflowId = conversationTaskWorkflowId(conversationId, task.task_key);
+    let error: string | null = null;
     try {
-      await recordTaskStarted({ conversationId, workspaceId, taskKey: task.task_key, kind: task.kind, label: task.label, blocking: task.blocking, workflowId });
+      await recordTaskStarted.executeWithOptions({ ...presets.dbWrite, summary: `task started: ${task.task_key}` }, [
+        { conversationId, workspaceId, taskKey: task.task_key, kind: task.kind, label: task.label, blocking: task.blocking, workflowId },
+      ]);
       await task.scope.run(async () => {
-        const child = await startChild(uploadIndexTaskWorkflow, { workflowId, args: [uploadId] });
+        const child = await startChild(uploadIndexTaskWorkflow, {
+          workflowId,
+          args: [uploadId],
+          // Children do not inherit search attributes: an operator listing a workspace finds its tasks too.
+          typedSearchAttributes: [{ key: WORKSPACE_ID, value: workspaceId }],
+          staticSummary: task.label,
+          staticDetails: `Background task ${task.task_key} (${task.kind}, blocking: ${task.blocking}) of conversation ${conversationId}.`,
+        });
+        this.explain();
         await child.result();
       });
       task.status = 'completed';
     } catch (err) {
       const cancelled = isCancellation(err) || (err instanceof ChildWorkflowFailure && isCancellation(err.cause));
       task.status = cancelled ? 'cancelled' : 'failed';
+      if (!cancelled) {
+        const cause = err instanceof ChildWorkflowFailure && err.cause ? err.cause : err;
+        error = 'the task failed';
+        this.lastError = `task ${task.task_key} failed: ${(cause as Error).message}`;
+      }
     }
-    await recordTaskFinished({ conversationId, taskKey: task.task_key, label: task.label, status: task.status, error: task.status === 'failed' ? 'the task failed' : null });
+    // Recorded even when the whole actor is being cancelled: the widget must not list the task as running for ever.
+    await recordCancelled(() =>
+      recordTaskFinished.executeWithOptions({ ...presets.dbWrite, summary: `task ${task.status}: ${task.task_key}` }, [
+        { conversationId, taskKey: task.task_key, label: task.label, status: task.status, error },
+      ]),
+    );
+    task.recorded = true;
+    this.explain();
+  }
+
+  /** Every task's end is recorded: a cancelled actor waits for this before it ends. */
+  tasksRecorded(): boolean {
+    return [...this.tasks.values()].every((t) => t.recorded);
   }
 }
 
@@ -266,21 +324,39 @@ class Conversation {
  */
 export async function conversationWorkflow(input: ConversationInput): Promise<void> {
   const conversation = new Conversation(input);
-  setHandler(tasksQuery, () => conversation.taskList());
-  setHandler(closeSignal, () => conversation.close());
-  setHandler(visitorMessageUpdate, (msg) => conversation.receive(msg), { validator: (msg) => conversation.validateMessage(msg) });
-  setHandler(cancelTaskUpdate, (key) => conversation.cancelTask(key));
+  setHandler(tasksQuery, () => conversation.taskList(), { description: "The conversation's background tasks (running and finished this run), as GET /tasks lists them." });
+  setHandler(closeSignal, () => conversation.close(), {
+    description: 'The conversation was closed (POST /conversations/new): running tasks are cancelled, queued turns still answered, then the actor ends.',
+  });
+  setHandler(visitorMessageUpdate, (msg) => conversation.receive(msg), {
+    validator: (msg) => conversation.validateMessage(msg),
+    description:
+      'A visitor message the API stored (POST /send): queues one turn per client message id; sync delivery completes with the reply. Refused while closed or while a blocking task runs.',
+  });
+  setHandler(cancelTaskUpdate, (key) => conversation.cancelTask(key), {
+    description: 'Cancels a running background task by its task_key (POST /tasks/cancel); true when it was cancelled.',
+  });
+  conversation.explain();
 
-  for (;;) {
-    await condition(() => conversation.turnReady() || conversation.runOver());
-    if (conversation.turnReady()) {
-      await conversation.takeTurn();
-      continue;
+  try {
+    for (;;) {
+      await condition(() => conversation.turnReady() || conversation.runOver());
+      if (conversation.turnReady()) {
+        await conversation.takeTurn();
+        continue;
+      }
+      // Idle: finish the updates in flight first; one may have queued a turn meanwhile.
+      await condition(() => allHandlersFinished() || !conversation.idle());
+      if (!conversation.idle()) continue;
+      if (conversation.isClosed()) return;
+      await continueAsNew<typeof conversationWorkflow>({ ...input, carry: conversation.carry() });
     }
-    // Idle: finish the updates in flight first; one may have queued a turn meanwhile.
-    await condition(() => allHandlersFinished() || !conversation.idle());
-    if (!conversation.idle()) continue;
-    if (conversation.isClosed()) return;
-    await continueAsNew<typeof conversationWorkflow>({ ...input, carry: conversation.carry() });
+  } catch (err) {
+    if (!cancelled(err)) throw err;
+    // Cancelled: the running tasks were cancelled with the actor; their ends are written before the run ends
+    // (a run that ended first would drop those writes), so the widget never lists them as running.
+    await recordCancelled(() => condition(() => conversation.tasksRecorded()));
+    conversation.explain('Cancelled by an operator: running tasks recorded as cancelled. The next visitor message starts a new run.');
+    throw err;
   }
 }

@@ -1,6 +1,6 @@
 // Every workflow type the worker registers. Deterministic code only: see eslint.config.mjs.
 export { kbIndexWorkflow } from './kb-index';
-export { purgeExpiredWorkflow } from './maintenance';
+export { purgeExpiredWorkflow, reconcileStrandedWorkflow } from './maintenance';
 export { messageSendWorkflow } from './message-send';
 export { webhookDeliveryWorkflow } from './webhook-delivery';
 export { conversationWorkflow, uploadIndexTaskWorkflow } from './conversation';

@@ -1,5 +1,6 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { cancelled, recordCancelled } from './cancellation';
 import { presets } from './presets';
 
 export interface KbIndexInput {
@@ -12,6 +13,9 @@ const { extractAndChunkFile } = proxyActivities<Activities>(presets.longExtracti
 const { embedFileChunks } = proxyActivities<Activities>(presets.embedding);
 const { beginIndexing, finishIndexing, failIndexing } = proxyActivities<Activities>(presets.bookkeeping);
 
+/** The reason a cancelled run leaves on the file (`error_message`); re-uploading the file indexes it again. */
+export const INDEXING_CANCELLED = 'indexing was cancelled by an operator; upload the file again to index it';
+
 function reasonOf(err: unknown): string {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   if (cause instanceof TimeoutFailure) return 'indexing took too long and was stopped';
@@ -20,20 +24,42 @@ function reasonOf(err: unknown): string {
   return 'indexing failed after retries (internal error); see the kb-index workflow in the Temporal UI';
 }
 
+/** What the operator reads in the UI: the failure as it happened (type, message), not only the user-facing reason. */
+function detailOf(err: unknown): string {
+  const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
+  const type = cause instanceof ApplicationFailure && cause.type ? `${cause.type}: ` : '';
+  return `${type}${(cause as Error).message}`;
+}
+
 /**
  * Indexes one file version (`kb-index:file_…`): pending → processing → active | error.
  * Every step is an idempotent activity; whatever fails — extraction, embedding, a
- * time-out — ends in `error` with a reason, so no file stays in `processing`.
+ * time-out, a cancel — ends in `error` with a reason, so no file stays in `processing`.
  */
 export async function kbIndexWorkflow(input: KbIndexInput): Promise<KbIndexResult> {
-  const begun = await beginIndexing(input.fileId);
-  if (begun !== 'go') return begun;
+  const { fileId } = input;
+  const begun = await beginIndexing.executeWithOptions({ ...presets.bookkeeping, summary: 'record: processing' }, [fileId]);
+  if (begun !== 'go') {
+    setCurrentDetails(begun === 'gone' ? 'The file was deleted before indexing began.' : 'The file was already indexed (active or error): nothing to do.');
+    return begun;
+  }
   try {
-    await extractAndChunkFile(input.fileId);
-    await embedFileChunks(input.fileId);
-    return await finishIndexing(input.fileId);
+    setCurrentDetails('Extracting the text and cutting it into passages.');
+    const passages = await extractAndChunkFile.executeWithOptions({ ...presets.longExtraction, summary: 'extract and chunk (isolated process)' }, [fileId]);
+    setCurrentDetails(`Embedding ${passages} passages.`);
+    await embedFileChunks.executeWithOptions({ ...presets.embedding, summary: `embed ${passages} passages` }, [fileId]);
+    const status = await finishIndexing.executeWithOptions({ ...presets.bookkeeping, summary: 'record: active' }, [fileId]);
+    setCurrentDetails(status === 'active' ? `Indexed: ${passages} passages.` : 'No text could be extracted: the file is in error.');
+    return status;
   } catch (err) {
-    await failIndexing(input.fileId, reasonOf(err));
+    if (cancelled(err)) {
+      await recordCancelled(() => failIndexing.executeWithOptions({ ...presets.bookkeeping, summary: 'record: error (cancelled)' }, [fileId, INDEXING_CANCELLED]));
+      setCurrentDetails(`Cancelled: the file is in error ("${INDEXING_CANCELLED}").`);
+      throw err;
+    }
+    const reason = reasonOf(err);
+    setCurrentDetails(`Failed: ${detailOf(err)}\n\nThe file is in error ("${reason}"). Uploading it again indexes it again.`);
+    await failIndexing.executeWithOptions({ ...presets.bookkeeping, summary: 'record: error' }, [fileId, reason]);
     return 'error';
   }
 }

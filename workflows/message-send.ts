@@ -1,6 +1,7 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { SendPlan } from '../core/messages/plan';
+import { cancelled, recordCancelled } from './cancellation';
 import { presets } from './presets';
 
 const { recordMessage, markMessageSent, markMessageFailed } = proxyActivities<Activities>(presets.dbWrite);
@@ -10,6 +11,13 @@ const { callMsgappProvider } = proxyActivities<Activities>(presets.providerCall)
 /** One workflow per outbound message. */
 export const messageSendWorkflowId = (messageId: string) => `message-send:${messageId}`;
 
+/** The error a cancelled send leaves on its message (status `failed`). */
+export const SEND_CANCELLED = 'the send was cancelled by an operator before the provider confirmed it';
+
+/** The workflow's summary in the UI: the kind and the recipient's last four digits (never the whole number). */
+export const messageSendSummary = (plan: Pick<SendPlan, 'kind' | 'to' | 'templateName'>) =>
+  `${plan.kind}${plan.kind === 'template' && plan.templateName ? ` ${plan.templateName}` : ''} → …${plan.to.replace(/\D/g, '').slice(-4)}`;
+
 export type MessageSendResult = { status: 'sent'; providerMessageId: string } | { status: 'failed'; error: string };
 
 /**
@@ -17,19 +25,33 @@ export type MessageSendResult = { status: 'sent'; providerMessageId: string } | 
  * once it is recorded, then mark it sent (usage row and `message.status` event in the
  * same transaction) or failed. The provider's answer is kept in the workflow history,
  * so a worker lost after the provider accepted resumes at the marking step and never
- * sends again.
+ * sends again. A cancelled send is marked failed (with SEND_CANCELLED) before the run
+ * ends, so the message never stays `sending`.
  */
 export async function messageSendWorkflow(plan: SendPlan): Promise<MessageSendResult> {
-  await recordMessage(plan);
-  let providerMessageId: string;
+  const failed = (error: string, summary: string) => markMessageFailed.executeWithOptions({ ...presets.dbWrite, summary }, [plan, error]);
   try {
-    providerMessageId = await callMsgappProvider(plan);
+    await recordMessage.executeWithOptions({ ...presets.dbWrite, summary: 'record: sending' }, [plan]);
+    let providerMessageId: string;
+    try {
+      setCurrentDetails(`Calling the provider (retried while it fails transiently, for up to 2 minutes).`);
+      providerMessageId = await callMsgappProvider.executeWithOptions({ ...presets.providerCall, summary: `provider: send ${plan.kind}` }, [plan]);
+    } catch (err) {
+      if (cancelled(err)) throw err;
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      const error = cause instanceof ApplicationFailure ? cause.message : 'the provider could not be reached';
+      setCurrentDetails(`Failed: ${error}`);
+      await failed(error, 'record: failed');
+      return { status: 'failed', error };
+    }
+    await markMessageSent.executeWithOptions({ ...presets.dbWrite, summary: 'record: sent' }, [plan, providerMessageId]);
+    setCurrentDetails(`Sent: provider message id ${providerMessageId}.`);
+    return { status: 'sent', providerMessageId };
   } catch (err) {
-    const cause = err instanceof ActivityFailure ? err.cause : err;
-    const error = cause instanceof ApplicationFailure ? cause.message : 'the provider could not be reached';
-    await markMessageFailed(plan, error);
-    return { status: 'failed', error };
+    if (!cancelled(err)) throw err;
+    // A message already marked sent stays sent: markMessageFailed moves only a `sending` one.
+    await recordCancelled(() => failed(SEND_CANCELLED, 'record: failed (cancelled)'));
+    setCurrentDetails(`Cancelled: ${SEND_CANCELLED}.`);
+    throw err;
   }
-  await markMessageSent(plan, providerMessageId);
-  return { status: 'sent', providerMessageId };
 }

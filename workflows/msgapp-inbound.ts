@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { presets } from './presets';
 
@@ -23,17 +23,22 @@ export type MsgappInboundResult = { status: 'recorded'; messageId: string } | { 
  * A download that fails for good records the message with `media_error`.
  */
 export async function msgappInboundWorkflow(input: MsgappInboundInput): Promise<MsgappInboundResult> {
-  const party = await resolveInboundParty(input.providerMessageId);
-  if (!party) return { status: 'gone' };
+  const id = input.providerMessageId;
+  const party = await resolveInboundParty.executeWithOptions({ ...presets.dbWrite, summary: 'customer and conversation' }, [id]);
+  if (!party) {
+    setCurrentDetails('The stored inbound event is gone (its workspace or agent was deleted): nothing recorded.');
+    return { status: 'gone' };
+  }
   let download: { media?: Record<string, unknown>; error?: string } = {};
   try {
-    const media = await downloadInboundMedia(input.providerMessageId);
+    const media = await downloadInboundMedia.executeWithOptions({ ...presets.mediaDownload, summary: 'download media (if any)' }, [id]);
     if (media) download = { media };
   } catch (err) {
     const cause = err instanceof ActivityFailure ? err.cause : err;
     const why = cause instanceof ApplicationFailure ? cause.message : 'the provider could not be reached';
     download = { error: `the attachment could not be downloaded: ${why}` };
+    setCurrentDetails(`Media download failed for good: ${why}. The message is recorded with media_error.`);
   }
-  const recorded = await recordInboundMessage(input.providerMessageId, party, download);
+  const recorded = await recordInboundMessage.executeWithOptions({ ...presets.dbWrite, summary: 'record message and emit message.inbound' }, [id, party, download]);
   return recorded.messageId ? { status: 'recorded', messageId: recorded.messageId } : { status: 'duplicate' };
 }

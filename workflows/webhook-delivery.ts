@@ -1,7 +1,11 @@
 import { proxyActivities, setCurrentDetails, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import { ATTEMPT, DELIVERY_STATUS } from './search-attributes';
 import type { Activities } from '../activities';
+import { cancelled, recordCancelled } from './cancellation';
 import { presets, singleAttempt } from './presets';
+
+/** The error a cancelled run leaves on its delivery (status `failed`); POST …/retry starts a new run. */
+export const DELIVERY_CANCELLED = 'the delivery was cancelled by an operator; POST …/retry delivers it again';
 
 export interface WebhookDeliveryInput {
   deliveryId: string;
@@ -21,6 +25,23 @@ export type WebhookDeliveryResult = 'delivered' | 'failed' | 'gone' | 'settled';
  * times out and counts as a failed attempt), the workflow owns the schedule.
  */
 export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Promise<WebhookDeliveryResult> {
+  try {
+    return await deliver(input);
+  } catch (err) {
+    if (!cancelled(err)) throw err;
+    // Cancelled (an operator, during an attempt or a wait): the run ends `failed` with the reason, outside the
+    // subscription's failure accounting, so the log never shows it pending for ever and a retry works.
+    const { failWebhookRun } = proxyActivities<Activities>(presets.bookkeeping);
+    await recordCancelled(() =>
+      failWebhookRun.executeWithOptions({ ...presets.bookkeeping, summary: 'record: failed (cancelled)' }, [{ deliveryId: input.deliveryId, run: input.run, reason: DELIVERY_CANCELLED }]),
+    );
+    upsertSearchAttributes([{ key: DELIVERY_STATUS, value: 'failed' }]);
+    setCurrentDetails(`Cancelled: ${DELIVERY_CANCELLED}.`);
+    throw err;
+  }
+}
+
+async function deliver(input: WebhookDeliveryInput): Promise<WebhookDeliveryResult> {
   const { attemptWebhookDelivery } = proxyActivities<Activities>(singleAttempt(input.timeoutMs));
   const { recordWebhookOutcome } = proxyActivities<Activities>(presets.bookkeeping);
 
@@ -47,6 +68,7 @@ export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Prom
         { deliveryId: input.deliveryId, run: input.run, attempt },
       ]);
     } catch (err) {
+      if (cancelled(err)) throw err;
       // The activity itself failed (worker lost, time-out): a failed attempt like any other.
       lastError = `attempt did not complete: ${(err as Error).message}`;
       continue;

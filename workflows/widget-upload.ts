@@ -1,6 +1,7 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { UploadOutcome } from '../core/widget/uploads';
+import { cancelled, recordCancelled } from './cancellation';
 import { presets } from './presets';
 
 const { extractUpload } = proxyActivities<Activities>(presets.uploadExtraction);
@@ -14,6 +15,9 @@ export interface WidgetUploadInput {
   /** The extractor's kind, decided from the bytes when the upload was stored. */
   kind: string;
 }
+
+/** The reason a cancelled run leaves on the upload (status `error`). */
+export const UPLOAD_CANCELLED = 'processing was cancelled by an operator; upload the file again';
 
 /** Failure types of the extraction step (core/widget/uploads.ts, core/kb/extract/types.ts). */
 const TRANSCRIBER_CREDENTIAL_REFUSED = 'TranscriberCredentialRefused';
@@ -38,12 +42,22 @@ function outcomeOf(err: unknown): Extract<UploadOutcome, { status: 'error' }> {
  * may be lost: Temporal notices the missing heartbeat and another worker extracts again.
  */
 export async function widgetUploadWorkflow(input: WidgetUploadInput): Promise<UploadOutcome> {
+  const fail = (reason: string, summary: string) => failUploadExtraction.executeWithOptions({ ...presets.bookkeeping, summary }, [input.uploadId, reason]);
   try {
-    await extractUpload(input.uploadId, input.kind);
+    setCurrentDetails(`Extracting the text (${input.kind}) in the isolated process; the visitor's POST /upload is waiting.`);
+    const done = await extractUpload.executeWithOptions({ ...presets.uploadExtraction, summary: `extract text (${input.kind})` }, [input.uploadId, input.kind]);
+    setCurrentDetails(done === 'ready' ? 'Ready.' : 'Already settled by an earlier run: nothing to do.');
     return { status: 'ready' };
   } catch (err) {
+    if (cancelled(err)) {
+      await recordCancelled(() => fail(UPLOAD_CANCELLED, 'record: error (cancelled)'));
+      setCurrentDetails(`Cancelled: the upload is in error ("${UPLOAD_CANCELLED}").`);
+      throw err;
+    }
     const outcome = outcomeOf(err);
-    await failUploadExtraction(input.uploadId, outcome.reason);
+    const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
+    setCurrentDetails(`Failed (${outcome.failure}): ${(cause as Error).message}`);
+    await fail(outcome.reason, 'record: error');
     return outcome;
   }
 }

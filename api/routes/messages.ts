@@ -36,10 +36,10 @@ export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'me
       }
       const plan = await opts.services.messages.plan(ws, request.body);
       const result = await opts.gateways.messages.send(plan);
-      const message = await opts.services.messages.get(ws, plan.messageId);
       if (result.status === 'failed') {
         throw new ApiError(502, 'provider_error', `The provider did not accept the message: ${result.error}`, { message_id: plan.messageId });
       }
+      const message = await opts.services.messages.get(ws, plan.messageId);
       return reply.code(201).send({
         id: message.id,
         conversation_id: message.conversation_id,

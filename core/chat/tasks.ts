@@ -47,6 +47,14 @@ export class TaskService {
       .merge(['status', 'label', 'error', 'finishedAt', 'startedAt']);
   }
 
+  /** Tasks still running, started before `before`: the reconciliation asks Temporal about each child workflow. */
+  async stillRunning(before: Date, limit: number): Promise<Array<{ conversation_id: string; task_key: string; workflow_id: string }>> {
+    const rows = await this.em
+      .fork()
+      .find(ConversationTask, { status: 'running', startedAt: { $lt: before } }, { fields: ['conversationId', 'taskKey', 'workflowId'], orderBy: { startedAt: 'asc' }, limit });
+    return rows.map((r) => ({ conversation_id: r.conversationId, task_key: r.taskKey, workflow_id: r.workflowId }));
+  }
+
   async finished(t: { conversationId: string; taskKey: string; status: TaskStatus; error: string | null }): Promise<void> {
     await this.em.fork().nativeUpdate(ConversationTask, { conversationId: t.conversationId, taskKey: t.taskKey }, { status: t.status, error: t.error, finishedAt: new Date() });
   }

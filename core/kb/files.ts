@@ -83,9 +83,10 @@ export async function currentActiveFiles(em: EntityManager, ids: readonly string
 }
 
 /** Files not yet handed to an indexing workflow, oldest first: the kb-indexing outbox. */
-export async function filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string }>> {
-  const rows = await em.find(KbFile, { indexDispatchedAt: null }, { fields: ['id', 'workspaceId'], orderBy: { createdAt: 'asc', id: 'asc' }, limit });
-  return rows.map((r) => ({ id: r.id, workspace_id: r.workspaceId }));
+/** Versions not yet handed to an indexing workflow; `name` labels the workflow in the Temporal UI. */
+export async function filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string; name: string }>> {
+  const rows = await em.find(KbFile, { indexDispatchedAt: null }, { fields: ['id', 'workspaceId', 'name'], orderBy: { createdAt: 'asc', id: 'asc' }, limit });
+  return rows.map((r) => ({ id: r.id, workspace_id: r.workspaceId, name: r.name }));
 }
 
 export async function markIndexDispatched(em: EntityManager, fileId: string): Promise<void> {

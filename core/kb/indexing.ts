@@ -116,12 +116,23 @@ export class IndexingService {
     return settled ?? 'error';
   }
 
-  async fail(fileId: string, reason: string): Promise<void> {
-    await this.em().transactional(async (em) => {
+  async fail(fileId: string, reason: string): Promise<boolean> {
+    return this.em().transactional(async (em) => {
       const file = await em.findOne(KbFile, { id: fileId, status: { $in: ['pending', 'processing'] } }, { lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['workspaceId'] });
-      if (!file) return;
+      if (!file) return false;
       await em.nativeUpdate(KbFile, { id: fileId }, { status: 'error', errorMessage: reason.slice(0, 1000), updatedAt: new Date() });
       await notifyKbChange(em, file.workspaceId, { file_id: fileId });
+      return true;
     });
+  }
+
+  /** Versions handed to an indexing workflow and still pending or processing, untouched since `before` (the reconciliation's). */
+  async dispatchedUnfinished(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.em().find(
+      KbFile,
+      { status: { $in: ['pending', 'processing'] }, indexDispatchedAt: { $ne: null }, updatedAt: { $lt: before } },
+      { fields: ['id'], orderBy: { updatedAt: 'asc' }, limit },
+    );
+    return rows.map((r) => r.id);
   }
 }

@@ -188,6 +188,26 @@ export class MessageService {
     });
   }
 
+  /** Outbound messages still `sending`, untouched since `before`: the reconciliation asks Temporal about each send. */
+  async stillSending(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.em.fork().find(Message, { direction: 'outbound', status: 'sending', updatedAt: { $lt: before } }, { fields: ['id'], orderBy: { updatedAt: 'asc' }, limit });
+    return rows.map((r) => r.id);
+  }
+
+  /** A send whose workflow ended without marking it (terminated): `failed` with the reason; only from `sending`. */
+  async failStranded(messageId: string, error: string): Promise<boolean> {
+    return this.em.fork().transactional(async (em) => {
+      const m = await em.findOne(Message, { id: messageId, status: 'sending' }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!m) return false;
+      m.status = 'failed';
+      m.error = error;
+      m.updatedAt = new Date();
+      m.statusHistory = [...m.statusHistory, { status: 'failed', at: new Date().toISOString(), error }];
+      await em.flush();
+      return true;
+    });
+  }
+
   private async read(em: EntityManager, workspaceId: string, id: string): Promise<MessageView> {
     const row = await em.findOne(Message, { $and: [{ id, workspaceId }, READABLE] });
     if (!row) throw new ApiError(404, 'not_found', `No message with id '${id}' in this workspace`);

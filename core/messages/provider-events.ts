@@ -117,11 +117,20 @@ export class ProviderEventService {
   }
 
   /** Stored inbound messages whose workflow has not been started (the outbox relay's query). */
-  async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string }>> {
+  /** Stored inbound messages not yet handed to a workflow; `kind` and `from` only label the workflow in the Temporal UI. */
+  async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string; kind: string | null; from: string | null }>> {
     const rows = await this.em
       .fork()
-      .find(MsgappInboundEvent, { dispatchedAt: null }, { fields: ['providerMessageId', 'workspaceId'], orderBy: { receivedAt: 'asc', providerMessageId: 'asc' }, limit });
-    return rows.map((r) => ({ provider_message_id: r.providerMessageId, workspace_id: r.workspaceId }));
+      .find(MsgappInboundEvent, { dispatchedAt: null }, { fields: ['providerMessageId', 'workspaceId', 'message'], orderBy: { receivedAt: 'asc', providerMessageId: 'asc' }, limit });
+    return rows.map((r) => {
+      const m = (r.message ?? {}) as { kind?: unknown; from?: unknown };
+      return {
+        provider_message_id: r.providerMessageId,
+        workspace_id: r.workspaceId,
+        kind: typeof m.kind === 'string' ? m.kind : null,
+        from: typeof m.from === 'string' ? m.from : null,
+      };
+    });
   }
 
   async markInboundDispatched(providerMessageId: string): Promise<void> {

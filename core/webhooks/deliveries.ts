@@ -123,19 +123,18 @@ export class DeliveryService {
       deliveryId,
       body: event.payload,
     });
-    // An activity retry may log the same attempt again: the first record stands.
-    await em
+    // An activity retry, or a workflow reset that runs the attempts again, may log the same attempt again: the first
+    // record stands, and the count moves only with a new record (a reset never takes attempt_count past the log).
+    const logged = await em
       .createQueryBuilder(WebhookAttempt)
       .insert({ deliveryId, run, attempt, startedAt, statusCode: sent.statusCode || null, error: sent.error, latencyMs: sent.latencyMs, responseBody: sent.responseBody })
       .onConflict(['deliveryId', 'run', 'attempt'])
       .ignore();
-    await em.nativeUpdate(
-      WebhookDelivery,
-      { id: deliveryId, run },
-      // raw SQL: the increment happens in the statement, so two attempts recorded at once never lose a count.
-      // eslint-disable-next-line no-restricted-syntax
-      { attemptCount: sql`attempt_count + 1`, lastStatusCode: sent.statusCode || null, lastError: sent.error, updatedAt: new Date() },
-    );
+    // raw SQL: the increment happens in the statement, so two attempts recorded at once never lose a count; it moves
+    // only with a new log record, so a reset that runs the attempts again never takes attempt_count past the log.
+    // eslint-disable-next-line no-restricted-syntax
+    const counted = logged.affectedRows > 0 ? { attemptCount: sql`attempt_count + 1` } : {};
+    await em.nativeUpdate(WebhookDelivery, { id: deliveryId, run }, { ...counted, lastStatusCode: sent.statusCode || null, lastError: sent.error, updatedAt: new Date() });
     return { outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error };
   }
 
@@ -176,6 +175,27 @@ export class DeliveryService {
       [deliveryId, run, error, DISABLE_AFTER_FAILURES, DISABLE_AFTER_FAILURES, reason],
     );
     return { disabled: Boolean(rows[0]?.disabled_now) };
+  }
+
+  /**
+   * Settles a run that will never be attempted again (its workflow was cancelled, or
+   * terminated and found by the maintenance reconciliation): `failed` with the reason,
+   * so the log never shows it pending for ever and POST …/retry works. Not a failed
+   * delivery of the subscription: an operator stopped it, so its failure counter is left
+   * alone. Only the run named moves, and only from pending.
+   */
+  async failRun(deliveryId: string, run: number, reason: string): Promise<boolean> {
+    const now = new Date();
+    const n = await this.em.fork().nativeUpdate(WebhookDelivery, { id: deliveryId, run, status: 'pending' }, { status: 'failed', lastError: reason, completedAt: now, updatedAt: now });
+    return n > 0;
+  }
+
+  /** Runs handed to a workflow and still pending, untouched since `before`: the reconciliation asks Temporal about each. */
+  async dispatchedPending(before: Date, limit: number): Promise<Array<{ id: string; run: number }>> {
+    const rows = await this.em
+      .fork()
+      .find(WebhookDelivery, { status: 'pending', dispatchedAt: { $ne: null }, updatedAt: { $lt: before } }, { fields: ['id', 'run'], orderBy: { updatedAt: 'asc' }, limit });
+    return rows.map((r) => ({ id: r.id, run: r.run }));
   }
 
   private async requireSubscription(em: EntityManager, workspaceId: string, subscriptionId: string): Promise<void> {

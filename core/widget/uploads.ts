@@ -306,8 +306,15 @@ export class UploadService {
   }
 
   /** An upload whose extraction failed for good: status error with the reason (a processing upload only). */
-  async failExtraction(uploadId: string, reason: string): Promise<void> {
-    await this.em().nativeUpdate(WidgetUpload, { id: uploadId, status: 'processing' }, { status: 'error', errorMessage: reason.slice(0, 1000), updatedAt: new Date() });
+  async failExtraction(uploadId: string, reason: string): Promise<boolean> {
+    const n = await this.em().nativeUpdate(WidgetUpload, { id: uploadId, status: 'processing' }, { status: 'error', errorMessage: reason.slice(0, 1000), updatedAt: new Date() });
+    return n > 0;
+  }
+
+  /** Uploads still processing, untouched since `before`: the reconciliation asks Temporal about each one's workflow. */
+  async stillProcessing(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.em().find(WidgetUpload, { status: 'processing', updatedAt: { $lt: before } }, { fields: ['id'], orderBy: { updatedAt: 'asc' }, limit });
+    return rows.map((r) => r.id);
   }
 
   /**

@@ -1,6 +1,6 @@
 import { ScheduleNotFoundError } from '@temporalio/client';
 import { purgeExpiredWorkflow } from '../../workflows';
-import { ensureSchedules, PURGE_SCHEDULE_ID } from '../../worker/schedules';
+import { ensureSchedules, PURGE_SCHEDULE_ID, RECONCILE_SCHEDULE_ID } from '../../worker/schedules';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { createWorkspace } from '../support/app';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
@@ -15,9 +15,11 @@ beforeAll(async () => {
   ws = await createWorkspace(db.orm);
 });
 afterAll(async () => {
-  await tw.client.schedule.getHandle(PURGE_SCHEDULE_ID).delete().catch((err) => {
-    if (!(err instanceof ScheduleNotFoundError)) throw err;
-  });
+  for (const id of [PURGE_SCHEDULE_ID, RECONCILE_SCHEDULE_ID]) {
+    await tw.client.schedule.getHandle(id).delete().catch((err) => {
+      if (!(err instanceof ScheduleNotFoundError)) throw err;
+    });
+  }
   await tw.close();
   await db.drop();
 });
@@ -51,6 +53,10 @@ describe('maintenance: purge expired data through Temporal', () => {
     const described = await handle.describe();
     expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'purgeExpiredWorkflow', taskQueue: tw.taskQueue });
     expect(described.spec.intervals?.[0]?.every).toBe(3_600_000);
+    // The reconciliation of records stranded by terminate: every 5 minutes.
+    const reconcile = await tw.client.schedule.getHandle(RECONCILE_SCHEDULE_ID).describe();
+    expect(reconcile.action).toMatchObject({ type: 'startWorkflow', workflowType: 'reconcileStrandedWorkflow', taskQueue: tw.taskQueue });
+    expect(reconcile.spec.intervals?.[0]?.every).toBe(300_000);
 
     await seedKeys(2, 0);
     await handle.trigger();

@@ -131,7 +131,9 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
         customerId: field(fields.customer_id),
       });
       // Extraction runs in the worker (`widget-upload:<upload_id>`); the answer waits for it.
-      const outcome = await extraction.extract(stored, () => uploads.failExtraction(stored.row.id, 'processing could not start; upload the file again'));
+      const outcome = await extraction.extract(stored, async () => {
+        await uploads.failExtraction(stored.row.id, 'processing could not start; upload the file again');
+      });
       const answer = uploads.answer(stored, outcome);
       // A creation: 201 (DECISIONS "Everywhere").
       reply.code(201);

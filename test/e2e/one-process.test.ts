@@ -31,6 +31,8 @@ function extractionChildren(): number {
   return n;
 }
 
+/** Errors the worker stopped with (npm start would exit): none expected. */
+const workerStopped: unknown[] = [];
 let db: TestDatabase;
 let started: Started;
 let dataDir: string;
@@ -57,9 +59,7 @@ beforeAll(async () => {
     EXTRACT_CONCURRENCY: '1',
     LOG_LEVEL: 'warn',
   });
-  started = await startAll(config, (err) => {
-    throw err;
-  });
+  started = await startAll(config, (err) => workerStopped.push(err));
 }, 120_000);
 
 afterAll(async () => {
@@ -109,6 +109,7 @@ test('npm start holds one ORM, one LISTEN connection, one embedder and one extra
   expect(search.status).toBe(200);
   expect(((await search.json()) as { matches: unknown[] }).matches.length).toBeGreaterThan(0);
 
+  expect(workerStopped).toEqual([]);
   expect(peak).toBe(1);
   expect(ormInits).toHaveBeenCalledTimes(1);
   expect(modelLoads).toHaveBeenCalledTimes(1);

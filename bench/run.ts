@@ -7,7 +7,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { benchAuthOverhead } from './auth-overhead';
-import { benchWebhookFanout } from './webhook-fanout';
+import { benchWebhookFanout, benchWebhookRetryPath } from './webhook-fanout';
 import { benchKbIndexing } from './kb-indexing';
 import { benchKbSearch } from './kb-search';
 import { benchKbUploadRss } from './kb-upload-rss';
@@ -19,6 +19,7 @@ import type { Result } from './lib/types';
 const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Promise<Result> }> = [
   { name: 'auth-overhead', run: benchAuthOverhead },
   { name: 'webhook-fanout', run: benchWebhookFanout },
+  { name: 'webhook-retry-path', run: benchWebhookRetryPath },
   { name: 'kb-indexing', run: benchKbIndexing },
   { name: 'kb-search', run: benchKbSearch },
   { name: 'kb-upload-rss', run: benchKbUploadRss },

@@ -9,6 +9,7 @@ const emptyToUndefined = (v: unknown) => (typeof v === 'string' && v.trim() === 
 const optionalString = z.preprocess(emptyToUndefined, z.string().optional());
 const port = (def: number) => z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(65535).default(def));
 const positiveInt = (def: number) => z.preprocess(emptyToUndefined, z.coerce.number().int().positive().default(def));
+const nonNegativeInt = (def: number) => z.preprocess(emptyToUndefined, z.coerce.number().int().nonnegative().default(def));
 
 export const configSchema = z.object({
   NODE_ENV: z.preprocess(emptyToUndefined, z.enum(['development', 'production', 'test']).default('development')),
@@ -60,6 +61,13 @@ export const configSchema = z.object({
   ),
   /** Time-out of one delivery attempt, in milliseconds. */
   CONCIERGE_WEBHOOK_TIMEOUT_MS: positiveInt(10_000),
+  /**
+   * First delivery attempts the worker's outbox dispatcher makes at once, per worker process
+   * (only failed ones get a retry workflow). 0: every delivery starts its workflow at attempt 1.
+   */
+  CONCIERGE_WEBHOOK_INLINE_CONCURRENCY: nonNegativeInt(64),
+  /** Of those, at most this many to one subscription: a slow endpoint holds only its own deliveries. */
+  CONCIERGE_WEBHOOK_INLINE_PER_SUBSCRIPTION: positiveInt(16),
   /** Uploaded bytes (content-addressed). Unset: <data dir>/blobs. With the s3 driver only temporary files (uploads being staged, files being extracted) live here. */
   CONCIERGE_STORAGE_DIR: optionalString,
   /** Where uploaded bytes are kept: `local` (CONCIERGE_STORAGE_DIR) or `s3` (an S3-compatible bucket, S3_*). */

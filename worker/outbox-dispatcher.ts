@@ -3,15 +3,28 @@ import type { PgNotifications, Subscription } from '../core/db/notifications';
 import type { Logger } from 'pino';
 
 /**
- * One kind of row whose commit must lead to a started workflow: a webhook delivery, a
- * file to index. Producers write the row (and NOTIFY `channel`) in their own
- * transaction; the dispatcher starts the workflow and marks the row dispatched.
+ * One kind of row whose commit must lead to work outside the transaction: a webhook
+ * delivery to attempt, a file to index, an inbound message to process. Producers write
+ * the row (and NOTIFY `channel`) in their own transaction; the dispatcher asks the
+ * source to hand on what is pending.
  */
-export interface OutboxSource<T> {
+export interface OutboxSource {
+  name: string;
+  channel: string;
+  /**
+   * Hands on what is pending now; resolves when nothing is left that this pass can take.
+   * `kick` asks for another pass (a source with work under way calls it when it has room again).
+   */
+  drain(kick: () => void): Promise<void>;
+  /** Waits for work the source still has under way (called once, on stop). */
+  stop?(): Promise<void>;
+}
+
+/** A source whose rows each start one workflow, its id derived from the row (so a repeat start is refused by Temporal). */
+export interface WorkflowStartSource<T> {
   name: string;
   channel: string;
   pending(limit: number): Promise<T[]>;
-  /** Starts the item's workflow; its workflow id is derived from the item, so a repeat start is refused by Temporal. */
   start(item: T): Promise<void>;
   markDispatched(item: T): Promise<void>;
 }
@@ -19,10 +32,35 @@ export interface OutboxSource<T> {
 const BATCH = 100;
 
 /**
+ * Starting is idempotent (workflow ids are business ids), so a row started twice — by a
+ * crash after the start and before the mark — still yields one workflow.
+ */
+export function startsWorkflows<T>(source: WorkflowStartSource<T>): OutboxSource {
+  return {
+    name: source.name,
+    channel: source.channel,
+    async drain() {
+      for (;;) {
+        const batch = await source.pending(BATCH);
+        await Promise.all(
+          batch.map(async (item) => {
+            try {
+              await source.start(item);
+            } catch (err) {
+              if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+            }
+            await source.markDispatched(item);
+          }),
+        );
+        if (batch.length < BATCH) return;
+      }
+    },
+  };
+}
+
+/**
  * Relays the outboxes: woken by the NOTIFY that commits with each row, and by a
- * periodic sweep that catches a missed wake-up or a crash between commit and start.
- * Starting is idempotent (workflow ids are business ids), so a row started twice — by
- * a crash after the start and before the mark — still yields one workflow.
+ * periodic sweep that catches a missed wake-up or a crash between commit and hand-over.
  */
 export class OutboxDispatcher {
   private readonly listener: Subscription;
@@ -33,7 +71,7 @@ export class OutboxDispatcher {
 
   constructor(
     notifications: PgNotifications,
-    private readonly sources: ReadonlyArray<OutboxSource<any>>,
+    private readonly sources: ReadonlyArray<OutboxSource>,
     private readonly log: Pick<Logger, 'warn' | 'error'>,
     private readonly sweepIntervalMs = 5_000,
   ) {
@@ -48,41 +86,26 @@ export class OutboxDispatcher {
   }
 
   /** Runs a dispatch pass now, or right after the one under way. */
-  kick(): void {
+  kick = (): void => {
     if (this.stopped) return;
     if (this.running) {
       this.again = true;
       return;
     }
-    this.running = this.drainAll()
-      .catch((err) => this.log.error({ err }, 'outbox dispatch failed; retrying on the next sweep'))
-      .finally(() => {
-        this.running = null;
-        if (this.again) {
-          this.again = false;
-          this.kick();
-        }
-      });
-  }
+    this.running = this.drainAll().finally(() => {
+      this.running = null;
+      if (this.again) {
+        this.again = false;
+        this.kick();
+      }
+    });
+  };
 
   private async drainAll(): Promise<void> {
-    for (const source of this.sources) await this.drain(source);
-  }
-
-  private async drain<T>(source: OutboxSource<T>): Promise<void> {
-    for (;;) {
-      const batch = await source.pending(BATCH);
-      await Promise.all(
-        batch.map(async (item) => {
-          try {
-            await source.start(item);
-          } catch (err) {
-            if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-          }
-          await source.markDispatched(item);
-        }),
-      );
-      if (batch.length < BATCH || this.stopped) return;
+    // One source failing (its database query, Temporal unreachable) never holds up the others.
+    for (const source of this.sources) {
+      if (this.stopped) return;
+      await source.drain(this.kick).catch((err) => this.log.error({ err, source: source.name }, 'outbox dispatch failed; retrying on the next sweep'));
     }
   }
 
@@ -90,6 +113,7 @@ export class OutboxDispatcher {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     await this.running;
+    await Promise.all(this.sources.map((s) => s.stop?.()));
     await this.listener.stop();
   }
 }

@@ -2,37 +2,20 @@ import type { Client } from '@temporalio/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { filesToIndex, KB_INDEX_OUTBOX_CHANNEL, markIndexDispatched } from '../core/kb/files';
 import { MSGAPP_INBOUND_CHANNEL, type ProviderEventService } from '../core/messages/provider-events';
-import type { DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
-import { OUTBOX_CHANNEL } from '../core/webhooks/events';
-import { kbIndexWorkflow, msgappInboundWorkflow, webhookDeliveryWorkflow } from '../workflows';
+import type { Logger } from 'pino';
+import type { DeliveryService } from '../core/webhooks/deliveries';
+import { kbIndexWorkflow, msgappInboundWorkflow } from '../workflows';
 import { msgappInboundWorkflowId } from '../workflows/msgapp-inbound';
-import type { OutboxSource } from './outbox-dispatcher';
+import { startsWorkflows, type OutboxSource } from './outbox-dispatcher';
+import { WebhookOutbox, type WebhookOutboxSettings } from './webhook-outbox';
 import { searchAttributesFor } from './search-attributes';
 
-export const deliveryWorkflowId = (deliveryId: string) => `webhook-delivery:${deliveryId}`;
+export { deliveryWorkflowId } from './webhook-outbox';
 export const indexWorkflowId = (fileId: string) => `kb-index:${fileId}`;
 
-export function webhookDeliveries(
-  deliveries: DeliveryService,
-  client: Client,
-  s: { taskQueue: string; backoffMs: number[]; timeoutMs: number },
-): OutboxSource<DispatchItem> {
-  return {
-    name: 'webhook-deliveries',
-    channel: OUTBOX_CHANNEL,
-    pending: (limit) => deliveries.undispatched(limit),
-    start: async (item) => {
-      await client.workflow.start(webhookDeliveryWorkflow, {
-        workflowId: deliveryWorkflowId(item.id),
-        taskQueue: s.taskQueue,
-        args: [{ deliveryId: item.id, run: item.run, backoffMs: s.backoffMs, timeoutMs: s.timeoutMs }],
-        typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, subscriptionId: item.subscription_id, eventType: item.event_type }),
-        staticSummary: `${item.event_type} → ${item.url_host ?? item.subscription_id}`,
-        staticDetails: `Delivery ${item.id} (run ${item.run}) of subscription ${item.subscription_id}: up to ${s.backoffMs.length + 1} signed POSTs, ${s.timeoutMs} ms each, waits ${s.backoffMs.join(', ')} ms.`,
-      });
-    },
-    markDispatched: (item) => deliveries.markDispatched(item.id, item.run),
-  };
+/** Webhook deliveries: the first attempt from the dispatcher, a retry workflow only for those that fail it (worker/webhook-outbox.ts). */
+export function webhookDeliveries(deliveries: DeliveryService, client: Client, s: WebhookOutboxSettings, log?: Pick<Logger, 'warn' | 'error'>): OutboxSource {
+  return new WebhookOutbox(deliveries, client, s, log);
 }
 
 interface IndexItem {
@@ -42,8 +25,8 @@ interface IndexItem {
   name: string;
 }
 
-export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: string }): OutboxSource<IndexItem> {
-  return {
+export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: string }): OutboxSource {
+  return startsWorkflows<IndexItem>({
     name: 'kb-indexing',
     channel: KB_INDEX_OUTBOX_CHANNEL,
     pending: (limit) => filesToIndex(em.fork(), limit),
@@ -57,7 +40,7 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
       });
     },
     markDispatched: (item) => markIndexDispatched(em.fork(), item.id),
-  };
+  });
 }
 
 interface InboundItem {
@@ -68,8 +51,8 @@ interface InboundItem {
 }
 
 /** Inbound msgapp messages the webhook stored: one `msgapp-inbound:<provider message id>` workflow each. */
-export function msgappInbound(events: ProviderEventService, client: Client, s: { taskQueue: string }): OutboxSource<InboundItem> {
-  return {
+export function msgappInbound(events: ProviderEventService, client: Client, s: { taskQueue: string }): OutboxSource {
+  return startsWorkflows<InboundItem>({
     name: 'msgapp-inbound',
     channel: MSGAPP_INBOUND_CHANNEL,
     pending: (limit) => events.undispatchedInbound(limit),
@@ -84,5 +67,5 @@ export function msgappInbound(events: ProviderEventService, client: Client, s: {
       });
     },
     markDispatched: (item) => events.markInboundDispatched(item.provider_message_id),
-  };
+  });
 }

@@ -82,7 +82,17 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
     dispatcher = new OutboxDispatcher(
       c.notifications,
       [
-        webhookDeliveries(c.services.deliveries, client, { taskQueue, backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS, timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS }),
+        webhookDeliveries(
+          c.services.deliveries,
+          client,
+          {
+            taskQueue,
+            backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS,
+            timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS,
+            inline: { overall: config.CONCIERGE_WEBHOOK_INLINE_CONCURRENCY, perSubscription: config.CONCIERGE_WEBHOOK_INLINE_PER_SUBSCRIPTION },
+          },
+          c.log,
+        ),
         kbIndexing(c.em, client, { taskQueue }),
         msgappInbound(c.services.providerEvents, client, { taskQueue }),
       ],

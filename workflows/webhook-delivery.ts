@@ -15,14 +15,23 @@ export interface WebhookDeliveryInput {
   backoffMs: number[];
   /** Time-out of one attempt. */
   timeoutMs: number;
+  /**
+   * The attempt this workflow starts with: 2 when the outbox dispatcher made attempt 1 and
+   * it failed (the workflow then waits the first backoff), 1 (the default) otherwise.
+   */
+  firstAttempt?: number;
+  /** The failed attempt 1's error, when the dispatcher made it. */
+  previousError?: string | null;
 }
 
 export type WebhookDeliveryResult = 'delivered' | 'failed' | 'gone' | 'settled';
 
 /**
- * One workflow per delivery (`webhook-delivery:dlv_…`). Each attempt is one activity
- * doing one POST; Temporal does not retry it (an attempt that dies with its worker
- * times out and counts as a failed attempt), the workflow owns the schedule.
+ * The retry workflow of one delivery (`webhook-delivery:dlv_…`), started when the outbox
+ * dispatcher's first attempt failed (worker/webhook-outbox.ts), so it begins at attempt 2.
+ * Each attempt is one activity doing one POST; Temporal does not retry it (an attempt
+ * that dies with its worker times out and counts as a failed attempt), the workflow owns
+ * the schedule.
  */
 export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Promise<WebhookDeliveryResult> {
   try {
@@ -53,8 +62,8 @@ async function deliver(input: WebhookDeliveryInput): Promise<WebhookDeliveryResu
       { key: DELIVERY_STATUS, value },
       { key: ATTEMPT, value: attempt },
     ]);
-  let lastError: string | null = null;
-  for (let attempt = 1; attempt <= attempts; attempt++) {
+  let lastError: string | null = input.previousError ?? null;
+  for (let attempt = input.firstAttempt ?? 1; attempt <= attempts; attempt++) {
     if (attempt > 1) {
       const waitMs = input.backoffMs[attempt - 2];
       status('retrying', attempt);

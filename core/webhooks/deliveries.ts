@@ -82,10 +82,20 @@ export class DeliveryService {
     private readonly sender: SenderSettings,
   ) {}
 
-  async undispatched(limit: number): Promise<DispatchItem[]> {
+  /**
+   * Runs still in the outbox, oldest first: not yet delivered by a first attempt nor handed
+   * to a retry workflow, and not leased by a first attempt under way. `skipSubscriptions`:
+   * subscriptions whose first attempts are at their limit in this dispatcher.
+   */
+  async undispatched(limit: number, skipSubscriptions: string[] = []): Promise<DispatchItem[]> {
+    const now = new Date();
     const rows = await this.em.fork().find(
       WebhookDelivery,
-      { dispatchedAt: null },
+      {
+        dispatchedAt: null,
+        $or: [{ inlineLeaseUntil: null }, { inlineLeaseUntil: { $lt: now } }],
+        ...(skipSubscriptions.length ? { subscriptionId: { $nin: skipSubscriptions } } : {}),
+      },
       { orderBy: { createdAt: 'asc', id: 'asc' }, limit, fields: ['id', 'run', 'workspaceId', 'subscriptionId', 'eventType'] },
     );
     const subs = rows.length
@@ -103,7 +113,47 @@ export class DeliveryService {
   }
 
   async markDispatched(id: string, run: number): Promise<void> {
-    await this.em.fork().nativeUpdate(WebhookDelivery, { id, run, dispatchedAt: null }, { dispatchedAt: new Date() });
+    await this.em.fork().nativeUpdate(WebhookDelivery, { id, run, dispatchedAt: null }, { dispatchedAt: new Date(), inlineLeaseUntil: null });
+  }
+
+  /**
+   * Takes a run for the dispatcher's first attempt: only one dispatcher wins, and no other
+   * takes it again before `leaseMs` has passed (longer than the attempt's time-out, so a
+   * POST still open is never attempted twice; a dispatcher lost mid-attempt lets it expire).
+   */
+  async leaseFirstAttempt(id: string, run: number, leaseMs: number): Promise<boolean> {
+    const now = new Date();
+    const n = await this.em
+      .fork()
+      .nativeUpdate(
+        WebhookDelivery,
+        { id, run, dispatchedAt: null, $or: [{ inlineLeaseUntil: null }, { inlineLeaseUntil: { $lt: now } }] },
+        { inlineLeaseUntil: new Date(now.getTime() + leaseMs) },
+      );
+    return n > 0;
+  }
+
+  /** Gives a leased run back to the outbox at once (its hand-over failed): the next pass takes it again. */
+  async releaseFirstAttempt(id: string, run: number): Promise<void> {
+    await this.em.fork().nativeUpdate(WebhookDelivery, { id, run, dispatchedAt: null }, { inlineLeaseUntil: null });
+  }
+
+  /**
+   * The dispatcher's first attempt of a run. When attempt 1 of this run is already in the
+   * log (a dispatcher stopped after the POST, before the hand-over), its result is used
+   * and nothing is POSTed again.
+   */
+  async firstAttempt(deliveryId: string, run: number): Promise<AttemptResult> {
+    const em = this.em.fork();
+    const logged = await em.findOne(WebhookAttempt, { deliveryId, run, attempt: 1 });
+    if (!logged) return this.attempt(deliveryId, run, 1);
+    const delivery = await em.findOne(WebhookDelivery, { id: deliveryId }, { fields: ['status', 'run'] });
+    if (!delivery) return { outcome: 'gone', statusCode: 0, error: null };
+    if (delivery.status !== 'pending' || delivery.run !== run) return { outcome: 'settled', statusCode: 0, error: null };
+    const status = logged.statusCode ?? 0;
+    return status >= 200 && status < 300
+      ? { outcome: 'delivered', statusCode: status, error: null }
+      : { outcome: 'failed_attempt', statusCode: status, error: logged.error ?? `HTTP ${status}` };
   }
 
   /** One attempt: one signed POST of the stored body, logged. */
@@ -250,6 +300,7 @@ export class DeliveryService {
       row.status = 'pending';
       row.run += 1;
       row.dispatchedAt = null;
+      row.inlineLeaseUntil = null;
       row.completedAt = null;
       row.updatedAt = new Date();
       await em.flush();
@@ -272,6 +323,7 @@ export class DeliveryService {
         row.status = 'pending';
         row.run += 1;
         row.dispatchedAt = null;
+        row.inlineLeaseUntil = null;
         row.completedAt = null;
         row.updatedAt = new Date();
       }

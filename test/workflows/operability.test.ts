@@ -47,6 +47,9 @@ let site: { site_id: string; site_secret: string };
 let receiver: HttpsReceiver;
 /** What the webhook receiver answers. */
 let receiverStatus = 204;
+/** Set: the receiver answers 503 to the first request of each delivery id (its first attempt, the dispatcher's), so the delivery needs its retry workflow. */
+let failFirstAttempts = false;
+const seenDeliveries = new Set<string>();
 
 const NUMBER = '+15550002222';
 const PHONE_NUMBER_ID = '2077';
@@ -121,7 +124,14 @@ beforeAll(async () => {
     500,
   );
   await relay.start();
-  receiver = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(receiverStatus).end() });
+  receiver = await startHttpsReceiver({
+    handler: (req, res) => {
+      const id = String(req.headers['x-concierge-delivery']);
+      const first = !seenDeliveries.has(id);
+      seenDeliveries.add(id);
+      res.writeHead(failFirstAttempts && first ? 503 : receiverStatus).end();
+    },
+  });
 
   ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write', 'conversations:read', 'conversations:write', 'workflows:write', 'workflows:publish', 'webhooks:read', 'webhooks:write'])).key);
@@ -211,16 +221,19 @@ const delivery = async (subscriptionId: string, deliveryId: string) =>
 describe('search attributes', () => {
   test('ConciergeWorkspaceId finds every workflow type that belongs to a workspace, each labelled by its static summary', async () => {
     receiverStatus = 204;
+    // Only a delivery whose first attempt failed has a (retry) workflow: this one's first attempt fails.
+    failFirstAttempts = true;
     const subscriptionId = await subscribe();
     // Knowledge base: kb-index.
     const file = (await kbUpload(t.app, auth, { filename: 'returns-policy.txt', content: 'Returns are accepted within 30 days of delivery.' })).json();
     expect(await workflowResult(tw.client, indexWorkflowId(file.id))).toBe('active');
-    // msgapp: message-send, msgapp-inbound, and the webhook delivery of its message.inbound.
+    // msgapp: message-send, msgapp-inbound, and the retry workflow of its message.inbound's delivery.
     const sent = await sendTemplate('+15557771234');
     expect(sent.statusCode).toBe(201);
     const { providerMessageId } = await sandbox.injectInbound({ from: '+15557771234', to: PHONE_NUMBER_ID, text: 'thanks' });
     expect((await inboundDone(tw, providerMessageId)).status).toBe('recorded');
     await until('the delivery', () => row<{ status: string }>('select status from webhook_deliveries where subscription_id = ?', [subscriptionId]), (r) => r?.status === 'delivered');
+    failFirstAttempts = false;
     // Widget: an upload (widget-upload), then a send with a long attachment: the conversation and its task child.
     const conv = (await widget('init', {})).json() as { conversation_id: string };
     const up = await widgetUpload('notes.txt', 'Opening hours: 9 to 5.', conv.conversation_id);
@@ -404,8 +417,9 @@ describe('terminate, reconcile, reset', () => {
       '--reason',
       'test: reset keeps counts',
     ]);
-    // The new run posts attempts 1-3 again (same delivery id: receivers deduplicate), then waits again.
-    await until('three more posts', async () => receiver.hits.length, (n) => n >= hitsBefore + 3);
+    // The new run posts its attempts 2-3 again (same delivery id: receivers deduplicate), then waits again; attempt 1
+    // was the outbox dispatcher's, outside the workflow.
+    await until('two more posts', async () => receiver.hits.length, (n) => n >= hitsBefore + 2);
     await new Promise((r) => setTimeout(r, 300));
     const d = await delivery(subscriptionId, deliveryId);
     expect(d.attempts).toHaveLength(3);

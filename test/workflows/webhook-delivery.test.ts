@@ -7,6 +7,7 @@ import { deliveryWorkflowId, webhookDeliveries } from '../../worker/outbox-sourc
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { ATTEMPT, DELIVERY_STATUS } from '../../worker/search-attributes';
+import { WebhookDelivery } from '../../core/db/entities';
 import { maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 
@@ -27,7 +28,8 @@ beforeAll(async () => {
   tw = await startTestWorker(db);
   dispatcher = new OutboxDispatcher(
     tw.composition.notifications!,
-    [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: BACKOFF, timeoutMs: 1_000 })],
+    // Small inline limits, so the bounds are seen: four first attempts at once, two per subscription.
+    [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: BACKOFF, timeoutMs: 1_000, inline: { overall: 4, perSubscription: 2 } })],
     testLogger(),
     500,
   );
@@ -68,19 +70,37 @@ async function subscribe(url: string, events = ['message.inbound', 'message.stat
 const emit = (type: 'message.inbound' | 'message.status', data: Record<string, unknown>) =>
   db.orm.em.fork().transactional((tx) => emitEvent(tx, ws, type, data));
 
-const settled = (deliveryId: string) => workflowResult<string>(tw.client, deliveryWorkflowId(deliveryId));
+/** Waits for the delivery's current run to settle (delivered by the dispatcher's first attempt, or by or after its retry workflow). */
+async function settled(deliveryId: string): Promise<string> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const row = await db.orm.em.fork().findOneOrFail(WebhookDelivery, { id: deliveryId });
+    if (row.status !== 'pending') return row.status;
+    if (Date.now() > deadline) throw new Error(`delivery ${deliveryId} still pending`);
+    await new Promise((res) => setTimeout(res, 25));
+  }
+}
+const retryWorkflowExists = (deliveryId: string) =>
+  tw.client.workflow
+    .getHandle(deliveryWorkflowId(deliveryId))
+    .describe()
+    .then(
+      () => true,
+      () => false,
+    );
 
 const sub = async (id: string) =>
   (await t.app.inject({ method: 'GET', url: '/api/v1/webhook-subscriptions', headers: auth })).json().subscriptions.find((s: { id: string }) => s.id === id);
 
-describe('webhook delivery: one Temporal workflow per delivery', () => {
+describe('webhook delivery: the first attempt from the outbox dispatcher, a retry workflow for those that fail it', () => {
   test('fail, fail, succeed → 3 attempts with one delivery id, signed, delivered; counter reset', async () => {
     const r = await receiver([500, 503, 200]);
     const s = await subscribe(`${r.url}/hook`);
     const { eventId, deliveryIds } = await emit('message.inbound', { message_id: 'msg_1', channel: 'msgapp', text: 'hi' });
     expect(deliveryIds).toHaveLength(1);
     expect(await settled(deliveryIds[0])).toBe('delivered');
-    await maybeRecordHistory(tw.client, deliveryWorkflowId(deliveryIds[0]), 'webhook-delivery');
+    expect(await workflowResult<string>(tw.client, deliveryWorkflowId(deliveryIds[0]))).toBe('delivered');
+    await maybeRecordHistory(tw.client, deliveryWorkflowId(deliveryIds[0]), 'webhook-delivery-retry');
 
     expect(r.hits).toHaveLength(3);
     expect(new Set(r.hits.map((h) => h.headers['x-concierge-delivery']))).toEqual(new Set([deliveryIds[0]]));
@@ -133,7 +153,10 @@ describe('webhook delivery: one Temporal workflow per delivery', () => {
     expect(meta.currentDetails).toMatch(/^Failed after 6 attempts\. Last error: HTTP 500/);
     const events = (await handle.fetchHistory()).events ?? [];
     const summaries = events.flatMap((e) => (e.userMetadata?.summary?.data ? [JSON.parse(Buffer.from(e.userMetadata.summary.data).toString())] : []));
-    expect(summaries).toEqual(expect.arrayContaining(['POST, attempt 1/6', 'backoff before attempt 2/6', 'POST, attempt 6/6', 'record: failed after every attempt']));
+    // Attempt 1 was the dispatcher's: the workflow starts by waiting the first backoff, then attempts 2–6.
+    expect(summaries.filter((x: string) => x.startsWith('POST'))).toEqual(['POST, attempt 2/6', 'POST, attempt 3/6', 'POST, attempt 4/6', 'POST, attempt 5/6', 'POST, attempt 6/6']);
+    expect(summaries).toEqual(expect.arrayContaining(['backoff before attempt 2/6', 'record: failed after every attempt']));
+    expect(await described.staticDetails()).toMatch(/attempt 1 was made by the outbox dispatcher and failed \(HTTP 500\)/);
   });
 
   test('only subscribers of the event type get a delivery', async () => {
@@ -218,11 +241,51 @@ describe('webhook delivery: one Temporal workflow per delivery', () => {
     expect((await sub(s.id)).consecutive_failures).toBe(0);
   }, 30_000);
 
-  test('the delivery workflow carries search attributes an operator can filter on', async () => {
+  test('a delivery whose first attempt succeeds is delivered by the dispatcher: logged as attempt 1, no workflow', async () => {
     const r = await receiver([200]);
     const s = await subscribe(r.url, ['message.inbound']);
+    const { deliveryIds } = await emit('message.inbound', { message_id: 'msg_inline' });
+    expect(await settled(deliveryIds[0])).toBe('delivered');
+    expect(r.hits).toHaveLength(1);
+    const detail = (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${deliveryIds[0]}`, headers: auth })).json();
+    expect(detail).toMatchObject({ status: 'delivered', attempt_count: 1, last_status_code: 200 });
+    expect(detail.attempts).toEqual([expect.objectContaining({ run: 1, attempt: 1, status_code: 200 })]);
+    expect(await sub(s.id)).toMatchObject({ consecutive_failures: 0, last_delivered_at: expect.any(String) });
+    expect(await retryWorkflowExists(deliveryIds[0])).toBe(false);
+  });
+
+  test('a slow endpoint holds only its own first attempts (two at once per subscription); others are delivered meanwhile', async () => {
+    let open = 0;
+    let maxOpen = 0;
+    const slow = await startHttpsReceiver({
+      handler: (_req, res) => {
+        open++;
+        maxOpen = Math.max(maxOpen, open);
+        setTimeout(() => {
+          open--;
+          res.writeHead(200).end();
+        }, 600);
+      },
+    });
+    receivers.push(slow);
+    const fast = await receiver([200]);
+    await subscribe(slow.url, ['message.status']);
+    await subscribe(fast.url, ['message.inbound']);
+    const slowIds = (await Promise.all(Array.from({ length: 6 }, (_, i) => emit('message.status', { message_id: `msg_slow${i}` })))).map((e) => e.deliveryIds[0]);
+    const fastId = (await emit('message.inbound', { message_id: 'msg_fast' })).deliveryIds[0];
+    expect(await settled(fastId)).toBe('delivered');
+    // The fast delivery went out while the slow endpoint still had its first requests open.
+    expect(slow.hits.length).toBeLessThan(6);
+    for (const id of slowIds) expect(await settled(id)).toBe('delivered');
+    expect(maxOpen).toBe(2);
+    expect(slow.hits).toHaveLength(6);
+  }, 30_000);
+
+  test('the retry workflow carries search attributes an operator can filter on', async () => {
+    const r = await receiver([500, 200]);
+    const s = await subscribe(r.url, ['message.inbound']);
     const { deliveryIds } = await emit('message.inbound', { message_id: 'msg_sa' });
-    await settled(deliveryIds[0]);
+    expect(await settled(deliveryIds[0])).toBe('delivered');
     const desc = await tw.client.workflow.getHandle(deliveryWorkflowId(deliveryIds[0])).describe();
     expect(desc.searchAttributes).toMatchObject({ ConciergeWorkspaceId: [ws], ConciergeSubscriptionId: [s.id], ConciergeEventType: ['message.inbound'] });
   });

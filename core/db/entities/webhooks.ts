@@ -50,8 +50,10 @@ export const WebhookDelivery = defineEntity({
     attemptCount: p.integer().default(0),
     lastStatusCode: p.integer().nullable(),
     lastError: p.text().nullable(),
-    /** Set once a delivery workflow is known to be started for the current run. */
+    /** Set once the current run left the outbox: delivered by the dispatcher's first attempt, or handed to its retry workflow. */
     dispatchedAt: p.datetime().nullable(),
+    /** While the dispatcher's first attempt is under way: no other dispatcher takes the row before this time. */
+    inlineLeaseUntil: p.datetime().nullable(),
     /** Bumped by retry/replay; the workflow id carries it so each run is its own workflow. */
     run: p.integer().default(1),
     createdAt: createdAtMs().defaultRaw('now()'),

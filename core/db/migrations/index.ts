@@ -10,6 +10,7 @@ import { Migration20261122000910WidgetIdentity } from './Migration20261122000910
 import { Migration20261124000100SealIdempotentResponses } from './Migration20261124000100SealIdempotentResponses';
 import { Migration20261124110500MsgappNumberClaim } from './Migration20261124110500MsgappNumberClaim';
 import { Migration20261125000100MsgappInboundEvents } from './Migration20261125000100MsgappInboundEvents';
+import { Migration20261125120000WebhookInlineLease } from './Migration20261125120000WebhookInlineLease';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -25,4 +26,5 @@ export const migrations = [
   { name: 'Migration20261124000100SealIdempotentResponses', class: Migration20261124000100SealIdempotentResponses },
   { name: 'Migration20261124110500MsgappNumberClaim', class: Migration20261124110500MsgappNumberClaim },
   { name: 'Migration20261125000100MsgappInboundEvents', class: Migration20261125000100MsgappInboundEvents },
+  { name: 'Migration20261125120000WebhookInlineLease', class: Migration20261125120000WebhookInlineLease },
 ];

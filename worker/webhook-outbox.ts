@@ -1,0 +1,177 @@
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Logger } from 'pino';
+import type { DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
+import { OUTBOX_CHANNEL } from '../core/webhooks/events';
+import { webhookDeliveryWorkflow } from '../workflows';
+import type { OutboxSource } from './outbox-dispatcher';
+import { searchAttributesFor } from './search-attributes';
+
+export const deliveryWorkflowId = (deliveryId: string) => `webhook-delivery:${deliveryId}`;
+
+export interface WebhookOutboxSettings {
+  taskQueue: string;
+  /** The five waits between the six attempts. */
+  backoffMs: number[];
+  /** Time-out of one attempt (the dispatcher's first one included). */
+  timeoutMs: number;
+  /**
+   * First attempts the dispatcher makes itself at once, overall and per subscription (a
+   * slow endpoint holds only its own). `overall: 0`: every delivery starts its workflow
+   * at attempt 1, as before the inline path existed.
+   */
+  inline?: { overall: number; perSubscription: number };
+}
+
+/** Room for work under way, overall and per key. */
+export class KeyedSlots {
+  private total = 0;
+  private readonly byKey = new Map<string, number>();
+  private readonly waiters: Array<() => void> = [];
+
+  constructor(
+    private readonly overall: number,
+    private readonly perKey: number,
+  ) {}
+
+  room(): number {
+    return Math.max(0, this.overall - this.total);
+  }
+
+  /** Keys at their own limit. */
+  full(): string[] {
+    return [...this.byKey].filter(([, n]) => n >= this.perKey).map(([k]) => k);
+  }
+
+  tryAcquire(key: string): boolean {
+    const n = this.byKey.get(key) ?? 0;
+    if (this.total >= this.overall || n >= this.perKey) return false;
+    this.total++;
+    this.byKey.set(key, n + 1);
+    return true;
+  }
+
+  release(key: string): void {
+    const n = (this.byKey.get(key) ?? 1) - 1;
+    if (n > 0) this.byKey.set(key, n);
+    else this.byKey.delete(key);
+    this.total--;
+    if (this.total === 0) for (const w of this.waiters.splice(0)) w();
+  }
+
+  /** Resolves once nothing is held. */
+  idle(): Promise<void> {
+    return this.total === 0 ? Promise.resolve() : new Promise((resolve) => this.waiters.push(resolve));
+  }
+}
+
+/**
+ * Webhook deliveries leave the outbox here. The dispatcher makes the **first attempt**
+ * itself (one signed POST with the full per-attempt time-out, logged like any attempt),
+ * from bounded slots overall and per subscription; only a delivery whose first attempt
+ * fails gets a retry workflow (`webhook-delivery:dlv_…`), which continues at attempt 2
+ * with the same schedule and failure accounting. While a first attempt is open its row
+ * is leased (time-out + margin), so no dispatcher POSTs it twice; a dispatcher lost
+ * mid-attempt lets the lease expire and the delivery is taken again (at-least-once, as
+ * `X-Concierge-Delivery` lets receivers deduplicate). A row leaves the outbox
+ * (`dispatched_at`) only once it is delivered or its workflow is started.
+ */
+export class WebhookOutbox implements OutboxSource {
+  readonly name = 'webhook-deliveries';
+  readonly channel = OUTBOX_CHANNEL;
+  private readonly slots: KeyedSlots | null;
+  private readonly leaseMs: number;
+
+  constructor(
+    private readonly deliveries: DeliveryService,
+    private readonly client: Client,
+    private readonly s: WebhookOutboxSettings,
+    private readonly log?: Pick<Logger, 'warn' | 'error'>,
+  ) {
+    const inline = s.inline ?? { overall: 64, perSubscription: 16 };
+    this.slots = inline.overall > 0 ? new KeyedSlots(inline.overall, Math.max(1, inline.perSubscription)) : null;
+    // The POST's own time-out, the database writes around it, and a margin for a loaded event loop.
+    this.leaseMs = s.timeoutMs + 10_000;
+  }
+
+  async drain(kick: () => void): Promise<void> {
+    if (!this.slots) return this.startAllAsWorkflows();
+    for (;;) {
+      const room = this.slots.room();
+      if (room === 0) return;
+      const limit = Math.min(room, 100);
+      const items = await this.deliveries.undispatched(limit, this.slots.full());
+      let taken = 0;
+      for (const item of items) {
+        if (!this.slots.tryAcquire(item.subscription_id)) continue;
+        let leased = false;
+        try {
+          leased = await this.deliveries.leaseFirstAttempt(item.id, item.run, this.leaseMs);
+        } finally {
+          if (!leased) this.slots.release(item.subscription_id);
+        }
+        if (!leased) continue;
+        taken++;
+        void this.firstAttempt(item).finally(() => {
+          this.slots!.release(item.subscription_id);
+          kick();
+        });
+      }
+      if (items.length < limit || taken === 0) return;
+    }
+  }
+
+  private async firstAttempt(item: DispatchItem): Promise<void> {
+    try {
+      const result = await this.deliveries.firstAttempt(item.id, item.run);
+      if (result.outcome === 'delivered') await this.deliveries.recordOutcome(item.id, item.run, true, null);
+      else if (result.outcome === 'failed_attempt') await this.startRetries(item, { firstAttempt: 2, previousError: result.error });
+      await this.deliveries.markDispatched(item.id, item.run);
+    } catch (err) {
+      // Nothing is lost: the row stays in the outbox and the next pass takes it again (a logged first attempt is
+      // not POSTed again).
+      this.log?.error({ err, deliveryId: item.id }, 'webhook first attempt could not be handed over; retrying on the next sweep');
+      await this.deliveries.releaseFirstAttempt(item.id, item.run).catch(() => undefined);
+    }
+  }
+
+  /** The retry workflow of a delivery, from `firstAttempt` on. */
+  private async startRetries(item: DispatchItem, from: { firstAttempt: number; previousError: string | null }): Promise<void> {
+    const s = this.s;
+    const attempts = s.backoffMs.length + 1;
+    const plan = `up to ${attempts} signed POSTs, ${s.timeoutMs} ms each, waits ${s.backoffMs.join(', ')} ms`;
+    try {
+      await this.client.workflow.start(webhookDeliveryWorkflow, {
+        workflowId: deliveryWorkflowId(item.id),
+        taskQueue: s.taskQueue,
+        args: [{ deliveryId: item.id, run: item.run, backoffMs: s.backoffMs, timeoutMs: s.timeoutMs, firstAttempt: from.firstAttempt, previousError: from.previousError }],
+        typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, subscriptionId: item.subscription_id, eventType: item.event_type }),
+        staticSummary: `${item.event_type} → ${item.url_host ?? item.subscription_id}`,
+        staticDetails:
+          from.firstAttempt > 1
+            ? `Delivery ${item.id} (run ${item.run}) of subscription ${item.subscription_id}: attempt 1 was made by the outbox dispatcher and failed (${from.previousError}); this workflow makes attempts ${from.firstAttempt}–${attempts} (${plan}).`
+            : `Delivery ${item.id} (run ${item.run}) of subscription ${item.subscription_id}: ${plan}.`,
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+
+  /** Without inline slots: every delivery starts its workflow at attempt 1. */
+  private async startAllAsWorkflows(): Promise<void> {
+    for (;;) {
+      const batch = await this.deliveries.undispatched(100);
+      await Promise.all(
+        batch.map(async (item) => {
+          await this.startRetries(item, { firstAttempt: 1, previousError: null });
+          await this.deliveries.markDispatched(item.id, item.run);
+        }),
+      );
+      if (batch.length < 100) return;
+    }
+  }
+
+  /** Waits for the first attempts under way (each ends within its time-out). */
+  async stop(): Promise<void> {
+    await this.slots?.idle();
+  }
+}

@@ -8,9 +8,11 @@
 // =0: a webhookDeliveryWorkflow per delivery from attempt 1). Stages are timed by wrapping the
 // worker composition's DeliveryService and its client's workflow.start.
 //
-// BENCH_WEBHOOK_EVENTS (500 per round), _WARMUP_EVENTS (20), _RATE_EVENTS (500 at 100/s), _TIMEOUT_SECONDS
+// BENCH_WEBHOOK_EVENTS (500 per round), _WARMUP_EVENTS (20), _RATE_EVENTS (500 at 100/s), _INLINE_PER_SUBSCRIPTION
+// (the shipped default), _TIMEOUT_SECONDS
 // (300), _TLS (extra-ca: the test CA through NODE_EXTRA_CA_CERTS, as production trusts its CAs;
 // ca-option: the sender's `ca` setting, as the tests do, ~21 ms of CPU per connection).
+import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -23,12 +25,16 @@ import { signatureHeader, verifyWebhook } from '../core/webhooks/signature';
 import { createTestPki, type TestPki } from '../test/support/tls';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
-import { benchCompose, benchTemporal, benchWorker, setUpBench } from './lib/setup';
+import { compose } from '../core/compose';
+import type { Config } from '../core/config';
+import { BENCH_KEY, benchCompose, benchConfig, benchTemporal, benchWorker, setUpBench, type Bench } from './lib/setup';
 import { around, inLanes, mean, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
 import type { Check, Comparison, Result, RunStats } from './lib/types';
 
 const PKI_FILE_ENV = 'BENCH_WEBHOOK_PKI_FILE';
 const MODE_ENV = 'BENCH_WEBHOOK_MODE';
+/** Set to 'emitter' in the API process the measuring process forks. */
+const ROLE_ENV = 'BENCH_WEBHOOK_ROLE';
 type Mode = 'inline' | 'retry-path';
 /** Goals: the production path at least half as fast as plain POSTs; the retry workflow alone a fifth. */
 const TARGET_RATIO: Record<Mode, number> = { inline: 0.5, 'retry-path': 0.2 };
@@ -69,7 +75,7 @@ const STAGES: Array<[string, Stage, Stage]> = [
   ['start RPC (StartWorkflowExecution)', 'startCall', 'started'],
   ['workflow started -> attempt activity running', 'started', 'attemptStart'],
   ['attempt running -> receipt (select, sign, TLS connect, POST)', 'attemptStart', 'recv'],
-  ['receipt -> attempt done (response, 2 writes)', 'recv', 'attemptEnd'],
+  ['receipt -> attempt done (response; log write, settled with it on the inline path)', 'recv', 'attemptEnd'],
   ['attempt done -> recordOutcome running', 'attemptEnd', 'outcomeStart'],
   ['recordOutcome', 'outcomeStart', 'outcomeEnd'],
 ];
@@ -119,19 +125,31 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const { workspaceId } = bench;
   // Deliveries may reach loopback (the receiver); with ca-option the sender trusts the test CA through its `ca` setting.
   const composed = {
-    config: { CONCIERGE_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8', ...(mode === 'retry-path' ? { CONCIERGE_WEBHOOK_INLINE_CONCURRENCY: 0 } : {}) },
+    config: {
+      CONCIERGE_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+      ...(mode === 'retry-path' ? { CONCIERGE_WEBHOOK_INLINE_CONCURRENCY: 0 } : {}),
+      ...(process.env.BENCH_WEBHOOK_INLINE_PER_SUBSCRIPTION ? { CONCIERGE_WEBHOOK_INLINE_PER_SUBSCRIPTION: Number(process.env.BENCH_WEBHOOK_INLINE_PER_SUBSCRIPTION) } : {}),
+    },
     overrides: s.tls === 'ca-option' ? { services: { sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 10_000, ca: pki.ca } } } : {},
   };
-  const emitter = await benchCompose(bench, 'cli', composed);
-  const subscription = await emitter.services.subscriptions.create(workspaceId, hookUrl, ['message.inbound']);
+  const admin = await benchCompose(bench, 'cli', composed);
+  const subscription = await admin.services.subscriptions.create(workspaceId, hookUrl, ['message.inbound']);
+  // Events come from a process of their own, as from the API in production: the worker's process only delivers.
+  const emitter = await startEmitter(bench, composed.config);
   const dev = await benchTemporal(bench);
   const worker = await benchWorker(bench, dev, composed, (c) => {
     const deliveries = c.services.deliveries;
     around(deliveries, 'undispatched', () => undefined, (rows) => rows.forEach((r) => mark(r.id, 'picked')));
-    around(deliveries, 'leaseFirstAttempt', () => undefined, (ok, id) => ok && mark(id, 'leased'));
+    around(deliveries, 'leaseFirstAttempts', () => undefined, (leased) => leased.forEach((id) => mark(id, 'leased')));
     around(deliveries, 'attempt', (id) => mark(id, 'attemptStart'), (r, id, _run, n) => {
       mark(id, 'attemptEnd');
       if (r.outcome !== 'delivered') problems.push(`${id} attempt ${n}: ${r.outcome} ${r.error ?? ''}`.trim());
+    });
+    // The relay's own first attempt: on success it settles the delivery in the same statement as its log record.
+    around(deliveries, 'firstAttempt', (item) => mark(item.id, 'attemptStart'), (r, item) => {
+      mark(item.id, 'attemptEnd');
+      if (r.recorded) ['outcomeStart', 'outcomeEnd'].forEach((st) => mark(item.id, st as Stage));
+      if (r.outcome !== 'delivered') problems.push(`${item.id} first attempt: ${r.outcome} ${r.error ?? ''}`.trim());
     });
     around(deliveries, 'recordOutcome', (id) => mark(id, 'outcomeStart'), (_r, id) => mark(id, 'outcomeEnd'));
     const wf = c.temporal!.client.workflow;
@@ -166,17 +184,16 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       .execute<{ pending: string }[]>(`select count(*) as pending from webhook_deliveries where status <> 'delivered' and id in (${ids.map(() => '?').join(',')})`, ids);
     if (Number(pending) !== 0) throw new Error(`${pending} deliveries not marked delivered after settling`);
   }
-  const emit = async (i: number) => {
-    const { deliveryIds } = await emitter.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
-    if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1`);
-    mark(deliveryIds[0], 'emit');
-    return deliveryIds[0];
-  };
+  /** Events emitted by the API process; their commit times, on this process's clock, are the deliveries' 'emit' marks. */
+  const emitted = (items: Emitted[]) =>
+    items.map(({ id, at }) => {
+      mark(id, 'emit', at - performance.timeOrigin);
+      return id;
+    });
 
   // ---- The webhook side: N events, each its own transaction, `concurrency` at a time; rate = N / (last receipt - first emit).
   async function webhookRun(round: number, n: number, concurrency: number): Promise<Phase> {
-    const ids: string[] = [];
-    await inLanes(n, concurrency, async (i) => void ids.push(await emit(i)));
+    const ids = emitted(await emitter.call({ kind: 'lanes', from: round * 100_000, n, concurrency }));
     await waitUntil(() => count(ids, 'recv') === ids.length, () => `webhook round ${round}: not every delivery arrived ${progress(ids)}`);
     await settle(ids);
     if (problems.length) throw new Error(`webhook round ${round}: attempts that did not deliver: ${problems.slice(0, 5).join('; ')}`);
@@ -266,16 +283,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const checks: Check[] = [];
   let rate: { p50: number; p99: number; n: number } | null = null;
   if (mode === 'inline' && s.rateEvents > 0) {
-    const ids: string[] = [];
-    const t0 = now();
-    const emits: Promise<void>[] = [];
-    for (let i = 0; i < s.rateEvents; i++) {
-      const due = t0 + (i * 1000) / RATE_PER_SEC;
-      const wait = due - now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      emits.push(emit(1_000_000 + i).then((id) => void ids.push(id)));
-    }
-    await Promise.all(emits);
+    const ids = emitted(await emitter.call({ kind: 'rate', from: 1_000_000, n: s.rateEvents, perSec: RATE_PER_SEC }));
     await waitUntil(() => count(ids, 'recv') === ids.length, () => `steady-rate run: not every delivery arrived ${progress(ids)}`);
     await settle(ids);
     const lat = spread(ids.map((id) => marks.get(id)!.recv! - marks.get(id)!.emit!));
@@ -350,4 +358,84 @@ async function runWebhookSection(mode: Mode, log: (line: string) => void): Promi
   }
 }
 
-if (require.main === module) childMain(measure);
+// ---- The API process's part: emitting events (emitEvent in its own transaction each), on request of the measuring process.
+
+type EmitRequest = { kind: 'lanes'; from: number; n: number; concurrency: number } | { kind: 'rate'; from: number; n: number; perSec: number };
+/** A delivery and when its event committed (epoch ms, sub-millisecond). */
+type Emitted = { id: string; at: number };
+
+/** Forks this file as the API process: it composes as the API does and emits events when asked. */
+async function startEmitter(bench: Bench, config: Partial<Config>): Promise<{ call(r: EmitRequest): Promise<Emitted[]> }> {
+  const child = fork(__filename, [], {
+    env: { ...process.env, [ROLE_ENV]: 'emitter', BENCH_WEBHOOK_DB: bench.db.url, BENCH_WEBHOOK_DIR: bench.dir, BENCH_WEBHOOK_WORKSPACE: bench.workspaceId, BENCH_WEBHOOK_CONFIG: JSON.stringify({ ...config, CONCIERGE_ENCRYPTION_KEY: BENCH_KEY }) },
+    execArgv: process.execArgv,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  bench.cleanup.push(['emitter process', async () => void (child.connected && child.send({ kind: 'stop' }), await exited)]);
+  const waiting = new Map<number, { resolve: (v: Emitted[]) => void; reject: (e: Error) => void }>();
+  let next = 0;
+  child.on('message', (m: { kind: 'ready' } | { kind: 'done'; req: number; items: Emitted[] } | { kind: 'failed'; req: number; message: string }) => {
+    if (m.kind === 'ready') return;
+    const w = waiting.get(m.req);
+    waiting.delete(m.req);
+    if (m.kind === 'done') w?.resolve(m.items);
+    else w?.reject(new Error(`emitter: ${m.message}`));
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once('message', () => resolve());
+    child.once('exit', (code) => reject(new Error(`the emitter process exited (${code}) before it was ready`)));
+  });
+  return {
+    call: (r) =>
+      new Promise((resolve, reject) => {
+        const req = next++;
+        waiting.set(req, { resolve, reject });
+        child.send({ req, ...r });
+      }),
+  };
+}
+
+async function emitterMain(): Promise<void> {
+  const c = await compose(benchConfig(process.env.BENCH_WEBHOOK_DIR!, JSON.parse(process.env.BENCH_WEBHOOK_CONFIG ?? '{}')), {
+    role: 'cli',
+    databaseUrl: process.env.BENCH_WEBHOOK_DB!,
+    embedded: false,
+  });
+  const workspaceId = process.env.BENCH_WEBHOOK_WORKSPACE!;
+  const emitOne = async (i: number): Promise<Emitted> => {
+    const { deliveryIds } = await c.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
+    const at = performance.timeOrigin + performance.now();
+    if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1`);
+    return { id: deliveryIds[0], at };
+  };
+  process.on('message', (m: ({ req: number } & EmitRequest) | { kind: 'stop' }) => {
+    if (m.kind === 'stop') return void c.close().finally(() => process.exit(0));
+    void (async () => {
+      const items: Emitted[] = [];
+      if (m.kind === 'lanes') await inLanes(m.n, m.concurrency, async (i) => void items.push(await emitOne(m.from + i)));
+      else {
+        // Each event on its schedule, not after the previous one: a steady rate whatever the commit latency.
+        const t0 = performance.now();
+        const emits: Promise<void>[] = [];
+        for (let i = 0; i < m.n; i++) {
+          const wait = t0 + (i * 1000) / m.perSec - performance.now();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+          emits.push(emitOne(m.from + i).then((e) => void items.push(e)));
+        }
+        await Promise.all(emits);
+      }
+      process.send!({ kind: 'done', req: m.req, items });
+    })().catch((err: unknown) => process.send!({ kind: 'failed', req: m.req, message: err instanceof Error ? err.message : String(err) }));
+  });
+  process.on('disconnect', () => void c.close().finally(() => process.exit(0)));
+  process.send!({ kind: 'ready' });
+}
+
+if (require.main === module) {
+  if (process.env[ROLE_ENV] === 'emitter') void emitterMain().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+  else childMain(measure);
+}

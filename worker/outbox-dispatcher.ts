@@ -59,14 +59,15 @@ export function startsWorkflows<T>(source: WorkflowStartSource<T>): OutboxSource
 }
 
 /**
- * Relays the outboxes: woken by the NOTIFY that commits with each row, and by a
- * periodic sweep that catches a missed wake-up or a crash between commit and hand-over.
+ * Relays the outboxes: woken by the NOTIFY that commits with each row (only the source
+ * of that channel drains), and by a periodic sweep of every source that catches a missed
+ * wake-up or a crash between commit and hand-over. Sources drain independently: one that
+ * is slow or failing never holds up the others.
  */
 export class OutboxDispatcher {
   private readonly listener: Subscription;
   private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-  private again = false;
+  private readonly state = new Map<OutboxSource, { running: Promise<void> | null; again: boolean; kick: () => void }>();
   private stopped = false;
 
   constructor(
@@ -75,8 +76,16 @@ export class OutboxDispatcher {
     private readonly log: Pick<Logger, 'warn' | 'error'>,
     private readonly sweepIntervalMs = 5_000,
   ) {
+    for (const source of sources) {
+      const st = { running: null as Promise<void> | null, again: false, kick: () => this.kickSource(source) };
+      this.state.set(source, st);
+    }
     // A lost connection only delays wake-ups: the sweep carries on; reconnecting sweeps at once.
-    this.listener = notifications.subscribe(sources.map((s) => s.channel), { onNotify: () => this.kick(), onReady: () => this.kick() }, 'outbox dispatcher');
+    this.listener = notifications.subscribe(
+      [...new Set(sources.map((s) => s.channel))],
+      { onNotify: (channel) => sources.filter((s) => s.channel === channel).forEach((s) => this.kickSource(s)), onReady: () => this.kick() },
+      'outbox dispatcher',
+    );
   }
 
   async start(): Promise<void> {
@@ -85,34 +94,34 @@ export class OutboxDispatcher {
     this.timer.unref();
   }
 
-  /** Runs a dispatch pass now, or right after the one under way. */
+  /** Runs a dispatch pass of every source now, or right after the one under way. */
   kick = (): void => {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.drainAll().finally(() => {
-      this.running = null;
-      if (this.again) {
-        this.again = false;
-        this.kick();
-      }
-    });
+    for (const source of this.sources) this.kickSource(source);
   };
 
-  private async drainAll(): Promise<void> {
-    // One source failing (its database query, Temporal unreachable) never holds up the others.
-    for (const source of this.sources) {
-      if (this.stopped) return;
-      await source.drain(this.kick).catch((err) => this.log.error({ err, source: source.name }, 'outbox dispatch failed; retrying on the next sweep'));
+  private kickSource(source: OutboxSource): void {
+    const st = this.state.get(source)!;
+    if (this.stopped) return;
+    if (st.running) {
+      st.again = true;
+      return;
     }
+    st.running = source
+      .drain(st.kick)
+      .catch((err) => this.log.error({ err, source: source.name }, 'outbox dispatch failed; retrying on the next sweep'))
+      .finally(() => {
+        st.running = null;
+        if (st.again) {
+          st.again = false;
+          this.kickSource(source);
+        }
+      });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
-    await this.running;
+    await Promise.all([...this.state.values()].map((st) => st.running));
     await Promise.all(this.sources.map((s) => s.stop?.()));
     await this.listener.stop();
   }

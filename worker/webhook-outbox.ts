@@ -1,6 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
-import type { DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
+import type { AttemptRows, DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
 import { OUTBOX_CHANNEL } from '../core/webhooks/events';
 import { webhookDeliveryWorkflow } from '../workflows';
 import type { OutboxSource } from './outbox-dispatcher';
@@ -50,6 +50,16 @@ export class KeyedSlots {
     return true;
   }
 
+  /**
+   * Whether a pass is worth running after `key` released a slot: its subscription has a
+   * batch of slots free again, or the overall room just reached a batch. Passes for every
+   * single freed slot would read and lease one row at a time.
+   */
+  worthAPass(key: string, batch: number): boolean {
+    const n = this.byKey.get(key) ?? 0;
+    return n === 0 || n === this.perKey - batch || this.overall - this.total === batch;
+  }
+
   release(key: string): void {
     const n = (this.byKey.get(key) ?? 1) - 1;
     if (n > 0) this.byKey.set(key, n);
@@ -80,6 +90,8 @@ export class WebhookOutbox implements OutboxSource {
   readonly channel = OUTBOX_CHANNEL;
   private readonly slots: KeyedSlots | null;
   private readonly leaseMs: number;
+  /** Slots freed before another pass runs (a quarter of a subscription's). */
+  private readonly batch: number;
 
   constructor(
     private readonly deliveries: DeliveryService,
@@ -88,43 +100,52 @@ export class WebhookOutbox implements OutboxSource {
     private readonly log?: Pick<Logger, 'warn' | 'error'>,
   ) {
     const inline = s.inline ?? { overall: 64, perSubscription: 16 };
-    this.slots = inline.overall > 0 ? new KeyedSlots(inline.overall, Math.max(1, inline.perSubscription)) : null;
+    const perSubscription = Math.max(1, inline.perSubscription);
+    this.slots = inline.overall > 0 ? new KeyedSlots(inline.overall, perSubscription) : null;
+    this.batch = Math.max(1, Math.floor(Math.min(perSubscription, inline.overall) / 4));
     // The POST's own time-out, the database writes around it, and a margin for a loaded event loop.
     this.leaseMs = s.timeoutMs + 10_000;
   }
 
   async drain(kick: () => void): Promise<void> {
     if (!this.slots) return this.startAllAsWorkflows();
+    const slots = this.slots;
     for (;;) {
-      const room = this.slots.room();
+      const room = slots.room();
       if (room === 0) return;
       const limit = Math.min(room, 100);
-      const items = await this.deliveries.undispatched(limit, this.slots.full());
-      let taken = 0;
-      for (const item of items) {
-        if (!this.slots.tryAcquire(item.subscription_id)) continue;
-        let leased = false;
-        try {
-          leased = await this.deliveries.leaseFirstAttempt(item.id, item.run, this.leaseMs);
-        } finally {
-          if (!leased) this.slots.release(item.subscription_id);
-        }
-        if (!leased) continue;
-        taken++;
-        void this.firstAttempt(item).finally(() => {
-          this.slots!.release(item.subscription_id);
-          kick();
+      const items = await this.deliveries.undispatched(limit, slots.full());
+      // Slots first (in memory), then one statement leases every run that got one; only those are attempted.
+      const fitting = items.filter((item) => slots.tryAcquire(item.subscription_id));
+      let leased = new Set<string>();
+      try {
+        leased = await this.deliveries.leaseFirstAttempts(fitting, this.leaseMs);
+      } finally {
+        for (const item of fitting) if (!leased.has(item.id)) slots.release(item.subscription_id);
+      }
+      const taken = fitting.filter((item) => leased.has(item.id));
+      // The subscriptions and events of the whole batch in two reads, not two per delivery.
+      const rows = await this.deliveries.attemptRows(taken).catch(() => null);
+      for (const item of taken) {
+        void this.firstAttempt(item, rows).finally(() => {
+          slots.release(item.subscription_id);
+          if (slots.worthAPass(item.subscription_id, this.batch)) kick();
         });
       }
-      if (items.length < limit || taken === 0) return;
+      if (items.length < limit || leased.size === 0) return;
     }
   }
 
-  private async firstAttempt(item: DispatchItem): Promise<void> {
+  private async firstAttempt(item: DispatchItem, rows: AttemptRows | null): Promise<void> {
     try {
-      const result = await this.deliveries.firstAttempt(item.id, item.run);
-      if (result.outcome === 'delivered') await this.deliveries.recordOutcome(item.id, item.run, true, null);
-      else if (result.outcome === 'failed_attempt') await this.startRetries(item, { firstAttempt: 2, previousError: result.error });
+      const result = await this.deliveries.firstAttempt(item, rows ?? undefined);
+      if (result.outcome === 'delivered') {
+        // Settled with the attempt's own log record, or (a logged attempt found again) here: the run, the
+        // subscription's failure count and the outbox, in one statement.
+        if (!result.recorded) await this.deliveries.recordOutcome(item.id, item.run, true, null, { leaveOutbox: true });
+        return;
+      }
+      if (result.outcome === 'failed_attempt') await this.startRetries(item, { firstAttempt: 2, previousError: result.error });
       await this.deliveries.markDispatched(item.id, item.run);
     } catch (err) {
       // Nothing is lost: the row stays in the outbox and the next pass takes it again (a logged first attempt is
@@ -145,7 +166,7 @@ export class WebhookOutbox implements OutboxSource {
         taskQueue: s.taskQueue,
         args: [{ deliveryId: item.id, run: item.run, backoffMs: s.backoffMs, timeoutMs: s.timeoutMs, firstAttempt: from.firstAttempt, previousError: from.previousError }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, subscriptionId: item.subscription_id, eventType: item.event_type }),
-        staticSummary: `${item.event_type} → ${item.url_host ?? item.subscription_id}`,
+        staticSummary: `${item.event_type} → ${(await this.deliveries.urlHost(item.subscription_id)) ?? item.subscription_id}`,
         staticDetails:
           from.firstAttempt > 1
             ? `Delivery ${item.id} (run ${item.run}) of subscription ${item.subscription_id}: attempt 1 was made by the outbox dispatcher and failed (${from.previousError}); this workflow makes attempts ${from.firstAttempt}–${attempts} (${plan}).`

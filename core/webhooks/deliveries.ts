@@ -1,7 +1,7 @@
 import { LockMode, sql } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../crypto/secret-box';
-import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription, type IWebhookDelivery } from '../db/entities';
+import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription, type IWebhookDelivery, type IWebhookEvent, type IWebhookSubscription } from '../db/entities';
 import { ApiError } from '../errors';
 import { keysetFind } from '../pagination';
 import { notifyOutbox } from './emitter';
@@ -32,15 +32,16 @@ export interface AttemptView {
   response_body: string | null;
 }
 
-/** What the dispatcher needs to start a delivery workflow. */
+/** What the dispatcher needs to attempt a delivery and, when that fails, start its retry workflow. */
 export interface DispatchItem {
   id: string;
   run: number;
   workspace_id: string;
   subscription_id: string;
+  event_id: string;
   event_type: string;
-  /** The subscription URL's host, for the workflow's summary in the Temporal UI (null once the subscription is gone). */
-  url_host: string | null;
+  /** A first attempt of this run was leased before (it may have been made): its log is read before POSTing again. */
+  leased_before: boolean;
 }
 
 export interface AttemptResult {
@@ -48,6 +49,12 @@ export interface AttemptResult {
   outcome: 'delivered' | 'failed_attempt' | 'gone' | 'settled';
   statusCode: number;
   error: string | null;
+}
+
+/** The subscriptions and events of a batch of first attempts, read together. */
+export interface AttemptRows {
+  subscriptions: Map<string, IWebhookSubscription>;
+  events: Map<string, IWebhookEvent>;
 }
 
 const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
@@ -96,20 +103,23 @@ export class DeliveryService {
         $or: [{ inlineLeaseUntil: null }, { inlineLeaseUntil: { $lt: now } }],
         ...(skipSubscriptions.length ? { subscriptionId: { $nin: skipSubscriptions } } : {}),
       },
-      { orderBy: { createdAt: 'asc', id: 'asc' }, limit, fields: ['id', 'run', 'workspaceId', 'subscriptionId', 'eventType'] },
+      { orderBy: { createdAt: 'asc', id: 'asc' }, limit, fields: ['id', 'run', 'workspaceId', 'subscriptionId', 'eventId', 'eventType', 'inlineLeaseUntil'] },
     );
-    const subs = rows.length
-      ? await this.em.fork().find(WebhookSubscription, { id: { $in: [...new Set(rows.map((r) => r.subscriptionId))] } }, { fields: ['id', 'url'] })
-      : [];
-    const hosts = new Map(subs.map((x) => [x.id, URL.canParse(x.url) ? new URL(x.url).host : null]));
     return rows.map((r) => ({
       id: r.id,
       run: r.run,
       workspace_id: r.workspaceId,
       subscription_id: r.subscriptionId,
+      event_id: r.eventId,
       event_type: r.eventType,
-      url_host: hosts.get(r.subscriptionId) ?? null,
+      leased_before: r.inlineLeaseUntil != null,
     }));
+  }
+
+  /** The subscription URL's host, for a retry workflow's summary in the Temporal UI (null once the subscription is gone). */
+  async urlHost(subscriptionId: string): Promise<string | null> {
+    const sub = await this.em.fork().findOne(WebhookSubscription, { id: subscriptionId }, { fields: ['url'] });
+    return sub && URL.canParse(sub.url) ? new URL(sub.url).host : null;
   }
 
   async markDispatched(id: string, run: number): Promise<void> {
@@ -121,42 +131,125 @@ export class DeliveryService {
    * takes it again before `leaseMs` has passed (longer than the attempt's time-out, so a
    * POST still open is never attempted twice; a dispatcher lost mid-attempt lets it expire).
    */
-  async leaseFirstAttempt(id: string, run: number, leaseMs: number): Promise<boolean> {
+  async leaseFirstAttempts(runs: Array<{ id: string; run: number }>, leaseMs: number): Promise<Set<string>> {
+    if (!runs.length) return new Set();
     const now = new Date();
-    const n = await this.em
+    // The QueryBuilder's own UPDATE … RETURNING (which runs were leased), not raw SQL.
+    // eslint-disable-next-line no-restricted-syntax
+    const leased = await this.em
       .fork()
-      .nativeUpdate(
-        WebhookDelivery,
-        { id, run, dispatchedAt: null, $or: [{ inlineLeaseUntil: null }, { inlineLeaseUntil: { $lt: now } }] },
-        { inlineLeaseUntil: new Date(now.getTime() + leaseMs) },
-      );
-    return n > 0;
-  }
-
-  /** Gives a leased run back to the outbox at once (its hand-over failed): the next pass takes it again. */
-  async releaseFirstAttempt(id: string, run: number): Promise<void> {
-    await this.em.fork().nativeUpdate(WebhookDelivery, { id, run, dispatchedAt: null }, { inlineLeaseUntil: null });
+      .createQueryBuilder(WebhookDelivery)
+      .update({ inlineLeaseUntil: new Date(now.getTime() + leaseMs) })
+      .where({
+        $and: [
+          { $or: runs.map((r) => ({ id: r.id, run: r.run })) },
+          { dispatchedAt: null, status: 'pending' },
+          { $or: [{ inlineLeaseUntil: null }, { inlineLeaseUntil: { $lt: now } }] },
+        ],
+      })
+      .returning(['id'])
+      .execute<Array<{ id: string }>>('all');
+    return new Set(leased.map((r) => r.id));
   }
 
   /**
-   * The dispatcher's first attempt of a run. When attempt 1 of this run is already in the
-   * log (a dispatcher stopped after the POST, before the hand-over), its result is used
-   * and nothing is POSTed again.
+   * Gives a leased run back to the outbox at once (its hand-over failed): the next pass
+   * takes it again. The lease is left expired, not cleared, so that pass reads the log first.
    */
-  async firstAttempt(deliveryId: string, run: number): Promise<AttemptResult> {
-    const em = this.em.fork();
-    const logged = await em.findOne(WebhookAttempt, { deliveryId, run, attempt: 1 });
-    if (!logged) return this.attempt(deliveryId, run, 1);
-    const delivery = await em.findOne(WebhookDelivery, { id: deliveryId }, { fields: ['status', 'run'] });
-    if (!delivery) return { outcome: 'gone', statusCode: 0, error: null };
-    if (delivery.status !== 'pending' || delivery.run !== run) return { outcome: 'settled', statusCode: 0, error: null };
-    const status = logged.statusCode ?? 0;
-    return status >= 200 && status < 300
-      ? { outcome: 'delivered', statusCode: status, error: null }
-      : { outcome: 'failed_attempt', statusCode: status, error: logged.error ?? `HTTP ${status}` };
+  async releaseFirstAttempt(id: string, run: number): Promise<void> {
+    await this.em.fork().nativeUpdate(WebhookDelivery, { id, run, dispatchedAt: null }, { inlineLeaseUntil: new Date(0) });
   }
 
-  /** One attempt: one signed POST of the stored body, logged. */
+  /**
+   * The dispatcher's first attempt of a run it has just leased (so the run is current and
+   * pending): the subscription and event are read at once, and one statement logs the
+   * attempt and, when it delivered, settles the run, resets the subscription's failure
+   * count and takes the run out of the outbox (`recorded`). When attempt 1 of this run is
+   * already in the log (a dispatcher stopped after the POST, before the hand-over), its
+   * result is used and nothing is POSTed again.
+   */
+  /** The subscriptions and events of the runs a dispatcher pass leased, in two reads. */
+  async attemptRows(items: DispatchItem[]): Promise<AttemptRows> {
+    if (!items.length) return { subscriptions: new Map(), events: new Map() };
+    const [subs, events] = await Promise.all([
+      this.em.fork().find(WebhookSubscription, { id: { $in: [...new Set(items.map((i) => i.subscription_id))] } }),
+      this.em.fork().find(WebhookEvent, { id: { $in: [...new Set(items.map((i) => i.event_id))] } }),
+    ]);
+    return { subscriptions: new Map(subs.map((x) => [x.id, x])), events: new Map(events.map((x) => [x.id, x])) };
+  }
+
+  async firstAttempt(item: DispatchItem, rows?: AttemptRows): Promise<AttemptResult & { recorded?: boolean }> {
+    const { id: deliveryId, run } = item;
+    const em = this.em.fork();
+    if (item.leased_before) {
+      const logged = await em.findOne(WebhookAttempt, { deliveryId, run, attempt: 1 });
+      if (logged) {
+        const delivery = await em.findOne(WebhookDelivery, { id: deliveryId }, { fields: ['status', 'run'] });
+        if (!delivery) return { outcome: 'gone', statusCode: 0, error: null };
+        if (delivery.status !== 'pending' || delivery.run !== run) return { outcome: 'settled', statusCode: 0, error: null };
+        const status = logged.statusCode ?? 0;
+        return status >= 200 && status < 300
+          ? { outcome: 'delivered', statusCode: status, error: null }
+          : { outcome: 'failed_attempt', statusCode: status, error: logged.error ?? `HTTP ${status}` };
+      }
+    }
+    const [sub, event] = rows
+      ? [rows.subscriptions.get(item.subscription_id) ?? null, rows.events.get(item.event_id) ?? null]
+      : await Promise.all([em.findOne(WebhookSubscription, { id: item.subscription_id }), this.em.fork().findOne(WebhookEvent, { id: item.event_id })]);
+    // Subscription and event rows cascade to their deliveries: a missing one means the delivery is going too.
+    if (!sub || !event) return { outcome: 'gone', statusCode: 0, error: null };
+    const startedAt = new Date();
+    const sent = await sendSigned(this.sender, {
+      url: sub.url,
+      secret: this.box.open(sub.secretSealed, sub.id),
+      eventType: item.event_type,
+      deliveryId,
+      body: event.payload,
+    });
+    // raw SQL: one statement on the hot path — the log record, the count (only with a new record), and on success the
+    // settled run out of the outbox and its subscription's counters (the same writes as recordOutcome's).
+    // eslint-disable-next-line no-restricted-syntax
+    await em.execute(
+      `with logged as (
+         insert into webhook_attempts (delivery_id, run, attempt, started_at, status_code, error, latency_ms, response_body)
+         values (?, ?, 1, ?, ?, ?, ?, ?)
+         on conflict (delivery_id, run, attempt) do nothing
+         returning delivery_id),
+       d as (
+         update webhook_deliveries set
+           attempt_count = attempt_count + (select count(*) from logged),
+           last_status_code = ?, last_error = ?, updated_at = now(),
+           status = case when ?::boolean then 'delivered' else status end,
+           completed_at = case when ?::boolean then now() else completed_at end,
+           dispatched_at = case when ?::boolean then now() else dispatched_at end,
+           inline_lease_until = case when ?::boolean then null else inline_lease_until end
+         where id = ? and run = ? and status = 'pending'
+         returning subscription_id)
+       update webhook_subscriptions s set consecutive_failures = 0, last_delivered_at = now(), updated_at = now()
+       from d where ?::boolean and s.id = d.subscription_id`,
+      [
+        deliveryId,
+        run,
+        startedAt,
+        sent.statusCode || null,
+        sent.error,
+        sent.latencyMs,
+        sent.responseBody,
+        sent.statusCode || null,
+        sent.error,
+        sent.ok,
+        sent.ok,
+        sent.ok,
+        sent.ok,
+        deliveryId,
+        run,
+        sent.ok,
+      ],
+    );
+    return { outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error, recorded: sent.ok };
+  }
+
+  /** One attempt (of a retry workflow): one signed POST of the stored body, logged. */
   async attempt(deliveryId: string, run: number, attempt: number): Promise<AttemptResult> {
     const em = this.em.fork();
     const delivery = await em.findOne(WebhookDelivery, { id: deliveryId });
@@ -188,15 +281,19 @@ export class DeliveryService {
     return { outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error };
   }
 
-  /** Settles a run and updates its subscription; returns whether this call disabled the subscription. */
-  async recordOutcome(deliveryId: string, run: number, delivered: boolean, error: string | null): Promise<{ disabled: boolean }> {
+  /**
+   * Settles a run and updates its subscription; returns whether this call disabled the
+   * subscription. `leaveOutbox`: the run also leaves the outbox (the dispatcher's first attempt delivered it).
+   */
+  async recordOutcome(deliveryId: string, run: number, delivered: boolean, error: string | null, opts: { leaveOutbox?: boolean } = {}): Promise<{ disabled: boolean }> {
     const em = this.em.fork();
     if (delivered) {
+      const dispatched = opts.leaveOutbox ? ', dispatched_at = coalesce(dispatched_at, now()), inline_lease_until = null' : '';
       // raw SQL: a CTE settles the run and updates its subscription in one statement; the state move makes a repeat a no-op.
       // eslint-disable-next-line no-restricted-syntax
       await em.execute(
         `with d as (
-           update webhook_deliveries set status = 'delivered', completed_at = now(), updated_at = now()
+           update webhook_deliveries set status = 'delivered', completed_at = now(), updated_at = now()${dispatched}
            where id = ? and run = ? and status = 'pending' returning subscription_id)
          update webhook_subscriptions s set consecutive_failures = 0, last_delivered_at = now(), updated_at = now()
          from d where s.id = d.subscription_id`,

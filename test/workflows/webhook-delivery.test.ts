@@ -142,6 +142,8 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
 
     // What an operator sees: the exhausted delivery is findable by its status attribute, explains itself, and
     // its steps are labelled.
+    // The record settles a moment before the workflow's last step (its final status attribute): wait for the workflow.
+    expect(await workflowResult<string>(tw.client, deliveryWorkflowId(deliveryIds[0]))).toBe('failed');
     const handle = tw.client.workflow.getHandle(deliveryWorkflowId(deliveryIds[0]));
     const described = await handle.describe();
     expect(described.typedSearchAttributes.get(DELIVERY_STATUS)).toBe('failed');

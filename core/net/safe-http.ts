@@ -1,5 +1,6 @@
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
+import { createHash } from 'node:crypto';
 import tls from 'node:tls';
 import { checkUrl, hostOf, UnsafeUrlError, type AddressPolicy, type Resolver } from './ssrf';
 
@@ -73,7 +74,7 @@ export async function safePost(url: string, opts: SafePostOptions): Promise<Safe
   const maxRedirects = opts.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
   const body = typeof opts.body === 'string' ? Buffer.from(opts.body, 'utf8') : opts.body;
   const headers = buildHeaders(opts, body.length);
-  const ca = opts.ca === undefined ? undefined : [...tls.rootCertificates, ...(Array.isArray(opts.ca) ? opts.ca : [opts.ca])];
+  const context = secureContextFor(opts.ca);
 
   let current = url;
   for (let redirects = 0; ; redirects++) {
@@ -83,7 +84,7 @@ export async function safePost(url: string, opts: SafePostOptions): Promise<Safe
       }
       throw err;
     });
-    const res = await sendOnce(checked.url, checked.addresses, { headers, body, ca, deadline, timeoutMs: opts.timeoutMs });
+    const res = await sendOnce(checked.url, checked.addresses, { headers, body, context, deadline, timeoutMs: opts.timeoutMs });
 
     // Redirects are followed with the same POST, body and headers for every status,
     // 301/302/303 included. A webhook is a POST; turning it into a body-less GET (what
@@ -148,15 +149,47 @@ function pinnedLookup(addresses: string[]): LookupFunction {
   };
 }
 
+/**
+ * TLS state reused across deliveries, never across trust settings: one secure context per
+ * `ca` setting (building one per connection costs more CPU than the handshake's own
+ * checks), and the last session ticket per host, port, name and checked address, so a
+ * repeat delivery resumes instead of a full handshake (the server proves it holds the
+ * session's keys; the certificate was verified when the session was made).
+ */
+let defaultContext: { context: tls.SecureContext; key: string } | null = null;
+const extraCaContexts = new Map<string, { context: tls.SecureContext; key: string }>();
+/** Extra CAs (tests, self-hosted endpoints) are appended to `tls.rootCertificates`. */
+function secureContextFor(extra: string | Buffer | Array<string | Buffer> | undefined): { context: tls.SecureContext; key: string } {
+  if (extra === undefined) return (defaultContext ??= { context: tls.createSecureContext(), key: 'default' });
+  const list = Array.isArray(extra) ? extra : [extra];
+  const key = createHash('sha256')
+    .update(list.map((c) => c.toString()).join('\n'))
+    .digest('hex');
+  let c = extraCaContexts.get(key);
+  if (!c) {
+    if (extraCaContexts.size >= 16) extraCaContexts.clear();
+    extraCaContexts.set(key, (c = { context: tls.createSecureContext({ ca: [...tls.rootCertificates, ...list] }), key }));
+  }
+  return c;
+}
+const SESSION_CACHE_SIZE = 1_000;
+const sessions = new Map<string, Buffer>();
+function rememberSession(key: string, session: Buffer): void {
+  sessions.delete(key);
+  sessions.set(key, session);
+  if (sessions.size > SESSION_CACHE_SIZE) sessions.delete(sessions.keys().next().value!);
+}
+
 function sendOnce(
   url: URL,
   addresses: string[],
-  o: { headers: Record<string, string>; body: Buffer; ca: Array<string | Buffer> | undefined; deadline: number; timeoutMs: number },
+  o: { headers: Record<string, string>; body: Buffer; context: { context: tls.SecureContext; key: string }; deadline: number; timeoutMs: number },
 ): Promise<HopResponse> {
   const remaining = o.deadline - performance.now();
   if (remaining <= 0) return Promise.reject(timeoutError(o.timeoutMs));
   const host = hostOf(url);
   const literal = isIP(host) !== 0;
+  const sessionKey = `${host}|${url.port}|${addresses.join(',')}|${o.context.key}`;
 
   return new Promise<HopResponse>((resolve, reject) => {
     let settled = false;
@@ -168,7 +201,7 @@ function sendOnce(
       else resolve(value as HopResponse);
     };
 
-    const req = https.request({
+    const options: https.RequestOptions & tls.ConnectionOptions = {
       method: 'POST',
       protocol: 'https:',
       hostname: host,
@@ -181,9 +214,12 @@ function sendOnce(
       // SNI must not carry an IP address (RFC 6066), Node then verifies the IP SAN.
       lookup: pinnedLookup(addresses),
       servername: literal ? undefined : host,
-      ca: o.ca,
+      secureContext: o.context.context,
+      session: sessions.get(sessionKey),
       rejectUnauthorized: true,
-    });
+    };
+    const req = https.request(options);
+    req.on('socket', (socket) => (socket as tls.TLSSocket).on('session', (session: Buffer) => rememberSession(sessionKey, session)));
 
     const timer = setTimeout(() => {
       settle(timeoutError(o.timeoutMs));

@@ -3,7 +3,19 @@ import type { Services } from '../../core/services';
 import { ApiError } from '../../core/errors';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';
-import { CallList, CaseList, Conversation, ConversationEvents, ConversationList, ListConversationsQuery, PageQuery, RecordingList } from '../schemas/conversations';
+import {
+  CallList,
+  CaseList,
+  Conversation,
+  ConversationEvents,
+  ConversationList,
+  ListConversationsQuery,
+  OutboundBody,
+  OutboundMessage,
+  PageQuery,
+  RecordingList,
+  UpdateConversationBody,
+} from '../schemas/conversations';
 
 const ConvId = idParam('conv');
 
@@ -22,6 +34,46 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
     config: { scope: 'conversations:read' },
     schema: { operationId: 'getConversation', summary: 'Get a conversation', tags, params: ConvId, response: { 200: Conversation, ...authErrors, 404: ErrorBody } },
     handler: async (request) => conversations.get(authOf(request).workspaceId, request.params.id),
+  });
+
+  app.patch('/api/v1/conversations/:id', {
+    config: { scope: 'conversations:write' },
+    schema: {
+      operationId: 'updateConversation',
+      summary: 'Hand a conversation to a human (needs_human: true) or resolve its case (false)',
+      description:
+        'While needs_human is true the agent does not answer: inbound messages are recorded and emitted, a widget sync send answers 200 with the visitor message id and empty text, an async one 202; a human writes with POST /api/v1/outbound (web) or POST /api/v1/messages (msgapp). The timeline records handoff / case_resolved.',
+      tags,
+      params: ConvId,
+      body: UpdateConversationBody,
+      response: { 200: Conversation, ...authErrors, 404: ErrorBody },
+    },
+    handler: async (request) => conversations.setNeedsHuman(authOf(request).workspaceId, request.params.id, request.body.needs_human, request.body.case_reason),
+  });
+
+  app.post('/api/v1/outbound', {
+    config: { scope: 'conversations:write' },
+    schema: {
+      operationId: 'startOutbound',
+      summary: "A human agent's message on a channel other than msgapp",
+      description:
+        "channel web: stored in the conversation's transcript as written by a human (the widget's history shows author: human) and pushed to the visitor's open sockets as a reply with unsolicited: true. msgapp: use POST /api/v1/messages (400). voice: dial-out is not built yet (501 not_implemented).",
+      tags,
+      body: OutboundBody,
+      response: {
+        201: OutboundMessage,
+        ...authErrors,
+        404: ErrorBody.meta({ description: 'not_found: no such conversation in this workspace' }),
+        409: ErrorBody.meta({ description: 'conversation_closed' }),
+        501: ErrorBody.meta({ description: 'not_implemented: voice dial-out' }),
+      },
+    },
+    handler: async (request, reply) => {
+      const body = request.body;
+      if (body.channel === 'msgapp') throw new ApiError(400, 'invalid_request', 'channel: msgapp messages are sent with POST /api/v1/messages');
+      if (body.channel === 'voice') throw new ApiError(501, 'not_implemented', 'Voice dial-out is not built yet (see the README)');
+      return reply.code(201).send(await conversations.humanMessage(authOf(request).workspaceId, { conversation_id: body.conversation_id, text: body.text }));
+    },
   });
 
   app.get('/api/v1/conversations/:id/events', {

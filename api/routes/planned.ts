@@ -11,7 +11,6 @@ import { authErrors, ErrorBody } from '../schemas/common';
  */
 const PLANNED: Array<[method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, scope: Scope, operationId: string, area: string]> = [
   ['POST', '/api/v1/documents/extract_structured', 'documents:extract', 'extractStructured', 'Documents'],
-  ['POST', '/api/v1/outbound', 'conversations:write', 'startOutbound', 'Conversations'],
   ['GET', '/api/v1/credentials', 'credentials:read', 'listCredentials', 'Credentials'],
   ['GET', '/api/v1/credentials/:id', 'credentials:read', 'getCredential', 'Credentials'],
   ['GET', '/api/v1/credentials/:id/resources', 'credentials:read', 'listCredentialResources', 'Credentials'],

@@ -20,6 +20,38 @@ export const Conversation = z
   })
   .meta({ id: 'Conversation' });
 
+export const UpdateConversationBody = z
+  .object({
+    needs_human: z.boolean().meta({
+      description: 'true: a human takes the conversation (a case; the agent stops answering it). false: the case is resolved and the agent answers the next message.',
+    }),
+    case_reason: z.string().trim().min(1).max(500).optional().meta({ description: 'Why a human is needed (with needs_human: true); default "flagged by an operator"' }),
+  })
+  .strict()
+  .meta({ id: 'UpdateConversation' });
+
+export const OutboundBody = z
+  .object({
+    channel: z.enum(['web', 'msgapp', 'voice']).meta({
+      description: 'web: a human agent writes into a web-chat conversation. msgapp messages are sent with POST /api/v1/messages; voice (dial-out) is not built yet.',
+    }),
+    conversation_id: z.string().min(1).max(100),
+    text: z.string().trim().min(1).max(4096),
+  })
+  .strict()
+  .meta({ id: 'OutboundRequest' });
+
+export const OutboundMessage = z
+  .object({
+    id: z.string(),
+    channel: z.literal('web'),
+    conversation_id: z.string(),
+    text: z.string(),
+    author: z.literal('human'),
+    created_at: Timestamp,
+  })
+  .meta({ id: 'OutboundMessage' });
+
 export const ConversationList = z.object({ conversations: z.array(Conversation), next_cursor: z.string().nullable() }).meta({ id: 'ConversationList' });
 export const CaseList = z.object({ cases: z.array(Conversation), next_cursor: z.string().nullable() }).meta({ id: 'CaseList' });
 export const ListConversationsQuery = z.object({

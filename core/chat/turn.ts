@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { findAgent } from '../agents/agents';
 import type { AgentSpec } from '../agents/spec';
-import { conversationAgentId, flagForHuman } from '../conversations/conversations';
+import { conversationAgentId, conversationNeedsHuman, flagForHuman } from '../conversations/conversations';
 import { WidgetUpload } from '../db/entities';
 import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
@@ -25,6 +25,8 @@ export interface TurnReply {
   attachments: unknown[];
   extras: ReplyExtras;
   handoff: boolean;
+  /** Not answered: a human has the conversation (`needs_human`); nothing was stored or sent. */
+  held?: boolean;
 }
 
 export interface Passage {
@@ -75,6 +77,8 @@ export class AgentTurns {
       return toReply(done, false);
     }
     const em = this.em.fork();
+    // A human has the conversation: the agent stays silent until the case is resolved.
+    if (await conversationNeedsHuman(em, input.conversationId)) return { reply_id: input.replyId, text: '', attachments: [], extras: {}, handoff: false, held: true };
     const agentId = await conversationAgentId(em, input.conversationId);
     const agent = agentId ? await findAgent(em, input.workspaceId, agentId) : null;
     if (!agent) throw new Error(`conversation ${input.conversationId} has no agent`);

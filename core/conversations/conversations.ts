@@ -4,6 +4,8 @@ import { Conversation, ConversationEvent, type IConversation } from '../db/entit
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { keysetFind } from '../pagination';
+import { publishFrame } from '../chat/frames';
+import { replyFrame, type ChatTranscript } from '../chat/transcript';
 
 export interface ConversationView {
   id: string;
@@ -46,7 +48,45 @@ const view = (r: IConversation): ConversationView => ({
  * alone queries `conversations` and `conversation_events`.
  */
 export class ConversationService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    private readonly transcript: ChatTranscript,
+  ) {}
+
+  /**
+   * Flags a conversation for a human (`needs_human: true`, with the reason) or resolves
+   * its case (`false`): while flagged the agent does not answer it; resolving lets the
+   * agent answer the next message. Recorded on the timeline (`handoff` / `case_resolved`).
+   */
+  async setNeedsHuman(workspaceId: string, id: string, needsHuman: boolean, reason?: string): Promise<ConversationView> {
+    const row = await this.em.fork().findOne(Conversation, { id, workspaceId });
+    if (!row) throw new ApiError(404, 'not_found', `No conversation with id '${id}' in this workspace`);
+    if (needsHuman && !row.needsHuman) {
+      const why = reason?.trim() || 'flagged by an operator';
+      await flagForHuman(this.em.fork(), id, why, { reason: why, by: 'operator' });
+    } else if (!needsHuman && row.needsHuman) {
+      await this.em.fork().transactional(async (tx) => {
+        await tx.nativeUpdate(Conversation, { id }, { needsHuman: false, caseReason: null, updatedAt: new Date() });
+        await addConversationEvent(tx, id, 'case_resolved', { reason: row.caseReason ?? null });
+      });
+    }
+    return this.get(workspaceId, id);
+  }
+
+  /**
+   * A human agent's message into a web conversation (POST /api/v1/outbound, channel
+   * `web`): stored in the transcript as written by a human (the visitor's history shows
+   * it with `author: human`) and pushed to the visitor's sockets as an unsolicited reply.
+   */
+  async humanMessage(workspaceId: string, m: { conversation_id: string; text: string }): Promise<{ id: string; channel: 'web'; conversation_id: string; text: string; author: 'human'; created_at: string }> {
+    const conv = await this.em.fork().findOne(Conversation, { id: m.conversation_id, workspaceId });
+    if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${m.conversation_id}' in this workspace`);
+    if (conv.channel !== 'web') throw new ApiError(400, 'invalid_request', `conversation_id: conversation '${conv.id}' is a ${conv.channel} conversation, not web (msgapp messages are sent with POST /api/v1/messages)`);
+    if (conv.status !== 'open') throw new ApiError(409, 'conversation_closed', `Conversation '${conv.id}' is closed`);
+    const { row } = await this.transcript.append({ id: newId('msg'), workspaceId, conversationId: conv.id, role: 'human', text: m.text, unsolicited: true });
+    await publishFrame(this.em, conv.id, replyFrame(row), row.id);
+    return { id: row.id, channel: 'web', conversation_id: conv.id, text: row.text, author: 'human', created_at: new Date(row.created_at).toISOString() };
+  }
 
   async list(
     workspaceId: string,
@@ -139,6 +179,12 @@ export async function flagForHuman(em: EntityManager, id: string, reason: string
   });
 }
 
+/** Whether a human has the conversation (its case is open): the agent does not answer then. */
+export async function conversationNeedsHuman(em: EntityManager, id: string): Promise<boolean> {
+  const row = await em.findOne(Conversation, { id }, { fields: ['needsHuman'] });
+  return Boolean(row?.needsHuman);
+}
+
 /** A web conversation as the widget sees it. */
 export interface WebConversationRow {
   id: string;
@@ -146,6 +192,8 @@ export interface WebConversationRow {
   status: 'open' | 'closed';
   /** The external id of the verified visitor who started it; null when started unverified. */
   verified_external_id: string | null;
+  /** A human has it: the agent does not answer. */
+  needs_human: boolean;
 }
 
 const webRow = (c: IConversation): WebConversationRow => ({
@@ -153,6 +201,7 @@ const webRow = (c: IConversation): WebConversationRow => ({
   customer_id: c.customerId!,
   status: c.status,
   verified_external_id: c.verifiedExternalId ?? null,
+  needs_human: c.needsHuman,
 });
 
 /**

@@ -134,8 +134,11 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
         return reply.code(202).send({ accepted: true as const, message_id: result.message_id, reply_id: result.reply_id, server_time: new Date().toISOString() });
       }
       if (result.error) throw new ApiError(502, 'workflow_execution_failed', 'The agent could not answer this message; please try again');
+      // A human has the conversation: the message is taken, the agent does not answer; the human's reply comes unsolicited.
+      if (result.reply?.held) return reply.code(200).send({ message_id: result.message_id, text: '' });
       // A repeated send whose first answer is no longer in the actor's memory: read it back.
       const answer = result.reply ?? (await opts.services.transcript.get(result.reply_id));
+      if (!answer && conv.needs_human) return reply.code(200).send({ message_id: result.message_id, text: '' });
       if (!answer) throw new ApiError(409, 'message_in_progress', 'This message is still being answered; the reply will follow');
       // The same optional fields, non-empty only, as the socket's reply frame.
       const { type: _type, reply_id: _replyId, ...optional } = replyFrame({ id: result.reply_id, text: answer.text, attachments: answer.attachments ?? [], extras: answer.extras ?? {}, unsolicited: false });

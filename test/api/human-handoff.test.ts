@@ -1,0 +1,172 @@
+import WebSocket from 'ws';
+import type { AddressInfo } from 'node:net';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startTestWorker } from '../support/temporal';
+
+let db: TestDatabase;
+let t: TestApp;
+let tw: Awaited<ReturnType<typeof startTestWorker>>;
+let llm: FakeLlm;
+let ws: string;
+let other: string;
+let auth: Record<string, string>;
+let otherAuth: Record<string, string>;
+let site: { site_id: string; site_secret: string };
+let base: string;
+const ORIGIN = 'https://shop.example';
+
+/** The fake model: echoes; "a person" calls the handoff tool. */
+function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
+  const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
+  const text = last?.content ?? '';
+  if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
+  if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
+  return { text: `Echo: ${text}` };
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  llm = await startFakeLlm({ reply, chunkChars: 8 });
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' } });
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue } });
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  base = `127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  ws = await createWorkspace(db.orm);
+  other = await createWorkspace(db.orm);
+  auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish', 'conversations:read', 'conversations:write'])).key);
+  otherAuth = bearer((await createKey(t.services, other, ['conversations:read', 'conversations:write'])).key);
+  const agent = await t.app.inject({
+    method: 'POST',
+    url: '/api/v1/agents',
+    headers: auth,
+    payload: {
+      name: 'Shop helper',
+      instructions: 'Help shoppers.',
+      triggers: { web_chat: { allowed_origins: [ORIGIN] } },
+      actions: [{ type: 'handoff', message: 'A colleague will take it from here.' }],
+    },
+  });
+  await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
+  site = await t.services.sites.create(ws, agent.json().id, [ORIGIN]);
+}, 60_000);
+
+afterAll(async () => {
+  await t.close();
+  await tw.close();
+  await llm.close();
+  await db.drop();
+});
+
+const widgetHeaders = () => ({ 'x-concierge-site': site.site_id, origin: ORIGIN });
+const widget = (method: 'GET' | 'POST', url: string, payload?: object) => t.app.inject({ method, url: `/api/public/widget/${url}`, headers: widgetHeaders(), payload });
+const init = async () => (await widget('POST', 'init', {})).json() as { conversation_id: string };
+const api = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: object, headers = auth) => t.app.inject({ method, url, headers, payload });
+
+async function socket(conversationId: string) {
+  const frames: Array<Record<string, unknown>> = [];
+  const s = new WebSocket(`ws://${base}/api/chat/connect?site_id=${site.site_id}&conversation_id=${conversationId}`, { origin: ORIGIN });
+  s.on('message', (d) => frames.push(JSON.parse(String(d))));
+  await new Promise((resolve, reject) => s.once('open', resolve).once('error', reject));
+  const until = async (pred: (f: Array<Record<string, unknown>>) => boolean, ms = 15_000) => {
+    const deadline = Date.now() + ms;
+    while (!pred(frames)) {
+      if (Date.now() > deadline) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  return { frames, until, close: () => s.close() };
+}
+
+describe('a human takes over a web conversation', () => {
+  test('handoff → a case; the agent stays silent (sync 200 with empty text, async 202, no model call); the human writes back unsolicited; resolving lets the agent answer again', async () => {
+    const conv = await init();
+    const id = conv.conversation_id;
+    const handoff = await widget('POST', 'send', { conversation_id: id, text: 'I want a person' });
+    expect(handoff.json().text).toBe('A colleague will take it from here.');
+    expect((await api('GET', '/api/v1/cases')).json().cases.map((c: { id: string }) => c.id)).toContain(id);
+
+    // While a human has it: taken, recorded, not answered, the model never asked.
+    const calls = llm.requests.length;
+    const held = await widget('POST', 'send', { conversation_id: id, text: 'hello? anyone?' });
+    expect(held.statusCode).toBe(200);
+    expect(held.json()).toEqual({ message_id: expect.stringMatching(/^msg_/), text: '' });
+    const s = await socket(id);
+    const heldAsync = await widget('POST', 'send', { conversation_id: id, text: 'still there?', delivery: 'async' });
+    expect(heldAsync.statusCode).toBe(202);
+    // The same message sent again (a client retry) is still taken and still not answered.
+    const again = await widget('POST', 'send', { conversation_id: id, text: 'hello? anyone?', client_message_id: 'client-1' });
+    const againRetry = await widget('POST', 'send', { conversation_id: id, text: 'hello? anyone?', client_message_id: 'client-1' });
+    expect([again.statusCode, againRetry.statusCode]).toEqual([200, 200]);
+    expect(againRetry.json()).toEqual({ message_id: again.json().message_id, text: '' });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(llm.requests.length).toBe(calls);
+    expect(s.frames.filter((f) => f.type === 'reply' || f.type === 'reply_delta')).toEqual([]);
+
+    // The human's message: stored as written by a human, on the socket as an unsolicited reply, in the history.
+    const out = await api('POST', '/api/v1/outbound', { channel: 'web', conversation_id: id, text: 'Hi, this is Sam from support.' });
+    expect(out.statusCode).toBe(201);
+    expect(out.json()).toEqual({ id: expect.stringMatching(/^msg_/), channel: 'web', conversation_id: id, text: 'Hi, this is Sam from support.', author: 'human', created_at: expect.any(String) });
+    await s.until((f) => f.some((x) => x.type === 'reply' && x.unsolicited === true));
+    expect(s.frames.find((x) => x.type === 'reply')).toEqual({ type: 'reply', reply_id: out.json().id, text: 'Hi, this is Sam from support.', unsolicited: true });
+    const history = (await widget('GET', `history?conversation_id=${id}`)).json();
+    expect(history.messages.at(-1)).toMatchObject({ id: out.json().id, role: 'assistant', author: 'human', text: 'Hi, this is Sam from support.' });
+    expect(history.messages.filter((m: { role: string }) => m.role === 'user').map((m: { text: string }) => m.text)).toEqual(
+      expect.arrayContaining(['hello? anyone?', 'still there?']),
+    );
+    s.close();
+
+    // Resolved: off the cases list, on the timeline, and the agent answers the next message.
+    const resolved = await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: false });
+    expect(resolved.statusCode).toBe(200);
+    expect(resolved.json()).toMatchObject({ id, needs_human: false, case_reason: null });
+    expect((await api('GET', '/api/v1/cases')).json().cases.map((c: { id: string }) => c.id)).not.toContain(id);
+    const events = (await api('GET', `/api/v1/conversations/${id}/events`)).json().events.map((e: { type: string }) => e.type);
+    expect(events).toEqual(expect.arrayContaining(['handoff', 'case_resolved']));
+    const answered = await widget('POST', 'send', { conversation_id: id, text: 'thanks' });
+    expect(answered.json()).toEqual({ message_id: expect.stringMatching(/^msg_/), text: 'Echo: thanks' });
+  }, 60_000);
+
+  test('an operator flags a conversation with a reason; the flag is idempotent', async () => {
+    const { conversation_id: id } = await init();
+    const flagged = await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: true, case_reason: 'VIP customer' });
+    expect(flagged.json()).toMatchObject({ needs_human: true, case_reason: 'VIP customer' });
+    const twice = await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: true, case_reason: 'something else' });
+    expect(twice.json()).toMatchObject({ needs_human: true, case_reason: 'VIP customer' });
+    const events = (await api('GET', `/api/v1/conversations/${id}/events`)).json().events;
+    expect(events.filter((e: { type: string }) => e.type === 'handoff')).toEqual([expect.objectContaining({ data: { reason: 'VIP customer', by: 'operator' } })]);
+    const held = await widget('POST', 'send', { conversation_id: id, text: 'hi' });
+    expect(held.json()).toEqual({ message_id: expect.stringMatching(/^msg_/), text: '' });
+  }, 30_000);
+
+  test('bad input and other tenants get the envelope, never a change', async () => {
+    const { conversation_id: id } = await init();
+    const cases: Array<[string, string, object, number, string]> = [
+      ['PATCH', `/api/v1/conversations/${id}`, {}, 400, 'invalid_request'],
+      ['PATCH', `/api/v1/conversations/${id}`, { needs_human: 'yes' }, 400, 'invalid_request'],
+      ['PATCH', `/api/v1/conversations/${id}`, { needs_human: true, extra: 1 }, 400, 'invalid_request'],
+      ['PATCH', '/api/v1/conversations/conv_missing', { needs_human: true }, 404, 'not_found'],
+      ['POST', '/api/v1/outbound', { channel: 'web', conversation_id: id }, 400, 'invalid_request'],
+      ['POST', '/api/v1/outbound', { channel: 'web', conversation_id: id, text: '   ' }, 400, 'invalid_request'],
+      ['POST', '/api/v1/outbound', { channel: 'fax', conversation_id: id, text: 'x' }, 400, 'invalid_request'],
+      ['POST', '/api/v1/outbound', { channel: 'msgapp', conversation_id: id, text: 'x' }, 400, 'invalid_request'],
+      ['POST', '/api/v1/outbound', { channel: 'voice', conversation_id: id, text: 'x' }, 501, 'not_implemented'],
+      ['POST', '/api/v1/outbound', { channel: 'web', conversation_id: 'conv_missing', text: 'x' }, 404, 'not_found'],
+    ];
+    for (const [method, url, payload, status, error] of cases) {
+      const res = await api(method as 'PATCH' | 'POST', url, payload);
+      expect([url, res.statusCode, res.json().error]).toEqual([url, status, error]);
+      expect(typeof res.json().message).toBe('string');
+    }
+    // Another workspace cannot see, flag or write into it.
+    expect((await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: true }, otherAuth)).statusCode).toBe(404);
+    expect((await api('POST', '/api/v1/outbound', { channel: 'web', conversation_id: id, text: 'hi from elsewhere' }, otherAuth)).statusCode).toBe(404);
+    expect((await api('GET', `/api/v1/conversations/${id}`)).json()).toMatchObject({ needs_human: false });
+    expect((await widget('GET', `history?conversation_id=${id}`)).json().messages).toEqual([]);
+    // A key without conversations:write is refused.
+    const readOnly = bearer((await createKey(t.services, ws, ['conversations:read'])).key);
+    const refused = await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: true }, readOnly);
+    expect([refused.statusCode, refused.json().error]).toEqual([403, 'insufficient_scope']);
+  }, 30_000);
+});

@@ -1,8 +1,8 @@
-import WebSocket from 'ws';
 import type { AddressInfo } from 'node:net';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { frameCollector } from '../support/socket';
 import { startTestWorker } from '../support/temporal';
 
 let db: TestDatabase;
@@ -37,19 +37,8 @@ beforeAll(async () => {
   other = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish', 'conversations:read', 'conversations:write'])).key);
   otherAuth = bearer((await createKey(t.services, other, ['conversations:read', 'conversations:write'])).key);
-  const agent = await t.app.inject({
-    method: 'POST',
-    url: '/api/v1/agents',
-    headers: auth,
-    payload: {
-      name: 'Shop helper',
-      instructions: 'Help shoppers.',
-      triggers: { web_chat: { allowed_origins: [ORIGIN] } },
-      actions: [{ type: 'handoff', message: 'A colleague will take it from here.' }],
-    },
-  });
-  await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
-  site = await t.services.sites.create(ws, agent.json().id, [ORIGIN]);
+  const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { actions: [{ type: 'handoff', message: 'A colleague will take it from here.' }] });
+  site = await t.services.sites.create(ws, agentId, [ORIGIN]);
 }, 60_000);
 
 afterAll(async () => {
@@ -64,19 +53,8 @@ const widget = (method: 'GET' | 'POST', url: string, payload?: object) => t.app.
 const init = async () => (await widget('POST', 'init', {})).json() as { conversation_id: string };
 const api = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: object, headers = auth) => t.app.inject({ method, url, headers, payload });
 
-async function socket(conversationId: string) {
-  const frames: Array<Record<string, unknown>> = [];
-  const s = new WebSocket(`ws://${base}/api/chat/connect?site_id=${site.site_id}&conversation_id=${conversationId}`, { origin: ORIGIN });
-  s.on('message', (d) => frames.push(JSON.parse(String(d))));
-  await new Promise((resolve, reject) => s.once('open', resolve).once('error', reject));
-  const until = async (pred: (f: Array<Record<string, unknown>>) => boolean, ms = 15_000) => {
-    const deadline = Date.now() + ms;
-    while (!pred(frames)) {
-      if (Date.now() > deadline) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
-  return { frames, until, close: () => s.close() };
+function socket(conversationId: string) {
+  return frameCollector(`ws://${base}/api/chat/connect?site_id=${site.site_id}&conversation_id=${conversationId}`, ORIGIN);
 }
 
 describe('a human takes over a web conversation', () => {

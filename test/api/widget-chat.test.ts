@@ -1,12 +1,12 @@
-import WebSocket from 'ws';
 import { Client as PgClient } from 'pg';
 import type { AddressInfo } from 'node:net';
 import { newId } from '../../core/ids';
 import { userHash } from '../../core/widget/sites';
 import { conversationWorkflow } from '../../workflows/conversation';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { frameCollector } from '../support/socket';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 
@@ -38,19 +38,8 @@ beforeAll(async () => {
   base = `127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   ws = await createWorkspace(db.orm);
   const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
-  const agent = await t.app.inject({
-    method: 'POST',
-    url: '/api/v1/agents',
-    headers: auth,
-    payload: {
-      name: 'Shop helper',
-      instructions: 'Help shoppers.',
-      triggers: { web_chat: { allowed_origins: [ORIGIN] } },
-      actions: [{ type: 'handoff', message: 'A colleague will take it from here.' }],
-    },
-  });
-  await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
-  site = await t.services.sites.create(ws, agent.json().id, [ORIGIN]);
+  const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { actions: [{ type: 'handoff', message: 'A colleague will take it from here.' }] });
+  site = await t.services.sites.create(ws, agentId, [ORIGIN]);
 }, 60_000);
 
 afterAll(async () => {
@@ -66,19 +55,8 @@ const get = (url: string) => t.app.inject({ method: 'GET', url: `/api/public/wid
 const init = async (payload: object = {}) => (await post('init', payload)).json() as { conversation_id: string; customer_id: string };
 
 /** A socket on the conversation, collecting frames. */
-async function socket(conversationId: string) {
-  const frames: Array<Record<string, unknown>> = [];
-  const s = new WebSocket(`ws://${base}/api/chat/connect?site_id=${site.site_id}&conversation_id=${conversationId}`, { origin: ORIGIN });
-  s.on('message', (d) => frames.push(JSON.parse(String(d))));
-  await new Promise((resolve, reject) => s.once('open', resolve).once('error', reject));
-  const until = async (pred: (f: Array<Record<string, unknown>>) => boolean, ms = 20_000) => {
-    const deadline = Date.now() + ms;
-    while (!pred(frames)) {
-      if (Date.now() > deadline) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
-  return { frames, until, close: () => s.close() };
+function socket(conversationId: string) {
+  return frameCollector(`ws://${base}/api/chat/connect?site_id=${site.site_id}&conversation_id=${conversationId}`, ORIGIN);
 }
 
 describe('send', () => {

@@ -201,3 +201,17 @@ export async function createKey(services: Services, workspaceId: string, scopes:
 }
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+/** An agent created and published through the API (as a customer would), answering web chat from `origin`: its id. */
+export async function publishedWebAgent(app: TestApp['app'], auth: Record<string, string>, origin: string, spec: Record<string, unknown> = {}): Promise<string> {
+  const created = await app.inject({
+    method: 'POST',
+    url: '/api/v1/agents',
+    headers: auth,
+    payload: { name: 'Shop helper', instructions: 'Help shoppers.', triggers: { web_chat: { allowed_origins: [origin] } }, ...spec },
+  });
+  if (created.statusCode !== 201) throw new Error(`agent not created: ${created.body}`);
+  const published = await app.inject({ method: 'POST', url: `/api/v1/agents/${created.json().id}/publish`, headers: auth });
+  if (published.statusCode !== 200) throw new Error(`agent not published: ${published.body}`);
+  return created.json().id as string;
+}

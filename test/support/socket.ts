@@ -24,3 +24,19 @@ export function upgrade<T = WebSocket>(url: string, origin: string | null, wrap:
     socket.once('error', reject);
   });
 }
+
+/** A widget reply socket on a conversation that collects every frame; `until` waits for a condition on them. */
+export async function frameCollector(url: string, origin: string) {
+  const frames: Array<Record<string, unknown>> = [];
+  const s = new WebSocket(url, { origin });
+  s.on('message', (d) => frames.push(JSON.parse(String(d))));
+  await new Promise((resolve, reject) => s.once('open', resolve).once('error', reject));
+  const until = async (pred: (f: Array<Record<string, unknown>>) => boolean, ms = 20_000) => {
+    const deadline = Date.now() + ms;
+    while (!pred(frames)) {
+      if (Date.now() > deadline) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  return { frames, until, close: () => s.close() };
+}

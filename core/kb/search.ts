@@ -28,7 +28,7 @@ const CANDIDATES = 50;
 const RRF_K = 60;
 
 /**
- * Hybrid search: PostgreSQL full text (websearch_to_tsquery + ts_rank_cd, English
+ * Hybrid search: PostgreSQL full text (websearch_to_tsquery + ts_rank, English
  * stemming) and exact dense cosine similarity, fused by reciprocal rank. The score is
  * the fused value divided by its maximum (first on both sides), so it lies in [0, 1].
  * Only current, active versions are searched (the passages' text is read with the same
@@ -85,7 +85,8 @@ export class SearchService {
       filter += ' and c.file_id = ?';
       params.push(q.kb_id);
     }
-    // raw SQL: the full-text ranking (websearch_to_tsquery, @@ on the generated tsv, ts_rank_cd ordering) has no ORM form.
+    // raw SQL: the full-text ranking (websearch_to_tsquery, @@ on the generated tsv, ts_rank ordering) has no ORM form.
+    // ts_rank, not the cover-density ts_rank_cd: every matching passage is ranked, and ts_rank costs half as much.
     // eslint-disable-next-line no-restricted-syntax
     const rows = await em.execute<{ id: string }[]>(
       `with q as (select websearch_to_tsquery('english', ?) as tsq)
@@ -93,7 +94,7 @@ export class SearchService {
        join kb_files f on f.id = c.file_id and f.is_current and f.status = 'active'
        join kb_documents d on d.id = f.document_id, q
        where c.workspace_id = ? and c.tsv @@ q.tsq${filter}
-       order by ts_rank_cd(c.tsv, q.tsq) desc, c.id
+       order by ts_rank(c.tsv, q.tsq) desc, c.id
        limit ${CANDIDATES}`,
       params,
     );

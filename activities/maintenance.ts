@@ -1,5 +1,6 @@
 import { purgeExpiredRateLimits } from '../core/ratelimit';
-import { deliveryWorkflowId, indexWorkflowId } from '../worker/outbox-sources';
+import { indexWorkflowId } from '../workflows/kb-index';
+import { deliveryWorkflowId } from '../workflows/webhook-delivery';
 import { messageSendWorkflowId } from '../workflows/message-send';
 import { widgetUploadWorkflowId } from '../workflows/widget-upload';
 import type { ActivityDeps } from './deps';

@@ -118,7 +118,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     blobs: opts.blobs,
     agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders }),
     customers,
-    conversations: new ConversationService(em, transcript),
+    conversations: new ConversationService(em),
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl),

@@ -5,13 +5,14 @@ import { MSGAPP_INBOUND_CHANNEL, type ProviderEventService } from '../core/messa
 import type { Logger } from 'pino';
 import type { DeliveryService } from '../core/webhooks/deliveries';
 import { kbIndexWorkflow, msgappInboundWorkflow } from '../workflows';
+import { indexWorkflowId } from '../workflows/kb-index';
 import { msgappInboundWorkflowId } from '../workflows/msgapp-inbound';
 import { startsWorkflows, type OutboxSource } from './outbox-dispatcher';
 import { WebhookOutbox, type WebhookOutboxSettings } from './webhook-outbox';
 import { searchAttributesFor } from './search-attributes';
 
-export { deliveryWorkflowId } from './webhook-outbox';
-export const indexWorkflowId = (fileId: string) => `kb-index:${fileId}`;
+export { deliveryWorkflowId } from '../workflows/webhook-delivery';
+export { indexWorkflowId } from '../workflows/kb-index';
 
 /** Webhook deliveries: the first attempt from the dispatcher, a retry workflow only for those that fail it (worker/webhook-outbox.ts). */
 export function webhookDeliveries(deliveries: DeliveryService, client: Client, s: WebhookOutboxSettings, log?: Pick<Logger, 'warn' | 'error'>): OutboxSource {

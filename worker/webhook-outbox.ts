@@ -3,10 +3,10 @@ import type { Logger } from 'pino';
 import type { AttemptRows, DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
 import { OUTBOX_CHANNEL } from '../core/webhooks/events';
 import { webhookDeliveryWorkflow } from '../workflows';
+import { deliveryWorkflowId } from '../workflows/webhook-delivery';
 import type { OutboxSource } from './outbox-dispatcher';
 import { searchAttributesFor } from './search-attributes';
 
-export const deliveryWorkflowId = (deliveryId: string) => `webhook-delivery:${deliveryId}`;
 
 export interface WebhookOutboxSettings {
   taskQueue: string;

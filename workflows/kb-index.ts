@@ -63,3 +63,6 @@ export async function kbIndexWorkflow(input: KbIndexInput): Promise<KbIndexResul
     return 'error';
   }
 }
+
+/** A file's indexing workflow: one per file id. */
+export const indexWorkflowId = (fileId: string) => `kb-index:${fileId}`;

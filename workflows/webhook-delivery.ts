@@ -4,6 +4,9 @@ import type { Activities } from '../activities';
 import { cancelled, recordCancelled } from './cancellation';
 import { presets, singleAttempt } from './presets';
 
+/** A delivery's retry workflow: one per delivery id (a new run of attempts after a retry reuses it once the last closed). */
+export const deliveryWorkflowId = (deliveryId: string) => `webhook-delivery:${deliveryId}`;
+
 /** The error a cancelled run leaves on its delivery (status `failed`); POST …/retry starts a new run. */
 export const DELIVERY_CANCELLED = 'the delivery was cancelled by an operator; POST …/retry delivers it again';
 

@@ -21,7 +21,7 @@ const ConvId = idParam('conv');
 
 const tags = ['Conversations'];
 
-export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations'> }> = async (app, opts) => {
+export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations' | 'transcript'> }> = async (app, opts) => {
   const conversations = opts.services.conversations;
 
   app.get('/api/v1/conversations', {
@@ -72,7 +72,7 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
       const body = request.body;
       if (body.channel === 'msgapp') throw new ApiError(400, 'invalid_request', 'channel: msgapp messages are sent with POST /api/v1/messages');
       if (body.channel === 'voice') throw new ApiError(501, 'not_implemented', 'Voice dial-out is not built yet (see the README)');
-      return reply.code(201).send(await conversations.humanMessage(authOf(request).workspaceId, { conversation_id: body.conversation_id, text: body.text }));
+      return reply.code(201).send(await opts.services.transcript.humanMessage(authOf(request).workspaceId, { conversation_id: body.conversation_id, text: body.text }));
     },
   });
 

@@ -1,6 +1,9 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { touchConversation } from '../conversations/conversations';
+import { conversationInWorkspace, touchConversation } from '../conversations/conversations';
+import { ApiError } from '../errors';
+import { newId } from '../ids';
+import { publishFrame } from './frames';
 import { ChatMessage, type IChatMessage } from '../db/entities';
 
 export type ChatRole = 'user' | 'assistant' | 'human' | 'tool';
@@ -88,6 +91,21 @@ export function compactExtras(e: ReplyExtras): ReplyExtras {
  */
 export class ChatTranscript {
   constructor(private readonly em: EntityManager) {}
+
+  /**
+   * A human agent's message into a web conversation (POST /api/v1/outbound, channel
+   * `web`): stored as written by a human (the visitor's history shows it with
+   * `author: human`) and pushed to the visitor's sockets as an unsolicited reply.
+   */
+  async humanMessage(workspaceId: string, m: { conversation_id: string; text: string }): Promise<{ id: string; channel: 'web'; conversation_id: string; text: string; author: 'human'; created_at: string }> {
+    const conv = await conversationInWorkspace(this.em.fork(), workspaceId, m.conversation_id);
+    if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${m.conversation_id}' in this workspace`);
+    if (conv.channel !== 'web') throw new ApiError(400, 'invalid_request', `conversation_id: conversation '${conv.id}' is a ${conv.channel} conversation, not web (msgapp messages are sent with POST /api/v1/messages)`);
+    if (conv.status !== 'open') throw new ApiError(409, 'conversation_closed', `Conversation '${conv.id}' is closed`);
+    const { row } = await this.append({ id: newId('msg'), workspaceId, conversationId: conv.id, role: 'human', text: m.text, unsolicited: true });
+    await publishFrame(this.em, conv.id, replyFrame(row), row.id);
+    return { id: row.id, channel: 'web', conversation_id: conv.id, text: row.text, author: 'human', created_at: new Date(row.created_at).toISOString() };
+  }
 
   /**
    * Appends a message unless one with the same id (or the same client message id) is

@@ -4,8 +4,6 @@ import { Conversation, ConversationEvent, type IConversation } from '../db/entit
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { keysetFind } from '../pagination';
-import { publishFrame } from '../chat/frames';
-import { replyFrame, type ChatTranscript } from '../chat/transcript';
 
 export interface ConversationView {
   id: string;
@@ -48,10 +46,7 @@ const view = (r: IConversation): ConversationView => ({
  * alone queries `conversations` and `conversation_events`.
  */
 export class ConversationService {
-  constructor(
-    private readonly em: EntityManager,
-    private readonly transcript: ChatTranscript,
-  ) {}
+  constructor(private readonly em: EntityManager) {}
 
   /**
    * Flags a conversation for a human (`needs_human: true`, with the reason) or resolves
@@ -73,20 +68,6 @@ export class ConversationService {
     return this.get(workspaceId, id);
   }
 
-  /**
-   * A human agent's message into a web conversation (POST /api/v1/outbound, channel
-   * `web`): stored in the transcript as written by a human (the visitor's history shows
-   * it with `author: human`) and pushed to the visitor's sockets as an unsolicited reply.
-   */
-  async humanMessage(workspaceId: string, m: { conversation_id: string; text: string }): Promise<{ id: string; channel: 'web'; conversation_id: string; text: string; author: 'human'; created_at: string }> {
-    const conv = await this.em.fork().findOne(Conversation, { id: m.conversation_id, workspaceId });
-    if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${m.conversation_id}' in this workspace`);
-    if (conv.channel !== 'web') throw new ApiError(400, 'invalid_request', `conversation_id: conversation '${conv.id}' is a ${conv.channel} conversation, not web (msgapp messages are sent with POST /api/v1/messages)`);
-    if (conv.status !== 'open') throw new ApiError(409, 'conversation_closed', `Conversation '${conv.id}' is closed`);
-    const { row } = await this.transcript.append({ id: newId('msg'), workspaceId, conversationId: conv.id, role: 'human', text: m.text, unsolicited: true });
-    await publishFrame(this.em, conv.id, replyFrame(row), row.id);
-    return { id: row.id, channel: 'web', conversation_id: conv.id, text: row.text, author: 'human', created_at: new Date(row.created_at).toISOString() };
-  }
 
   async list(
     workspaceId: string,
@@ -177,6 +158,11 @@ export async function flagForHuman(em: EntityManager, id: string, reason: string
     await tx.nativeUpdate(Conversation, { id }, { needsHuman: true, caseReason: reason, updatedAt: new Date() });
     await addConversationEvent(tx, id, 'handoff', data);
   });
+}
+
+/** A conversation of the workspace, as a writer into its transcript needs it (null: none with that id there). */
+export async function conversationInWorkspace(em: EntityManager, workspaceId: string, id: string): Promise<Pick<IConversation, 'id' | 'channel' | 'status'> | null> {
+  return em.findOne(Conversation, { id, workspaceId }, { fields: ['id', 'channel', 'status'] });
 }
 
 /** Whether a human has the conversation (its case is open): the agent does not answer then. */

@@ -4,9 +4,13 @@
 // with C in flight, sides alternating per round (informational ratio, target 0).
 //
 // BENCH_MSGAPP_SENDS (300), BENCH_MSGAPP_CONCURRENCY (10), BENCH_MSGAPP_WARMUP_SENDS (30).
+// BENCH_MSGAPP_ONE_PROCESS=1: the API's client is the worker's, on its native connection (as
+// `npm start`), so sends start eagerly; default: the API has a connection of its own (API and
+// worker deployed apart; a start goes through the task queue).
 import { randomBytes } from 'node:crypto';
 import { CloudApiProvider } from '../core/msgapp/provider';
 import { startMsgappSandbox } from '../sandbox/msgapp';
+import { connectWorker } from '../worker/connection';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
@@ -27,6 +31,7 @@ function settings() {
     concurrency: Math.round(envNumber('BENCH_MSGAPP_CONCURRENCY', 10, 1)),
     warmupSends: Math.round(envNumber('BENCH_MSGAPP_WARMUP_SENDS', 30, 0)),
     rounds: loadSettings().rounds,
+    oneProcess: process.env.BENCH_MSGAPP_ONE_PROCESS === '1',
   };
 }
 
@@ -52,8 +57,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const provider = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 10_000 });
   const overrides = { services: { msgapp: provider } };
   const dev = await benchTemporal(bench);
-  await benchWorker(bench, dev, { overrides });
-  const api = await benchApi(bench, { overrides, temporalAddress: dev.address });
+  const worker = await benchWorker(bench, dev, { overrides, ...(s.oneProcess ? { connectWorker } : {}) });
+  const api = await benchApi(
+    bench,
+    s.oneProcess
+      ? { overrides: { ...overrides, temporal: { client: worker.temporal!.client, taskQueue: worker.temporal!.taskQueue, eagerStart: true } } }
+      : { overrides, temporalAddress: dev.address },
+  );
   const apiUrl = api.url;
   const apiServices = api.c.services;
   const workspaceId = bench.workspaceId;
@@ -68,7 +78,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     actions: [{ type: 'sender' }],
     templates: [{ name: 'hello', body: 'Hello', status: 'approved' }],
   });
-  log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), one worker, agent ${agentId}`);
+  log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), one worker${s.oneProcess ? " whose native connection the API's client shares (eager starts)" : ''}, agent ${agentId}`);
 
   // ---- The two sides. Recipients cycle through +1555777NNNN.
   let seq = 0;

@@ -9,6 +9,7 @@ import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind, type Config } f
 import { chooseDatabase } from '../infra/postgres';
 import { pickPort } from '../infra/ports';
 import { findTemporalCli, startDevServer, type DevServer } from '../infra/temporal';
+import { connectWorker } from '../worker/connection';
 import { startWorker } from '../worker/runtime';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/search-attributes';
 import { startMsgappSandbox } from '../sandbox/msgapp';
@@ -80,7 +81,7 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     }
 
     // One composition for both roles: one ORM, one LISTEN connection, one embedder, one extraction pool.
-    const c = await compose(config, { role: 'both', databaseUrl: db.url, embedded: true, temporalAddress });
+    const c = await compose(config, { role: 'both', databaseUrl: db.url, embedded: true, temporalAddress, connectWorker });
     stops.push(() => c.close());
     const worker = await startWorker(c);
     worker.running.catch(onWorkerStopped);

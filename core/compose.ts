@@ -1,4 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import pino, { type Logger } from 'pino';
 import { KeyCache } from './auth/key-cache';
@@ -33,8 +34,12 @@ export interface ComposeOverrides {
   blobs?: BlobStore;
   embedder?: () => Promise<Embedder>;
   extract?: ExtractFn;
-  /** A Temporal client the caller owns (tests: the run's server, a task queue of the file's own). */
-  temporal?: { client: Client; taskQueue: string };
+  /**
+   * A Temporal client the caller owns (tests: the run's server, a task queue of the file's
+   * own); `eagerStart` only when it is built on the native connection of a worker polling
+   * that task queue in this process.
+   */
+  temporal?: { client: Client; taskQueue: string; eagerStart?: boolean };
   /** Service settings (fake model, provider URLs, webhook sender policy, ...). */
   services?: Partial<Omit<ServiceOptions, 'box' | 'blobs' | 'embedder' | 'extract' | 'denseIndex' | 'keyCache' | 'log'>>;
 }
@@ -46,6 +51,12 @@ export interface ComposeOptions {
   embedded: boolean;
   /** The Temporal frontend; absent: no client (API endpoints that start workflows answer 503). */
   temporalAddress?: string;
+  /**
+   * Worker roles (worker/main.ts, `npm start`: worker/connection.ts `connectWorker`): the
+   * worker's native connection, built here so the process's client shares it. Absent:
+   * the client gets a plain gRPC connection and the worker connects on its own.
+   */
+  connectWorker?: (address: string, logLevel: string) => Promise<NativeConnection>;
   overrides?: ComposeOverrides;
 }
 
@@ -70,7 +81,20 @@ export interface Composition {
   keyCache: KeyCache | null;
   services: Services;
   indexing: IndexingService;
-  temporal: { client: Client; taskQueue: string; namespace: string } | null;
+  temporal: {
+    client: Client;
+    taskQueue: string;
+    namespace: string;
+    /** Worker roles: the native connection the client is built on, for the process's worker to poll over (else null). */
+    native: NativeConnection | null;
+    /**
+     * Whether starts a caller waits for may ask for eager start (`requestEagerStart`):
+     * only in `both`, where the client and this process's worker share the native
+     * connection and the task queue. (An API-only client must not ask: the SDK refuses
+     * it on a plain gRPC connection.)
+     */
+    eagerStart: boolean;
+  } | null;
   /** The Temporal frontend's address, for the worker's own connection (null: none given). */
   temporalAddress: string | null;
   /** Adds a step to `close()`; steps run last-added first (what was started last stops first). */
@@ -168,11 +192,23 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
 
     let temporal: Composition['temporal'] = null;
     if (o.temporal) {
-      temporal = { ...o.temporal, namespace: o.temporal.client.options.namespace };
+      temporal = { client: o.temporal.client, taskQueue: o.temporal.taskQueue, namespace: o.temporal.client.options.namespace, native: null, eagerStart: o.temporal.eagerStart ?? false };
+    } else if (opts.temporalAddress && opts.connectWorker && (opts.role === 'worker' || opts.role === 'both')) {
+      // One native connection for the worker (worker/runtime.ts) and the client, so a start this
+      // process asks to be eager is handed to its own worker (an API process never loads the native bridge).
+      const native = await opts.connectWorker(opts.temporalAddress, config.LOG_LEVEL);
+      onClose(() => native.close());
+      temporal = {
+        client: new Client({ connection: native, namespace: config.TEMPORAL_NAMESPACE }),
+        taskQueue: config.TEMPORAL_TASK_QUEUE,
+        namespace: config.TEMPORAL_NAMESPACE,
+        native,
+        eagerStart: opts.role === 'both',
+      };
     } else if (opts.temporalAddress && opts.role !== 'cli') {
       const connection = await Connection.connect({ address: opts.temporalAddress });
       onClose(() => connection.close());
-      temporal = { client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE };
+      temporal = { client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, native: null, eagerStart: false };
     }
 
     return {

@@ -11,10 +11,18 @@ export interface Gateways {
   uploads: UploadGateway;
 }
 
-export function createGateways(client: Client, taskQueue: string, deps: { transcript: ChatTranscript }): Gateways {
+/**
+ * `eagerStart`: the client shares its native connection with a worker of this process
+ * polling `taskQueue` (`npm start`), so the starts a caller waits for (a send, an
+ * upload) ask for eager start: the server hands the first workflow task back in the
+ * start call's answer, to this process's worker. The conversation's update-with-start
+ * cannot ask (the server refuses eager execution in a multi-operation).
+ */
+export function createGateways(client: Client, taskQueue: string, deps: { transcript: ChatTranscript; eagerStart?: boolean }): Gateways {
+  const eager = deps.eagerStart ?? false;
   return {
     conversations: new ConversationGateway(client, taskQueue, deps.transcript),
-    messages: new MessageSender(client, taskQueue),
-    uploads: new UploadGateway(client, taskQueue),
+    messages: new MessageSender(client, taskQueue, eager),
+    uploads: new UploadGateway(client, taskQueue, eager),
   };
 }

@@ -9,6 +9,8 @@ export class MessageSender {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,
+    /** Ask for eager start: only when the client shares a native connection with this process's worker (gateways/index.ts). */
+    private readonly eagerStart = false,
   ) {}
 
   /**
@@ -21,6 +23,7 @@ export class MessageSender {
       return await this.client.workflow.execute(messageSendWorkflow, {
         workflowId: messageSendWorkflowId(plan.messageId),
         taskQueue: this.taskQueue,
+        requestEagerStart: this.eagerStart,
         args: [plan],
         // An operator filtering by workspace in the UI finds the workspace's sends too.
         typedSearchAttributes: searchAttributesFor({ workspaceId: plan.workspaceId }),

@@ -15,6 +15,8 @@ export class UploadGateway {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,
+    /** Ask for eager start: only when the client shares a native connection with this process's worker (gateways/index.ts). */
+    private readonly eagerStart = false,
   ) {}
 
   /**
@@ -31,6 +33,7 @@ export class UploadGateway {
       handle = await this.client.workflow.start(widgetUploadWorkflow, {
         workflowId,
         taskQueue: this.taskQueue,
+        requestEagerStart: this.eagerStart,
         args: [{ uploadId: stored.row.id, kind: stored.kind }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: stored.row.workspace_id }),
         staticSummary: `${stored.row.file_name} (${stored.kind})`,

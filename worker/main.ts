@@ -1,13 +1,14 @@
 // Production worker entry: one process, configured by env (TEMPORAL_ADDRESS and DATABASE_URL required).
 import { compose } from '../core/compose';
 import { DEFAULT_DATABASE_URL, loadConfig } from '../core/config';
+import { connectWorker } from './connection';
 import { startWorker } from './runtime';
 import { workflowBundleFor } from './worker';
 
 async function main() {
   const config = loadConfig();
   if (!config.TEMPORAL_ADDRESS) throw new Error('TEMPORAL_ADDRESS is required for the worker process (npm start embeds a dev server instead)');
-  const c = await compose(config, { role: 'worker', databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS });
+  const c = await compose(config, { role: 'worker', databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS, connectWorker });
   const rt = await startWorker(c);
   const bundle = workflowBundleFor();
   console.log(`[concierge] worker polling task queue '${config.TEMPORAL_TASK_QUEUE}' on ${config.TEMPORAL_ADDRESS}`);

@@ -1,14 +1,13 @@
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, makeTelemetryFilterString, type RuntimeOptions, type Worker } from '@temporalio/worker';
+import type { Worker } from '@temporalio/worker';
 import type { WorkflowState } from '../activities/deps';
 import type { Composition } from '../core/compose';
+import { connectWorker } from './connection';
 import { OutboxDispatcher } from './outbox-dispatcher';
 import { kbIndexing, msgappInbound, webhookDeliveries } from './outbox-sources';
 import { ensureSchedules } from './schedules';
 import { ensureSearchAttributes } from './search-attributes';
 import { createWorker } from './worker';
-
-let runtimeInstalled = false;
 
 /** A workflow id's latest run as the maintenance reconciliation needs it: running, closed, or unknown. */
 export function workflowStateOf(client: Client): (workflowId: string) => Promise<WorkflowState> {
@@ -23,20 +22,7 @@ export function workflowStateOf(client: Client): (workflowId: string) => Promise
   };
 }
 
-/**
- * Temporal's runtime, once per process, before any worker: by default its own logs at
- * WARN (DEBUG when LOG_LEVEL is debug or trace); tests install theirs first.
- */
-export function installRuntime(options: RuntimeOptions): void {
-  if (runtimeInstalled) return;
-  runtimeInstalled = true;
-  Runtime.install(options);
-}
-
-const runtimeOptions = (level: string): RuntimeOptions => ({
-  logger: new DefaultLogger(level === 'debug' || level === 'trace' ? 'DEBUG' : 'WARN'),
-  telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } },
-});
+export { installRuntime } from './connection';
 
 export interface WorkerRuntimeOptions {
   /** A prebuilt workflow bundle (tests build one per run); absent: see workflowBundleFor. */
@@ -57,19 +43,25 @@ export interface WorkerRuntime {
  * The worker's own parts on top of a composition (core/compose.ts): the Temporal worker
  * on the composition's task queue, schedules and search attributes, and the outbox relay
  * (subscribed on the composition's LISTEN connection). They stop with the composition's
- * `close()`: the relay first, then the worker (drained), then its connection.
+ * `close()`: the relay first, then the worker (drained), then its connection. The worker
+ * polls over the composition's native connection, the one its client uses (so eager
+ * starts reach it); a composition given a client of its own (tests) gets a connection
+ * of the worker's own.
  */
 export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {}): Promise<WorkerRuntime> {
   if (!c.temporal || !c.temporalAddress) throw new Error('the worker needs a composition connected to Temporal (temporalAddress)');
   if (!c.notifications) throw new Error('the worker needs a composition with notifications (role worker or both)');
-  installRuntime(runtimeOptions(c.config.LOG_LEVEL));
   const { client, taskQueue, namespace } = c.temporal;
   if (opts.setUp !== false) {
     await ensureSearchAttributes(client.connection as Connection, namespace);
     await ensureSchedules(client, taskQueue);
   }
-  const connection = await NativeConnection.connect({ address: c.temporalAddress });
-  c.onClose(() => connection.close());
+  let connection = c.temporal.native;
+  if (!connection) {
+    const own = await connectWorker(c.temporalAddress, c.config.LOG_LEVEL);
+    c.onClose(() => own.close());
+    connection = own;
+  }
   const worker = await createWorker({ connection, namespace, taskQueue, deps: { em: c.em, services: c.services, indexing: c.indexing, workflowState: workflowStateOf(client) }, workflowBundle: opts.workflowBundle });
   const running = worker.run();
   c.onClose(async () => {

@@ -28,6 +28,15 @@ export function workflowBundleFor(given?: { codePath: string }): { codePath: str
   return path.extname(__filename) === '.js' && fs.existsSync(PREBUILT_BUNDLE_PATH) ? { codePath: PREBUILT_BUNDLE_PATH } : undefined;
 }
 
+/**
+ * Workflow-task slots: an eager start (gateways/index.ts) is handed to this worker only
+ * while a slot is free, so there are plenty; a workflow task is short (its short database
+ * steps run as local activities in it), so idle slots cost nothing. The workflow cache
+ * and the reused V8 context stay at their defaults: a cached run's next task (an
+ * activity's result, a visitor's update) skips replay.
+ */
+export const WORKFLOW_TASK_SLOTS = 200;
+
 export async function createWorker(p: WorkerParams): Promise<Worker> {
   const bundle = workflowBundleFor(p.workflowBundle);
   return Worker.create({
@@ -35,6 +44,7 @@ export async function createWorker(p: WorkerParams): Promise<Worker> {
     namespace: p.namespace,
     taskQueue: p.taskQueue,
     activities: createActivities(p.deps),
+    maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASK_SLOTS,
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     ...p.options,
   });

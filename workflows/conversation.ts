@@ -20,10 +20,12 @@ import type { Activities } from '../activities';
 import type { TaskStatus } from '../core/chat/tasks';
 import type { TurnReply } from '../core/chat/turn';
 import { cancelled, recordCancelled } from './cancellation';
-import { presets } from './presets';
+import { localPresets, presets } from './presets';
+import { shortSteps } from './short-steps';
 import { WORKSPACE_ID } from './search-attributes';
 
-const { publishTurnError, recordTaskStarted, recordTaskFinished } = proxyActivities<Activities>(presets.dbWrite);
+/** Short database writes (a frame, a task's row): local activities (see short-steps.ts). */
+const { publishTurnError, recordTaskStarted, recordTaskFinished } = shortSteps(['publishTurnError', 'recordTaskStarted', 'recordTaskFinished'], presets.dbWrite, localPresets.dbWrite);
 const { runAgentTurn } = proxyActivities<Activities>(presets.agentTurn);
 const { indexUploadForSearch } = proxyActivities<Activities>(presets.uploadIndexing);
 
@@ -218,7 +220,7 @@ class Conversation {
       const cause = err instanceof ActivityFailure ? err.cause : err;
       const reason = cause instanceof ApplicationFailure ? cause.message : 'the agent could not answer';
       this.lastError = `turn for ${turn.message_id} failed: ${(cause as Error).message}`;
-      await publishTurnError.executeWithOptions({ ...presets.dbWrite, summary: 'tell the sockets: turn failed' }, [
+      await publishTurnError('tell the sockets: turn failed', [
         { conversationId, replyId: turn.reply_id, code: 'workflow_execution_failed', text: 'The agent could not answer this message. Please try again.' },
       ]);
       this.finish(turn.reply_id, { error: reason });
@@ -271,7 +273,7 @@ class Conversation {
     const workflowId = conversationTaskWorkflowId(conversationId, task.task_key);
     let error: string | null = null;
     try {
-      await recordTaskStarted.executeWithOptions({ ...presets.dbWrite, summary: `task started: ${task.task_key}` }, [
+      await recordTaskStarted(`task started: ${task.task_key}`, [
         { conversationId, workspaceId, taskKey: task.task_key, kind: task.kind, label: task.label, blocking: task.blocking, workflowId },
       ]);
       await task.scope.run(async () => {
@@ -298,7 +300,7 @@ class Conversation {
     }
     // Recorded even when the whole actor is being cancelled: the widget must not list the task as running for ever.
     await recordCancelled(() =>
-      recordTaskFinished.executeWithOptions({ ...presets.dbWrite, summary: `task ${task.status}: ${task.task_key}` }, [
+      recordTaskFinished(`task ${task.status}: ${task.task_key}`, [
         { conversationId, taskKey: task.task_key, label: task.label, status: task.status, error },
       ]),
     );

@@ -1,7 +1,8 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { cancelled, recordCancelled } from './cancellation';
-import { presets } from './presets';
+import { localPresets, presets } from './presets';
+import { shortSteps } from './short-steps';
 
 export interface KbIndexInput {
   fileId: string;
@@ -11,7 +12,8 @@ export type KbIndexResult = 'active' | 'error' | 'gone' | 'settled';
 
 const { extractAndChunkFile } = proxyActivities<Activities>(presets.longExtraction);
 const { embedFileChunks } = proxyActivities<Activities>(presets.embedding);
-const { beginIndexing, finishIndexing, failIndexing } = proxyActivities<Activities>(presets.bookkeeping);
+/** The file's status, short database writes: local activities (see short-steps.ts). */
+const { beginIndexing, finishIndexing, failIndexing } = shortSteps(['beginIndexing', 'finishIndexing', 'failIndexing'], presets.bookkeeping, localPresets.bookkeeping);
 
 /** The reason a cancelled run leaves on the file (`error_message`); re-uploading the file indexes it again. */
 export const INDEXING_CANCELLED = 'indexing was cancelled by an operator; upload the file again to index it';
@@ -38,7 +40,7 @@ function detailOf(err: unknown): string {
  */
 export async function kbIndexWorkflow(input: KbIndexInput): Promise<KbIndexResult> {
   const { fileId } = input;
-  const begun = await beginIndexing.executeWithOptions({ ...presets.bookkeeping, summary: 'record: processing' }, [fileId]);
+  const begun = await beginIndexing('record: processing', [fileId]);
   if (begun !== 'go') {
     setCurrentDetails(begun === 'gone' ? 'The file was deleted before indexing began.' : 'The file was already indexed (active or error): nothing to do.');
     return begun;
@@ -48,18 +50,18 @@ export async function kbIndexWorkflow(input: KbIndexInput): Promise<KbIndexResul
     const passages = await extractAndChunkFile.executeWithOptions({ ...presets.longExtraction, summary: 'extract and chunk (isolated process)' }, [fileId]);
     setCurrentDetails(`Embedding ${passages} passages.`);
     await embedFileChunks.executeWithOptions({ ...presets.embedding, summary: `embed ${passages} passages` }, [fileId]);
-    const status = await finishIndexing.executeWithOptions({ ...presets.bookkeeping, summary: 'record: active' }, [fileId]);
+    const status = await finishIndexing('record: active', [fileId]);
     setCurrentDetails(status === 'active' ? `Indexed: ${passages} passages.` : 'No text could be extracted: the file is in error.');
     return status;
   } catch (err) {
     if (cancelled(err)) {
-      await recordCancelled(() => failIndexing.executeWithOptions({ ...presets.bookkeeping, summary: 'record: error (cancelled)' }, [fileId, INDEXING_CANCELLED]));
+      await recordCancelled(() => failIndexing('record: error (cancelled)', [fileId, INDEXING_CANCELLED]));
       setCurrentDetails(`Cancelled: the file is in error ("${INDEXING_CANCELLED}").`);
       throw err;
     }
     const reason = reasonOf(err);
     setCurrentDetails(`Failed: ${detailOf(err)}\n\nThe file is in error ("${reason}"). Uploading it again indexes it again.`);
-    await failIndexing.executeWithOptions({ ...presets.bookkeeping, summary: 'record: error' }, [fileId, reason]);
+    await failIndexing('record: error', [fileId, reason]);
     return 'error';
   }
 }

@@ -2,9 +2,11 @@ import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails
 import type { Activities } from '../activities';
 import type { SendPlan } from '../core/messages/plan';
 import { cancelled, recordCancelled } from './cancellation';
-import { presets } from './presets';
+import { localPresets, presets } from './presets';
+import { shortSteps } from './short-steps';
 
-const { recordMessage, markMessageSent, markMessageFailed } = proxyActivities<Activities>(presets.dbWrite);
+/** Short database writes: local activities (see short-steps.ts). */
+const { recordMessage, markMessageSent, markMessageFailed } = shortSteps(['recordMessage', 'markMessageSent', 'markMessageFailed'], presets.dbWrite, localPresets.dbWrite);
 /** The provider call: retried only for transient failures (5xx, 429, transport); a 4xx is final (ProviderRejected). */
 const { callMsgappProvider } = proxyActivities<Activities>(presets.providerCall);
 
@@ -29,9 +31,9 @@ export type MessageSendResult = { status: 'sent'; providerMessageId: string } | 
  * ends, so the message never stays `sending`.
  */
 export async function messageSendWorkflow(plan: SendPlan): Promise<MessageSendResult> {
-  const failed = (error: string, summary: string) => markMessageFailed.executeWithOptions({ ...presets.dbWrite, summary }, [plan, error]);
+  const failed = (error: string, summary: string) => markMessageFailed(summary, [plan, error]);
   try {
-    await recordMessage.executeWithOptions({ ...presets.dbWrite, summary: 'record: sending' }, [plan]);
+    await recordMessage('record: sending', [plan]);
     let providerMessageId: string;
     try {
       setCurrentDetails(`Calling the provider (retried while it fails transiently, for up to 2 minutes).`);
@@ -44,7 +46,7 @@ export async function messageSendWorkflow(plan: SendPlan): Promise<MessageSendRe
       await failed(error, 'record: failed');
       return { status: 'failed', error };
     }
-    await markMessageSent.executeWithOptions({ ...presets.dbWrite, summary: 'record: sent' }, [plan, providerMessageId]);
+    await markMessageSent('record: sent', [plan, providerMessageId]);
     setCurrentDetails(`Sent: provider message id ${providerMessageId}.`);
     return { status: 'sent', providerMessageId };
   } catch (err) {

@@ -1,8 +1,10 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { presets } from './presets';
+import { localPresets, presets } from './presets';
+import { shortSteps } from './short-steps';
 
-const { resolveInboundParty, recordInboundMessage } = proxyActivities<Activities>(presets.dbWrite);
+/** Short database writes: local activities (see short-steps.ts). */
+const { resolveInboundParty, recordInboundMessage } = shortSteps(['resolveInboundParty', 'recordInboundMessage'], presets.dbWrite, localPresets.dbWrite);
 const { downloadInboundMedia } = proxyActivities<Activities>(presets.mediaDownload);
 
 /** One workflow per inbound message, named by the provider's message id (wamid). */
@@ -24,7 +26,7 @@ export type MsgappInboundResult = { status: 'recorded'; messageId: string } | { 
  */
 export async function msgappInboundWorkflow(input: MsgappInboundInput): Promise<MsgappInboundResult> {
   const id = input.providerMessageId;
-  const party = await resolveInboundParty.executeWithOptions({ ...presets.dbWrite, summary: 'customer and conversation' }, [id]);
+  const party = await resolveInboundParty('customer and conversation', [id]);
   if (!party) {
     setCurrentDetails('The stored inbound event is gone (its workspace or agent was deleted): nothing recorded.');
     return { status: 'gone' };
@@ -39,6 +41,6 @@ export async function msgappInboundWorkflow(input: MsgappInboundInput): Promise<
     download = { error: `the attachment could not be downloaded: ${why}` };
     setCurrentDetails(`Media download failed for good: ${why}. The message is recorded with media_error.`);
   }
-  const recorded = await recordInboundMessage.executeWithOptions({ ...presets.dbWrite, summary: 'record message and emit message.inbound' }, [id, party, download]);
+  const recorded = await recordInboundMessage('record message and emit message.inbound', [id, party, download]);
   return recorded.messageId ? { status: 'recorded', messageId: recorded.messageId } : { status: 'duplicate' };
 }

@@ -1,4 +1,4 @@
-import type { ActivityOptions } from '@temporalio/workflow';
+import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
 
 /**
  * Activity options named by intent: every `proxyActivities` in workflows/ takes one of
@@ -83,6 +83,30 @@ export const presets = {
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 5 },
   },
 } satisfies Record<string, ActivityOptions>;
+
+/**
+ * Local-activity options named by intent, for the short database steps (see
+ * workflows/short-steps.ts): run by the worker that runs the workflow task, recorded
+ * as a marker when that task completes, with no activity task for the server to queue
+ * and dispatch. Retries back off inside the worker up to `localRetryThreshold`; longer
+ * waits become server timers, so a long database outage never holds a workflow task
+ * open. A worker lost mid-step is replaced by the next workflow task, which runs the
+ * step again: every step named here is idempotent.
+ */
+export const localPresets = {
+  /** The local counterpart of `dbWrite`: a caller is waiting; about a minute of retries, then the workflow sees the failure. */
+  dbWrite: {
+    startToCloseTimeout: '10 seconds',
+    retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 },
+    localRetryThreshold: '5 seconds',
+  },
+  /** The local counterpart of `bookkeeping`: must land eventually, so retried until it does (waits past 5 s on server timers). */
+  bookkeeping: {
+    startToCloseTimeout: '10 seconds',
+    retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+    localRetryThreshold: '5 seconds',
+  },
+} satisfies Record<string, LocalActivityOptions>;
 
 /**
  * One attempt and no Temporal retry: the workflow owns the schedule (webhook deliveries).

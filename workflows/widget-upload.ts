@@ -2,10 +2,12 @@ import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails
 import type { Activities } from '../activities';
 import type { UploadOutcome } from '../core/widget/uploads';
 import { cancelled, recordCancelled } from './cancellation';
-import { presets } from './presets';
+import { localPresets, presets } from './presets';
+import { shortSteps } from './short-steps';
 
 const { extractUpload } = proxyActivities<Activities>(presets.uploadExtraction);
-const { failUploadExtraction } = proxyActivities<Activities>(presets.bookkeeping);
+/** The upload's error, a short database write: a local activity (see short-steps.ts). */
+const { failUploadExtraction } = shortSteps(['failUploadExtraction'], presets.bookkeeping, localPresets.bookkeeping);
 
 /** One workflow per widget upload; POST /upload waits for it. */
 export const widgetUploadWorkflowId = (uploadId: string) => `widget-upload:${uploadId}`;
@@ -42,7 +44,7 @@ function outcomeOf(err: unknown): Extract<UploadOutcome, { status: 'error' }> {
  * may be lost: Temporal notices the missing heartbeat and another worker extracts again.
  */
 export async function widgetUploadWorkflow(input: WidgetUploadInput): Promise<UploadOutcome> {
-  const fail = (reason: string, summary: string) => failUploadExtraction.executeWithOptions({ ...presets.bookkeeping, summary }, [input.uploadId, reason]);
+  const fail = (reason: string, summary: string) => failUploadExtraction(summary, [input.uploadId, reason]);
   try {
     setCurrentDetails(`Extracting the text (${input.kind}) in the isolated process; the visitor's POST /upload is waiting.`);
     const done = await extractUpload.executeWithOptions({ ...presets.uploadExtraction, summary: `extract text (${input.kind})` }, [input.uploadId, input.kind]);

@@ -10,7 +10,7 @@ import { DefaultLogger, makeTelemetryFilterString } from '@temporalio/worker';
 import { Client } from 'pg';
 import { startApi, type ApiOptions } from '../../api/server';
 import type { Scope } from '../../core/auth/scopes';
-import { compose, type ComposeOverrides, type Composition, type Role } from '../../core/compose';
+import { compose, type ComposeOptions, type ComposeOverrides, type Composition, type Role } from '../../core/compose';
 import { configSchema, type Config } from '../../core/config';
 import { Workspace } from '../../core/db/entities';
 import { openDatabase, type Orm } from '../../core/db/orm';
@@ -87,11 +87,13 @@ export interface ComposeSettings {
   config?: Partial<Config>;
   overrides?: ComposeOverrides;
   temporalAddress?: string;
+  /** A worker's native connection for the composition's client too (worker/connection.ts), as worker/main.ts and `npm start` do. */
+  connectWorker?: ComposeOptions['connectWorker'];
 }
 
 /** One process's composition on the bench database (its own ORM pool and LISTEN connection), closed at the end. */
 export async function benchCompose(b: Bench, role: Role, s: ComposeSettings = {}): Promise<Composition> {
-  const c = await compose(benchConfig(b.dir, s.config), { role, databaseUrl: b.db.url, embedded: false, temporalAddress: s.temporalAddress, overrides: s.overrides });
+  const c = await compose(benchConfig(b.dir, s.config), { role, databaseUrl: b.db.url, embedded: false, temporalAddress: s.temporalAddress, connectWorker: s.connectWorker, overrides: s.overrides });
   b.cleanup.push([`${role} composition`, () => c.close()]);
   return c;
 }

@@ -147,8 +147,12 @@ export class ChatTranscript {
       .onConflict()
       .ignore();
     if (inserted.affectedRows) {
-      await touchConversation(em, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null);
-      return { row: rowOf(await em.findOneOrFail(ChatMessage, { id: m.id })), created: true };
+      // The conversation's clock and title, and the stored row read back, at once (a visitor's send waits for this).
+      const [row] = await Promise.all([
+        em.findOneOrFail(ChatMessage, { id: m.id }),
+        touchConversation(this.em.fork(), m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null),
+      ]);
+      return { row: rowOf(row), created: true };
     }
     const existing =
       (await em.findOne(ChatMessage, { id: m.id })) ??

@@ -70,33 +70,42 @@ export class AgentTurns {
   ) {}
 
   async run(input: TurnInput, onProgress?: () => void): Promise<TurnReply> {
-    const done = await this.transcript.get(input.replyId);
+    // Independent reads, at once: the time before the model's request is the visitor's wait.
+    const [done, agent, visitor, held] = await Promise.all([
+      this.transcript.get(input.replyId),
+      this.agentOf(input),
+      this.transcript.get(input.messageId),
+      conversationNeedsHuman(this.em.fork(), input.conversationId),
+    ]);
     if (done) {
       // Stored before a crash or a lost acknowledgement: announce it again, never answer twice.
       await publishFrame(this.em, input.conversationId, replyFrame(done), done.id);
       return toReply(done, false);
     }
-    const em = this.em.fork();
     // A human has the conversation: the agent stays silent until the case is resolved.
-    if (await conversationNeedsHuman(em, input.conversationId)) return { reply_id: input.replyId, text: '', attachments: [], extras: {}, handoff: false, held: true };
-    const agentId = await conversationAgentId(em, input.conversationId);
-    const agent = agentId ? await findAgent(em, input.workspaceId, agentId) : null;
+    if (held) return { reply_id: input.replyId, text: '', attachments: [], extras: {}, handoff: false, held: true };
     if (!agent) throw new Error(`conversation ${input.conversationId} has no agent`);
     const spec = agent.spec;
-    const visitor = await this.transcript.get(input.messageId);
     if (!visitor) throw new Error(`visitor message ${input.messageId} is not stored`);
     const stream = (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream';
 
     const kbAction = spec.actions.find((a) => a.type === 'kb_search');
     const topK = kbAction && kbAction.type === 'kb_search' ? kbAction.top_k : DEFAULT_TOP_K;
-    const query = visitor.text || (await this.attachmentText(visitor)).map((a) => a.content).join(' ').slice(0, 500);
-    const passages = query ? [...(await this.retrieve(input.workspaceId, spec, query, topK)), ...(await this.fromUploads(input.conversationId, query))] : [];
+    const attachments = await this.attachmentText(visitor);
+    const query = visitor.text || attachments.map((a) => a.content).join(' ').slice(0, 500);
+    // The passages, and (for the model) the recent history, read at once.
+    const [kbPassages, uploadPassages, history] = await Promise.all([
+      query ? this.retrieve(input.workspaceId, spec, query, topK) : [],
+      query ? this.fromUploads(input.conversationId, query) : [],
+      this.model ? this.transcript.recent(input.conversationId, HISTORY_MESSAGES + 1) : [],
+    ]);
+    const passages = [...kbPassages, ...uploadPassages];
 
     let text: string;
     let handoff = false;
     const citations = new Map<string, string>();
     if (this.model) {
-      const out = await this.withModel(this.model, input, spec, visitor, passages, stream, citations, onProgress);
+      const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history }, stream, citations, onProgress);
       text = out.text;
       handoff = out.handoff;
     } else {
@@ -117,6 +126,13 @@ export class AgentTurns {
     });
     await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
     return toReply(row, handoff);
+  }
+
+  /** The conversation's agent (null: none, or deleted). */
+  private async agentOf(input: TurnInput) {
+    const em = this.em.fork();
+    const agentId = await conversationAgentId(em, input.conversationId);
+    return agentId ? findAgent(em, input.workspaceId, agentId) : null;
   }
 
   /** The passages of the agent's knowledge: its folders and files, or the whole workspace when it names none. */
@@ -164,7 +180,7 @@ export class AgentTurns {
     input: TurnInput,
     spec: AgentSpec,
     visitor: ChatMessageRow,
-    passages: Passage[],
+    context: { passages: Passage[]; attachments: Array<{ file_name: string; mime_type: string; content: string }>; history: ChatMessageRow[] },
     stream: boolean,
     citations: Map<string, string>,
     onProgress?: () => void,
@@ -185,8 +201,8 @@ export class AgentTurns {
         parameters: { type: 'object', properties: { reason: { type: 'string' } }, required: ['reason'] },
       });
     }
-    const attachments = await this.attachmentText(visitor);
-    const history = (await this.transcript.recent(input.conversationId, HISTORY_MESSAGES + 1)).filter((m) => m.role !== 'tool' && m.id !== visitor.id);
+    const { passages, attachments } = context;
+    const history = context.history.filter((m) => m.role !== 'tool' && m.id !== visitor.id);
     const messages: ChatTurnMessage[] = [
       { role: 'system', content: systemPrompt(spec, passages) },
       ...history.map((m): ChatTurnMessage => ({ role: m.role === 'user' ? 'user' : 'assistant', content: m.text })),

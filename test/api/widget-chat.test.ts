@@ -7,7 +7,8 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { frameCollector } from '../support/socket';
-import { maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 
 let db: TestDatabase;
@@ -340,7 +341,14 @@ describe('background tasks', () => {
     const [{ n }] = await db.orm.em.fork().execute('select count(*)::int as n from widget_upload_chunks where upload_id = ?', [upload]);
     expect(n).toBeGreaterThan(0);
     await maybeRecordHistory(tw.client, `conversation:${conv.conversation_id}:task:index:${upload}`, 'upload-index-task');
-    await maybeRecordHistory(tw.client, `conversation:${conv.conversation_id}`, 'conversation-with-task');
+    await maybeRecordHistory(tw.client, `conversation:${conv.conversation_id}`, 'conversation-with-task-local-steps');
+    // The task's row and frames were written by local activities (behind the patch); the turn went through the task queue.
+    expect(await historySteps(tw.client, `conversation:${conv.conversation_id}`)).toEqual({
+      eager: false,
+      activities: ['runAgentTurn'],
+      localActivities: ['recordTaskStarted', 'recordTaskFinished'],
+      patches: [LOCAL_DB_STEPS_PATCH],
+    });
     s.close();
   });
 

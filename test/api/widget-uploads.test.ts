@@ -9,7 +9,8 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp, type TestOverrides } from '../support/app';
 import { makeCorruptPdf, makeDocx, makePdf, makeTextPng, makeWav, randomBytes, TEXT } from '../support/documents';
 import { multipart } from '../support/kb';
-import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
+import { historySteps, maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
+import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { WORKSPACE_ID } from '../../worker/search-attributes';
 
 /**
@@ -69,11 +70,11 @@ beforeAll(async () => {
   const stt = new OpenAiTranscriber(sttUrl, 'test-key', 'whisper-1');
 
   db = await createTestDatabase();
-  // An API process and its worker, configured alike; the API process must never extract.
+  // An API and its worker, configured alike, in one process on the worker's native connection (as `npm start`: uploads start eagerly); the API must never extract.
   const pair = async (serviceOptions: TestOverrides) => {
     const w = await startTestWorker(db, serviceOptions);
     workers.push(w);
-    return startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { ...serviceOptions, extract: apiMustNotExtract }, temporal: { client: w.client, taskQueue: w.taskQueue } });
+    return startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { ...serviceOptions, extract: apiMustNotExtract }, temporal: { client: w.client, taskQueue: w.taskQueue, eagerStart: true } });
   };
   t = await pair({ transcriber: stt, uploadIndexChars: INDEX_CHARS });
   tw = workers[0];
@@ -199,6 +200,10 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
     expect(res.json()).toEqual({ error: 'invalid_request', message: expect.stringMatching(/^file: .*PDF/i), upload_id: expect.stringMatching(/^upl_/) });
     const st = (await status(res.json().upload_id)).json();
     expect(st).toMatchObject({ status: 'error', parsed_chars: null, summary: null, error_message: expect.stringMatching(/PDF/i), file_id: null, file_url: null, file_key: null });
+    const workflowId = `widget-upload:${res.json().upload_id}`;
+    await maybeRecordHistory(tw.client, workflowId, 'widget-upload-failed-local-steps');
+    // The error was written by a local activity, behind the patch.
+    expect(await historySteps(tw.client, workflowId)).toMatchObject({ localActivities: ['failUploadExtraction'], patches: [LOCAL_DB_STEPS_PATCH] });
   });
 
   test("a photo with no text: 201 ready with parsed_chars 0 (not an error), and the status read has its file_id, file_url and file_key", async () => {
@@ -255,6 +260,8 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
     expect(described.status.name).toBe('COMPLETED');
     expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
     await maybeRecordHistory(tw.client, workflowId, 'widget-upload');
+    // Its API shares the worker's native connection (as `npm start`): the upload was started eagerly.
+    expect(await historySteps(tw.client, workflowId)).toEqual({ eager: true, activities: ['extractUpload'], localActivities: [], patches: [] });
     expect((await status(res.json().upload_id)).json()).toMatchObject({ status: 'ready', summary: 'Extracted by the worker.' });
   });
 

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
-import { maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { indexWorkflowId } from '../../worker/outbox-sources';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 
@@ -56,7 +57,14 @@ describe('knowledge-base files', () => {
       updated_at: expect.any(String),
     });
     expect(await indexed(tw, file.id)).toBe('active');
-    await maybeRecordHistory(tw.client, indexWorkflowId(file.id), 'kb-index');
+    await maybeRecordHistory(tw.client, indexWorkflowId(file.id), 'kb-index-local-steps');
+    // The status writes ran as local activities (behind the patch); extraction and embedding through the task queue.
+    expect(await historySteps(tw.client, indexWorkflowId(file.id))).toEqual({
+      eager: false,
+      activities: ['extractAndChunkFile', 'embedFileChunks'],
+      localActivities: ['beginIndexing', 'finishIndexing'],
+      patches: [LOCAL_DB_STEPS_PATCH],
+    });
     const done = await get(file.id);
     expect(done).toMatchObject({ status: 'active', chunk_count: 2, error_message: null });
     expect((await list()).files.map((f: { id: string }) => f.id)).toEqual([file.id]);

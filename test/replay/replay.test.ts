@@ -3,6 +3,7 @@ import path from 'node:path';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { HISTORIES_DIR, installQuietRuntime } from '../support/temporal';
+import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 
 const histories = fs.readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
 const load = (file: string) => JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, file), 'utf8'));
@@ -16,6 +17,23 @@ describe('stored workflow histories replay against the current code', () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const exported = Object.keys(require('../../workflows'));
     expect([...types].sort()).toEqual(exported.sort());
+  });
+
+  // Runs recorded before LOCAL_DB_STEPS_PATCH ran their short database steps as activities; runs since, as local
+  // activities behind the patch marker. Both kinds are kept and replayed, so the old branch stays replayable.
+  test.each([
+    ['messageSendWorkflow', 'recordMessage'],
+    ['msgappInboundWorkflow', 'resolveInboundParty'],
+    ['kbIndexWorkflow', 'beginIndexing'],
+    ['conversationWorkflow', 'recordTaskStarted'],
+  ])('%s has a history from before the local-db-steps patch (%s an activity) and one after it', (type, step) => {
+    type Event = { activityTaskScheduledEventAttributes?: { activityType: { name: string } }; markerRecordedEventAttributes?: { markerName: string; details?: Record<string, { payloads: Array<{ data: string }> }> } };
+    const ofType = histories.map(load).filter((h) => h.events[0].workflowExecutionStartedEventAttributes.workflowType.name === type) as Array<{ events: Event[] }>;
+    const patch = (e: Event) => e.markerRecordedEventAttributes?.markerName === 'core_patch' && JSON.parse(Buffer.from(e.markerRecordedEventAttributes.details!['patch-data'].payloads[0].data, 'base64').toString()).id === LOCAL_DB_STEPS_PATCH;
+    const before = ofType.filter((h) => h.events.some((e) => e.activityTaskScheduledEventAttributes?.activityType.name === step) && !h.events.some(patch));
+    const after = ofType.filter((h) => h.events.some(patch) && h.events.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity'));
+    expect(before.length).toBeGreaterThan(0);
+    expect(after.length).toBeGreaterThan(0);
   });
 
   test.each(histories)('%s replays deterministically', async (file) => {

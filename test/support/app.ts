@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import { loggerOptions } from '../../api/app';
 import type { ChatHub, SocketCaps } from '../../api/chat-hub';
 import { startApi } from '../../api/server';
-import { compose, lazyEmbedder, type Composition, type ComposeOverrides, type Role } from '../../core/compose';
+import { compose, lazyEmbedder, type Composition, type ComposeOptions, type ComposeOverrides, type Role } from '../../core/compose';
 import { configSchema, type Config } from '../../core/config';
 import type { Scope } from '../../core/auth/scopes';
 import type { Orm } from '../../core/db/orm';
@@ -57,7 +57,7 @@ export function testCompose(
   role: Role,
   db: { orm: Orm; databaseUrl: string },
   overrides: TestOverrides = {},
-  extra: { config?: Partial<Config>; temporalAddress?: string; temporal?: ComposeOverrides['temporal'] } = {},
+  extra: { config?: Partial<Config>; temporalAddress?: string; temporal?: ComposeOverrides['temporal']; connectWorker?: ComposeOptions['connectWorker'] } = {},
 ): Promise<Composition> {
   const { box, blobs, embedder, extract, log, denseIndex: _d, keyCache: _k, ...services } = overrides;
   return compose(testConfig(extra.config), {
@@ -65,6 +65,7 @@ export function testCompose(
     databaseUrl: db.databaseUrl,
     embedded: false,
     temporalAddress: extra.temporalAddress,
+    connectWorker: extra.connectWorker,
     overrides: {
       orm: db.orm,
       log: log ?? testLogger(),
@@ -146,7 +147,7 @@ export async function startTestApp(opts: {
   windowSeconds?: number;
   bodyLimitBytes?: number;
   maxUploadBytes?: number;
-  temporal?: { client: Client; taskQueue: string };
+  temporal?: { client: Client; taskQueue: string; eagerStart?: boolean };
   msgappWebhook?: { appSecret: string | null; verifyToken: string | null };
   serviceOptions?: TestOverrides;
   /** The widget's limits (generous unless a test checks them). */

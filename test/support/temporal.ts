@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
 import type { Composition } from '../../core/compose';
 import type { Orm } from '../../core/db/orm';
 import { testCompose, type TestOverrides } from './app';
 import { writeTestLog } from './secret-log';
+import { connectWorker } from '../../worker/connection';
 import { installRuntime, startWorker } from '../../worker/runtime';
 import { ensureSearchAttributes } from '../../worker/search-attributes';
 
@@ -47,7 +48,8 @@ export async function startTestWorker(db: { orm: Orm; url: string }, overrides: 
   if (!address || !bundle) throw new Error('Temporal test server not started: run the tests through jest (global-setup.ts)');
   installQuietRuntime();
   const taskQueue = `test-${randomBytes(6).toString('hex')}`;
-  const c = await testCompose('worker', { orm: db.orm, databaseUrl: db.url }, overrides, { config: { TEMPORAL_TASK_QUEUE: taskQueue }, temporalAddress: address });
+  // As worker/main.ts: the client and the worker share one native connection (so a test app given this client may start eagerly).
+  const c = await testCompose('worker', { orm: db.orm, databaseUrl: db.url }, overrides, { config: { TEMPORAL_TASK_QUEUE: taskQueue }, temporalAddress: address, connectWorker });
   try {
     await ensureSearchAttributes(c.temporal!.client.connection as Connection, 'default');
     const { worker } = await startWorker(c, { workflowBundle: { codePath: bundle }, dispatcher: false, setUp: false });
@@ -69,6 +71,33 @@ export async function maybeRecordHistory(client: Client, workflowId: string, nam
   fs.writeFileSync(path.join(HISTORIES_DIR, `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 2)}\n`);
 }
 
+/** What a workflow's history shows of how it ran: started eagerly, its activities, its local activities, its patches. */
+export interface HistorySteps {
+  /** The first workflow task was handed to the starter's worker in the start call's answer. */
+  eager: boolean;
+  /** Activity types scheduled through the server (task queue), in order. */
+  activities: string[];
+  /** Activity types run as local activities (recorded as markers), in order. */
+  localActivities: string[];
+  patches: string[];
+}
+
+const decodePayload = (p: { data?: Uint8Array | null } | undefined): unknown => (p?.data ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
+
+export async function historySteps(client: Client, workflowId: string): Promise<HistorySteps> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const out: HistorySteps = { eager: false, activities: [], localActivities: [], patches: [] };
+  for (const e of history.events ?? []) {
+    if (e.workflowExecutionStartedEventAttributes) out.eager = Boolean(e.workflowExecutionStartedEventAttributes.eagerExecutionAccepted);
+    const scheduled = e.activityTaskScheduledEventAttributes;
+    if (scheduled) out.activities.push(scheduled.activityType?.name ?? '');
+    const marker = e.markerRecordedEventAttributes;
+    if (marker?.markerName === 'core_local_activity') out.localActivities.push((decodePayload(marker.details?.data?.payloads?.[0]) as { activity_type?: string }).activity_type ?? '');
+    if (marker?.markerName === 'core_patch') out.patches.push((decodePayload(marker.details?.['patch-data']?.payloads?.[0]) as { id?: string }).id ?? '');
+  }
+  return out;
+}
+
 /** The result of a workflow that another component starts (a dispatcher): waits for it to exist, then to finish. */
 export async function workflowResult<T = unknown>(client: Client, workflowId: string, waitToStartMs = 10_000): Promise<T> {
   const handle = client.workflow.getHandle(workflowId);
@@ -77,7 +106,8 @@ export async function workflowResult<T = unknown>(client: Client, workflowId: st
     try {
       return (await handle.result()) as T;
     } catch (err) {
-      if (!/not found/i.test((err as Error).message) || Date.now() > deadline) throw err;
+      // Over a native connection (the worker's, shared with its client) the error has no message: its class says it.
+      if (!(err instanceof WorkflowNotFoundError || /not found/i.test((err as Error).message)) || Date.now() > deadline) throw err;
       await new Promise((r) => setTimeout(r, 50));
     }
   }

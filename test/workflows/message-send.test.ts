@@ -11,7 +11,8 @@ import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { WORKSPACE_ID } from '../../worker/search-attributes';
-import { maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { inboundDone, startInboundDispatcher } from '../support/msgapp';
 
 let db: TestDatabase;
@@ -41,7 +42,8 @@ beforeAll(async () => {
     orm: db.orm,
     databaseUrl: db.url,
     serviceOptions: { msgapp, publicBaseUrl: PUBLIC_BASE_URL },
-    temporal: { client: tw.client, taskQueue: tw.taskQueue },
+    // In one process with the worker, on its native connection (as `npm start`): sends start eagerly.
+    temporal: { client: tw.client, taskQueue: tw.taskQueue, eagerStart: true },
     msgappWebhook: { appSecret: 'app-secret', verifyToken: 'verify-me' },
   });
   // The sandbox calls our webhook over real HTTP.
@@ -112,7 +114,15 @@ describe('POST /api/v1/messages', () => {
     expect(sandbox.sent.length).toBe(before + 1);
     const sent = sandbox.sent.at(-1)!;
     expect(sent.body).toMatchObject({ messaging_product: 'whatsapp', to: CUSTOMER, type: 'template', template: { name: 'order_update' } });
-    await maybeRecordHistory(tw.client, `message-send:${body.id}`, 'message-send');
+    await maybeRecordHistory(tw.client, `message-send:${body.id}`, 'message-send-local-steps');
+    // Started eagerly (the first workflow task came back with the start call); the database steps ran as local
+    // activities, in the worker, behind the patch; only the provider call went through the task queue.
+    expect(await historySteps(tw.client, `message-send:${body.id}`)).toEqual({
+      eager: true,
+      activities: ['callMsgappProvider'],
+      localActivities: ['recordMessage', 'markMessageSent'],
+      patches: [LOCAL_DB_STEPS_PATCH],
+    });
     // An operator filtering by workspace finds the send.
     const described = await tw.client.workflow.getHandle(`message-send:${body.id}`).describe();
     expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
@@ -321,7 +331,13 @@ describe('the provider webhook /webhooks/msgapp', () => {
     const { providerMessageId } = await sandbox.injectInbound({ from, to: '5055', text: 'Where is my order?', profileName: 'Rita' });
     const done = await inboundDone(tw, providerMessageId);
     expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/) });
-    await maybeRecordHistory(tw.client, `msgapp-inbound:${providerMessageId}`, 'msgapp-inbound');
+    await maybeRecordHistory(tw.client, `msgapp-inbound:${providerMessageId}`, 'msgapp-inbound-local-steps');
+    expect(await historySteps(tw.client, `msgapp-inbound:${providerMessageId}`)).toEqual({
+      eager: false,
+      activities: ['downloadInboundMedia'],
+      localActivities: ['resolveInboundParty', 'recordInboundMessage'],
+      patches: [LOCAL_DB_STEPS_PATCH],
+    });
     const described = await tw.client.workflow.getHandle(`msgapp-inbound:${providerMessageId}`).describe();
     expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
     const [event] = await db.orm.em

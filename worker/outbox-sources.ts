@@ -26,7 +26,8 @@ interface IndexItem {
   name: string;
 }
 
-export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: string }): OutboxSource {
+/** `eager`: the client shares this process's worker's native connection, so starts can be eager. */
+export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: string; eager?: boolean }): OutboxSource {
   return startsWorkflows<IndexItem>({
     name: 'kb-indexing',
     channel: KB_INDEX_OUTBOX_CHANNEL,
@@ -35,6 +36,7 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
       await client.workflow.start(kbIndexWorkflow, {
         workflowId: indexWorkflowId(item.id),
         taskQueue: s.taskQueue,
+        requestEagerStart: s.eager ?? false,
         args: [{ fileId: item.id }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, fileId: item.id }),
         staticSummary: item.name,
@@ -52,7 +54,7 @@ interface InboundItem {
 }
 
 /** Inbound msgapp messages the webhook stored: one `msgapp-inbound:<provider message id>` workflow each. */
-export function msgappInbound(events: ProviderEventService, client: Client, s: { taskQueue: string }): OutboxSource {
+export function msgappInbound(events: ProviderEventService, client: Client, s: { taskQueue: string; eager?: boolean }): OutboxSource {
   return startsWorkflows<InboundItem>({
     name: 'msgapp-inbound',
     channel: MSGAPP_INBOUND_CHANNEL,
@@ -61,6 +63,7 @@ export function msgappInbound(events: ProviderEventService, client: Client, s: {
       await client.workflow.start(msgappInboundWorkflow, {
         workflowId: msgappInboundWorkflowId(item.provider_message_id),
         taskQueue: s.taskQueue,
+        requestEagerStart: s.eager ?? false,
         args: [{ providerMessageId: item.provider_message_id }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id }),
         // The kind and the sender's last four digits, never the whole number.

@@ -71,6 +71,8 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
   let dispatcher: OutboxDispatcher | null = null;
   if (opts.dispatcher !== false) {
     const config = c.config;
+    // The relay's starts are eager when its client shares this worker's native connection: the first workflow task comes back with the start.
+    const eager = c.temporal.native !== null;
     dispatcher = new OutboxDispatcher(
       c.notifications,
       [
@@ -82,11 +84,12 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
             backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS,
             timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS,
             inline: { overall: config.CONCIERGE_WEBHOOK_INLINE_CONCURRENCY, perSubscription: config.CONCIERGE_WEBHOOK_INLINE_PER_SUBSCRIPTION },
+            eager,
           },
           c.log,
         ),
-        kbIndexing(c.em, client, { taskQueue }),
-        msgappInbound(c.services.providerEvents, client, { taskQueue }),
+        kbIndexing(c.em, client, { taskQueue, eager }),
+        msgappInbound(c.services.providerEvents, client, { taskQueue, eager }),
       ],
       c.log,
     );

@@ -20,6 +20,8 @@ export interface WebhookOutboxSettings {
    * at attempt 1, as before the inline path existed.
    */
   inline?: { overall: number; perSubscription: number };
+  /** The client shares this process's worker's native connection: retry workflows start eagerly (their first task comes back with the start). */
+  eager?: boolean;
 }
 
 /** Room for work under way, overall and per key. */
@@ -164,6 +166,7 @@ export class WebhookOutbox implements OutboxSource {
       await this.client.workflow.start(webhookDeliveryWorkflow, {
         workflowId: deliveryWorkflowId(item.id),
         taskQueue: s.taskQueue,
+        requestEagerStart: s.eager ?? false,
         args: [{ deliveryId: item.id, run: item.run, backoffMs: s.backoffMs, timeoutMs: s.timeoutMs, firstAttempt: from.firstAttempt, previousError: from.previousError }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, subscriptionId: item.subscription_id, eventType: item.event_type }),
         staticSummary: `${item.event_type} → ${(await this.deliveries.urlHost(item.subscription_id)) ?? item.subscription_id}`,

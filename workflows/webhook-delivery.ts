@@ -1,8 +1,9 @@
 import { proxyActivities, setCurrentDetails, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { shortSteps } from './short-steps';
 import { ATTEMPT, DELIVERY_STATUS } from './search-attributes';
 import type { Activities } from '../activities';
 import { cancelled, recordCancelled } from './cancellation';
-import { presets, singleAttempt } from './presets';
+import { localPresets, presets, singleAttempt } from './presets';
 
 /** A delivery's retry workflow: one per delivery id (a new run of attempts after a retry reuses it once the last closed). */
 export const deliveryWorkflowId = (deliveryId: string) => `webhook-delivery:${deliveryId}`;
@@ -43,10 +44,8 @@ export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Prom
     if (!cancelled(err)) throw err;
     // Cancelled (an operator, during an attempt or a wait): the run ends `failed` with the reason, outside the
     // subscription's failure accounting, so the log never shows it pending for ever and a retry works.
-    const { failWebhookRun } = proxyActivities<Activities>(presets.bookkeeping);
-    await recordCancelled(() =>
-      failWebhookRun.executeWithOptions({ ...presets.bookkeeping, summary: 'record: failed (cancelled)' }, [{ deliveryId: input.deliveryId, run: input.run, reason: DELIVERY_CANCELLED }]),
-    );
+    const { failWebhookRun } = shortSteps(['failWebhookRun'], presets.bookkeeping, localPresets.bookkeeping);
+    await recordCancelled(() => failWebhookRun('record: failed (cancelled)', [{ deliveryId: input.deliveryId, run: input.run, reason: DELIVERY_CANCELLED }]));
     upsertSearchAttributes([{ key: DELIVERY_STATUS, value: 'failed' }]);
     setCurrentDetails(`Cancelled: ${DELIVERY_CANCELLED}.`);
     throw err;
@@ -55,7 +54,8 @@ export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Prom
 
 async function deliver(input: WebhookDeliveryInput): Promise<WebhookDeliveryResult> {
   const { attemptWebhookDelivery } = proxyActivities<Activities>(singleAttempt(input.timeoutMs));
-  const { recordWebhookOutcome } = proxyActivities<Activities>(presets.bookkeeping);
+  // The outcome is a short database step: a local activity since the local-db-steps patch.
+  const { recordWebhookOutcome } = shortSteps(['recordWebhookOutcome'], presets.bookkeeping, localPresets.bookkeeping);
 
   const attempts = input.backoffMs.length + 1;
   // What an operator sees in the UI and can filter by: the status and attempt as search attributes, the last
@@ -87,18 +87,14 @@ async function deliver(input: WebhookDeliveryInput): Promise<WebhookDeliveryResu
     }
     if (result.outcome === 'gone' || result.outcome === 'settled') return result.outcome;
     if (result.outcome === 'delivered') {
-      await recordWebhookOutcome.executeWithOptions({ ...presets.bookkeeping, summary: 'record: delivered' }, [
-        { deliveryId: input.deliveryId, run: input.run, delivered: true, error: null },
-      ]);
+      await recordWebhookOutcome('record: delivered', [{ deliveryId: input.deliveryId, run: input.run, delivered: true, error: null }]);
       status('delivered', attempt);
       setCurrentDetails(`Delivered on attempt ${attempt}/${attempts}.`);
       return 'delivered';
     }
     lastError = result.error;
   }
-  await recordWebhookOutcome.executeWithOptions({ ...presets.bookkeeping, summary: 'record: failed after every attempt' }, [
-    { deliveryId: input.deliveryId, run: input.run, delivered: false, error: lastError },
-  ]);
+  await recordWebhookOutcome('record: failed after every attempt', [{ deliveryId: input.deliveryId, run: input.run, delivered: false, error: lastError }]);
   // Exhausted: findable as ConciergeDeliveryStatus = 'failed' without reading results (the API's retry starts a new run).
   status('failed', attempts);
   setCurrentDetails(`Failed after ${attempts} attempts. Last error: ${lastError}\n\nPOST /api/v1/webhook-subscriptions/{id}/deliveries/{delivery_id}/retry starts a new run.`);

@@ -26,6 +26,7 @@ describe('stored workflow histories replay against the current code', () => {
     ['msgappInboundWorkflow', 'resolveInboundParty'],
     ['kbIndexWorkflow', 'beginIndexing'],
     ['conversationWorkflow', 'recordTaskStarted'],
+    ['webhookDeliveryWorkflow', 'recordWebhookOutcome'],
   ])('%s has a history from before the local-db-steps patch (%s an activity) and one after it', (type, step) => {
     type Event = { activityTaskScheduledEventAttributes?: { activityType: { name: string } }; markerRecordedEventAttributes?: { markerName: string; details?: Record<string, { payloads: Array<{ data: string }> }> } };
     const ofType = histories.map(load).filter((h) => h.events[0].workflowExecutionStartedEventAttributes.workflowType.name === type) as Array<{ events: Event[] }>;

@@ -100,7 +100,7 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     expect(deliveryIds).toHaveLength(1);
     expect(await settled(deliveryIds[0])).toBe('delivered');
     expect(await workflowResult<string>(tw.client, deliveryWorkflowId(deliveryIds[0]))).toBe('delivered');
-    await maybeRecordHistory(tw.client, deliveryWorkflowId(deliveryIds[0]), 'webhook-delivery-retry');
+    await maybeRecordHistory(tw.client, deliveryWorkflowId(deliveryIds[0]), 'webhook-delivery-retry-local-steps');
 
     expect(r.hits).toHaveLength(3);
     expect(new Set(r.hits.map((h) => h.headers['x-concierge-delivery']))).toEqual(new Set([deliveryIds[0]]));

@@ -7,6 +7,7 @@ import { WidgetUpload } from '../db/entities';
 import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
 import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../llm/model';
+import { answerWithoutModel } from './answer-without-model';
 import { publishFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
 
@@ -45,8 +46,6 @@ const ATTACHMENT_CHARS = 12_000;
 const DEFAULT_TOP_K = 5;
 /** Passages taken from the conversation's own long uploads. */
 const UPLOAD_PASSAGES = 3;
-/** Characters of one passage quoted when there is no language model. */
-const EXCERPT_CHARS = 700;
 
 /**
  * One agent turn: the reply to one visitor message. The reply's id is decided before
@@ -56,8 +55,8 @@ const EXCERPT_CHARS = 700;
  *
  * With a language model: the agent's instructions, recent history, the passages
  * retrieved from the agent's knowledge-base selection (labelled with their file names)
- * and the tools `kb_search` and `handoff`. Without one: the best passages themselves,
- * quoted with their file names and labelled as retrieved excerpts — never invented text.
+ * and the tools `kb_search` and `handoff`. Without one: `answerWithoutModel` — the best
+ * relevant passage in whole sentences under its article's title, never invented text.
  */
 export class AgentTurns {
   constructor(
@@ -103,14 +102,23 @@ export class AgentTurns {
 
     let text: string;
     let handoff = false;
+    let suggested: string[] = [];
     const citations = new Map<string, string>();
     if (this.model) {
       const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history }, stream, citations, onProgress);
       text = out.text;
       handoff = out.handoff;
     } else {
-      text = excerptAnswer(passages);
-      for (const p of passages) citations.set(p.file_id, p.file_name);
+      const handoffAction = spec.actions.find((a) => a.type === 'handoff');
+      const answer = answerWithoutModel(visitor.text || query, passages, { handoff: Boolean(handoffAction), handoffMessage: handoffAction?.message });
+      text = answer.text;
+      suggested = answer.suggested_actions;
+      for (const p of answer.cited) citations.set(p.file_id, p.file_name);
+      if (answer.handoff) {
+        const reason = 'the visitor asked for a person';
+        await flagForHuman(this.em.fork(), input.conversationId, reason, { reason, message_id: input.messageId });
+        handoff = true;
+      }
       // Nothing is generated, so the whole answer is one delta: clients render every mode alike.
       if (stream) await publishFrame(this.em, input.conversationId, { type: 'reply_delta', reply_id: input.replyId, text });
     }
@@ -122,7 +130,7 @@ export class AgentTurns {
       role: 'assistant',
       replyTo: input.messageId,
       text,
-      extras: { citations: [...citations].map(([file_id, file_name]) => ({ file_id, file_name })) },
+      extras: { citations: [...citations].map(([file_id, file_name]) => ({ file_id, file_name })), ...(suggested.length ? { suggested_actions: suggested } : {}) },
     });
     await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
     return toReply(row, handoff);
@@ -297,15 +305,3 @@ function systemPrompt(spec: AgentSpec, passages: Passage[]): string {
   return parts.join('\n\n');
 }
 
-/** The embedded default without a language model: the passages themselves, quoted and labelled. */
-export function excerptAnswer(passages: Passage[]): string {
-  if (!passages.length) {
-    return 'I could not find anything about this in the knowledge base. (No language model is configured, so I can only quote the knowledge base.)';
-  }
-  const quoted = passages.slice(0, 3).map((p) => {
-    const t = p.text.trim();
-    const cut = t.length > EXCERPT_CHARS ? `${t.slice(0, t.lastIndexOf(' ', EXCERPT_CHARS) > 0 ? t.lastIndexOf(' ', EXCERPT_CHARS) : EXCERPT_CHARS)}…` : t;
-    return `From "${p.file_name}":\n> ${cut.replace(/\s*\n\s*/g, '\n> ')}`;
-  });
-  return `Retrieved excerpts from the knowledge base (no language model is configured, so these are quoted as found):\n\n${quoted.join('\n\n')}`;
-}

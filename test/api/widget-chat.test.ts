@@ -378,25 +378,42 @@ describe('background tasks', () => {
 });
 
 describe('without a language model', () => {
-  test('the agent quotes the best knowledge-base passages with their file names, labelled as excerpts; never invented text', async () => {
+  test('a greeting, an answered question, an unanswerable one, a request for a person: replies that read like help, never invented text', async () => {
     const kbAuth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
     const dispatcher = await startIndexDispatcher(tw);
     const noLlm = await startTestWorker(db);
     const app = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: noLlm.client, taskQueue: noLlm.taskQueue } });
     try {
-      const file = await upload(t.app, kbAuth, {
-        filename: 'returns-policy.txt',
-        content: 'Returns policy. Unworn shoes can be returned within 30 days of delivery for a full refund to the original card.',
-      });
-      expect(await indexed(tw, file.json().id)).toBe('active');
+      const files = [
+        await upload(t.app, kbAuth, {
+          filename: 'returns-policy.txt',
+          content: 'Unworn shoes can be returned within 30 days of delivery for a full refund to the original card. Worn shoes cannot be returned.',
+        }),
+        await upload(t.app, kbAuth, { filename: 'shoe-care.txt', content: 'Clean leather shoes with a damp cloth. Unworn shoes keep their shape in the box they were delivered in.' }),
+      ];
+      for (const f of files) expect(await indexed(tw, f.json().id)).toBe('active');
       const call = (url: string, payload: object) => app.app.inject({ method: 'POST', url: `/api/public/widget/${url}`, headers: headers(), payload });
       const conv = (await call('init', {})).json();
-      const res = await call('send', { conversation_id: conv.conversation_id, text: 'can I return shoes for a refund?' });
-      expect(res.statusCode).toBe(200);
-      const text: string = res.json().text;
-      expect(text).toMatch(/^Retrieved excerpts from the knowledge base/);
-      expect(text).toContain('From "returns-policy.txt"');
-      expect(text).toContain('> Returns policy. Unworn shoes can be returned within 30 days');
+      const say = async (text: string) => {
+        const res = await call('send', { conversation_id: conv.conversation_id, text });
+        expect(res.statusCode).toBe(200);
+        return res.json() as { text: string; suggested_actions?: string[]; citations?: unknown };
+      };
+      expect((await say('hello')).text).toMatch(/^Hello! Ask me anything/);
+      const answered = await say('can I return unworn shoes for a refund?');
+      expect(answered.text).toBe(
+        'From our help articles:\n\n**Returns policy**\n\nUnworn shoes can be returned within 30 days of delivery for a full refund to the original card. Worn shoes cannot be returned.',
+      );
+      expect(answered.text).not.toMatch(/^>|\.txt|language model|knowledge base/m);
+      // The other article that covers the question is offered as a suggested action; the quoted one is cited.
+      expect(answered.suggested_actions).toEqual(['Shoe care']);
+      const nothing = await say('do you repair bicycles?');
+      expect(nothing.text).toBe("I couldn't find that in our help articles. If you would like to talk to a person, just say so.");
+      // Asking for a person hands the conversation over (the agent has handoff); the agent is then silent.
+      expect((await say('I want to talk to a person')).text).toBe('A colleague will take it from here.');
+      expect((await say('hello?')).text).toBe('');
+      const cases = (await t.app.inject({ method: 'GET', url: '/api/v1/cases', headers: bearer((await createKey(t.services, ws, ['conversations:read'])).key) })).json();
+      expect(cases.cases.map((c: { id: string }) => c.id)).toContain(conv.conversation_id);
     } finally {
       await app.close();
       await noLlm.close();

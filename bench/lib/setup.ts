@@ -18,6 +18,7 @@ import { newId } from '../../core/ids';
 import { createEmbedder, type LocalEmbedder } from '../../core/kb/embedder';
 import type { Services } from '../../core/services';
 import { findTemporalCli, startDevServer, type DevServer } from '../../infra/temporal';
+import { connectWorker } from '../../worker/connection';
 import { installRuntime, startWorker } from '../../worker/runtime';
 import type { Cleanup } from './child';
 
@@ -122,9 +123,10 @@ export async function benchTemporal(b: Bench): Promise<DevServer> {
   return dev;
 }
 
-/** A worker process (startWorker: worker, outbox relay, schedules) on the dev server; `instrument` runs before it starts. */
+/** A worker process (startWorker: worker, outbox relay, schedules) on the dev server, composed as worker/main.ts does; `instrument` runs before it starts. */
 export async function benchWorker(b: Bench, dev: DevServer, s: ComposeSettings = {}, instrument?: (c: Composition) => void): Promise<Composition> {
-  const c = await benchCompose(b, 'worker', { ...s, temporalAddress: dev.address });
+  // As worker/main.ts: the client on the worker's native connection (the relay's starts are eager).
+  const c = await benchCompose(b, 'worker', { connectWorker, ...s, temporalAddress: dev.address });
   instrument?.(c);
   await startWorker(c);
   return c;

@@ -70,6 +70,16 @@ export const AgentSpec = z
       .default({}),
     actions: z.array(AgentAction).max(50).default([]),
     templates: z.array(MessageTemplate).max(200).default([]),
+    privacy: z
+      .object({
+        mask_personal_details: z.boolean().default(false).meta({
+          description:
+            "Mask card numbers (Luhn-valid), IBANs, e-mail addresses and international phone numbers in the agent's final reply and in the stored transcript; streamed deltas may still show what the final reply replaces",
+        }),
+      })
+      .strict()
+      // Optional, not defaulted: agents stored before the setting existed read back unchanged.
+      .optional(),
   })
   .strict()
   .meta({ id: 'AgentSpec', description: 'Everything an agent is: instructions, model settings, knowledge, triggers, canvas actions, templates' });

@@ -8,6 +8,7 @@ import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
 import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../llm/model';
 import { answerWithoutModel } from './answer-without-model';
+import { maskPersonalDetails } from './masking';
 import { publishFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
 
@@ -123,6 +124,8 @@ export class AgentTurns {
       if (stream) await publishFrame(this.em, input.conversationId, { type: 'reply_delta', reply_id: input.replyId, text });
     }
 
+    // Masked at the end: the stored reply and the final `reply` frame never carry the details (deltas may have).
+    if (spec.privacy?.mask_personal_details) text = maskPersonalDetails(text).text;
     const { row } = await this.transcript.append({
       id: input.replyId,
       workspaceId: input.workspaceId,

@@ -26,6 +26,7 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
   const text = last?.content ?? '';
   if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
   if (text.includes('please fail')) return { status: 400, text: 'bad request' };
+  if (text.includes('card on file')) return { text: 'The card on file is 4111 1111 1111 1111; receipts go to jane@example.com.' };
   if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
   return { text: `Echo: ${text}` };
 }
@@ -374,6 +375,26 @@ describe('background tasks', () => {
       await blocker.end();
       s.close();
     }
+  });
+});
+
+describe('masking personal details (agent setting privacy.mask_personal_details)', () => {
+  test('the final reply and the stored transcript are masked; deltas may have shown the details; off by default', async () => {
+    const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+    const masking = await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Masking helper', privacy: { mask_personal_details: true } });
+    const maskedSite = await t.services.sites.create(ws, masking, [ORIGIN]);
+    const call = (s: { site_id: string }, url: string, payload?: object) =>
+      t.app.inject({ method: payload ? 'POST' : 'GET', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': s.site_id, origin: ORIGIN }, payload });
+    const conv = (await call(maskedSite, 'init', {})).json();
+    const res = await call(maskedSite, 'send', { conversation_id: conv.conversation_id, text: 'which card on file do you have?' });
+    expect(res.json().text).toBe('The card on file is •••• 1111; receipts go to [email address hidden].');
+    const history = (await call(maskedSite, `history?conversation_id=${conv.conversation_id}`)).json();
+    expect(history.messages.at(-1).text).toBe('The card on file is •••• 1111; receipts go to [email address hidden].');
+    expect(JSON.stringify(history)).not.toContain('4111 1111 1111 1111');
+    // The shop's agent has no such setting: its replies are left as the model wrote them.
+    const plain = await init();
+    const unmasked = await post('send', { conversation_id: plain.conversation_id, text: 'which card on file do you have?' });
+    expect(unmasked.json().text).toContain('4111 1111 1111 1111');
   });
 });
 

@@ -136,6 +136,9 @@ export class AgentTurns {
       extras: { citations: [...citations].map(([file_id, file_name]) => ({ file_id, file_name })), ...(suggested.length ? { suggested_actions: suggested } : {}) },
     });
     await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
+    // The contract's follow-up chips: in the reply, and after it as their own frame.
+    const chips = row.extras?.suggested_actions ?? [];
+    if (chips.length) await publishFrame(this.em, input.conversationId, { type: 'suggested_actions', reply_id: row.id, suggested_actions: chips });
     return toReply(row, handoff);
   }
 

@@ -415,6 +415,7 @@ describe('without a language model', () => {
       for (const f of files) expect(await indexed(tw, f.json().id)).toBe('active');
       const call = (url: string, payload: object) => app.app.inject({ method: 'POST', url: `/api/public/widget/${url}`, headers: headers(), payload });
       const conv = (await call('init', {})).json();
+      const s = await socket(conv.conversation_id);
       const say = async (text: string) => {
         const res = await call('send', { conversation_id: conv.conversation_id, text });
         expect(res.statusCode).toBe(200);
@@ -428,6 +429,12 @@ describe('without a language model', () => {
       expect(answered.text).not.toMatch(/^>|\.txt|language model|knowledge base/m);
       // The other article that covers the question is offered as a suggested action; the quoted one is cited.
       expect(answered.suggested_actions).toEqual(['Shoe care']);
+      // On the socket: the reply with its chips, then the chips as their own frame.
+      await s.until((f) => f.some((x) => x.type === 'suggested_actions'));
+      const [reply, chips] = s.frames.filter((x) => x.type === 'reply' || x.type === 'suggested_actions').slice(-2);
+      expect(reply).toMatchObject({ type: 'reply', suggested_actions: ['Shoe care'] });
+      expect(chips).toEqual({ type: 'suggested_actions', reply_id: reply.reply_id, suggested_actions: ['Shoe care'] });
+      s.close();
       const nothing = await say('do you repair bicycles?');
       expect(nothing.text).toBe("I couldn't find that in our help articles. If you would like to talk to a person, just say so.");
       // Asking for a person hands the conversation over (the agent has handoff); the agent is then silent.

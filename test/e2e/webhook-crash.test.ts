@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -72,6 +73,16 @@ async function emitOne(messageId: string): Promise<string> {
   return deliveryIds[0];
 }
 
+/** The worker dies while the receiver holds the delivery's request; another worker is started and must deliver it, with one 2xx. */
+async function killAndRecover(worker: ChildProcess, holding: Promise<string>, deliveryId: string): Promise<void> {
+  expect(await holding).toBe(deliveryId);
+  await workers.kill(worker);
+  expect(await deliveryStatus(deliveryId)).toBe('pending');
+  await workers.start();
+  await eventually(60_000, 'the delivery to complete after the restart', async () => (await deliveryStatus(deliveryId)) === 'delivered');
+  expect(answered2xx).toEqual([deliveryId]);
+}
+
 beforeAll(async () => {
   const c = await testServices(db, { box: SecretBox.fromString(KEY) });
   await c.services.subscriptions.create(ws, `${receiver.url}/hook`, ['message.inbound']);
@@ -84,14 +95,7 @@ test("a worker killed during the outbox dispatcher's first attempt: the lease ex
   script = (_id, n) => (n === 0 ? 'hold' : 200);
   const holding = heldOnce();
 
-  const first = await workers.start();
-  expect(await holding).toBe(deliveryId);
-  await workers.kill(first);
-  expect(await deliveryStatus(deliveryId)).toBe('pending');
-
-  await workers.start();
-  await eventually(60_000, 'the delivery to complete after the restart', async () => (await deliveryStatus(deliveryId)) === 'delivered');
-  expect(answered2xx).toEqual([deliveryId]);
+  await killAndRecover(await workers.start(), holding, deliveryId);
   expect(seen.get(deliveryId)).toBe(2);
   // The lost attempt never reached the log; the one that succeeded is attempt 1, made by the dispatcher again.
   expect(await attemptLog(deliveryId)).toEqual([[1, 200]]);
@@ -107,13 +111,7 @@ test('a worker killed during a retry (attempt 2, in the retry workflow): the att
   const holding = heldOnce();
   const first = await workers.start();
   const deliveryId = await emitOne('msg_crash_retry');
-  expect(await holding).toBe(deliveryId);
-  await workers.kill(first);
-  expect(await deliveryStatus(deliveryId)).toBe('pending');
-
-  await workers.start();
-  await eventually(60_000, 'the delivery to complete after the restart', async () => (await deliveryStatus(deliveryId)) === 'delivered');
-  expect(answered2xx).toEqual([deliveryId]);
+  await killAndRecover(first, holding, deliveryId);
   expect(seen.get(deliveryId)).toBe(3);
   // Attempt 1 from the dispatcher, attempt 2 lost with the worker (never logged), attempt 3 from the workflow.
   expect(await attemptLog(deliveryId)).toEqual([

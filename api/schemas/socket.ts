@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Card, Chart } from '../../core/chat/elements';
 
 /**
  * The frames of the reply socket (`GET /api/chat/connect`), as JSON text messages: the
@@ -15,8 +16,8 @@ export const ChatFrameSchema = z
       reply_id: ReplyId,
       text: z.string().meta({ description: 'The finished turn; authoritative (replaces the deltas)' }),
       attachments: z.array(z.unknown()).optional(),
-      charts: z.array(z.unknown()).optional(),
-      cards: z.array(z.unknown()).optional(),
+      charts: z.array(Chart).optional(),
+      cards: z.array(Card).optional(),
       rich: z.array(z.unknown()).optional(),
       suggested_actions: z.array(z.string()).optional(),
       unsolicited: z.literal(true).optional().meta({ description: 'Started by the platform, with no pending request' }),

@@ -34,6 +34,16 @@ export const AgentAction = z.discriminatedUnion('type', [
   z
     .object({ type: z.literal('handoff'), message: z.string().max(1000).optional().meta({ description: 'What the customer is told when a human takes over' }) })
     .strict(),
+  z
+    .object({
+      type: z.literal('reply_elements'),
+      kinds: z
+        .array(z.enum(['suggested_actions', 'cards', 'charts']))
+        .min(1)
+        .max(3)
+        .meta({ description: 'Which elements the model may add to its replies (tools suggest_replies, show_card, show_chart); each is validated before it is sent' }),
+    })
+    .strict(),
 ]);
 
 export const MessageTemplate = z

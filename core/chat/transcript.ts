@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { conversationInWorkspace, touchConversation } from '../conversations/conversations';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
+import type { CardElement, ChartElement } from './elements';
 import { publishFrame } from './frames';
 import { ChatMessage, type IChatMessage } from '../db/entities';
 
@@ -40,8 +41,8 @@ function rowOf(m: IChatMessage): ChatMessageRow {
 
 /** The optional parts of a reply; only non-empty ones are stored and sent. */
 export interface ReplyExtras {
-  charts?: unknown[];
-  cards?: unknown[];
+  charts?: ChartElement[];
+  cards?: CardElement[];
   rich?: unknown[];
   suggested_actions?: string[];
   /** The knowledge-base passages the reply drew on: file names shown to the visitor. */
@@ -56,8 +57,8 @@ export interface HistoryMessage {
   attachments: unknown[];
   /** A human agent wrote it (role is then `assistant`). */
   author?: 'human';
-  charts?: unknown[];
-  cards?: unknown[];
+  charts?: ChartElement[];
+  cards?: CardElement[];
   rich?: unknown[];
   suggested_actions?: string[];
 }

@@ -8,6 +8,7 @@ import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
 import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../llm/model';
 import { answerWithoutModel } from './answer-without-model';
+import { applyElementTool, elementTools, emptyElements, type ElementKind, type ReplyElements } from './elements';
 import { maskPersonalDetails } from './masking';
 import { publishFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
@@ -104,11 +105,14 @@ export class AgentTurns {
     let text: string;
     let handoff = false;
     let suggested: string[] = [];
+    let elements: ReplyElements = emptyElements();
     const citations = new Map<string, string>();
     if (this.model) {
       const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history }, stream, citations, onProgress);
       text = out.text;
       handoff = out.handoff;
+      elements = out.elements;
+      suggested = elements.suggested_actions;
     } else {
       const handoffAction = spec.actions.find((a) => a.type === 'handoff');
       const answer = answerWithoutModel(visitor.text || query, passages, { handoff: Boolean(handoffAction), handoffMessage: handoffAction?.message });
@@ -133,7 +137,12 @@ export class AgentTurns {
       role: 'assistant',
       replyTo: input.messageId,
       text,
-      extras: { citations: [...citations].map(([file_id, file_name]) => ({ file_id, file_name })), ...(suggested.length ? { suggested_actions: suggested } : {}) },
+      extras: {
+        citations: [...citations].map(([file_id, file_name]) => ({ file_id, file_name })),
+        ...(suggested.length ? { suggested_actions: suggested } : {}),
+        ...(elements.cards.length ? { cards: elements.cards } : {}),
+        ...(elements.charts.length ? { charts: elements.charts } : {}),
+      },
     });
     await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
     // The contract's follow-up chips: in the reply, and after it as their own frame.
@@ -198,8 +207,12 @@ export class AgentTurns {
     stream: boolean,
     citations: Map<string, string>,
     onProgress?: () => void,
-  ): Promise<{ text: string; handoff: boolean }> {
+  ): Promise<{ text: string; handoff: boolean; elements: ReplyElements }> {
     const tools: ToolDefinition[] = [];
+    const elementsAction = spec.actions.find((a) => a.type === 'reply_elements');
+    const kinds = elementsAction && elementsAction.type === 'reply_elements' ? elementsAction.kinds : [];
+    const elements = emptyElements();
+    for (const t of elementTools(kinds)) tools.push({ name: t.name, description: t.description, parameters: t.parameters });
     if (spec.actions.some((a) => a.type === 'kb_search')) {
       tools.push({
         name: 'kb_search',
@@ -246,10 +259,10 @@ export class AgentTurns {
         },
         onDelta,
       );
-      if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff };
+      if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements };
       messages.push({ role: 'assistant', content: result.text || null, tool_calls: result.tool_calls });
       for (const [i, call] of result.tool_calls.entries()) {
-        const output = await this.runTool(input, spec, call, citations);
+        const output = await this.runTool(input, spec, call, citations, { kinds, elements });
         if (call.name === 'handoff') handoff = true;
         messages.push({ role: 'tool', tool_call_id: call.id, content: output });
         await this.transcript.append({
@@ -263,12 +276,24 @@ export class AgentTurns {
     }
   }
 
-  private async runTool(input: TurnInput, spec: AgentSpec, call: ToolCall, citations: Map<string, string>): Promise<string> {
+  private async runTool(
+    input: TurnInput,
+    spec: AgentSpec,
+    call: ToolCall,
+    citations: Map<string, string>,
+    reply: { kinds: readonly ElementKind[]; elements: ReplyElements },
+  ): Promise<string> {
     let args: Record<string, unknown> = {};
     try {
       args = JSON.parse(call.arguments || '{}');
     } catch {
       return JSON.stringify({ error: 'arguments are not valid JSON' });
+    }
+    const element = applyElementTool(call.name, args, reply.kinds, reply.elements);
+    if (element) {
+      // Refused elements never reach the visitor; the model is told why and may try again.
+      if (!element.ok) this.log.warn({ tool: call.name, conversationId: input.conversationId, output: element.output.slice(0, 500) }, 'reply element refused');
+      return element.output;
     }
     if (call.name === 'kb_search') {
       const kb = spec.actions.find((a) => a.type === 'kb_search');

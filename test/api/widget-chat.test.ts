@@ -24,7 +24,19 @@ const ORIGIN = 'https://shop.example';
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
   const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
   const text = last?.content ?? '';
-  if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
+  if (last?.role === 'tool') return { text: /Shown under your answer|invalid show_chart/.test(text) ? 'Here is the overview.' : 'A colleague will take it from here.' };
+  if (text.includes('orders per month')) {
+    return {
+      tool_calls: [
+        { name: 'suggest_replies', arguments: { suggestions: ['Track my order', 'Talk to a person'] } },
+        { name: 'show_card', arguments: { title: 'Winter sale', text: 'Boots at 30% off.', image_url: 'https://shop.example/boots.png', buttons: [{ label: 'Shop', url: 'https://shop.example/sale' }, { label: 'Tell me more', reply: 'Tell me more about the sale' }] } },
+        { name: 'show_chart', arguments: { type: 'bar', title: 'Orders', labels: ['Sep', 'Oct', 'Nov'], series: [{ name: 'orders', values: [3, 5, 2] }] } },
+        // Invalid: a card link that is not https, and a chart whose values do not match its labels. Both are refused.
+        { name: 'show_card', arguments: { title: 'Click', buttons: [{ label: 'Go', url: 'javascript:alert(1)' }] } },
+        { name: 'show_chart', arguments: { type: 'pie', labels: ['a', 'b'], series: [{ name: 'x', values: [1] }] } },
+      ],
+    };
+  }
   if (text.includes('please fail')) return { status: 400, text: 'bad request' };
   if (text.includes('card on file')) return { text: 'The card on file is 4111 1111 1111 1111; receipts go to jane@example.com.' };
   if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
@@ -375,6 +387,37 @@ describe('background tasks', () => {
       await blocker.end();
       s.close();
     }
+  });
+});
+
+describe('reply elements (agent action reply_elements)', () => {
+  test('suggested actions, a card and a chart from the model, validated; invalid ones refused and never sent; not offered to agents without the action', async () => {
+    const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+    const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Elements helper', actions: [{ type: 'reply_elements', kinds: ['suggested_actions', 'cards', 'charts'] }] });
+    const elementsSite = await t.services.sites.create(ws, agentId, [ORIGIN]);
+    const call = (url: string, payload?: object) =>
+      t.app.inject({ method: payload ? 'POST' : 'GET', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': elementsSite.site_id, origin: ORIGIN }, payload });
+    const conv = (await call('init', {})).json();
+    const tools = () => (llm.requests.at(-1)!.body.tools ?? []).map((x: { function: { name: string } }) => x.function.name);
+    const res = await call('send', { conversation_id: conv.conversation_id, text: 'how many orders per month?' });
+    expect(tools()).toEqual(['suggest_replies', 'show_card', 'show_chart']);
+    expect(res.json()).toEqual({
+      message_id: expect.stringMatching(/^msg_/),
+      text: 'Here is the overview.',
+      suggested_actions: ['Track my order', 'Talk to a person'],
+      cards: [{ title: 'Winter sale', text: 'Boots at 30% off.', image_url: 'https://shop.example/boots.png', buttons: [{ label: 'Shop', url: 'https://shop.example/sale' }, { label: 'Tell me more', reply: 'Tell me more about the sale' }] }],
+      charts: [{ type: 'bar', title: 'Orders', labels: ['Sep', 'Oct', 'Nov'], series: [{ name: 'orders', values: [3, 5, 2] }] }],
+    });
+    // The model was told why the invalid ones were refused.
+    const toolOutputs = llm.requests.at(-1)!.body.messages.filter((m: { role: string }) => m.role === 'tool').map((m: { content: string }) => m.content);
+    expect(toolOutputs.filter((o: string) => o.includes('"error"'))).toEqual([expect.stringContaining('invalid show_card'), expect.stringContaining('invalid show_chart')]);
+    // The history carries the same elements.
+    const history = (await call(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(history.messages.at(-1)).toMatchObject({ cards: res.json().cards, charts: res.json().charts, suggested_actions: res.json().suggested_actions });
+    // The shop's agent has no reply_elements action: the model is not offered those tools.
+    const plain = await init();
+    await post('send', { conversation_id: plain.conversation_id, text: 'hi' });
+    expect(tools()).not.toContain('show_card');
   });
 });
 

@@ -7,12 +7,13 @@ import { ApiError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { enforce, type RateLimiter } from '../../../core/ratelimit';
 import { ErrorBody } from '../../schemas/common';
+import { Card, Chart } from '../../../core/chat/elements';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
 
 const Extras = {
   attachments: z.array(z.unknown()).optional(),
-  charts: z.array(z.unknown()).optional(),
-  cards: z.array(z.unknown()).optional(),
+  charts: z.array(Chart).optional(),
+  cards: z.array(Card).optional(),
   rich: z.array(z.unknown()).optional(),
   suggested_actions: z.array(z.string()).optional(),
 };
@@ -49,8 +50,8 @@ const HistoryMessage = z.object({
   timestamp: z.string(),
   attachments: z.array(z.unknown()),
   author: z.literal('human').optional(),
-  charts: z.array(z.unknown()).optional(),
-  cards: z.array(z.unknown()).optional(),
+  charts: z.array(Chart).optional(),
+  cards: z.array(Card).optional(),
   rich: z.array(z.unknown()).optional(),
   suggested_actions: z.array(z.string()).optional(),
 });

@@ -28,6 +28,7 @@ export const UpdateConversationBody = z
     case_reason: z.string().trim().min(1).max(500).optional().meta({ description: 'Why a human is needed (with needs_human: true); default "flagged by an operator"' }),
   })
   .strict()
+  .refine((b) => b.needs_human || b.case_reason === undefined, { path: ['case_reason'], message: 'only with needs_human: true' })
   .meta({ id: 'UpdateConversation' });
 
 export const OutboundBody = z

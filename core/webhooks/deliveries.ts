@@ -57,6 +57,16 @@ export interface AttemptRows {
   events: Map<string, IWebhookEvent>;
 }
 
+/** A settled delivery back in the outbox as a new run of attempts (retry, replay): same id, same body. */
+function startNewRun(row: IWebhookDelivery): void {
+  row.status = 'pending';
+  row.run += 1;
+  row.dispatchedAt = null;
+  row.inlineLeaseUntil = null;
+  row.completedAt = null;
+  row.updatedAt = new Date();
+}
+
 const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
 function view(r: IWebhookDelivery): DeliveryView {
@@ -394,12 +404,7 @@ export class DeliveryService {
       // Locked: a concurrent retry waits, then sees the run this one started and refuses.
       const row = await this.deliveryRow(em, workspaceId, subscriptionId, deliveryId, true);
       if (row.status === 'pending') throw new ApiError(409, 'delivery_in_progress', `Delivery '${deliveryId}' is still being attempted`);
-      row.status = 'pending';
-      row.run += 1;
-      row.dispatchedAt = null;
-      row.inlineLeaseUntil = null;
-      row.completedAt = null;
-      row.updatedAt = new Date();
+      startNewRun(row);
       await em.flush();
       await notifyOutbox(em, workspaceId);
       return view(row);
@@ -416,14 +421,7 @@ export class DeliveryService {
         { subscriptionId, status: 'failed', createdAt: { $gte: since, $lt: until } },
         { lockMode: LockMode.PESSIMISTIC_WRITE, orderBy: { createdAt: 'asc', id: 'asc' } },
       );
-      for (const row of rows) {
-        row.status = 'pending';
-        row.run += 1;
-        row.dispatchedAt = null;
-        row.inlineLeaseUntil = null;
-        row.completedAt = null;
-        row.updatedAt = new Date();
-      }
+      for (const row of rows) startNewRun(row);
       await em.flush();
       if (rows.length) await notifyOutbox(em, workspaceId);
       return { replayed: rows.length, delivery_ids: rows.map((r) => r.id) };

@@ -124,6 +124,7 @@ describe('a human takes over a web conversation', () => {
       ['PATCH', `/api/v1/conversations/${id}`, {}, 400, 'invalid_request'],
       ['PATCH', `/api/v1/conversations/${id}`, { needs_human: 'yes' }, 400, 'invalid_request'],
       ['PATCH', `/api/v1/conversations/${id}`, { needs_human: true, extra: 1 }, 400, 'invalid_request'],
+      ['PATCH', `/api/v1/conversations/${id}`, { needs_human: false, case_reason: 'why' }, 400, 'invalid_request'],
       ['PATCH', '/api/v1/conversations/conv_missing', { needs_human: true }, 404, 'not_found'],
       ['POST', '/api/v1/outbound', { channel: 'web', conversation_id: id }, 400, 'invalid_request'],
       ['POST', '/api/v1/outbound', { channel: 'web', conversation_id: id, text: '   ' }, 400, 'invalid_request'],

@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { findAgent } from '../agents/agents';
 import type { AgentSpec } from '../agents/spec';
-import { conversationAgentId, conversationNeedsHuman, flagForHuman } from '../conversations/conversations';
+import { conversationAgent, conversationNeedsHuman, flagForHuman } from '../conversations/conversations';
 import { WidgetUpload } from '../db/entities';
 import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
@@ -39,6 +39,14 @@ export interface Passage {
   score: number;
 }
 
+/** A messaging channel's media in the transcript: the stored media record, with its text once extracted. */
+interface InlineMedia {
+  type?: string;
+  mime_type: string;
+  filename?: string;
+  text?: string;
+}
+
 /** Messages of context given to the model besides the retrieved passages. */
 const HISTORY_MESSAGES = 20;
 /** Tool rounds in one turn before the model must answer. */
@@ -72,15 +80,17 @@ export class AgentTurns {
 
   async run(input: TurnInput, onProgress?: () => void): Promise<TurnReply> {
     // Independent reads, at once: the time before the model's request is the visitor's wait.
-    const [done, agent, visitor, held] = await Promise.all([
+    const [done, { agent, channel }, visitor, held] = await Promise.all([
       this.transcript.get(input.replyId),
       this.agentOf(input),
       this.transcript.get(input.messageId),
       conversationNeedsHuman(this.em.fork(), input.conversationId),
     ]);
+    // Web chat has sockets to tell; on a messaging channel the reply leaves as a message (the actor sends it).
+    const sockets = channel === 'web';
     if (done) {
       // Stored before a crash or a lost acknowledgement: announce it again, never answer twice.
-      await publishFrame(this.em, input.conversationId, replyFrame(done), done.id);
+      if (sockets) await publishFrame(this.em, input.conversationId, replyFrame(done), done.id);
       return toReply(done, false);
     }
     // A human has the conversation: the agent stays silent until the case is resolved.
@@ -88,7 +98,7 @@ export class AgentTurns {
     if (!agent) throw new Error(`conversation ${input.conversationId} has no agent`);
     const spec = agent.spec;
     if (!visitor) throw new Error(`visitor message ${input.messageId} is not stored`);
-    const stream = (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream';
+    const stream = sockets && (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream';
 
     const kbAction = spec.actions.find((a) => a.type === 'kb_search');
     const topK = kbAction && kbAction.type === 'kb_search' ? kbAction.top_k : DEFAULT_TOP_K;
@@ -108,7 +118,7 @@ export class AgentTurns {
     let elements: ReplyElements = emptyElements();
     const citations = new Map<string, string>();
     if (this.model) {
-      const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history }, stream, citations, onProgress);
+      const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history, channel }, stream, citations, onProgress);
       text = out.text;
       handoff = out.handoff;
       elements = out.elements;
@@ -144,18 +154,21 @@ export class AgentTurns {
         ...(elements.charts.length ? { charts: elements.charts } : {}),
       },
     });
-    await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
-    // The contract's follow-up chips: in the reply, and after it as their own frame.
-    const chips = row.extras?.suggested_actions ?? [];
-    if (chips.length) await publishFrame(this.em, input.conversationId, { type: 'suggested_actions', reply_id: row.id, suggested_actions: chips });
+    if (sockets) {
+      await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
+      // The contract's follow-up chips: in the reply, and after it as their own frame.
+      const chips = row.extras?.suggested_actions ?? [];
+      if (chips.length) await publishFrame(this.em, input.conversationId, { type: 'suggested_actions', reply_id: row.id, suggested_actions: chips });
+    }
     return toReply(row, handoff);
   }
 
-  /** The conversation's agent (null: none, or deleted). */
+  /** The conversation's agent (null: none, or deleted) and its channel. */
   private async agentOf(input: TurnInput) {
     const em = this.em.fork();
-    const agentId = await conversationAgentId(em, input.conversationId);
-    return agentId ? findAgent(em, input.workspaceId, agentId) : null;
+    const conv = await conversationAgent(em, input.conversationId);
+    const agent = conv?.agentId ? await findAgent(em, input.workspaceId, conv.agentId) : null;
+    return { agent, channel: conv?.channel ?? 'web' };
   }
 
   /** The passages of the agent's knowledge: its folders and files, or the whole workspace when it names none. */
@@ -191,11 +204,16 @@ export class AgentTurns {
   }
 
   private async attachmentText(visitor: ChatMessageRow): Promise<Array<{ file_name: string; mime_type: string; content: string }>> {
-    const ids = (visitor.attachments ?? []).map((a) => (typeof a === 'string' ? a : (a as { upload_id?: string }).upload_id)).filter(Boolean) as string[];
-    if (!ids.length) return [];
+    const all = (visitor.attachments ?? []) as Array<string | InlineMedia | { upload_id?: string }>;
+    // A messaging channel's media carries its extracted text (or transcript) with it.
+    const inline = all
+      .filter((a): a is InlineMedia => typeof a === 'object' && a !== null && 'mime_type' in a && !('upload_id' in a))
+      .map((a) => ({ file_name: a.filename ?? `${a.type ?? 'file'} from the customer`, mime_type: a.mime_type, content: a.text ?? '' }));
+    const ids = all.map((a) => (typeof a === 'string' ? a : (a as { upload_id?: string }).upload_id)).filter(Boolean) as string[];
+    if (!ids.length) return inline;
     // Read here until the widget uploads module (being rewritten, issue 12 item 5) offers the look-up.
     const rows = await this.em.fork().find(WidgetUpload, { id: { $in: ids } }, { fields: ['fileName', 'mimeType', 'content'], orderBy: { createdAt: 'asc' } });
-    return rows.map((r) => ({ file_name: r.fileName, mime_type: r.mimeType, content: r.content ?? '' }));
+    return [...inline, ...rows.map((r) => ({ file_name: r.fileName, mime_type: r.mimeType, content: r.content ?? '' }))];
   }
 
   private async withModel(
@@ -203,14 +221,15 @@ export class AgentTurns {
     input: TurnInput,
     spec: AgentSpec,
     visitor: ChatMessageRow,
-    context: { passages: Passage[]; attachments: Array<{ file_name: string; mime_type: string; content: string }>; history: ChatMessageRow[] },
+    context: { passages: Passage[]; attachments: Array<{ file_name: string; mime_type: string; content: string }>; history: ChatMessageRow[]; channel: string },
     stream: boolean,
     citations: Map<string, string>,
     onProgress?: () => void,
   ): Promise<{ text: string; handoff: boolean; elements: ReplyElements }> {
     const tools: ToolDefinition[] = [];
     const elementsAction = spec.actions.find((a) => a.type === 'reply_elements');
-    const kinds = elementsAction && elementsAction.type === 'reply_elements' ? elementsAction.kinds : [];
+    // Cards, charts and chips need the widget: a messaging channel's reply is text.
+    const kinds = elementsAction && elementsAction.type === 'reply_elements' && context.channel === 'web' ? elementsAction.kinds : [];
     const elements = emptyElements();
     for (const t of elementTools(kinds)) tools.push({ name: t.name, description: t.description, parameters: t.parameters });
     if (spec.actions.some((a) => a.type === 'kb_search')) {
@@ -231,7 +250,7 @@ export class AgentTurns {
     const { passages, attachments } = context;
     const history = context.history.filter((m) => m.role !== 'tool' && m.id !== visitor.id);
     const messages: ChatTurnMessage[] = [
-      { role: 'system', content: systemPrompt(spec, passages) },
+      { role: 'system', content: systemPrompt(spec, passages, context.channel) },
       ...history.map((m): ChatTurnMessage => ({ role: m.role === 'user' ? 'user' : 'assistant', content: m.text })),
       {
         role: 'user',
@@ -325,8 +344,9 @@ function toReply(row: ChatMessageRow, handoff: boolean): TurnReply {
   return { reply_id: row.id, text: row.text, attachments: row.attachments ?? [], extras: row.extras ?? {}, handoff };
 }
 
-function systemPrompt(spec: AgentSpec, passages: Passage[]): string {
+function systemPrompt(spec: AgentSpec, passages: Passage[], channel: string): string {
   const parts = [spec.instructions || `You are ${spec.name}, a helpful customer-service agent.`];
+  if (channel !== 'web') parts.push('You are writing in a messaging app: plain text in short paragraphs, no Markdown headings or tables.');
   parts.push('Answer from the knowledge-base passages below when they are relevant, and name the file you used. If they do not answer the question, say so rather than guessing.');
   if (passages.length) {
     parts.push('Knowledge-base passages:\n' + passages.map((p, i) => `[${i + 1}] (file: ${p.file_name})\n${p.text}`).join('\n\n'));

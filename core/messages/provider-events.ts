@@ -13,11 +13,19 @@ import { ProviderError, type InboundMessage, type MsgappProvider, type StatusUpd
 import { statusSupersedes, type DeliveryStatus } from '../msgapp/webhook';
 import type { BlobStore } from '../storage/blob-store';
 import { signLink } from '../storage/signed-links';
+import { appendChatMessage } from '../chat/transcript';
 import { emitEvent } from '../webhooks/emitter';
 
 const MAX_MEDIA_BYTES = 64 * 1024 * 1024;
 /** NOTIFYed with every stored inbound message: wakes the worker's relay (worker/outbox-sources.ts). */
 export const MSGAPP_INBOUND_CHANNEL = 'concierge_msgapp_inbound_outbox';
+
+/** An inbound message as its transcript line reads: its text or caption, or what it is. */
+function transcriptText(msg: InboundMessage): string {
+  if (msg.text) return msg.text;
+  if (msg.location) return ['Location:', msg.location.name, msg.location.address, `(${msg.location.latitude}, ${msg.location.longitude})`].filter(Boolean).join(' ');
+  return '';
+}
 
 /** Who an inbound message is from and where it goes: step 1 of its workflow. */
 export interface InboundParty {
@@ -207,6 +215,16 @@ export class ProviderEventService {
       await markInboundReceived(em, party.conversationId);
       await em.nativeUpdate(MsgappInboundEvent, { providerMessageId }, { recordedMessageId: messageId });
       await addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
+      // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
+      await appendChatMessage(em, {
+        id: messageId,
+        workspaceId: party.workspaceId,
+        conversationId: party.conversationId,
+        role: 'user',
+        clientMessageId: msg.providerMessageId,
+        text: transcriptText(msg),
+        attachments: media ?? [],
+      });
       await emitEvent(em, party.workspaceId, 'message.inbound', {
         message_id: messageId,
         channel: 'msgapp',
@@ -221,6 +239,20 @@ export class ProviderEventService {
       });
       return { outcome: 'recorded' as const, messageId };
     });
+  }
+
+  /**
+   * Why the number's agent does not answer a customer's message (null: it does): it
+   * answers only while published and runnable, with a `sender` action on its canvas (the
+   * same rules as any send from its number). The message is recorded and emitted either way.
+   */
+  async agentSilence(party: InboundParty): Promise<string | null> {
+    const agent = await findAgent(this.em.fork(), party.workspaceId, party.agentId);
+    if (!agent) return 'the agent was deleted';
+    if (agent.status !== 'published') return 'the agent is not published';
+    if (!agent.spec.actions.some((a) => a.type === 'sender')) return 'the agent has no sender action';
+    if (agent.invalidReasons.length) return `the agent cannot run: ${agent.invalidReasons.join('; ')}`;
+    return null;
   }
 
   /** A stored inbound event, its message revived (dates are ISO strings in JSON). */

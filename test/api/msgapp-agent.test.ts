@@ -91,7 +91,7 @@ async function publishedAgent(n: { id: string; display: string }, credentialId: 
   return id;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 const q = <T = any>(sql: string, params: unknown[] = []) => db.orm.em.fork().execute<T[]>(sql, params);
 const sentTo = (to: string) => sandbox.sent.filter((s) => s.body.to === to);
 const textOf = (s: { body: Record<string, unknown> }) => (s.body.text as { body: string }).body;

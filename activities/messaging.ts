@@ -35,6 +35,11 @@ export function messagingActivities(deps: ActivityDeps) {
       return withHeartbeat(() => deps.services.providerEvents.downloadInboundMedia(providerMessageId));
     },
 
+    /** Inbound, step 3b: the text of the message's media (a transcript for audio and video), for the agent; heartbeats while it reads. */
+    async readInboundMedia(messageId: string): Promise<{ chars: number }> {
+      return withHeartbeat(() => deps.services.providerEvents.readInboundMedia(messageId));
+    },
+
     /**
      * Inbound, step 4: the recorded message goes to its conversation's actor, which
      * answers it, unless the number's agent does not answer (then why).

@@ -6,6 +6,7 @@ import { shortSteps } from './short-steps';
 /** Short database writes: local activities (see short-steps.ts). */
 const { resolveInboundParty, recordInboundMessage } = shortSteps(['resolveInboundParty', 'recordInboundMessage'], presets.dbWrite, localPresets.dbWrite);
 const { downloadInboundMedia } = proxyActivities<Activities>(presets.mediaDownload);
+const { readInboundMedia } = proxyActivities<Activities>(presets.uploadExtraction);
 /** A short call to Temporal (update-with-start of the actor): local, retried until it lands. */
 const { handInboundToAgent } = proxyLocalActivities<Activities>(localPresets.bookkeeping);
 
@@ -32,7 +33,8 @@ export type MsgappInboundResult =
  * webhook: its customer and conversation (found or created), its media downloaded
  * (kept in the history once stored, so a worker lost later never downloads again; a
  * worker lost during the download is replaced and the download runs again), then the
- * message, its conversation event and `message.inbound` in one transaction, once.
+ * message, its conversation event and `message.inbound` in one transaction, once; its
+ * media read as text for the agent (extractors, transcriber).
  * A download that fails for good records the message with `media_error`. Then the
  * message goes to its conversation's actor (`conversation:conv_…`, as web chat), whose
  * agent answers it through the message-send workflow, unless the number's agent does
@@ -58,6 +60,15 @@ export async function msgappInboundWorkflow(input: MsgappInboundInput): Promise<
   const recorded = await recordInboundMessage('record message and emit message.inbound', [id, party, download]);
   if (!recorded.messageId) return { status: 'duplicate' };
   if (!patched(INBOUND_TO_AGENT_PATCH)) return { status: 'recorded', messageId: recorded.messageId };
+  if (download.media) {
+    // The agent reads media as text (a voice note as its transcript); without it, it is told what was attached.
+    try {
+      await readInboundMedia.executeWithOptions({ ...presets.uploadExtraction, summary: 'read the media as text' }, [recorded.messageId]);
+    } catch (err) {
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      setCurrentDetails(`The media could not be read as text (${(cause as Error).message}); the agent is told what was attached.`);
+    }
+  }
   const handed = await handInboundToAgent.executeWithOptions({ ...localPresets.bookkeeping, summary: 'hand to the conversation actor' }, [
     { providerMessageId: id, messageId: recorded.messageId, party },
   ]);

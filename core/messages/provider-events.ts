@@ -5,7 +5,9 @@ import { agentClaimingNumber, findAgent } from '../agents/agents';
 import { addConversationEvent, markInboundReceived, openMsgappConversation } from '../conversations/conversations';
 import { openMsgappToken } from '../credentials';
 import { customerForPhone } from '../customers/customers';
-import { Message, MsgappInboundEvent } from '../db/entities';
+import { ChatMessage, Message, MsgappInboundEvent } from '../db/entities';
+import { ExtractionError, NoTextExtracted, sniffType, TranscriberError } from '../kb/extract';
+import type { ExtractFn } from '../kb/indexing';
 import type { SecretBox } from '../crypto/secret-box';
 import { newId } from '../ids';
 import { OperationalError } from '../failures';
@@ -17,6 +19,8 @@ import { appendChatMessage } from '../chat/transcript';
 import { emitEvent } from '../webhooks/emitter';
 
 const MAX_MEDIA_BYTES = 64 * 1024 * 1024;
+/** Characters of a media item's text kept for the agent (as a widget upload's attachment text). */
+const MAX_MEDIA_TEXT = 50_000;
 /** NOTIFYed with every stored inbound message: wakes the worker's relay (worker/outbox-sources.ts). */
 export const MSGAPP_INBOUND_CHANNEL = 'concierge_msgapp_inbound_outbox';
 
@@ -58,6 +62,8 @@ export class ProviderEventService {
     private readonly provider: MsgappProvider | null,
     /** PUBLIC_BASE_URL: media links in `message.inbound` are absolute. */
     private readonly publicBaseUrl: string,
+    /** The knowledge base's isolated extractors (and transcriber): the agent reads media as text. */
+    private readonly extract: ExtractFn | null = null,
   ) {}
 
   async applyStatus(update: StatusUpdate): Promise<'changed' | 'kept' | 'replayed' | 'unknown'> {
@@ -255,6 +261,40 @@ export class ProviderEventService {
     return null;
   }
 
+  /**
+   * Step 3b: the text of a recorded message's media, for the agent — a document's or
+   * image's text, a voice note's or video's transcript — by the knowledge base's
+   * isolated extractors, kept on its transcript line (`attachments[].text`). A file with
+   * no text keeps an empty text (the agent is told what was attached); a transcriber
+   * failure says itself whether a retry may help. Safe to run again: a media item with
+   * its text is not read twice.
+   */
+  async readInboundMedia(messageId: string): Promise<{ chars: number }> {
+    const em = this.em.fork();
+    const row = await em.findOne(ChatMessage, { id: messageId });
+    const attachments = (row?.attachments ?? []) as Array<Record<string, unknown>>;
+    const item = attachments.find((a) => typeof a.sha256 === 'string' && typeof a.text !== 'string');
+    if (!row || !item || !this.extract) return { chars: 0 };
+    const extract = this.extract;
+    const fileName = typeof item.filename === 'string' ? item.filename : `${String(item.type ?? 'media')}`;
+    let text = '';
+    try {
+      text = await this.blobs.withLocalFile(item.sha256 as string, async (filePath) => {
+        const type = await sniffType(filePath, fileName);
+        if (!type) return '';
+        const { segments } = await extract({ filePath, kind: type.kind, mime: type.mime, fileName });
+        return segments.map((seg) => seg.text).join('\n\n');
+      });
+    } catch (err) {
+      if (err instanceof TranscriberError && !(err instanceof NoTextExtracted)) throw new OperationalError('TranscriberUnavailable', err.reason, err.retryable && !err.credentialRefused);
+      // Nothing readable (a photo, silence, a file we cannot parse) is not a failure: the agent is told what came.
+      if (!(err instanceof ExtractionError)) throw err;
+    }
+    text = text.slice(0, MAX_MEDIA_TEXT);
+    await em.nativeUpdate(ChatMessage, { id: messageId }, { attachments: attachments.map((a) => (a === item ? { ...a, text } : a)) });
+    return { chars: text.length };
+  }
+
   /** A stored inbound event, its message revived (dates are ISO strings in JSON). */
   private async inboundEvent(providerMessageId: string): Promise<{ msg: InboundMessage; workspaceId: string; agentId: string } | null> {
     const row = await this.em.fork().findOne(MsgappInboundEvent, { providerMessageId });
@@ -275,6 +315,8 @@ export class ProviderEventService {
     return {
       type: msg.kind === 'voice' ? 'audio' : msg.kind,
       mime_type: got.mimeType,
+      // The bytes' SHA-256, as the Cloud API gives it: their address in our blob store too.
+      sha256: sha,
       url: signLink(this.box, this.publicBaseUrl, { sha256: sha, mime: got.mimeType, name: filename }),
       ...(filename ? { filename } : {}),
       size: got.bytes.length,

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CloudApiProvider } from '../../core/msgapp/provider';
@@ -108,10 +109,10 @@ async function until<T>(what: string, check: () => Promise<T | undefined | null 
 }
 
 /** A customer writes; resolves with the recorded message id once its inbound workflow ended. */
-async function customerWrites(from: string, text: string, to = NUMBER.id) {
+async function customerWrites(from: string, text: string, to = NUMBER.id, opts: { reply?: boolean } = {}) {
   const sent = await sandbox.injectInbound({ from, to, text, profileName: 'Robin' });
   expect(sent.webhookStatus).toBe(200);
-  const done = await inboundDone(tw, sent.providerMessageId);
+  const done = await inboundDone(tw, sent.providerMessageId, opts);
   if (done.status !== 'recorded') throw new Error(`inbound ${done.status}`);
   return { ...done, providerMessageId: sent.providerMessageId };
 }
@@ -187,7 +188,7 @@ test("handoff: the agent tells the customer, then stays silent while a human wri
 
   // While a human has it: recorded and emitted, not answered (no model call, nothing sent).
   const calls = llm.requests.length;
-  const held = await customerWrites(customer, 'hello? anyone?');
+  const held = await customerWrites(customer, 'hello? anyone?', NUMBER.id, { reply: false });
   await until('the held turn', async () => (await tw.client.workflow.getHandle(conversationWorkflowId(convId)).describe()) && (await q(`select 1 from chat_messages where id = ?`, [held.messageId])).length);
   await sleep(700);
   expect(llm.requests.length).toBe(calls);
@@ -220,4 +221,19 @@ test('an agent without a sender action records and emits the message but never a
   expect(sentTo(customer)).toEqual([]);
   expect(llm.requests.length).toBe(calls);
   expect(await q(`select 1 from webhook_events where type = 'message.inbound' and payload::jsonb -> 'data' ->> 'message_id' = ?`, [inbound.messageId])).toHaveLength(1);
+});
+
+test("a document's text reaches the agent with the customer's caption; the media element carries its sha256", async () => {
+  const customer = '+15557001005';
+  const bytes = Buffer.from('Invoice number 4711\nTotal due: 99 EUR by 1 December.\n');
+  const sent = await sandbox.injectInbound({ from: customer, to: NUMBER.id, text: 'Is this right?', media: { kind: 'document', mimeType: 'text/plain', bytes, filename: 'invoice.txt' } });
+  const done = await inboundDone(tw, sent.providerMessageId);
+  expect(done).toMatchObject({ status: 'recorded', answered: true });
+  await until('the reply', () => sentTo(customer).length === 1 && true);
+  const asked = llm.requests.at(-1)!.body.messages.at(-1).content as string;
+  expect(asked).toContain('Is this right?');
+  expect(asked).toContain('[Attached file "invoice.txt"]');
+  expect(asked).toContain('Invoice number 4711');
+  const [event] = await q(`select payload from webhook_events where type = 'message.inbound' and payload::jsonb -> 'data' ->> 'message_id' = ?`, [(done as { messageId: string }).messageId]);
+  expect(JSON.parse(event.payload).data.media).toEqual([expect.objectContaining({ type: 'document', filename: 'invoice.txt', sha256: createHash('sha256').update(bytes).digest('hex') })]);
 });

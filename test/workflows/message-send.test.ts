@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { testLogger } from '../support/secret-log';
 import { verifyWebhook } from '../../sdk';
@@ -411,7 +412,7 @@ describe('the provider webhook /webhooks/msgapp', () => {
     const media = JSON.parse(event.payload).data.media;
     // Absolute, on PUBLIC_BASE_URL: a webhook receiver cannot resolve a bare path.
     expect(media).toEqual([
-      { type: 'document', mime_type: 'application/pdf', url: expect.stringMatching(/^https:\/\/concierge\.example\/api\/media\//), filename: 'invoice.pdf', size: bytes.length, received_at: expect.any(String) },
+      { type: 'document', mime_type: 'application/pdf', url: expect.stringMatching(/^https:\/\/concierge\.example\/api\/media\//), filename: 'invoice.pdf', size: bytes.length, received_at: expect.any(String), sha256: createHash('sha256').update(bytes).digest('hex') },
     ]);
     const path = new URL(media[0].url).pathname;
     const got = await fetch(`${base}${path}`);

@@ -165,6 +165,8 @@ export class MessageService {
       const m = await em.findOne(Message, { id: plan.messageId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!m) return this.read(em, plan.workspaceId, plan.messageId);
       const transitions = m.status === 'sending';
+      // Only this step sets the provider's id: set already, this is a repeat of a step that committed.
+      const firstMark = !m.providerMessageId;
       m.providerMessageId = providerMessageId;
       m.updatedAt = new Date();
       if (transitions) {
@@ -185,8 +187,10 @@ export class MessageService {
           text: m.text ?? `[${[m.kind, m.templateName].filter(Boolean).join(' ')}]`,
         });
       }
+      // The timeline's record of the send, once, even when the provider's callback came first.
+      // `author`: the agent's reply, or a message sent through the API (a human agent or the business's backend).
+      if (firstMark && m.conversationId) await addConversationEvent(em, m.conversationId, 'message.sent', { message_id: m.id, kind: m.kind, text: m.text ?? null, author: m.source === 'agent' ? 'agent' : 'api' });
       if (transitions) {
-        await addConversationEvent(em, m.conversationId!, 'message.sent', { message_id: m.id, kind: m.kind, text: m.text ?? null });
         await emitEvent(em, plan.workspaceId, 'message.status', {
           message_id: m.id,
           channel: 'msgapp',

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CloudApiProvider } from '../../core/msgapp/provider';
+import { CloudApiProvider, signHubPayload } from '../../core/msgapp/provider';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { agentReplyId } from '../../gateways/conversations';
 import { conversationWorkflowId } from '../../workflows/conversation';
@@ -152,7 +152,15 @@ test("a customer's message is answered by the agent through the conversation act
     { id: replyId, role: 'assistant', text: 'Agent: Where is my order?', reply_to: inbound.messageId },
   ]);
 
-  // GET /api/v1/messages lists messages sent through the API only; the reply reads through its conversation.
+  // The reply reads through its conversation's timeline, as the agent's.
+  const timeline = await t.app.inject({ method: 'GET', url: `/api/v1/conversations/${conv.conversation_id}/events`, headers: auth });
+  expect(timeline.json().events.filter((e: { type: string }) => e.type.startsWith('message.')).map((e: { type: string; data: Record<string, unknown> }) => [e.type, e.data.message_id, e.data.author ?? null])).toEqual(
+    expect.arrayContaining([
+      ['message.received', inbound.messageId, null],
+      ['message.sent', replyId, 'agent'],
+    ]),
+  );
+  // GET /api/v1/messages lists messages sent through the API only.
   const list = await t.app.inject({ method: 'GET', url: '/api/v1/messages', headers: auth });
   expect(list.statusCode).toBe(200);
   expect(list.json().messages.map((m: { id: string }) => m.id)).not.toContain(replyId);
@@ -163,9 +171,11 @@ test("a customer's message is answered by the agent through the conversation act
 test('a duplicate webhook and a second message: each message is answered exactly once, in order', async () => {
   const customer = '+15557001002';
   const first = await customerWrites(customer, 'first question');
-  // The provider re-sends the same notification: accepted as a duplicate, no second workflow, no second reply.
-  const [event] = await q(`select message from msgapp_inbound_events where provider_message_id = ?`, [first.providerMessageId]);
-  expect(event).toBeDefined();
+  // The provider re-sends the very same notification (same bytes, same signature): 200, nothing new.
+  const original = sandbox.callbacks.find((cb) => cb.kind === 'inbound' && cb.body.includes(first.providerMessageId))!;
+  const again = await fetch(original.url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHubPayload(original.body, APP_SECRET) }, body: original.body });
+  expect(again.status).toBe(200);
+  expect(await q(`select count(*)::int as n from messages where provider_message_id = ?`, [first.providerMessageId])).toEqual([{ n: 1 }]);
   const second = await customerWrites(customer, 'second question');
   await until('two replies', () => sentTo(customer).length >= 2 && true);
   await sleep(500);

@@ -260,7 +260,7 @@
     ':focus-visible{outline:3px solid #4c7dff;outline-offset:2px}' +
     '.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}' +
     '.launcher{position:fixed;right:20px;bottom:calc(20px + env(safe-area-inset-bottom));z-index:2147483000;width:56px;height:56px;border-radius:50%;border:0;background:var(--c);color:#fff;cursor:pointer;box-shadow:0 4px 16px rgba(0,0,0,.25);display:grid;place-items:center;transition:transform .15s}' +
-    '.launcher:hover{transform:scale(1.06)}.launcher svg{width:28px;height:28px}.open .launcher .i1,.launcher .i2{display:none}.open .launcher .i2{display:block}' +
+    '.launcher:hover{transform:scale(1.06)}.unread::after{content:"";position:absolute;top:2px;right:2px;width:14px;height:14px;border-radius:50%;background:#e11d48;border:2px solid #fff}.launcher svg{width:28px;height:28px}.open .launcher .i1,.launcher .i2{display:none}.open .launcher .i2{display:block}' +
     '.panel{position:fixed;right:20px;bottom:calc(88px + env(safe-area-inset-bottom));z-index:2147483000;width:380px;height:min(640px,calc(100vh - 112px));display:flex;flex-direction:column;background:#fff;border-radius:16px;box-shadow:0 8px 40px rgba(0,0,0,.22);overflow:hidden}' +
     '@media (max-width:479.98px){.panel{inset:0;width:100%;height:100vh;height:100dvh;border-radius:0;padding:env(safe-area-inset-top) env(safe-area-inset-right) env(safe-area-inset-bottom) env(safe-area-inset-left)}.open .launcher{display:none}}' +
     'header{display:flex;align-items:center;gap:10px;padding:12px 14px;background:var(--c);color:#fff}' +
@@ -334,6 +334,7 @@
     wrap.classList.toggle('open', open);
     launcher.setAttribute('aria-expanded', String(open));
     launcher.setAttribute('aria-label', open ? 'Close chat' : 'Open chat');
+    if (open) launcher.classList.remove('unread');
     store.set(openKey, open ? '1' : '0');
     if (open) {
       if (!following) log.scrollTop = log.scrollHeight;
@@ -384,8 +385,7 @@
     ]);
     row.b = row.lastChild;
     if (opts.greeting) row.b.classList.remove('msg');
-    if (user) row.b.textContent = opts.text;
-    else fill(row, opts);
+    fill(row, opts);
     msgs.insertBefore(row, before || null);
     return row;
   }
@@ -394,7 +394,9 @@
   function fill(row, m) {
     row.text = m.text || '';
     row.b.textContent = '';
-    row.b.append(md(row.text));
+    // The visitor's own words are shown as typed; the agent's are Markdown.
+    if (row.classList.contains('user')) row.b.textContent = row.text;
+    else row.b.append(md(row.text));
     var old = row.querySelector('.x');
     if (old) old.remove();
     var atts = (m.attachments || []).map((a) => {
@@ -600,18 +602,20 @@
       if (frame.suggested_actions) setChips(frame.suggested_actions);
       // Announced once, the final text only (the log itself is not a live region: deltas are silent).
       if (!shown && frame.text) say.textContent = (frame.author === 'human' ? 'Support team' : agentName) + ': ' + plain(frame.text);
+      // Closed: the launcher shows a dot and says there is something new.
+      if (!shown && !isOpen) {
+        launcher.classList.add('unread');
+        launcher.setAttribute('aria-label', 'Open chat (new message)');
+      }
       settle(row, wasBottom, isNew);
     } else if (frame.type === 'suggested_actions') {
       setChips(frame.suggested_actions);
     } else if (frame.type === 'error') {
-      failed[frame.reply_id] = true;
+      failed[frame.reply_id] = frame.code || 'workflow_execution_failed';
       if (row && row.b.classList.contains('live')) row.remove();
       if (!msgs.querySelector('.live')) typing.textContent = '';
-      var mine = pending[frame.reply_id];
-      var text = ERRORS[frame.code] || ERRORS.workflow_execution_failed;
-      // The turn failed: Retry asks again with the same words, as a new message.
-      if (mine) note(mine, text, true, () => { mine.cid = uuid(); void send(mine.text, mine); });
-      else showError(text);
+      // The message it answers gets the news (now, or when its 202 comes back after this frame).
+      if (pending[frame.reply_id]) turnFailed(pending[frame.reply_id], failed[frame.reply_id]);
     } else if (frame.type === 'task_status') {
       conn.textContent = frame.status === 'running' ? frame.label + '\u2026' : '';
       conn.hidden = frame.status !== 'running';
@@ -621,14 +625,20 @@
     emit('message:received', frame);
   }
 
+  /** The turn failed: the message says so, and Retry asks again with the same words, as a new message. */
+  function turnFailed(row, code) {
+    note(row, ERRORS[code] || ERRORS.workflow_execution_failed, true, () => {
+      row.cid = uuid();
+      void send(row.text, row);
+    });
+  }
+
   // ---- Conversation
   function addHistory(page, older) {
     var first = older ? msgs.firstChild : null;
     var fromBottom = log.scrollHeight - log.scrollTop;
     page.messages.forEach((m) => {
-      if (byId(m.id)) return;
-      var row = addRow(m.role, m.id, m, first);
-      row.text = m.text;
+      if (!byId(m.id)) addRow(m.role, m.id, m, first);
     });
     if (older) log.scrollTop = log.scrollHeight - fromBottom;
     nextBefore = page.has_more ? page.next_before : null;
@@ -660,7 +670,6 @@
     setChips(null);
     if (!row) {
       row = addRow('user', null, { text: text });
-      row.text = text;
       row.cid = uuid();
     }
     row.classList.remove('failed');
@@ -676,6 +685,7 @@
         note(row, null);
         row.b.setAttribute('data-id', res.message_id);
         pending[res.reply_id] = row;
+        if (failed[res.reply_id]) turnFailed(row, failed[res.reply_id]);
         // The reply may have started streaming before the 202 came back.
         var live = liveRow(res.reply_id);
         if (live && live.b.classList.contains('live')) msgs.appendChild(live);

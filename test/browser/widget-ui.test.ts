@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import axe from 'axe-core';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page, type WebSocketRoute } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm } from '../support/fake-llm';
@@ -47,7 +47,9 @@ const MARKDOWN = [
 ].join('\n');
 const LONG = Array.from({ length: 40 }, (_, i) => `Paragraph ${i + 1} of a long answer about delivery times and costs.`).join('\n\n');
 
-/** The fake model: Markdown, elements (tool calls), a long answer, or an echo. */
+let failedOnce = false;
+
+/** The fake model: Markdown, elements (tool calls), a long answer, one refusal, or an echo. */
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
   const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
   const text = last?.content ?? '';
@@ -73,6 +75,10 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
     };
   }
   if (text.includes('everything')) return { text: LONG };
+  if (text.includes('please fail') && !failedOnce) {
+    failedOnce = true;
+    return { status: 400, text: 'bad request' };
+  }
   return { text: `You said: ${text}` };
 }
 
@@ -388,6 +394,26 @@ describe('the widget at desktop size (1280×800)', () => {
     await expect(widget(page).locator('.msg.user', { hasText: 'Are you still there?' }).count()).resolves.toBe(1);
   });
 
+  test('a turn that fails: friendly text on the message, and Retry asks again as a new message and is answered', async () => {
+    const sends: Array<{ client_message_id: string; text: string }> = [];
+    page.on('request', (r) => {
+      if (r.url().endsWith('/api/public/widget/send')) sends.push(JSON.parse(r.postData() ?? '{}'));
+    });
+    await textbox(page).fill('please fail, then answer');
+    await textbox(page).press('Enter');
+    const mine = widget(page).locator('.row.user', { hasText: 'please fail, then answer' });
+    await mine.getByRole('alert').filter({ hasText: 'Sorry, something went wrong while answering. Please try again.' }).waitFor({ timeout: 30_000 });
+    await expect(widget(page).locator('.msg.live').count()).resolves.toBe(0);
+    const before = await finals(page).count();
+    await mine.getByRole('button', { name: 'Retry' }).click();
+    await finals(page).nth(before).filter({ hasText: 'You said: please fail, then answer' }).waitFor({ timeout: 30_000 });
+    await expect(mine.getByRole('alert').count()).resolves.toBe(0);
+    // The first turn ended; the retry is a new message with the same words (and the same bubble).
+    expect(sends.map((x) => x.text)).toEqual(['please fail, then answer', 'please fail, then answer']);
+    expect(sends[0].client_message_id).not.toBe(sends[1].client_message_id);
+    await expect(mine.count()).resolves.toBe(1);
+  });
+
   test('axe-core finds no serious or critical violations at desktop size', async () => {
     await expect(axeScan(page)).resolves.toEqual([]);
   });
@@ -420,6 +446,58 @@ describe('the widget at phone size (390×844)', () => {
       await expect(panel(page).isVisible()).resolves.toBe(false);
       await expect(focused(page)).resolves.toBe('button.launcher');
       await expect(launcher(page).getAttribute('aria-expanded')).resolves.toBe('false');
+    } finally {
+      await context.close();
+    }
+  });
+});
+
+describe('frames pushed on the socket', () => {
+  test('attachments render as links (never javascript:), a ui:command frame reaches ConciergeWidget.on, an unsolicited reply is announced', async () => {
+    const context = await browser.newContext({ viewport: DESKTOP });
+    try {
+      const page = await context.newPage();
+      let route: WebSocketRoute | null = null;
+      await page.routeWebSocket(/\/api\/chat\/connect/, (ws) => {
+        ws.connectToServer();
+        route = ws;
+      });
+      await openDemo(page, { open: '1' });
+      await page.evaluate(() => {
+        window.commands = [];
+        window.ConciergeWidget.on('ui:command', (c: unknown) => window.commands.push(c));
+      });
+      await until(async () => route !== null, 'the socket');
+      route!.send(
+        JSON.stringify({
+          type: 'reply',
+          reply_id: 'msg_pushed',
+          text: 'Here is your **invoice**.',
+          attachments: [
+            { file_name: 'invoice-2026-11.pdf', file_url: 'https://files.example/invoice.pdf', mime_type: 'application/pdf' },
+            { file_name: 'evil', file_url: 'javascript:alert(1)' },
+          ],
+          unsolicited: true,
+        }),
+      );
+      route!.send(JSON.stringify({ type: 'ui:command', command: 'navigate', args: { path: '/checkout' } }));
+      const row = widget(page).locator('.row.assistant', { hasText: 'Here is your invoice.' });
+      await row.waitFor();
+      const links = row.getByRole('list', { name: 'Attachments' }).getByRole('link');
+      await expect(links.allTextContents()).resolves.toEqual(['invoice-2026-11.pdf']);
+      await expect(links.getAttribute('href')).resolves.toBe('https://files.example/invoice.pdf');
+      await expect(widget(page).locator('.say').textContent()).resolves.toBe('Store helper: Here is your invoice.');
+      await until(async () => (await page.evaluate(() => window.commands.length)) > 0, 'the ui:command event');
+      await expect(page.evaluate(() => window.commands)).resolves.toEqual([{ command: 'navigate', args: { path: '/checkout' } }]);
+      // Closed, a new message puts a dot on the launcher and says so; opening clears it.
+      await widget(page).getByRole('button', { name: 'Close chat' }).first().click();
+      route!.send(JSON.stringify({ type: 'reply', reply_id: 'msg_pushed_2', text: 'Anything else?', unsolicited: true }));
+      const badge = widget(page).getByRole('button', { name: 'Open chat (new message)' });
+      await badge.waitFor();
+      await expect(badge.evaluate((el: any) => el.classList.contains('unread'))).resolves.toBe(true);
+      await badge.click();
+      await expect(launcher(page).getAttribute('aria-label')).resolves.toBe('Close chat');
+      await expect(launcher(page).evaluate((el: any) => el.classList.contains('unread'))).resolves.toBe(false);
     } finally {
       await context.close();
     }

@@ -291,7 +291,7 @@
     '.more{align-self:center}.pill{position:absolute;left:50%;transform:translateX(-50%);bottom:8px;z-index:1;border:0;border-radius:16px;padding:6px 14px;min-height:32px;background:var(--c);color:#fff;font-size:13px;cursor:pointer;box-shadow:0 2px 8px rgba(0,0,0,.25)}' +
     '.foot{position:relative}.chips{display:flex;flex-wrap:wrap;gap:6px;padding:0 14px 8px;justify-content:flex-end}' +
     'form{display:flex;align-items:flex-end;gap:8px;padding:10px 12px;border-top:1px solid #e4e4e7}' +
-    'textarea{flex:1;resize:none;font-size:16px;line-height:1.4;padding:9px 12px;border:1px solid #a1a1aa;border-radius:20px;max-height:140px;background:#fff;overflow-y:auto}' +
+    'textarea{flex:1;resize:none;font-size:16px;line-height:1.4;padding:9px 12px;border:1px solid #a1a1aa;border-radius:20px;min-height:44px;max-height:140px;background:#fff;overflow-y:auto}' +
     '.send{width:44px;height:44px;flex:none;border:0;border-radius:50%;background:var(--c);color:#fff;cursor:pointer;display:grid;place-items:center}.send svg{width:20px;height:20px}.send:disabled{background:#a1a1aa;cursor:default}' +
     '</style>' +
     '<div class="w">' +
@@ -337,6 +337,7 @@
     if (open) launcher.classList.remove('unread');
     store.set(openKey, open ? '1' : '0');
     if (open) {
+      syncInput();
       if (!following) log.scrollTop = log.scrollHeight;
       if (byUser) input.focus();
     } else if (byUser) launcher.focus();
@@ -704,8 +705,8 @@
   function syncInput() {
     sendBtn.disabled = !session || !input.value.trim();
     // Grows with its text up to the CSS max-height, then scrolls.
-    input.style.height = 'auto';
-    input.style.height = input.scrollHeight + 2 + 'px';
+    input.style.height = '';
+    if (input.scrollHeight > input.clientHeight) input.style.height = input.scrollHeight + 2 + 'px';
   }
   input.addEventListener('input', syncInput);
   form.addEventListener('submit', (ev) => {

@@ -333,6 +333,14 @@ describe('the widget at desktop size (1280×800)', () => {
     await cardEl.getByRole('button', { name: 'Tell me more' }).click();
     await finals(page).nth(before + 1).filter({ hasText: 'You said: Tell me more about the sale' }).waitFor({ timeout: 30_000 });
     await expect(widget(page).locator('.msg.user').last().textContent()).resolves.toBe('Tell me more about the sale');
+
+    // From history after a reload: the same card, charts and sources.
+    await openDemo(page);
+    const again = widget(page).locator('.row.assistant', { has: page.locator('.card') });
+    await again.waitFor();
+    await expect(again.locator('figure.chart svg').count()).resolves.toBe(3);
+    await expect(again.getByRole('list', { name: 'Sources' }).locator('li').allTextContents()).resolves.toEqual(['Store opening hours']);
+    await expect(again.getByRole('link', { name: 'Shop' }).getAttribute('href')).resolves.toBe('https://shop.example/sale');
   });
 
   test('a new reply is brought in from its top; scrolled up, the visitor is not moved and a "new message" pill appears', async () => {

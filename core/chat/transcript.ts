@@ -4,6 +4,7 @@ import { conversationInWorkspace, touchConversation } from '../conversations/con
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import type { CardElement, ChartElement } from './elements';
+import { titleOf } from './answer-without-model';
 import { publishFrame } from './frames';
 import { ChatMessage, type IChatMessage } from '../db/entities';
 
@@ -61,11 +62,32 @@ export interface HistoryMessage {
   cards?: CardElement[];
   rich?: unknown[];
   suggested_actions?: string[];
+  citations?: VisitorCitation[];
 }
 
+/** A cited knowledge-base file as a visitor sees it: its title ("returns-policy.md" → "Returns policy"), never the file name. */
+export interface VisitorCitation {
+  file_id: string;
+  title: string;
+}
+
+const visitorCitations = (e: ReplyExtras): VisitorCitation[] => {
+  const seen = new Set<string>();
+  const out: VisitorCitation[] = [];
+  for (const c of e.citations ?? []) {
+    const title = titleOf(c.file_name);
+    // Two chunks' files, or two files, of one title are one source to a visitor.
+    if (seen.has(title)) continue;
+    seen.add(title);
+    out.push({ file_id: c.file_id, title });
+  }
+  return out;
+};
+
 /** The persisted reply as the socket's `reply` frame carries it (optional fields only when non-empty). */
-export function replyFrame(row: Pick<ChatMessageRow, 'id' | 'text' | 'attachments' | 'extras' | 'unsolicited'>) {
+export function replyFrame(row: Pick<ChatMessageRow, 'id' | 'text' | 'attachments' | 'extras' | 'unsolicited'> & { role?: ChatRole }) {
   const e = row.extras ?? {};
+  const citations = visitorCitations(e);
   return {
     type: 'reply' as const,
     reply_id: row.id,
@@ -75,6 +97,8 @@ export function replyFrame(row: Pick<ChatMessageRow, 'id' | 'text' | 'attachment
     ...(e.cards?.length ? { cards: e.cards } : {}),
     ...(e.rich?.length ? { rich: e.rich } : {}),
     ...(e.suggested_actions?.length ? { suggested_actions: e.suggested_actions } : {}),
+    ...(citations.length ? { citations } : {}),
+    ...(row.role === 'human' ? { author: 'human' as const } : {}),
     ...(row.unsolicited ? { unsolicited: true as const } : {}),
   };
 }
@@ -254,6 +278,7 @@ export class ChatTranscript {
     const messages: HistoryMessage[] = [];
     for (const r of page) {
       const e = r.extras ?? {};
+      const citations = visitorCitations(e);
       messages.push({
         id: r.id,
         role: r.role === 'user' ? 'user' : 'assistant',
@@ -265,6 +290,7 @@ export class ChatTranscript {
         ...(e.cards?.length ? { cards: e.cards } : {}),
         ...(e.rich?.length ? { rich: e.rich } : {}),
         ...(e.suggested_actions?.length ? { suggested_actions: e.suggested_actions } : {}),
+        ...(citations.length ? { citations } : {}),
       });
     }
     return { messages, has_more, next_before: page.length ? new Date(page[0].created_at).toISOString() : null };

@@ -470,6 +470,10 @@ describe('without a language model', () => {
         'From our help articles:\n\n**Returns policy**\n\nUnworn shoes can be returned within 30 days of delivery for a full refund to the original card. Worn shoes cannot be returned.',
       );
       expect(answered.text).not.toMatch(/^>|\.txt|language model|knowledge base/m);
+      // The quoted article is cited by its title, never its file name; the history carries the same.
+      expect(answered.citations).toEqual([{ file_id: files[0].json().id, title: 'Returns policy' }]);
+      const page = (await app.app.inject({ method: 'GET', url: `/api/public/widget/history?conversation_id=${conv.conversation_id}`, headers: headers() })).json();
+      expect(page.messages.at(-1).citations).toEqual(answered.citations);
       // The other article that covers the question is offered as a suggested action; the quoted one is cited.
       expect(answered.suggested_actions).toEqual(['Shoe care']);
       // On the socket: the reply with its chips, then the chips as their own frame.

@@ -10,6 +10,8 @@ import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../ll
 import { answerWithoutModel } from './answer-without-model';
 import { applyElementTool, elementTools, emptyElements, type ElementKind, type ReplyElements } from './elements';
 import { maskPersonalDetails } from './masking';
+import { checkPageCommand, pageCommandTool } from './page-commands';
+import { sitePageCommands } from '../widget/sites';
 import { publishFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
 
@@ -80,7 +82,7 @@ export class AgentTurns {
 
   async run(input: TurnInput, onProgress?: () => void): Promise<TurnReply> {
     // Independent reads, at once: the time before the model's request is the visitor's wait.
-    const [done, { agent, channel }, visitor, held] = await Promise.all([
+    const [done, { agent, channel, commands }, visitor, held] = await Promise.all([
       this.transcript.get(input.replyId),
       this.agentOf(input),
       this.transcript.get(input.messageId),
@@ -118,7 +120,7 @@ export class AgentTurns {
     let elements: ReplyElements = emptyElements();
     const citations = new Map<string, string>();
     if (this.model) {
-      const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history, channel }, stream, citations, onProgress);
+      const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history, channel, commands }, stream, citations, onProgress);
       text = out.text;
       handoff = out.handoff;
       elements = out.elements;
@@ -163,12 +165,15 @@ export class AgentTurns {
     return toReply(row, handoff);
   }
 
-  /** The conversation's agent (null: none, or deleted) and its channel. */
+  /** The conversation's agent (null: none, or deleted), its channel and the page commands its site allows. */
   private async agentOf(input: TurnInput) {
     const em = this.em.fork();
     const conv = await conversationAgent(em, input.conversationId);
-    const agent = conv?.agentId ? await findAgent(em, input.workspaceId, conv.agentId) : null;
-    return { agent, channel: conv?.channel ?? 'web' };
+    const [agent, commands] = await Promise.all([
+      conv?.agentId ? findAgent(em, input.workspaceId, conv.agentId) : null,
+      conv?.channel === 'web' && conv.siteId ? sitePageCommands(this.em.fork(), conv.siteId) : [],
+    ]);
+    return { agent, channel: conv?.channel ?? 'web', commands };
   }
 
   /** The passages of the agent's knowledge: its folders and files, or the whole workspace when it names none. */
@@ -221,7 +226,7 @@ export class AgentTurns {
     input: TurnInput,
     spec: AgentSpec,
     visitor: ChatMessageRow,
-    context: { passages: Passage[]; attachments: Array<{ file_name: string; mime_type: string; content: string }>; history: ChatMessageRow[]; channel: string },
+    context: { passages: Passage[]; attachments: Array<{ file_name: string; mime_type: string; content: string }>; history: ChatMessageRow[]; channel: string; commands: string[] },
     stream: boolean,
     citations: Map<string, string>,
     onProgress?: () => void,
@@ -232,6 +237,8 @@ export class AgentTurns {
     const kinds = elementsAction && elementsAction.type === 'reply_elements' && context.channel === 'web' ? elementsAction.kinds : [];
     const elements = emptyElements();
     for (const t of elementTools(kinds)) tools.push({ name: t.name, description: t.description, parameters: t.parameters });
+    // Page commands only where the site's page said it handles them.
+    if (context.commands.length) tools.push(pageCommandTool(context.commands));
     if (spec.actions.some((a) => a.type === 'kb_search')) {
       tools.push({
         name: 'kb_search',
@@ -281,7 +288,7 @@ export class AgentTurns {
       if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements };
       messages.push({ role: 'assistant', content: result.text || null, tool_calls: result.tool_calls });
       for (const [i, call] of result.tool_calls.entries()) {
-        const output = await this.runTool(input, spec, call, citations, { kinds, elements });
+        const output = await this.runTool(input, spec, call, citations, { kinds, elements, commands: context.commands });
         if (call.name === 'handoff') handoff = true;
         messages.push({ role: 'tool', tool_call_id: call.id, content: output });
         await this.transcript.append({
@@ -300,7 +307,7 @@ export class AgentTurns {
     spec: AgentSpec,
     call: ToolCall,
     citations: Map<string, string>,
-    reply: { kinds: readonly ElementKind[]; elements: ReplyElements },
+    reply: { kinds: readonly ElementKind[]; elements: ReplyElements; commands: readonly string[] },
   ): Promise<string> {
     let args: Record<string, unknown> = {};
     try {
@@ -313,6 +320,16 @@ export class AgentTurns {
       // Refused elements never reach the visitor; the model is told why and may try again.
       if (!element.ok) this.log.warn({ tool: call.name, conversationId: input.conversationId, output: element.output.slice(0, 500) }, 'reply element refused');
       return element.output;
+    }
+    if (call.name === 'page_command' && reply.commands.length) {
+      const checked = checkPageCommand(reply.commands, args.command, args.args);
+      if (!checked.ok) {
+        this.log.warn({ tool: call.name, conversationId: input.conversationId, reason: checked.reason }, 'page command refused');
+        return JSON.stringify({ error: checked.reason });
+      }
+      // Data for the page's own code (a DOM event there), sent now: the page acts while the reply is written.
+      await publishFrame(this.em, input.conversationId, { type: 'ui:command', command: checked.command, args: checked.args });
+      return JSON.stringify({ ok: true, sent: { command: checked.command, args: checked.args } });
     }
     if (call.name === 'kb_search') {
       const kb = spec.actions.find((a) => a.type === 'kb_search');

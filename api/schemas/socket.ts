@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RichBlocks } from '../../core/chat/rich';
 import { Card, Chart, Citation } from '../../core/chat/elements';
 
 /**
@@ -18,7 +19,7 @@ export const ChatFrameSchema = z
       attachments: z.array(z.unknown()).optional(),
       charts: z.array(Chart).optional(),
       cards: z.array(Card).optional(),
-      rich: z.array(z.unknown()).optional(),
+      rich: RichBlocks.optional(),
       suggested_actions: z.array(z.string()).optional(),
       citations: z.array(Citation).optional(),
       author: z.literal('human').optional().meta({ description: 'Written by a human agent (a team member), not the AI agent' }),

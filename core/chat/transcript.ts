@@ -6,6 +6,7 @@ import { newId } from '../ids';
 import type { CardElement, ChartElement } from './elements';
 import { titleOf } from './answer-without-model';
 import { publishFrame } from './frames';
+import type { RichBlockValue } from './rich';
 import { ChatMessage, type IChatMessage } from '../db/entities';
 
 export type ChatRole = 'user' | 'assistant' | 'human' | 'tool';
@@ -44,7 +45,7 @@ function rowOf(m: IChatMessage): ChatMessageRow {
 export interface ReplyExtras {
   charts?: ChartElement[];
   cards?: CardElement[];
-  rich?: unknown[];
+  rich?: RichBlockValue[];
   suggested_actions?: string[];
   /** The knowledge-base passages the reply drew on: file names shown to the visitor. */
   citations?: Array<{ file_id: string; file_name: string }>;
@@ -60,7 +61,7 @@ export interface HistoryMessage {
   author?: 'human';
   charts?: ChartElement[];
   cards?: CardElement[];
-  rich?: unknown[];
+  rich?: RichBlockValue[];
   suggested_actions?: string[];
   citations?: VisitorCitation[];
 }

@@ -11,6 +11,7 @@ import { answerWithoutModel } from './answer-without-model';
 import { applyElementTool, elementTools, emptyElements, type ElementKind, type ReplyElements } from './elements';
 import { maskPersonalDetails } from './masking';
 import { checkPageCommand, pageCommandTool } from './page-commands';
+import { richBlocks } from './rich';
 import { sitePageCommands } from '../widget/sites';
 import { publishFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
@@ -142,6 +143,8 @@ export class AgentTurns {
 
     // Masked at the end: the stored reply and the final `reply` frame never carry the details (deltas may have).
     if (spec.privacy?.mask_personal_details) text = maskPersonalDetails(text).text;
+    // The whole answer, validated before it is stored or sent: its structure as rich blocks (tables fitted to their header).
+    const rich = sockets ? richBlocks(text) : null;
     const { row } = await this.transcript.append({
       id: input.replyId,
       workspaceId: input.workspaceId,
@@ -154,6 +157,7 @@ export class AgentTurns {
         ...(suggested.length ? { suggested_actions: suggested } : {}),
         ...(elements.cards.length ? { cards: elements.cards } : {}),
         ...(elements.charts.length ? { charts: elements.charts } : {}),
+        ...(rich ? { rich } : {}),
       },
     });
     if (sockets) {

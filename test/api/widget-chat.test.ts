@@ -26,6 +26,7 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
   const text = last?.content ?? '';
   if (last?.role === 'tool' && text.includes('"sent"')) return { text: 'I opened your orders page.' };
   if (last?.role === 'tool') return { text: /Shown under your answer|invalid show_chart/.test(text) ? 'Here is the overview.' : 'A colleague will take it from here.' };
+  if (text.includes('hours as a table')) return { text: 'Our hours:\n\n| Day | Hours |\n|---|---|\n| Mon–Fri | 9–18 | late |\n| Sat |' };
   if (text.includes('show me my orders')) {
     return {
       tool_calls: [
@@ -430,6 +431,21 @@ describe('reply elements (agent action reply_elements)', () => {
     const plain = await init();
     await post('send', { conversation_id: plain.conversation_id, text: 'hi' });
     expect(tools()).not.toContain('show_card');
+  });
+});
+
+describe('rich replies', () => {
+  test('a reply with structure carries rich blocks, validated (a ragged table fitted to its header), in the answer and the history; a plain one none', async () => {
+    const conv = await init();
+    const res = await post('send', { conversation_id: conv.conversation_id, text: 'the hours as a table please' });
+    expect(res.json().rich).toEqual([
+      { type: 'paragraph', spans: [{ text: 'Our hours:' }] },
+      { type: 'table', header: ['Day', 'Hours'], rows: [['Mon–Fri', '9–18'], ['Sat', '']] },
+    ]);
+    const history = (await t.app.inject({ method: 'GET', url: `/api/public/widget/history?conversation_id=${conv.conversation_id}`, headers: { 'x-concierge-site': site.site_id, origin: ORIGIN } })).json();
+    expect(history.messages.at(-1).rich).toEqual(res.json().rich);
+    const plain = await post('send', { conversation_id: conv.conversation_id, text: 'hello' });
+    expect(plain.json().rich).toBeUndefined();
   });
 });
 

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { RichBlocks } from '../../../core/chat/rich';
 import type { Services } from '../../../core/services';
 import type { Gateways } from '../../../gateways';
 import { z } from 'zod';
@@ -14,7 +15,7 @@ const Extras = {
   attachments: z.array(z.unknown()).optional(),
   charts: z.array(Chart).optional(),
   cards: z.array(Card).optional(),
-  rich: z.array(z.unknown()).optional(),
+  rich: RichBlocks.optional(),
   suggested_actions: z.array(z.string()).optional(),
   citations: z.array(Citation).optional(),
 };
@@ -53,7 +54,7 @@ const HistoryMessage = z.object({
   author: z.literal('human').optional(),
   charts: z.array(Chart).optional(),
   cards: z.array(Card).optional(),
-  rich: z.array(z.unknown()).optional(),
+  rich: RichBlocks.optional(),
   suggested_actions: z.array(z.string()).optional(),
   citations: z.array(Citation).optional(),
 });

@@ -38,10 +38,13 @@ export const AgentAction = z.discriminatedUnion('type', [
     .object({
       type: z.literal('reply_elements'),
       kinds: z
-        .array(z.enum(['suggested_actions', 'cards', 'charts']))
+        .array(z.enum(['suggested_actions', 'cards', 'charts', 'attachments']))
         .min(1)
-        .max(3)
-        .meta({ description: 'Which elements the model may add to its replies (tools suggest_replies, show_card, show_chart); each is validated before it is sent' }),
+        .max(4)
+        .meta({
+          description:
+            'Which elements the model may add to its replies (tools suggest_replies, show_card, show_chart, attach_file: a file of its knowledge base); each is validated before it is sent',
+        }),
     })
     .strict(),
 ]);

@@ -53,22 +53,35 @@ export const Citation = z
   .object({ file_id: z.string(), title: z.string().meta({ description: 'The file\'s title: its name without the extension, dashes and underscores as spaces' }) })
   .meta({ description: 'A knowledge-base file the reply drew on, shown to the visitor as a source' });
 
+/** A knowledge-base file the agent attached (tool attach_file): its key for POST /file_url and a signed link. */
+export const AgentAttachment = z
+  .object({
+    file_key: z.string().regex(/^kb\/file_[0-9a-f]{24}$/),
+    file_name: z.string(),
+    mime_type: z.string(),
+    url: z.string().meta({ description: 'A signed link, valid for 24 hours; POST /file_url with file_key signs a fresh one' }),
+  })
+  .meta({ description: 'A file of the knowledge base the agent attached to its reply' });
+
 export type CardElement = z.infer<typeof Card>;
 export type ChartElement = z.infer<typeof Chart>;
-export type ElementKind = 'suggested_actions' | 'cards' | 'charts';
-export const ELEMENT_KINDS = ['suggested_actions', 'cards', 'charts'] as const;
+export type AgentAttachmentElement = z.infer<typeof AgentAttachment>;
+export type ElementKind = 'suggested_actions' | 'cards' | 'charts' | 'attachments';
+export const ELEMENT_KINDS = ['suggested_actions', 'cards', 'charts', 'attachments'] as const;
 
 /** What a turn's tools collected: the reply's extras besides its citations. */
 export interface ReplyElements {
   suggested_actions: string[];
   cards: Array<z.infer<typeof Card>>;
   charts: Array<z.infer<typeof Chart>>;
+  attachments: AgentAttachmentElement[];
 }
 
-export const emptyElements = (): ReplyElements => ({ suggested_actions: [], cards: [], charts: [] });
+export const emptyElements = (): ReplyElements => ({ suggested_actions: [], cards: [], charts: [], attachments: [] });
 
 /** Per reply, at most. */
-const MAX = { suggested_actions: 5, cards: 5, charts: 3 };
+export const MAX_ELEMENTS = { suggested_actions: 5, cards: 5, charts: 3, attachments: 3 };
+const MAX = MAX_ELEMENTS;
 
 /** The tools for the kinds the agent enables, as the model sees them (JSON Schema from the same zod schemas). */
 export function elementTools(kinds: readonly ElementKind[]): Array<{ name: string; description: string; parameters: Record<string, unknown>; kind: ElementKind }> {
@@ -91,6 +104,12 @@ export function elementTools(kinds: readonly ElementKind[]): Array<{ name: strin
       name: 'show_chart',
       description: 'Show a small chart under your answer: bar, line or pie, with labels and one or more series of numbers (one value per label).',
       parameters: schema(Chart),
+    },
+    {
+      kind: 'attachments' as const,
+      name: 'attach_file',
+      description: 'Attach a file of your knowledge base to your answer (by the file_id of a passage you were given), when the customer needs the document itself.',
+      parameters: schema(z.object({ file_id: z.string() }).strict()),
     },
   ];
   return all.filter((t) => kinds.includes(t.kind));

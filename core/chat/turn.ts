@@ -8,7 +8,8 @@ import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
 import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../llm/model';
 import { answerWithoutModel } from './answer-without-model';
-import { applyElementTool, elementTools, emptyElements, type ElementKind, type ReplyElements } from './elements';
+import { applyElementTool, elementTools, emptyElements, MAX_ELEMENTS, type ElementKind, type ReplyElements } from './elements';
+import { downloadableKbFile } from '../kb/files';
 import { maskPersonalDetails } from './masking';
 import { checkPageCommand, pageCommandTool } from './page-commands';
 import { richBlocks } from './rich';
@@ -76,7 +77,7 @@ export class AgentTurns {
     private readonly em: EntityManager,
     private readonly transcript: ChatTranscript,
     private readonly search: Pick<SearchService, 'search'>,
-    private readonly uploads: Pick<UploadService, 'search'>,
+    private readonly uploads: Pick<UploadService, 'search' | 'signKbFile'>,
     private readonly model: ChatModel | null,
     private readonly log: Pick<Logger, 'warn'>,
   ) {}
@@ -152,6 +153,7 @@ export class AgentTurns {
       role: 'assistant',
       replyTo: input.messageId,
       text,
+      attachments: elements.attachments,
       extras: {
         citations: [...citations].map(([file_id, file_name]) => ({ file_id, file_name })),
         ...(suggested.length ? { suggested_actions: suggested } : {}),
@@ -261,7 +263,7 @@ export class AgentTurns {
     const { passages, attachments } = context;
     const history = context.history.filter((m) => m.role !== 'tool' && m.id !== visitor.id);
     const messages: ChatTurnMessage[] = [
-      { role: 'system', content: systemPrompt(spec, passages, context.channel) },
+      { role: 'system', content: systemPrompt(spec, passages, context.channel, kinds.includes('attachments')) },
       ...history.map((m): ChatTurnMessage => ({ role: m.role === 'user' ? 'user' : 'assistant', content: m.text })),
       {
         role: 'user',
@@ -325,6 +327,16 @@ export class AgentTurns {
       if (!element.ok) this.log.warn({ tool: call.name, conversationId: input.conversationId, output: element.output.slice(0, 500) }, 'reply element refused');
       return element.output;
     }
+    if (call.name === 'attach_file' && reply.kinds.includes('attachments')) {
+      // Only a file the agent may show (as POST /file_url decides): an active file it selects, or under its folders.
+      const fileId = String(args.file_id ?? '');
+      const file = /^file_[0-9a-f]{24}$/.test(fileId) ? await downloadableKbFile(this.em.fork(), input.workspaceId, fileId, spec.knowledge_base) : null;
+      if (!file) return JSON.stringify({ error: `file_id: '${fileId.slice(0, 40)}' is not a file of your knowledge base you may share` });
+      if (reply.elements.attachments.some((a) => a.file_key === `kb/${fileId}`)) return JSON.stringify({ ok: true, note: 'already attached' });
+      if (reply.elements.attachments.length >= MAX_ELEMENTS.attachments) return JSON.stringify({ error: `at most ${MAX_ELEMENTS.attachments} attachments per reply` });
+      reply.elements.attachments.push({ file_key: `kb/${fileId}`, file_name: file.name, mime_type: file.mime_type, url: this.uploads.signKbFile(file) });
+      return JSON.stringify({ ok: true, note: `${file.name} is attached under your answer` });
+    }
     if (call.name === 'page_command' && reply.commands.length) {
       const checked = checkPageCommand(reply.commands, args.command, args.args);
       if (!checked.ok) {
@@ -365,12 +377,12 @@ function toReply(row: ChatMessageRow, handoff: boolean): TurnReply {
   return { reply_id: row.id, text: row.text, attachments: row.attachments ?? [], extras: row.extras ?? {}, handoff };
 }
 
-function systemPrompt(spec: AgentSpec, passages: Passage[], channel: string): string {
+function systemPrompt(spec: AgentSpec, passages: Passage[], channel: string, withFileIds = false): string {
   const parts = [spec.instructions || `You are ${spec.name}, a helpful customer-service agent.`];
   if (channel !== 'web') parts.push('You are writing in a messaging app: plain text in short paragraphs, no Markdown headings or tables.');
   parts.push('Answer from the knowledge-base passages below when they are relevant, and name the file you used. If they do not answer the question, say so rather than guessing.');
   if (passages.length) {
-    parts.push('Knowledge-base passages:\n' + passages.map((p, i) => `[${i + 1}] (file: ${p.file_name})\n${p.text}`).join('\n\n'));
+    parts.push('Knowledge-base passages:\n' + passages.map((p, i) => `[${i + 1}] (file: ${p.file_name}${withFileIds ? `, file_id: ${p.file_id}` : ''})\n${p.text}`).join('\n\n'));
   } else {
     parts.push('No knowledge-base passage matched this message.');
   }

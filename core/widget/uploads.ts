@@ -3,7 +3,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { findAgent } from '../agents/agents';
 import { webConversationOnSite } from '../conversations/conversations';
 import type { SecretBox } from '../crypto/secret-box';
-import { WidgetUpload, WidgetUploadChunk, type IWidgetUpload } from '../db/entities';
+import { KbFile, WidgetUpload, WidgetUploadChunk, type IWidgetUpload } from '../db/entities';
+import type { AgentAttachmentElement } from '../chat/elements';
 import { ApiError } from '../errors';
 import { OperationalError } from '../failures';
 import { newId } from '../ids';
@@ -364,6 +365,11 @@ export class UploadService {
     };
   }
 
+  /** A signed link to a knowledge-base file's bytes (an agent's attachment). */
+  signKbFile(file: { sha256: string; mime_type: string; name: string }): string {
+    return signLink(this.deps.box, this.deps.publicBaseUrl, { sha256: file.sha256, mime: file.mime_type, name: file.name });
+  }
+
   /**
    * A freshly signed link for `file_key`: an upload of this conversation, or a
    * knowledge-base file the site's agent may show (an active file it selects by id, or
@@ -385,7 +391,7 @@ export class UploadService {
     const kb = agent?.spec.knowledge_base ?? { folder_ids: [], file_ids: [] };
     const file = await downloadableKbFile(em, site.workspace_id, m[2], kb);
     if (!file) throw forbidden();
-    return { url: signLink(this.deps.box, this.deps.publicBaseUrl, { sha256: file.sha256, mime: file.mime_type, name: file.name }) };
+    return { url: this.signKbFile(file) };
   }
 
   /**
@@ -426,6 +432,25 @@ export class UploadService {
         const r = byId.get(id)!;
         return { upload_id: r.id, file_name: r.file_name, mime_type: r.mime_type, file_key: uploadKey(r.id), url: this.sign(r) };
       });
+  }
+
+  /**
+   * A stored message's attachments with freshly signed links, in their order: a
+   * visitor's uploads (`upload_id`) and the agent's knowledge-base files (`file_key`
+   * `kb/…`); anything whose bytes are gone is left out.
+   */
+  async describeStored(attachments: unknown[]): Promise<Array<Attachment | AgentAttachmentElement>> {
+    const items = attachments.filter((a): a is Record<string, unknown> => typeof a === 'object' && a !== null);
+    const uploads = new Map((await this.describe(items.map((a) => a.upload_id).filter((id): id is string => typeof id === 'string'))).map((u) => [u.upload_id, u]));
+    const kbIds = items.map((a) => (typeof a.file_key === 'string' ? /^kb\/(file_[0-9a-f]{24})$/.exec(a.file_key)?.[1] : undefined)).filter((id): id is string => !!id);
+    const files = kbIds.length ? new Map((await this.em().find(KbFile, { id: { $in: kbIds } }, { fields: ['id', 'sha256', 'mimeType', 'name'] })).map((f) => [f.id, f])) : new Map();
+    const out: Array<Attachment | AgentAttachmentElement> = [];
+    for (const a of items) {
+      if (typeof a.upload_id === 'string' && uploads.has(a.upload_id)) out.push(uploads.get(a.upload_id)!);
+      const kb = typeof a.file_key === 'string' ? files.get(a.file_key.slice(3)) : undefined;
+      if (kb) out.push({ file_key: `kb/${kb.id}`, file_name: kb.name, mime_type: kb.mimeType, url: this.signKbFile({ sha256: kb.sha256, mime_type: kb.mimeType, name: kb.name }) });
+    }
+    return out;
   }
 
   /**

@@ -24,8 +24,14 @@ const ORIGIN = 'https://shop.example';
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
   const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
   const text = last?.content ?? '';
+  if (last?.role === 'tool' && text.includes('is attached under your answer')) return { text: 'Here is the form.' };
   if (last?.role === 'tool' && text.includes('"sent"')) return { text: 'I opened your orders page.' };
   if (last?.role === 'tool') return { text: /Shown under your answer|invalid show_chart/.test(text) ? 'Here is the overview.' : 'A colleague will take it from here.' };
+  if (text.includes('the returns form')) {
+    const system = body.messages.find((m) => m.role === 'system')?.content ?? '';
+    const fileId = /file_id: (file_[0-9a-f]{24})/.exec(system)?.[1];
+    return { tool_calls: [{ name: 'attach_file', arguments: { file_id: 'file_000000000000000000000000' } }, { name: 'attach_file', arguments: { file_id: fileId } }] };
+  }
   if (text.includes('hours as a table')) return { text: 'Our hours:\n\n| Day | Hours |\n|---|---|\n| Mon–Fri | 9–18 | late |\n| Sat |' };
   if (text.includes('show me my orders')) {
     return {
@@ -431,6 +437,42 @@ describe('reply elements (agent action reply_elements)', () => {
     const plain = await init();
     await post('send', { conversation_id: plain.conversation_id, text: 'hi' });
     expect(tools()).not.toContain('show_card');
+  });
+});
+
+describe('attachments from the agent (reply_elements kind attachments)', () => {
+  test("the agent attaches a file of its knowledge base: a signed link in the answer, re-signed in the history; another file is refused", async () => {
+    const kbAuth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
+    const dispatcher = await startIndexDispatcher(tw);
+    try {
+      const form = await upload(t.app, kbAuth, { filename: 'returns-form.txt', content: 'Returns form. Name, order number, reason for the return, signature.' });
+      expect(await indexed(tw, form.json().id)).toBe('active');
+      const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+      const agentId = await publishedWebAgent(t.app, auth, ORIGIN, {
+        name: 'Forms helper',
+        knowledge_base: { file_ids: [form.json().id] },
+        actions: [{ type: 'reply_elements', kinds: ['attachments'] }],
+      });
+      const formsSite = await t.services.sites.create(ws, agentId, [ORIGIN]);
+      const call = (url: string, payload?: object) =>
+        t.app.inject({ method: payload ? 'POST' : 'GET', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': formsSite.site_id, origin: ORIGIN }, payload });
+      const conv = (await call('init', {})).json();
+      const res = await call('send', { conversation_id: conv.conversation_id, text: 'can I have the returns form?' });
+      expect(res.json()).toMatchObject({
+        text: 'Here is the form.',
+        attachments: [{ file_key: `kb/${form.json().id}`, file_name: 'returns-form.txt', mime_type: expect.stringContaining('text/plain'), url: expect.stringContaining('/api/media/') }],
+      });
+      const outputs = llm.requests.at(-1)!.body.messages.filter((m: { role: string }) => m.role === 'tool').map((m: { content: string }) => JSON.parse(m.content));
+      expect(outputs[0]).toEqual({ error: expect.stringContaining('is not a file of your knowledge base you may share') });
+      // The link serves the file's bytes, never as active content.
+      const media = await t.app.inject({ method: 'GET', url: new URL(res.json().attachments[0].url).pathname + new URL(res.json().attachments[0].url).search });
+      expect(media.statusCode).toBe(200);
+      expect(media.body).toContain('Returns form.');
+      const history = (await call(`history?conversation_id=${conv.conversation_id}`)).json();
+      expect(history.messages.at(-1).attachments).toEqual([{ file_key: `kb/${form.json().id}`, file_name: 'returns-form.txt', mime_type: expect.any(String), url: expect.stringContaining('/api/media/') }]);
+    } finally {
+      await dispatcher.stop();
+    }
   });
 });
 

@@ -165,9 +165,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       if (!q.conversation_id) throw new ApiError(400, 'invalid_request', 'conversation_id: required');
       const conv = await opts.services.widget.authorize(request.site!, q.conversation_id, identityOf(q));
       const limit = Math.min(q.limit ?? 20, HISTORY_MAX);
-      return opts.services.transcript.history(conv.id, { limit, before: q.before }, (attachments) =>
-        opts.services.uploads.describe(attachments.map((a) => (a as { upload_id: string }).upload_id).filter(Boolean)),
-      );
+      return opts.services.transcript.history(conv.id, { limit, before: q.before }, (attachments) => opts.services.uploads.describeStored(attachments));
     },
   });
 

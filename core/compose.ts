@@ -11,6 +11,7 @@ import { openDatabase, type Orm } from './db/orm';
 import { DenseIndex } from './kb/dense-index';
 import { createEmbedder, type Embedder } from './kb/embedder';
 import { extractorFromConfig, transcriberFromConfig } from './kb/extractor';
+import { OpenAiImageDescriber } from './llm/vision';
 import { IndexingService, type ExtractFn } from './kb/indexing';
 import { CloudApiProvider } from './msgapp/provider';
 import { policyFromCidrs } from './net/ssrf';
@@ -178,6 +179,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       llm: 'llm' in s ? s.llm : config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,
       msgapp: 'msgapp' in s ? s.msgapp : config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: config.MSGAPP_TIMEOUT_MS }) : null,
       transcriber,
+      vision: 'vision' in s ? (s.vision ?? null) : visionFromConfig(config),
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
       publicBaseUrl: s.publicBaseUrl ?? publicBaseUrl(config),
       box,
@@ -236,4 +238,11 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     await close().catch(() => undefined);
     throw err;
   }
+}
+
+/** The vision model (VISION_MODEL at VISION_BASE_URL, or the language model's server); null when unset. */
+function visionFromConfig(config: Config): OpenAiImageDescriber | null {
+  const baseUrl = config.VISION_BASE_URL ?? config.LLM_BASE_URL;
+  if (!config.VISION_MODEL || !baseUrl) return null;
+  return new OpenAiImageDescriber({ baseUrl, apiKey: config.VISION_BASE_URL ? config.VISION_API_KEY : (config.VISION_API_KEY ?? config.LLM_API_KEY), model: config.VISION_MODEL });
 }

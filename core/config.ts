@@ -118,6 +118,12 @@ export const configSchema = z.object({
   LLM_BASE_URL: optionalString,
   LLM_API_KEY: optionalString,
   LLM_MODEL: z.preprocess(emptyToUndefined, z.string().default('gpt-4o-mini')),
+  /** A vision-capable model on an OpenAI-compatible server: uploaded images and video key frames are described for the agent. Unset: images are OCR'd only. */
+  VISION_MODEL: optionalString,
+  /** Where VISION_MODEL is served; default LLM_BASE_URL. */
+  VISION_BASE_URL: optionalString,
+  /** Default LLM_API_KEY when VISION_BASE_URL is unset. */
+  VISION_API_KEY: optionalString,
   /** The WhatsApp Cloud API-compatible base URL (e.g. https://graph.facebook.com/v21.0). Unset: sending is refused with 503. */
   MSGAPP_API_BASE: optionalString,
   /** Time-out of one call to the msgapp provider (sends, number checks, media downloads). */

@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import { SiteService } from './widget/sites';
 import { UploadService } from './widget/uploads';
 import type { Transcriber } from './kb/extract';
+import type { ImageDescriber } from './llm/vision';
 import type { ExtractFn } from './kb/indexing';
 import type { MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
@@ -76,6 +77,8 @@ export interface ServiceOptions {
   msgapp?: MsgappProvider | null;
   /** Speech-to-text for widget voice notes and audio/video uploads; null/absent: none. */
   transcriber?: Transcriber | null;
+  /** Describes images and video frames for the agent (VISION_MODEL); null: OCR and transcripts only. */
+  vision?: ImageDescriber | null;
   /** Text extraction of widget uploads: the process's extraction pool, shared with indexing. */
   extract: ExtractFn;
   /** Widget uploads whose text is longer than this are also indexed for search. */
@@ -100,6 +103,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     blobs: opts.blobs,
     box: opts.box,
     transcriber,
+    vision: opts.vision ?? null,
     extract: opts.extract,
     embedder: opts.embedder,
     indexChars: opts.uploadIndexChars,
@@ -107,7 +111,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   });
   return {
     sites,
-    widget: new WidgetSessionService(em, sites, customers, { transcriber: transcriber !== null }),
+    widget: new WidgetSessionService(em, sites, customers, { transcriber: transcriber !== null, vision: Boolean(opts.vision) }),
     uploads,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders,
@@ -121,7 +125,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     conversations: new ConversationService(em),
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
-    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract),
+    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
     box: opts.box,
     llm: opts.llm ?? null,
     search,

@@ -8,6 +8,7 @@ import { customerForPhone } from '../customers/customers';
 import { ChatMessage, Message, MsgappInboundEvent } from '../db/entities';
 import { ExtractionError, NoTextExtracted, sniffType, TranscriberError } from '../kb/extract';
 import type { ExtractFn } from '../kb/indexing';
+import { describeVisual, type ImageDescriber } from '../llm/vision';
 import type { SecretBox } from '../crypto/secret-box';
 import { newId } from '../ids';
 import { OperationalError } from '../failures';
@@ -64,6 +65,8 @@ export class ProviderEventService {
     private readonly publicBaseUrl: string,
     /** The knowledge base's isolated extractors (and transcriber): the agent reads media as text. */
     private readonly extract: ExtractFn | null = null,
+    /** Describes images and video key frames for the agent (VISION_MODEL). */
+    private readonly vision: ImageDescriber | null = null,
   ) {}
 
   async applyStatus(update: StatusUpdate): Promise<'changed' | 'kept' | 'replayed' | 'unknown'> {
@@ -282,8 +285,15 @@ export class ProviderEventService {
       text = await this.blobs.withLocalFile(item.sha256 as string, async (filePath) => {
         const type = await sniffType(filePath, fileName);
         if (!type) return '';
-        const { segments } = await extract({ filePath, kind: type.kind, mime: type.mime, fileName });
-        return segments.map((seg) => seg.text).join('\n\n');
+        const read = await extract({ filePath, kind: type.kind, mime: type.mime, fileName })
+          .then(({ segments }) => segments.map((seg) => seg.text).join('\n\n'))
+          .catch((err: unknown) => {
+            if (err instanceof NoTextExtracted) return '';
+            throw err;
+          });
+        // A vision model that fails leaves the text alone: the media is still read (OCR, transcript).
+        const seen = this.vision ? await describeVisual(filePath, type.kind, type.mime, this.vision).catch(() => '') : '';
+        return [seen, read && seen ? `Text in it:\n${read}` : read].filter(Boolean).join('\n\n');
       });
     } catch (err) {
       if (err instanceof TranscriberError && !(err instanceof NoTextExtracted)) throw new OperationalError('TranscriberUnavailable', err.reason, err.retryable && !err.credentialRefused);

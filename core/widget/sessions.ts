@@ -53,7 +53,7 @@ export class WidgetSessionService {
     private readonly sites: SiteService,
     private readonly customers: CustomerService,
     /** What the deployment has configured: audio and video uploads need a transcriber. */
-    private readonly prereqs: { transcriber: boolean } = { transcriber: false },
+    private readonly prereqs: { transcriber: boolean; vision?: boolean } = { transcriber: false },
   ) {}
 
   /**
@@ -201,6 +201,7 @@ export class WidgetSessionService {
     if (web?.voice_chat) warnings.push('voice_chat is enabled but no voice provider is configured');
     if (web?.dial_out) warnings.push('dial_out is enabled but no telephony provider is configured');
     if (web?.file_upload && !this.prereqs.transcriber) warnings.push('file_upload: audio and video files need a transcriber (TRANSCRIBE_BASE_URL); documents and images work');
+    if (web?.file_upload && !this.prereqs.vision) warnings.push('file_upload: no vision model (VISION_MODEL): images are read by OCR only and videos by their transcript');
     return {
       conversation_id: conv.id,
       customer_id: conv.customer_id,

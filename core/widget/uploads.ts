@@ -5,6 +5,7 @@ import { webConversationOnSite } from '../conversations/conversations';
 import type { SecretBox } from '../crypto/secret-box';
 import { KbFile, WidgetUpload, WidgetUploadChunk, type IWidgetUpload } from '../db/entities';
 import type { AgentAttachmentElement } from '../chat/elements';
+import { describeVisual, type ImageDescriber } from '../llm/vision';
 import { ApiError } from '../errors';
 import { OperationalError } from '../failures';
 import { newId } from '../ids';
@@ -142,6 +143,8 @@ export interface UploadServiceDeps {
   extract: ExtractFn;
   /** Needed for audio and video uploads and for /transcribe; null when none is configured. */
   transcriber: Transcriber | null;
+  /** Describes images and video key frames for the agent (VISION_MODEL); null: OCR and transcripts only. */
+  vision?: ImageDescriber | null;
   embedder: () => Promise<Embedder>;
   indexChars?: number;
   chunking?: ChunkOptions;
@@ -284,10 +287,20 @@ export class UploadService {
     const row = uploadRow(found);
     let content: string;
     try {
-      const { segments } = await this.deps.blobs.withLocalFile(row.blob_key, (filePath) =>
-        this.deps.extract({ filePath, kind, mime: row.mime_type, fileName: row.file_name }),
-      );
-      content = segments.map((s) => s.text).join('\n\n');
+      content = await this.deps.blobs.withLocalFile(row.blob_key, async (filePath) => {
+        const text = await this.deps
+          .extract({ filePath, kind, mime: row.mime_type, fileName: row.file_name })
+          .then(({ segments }) => segments.map((s) => s.text).join('\n\n'))
+          .catch((err: unknown) => {
+            // A photo with no text still has a picture to describe.
+            if (err instanceof NoTextExtracted && this.deps.vision && (kind === 'image' || kind === 'video')) return '';
+            throw err;
+          });
+        // A vision model that fails leaves the text alone: the upload is still read (OCR, transcript).
+        const seen = this.deps.vision ? await describeVisual(filePath, kind, row.mime_type, this.deps.vision).catch(() => '') : '';
+        return [seen, text && seen ? `Text in it:\n${text}` : text].filter(Boolean).join('\n\n');
+      });
+      if (!content) throw new NoTextExtracted('nothing to read');
     } catch (err) {
       if (err instanceof TranscriberError && !(err instanceof NoTextExtracted)) {
         throw new OperationalError(err.credentialRefused ? TRANSCRIBER_CREDENTIAL_REFUSED : TRANSCRIBER_UNAVAILABLE, err.reason, err.retryable && !err.credentialRefused, {

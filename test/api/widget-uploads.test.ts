@@ -589,9 +589,10 @@ describe('init capabilities', () => {
   test('file_upload is on when the toggle is; a warning only when audio/video would lack a transcriber', async () => {
     const withStt = await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: siteHeaders(), payload: {} });
     expect(withStt.json().capabilities.file_upload).toBe(true);
-    expect(withStt.json().capability_warnings).toBeUndefined();
+    // Audio and video are covered; without a vision model, images are read by OCR only.
+    expect(withStt.json().capability_warnings).toEqual([expect.stringContaining('VISION_MODEL')]);
     const without = await bare.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: siteHeaders(), payload: {} });
     expect(without.json().capabilities.file_upload).toBe(true);
-    expect(without.json().capability_warnings).toEqual([expect.stringContaining('TRANSCRIBE_BASE_URL')]);
+    expect(without.json().capability_warnings).toEqual([expect.stringContaining('TRANSCRIBE_BASE_URL'), expect.stringContaining('VISION_MODEL')]);
   });
 });

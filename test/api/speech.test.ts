@@ -144,6 +144,15 @@ describe('uploads and knowledge-base files through the same transcriber', () => 
     expect(wordErrorRate(refund.text, st.json().summary)).toBeLessThanOrEqual(MAX_WER);
   });
 
+  test('an upload longer than TRANSCRIBE_MAX_SECONDS: 413 media_too_long with its upload_id; the upload is in error with the reason', async () => {
+    const body = multipart([{ name: 'file', value: joinWav([order, refund], dir), filename: 'long.wav' }]);
+    const res = await t.app.inject({ method: 'POST', url: '/api/public/widget/upload', headers: { ...headers(), ...body.headers }, payload: body.payload });
+    expect(res.statusCode).toBe(413);
+    expect(res.json()).toEqual({ error: 'media_too_long', message: expect.stringContaining(`${MAX_SECONDS} s`), upload_id: expect.stringMatching(/^upl_/) });
+    const st = await t.app.inject({ method: 'GET', url: `/api/public/widget/upload/${res.json().upload_id}`, headers: headers() });
+    expect(st.json()).toMatchObject({ status: 'error', error_message: expect.stringContaining(`longer than ${MAX_SECONDS} s`) });
+  });
+
   test('a knowledge-base audio file is indexed with its transcript, and found by it', async () => {
     const res = await kbUpload(t.app, auth, { filename: 'voicemail.wav', content: order.wav });
     expect(res.statusCode).toBe(201);

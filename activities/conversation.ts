@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { publishFrame } from '../core/chat/frames';
 import type { TaskStatus } from '../core/chat/tasks';
+import type { SendPlan } from '../core/messages/plan';
 import type { ActivityDeps } from './deps';
 import { withHeartbeat } from './errors';
 
@@ -13,6 +14,11 @@ export function conversationActivities(deps: ActivityDeps) {
      */
     async runAgentTurn(input: { conversationId: string; workspaceId: string; messageId: string; replyId: string }) {
       return withHeartbeat(() => deps.services.turns.run(input, () => Context.current().heartbeat()));
+    },
+
+    /** An agent's reply on a messaging channel as a send (message-send:<reply id>), or why it is not sent. */
+    async planReplySend(input: { conversationId: string; replyId: string }): Promise<SendPlan | { skipped: string }> {
+      return deps.services.messages.planReply(input.conversationId, input.replyId);
     },
 
     /** Tells the conversation's sockets that a turn failed. */

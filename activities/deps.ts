@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { ConversationGateway } from '../gateways/conversations';
 import type { IndexingService } from '../core/kb/indexing';
 import type { Services } from '../core/services';
 
@@ -12,4 +13,6 @@ export interface ActivityDeps {
   indexing: IndexingService;
   /** Asks Temporal about a workflow (the maintenance reconciliation); the worker wires its client. */
   workflowState?: (workflowId: string) => Promise<WorkflowState>;
+  /** The conversation actors (a customer's msgapp message goes to one); the worker wires its client. */
+  conversations?: Pick<ConversationGateway, 'customerMessage'>;
 }

@@ -1,5 +1,7 @@
 import type { SendPlan } from '../core/messages/plan';
 import type { InboundParty } from '../core/messages/provider-events';
+import { ApiError } from '../core/errors';
+import { OperationalError } from '../core/failures';
 import type { ActivityDeps } from './deps';
 import { withHeartbeat } from './errors';
 
@@ -31,6 +33,32 @@ export function messagingActivities(deps: ActivityDeps) {
     /** Inbound, step 2: the media, downloaded and stored (null: none); heartbeats while it downloads. */
     async downloadInboundMedia(providerMessageId: string): Promise<Record<string, unknown> | null> {
       return withHeartbeat(() => deps.services.providerEvents.downloadInboundMedia(providerMessageId));
+    },
+
+    /** Inbound, step 3b: the text of the message's media (a transcript for audio and video), for the agent; heartbeats while it reads. */
+    async readInboundMedia(messageId: string): Promise<{ chars: number }> {
+      return withHeartbeat(() => deps.services.providerEvents.readInboundMedia(messageId));
+    },
+
+    /**
+     * Inbound, step 4: the recorded message goes to its conversation's actor, which
+     * answers it, unless the number's agent does not answer (then why).
+     */
+    async handInboundToAgent(input: { providerMessageId: string; messageId: string; party: InboundParty }): Promise<{ answered: boolean; reason?: string }> {
+      const silence = await deps.services.providerEvents.agentSilence(input.party);
+      if (silence) return { answered: false, reason: silence };
+      if (!deps.conversations) throw new OperationalError('NoWorkflowClient', 'this worker has no Temporal client to reach the conversation actor', true);
+      try {
+        const took = await deps.conversations.customerMessage(
+          { id: input.party.conversationId, workspaceId: input.party.workspaceId, channel: 'msgapp' },
+          { providerMessageId: input.providerMessageId, messageId: input.messageId },
+        );
+        return took.duplicate ? { answered: true, reason: 'the actor had it already' } : { answered: true };
+      } catch (err) {
+        // Refused by the actor (its conversation closed meanwhile): recorded, not answered.
+        if (err instanceof ApiError) return { answered: false, reason: `${err.code}: ${err.message}` };
+        throw err;
+      }
     },
 
     /** Inbound, step 3: the message, its event and `message.inbound`, once. */

@@ -27,6 +27,7 @@ const USAGE = `usage: npm run -s admin -- <command>
   site create --workspace WS_ID --agent AGENT_ID --origins https://a.example,https://b.example
   site rotate-secret SITE_ID [--grace-hours 24]
   site set-origins SITE_ID --origins https://a.example,https://b.example   (replaces the list; sockets from a removed origin close)
+  site set-commands SITE_ID --commands navigate,open_url   (page commands the agent may send; --commands '' turns them off)
   site suspend SITE_ID | site resume SITE_ID
 scopes: ${ALL_SCOPES.join(', ')}`;
 
@@ -96,6 +97,7 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       'token-file': { type: 'string' },
       agent: { type: 'string' },
       origins: { type: 'string' },
+      commands: { type: 'string' },
       'grace-hours': { type: 'string' },
     },
   });
@@ -145,6 +147,8 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
     }
     case 'site set-origins':
       return services.sites.setOrigins(need(target, 'SITE_ID (positional)'), need(values.origins, 'origins').split(','));
+    case 'site set-commands':
+      return services.sites.setPageCommands(need(target, 'SITE_ID (positional)'), (values.commands ?? '').split(','));
     case 'site suspend':
       return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'suspended');
     case 'site resume':

@@ -121,7 +121,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     conversations: new ConversationService(em),
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
-    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl),
+    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract),
     box: opts.box,
     llm: opts.llm ?? null,
     search,

@@ -2,7 +2,7 @@ import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } fr
 import { ApplicationFailure } from '@temporalio/common';
 import type { ChatTranscript } from '../core/chat/transcript';
 import { ApiError } from '../core/errors';
-import { newId } from '../core/ids';
+import { derivedId, newId } from '../core/ids';
 import { searchAttributesFor } from '../worker/search-attributes';
 import {
   cancelTaskUpdate,
@@ -36,6 +36,9 @@ export function apiErrorOf(err: unknown): unknown {
   const refusal = refusalOf(err);
   return refusal ? API_ERRORS[refusal.type!](refusal) : err;
 }
+
+/** The id of the agent's reply to a customer's message: the same on every try. */
+export const agentReplyId = (messageId: string) => derivedId('msg', `${messageId}:reply`);
 
 /** A visitor's message as the send route hands it over. */
 export interface VisitorSend {
@@ -82,20 +85,45 @@ export class ConversationGateway {
     try {
       return await this.client.workflow.executeUpdateWithStart(visitorMessageUpdate, {
         args: [{ clientMessageId: send.clientMessageId, messageId: stored.message_id, replyId: newId('msg'), indexUploads: send.indexUploads, delivery: send.delivery }],
-        startWorkflowOperation: new WithStartWorkflowOperation(conversationWorkflow, {
-          workflowId: conversationWorkflowId(conv.id),
-          taskQueue: this.taskQueue,
-          args: [{ conversationId: conv.id, workspaceId: conv.workspaceId }],
-          workflowIdConflictPolicy: 'USE_EXISTING',
-          typedSearchAttributes: searchAttributesFor({ workspaceId: conv.workspaceId }),
-          staticSummary: 'web chat conversation',
-          staticDetails: `The actor of conversation ${conv.id}: one update per visitor message, one agent turn each; background tasks are its child workflows (${conv.id}:task:…).`,
-        }),
+        startWorkflowOperation: this.actorStart({ ...conv, channel: 'web' }),
       });
     } catch (err) {
       if (stored.created && refusalOf(err)) await this.transcript.withdraw(conv.id, stored.message_id);
       throw apiErrorOf(err);
     }
+  }
+
+  /**
+   * A customer's message on a messaging channel (msgapp), stored with its transcript
+   * line by the inbound workflow: the actor queues a turn for it, once per provider
+   * message id. The reply's id is derived from the message's, so a repeat after a lost
+   * answer, or a new actor run, names the same reply (answered once, sent once).
+   * Resolves once the actor took it (async: the reply leaves through the channel).
+   */
+  async customerMessage(conv: { id: string; workspaceId: string; channel: 'msgapp' }, m: { providerMessageId: string; messageId: string }): Promise<VisitorMessageResult> {
+    try {
+      return await this.client.workflow.executeUpdateWithStart(visitorMessageUpdate, {
+        args: [{ clientMessageId: m.providerMessageId, messageId: m.messageId, replyId: agentReplyId(m.messageId), delivery: 'async' }],
+        startWorkflowOperation: this.actorStart(conv),
+      });
+    } catch (err) {
+      throw apiErrorOf(err);
+    }
+  }
+
+  /** The actor's start, when a message finds none running: one per conversation, whatever the channel. */
+  private actorStart(conv: { id: string; workspaceId: string; channel: 'web' | 'msgapp' }) {
+    return new WithStartWorkflowOperation(conversationWorkflow, {
+      workflowId: conversationWorkflowId(conv.id),
+      taskQueue: this.taskQueue,
+      args: [{ conversationId: conv.id, workspaceId: conv.workspaceId, ...(conv.channel === 'web' ? {} : { channel: conv.channel }) }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      typedSearchAttributes: searchAttributesFor({ workspaceId: conv.workspaceId }),
+      staticSummary: conv.channel === 'web' ? 'web chat conversation' : `${conv.channel} conversation`,
+      staticDetails: `The actor of conversation ${conv.id} (${conv.channel}): one update per customer message, one agent turn each${
+        conv.channel === 'web' ? '; background tasks are its child workflows (' + conv.id + ':task:…)' : ', each reply sent by a message-send child workflow (message-send:<reply id>)'
+      }.`,
+    });
   }
 
   /** Tells the actors of conversations closed in the database to finish (none running: nothing to do). */

@@ -1,4 +1,5 @@
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
+import { ConversationGateway } from '../gateways/conversations';
 import type { Worker } from '@temporalio/worker';
 import type { WorkflowState } from '../activities/deps';
 import type { Composition } from '../core/compose';
@@ -62,7 +63,13 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
     c.onClose(() => own.close());
     connection = own;
   }
-  const worker = await createWorker({ connection, namespace, taskQueue, deps: { em: c.em, services: c.services, indexing: c.indexing, workflowState: workflowStateOf(client) }, workflowBundle: opts.workflowBundle });
+  const worker = await createWorker({ connection, namespace, taskQueue, deps: {
+      em: c.em,
+      services: c.services,
+      indexing: c.indexing,
+      workflowState: workflowStateOf(client),
+      conversations: new ConversationGateway(client, taskQueue, c.services.transcript),
+    }, workflowBundle: opts.workflowBundle });
   const running = worker.run();
   c.onClose(async () => {
     if (worker.getState() === 'RUNNING') worker.shutdown();

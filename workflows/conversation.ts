@@ -10,16 +10,21 @@ import {
   defineSignal,
   defineUpdate,
   isCancellation,
+  ParentClosePolicy,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   startChild,
+  WorkflowIdReusePolicy,
   workflowInfo,
 } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
 import type { TaskStatus } from '../core/chat/tasks';
 import type { TurnReply } from '../core/chat/turn';
 import { cancelled, recordCancelled } from './cancellation';
+import { messageSendSummary, messageSendWorkflow, messageSendWorkflowId } from './message-send';
 import { localPresets, presets } from './presets';
 import { shortSteps } from './short-steps';
 import { WORKSPACE_ID } from './search-attributes';
@@ -28,6 +33,8 @@ import { WORKSPACE_ID } from './search-attributes';
 const { publishTurnError, recordTaskStarted, recordTaskFinished } = shortSteps(['publishTurnError', 'recordTaskStarted', 'recordTaskFinished'], presets.dbWrite, localPresets.dbWrite);
 const { runAgentTurn } = proxyActivities<Activities>(presets.agentTurn);
 const { indexUploadForSearch } = proxyActivities<Activities>(presets.uploadIndexing);
+/** A messaging channel's reply as a send: one short read (local), no pre-patch history has it. */
+const { planReplySend } = proxyLocalActivities<Activities>(localPresets.dbWrite);
 
 /** The actor's workflow id: one per conversation, on every channel. */
 export const conversationWorkflowId = (conversationId: string) => `conversation:${conversationId}`;
@@ -95,6 +102,8 @@ export interface ConversationCarry {
 export interface ConversationInput {
   conversationId: string;
   workspaceId: string;
+  /** How replies leave: `web` (default) through the widget's sockets, `msgapp` as messages (a message-send child per reply). */
+  channel?: 'web' | 'msgapp';
   /** Turns per run before continuing as new (tests lower it). */
   turnsPerRun?: number;
   carry?: ConversationCarry;
@@ -215,6 +224,7 @@ class Conversation {
       const reply = await runAgentTurn.executeWithOptions({ ...presets.agentTurn, summary: `turn: answer ${turn.message_id}` }, [
         { conversationId, workspaceId, messageId: turn.message_id, replyId: turn.reply_id },
       ]);
+      if (this.input.channel === 'msgapp' && !reply.held && reply.text) await this.sendReply(turn.reply_id);
       this.finish(turn.reply_id, { reply });
     } catch (err) {
       const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -229,12 +239,44 @@ class Conversation {
     this.explain();
   }
 
+  /**
+   * A messaging channel's reply leaves through the message-send workflow, as a child
+   * named by the reply's id (`message-send:<reply id>`, never reused: a reply is sent
+   * once, even by a later run of this actor). The actor waits for it, so replies go out
+   * in order; it is abandoned, not cancelled, if the actor ends first.
+   */
+  private async sendReply(replyId: string): Promise<void> {
+    const { conversationId, workspaceId } = this.input;
+    const plan = await planReplySend.executeWithOptions({ ...localPresets.dbWrite, summary: 'plan the reply as a message' }, [{ conversationId, replyId }]);
+    if ('skipped' in plan) {
+      this.lastError = `reply ${replyId} not sent: ${plan.skipped}`;
+      return;
+    }
+    this.explain(`Sending reply ${replyId} (message-send:${plan.messageId}).`);
+    try {
+      const child = await startChild(messageSendWorkflow, {
+        workflowId: messageSendWorkflowId(plan.messageId),
+        args: [plan],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        typedSearchAttributes: [{ key: WORKSPACE_ID, value: workspaceId }],
+        staticSummary: messageSendSummary(plan),
+      });
+      const sent = await child.result();
+      if (sent.status === 'failed') this.lastError = `reply ${replyId} failed at the provider: ${sent.error}`;
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) return; // sent by an earlier run of this actor
+      if (cancelled(err)) throw err;
+      this.lastError = `reply ${replyId} could not be sent: ${(err as Error).message}`;
+    }
+  }
+
   /** The current details an operator reads in the UI: what the actor is doing, its tasks, the last failed turn. */
   explain(doing?: string): void {
     const running = [...this.tasks.values()].filter((t) => t.status === 'running').map((t) => `${t.label} (${t.task_key})`);
     setCurrentDetails(
       [
-        doing ?? (this.closed ? 'Closed: finishing queued turns.' : 'Idle: waiting for visitor messages.'),
+        doing ?? (this.closed ? 'Closed: finishing queued turns.' : `Idle: waiting for ${this.input.channel === 'msgapp' ? 'customer' : 'visitor'} messages.`),
         `Turns this run: ${this.turns}; queued: ${this.queue.length}.`,
         running.length ? `Blocking tasks running: ${running.join(', ')}.` : null,
         this.lastError ? `Last error: ${this.lastError}` : null,
@@ -315,8 +357,10 @@ class Conversation {
 }
 
 /**
- * The actor of one web conversation (`conversation:conv_…`), long-lived. Visitor
- * messages arrive as updates once the API has stored them, deduplicated by the client's
+ * The actor of one conversation (`conversation:conv_…`), long-lived, on every channel:
+ * web chat's replies reach the widget's sockets, msgapp's leave as messages (one
+ * message-send child each). Visitor messages arrive as updates once the API (web) or
+ * the inbound workflow (msgapp) has stored them, deduplicated by the client's
  * message id (here for the recent ones; the API answers older ones from the transcript).
  * Turns run one at a time in arrival order, each as an activity. Background tasks are
  * child workflows the visitor can list and cancel; while a blocking one runs, the

@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, patched, proxyActivities, proxyLocalActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { localPresets, presets } from './presets';
 import { shortSteps } from './short-steps';
@@ -6,6 +6,15 @@ import { shortSteps } from './short-steps';
 /** Short database writes: local activities (see short-steps.ts). */
 const { resolveInboundParty, recordInboundMessage } = shortSteps(['resolveInboundParty', 'recordInboundMessage'], presets.dbWrite, localPresets.dbWrite);
 const { downloadInboundMedia } = proxyActivities<Activities>(presets.mediaDownload);
+const { readInboundMedia } = proxyActivities<Activities>(presets.uploadExtraction);
+/** A short call to Temporal (update-with-start of the actor): local, retried until it lands. */
+const { handInboundToAgent } = proxyLocalActivities<Activities>(localPresets.bookkeeping);
+
+/**
+ * The patch that hands a recorded message to its conversation's actor (the agent
+ * answers on msgapp). Runs recorded before it end at the record step when replayed.
+ */
+export const INBOUND_TO_AGENT_PATCH = 'inbound-to-agent';
 
 /** One workflow per inbound message, named by the provider's message id (wamid). */
 export const msgappInboundWorkflowId = (providerMessageId: string) => `msgapp-inbound:${providerMessageId}`;
@@ -14,15 +23,22 @@ export interface MsgappInboundInput {
   providerMessageId: string;
 }
 
-export type MsgappInboundResult = { status: 'recorded'; messageId: string } | { status: 'duplicate' } | { status: 'gone' };
+export type MsgappInboundResult =
+  | { status: 'recorded'; messageId: string; /** Handed to the conversation's actor, which answers it. */ answered?: boolean; /** Why the agent does not answer. */ silence?: string }
+  | { status: 'duplicate' }
+  | { status: 'gone' };
 
 /**
  * One inbound msgapp message (`msgapp-inbound:<provider message id>`), stored by the
  * webhook: its customer and conversation (found or created), its media downloaded
  * (kept in the history once stored, so a worker lost later never downloads again; a
  * worker lost during the download is replaced and the download runs again), then the
- * message, its conversation event and `message.inbound` in one transaction, once.
- * A download that fails for good records the message with `media_error`.
+ * message, its conversation event and `message.inbound` in one transaction, once; its
+ * media read as text for the agent (extractors, transcriber).
+ * A download that fails for good records the message with `media_error`. Then the
+ * message goes to its conversation's actor (`conversation:conv_…`, as web chat), whose
+ * agent answers it through the message-send workflow, unless the number's agent does
+ * not answer (not published, no sender action): then it is only recorded and emitted.
  */
 export async function msgappInboundWorkflow(input: MsgappInboundInput): Promise<MsgappInboundResult> {
   const id = input.providerMessageId;
@@ -42,5 +58,24 @@ export async function msgappInboundWorkflow(input: MsgappInboundInput): Promise<
     setCurrentDetails(`Media download failed for good: ${why}. The message is recorded with media_error.`);
   }
   const recorded = await recordInboundMessage('record message and emit message.inbound', [id, party, download]);
-  return recorded.messageId ? { status: 'recorded', messageId: recorded.messageId } : { status: 'duplicate' };
+  if (!recorded.messageId) return { status: 'duplicate' };
+  if (!patched(INBOUND_TO_AGENT_PATCH)) return { status: 'recorded', messageId: recorded.messageId };
+  if (download.media) {
+    // The agent reads media as text (a voice note as its transcript); without it, it is told what was attached.
+    try {
+      await readInboundMedia.executeWithOptions({ ...presets.uploadExtraction, summary: 'read the media as text' }, [recorded.messageId]);
+    } catch (err) {
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      setCurrentDetails(`The media could not be read as text (${(cause as Error).message}); the agent is told what was attached.`);
+    }
+  }
+  const handed = await handInboundToAgent.executeWithOptions({ ...localPresets.bookkeeping, summary: 'hand to the conversation actor' }, [
+    { providerMessageId: id, messageId: recorded.messageId, party },
+  ]);
+  setCurrentDetails(
+    handed.answered
+      ? `Recorded as ${recorded.messageId} and handed to conversation:${party.conversationId}, whose agent answers it.`
+      : `Recorded as ${recorded.messageId}; not answered: ${handed.reason}.`,
+  );
+  return { status: 'recorded', messageId: recorded.messageId, answered: handed.answered, ...(handed.reason && !handed.answered ? { silence: handed.reason } : {}) };
 }

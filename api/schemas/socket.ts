@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Card, Chart } from '../../core/chat/elements';
+import { Card, Chart, Citation } from '../../core/chat/elements';
 
 /**
  * The frames of the reply socket (`GET /api/chat/connect`), as JSON text messages: the
@@ -20,6 +20,8 @@ export const ChatFrameSchema = z
       cards: z.array(Card).optional(),
       rich: z.array(z.unknown()).optional(),
       suggested_actions: z.array(z.string()).optional(),
+      citations: z.array(Citation).optional(),
+      author: z.literal('human').optional().meta({ description: 'Written by a human agent (a team member), not the AI agent' }),
       unsolicited: z.literal(true).optional().meta({ description: 'Started by the platform, with no pending request' }),
     }),
     z.object({ type: z.literal('suggested_actions'), reply_id: ReplyId, suggested_actions: z.array(z.string()) }),

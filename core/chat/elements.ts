@@ -49,6 +49,10 @@ export const Chart = z
   })
   .meta({ description: 'A small declarative chart (bar, line or pie): labels and series of numbers, rendered by the widget as SVG' });
 
+export const Citation = z
+  .object({ file_id: z.string(), title: z.string().meta({ description: 'The file\'s title: its name without the extension, dashes and underscores as spaces' }) })
+  .meta({ description: 'A knowledge-base file the reply drew on, shown to the visitor as a source' });
+
 export type CardElement = z.infer<typeof Card>;
 export type ChartElement = z.infer<typeof Chart>;
 export type ElementKind = 'suggested_actions' | 'cards' | 'charts';

@@ -18,6 +18,8 @@ export type ChatFrame =
       cards?: unknown[];
       rich?: unknown[];
       suggested_actions?: string[];
+      citations?: Array<{ file_id: string; title: string }>;
+      author?: 'human';
       unsolicited?: true;
     }
   | { type: 'suggested_actions'; reply_id: string; suggested_actions: string[] }

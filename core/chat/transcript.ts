@@ -4,6 +4,7 @@ import { conversationInWorkspace, touchConversation } from '../conversations/con
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import type { CardElement, ChartElement } from './elements';
+import { titleOf } from './answer-without-model';
 import { publishFrame } from './frames';
 import { ChatMessage, type IChatMessage } from '../db/entities';
 
@@ -61,11 +62,32 @@ export interface HistoryMessage {
   cards?: CardElement[];
   rich?: unknown[];
   suggested_actions?: string[];
+  citations?: VisitorCitation[];
 }
 
+/** A cited knowledge-base file as a visitor sees it: its title ("returns-policy.md" → "Returns policy"), never the file name. */
+export interface VisitorCitation {
+  file_id: string;
+  title: string;
+}
+
+const visitorCitations = (e: ReplyExtras): VisitorCitation[] => {
+  const seen = new Set<string>();
+  const out: VisitorCitation[] = [];
+  for (const c of e.citations ?? []) {
+    const title = titleOf(c.file_name);
+    // Two chunks' files, or two files, of one title are one source to a visitor.
+    if (seen.has(title)) continue;
+    seen.add(title);
+    out.push({ file_id: c.file_id, title });
+  }
+  return out;
+};
+
 /** The persisted reply as the socket's `reply` frame carries it (optional fields only when non-empty). */
-export function replyFrame(row: Pick<ChatMessageRow, 'id' | 'text' | 'attachments' | 'extras' | 'unsolicited'>) {
+export function replyFrame(row: Pick<ChatMessageRow, 'id' | 'text' | 'attachments' | 'extras' | 'unsolicited'> & { role?: ChatRole }) {
   const e = row.extras ?? {};
+  const citations = visitorCitations(e);
   return {
     type: 'reply' as const,
     reply_id: row.id,
@@ -75,6 +97,8 @@ export function replyFrame(row: Pick<ChatMessageRow, 'id' | 'text' | 'attachment
     ...(e.cards?.length ? { cards: e.cards } : {}),
     ...(e.rich?.length ? { rich: e.rich } : {}),
     ...(e.suggested_actions?.length ? { suggested_actions: e.suggested_actions } : {}),
+    ...(citations.length ? { citations } : {}),
+    ...(row.role === 'human' ? { author: 'human' as const } : {}),
     ...(row.unsolicited ? { unsolicited: true as const } : {}),
   };
 }
@@ -84,9 +108,69 @@ export function compactExtras(e: ReplyExtras): ReplyExtras {
   return Object.fromEntries(Object.entries(e).filter(([, v]) => Array.isArray(v) && v.length)) as ReplyExtras;
 }
 
+/** A message to append to a conversation's transcript. */
+export interface NewChatMessage {
+  id: string;
+  workspaceId: string;
+  conversationId: string;
+  role: ChatRole;
+  text: string;
+  clientMessageId?: string | null;
+  replyTo?: string | null;
+  attachments?: unknown[];
+  extras?: ReplyExtras;
+  unsolicited?: boolean;
+}
+
 /**
- * The transcript of web conversations. Every message (visitor, agent, human agent,
- * tool activity) is a row; inserts are idempotent on their id (and, for the visitor,
+ * Appends a message unless one with the same id (or the same client message id) is
+ * there already; returns the stored row either way. In the caller's transaction when
+ * `em` is one (then `touchEm` is the same `em`); else the conversation is touched on
+ * `touchEm` while the row is read back.
+ */
+export async function appendChatMessage(em: EntityManager, m: NewChatMessage, touchEm: EntityManager = em): Promise<{ row: ChatMessageRow; created: boolean }> {
+  // Strictly increasing per conversation (1 ms after the newest), so `before` never splits a tie.
+  const newest = await em.findOne(ChatMessage, { conversationId: m.conversationId }, { orderBy: { createdAt: 'desc' }, fields: ['createdAt'] });
+  const createdAt = new Date(Math.max(Date.now(), newest ? newest.createdAt.getTime() + 1 : 0));
+  // Without a conflict target: a second insert of the id, or of the client message id
+  // (the partial unique index chat_messages_client_uq), does nothing.
+  const inserted = await em
+    .createQueryBuilder(ChatMessage)
+    .insert({
+      id: m.id,
+      workspaceId: m.workspaceId,
+      conversationId: m.conversationId,
+      role: m.role,
+      clientMessageId: m.clientMessageId ?? null,
+      replyTo: m.replyTo ?? null,
+      text: m.text,
+      attachments: m.attachments ?? [],
+      extras: compactExtras(m.extras ?? {}) as Record<string, unknown>,
+      unsolicited: m.unsolicited ?? false,
+      createdAt,
+    })
+    .onConflict()
+    .ignore();
+  if (inserted.affectedRows) {
+    // The conversation's clock and title, and the stored row read back, at once (a visitor's send waits for this).
+    const [row] = await Promise.all([
+      em.findOneOrFail(ChatMessage, { id: m.id }),
+      touchConversation(touchEm, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null),
+    ]);
+    return { row: rowOf(row), created: true };
+  }
+  const existing =
+    (await em.findOne(ChatMessage, { id: m.id })) ??
+    (m.clientMessageId ? await em.findOne(ChatMessage, { conversationId: m.conversationId, clientMessageId: m.clientMessageId }) : null);
+  if (!existing) throw new Error(`chat message ${m.id} was neither inserted nor found`);
+  return { row: rowOf(existing), created: false };
+}
+
+/**
+ * The transcript of conversations, on every channel: what the agent reads and the
+ * conversation shows. Every message (visitor or customer, agent, human agent, tool
+ * activity) is a row — on msgapp too, where `messages` keeps the provider's side
+ * (delivery statuses) of the same ids; inserts are idempotent on their id (and, for the visitor,
  * on the client's message id), so a retried activity never writes a message twice.
  * Within a conversation timestamps strictly increase, so a timestamp is a safe cursor.
  */
@@ -112,54 +196,8 @@ export class ChatTranscript {
    * Appends a message unless one with the same id (or the same client message id) is
    * there already; returns the stored row either way.
    */
-  async append(m: {
-    id: string;
-    workspaceId: string;
-    conversationId: string;
-    role: ChatRole;
-    text: string;
-    clientMessageId?: string | null;
-    replyTo?: string | null;
-    attachments?: unknown[];
-    extras?: ReplyExtras;
-    unsolicited?: boolean;
-  }): Promise<{ row: ChatMessageRow; created: boolean }> {
-    const em = this.em.fork();
-    // Strictly increasing per conversation (1 ms after the newest), so `before` never splits a tie.
-    const newest = await em.findOne(ChatMessage, { conversationId: m.conversationId }, { orderBy: { createdAt: 'desc' }, fields: ['createdAt'] });
-    const createdAt = new Date(Math.max(Date.now(), newest ? newest.createdAt.getTime() + 1 : 0));
-    // Without a conflict target: a second insert of the id, or of the client message id
-    // (the partial unique index chat_messages_client_uq), does nothing.
-    const inserted = await em
-      .createQueryBuilder(ChatMessage)
-      .insert({
-        id: m.id,
-        workspaceId: m.workspaceId,
-        conversationId: m.conversationId,
-        role: m.role,
-        clientMessageId: m.clientMessageId ?? null,
-        replyTo: m.replyTo ?? null,
-        text: m.text,
-        attachments: m.attachments ?? [],
-        extras: compactExtras(m.extras ?? {}) as Record<string, unknown>,
-        unsolicited: m.unsolicited ?? false,
-        createdAt,
-      })
-      .onConflict()
-      .ignore();
-    if (inserted.affectedRows) {
-      // The conversation's clock and title, and the stored row read back, at once (a visitor's send waits for this).
-      const [row] = await Promise.all([
-        em.findOneOrFail(ChatMessage, { id: m.id }),
-        touchConversation(this.em.fork(), m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null),
-      ]);
-      return { row: rowOf(row), created: true };
-    }
-    const existing =
-      (await em.findOne(ChatMessage, { id: m.id })) ??
-      (m.clientMessageId ? await em.findOne(ChatMessage, { conversationId: m.conversationId, clientMessageId: m.clientMessageId }) : null);
-    if (!existing) throw new Error(`chat message ${m.id} was neither inserted nor found`);
-    return { row: rowOf(existing), created: false };
+  async append(m: NewChatMessage): Promise<{ row: ChatMessageRow; created: boolean }> {
+    return appendChatMessage(this.em.fork(), m, this.em.fork());
   }
 
   /**
@@ -240,6 +278,7 @@ export class ChatTranscript {
     const messages: HistoryMessage[] = [];
     for (const r of page) {
       const e = r.extras ?? {};
+      const citations = visitorCitations(e);
       messages.push({
         id: r.id,
         role: r.role === 'user' ? 'user' : 'assistant',
@@ -251,6 +290,7 @@ export class ChatTranscript {
         ...(e.cards?.length ? { cards: e.cards } : {}),
         ...(e.rich?.length ? { rich: e.rich } : {}),
         ...(e.suggested_actions?.length ? { suggested_actions: e.suggested_actions } : {}),
+        ...(citations.length ? { citations } : {}),
       });
     }
     return { messages, has_more, next_before: page.length ? new Date(page[0].created_at).toISOString() : null };

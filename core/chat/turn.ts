@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { findAgent } from '../agents/agents';
 import type { AgentSpec } from '../agents/spec';
-import { conversationAgentId, conversationNeedsHuman, flagForHuman } from '../conversations/conversations';
+import { conversationAgent, conversationNeedsHuman, flagForHuman } from '../conversations/conversations';
 import { WidgetUpload } from '../db/entities';
 import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
@@ -10,6 +10,8 @@ import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../ll
 import { answerWithoutModel } from './answer-without-model';
 import { applyElementTool, elementTools, emptyElements, type ElementKind, type ReplyElements } from './elements';
 import { maskPersonalDetails } from './masking';
+import { checkPageCommand, pageCommandTool } from './page-commands';
+import { sitePageCommands } from '../widget/sites';
 import { publishFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
 
@@ -37,6 +39,14 @@ export interface Passage {
   file_name: string;
   text: string;
   score: number;
+}
+
+/** A messaging channel's media in the transcript: the stored media record, with its text once extracted. */
+interface InlineMedia {
+  type?: string;
+  mime_type: string;
+  filename?: string;
+  text?: string;
 }
 
 /** Messages of context given to the model besides the retrieved passages. */
@@ -72,15 +82,17 @@ export class AgentTurns {
 
   async run(input: TurnInput, onProgress?: () => void): Promise<TurnReply> {
     // Independent reads, at once: the time before the model's request is the visitor's wait.
-    const [done, agent, visitor, held] = await Promise.all([
+    const [done, { agent, channel, commands }, visitor, held] = await Promise.all([
       this.transcript.get(input.replyId),
       this.agentOf(input),
       this.transcript.get(input.messageId),
       conversationNeedsHuman(this.em.fork(), input.conversationId),
     ]);
+    // Web chat has sockets to tell; on a messaging channel the reply leaves as a message (the actor sends it).
+    const sockets = channel === 'web';
     if (done) {
       // Stored before a crash or a lost acknowledgement: announce it again, never answer twice.
-      await publishFrame(this.em, input.conversationId, replyFrame(done), done.id);
+      if (sockets) await publishFrame(this.em, input.conversationId, replyFrame(done), done.id);
       return toReply(done, false);
     }
     // A human has the conversation: the agent stays silent until the case is resolved.
@@ -88,7 +100,7 @@ export class AgentTurns {
     if (!agent) throw new Error(`conversation ${input.conversationId} has no agent`);
     const spec = agent.spec;
     if (!visitor) throw new Error(`visitor message ${input.messageId} is not stored`);
-    const stream = (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream';
+    const stream = sockets && (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream';
 
     const kbAction = spec.actions.find((a) => a.type === 'kb_search');
     const topK = kbAction && kbAction.type === 'kb_search' ? kbAction.top_k : DEFAULT_TOP_K;
@@ -108,7 +120,7 @@ export class AgentTurns {
     let elements: ReplyElements = emptyElements();
     const citations = new Map<string, string>();
     if (this.model) {
-      const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history }, stream, citations, onProgress);
+      const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history, channel, commands }, stream, citations, onProgress);
       text = out.text;
       handoff = out.handoff;
       elements = out.elements;
@@ -144,18 +156,24 @@ export class AgentTurns {
         ...(elements.charts.length ? { charts: elements.charts } : {}),
       },
     });
-    await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
-    // The contract's follow-up chips: in the reply, and after it as their own frame.
-    const chips = row.extras?.suggested_actions ?? [];
-    if (chips.length) await publishFrame(this.em, input.conversationId, { type: 'suggested_actions', reply_id: row.id, suggested_actions: chips });
+    if (sockets) {
+      await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
+      // The contract's follow-up chips: in the reply, and after it as their own frame.
+      const chips = row.extras?.suggested_actions ?? [];
+      if (chips.length) await publishFrame(this.em, input.conversationId, { type: 'suggested_actions', reply_id: row.id, suggested_actions: chips });
+    }
     return toReply(row, handoff);
   }
 
-  /** The conversation's agent (null: none, or deleted). */
+  /** The conversation's agent (null: none, or deleted), its channel and the page commands its site allows. */
   private async agentOf(input: TurnInput) {
     const em = this.em.fork();
-    const agentId = await conversationAgentId(em, input.conversationId);
-    return agentId ? findAgent(em, input.workspaceId, agentId) : null;
+    const conv = await conversationAgent(em, input.conversationId);
+    const [agent, commands] = await Promise.all([
+      conv?.agentId ? findAgent(em, input.workspaceId, conv.agentId) : null,
+      conv?.channel === 'web' && conv.siteId ? sitePageCommands(this.em.fork(), conv.siteId) : [],
+    ]);
+    return { agent, channel: conv?.channel ?? 'web', commands };
   }
 
   /** The passages of the agent's knowledge: its folders and files, or the whole workspace when it names none. */
@@ -191,11 +209,16 @@ export class AgentTurns {
   }
 
   private async attachmentText(visitor: ChatMessageRow): Promise<Array<{ file_name: string; mime_type: string; content: string }>> {
-    const ids = (visitor.attachments ?? []).map((a) => (typeof a === 'string' ? a : (a as { upload_id?: string }).upload_id)).filter(Boolean) as string[];
-    if (!ids.length) return [];
+    const all = (visitor.attachments ?? []) as Array<string | InlineMedia | { upload_id?: string }>;
+    // A messaging channel's media carries its extracted text (or transcript) with it.
+    const inline = all
+      .filter((a): a is InlineMedia => typeof a === 'object' && a !== null && 'mime_type' in a && !('upload_id' in a))
+      .map((a) => ({ file_name: a.filename ?? `${a.type ?? 'file'} from the customer`, mime_type: a.mime_type, content: a.text ?? '' }));
+    const ids = all.map((a) => (typeof a === 'string' ? a : (a as { upload_id?: string }).upload_id)).filter(Boolean) as string[];
+    if (!ids.length) return inline;
     // Read here until the widget uploads module (being rewritten, issue 12 item 5) offers the look-up.
     const rows = await this.em.fork().find(WidgetUpload, { id: { $in: ids } }, { fields: ['fileName', 'mimeType', 'content'], orderBy: { createdAt: 'asc' } });
-    return rows.map((r) => ({ file_name: r.fileName, mime_type: r.mimeType, content: r.content ?? '' }));
+    return [...inline, ...rows.map((r) => ({ file_name: r.fileName, mime_type: r.mimeType, content: r.content ?? '' }))];
   }
 
   private async withModel(
@@ -203,16 +226,19 @@ export class AgentTurns {
     input: TurnInput,
     spec: AgentSpec,
     visitor: ChatMessageRow,
-    context: { passages: Passage[]; attachments: Array<{ file_name: string; mime_type: string; content: string }>; history: ChatMessageRow[] },
+    context: { passages: Passage[]; attachments: Array<{ file_name: string; mime_type: string; content: string }>; history: ChatMessageRow[]; channel: string; commands: string[] },
     stream: boolean,
     citations: Map<string, string>,
     onProgress?: () => void,
   ): Promise<{ text: string; handoff: boolean; elements: ReplyElements }> {
     const tools: ToolDefinition[] = [];
     const elementsAction = spec.actions.find((a) => a.type === 'reply_elements');
-    const kinds = elementsAction && elementsAction.type === 'reply_elements' ? elementsAction.kinds : [];
+    // Cards, charts and chips need the widget: a messaging channel's reply is text.
+    const kinds = elementsAction && elementsAction.type === 'reply_elements' && context.channel === 'web' ? elementsAction.kinds : [];
     const elements = emptyElements();
     for (const t of elementTools(kinds)) tools.push({ name: t.name, description: t.description, parameters: t.parameters });
+    // Page commands only where the site's page said it handles them.
+    if (context.commands.length) tools.push(pageCommandTool(context.commands));
     if (spec.actions.some((a) => a.type === 'kb_search')) {
       tools.push({
         name: 'kb_search',
@@ -231,7 +257,7 @@ export class AgentTurns {
     const { passages, attachments } = context;
     const history = context.history.filter((m) => m.role !== 'tool' && m.id !== visitor.id);
     const messages: ChatTurnMessage[] = [
-      { role: 'system', content: systemPrompt(spec, passages) },
+      { role: 'system', content: systemPrompt(spec, passages, context.channel) },
       ...history.map((m): ChatTurnMessage => ({ role: m.role === 'user' ? 'user' : 'assistant', content: m.text })),
       {
         role: 'user',
@@ -262,7 +288,7 @@ export class AgentTurns {
       if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements };
       messages.push({ role: 'assistant', content: result.text || null, tool_calls: result.tool_calls });
       for (const [i, call] of result.tool_calls.entries()) {
-        const output = await this.runTool(input, spec, call, citations, { kinds, elements });
+        const output = await this.runTool(input, spec, call, citations, { kinds, elements, commands: context.commands });
         if (call.name === 'handoff') handoff = true;
         messages.push({ role: 'tool', tool_call_id: call.id, content: output });
         await this.transcript.append({
@@ -281,7 +307,7 @@ export class AgentTurns {
     spec: AgentSpec,
     call: ToolCall,
     citations: Map<string, string>,
-    reply: { kinds: readonly ElementKind[]; elements: ReplyElements },
+    reply: { kinds: readonly ElementKind[]; elements: ReplyElements; commands: readonly string[] },
   ): Promise<string> {
     let args: Record<string, unknown> = {};
     try {
@@ -294,6 +320,16 @@ export class AgentTurns {
       // Refused elements never reach the visitor; the model is told why and may try again.
       if (!element.ok) this.log.warn({ tool: call.name, conversationId: input.conversationId, output: element.output.slice(0, 500) }, 'reply element refused');
       return element.output;
+    }
+    if (call.name === 'page_command' && reply.commands.length) {
+      const checked = checkPageCommand(reply.commands, args.command, args.args);
+      if (!checked.ok) {
+        this.log.warn({ tool: call.name, conversationId: input.conversationId, reason: checked.reason }, 'page command refused');
+        return JSON.stringify({ error: checked.reason });
+      }
+      // Data for the page's own code (a DOM event there), sent now: the page acts while the reply is written.
+      await publishFrame(this.em, input.conversationId, { type: 'ui:command', command: checked.command, args: checked.args });
+      return JSON.stringify({ ok: true, sent: { command: checked.command, args: checked.args } });
     }
     if (call.name === 'kb_search') {
       const kb = spec.actions.find((a) => a.type === 'kb_search');
@@ -325,8 +361,9 @@ function toReply(row: ChatMessageRow, handoff: boolean): TurnReply {
   return { reply_id: row.id, text: row.text, attachments: row.attachments ?? [], extras: row.extras ?? {}, handoff };
 }
 
-function systemPrompt(spec: AgentSpec, passages: Passage[]): string {
+function systemPrompt(spec: AgentSpec, passages: Passage[], channel: string): string {
   const parts = [spec.instructions || `You are ${spec.name}, a helpful customer-service agent.`];
+  if (channel !== 'web') parts.push('You are writing in a messaging app: plain text in short paragraphs, no Markdown headings or tables.');
   parts.push('Answer from the knowledge-base passages below when they are relevant, and name the file you used. If they do not answer the question, say so rather than guessing.');
   if (passages.length) {
     parts.push('Knowledge-base passages:\n' + passages.map((p, i) => `[${i + 1}] (file: ${p.file_name})\n${p.text}`).join('\n\n'));

@@ -140,10 +140,10 @@ export async function moveCustomerConversations(em: EntityManager, fromCustomerI
   await em.nativeUpdate(Conversation, { customerId: fromCustomerId }, { customerId: toCustomerId, updatedAt: new Date() });
 }
 
-/** The agent a conversation is with; null when it has none (or there is no such conversation). */
-export async function conversationAgentId(em: EntityManager, id: string): Promise<string | null> {
-  const row = await em.findOne(Conversation, { id }, { fields: ['agentId'] });
-  return row?.agentId ?? null;
+/** The agent a conversation is with (null: none, or no such conversation), its channel and (web) its site. */
+export async function conversationAgent(em: EntityManager, id: string): Promise<{ agentId: string | null; channel: IConversation['channel']; siteId: string | null } | null> {
+  const row = await em.findOne(Conversation, { id }, { fields: ['agentId', 'channel', 'siteId'] });
+  return row ? { agentId: row.agentId ?? null, channel: row.channel, siteId: row.siteId ?? null } : null;
 }
 
 /** A new message in the transcript: the conversation is touched, and a visitor's first words become its title. */

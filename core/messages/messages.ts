@@ -2,15 +2,16 @@ import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { CredentialService } from '../credentials';
 import { customerForPhone } from '../customers/customers';
+import { appendChatMessage } from '../chat/transcript';
 import { addConversationEvent, openMsgappConversation } from '../conversations/conversations';
-import { Message, type IMessage } from '../db/entities';
+import { ChatMessage, Message, type IMessage } from '../db/entities';
 import { ApiError } from '../errors';
 import { OperationalError } from '../failures';
 import type { MsgappProvider } from '../msgapp/provider';
 import { keysetFind } from '../pagination';
 import { recordMessageUsage } from '../usage/records';
 import { emitEvent } from '../webhooks/emitter';
-import { planSend, type SendBody, type SendPlan } from './plan';
+import { planAgentReply, planSend, type SendBody, type SendPlan } from './plan';
 
 export interface MessageView {
   id: string;
@@ -100,7 +101,7 @@ export class MessageService {
     await this.em.fork().transactional(async (em) => {
       if (await em.count(Message, { id: plan.messageId })) return;
       const customerId = plan.customerId ?? (await customerForPhone(em, plan.workspaceId, plan.to));
-      const conversationId = await openMsgappConversation(em, { workspaceId: plan.workspaceId, customerId, agentId: plan.agentId });
+      const conversationId = plan.conversationId ?? (await openMsgappConversation(em, { workspaceId: plan.workspaceId, customerId, agentId: plan.agentId }));
       await em.insert(Message, {
         id: plan.messageId,
         workspaceId: plan.workspaceId,
@@ -108,7 +109,7 @@ export class MessageService {
         customerId,
         agentId: plan.agentId,
         direction: 'outbound',
-        source: 'api',
+        source: plan.source ?? 'api',
         channel: 'msgapp',
         fromNumber: plan.fromNumber,
         toNumber: plan.to,
@@ -119,6 +120,18 @@ export class MessageService {
         status: 'sending',
       });
     });
+  }
+
+  /**
+   * An agent's stored reply in a msgapp conversation as a send (see planAgentReply), or
+   * why it is not sent, which the conversation's timeline records (`reply.not_sent`).
+   */
+  async planReply(conversationId: string, replyId: string): Promise<SendPlan | { skipped: string }> {
+    const em = this.em.fork();
+    const reply = await em.findOne(ChatMessage, { id: replyId, conversationId });
+    const plan = reply ? await planAgentReply(em, { id: reply.id, conversationId, replyTo: reply.replyTo ?? null, text: reply.text }) : { skipped: 'the reply is not stored' };
+    if ('skipped' in plan) await addConversationEvent(em, conversationId, 'reply.not_sent', { reply_id: replyId, reason: plan.skipped });
+    return plan;
   }
 
   /** One call to the provider. The message id travels with it, so status callbacks can be matched to it. */
@@ -152,6 +165,8 @@ export class MessageService {
       const m = await em.findOne(Message, { id: plan.messageId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!m) return this.read(em, plan.workspaceId, plan.messageId);
       const transitions = m.status === 'sending';
+      // Only this step sets the provider's id: set already, this is a repeat of a step that committed.
+      const firstMark = !m.providerMessageId;
       m.providerMessageId = providerMessageId;
       m.updatedAt = new Date();
       if (transitions) {
@@ -160,8 +175,22 @@ export class MessageService {
       }
       await em.flush();
       await recordMessageUsage(em, { workspaceId: plan.workspaceId, messageId: m.id });
+      // A message sent through the API is the business writing (a human agent, or its backend): the agent reads it
+      // in the transcript from now on. An agent's reply is in the transcript already, under this id.
+      // Whether or not the provider's own callback moved the status first: the insert is idempotent on the id.
+      if (m.source === 'api' && m.conversationId) {
+        await appendChatMessage(em, {
+          id: m.id,
+          workspaceId: m.workspaceId,
+          conversationId: m.conversationId,
+          role: 'human',
+          text: m.text ?? `[${[m.kind, m.templateName].filter(Boolean).join(' ')}]`,
+        });
+      }
+      // The timeline's record of the send, once, even when the provider's callback came first.
+      // `author`: the agent's reply, or a message sent through the API (a human agent or the business's backend).
+      if (firstMark && m.conversationId) await addConversationEvent(em, m.conversationId, 'message.sent', { message_id: m.id, kind: m.kind, text: m.text ?? null, author: m.source === 'agent' ? 'agent' : 'api' });
       if (transitions) {
-        await addConversationEvent(em, m.conversationId!, 'message.sent', { message_id: m.id, kind: m.kind, text: m.text ?? null });
         await emitEvent(em, plan.workspaceId, 'message.status', {
           message_id: m.id,
           channel: 'msgapp',

@@ -34,6 +34,10 @@ export interface SendPlan {
   kind: 'text' | 'template' | 'image' | 'audio' | 'video' | 'document' | 'location';
   text: string | null;
   templateName: string | null;
+  /** Who sends it: `api` (POST /api/v1/messages, the resource's list) or `agent` (an agent's reply, read through its conversation). */
+  source?: 'api' | 'agent';
+  /** The conversation it belongs to, when it is decided already (an agent's reply); else found or created when recorded. */
+  conversationId?: string;
 }
 
 /** Non-template messages need a customer message on the number within this window. */
@@ -143,4 +147,33 @@ export async function planSend(em: EntityManager, workspaceId: string, body: Sen
     text: content.kind === 'text' ? content.text : content.kind === 'image' || content.kind === 'video' || content.kind === 'document' ? (content.caption ?? null) : null,
     templateName: content.kind === 'template' ? content.name : null,
   };
+}
+
+/** WhatsApp's limit on a text message's body. */
+export const MAX_TEXT_CHARS = 4096;
+
+/**
+ * An agent's reply in a msgapp conversation as a send: to the customer whose message it
+ * answers, from the agent's number, under the reply's own id (so the send workflow,
+ * `message-send:<reply id>`, exists once per reply). The send rules apply as to any send
+ * (published, a sender action, a credential, the 24-hour window); a rule that fails is
+ * the reason the reply is not sent.
+ */
+export async function planAgentReply(em: EntityManager, reply: { id: string; conversationId: string; replyTo: string | null; text: string }): Promise<SendPlan | { skipped: string }> {
+  const text = reply.text.trim();
+  if (!text) return { skipped: 'the reply is empty' };
+  const answered = reply.replyTo ? await em.findOne(Message, { id: reply.replyTo, conversationId: reply.conversationId, direction: 'inbound' }) : null;
+  if (!answered?.agentId) return { skipped: 'the message it answers is not an inbound msgapp message' };
+  try {
+    const plan = await planSend(em, answered.workspaceId, {
+      agent_id: answered.agentId,
+      to: answered.fromNumber,
+      text: text.length > MAX_TEXT_CHARS ? `${text.slice(0, MAX_TEXT_CHARS - 1)}…` : text,
+      ...(answered.customerId ? { customer_id: answered.customerId } : {}),
+    });
+    return { ...plan, messageId: reply.id, source: 'agent', conversationId: reply.conversationId };
+  } catch (err) {
+    if (err instanceof ApiError) return { skipped: `${err.code}: ${err.message}` };
+    throw err;
+  }
 }

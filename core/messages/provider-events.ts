@@ -5,7 +5,9 @@ import { agentClaimingNumber, findAgent } from '../agents/agents';
 import { addConversationEvent, markInboundReceived, openMsgappConversation } from '../conversations/conversations';
 import { openMsgappToken } from '../credentials';
 import { customerForPhone } from '../customers/customers';
-import { Message, MsgappInboundEvent } from '../db/entities';
+import { ChatMessage, Message, MsgappInboundEvent } from '../db/entities';
+import { ExtractionError, NoTextExtracted, sniffType, TranscriberError } from '../kb/extract';
+import type { ExtractFn } from '../kb/indexing';
 import type { SecretBox } from '../crypto/secret-box';
 import { newId } from '../ids';
 import { OperationalError } from '../failures';
@@ -13,11 +15,21 @@ import { ProviderError, type InboundMessage, type MsgappProvider, type StatusUpd
 import { statusSupersedes, type DeliveryStatus } from '../msgapp/webhook';
 import type { BlobStore } from '../storage/blob-store';
 import { signLink } from '../storage/signed-links';
+import { appendChatMessage } from '../chat/transcript';
 import { emitEvent } from '../webhooks/emitter';
 
 const MAX_MEDIA_BYTES = 64 * 1024 * 1024;
+/** Characters of a media item's text kept for the agent (as a widget upload's attachment text). */
+const MAX_MEDIA_TEXT = 50_000;
 /** NOTIFYed with every stored inbound message: wakes the worker's relay (worker/outbox-sources.ts). */
 export const MSGAPP_INBOUND_CHANNEL = 'concierge_msgapp_inbound_outbox';
+
+/** An inbound message as its transcript line reads: its text or caption, or what it is. */
+function transcriptText(msg: InboundMessage): string {
+  if (msg.text) return msg.text;
+  if (msg.location) return ['Location:', msg.location.name, msg.location.address, `(${msg.location.latitude}, ${msg.location.longitude})`].filter(Boolean).join(' ');
+  return '';
+}
 
 /** Who an inbound message is from and where it goes: step 1 of its workflow. */
 export interface InboundParty {
@@ -50,6 +62,8 @@ export class ProviderEventService {
     private readonly provider: MsgappProvider | null,
     /** PUBLIC_BASE_URL: media links in `message.inbound` are absolute. */
     private readonly publicBaseUrl: string,
+    /** The knowledge base's isolated extractors (and transcriber): the agent reads media as text. */
+    private readonly extract: ExtractFn | null = null,
   ) {}
 
   async applyStatus(update: StatusUpdate): Promise<'changed' | 'kept' | 'replayed' | 'unknown'> {
@@ -207,6 +221,16 @@ export class ProviderEventService {
       await markInboundReceived(em, party.conversationId);
       await em.nativeUpdate(MsgappInboundEvent, { providerMessageId }, { recordedMessageId: messageId });
       await addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
+      // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
+      await appendChatMessage(em, {
+        id: messageId,
+        workspaceId: party.workspaceId,
+        conversationId: party.conversationId,
+        role: 'user',
+        clientMessageId: msg.providerMessageId,
+        text: transcriptText(msg),
+        attachments: media ?? [],
+      });
       await emitEvent(em, party.workspaceId, 'message.inbound', {
         message_id: messageId,
         channel: 'msgapp',
@@ -221,6 +245,54 @@ export class ProviderEventService {
       });
       return { outcome: 'recorded' as const, messageId };
     });
+  }
+
+  /**
+   * Why the number's agent does not answer a customer's message (null: it does): it
+   * answers only while published and runnable, with a `sender` action on its canvas (the
+   * same rules as any send from its number). The message is recorded and emitted either way.
+   */
+  async agentSilence(party: InboundParty): Promise<string | null> {
+    const agent = await findAgent(this.em.fork(), party.workspaceId, party.agentId);
+    if (!agent) return 'the agent was deleted';
+    if (agent.status !== 'published') return 'the agent is not published';
+    if (!agent.spec.actions.some((a) => a.type === 'sender')) return 'the agent has no sender action';
+    if (agent.invalidReasons.length) return `the agent cannot run: ${agent.invalidReasons.join('; ')}`;
+    return null;
+  }
+
+  /**
+   * Step 3b: the text of a recorded message's media, for the agent — a document's or
+   * image's text, a voice note's or video's transcript — by the knowledge base's
+   * isolated extractors, kept on its transcript line (`attachments[].text`). A file with
+   * no text keeps an empty text (the agent is told what was attached); a transcriber
+   * failure says itself whether a retry may help. Safe to run again: a media item with
+   * its text is not read twice.
+   */
+  async readInboundMedia(messageId: string): Promise<{ chars: number }> {
+    const em = this.em.fork();
+    const row = await em.findOne(ChatMessage, { id: messageId });
+    const attachments = (row?.attachments ?? []) as Array<Record<string, unknown>>;
+    const item = attachments.find((a) => typeof a.sha256 === 'string' && typeof a.text !== 'string');
+    if (!row || !item || !this.extract) return { chars: 0 };
+    const extract = this.extract;
+    const fileName = typeof item.filename === 'string' ? item.filename : `${String(item.type ?? 'media')}`;
+    let text = '';
+    try {
+      text = await this.blobs.withLocalFile(item.sha256 as string, async (filePath) => {
+        const type = await sniffType(filePath, fileName);
+        if (!type) return '';
+        const { segments } = await extract({ filePath, kind: type.kind, mime: type.mime, fileName });
+        return segments.map((seg) => seg.text).join('\n\n');
+      });
+    } catch (err) {
+      if (err instanceof TranscriberError && !(err instanceof NoTextExtracted)) throw new OperationalError('TranscriberUnavailable', err.reason, err.retryable && !err.credentialRefused);
+      // Nothing readable (a photo, silence, a file we cannot parse) is not a failure: the agent is told what came.
+      if (!(err instanceof ExtractionError)) throw err;
+    }
+    text = text.slice(0, MAX_MEDIA_TEXT);
+    await em.nativeUpdate(ChatMessage, { id: messageId }, { attachments: attachments.map((a) => (a === item ? { ...a, text } : a)) });
+    return { chars: text.length };
   }
 
   /** A stored inbound event, its message revived (dates are ISO strings in JSON). */
@@ -243,6 +315,8 @@ export class ProviderEventService {
     return {
       type: msg.kind === 'voice' ? 'audio' : msg.kind,
       mime_type: got.mimeType,
+      // The bytes' SHA-256, as the Cloud API gives it: their address in our blob store too.
+      sha256: sha,
       url: signLink(this.box, this.publicBaseUrl, { sha256: sha, mime: got.mimeType, name: filename }),
       ...(filename ? { filename } : {}),
       size: got.bytes.length,

@@ -3,6 +3,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { findAgent } from '../agents/agents';
 import { publishRecheck } from '../chat/frames';
+import { checkCommandList } from '../chat/page-commands';
 import type { SealedSecrets, SecretBox } from '../crypto/secret-box';
 import { Site, type ISite } from '../db/entities';
 import { ApiError } from '../errors';
@@ -17,6 +18,8 @@ export interface SiteRow {
   secret_sealed: string;
   previous_secret_sealed: string | null;
   previous_expires_at: Date | null;
+  /** The page commands the site's page handles (`ui:command`); empty: none are sent. */
+  ui_commands: string[];
 }
 
 export type AuthLevel = 'anonymous' | 'self_asserted' | 'verified';
@@ -38,6 +41,7 @@ function siteRow(s: ISite): SiteRow {
     secret_sealed: s.secretSealed,
     previous_secret_sealed: s.previousSecretSealed ?? null,
     previous_expires_at: s.previousExpiresAt ?? null,
+    ui_commands: s.uiCommands ?? [],
   };
 }
 
@@ -131,6 +135,22 @@ export class SiteService {
     return { site_id: siteId, allowed_origins: list };
   }
 
+  /**
+   * The page commands the site's page handles (admin CLI `site set-commands`): the agent
+   * may send only these, as `ui:command` frames; an empty list turns them off.
+   */
+  async setPageCommands(siteId: string, names: string[]): Promise<{ site_id: string; ui_commands: string[] }> {
+    let list: string[];
+    try {
+      list = checkCommandList(names);
+    } catch (err) {
+      throw new ApiError(400, 'invalid_request', (err as Error).message);
+    }
+    const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { uiCommands: list, updatedAt: new Date() });
+    if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    return { site_id: siteId, ui_commands: list };
+  }
+
   /** The checks every widget request passes, in the spec's order of codes. */
   async authenticate(siteId: string | undefined, origin: string | undefined): Promise<SiteRow> {
     if (!siteId) throw new ApiError(400, 'missing_site_id', 'X-Concierge-Site: required');
@@ -182,4 +202,10 @@ export async function sealedSiteSecrets(em: EntityManager): Promise<SealedSecret
   const count = await em.count(Site);
   const [row] = count ? await em.find(Site, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
   return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
+}
+
+/** The page commands a site's page handles (empty: none, or no such site). */
+export async function sitePageCommands(em: EntityManager, siteId: string): Promise<string[]> {
+  const row = await em.findOne(Site, { id: siteId }, { fields: ['uiCommands'] });
+  return row?.uiCommands ?? [];
 }

@@ -378,7 +378,7 @@ describe('catch-up with after', () => {
     const s = await open(baseA, conv, { after: m1 });
     await publishFrame(db.orm.em, conv, { type: 'reply_delta', reply_id: 'msg_live', text: 'live' });
     expect(await s.frame(0)).toEqual({ type: 'reply', reply_id: m2, text: 'It ships today.', cards: [{ title: 'Order 42' }], attachments: [{ file_key: 'k1' }] });
-    expect(await s.frame(1)).toEqual({ type: 'reply', reply_id: m4, text: 'Hi, Sam here.', unsolicited: true });
+    expect(await s.frame(1)).toEqual({ type: 'reply', reply_id: m4, text: 'Hi, Sam here.', author: 'human', unsolicited: true });
     expect(await s.frame(2)).toEqual({ type: 'reply', reply_id: m6, text: 'You are welcome.' });
     expect(await s.frame(3)).toEqual({ type: 'reply_delta', reply_id: 'msg_live', text: 'live' });
     s.ws.close();

@@ -87,7 +87,7 @@ describe('a human takes over a web conversation', () => {
     expect(out.statusCode).toBe(201);
     expect(out.json()).toEqual({ id: expect.stringMatching(/^msg_/), channel: 'web', conversation_id: id, text: 'Hi, this is Sam from support.', author: 'human', created_at: expect.any(String) });
     await s.until((f) => f.some((x) => x.type === 'reply' && x.unsolicited === true));
-    expect(s.frames.find((x) => x.type === 'reply')).toEqual({ type: 'reply', reply_id: out.json().id, text: 'Hi, this is Sam from support.', unsolicited: true });
+    expect(s.frames.find((x) => x.type === 'reply')).toEqual({ type: 'reply', reply_id: out.json().id, text: 'Hi, this is Sam from support.', author: 'human', unsolicited: true });
     const history = (await widget('GET', `history?conversation_id=${id}`)).json();
     expect(history.messages.at(-1)).toMatchObject({ id: out.json().id, role: 'assistant', author: 'human', text: 'Hi, this is Sam from support.' });
     expect(history.messages.filter((m: { role: string }) => m.role === 'user').map((m: { text: string }) => m.text)).toEqual(

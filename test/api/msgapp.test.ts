@@ -186,7 +186,7 @@ describe('msgapp number ownership across workspaces', () => {
     const before = await q<{ workspace_id: string }>(`select workspace_id from webhook_events where type = 'message.inbound'`);
     const sent = await sandbox.injectInbound({ from: '+15557771234', to: NUMBER_A.id, text: 'hello A' });
     expect(sent.webhookStatus).toBe(200);
-    expect(await inboundDone(tw, sent.providerMessageId)).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/) });
+    expect(await inboundDone(tw, sent.providerMessageId)).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/), answered: true });
     const rows = await q<{ workspace_id: string; agent_id: string }>(`select workspace_id, agent_id from messages where provider_message_id = ?`, [sent.providerMessageId]);
     expect(rows).toEqual([{ workspace_id: wsA, agent_id: agentA }]);
     const events = await q<{ workspace_id: string }>(`select workspace_id from webhook_events where type = 'message.inbound'`);

@@ -24,7 +24,19 @@ const ORIGIN = 'https://shop.example';
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
   const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
   const text = last?.content ?? '';
+  if (last?.role === 'tool' && text.includes('"sent"')) return { text: 'I opened your orders page.' };
   if (last?.role === 'tool') return { text: /Shown under your answer|invalid show_chart/.test(text) ? 'Here is the overview.' : 'A colleague will take it from here.' };
+  if (text.includes('show me my orders')) {
+    return {
+      tool_calls: [
+        // Refused: not on the site's list, a script URL, an unknown argument; then the allowed one.
+        { name: 'page_command', arguments: { command: 'open_url', args: { url: 'https://elsewhere.example' } } },
+        { name: 'page_command', arguments: { command: 'navigate', args: { url: 'javascript:alert(1)' } } },
+        { name: 'page_command', arguments: { command: 'navigate', args: { url: '/orders', target: '_top' } } },
+        { name: 'page_command', arguments: { command: 'navigate', args: { url: '/orders' } } },
+      ],
+    };
+  }
   if (text.includes('orders per month')) {
     return {
       tool_calls: [
@@ -421,6 +433,52 @@ describe('reply elements (agent action reply_elements)', () => {
   });
 });
 
+describe('page commands (site setting ui_commands)', () => {
+  test('off by default; a site that lists commands lets the agent send only those, with validated arguments, as ui:command frames', async () => {
+    const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+    const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Page helper' });
+    const pageSite = await t.services.sites.create(ws, agentId, [ORIGIN]);
+    const call = (url: string, payload?: object) =>
+      t.app.inject({ method: payload ? 'POST' : 'GET', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': pageSite.site_id, origin: ORIGIN }, payload });
+    const tools = () => (llm.requests.at(-1)!.body.tools ?? []).map((x: { function: { name: string } }) => x.function.name);
+
+    // Off: the model is not offered the tool.
+    const off = (await call('init', {})).json();
+    await call('send', { conversation_id: off.conversation_id, text: 'hello' });
+    expect(tools()).not.toContain('page_command');
+
+    // Bad lists are refused; a good one turns them on.
+    await expect(t.services.sites.setPageCommands(pageSite.site_id, ['Navigate!'])).rejects.toMatchObject({ status: 400, code: 'invalid_request' });
+    expect(await t.services.sites.setPageCommands(pageSite.site_id, ['navigate', 'open_checkout', 'navigate'])).toEqual({ site_id: pageSite.site_id, ui_commands: ['navigate', 'open_checkout'] });
+    const conv = (await call('init', {})).json();
+    const socket = await frameCollector(`ws://${base}/api/chat/connect?site_id=${pageSite.site_id}&conversation_id=${conv.conversation_id}`, ORIGIN);
+    try {
+      const res = await call('send', { conversation_id: conv.conversation_id, text: 'show me my orders', delivery: 'async' });
+      expect(res.statusCode).toBe(202);
+      await socket.until((f) => f.some((x) => x.type === 'reply'));
+      const commands = socket.frames.filter((f) => f.type === 'ui:command');
+      expect(commands).toEqual([{ type: 'ui:command', command: 'navigate', args: { url: '/orders' } }]);
+      // The offered tool names only the site's commands; the refusals told the model why.
+      const offered = llm.requests.at(-1)!.body.tools.find((x: { function: { name: string } }) => x.function.name === 'page_command');
+      expect(offered.function.parameters.properties.command.enum).toEqual(['navigate', 'open_checkout']);
+      const outputs = llm.requests.at(-1)!.body.messages.filter((m: { role: string }) => m.role === 'tool').map((m: { content: string }) => JSON.parse(m.content));
+      expect(outputs).toEqual([
+        { error: 'command: must be one of navigate, open_checkout' },
+        { error: expect.stringContaining('args.url: an https URL or a path starting with /') },
+        { error: expect.stringContaining('args') },
+        { ok: true, sent: { command: 'navigate', args: { url: '/orders' } } },
+      ]);
+      expect(socket.frames.find((f) => f.type === 'reply')).toMatchObject({ text: 'I opened your orders page.' });
+    } finally {
+      socket.close();
+    }
+    // Turned off again: no tool.
+    await t.services.sites.setPageCommands(pageSite.site_id, ['']);
+    await call('send', { conversation_id: conv.conversation_id, text: 'hello again' });
+    expect(tools()).not.toContain('page_command');
+  });
+});
+
 describe('masking personal details (agent setting privacy.mask_personal_details)', () => {
   test('the final reply and the stored transcript are masked; deltas may have shown the details; off by default', async () => {
     const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
@@ -470,6 +528,10 @@ describe('without a language model', () => {
         'From our help articles:\n\n**Returns policy**\n\nUnworn shoes can be returned within 30 days of delivery for a full refund to the original card. Worn shoes cannot be returned.',
       );
       expect(answered.text).not.toMatch(/^>|\.txt|language model|knowledge base/m);
+      // The quoted article is cited by its title, never its file name; the history carries the same.
+      expect(answered.citations).toEqual([{ file_id: files[0].json().id, title: 'Returns policy' }]);
+      const page = (await app.app.inject({ method: 'GET', url: `/api/public/widget/history?conversation_id=${conv.conversation_id}`, headers: headers() })).json();
+      expect(page.messages.at(-1).citations).toEqual(answered.citations);
       // The other article that covers the question is offered as a suggested action; the quoted one is cited.
       expect(answered.suggested_actions).toEqual(['Shoe care']);
       // On the socket: the reply with its chips, then the chips as their own frame.

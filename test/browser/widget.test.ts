@@ -71,15 +71,10 @@ const bubbles = (page: Page) => widget(page).locator('.log .msg');
 
 async function openDemo(page: Page, query: Record<string, string> = {}): Promise<void> {
   await page.goto(`${base}/demo?${new URLSearchParams({ site_id: siteId, ...query })}`);
-  // The send button is enabled once init and history are done and the socket is dialled;
-  // an error shown inline instead fails fast with its text.
-  const alert = widget(page).getByRole('alert');
-  await Promise.race([
-    widget(page).locator('form button:enabled').waitFor({ timeout: 20_000 }),
-    alert.waitFor({ timeout: 20_000 }).then(async () => {
-      throw new Error(`the widget shows an error: ${await alert.textContent()}`);
-    }),
-  ]);
+  // Ready once init and history are done and the socket is dialled; then the panel is opened
+  // (the widget remembers it open for the rest of this profile's pages).
+  await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
+  if (!(await widget(page).locator('.panel').isVisible())) await widget(page).getByRole('button', { name: 'Open chat' }).click();
 }
 
 /** Records the live bubble's text each time a delta arrives, through the widget's public event. */
@@ -224,14 +219,20 @@ describe('prebuilt widget in a browser', () => {
     }
   });
 
-  test('an error envelope is shown inline: a site that does not allow this origin', async () => {
+  test('a site that does not allow this origin: the widget is not shown, and the console says why', async () => {
     const page = await context.newPage();
     try {
+      const errors: string[] = [];
+      page.on('console', (m) => {
+        if (m.type() === 'error') errors.push(m.text());
+      });
+      const init = page.waitForResponse((r) => r.url().endsWith('/api/public/widget/init'));
       await page.goto(`${base}/demo?site_id=${otherSiteId}`);
-      const alert = widget(page).getByRole('alert');
-      await alert.waitFor();
-      await expect(alert.textContent()).resolves.toMatch(/origin/i);
-      await expect(widget(page).getByRole('button', { name: 'Send' }).isDisabled()).resolves.toBe(true);
+      expect((await init).status()).toBe(403);
+      const deadline = Date.now() + 5_000;
+      while (!errors.some((e) => e.includes('Concierge widget hidden')) && Date.now() < deadline) await page.waitForTimeout(50);
+      expect(errors.find((e) => e.includes('Concierge widget hidden'))).toMatch(/origin_not_allowed/);
+      await expect(widget(page).count()).resolves.toBe(0);
     } finally {
       await page.close();
     }

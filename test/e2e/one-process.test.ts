@@ -13,6 +13,7 @@ import { MODELS_DIR } from '../support/app';
 import { multipart } from '../support/kb';
 import { recordSecret } from '../support/secret-log';
 import { WorkerProcesses } from '../support/worker-process';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -34,6 +35,7 @@ function extractionChildren(): number {
 /** Errors the worker stopped with (npm start would exit): none expected. */
 const workerStopped: unknown[] = [];
 let db: TestDatabase;
+let llm: FakeLlm;
 let started: Started;
 let dataDir: string;
 let ormInits: jest.SpyInstance;
@@ -42,6 +44,7 @@ const namespace = `one-process-${Date.now().toString(36)}`;
 
 beforeAll(async () => {
   db = await createTestDatabase();
+  llm = await startFakeLlm({ reply: () => ({ text: 'We open at nine, Monday to Saturday.' }) });
   // Its own namespace: the worker creates the service's schedules at start.
   await new WorkerProcesses(namespace, {}).registerNamespace();
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-one-process-'));
@@ -58,12 +61,15 @@ beforeAll(async () => {
     CONCIERGE_MODELS_DIR: MODELS_DIR,
     EXTRACT_CONCURRENCY: '1',
     LOG_LEVEL: 'warn',
+    LLM_BASE_URL: llm.url,
+    LLM_MODEL: 'fake-model',
   });
   started = await startAll(config, (err) => workerStopped.push(err));
 }, 120_000);
 
 afterAll(async () => {
   await started?.stop();
+  await llm?.close();
   jest.restoreAllMocks();
   await db.drop();
   fs.rmSync(dataDir, { recursive: true, force: true });
@@ -122,3 +128,37 @@ test('npm start holds one ORM, one LISTEN connection, one embedder and one extra
   expect((c.services.uploads as unknown as { deps: { extract: unknown } }).deps.extract).toBe(c.extract);
   expect((c.indexing as unknown as { deps: { extract: unknown; embedder: unknown } }).deps).toMatchObject({ extract: c.extract, embedder: c.embedder });
 }, 150_000);
+
+test("npm start's msgapp sandbox: a customer writes, the agent's reply reaches the sandbox once, its statuses come back", async () => {
+  const c = started.composition;
+  // No provider configured: npm start runs the sandbox and points MSGAPP_API_BASE at it.
+  const sandbox = new URL(c.config.MSGAPP_API_BASE!).origin;
+  const ws = await createWorkspace(db.orm);
+  const { key } = await c.services.apiKeys.create(ws, 'msgapp', ['workflows:read', 'workflows:write', 'workflows:publish', 'conversations:read']);
+  recordSecret('api key', key);
+  const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const cred = await c.services.credentials.create(ws, 'msgapp_access_token', 'sandbox', 'sandbox-token');
+  const created = await fetch(`${started.base}/api/v1/agents`, {
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify({ name: 'Shop', instructions: 'Help.', triggers: { msgapp: { number: '+15550909090', phone_number_id: '909090', credential_id: cred.id } }, actions: [{ type: 'sender' }] }),
+  });
+  expect(created.status).toBe(201);
+  const agentId = ((await created.json()) as { id: string }).id;
+  expect((await fetch(`${started.base}/api/v1/agents/${agentId}/publish`, { method: 'POST', headers: { authorization: auth.authorization } })).status).toBe(200);
+
+  const inbound = await fetch(`${sandbox}/_sandbox/inbound`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ from: '+15557090909', to: '909090', text: 'When do you open?' }) });
+  expect(inbound.status).toBe(200);
+  const sentTo = async () => ((await (await fetch(`${sandbox}/_sandbox/sent`)).json()) as { sent: Array<{ body: { to: string; text?: { body: string } } }> }).sent.filter((s) => s.body.to === '+15557090909');
+  const deadline = Date.now() + 30_000;
+  while ((await sentTo()).length === 0 && Date.now() < deadline) await sleep(100);
+  await sleep(1_000);
+  expect((await sentTo()).map((s) => s.body.text?.body)).toEqual(['We open at nine, Monday to Saturday.']);
+  expect(llm.requests.at(-1)!.body.messages.at(-1)).toEqual({ role: 'user', content: 'When do you open?' });
+  // The sandbox reports delivered and read: the reply's status follows (message.status events, as for any send).
+  const statuses = async () =>
+    (await db.orm.em.fork().execute<Array<{ status: string }>>(`select status from messages where workspace_id = ? and source = 'agent'`, [ws])).map((r) => r.status);
+  while (!(await statuses()).includes('read') && Date.now() < deadline + 10_000) await sleep(100);
+  expect(await statuses()).toEqual(['read']);
+  expect(workerStopped).toEqual([]);
+}, 90_000);

@@ -1,3 +1,5 @@
+import { agentReplyId } from '../../gateways/conversations';
+import { messageSendWorkflowId } from '../../workflows/message-send';
 import { msgappInboundWorkflowId, type MsgappInboundResult } from '../../workflows/msgapp-inbound';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { msgappInbound } from '../../worker/outbox-sources';
@@ -14,7 +16,14 @@ export async function startInboundDispatcher(tw: TestWorker): Promise<OutboxDisp
   return d;
 }
 
-/** Waits for an inbound message's workflow (started by the relay) to finish. */
-export function inboundDone(tw: TestWorker, providerMessageId: string): Promise<MsgappInboundResult> {
-  return workflowResult<MsgappInboundResult>(tw.client, msgappInboundWorkflowId(providerMessageId));
+/**
+ * Waits for an inbound message's workflow (started by the relay) to finish and, when the
+ * agent answers it, for the reply's send (`message-send:<reply id>`) too, so what a test
+ * sends next is not overtaken by the agent. `reply: false`: the agent will not send (a
+ * human has the conversation).
+ */
+export async function inboundDone(tw: TestWorker, providerMessageId: string, opts: { reply?: boolean } = {}): Promise<MsgappInboundResult> {
+  const done = await workflowResult<MsgappInboundResult>(tw.client, msgappInboundWorkflowId(providerMessageId));
+  if (done.status === 'recorded' && done.answered && opts.reply !== false) await workflowResult(tw.client, messageSendWorkflowId(agentReplyId(done.messageId)), 30_000);
+  return done;
 }

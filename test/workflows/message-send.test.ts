@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { testLogger } from '../support/secret-log';
 import { verifyWebhook } from '../../sdk';
@@ -13,6 +14,7 @@ import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '
 import { WORKSPACE_ID } from '../../worker/search-attributes';
 import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
+import { INBOUND_TO_AGENT_PATCH } from '../../workflows/msgapp-inbound';
 import { inboundDone, startInboundDispatcher } from '../support/msgapp';
 
 let db: TestDatabase;
@@ -330,13 +332,14 @@ describe('the provider webhook /webhooks/msgapp', () => {
     expect(closed.json().error).toBe('session_window_closed');
     const { providerMessageId } = await sandbox.injectInbound({ from, to: '5055', text: 'Where is my order?', profileName: 'Rita' });
     const done = await inboundDone(tw, providerMessageId);
-    expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/) });
-    await maybeRecordHistory(tw.client, `msgapp-inbound:${providerMessageId}`, 'msgapp-inbound-local-steps');
+    // The agent (a sender) answers it: handed to the conversation's actor.
+    expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/), answered: true });
+    await maybeRecordHistory(tw.client, `msgapp-inbound:${providerMessageId}`, 'msgapp-inbound-to-agent');
     expect(await historySteps(tw.client, `msgapp-inbound:${providerMessageId}`)).toEqual({
       eager: false,
       activities: ['downloadInboundMedia'],
-      localActivities: ['resolveInboundParty', 'recordInboundMessage'],
-      patches: [LOCAL_DB_STEPS_PATCH],
+      localActivities: ['resolveInboundParty', 'recordInboundMessage', 'handInboundToAgent'],
+      patches: [LOCAL_DB_STEPS_PATCH, INBOUND_TO_AGENT_PATCH],
     });
     const described = await tw.client.workflow.getHandle(`msgapp-inbound:${providerMessageId}`).describe();
     expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
@@ -381,7 +384,7 @@ describe('the provider webhook /webhooks/msgapp', () => {
     const answers = await Promise.all([postInbound(message), postInbound(message)]);
     expect(answers.map((r) => r.status)).toEqual([200, 200]);
     const done = await inboundDone(tw, wamid);
-    expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/) });
+    expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/), answered: true });
     expect((await postInbound(message)).status).toBe(200);
     await new Promise((r) => setTimeout(r, 700));
     const em = db.orm.em.fork();
@@ -409,7 +412,7 @@ describe('the provider webhook /webhooks/msgapp', () => {
     const media = JSON.parse(event.payload).data.media;
     // Absolute, on PUBLIC_BASE_URL: a webhook receiver cannot resolve a bare path.
     expect(media).toEqual([
-      { type: 'document', mime_type: 'application/pdf', url: expect.stringMatching(/^https:\/\/concierge\.example\/api\/media\//), filename: 'invoice.pdf', size: bytes.length, received_at: expect.any(String) },
+      { type: 'document', mime_type: 'application/pdf', url: expect.stringMatching(/^https:\/\/concierge\.example\/api\/media\//), filename: 'invoice.pdf', size: bytes.length, received_at: expect.any(String), sha256: createHash('sha256').update(bytes).digest('hex') },
     ]);
     const path = new URL(media[0].url).pathname;
     const got = await fetch(`${base}${path}`);

@@ -7,7 +7,7 @@ import { ApiError } from '../../../core/errors';
 import { newId } from '../../../core/ids';
 import { enforce, type RateLimiter } from '../../../core/ratelimit';
 import { ErrorBody } from '../../schemas/common';
-import { Card, Chart } from '../../../core/chat/elements';
+import { Card, Chart, Citation } from '../../../core/chat/elements';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
 
 const Extras = {
@@ -16,6 +16,7 @@ const Extras = {
   cards: z.array(Card).optional(),
   rich: z.array(z.unknown()).optional(),
   suggested_actions: z.array(z.string()).optional(),
+  citations: z.array(Citation).optional(),
 };
 
 const SendBody = z
@@ -54,6 +55,7 @@ const HistoryMessage = z.object({
   cards: z.array(Card).optional(),
   rich: z.array(z.unknown()).optional(),
   suggested_actions: z.array(z.string()).optional(),
+  citations: z.array(Citation).optional(),
 });
 const History = z.object({ messages: z.array(HistoryMessage), has_more: z.boolean(), next_before: z.string().nullable() }).meta({ id: 'WidgetHistory' });
 

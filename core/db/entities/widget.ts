@@ -15,6 +15,8 @@ export const Site = defineEntity({
     /** After a rotation the previous secret still verifies user_hash until it expires. */
     previousSecretSealed: p.text().nullable(),
     previousExpiresAt: p.datetime().nullable(),
+    /** The page commands (`ui:command`) this site's page handles; empty: none are sent (the default). */
+    uiCommands: p.array().defaultRaw(`'{}'`),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

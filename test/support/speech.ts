@@ -6,13 +6,16 @@ import path from 'node:path';
 /**
  * Real speech for the speech-to-text tests and the benchmark: Debian's espeak-ng speaks a
  * sentence into a WAV file, and ffmpeg re-encodes it as a browser records a voice note
- * (audio-only WebM with Opus, as Chrome's MediaRecorder writes it). Both are installed by
+ * (audio-only WebM with Opus, as Chrome's MediaRecorder writes it) and as messaging apps
+ * send one (Ogg Opus). Both are installed by
  * .ci/run.
  */
 export interface SpokenSample {
   text: string;
   wav: Buffer;
   webm: Buffer;
+  /** Ogg Opus, as messaging apps send voice notes. */
+  ogg: Buffer;
   /** Duration of the speech in seconds. */
   seconds: number;
 }
@@ -24,10 +27,12 @@ export function speechDir(): string {
 export function speak(text: string, dir: string = speechDir()): SpokenSample {
   const base = path.join(dir, `s${fs.readdirSync(dir).length}`);
   execFileSync('espeak-ng', ['-v', 'en-us', '-s', '150', '-w', `${base}.wav`, text]);
-  execFileSync('ffmpeg', ['-nostdin', '-loglevel', 'error', '-y', '-i', `${base}.wav`, '-c:a', 'libopus', '-b:a', '32k', '-f', 'webm', `${base}.webm`]);
+  for (const container of ['webm', 'ogg']) {
+    execFileSync('ffmpeg', ['-nostdin', '-loglevel', 'error', '-y', '-i', `${base}.wav`, '-c:a', 'libopus', '-b:a', '32k', '-f', container, `${base}.${container}`]);
+  }
   const wav = fs.readFileSync(`${base}.wav`);
   // espeak-ng writes 16-bit mono PCM at 22,050 Hz after a 44-byte header.
-  return { text, wav, webm: fs.readFileSync(`${base}.webm`), seconds: (wav.length - 44) / 2 / 22_050 };
+  return { text, wav, webm: fs.readFileSync(`${base}.webm`), ogg: fs.readFileSync(`${base}.ogg`), seconds: (wav.length - 44) / 2 / 22_050 };
 }
 
 /** `seconds` of digital silence, as audio-only WebM/Opus. */

@@ -9,10 +9,10 @@ import { OperationalError } from '../failures';
 import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
-import { MediaTooLong, NoTextExtracted, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
+import { NoTextExtracted, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
 import { downloadableKbFile, kbFilesUseBlob } from '../kb/files';
 import type { ExtractFn } from '../kb/indexing';
-import type { BlobStore, StagedBlob } from '../storage/blob-store';
+import { BlobGoneError, type BlobStore, type StagedBlob } from '../storage/blob-store';
 import { signLink } from '../storage/signed-links';
 import type { SiteRow } from './sites';
 
@@ -451,8 +451,13 @@ export class UploadService {
       const text = await this.deps.blobs.withLocalFile(blobKey, (filePath) => transcriber.transcribe(filePath, mime, { signal }));
       return text.trim();
     } catch (err) {
-      if (err instanceof MediaTooLong || !(err instanceof TranscriberError)) throw err;
-      throw new OperationalError(err.credentialRefused ? TRANSCRIBER_CREDENTIAL_REFUSED : TRANSCRIBER_UNAVAILABLE, err.reason, err.retryable && !err.credentialRefused, { detail: err.detail });
+      if (err instanceof TranscriberError) {
+        throw new OperationalError(err.credentialRefused ? TRANSCRIBER_CREDENTIAL_REFUSED : TRANSCRIBER_UNAVAILABLE, err.reason, err.retryable && !err.credentialRefused, { detail: err.detail });
+      }
+      // The note's own failures (too long, not decodable) and lost bytes as they are.
+      if (err instanceof OperationalError || err instanceof BlobGoneError) throw err;
+      // The HTTP transcriber's network errors and time-outs (thrown as they are): the service's failure, not the note's.
+      throw new OperationalError(TRANSCRIBER_UNAVAILABLE, 'transcription failed', true, { detail: err instanceof Error ? err.message : String(err) });
     }
   }
 

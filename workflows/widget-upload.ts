@@ -24,6 +24,8 @@ export const UPLOAD_CANCELLED = 'processing was cancelled by an operator; upload
 /** Failure types of the extraction step (core/widget/uploads.ts, core/kb/extract/types.ts). */
 const TRANSCRIBER_CREDENTIAL_REFUSED = 'TranscriberCredentialRefused';
 const TRANSCRIBER_UNAVAILABLE = 'TranscriberUnavailable';
+/** A recording over TRANSCRIBE_MAX_SECONDS (core/kb/extract/types.ts). */
+const MEDIA_TOO_LONG = 'MediaTooLong';
 
 function outcomeOf(err: unknown): Extract<UploadOutcome, { status: 'error' }> {
   const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -31,6 +33,7 @@ function outcomeOf(err: unknown): Extract<UploadOutcome, { status: 'error' }> {
   if (cause instanceof ApplicationFailure) {
     if (cause.type === TRANSCRIBER_CREDENTIAL_REFUSED) return { status: 'error', failure: 'transcriber_credential', reason: cause.message };
     if (cause.type === TRANSCRIBER_UNAVAILABLE) return { status: 'error', failure: 'transcriber', reason: cause.message };
+    if (cause.type === MEDIA_TOO_LONG) return { status: 'error', failure: 'too_long', reason: cause.message };
     // Only extraction's reasons are meant for users; anything else stays in the workflow history.
     if (cause.type === 'ExtractionError' || cause.type === 'ExtractionCrash') return { status: 'error', failure: 'unreadable', reason: cause.message };
   }

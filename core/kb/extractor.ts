@@ -1,5 +1,6 @@
-import type { Config } from '../config';
-import { extractDocument, OpenAiTranscriber, type DocKind, type Transcriber } from './extract';
+import fs from 'node:fs';
+import { whisperModelPath, type Config } from '../config';
+import { extractDocument, LocalWhisperTranscriber, OpenAiTranscriber, type DocKind, type Transcriber } from './extract';
 import type { ExtractFn } from './indexing';
 
 export interface ExtractorSettings {
@@ -40,9 +41,23 @@ export function createExtractor(s: ExtractorSettings): ExtractFn {
   );
 }
 
-/** The configured speech-to-text endpoint; null when TRANSCRIBE_BASE_URL is unset. */
+/**
+ * The process's speech-to-text: the OpenAI-compatible endpoint when TRANSCRIBE_BASE_URL is
+ * set, else the embedded whisper.cpp when its model file is there (npm run models:fetch),
+ * else none (null: audio and video uploads answer 503, audio knowledge-base files end in
+ * error). The embedded one loads its model on first use: the API process, which never
+ * transcribes (voice notes and uploads are transcribed by the worker), loads nothing.
+ */
 export function transcriberFromConfig(config: Config): Transcriber | null {
-  return config.TRANSCRIBE_BASE_URL ? new OpenAiTranscriber(config.TRANSCRIBE_BASE_URL, config.TRANSCRIBE_API_KEY ?? '', config.TRANSCRIBE_MODEL) : null;
+  if (config.TRANSCRIBE_BASE_URL) return new OpenAiTranscriber(config.TRANSCRIBE_BASE_URL, config.TRANSCRIBE_API_KEY ?? '', config.TRANSCRIBE_MODEL);
+  const modelPath = whisperModelPath(config);
+  if (!fs.existsSync(modelPath)) return null;
+  return new LocalWhisperTranscriber({
+    modelPath,
+    maxSeconds: config.TRANSCRIBE_MAX_SECONDS,
+    threads: config.TRANSCRIBE_THREADS,
+    language: config.TRANSCRIBE_LANGUAGE,
+  });
 }
 
 /** The process's extraction pool: its limits from the config; `transcriber` for audio and video (see transcriberFromConfig). */

@@ -58,6 +58,11 @@ function kbChangePayload(workspaceId: string, changed: { document_id: string } |
   return JSON.stringify({ workspace_id: workspaceId, ...changed });
 }
 
+/** Whether any knowledge-base file version has these bytes (the blob store is shared with widget uploads and voice notes). */
+export async function kbFilesUseBlob(em: EntityManager, sha256: string): Promise<boolean> {
+  return (await em.count(KbFile, { sha256 })) > 0;
+}
+
 /** Documents in the folder (each holds its current version): what a folder delete refuses to orphan. */
 export function documentsInFolder(em: EntityManager, folderId: string): Promise<number> {
   return em.count(KbDocument, { folderId });
@@ -253,7 +258,7 @@ export class FileService {
   /** Removes stored bytes no file refers to any more (the store is shared with widget uploads: same bytes, one blob). */
   private async releaseBlob(sha: string): Promise<void> {
     const em = this.em.fork();
-    if (await em.count(KbFile, { sha256: sha })) return;
+    if (await kbFilesUseBlob(em, sha)) return;
     // Read here until the widget uploads module (issue 12 item 5) offers the look-up.
     if (await em.count(WidgetUpload, { blobKey: sha })) return;
     await this.blobs.delete(sha);

@@ -200,7 +200,7 @@ export class WidgetSessionService {
     const warnings: string[] = [];
     if (web?.voice_chat) warnings.push('voice_chat is enabled but no voice provider is configured');
     if (web?.dial_out) warnings.push('dial_out is enabled but no telephony provider is configured');
-    if (web?.file_upload && !this.prereqs.transcriber) warnings.push('file_upload: audio and video files need a transcriber (TRANSCRIBE_BASE_URL); documents and images work');
+    if (web?.file_upload && !this.prereqs.transcriber) warnings.push('file_upload: audio and video files need a transcriber (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch); documents and images work');
     if (web?.file_upload && !this.prereqs.vision) warnings.push('file_upload: no vision model (VISION_MODEL): images are read by OCR only and videos by their transcript');
     return {
       conversation_id: conv.id,

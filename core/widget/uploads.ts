@@ -12,9 +12,9 @@ import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
 import { NoTextExtracted, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
-import { downloadableKbFile } from '../kb/files';
+import { downloadableKbFile, kbFilesUseBlob } from '../kb/files';
 import type { ExtractFn } from '../kb/indexing';
-import type { BlobStore, StagedBlob } from '../storage/blob-store';
+import { BlobGoneError, type BlobStore, type StagedBlob } from '../storage/blob-store';
 import { signLink } from '../storage/signed-links';
 import type { SiteRow } from './sites';
 
@@ -81,7 +81,21 @@ export interface StoredUpload {
 /** How the `widget-upload` workflow ended: ready, or why not (the route's answer depends on it). */
 export type UploadOutcome =
   | { status: 'ready' }
-  | { status: 'error'; failure: 'unreadable' | 'transcriber' | 'transcriber_credential' | 'internal'; reason: string };
+  | { status: 'error'; failure: UploadFailure; reason: string };
+
+/** Why an upload's or a voice note's processing failed: what the route answers depends on it. */
+export type UploadFailure = 'unreadable' | 'too_long' | 'transcriber' | 'transcriber_credential' | 'internal';
+
+/** How the `transcribe` workflow ended: the transcript (empty: no speech), or why not. */
+export type TranscribeOutcome = { status: 'done'; transcript: string } | { status: 'error'; failure: UploadFailure; reason: string };
+
+/** A voice note's bytes stored for the worker to transcribe (POST /transcribe's first half). */
+export interface VoiceNote {
+  /** SHA-256 of the bytes: their address in the blob store. */
+  blobKey: string;
+  mime: string;
+  size: number;
+}
 
 /** POST /upload's answer. */
 export interface UploadResult {
@@ -182,6 +196,18 @@ function transcriberUnavailable(err: Pick<TranscriberError, 'reason' | 'credenti
   return new ApiError(503, 'file_upload_prereq_failed', `The transcription service is unavailable (${err.reason}); retry later`);
 }
 
+/** A recording longer than TRANSCRIBE_MAX_SECONDS (the embedded transcriber's limit): 413, like a file over the size limit. */
+const mediaTooLong = (reason: string, extra?: Record<string, unknown>) => new ApiError(413, 'media_too_long', `file: ${reason}`, extra);
+
+/** The answer for a failed voice note or upload that is the transcriber's doing, or null when it is not. */
+function transcriptionFailure(outcome: { failure: UploadFailure; reason: string }, extra?: Record<string, unknown>): ApiError | null {
+  if (outcome.failure === 'transcriber' || outcome.failure === 'transcriber_credential') {
+    return transcriberUnavailable({ reason: outcome.reason, credentialRefused: outcome.failure === 'transcriber_credential' });
+  }
+  if (outcome.failure === 'too_long') return mediaTooLong(outcome.reason, extra);
+  return null;
+}
+
 const forbidden = () => new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
 const uploadNotFound = (id: string) => new ApiError(404, 'not_found', `No upload with id '${id}' for this site`);
 
@@ -247,7 +273,7 @@ export class UploadService {
           }
         }
         if ((type.kind === 'audio' || type.kind === 'video') && !this.deps.transcriber) {
-          throw new ApiError(503, 'file_upload_prereq_failed', `${type.kind} files need a transcriber, and none is configured (TRANSCRIBE_BASE_URL)`);
+          throw new ApiError(503, 'file_upload_prereq_failed', `${type.kind} files need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)`);
         }
         // Bytes first: the row (visible at commit) never names a blob that is not stored.
         await this.deps.blobs.commit(staged);
@@ -341,9 +367,8 @@ export class UploadService {
   answer(stored: StoredUpload, outcome: UploadOutcome): UploadResult {
     const { row } = stored;
     if (outcome.status === 'error') {
-      if (outcome.failure === 'transcriber' || outcome.failure === 'transcriber_credential') {
-        throw transcriberUnavailable({ reason: outcome.reason, credentialRefused: outcome.failure === 'transcriber_credential' });
-      }
+      const failure = transcriptionFailure(outcome, { upload_id: row.id });
+      if (failure) throw failure;
       if (outcome.failure === 'unreadable') throw new ApiError(400, 'invalid_request', `file: could not be read (${outcome.reason})`, { upload_id: row.id });
       throw new Error(`upload ${row.id}: ${outcome.reason}`);
     }
@@ -408,30 +433,82 @@ export class UploadService {
   }
 
   /**
-   * A voice note to text. Takes ownership of `staged` (always discarded: nothing is
-   * stored). Audio only, by its bytes. The transcriber is an upload prerequisite, so its
-   * absence or failure answers the upload codes of the contract (503
-   * file_upload_prereq_failed or missing_credential).
+   * POST /transcribe's first half: a voice note checked and its bytes committed to the blob
+   * store for the worker (the `transcribe:<id>` workflow) to read. Takes ownership of
+   * `staged` (committed or discarded). Audio only, by its bytes. The transcriber is an
+   * upload prerequisite, so its absence answers the upload codes of the contract (503
+   * file_upload_prereq_failed). Nothing about the note is recorded: the workflow releases
+   * the bytes once transcribed (releaseVoiceNote).
    */
-  async transcribe(input: { staged: StagedBlob; fileName: string }): Promise<{ transcript: string }> {
+  async storeVoiceNote(input: { staged: StagedBlob; fileName: string }): Promise<VoiceNote> {
+    let committed = false;
     try {
       const type = input.staged.size ? await sniffType(input.staged.tempPath, input.fileName) : null;
-      if (type?.kind !== 'audio') throw new ApiError(400, 'not_audio', 'file: not an audio file (mp3, wav, ogg, opus, m4a)');
-      if (!this.deps.transcriber) throw new ApiError(503, 'file_upload_prereq_failed', 'Voice notes need a transcriber, and none is configured (TRANSCRIBE_BASE_URL)');
-      let text: string;
-      try {
-        text = await this.deps.transcriber.transcribe(input.staged.tempPath, type.mime);
-      } catch (err) {
-        if (err instanceof TranscriberError) throw transcriberUnavailable(err);
-        // The HTTP transcriber's network errors and time-outs (fetch throws them as they are).
-        throw transcriberUnavailable(new TranscriberError('transcription failed', err instanceof Error ? err.message : String(err)));
+      if (type?.kind !== 'audio') throw new ApiError(400, 'not_audio', 'file: not an audio file (webm, mp3, wav, ogg, opus, m4a)');
+      if (!this.deps.transcriber) {
+        throw new ApiError(503, 'file_upload_prereq_failed', 'Voice notes need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)');
       }
-      const transcript = text.trim();
-      if (!transcript) throw new ApiError(422, 'empty_transcript', 'No speech was found in the recording');
-      return { transcript };
+      await this.deps.blobs.commit(input.staged);
+      committed = true;
+      return { blobKey: input.staged.sha256, mime: type.mime, size: input.staged.size };
     } finally {
-      await this.deps.blobs.discard(input.staged);
+      if (!committed) await this.deps.blobs.discard(input.staged);
     }
+  }
+
+  /**
+   * The worker's step (`transcribe` workflow): a stored voice note to text, with this
+   * process's transcriber. An empty string is a recording without speech. Failures leave
+   * as OperationalErrors: the transcriber's as `TranscriberCredentialRefused` /
+   * `TranscriberUnavailable`, a recording over the length limit as `MediaTooLong`, one
+   * that cannot be decoded as `ExtractionError`.
+   */
+  async transcribeStored(blobKey: string, mime: string, signal?: AbortSignal): Promise<string> {
+    const transcriber = this.deps.transcriber;
+    if (!transcriber) throw new OperationalError(TRANSCRIBER_UNAVAILABLE, 'no transcriber is configured on the worker (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)', false);
+    try {
+      const text = await this.deps.blobs.withLocalFile(blobKey, (filePath) => transcriber.transcribe(filePath, mime, { signal }));
+      return text.trim();
+    } catch (err) {
+      if (err instanceof TranscriberError) {
+        throw new OperationalError(err.credentialRefused ? TRANSCRIBER_CREDENTIAL_REFUSED : TRANSCRIBER_UNAVAILABLE, err.reason, err.retryable && !err.credentialRefused, { detail: err.detail });
+      }
+      // The note's own failures (too long, not decodable) and lost bytes as they are.
+      if (err instanceof OperationalError || err instanceof BlobGoneError) throw err;
+      // The HTTP transcriber's network errors and time-outs (thrown as they are): the service's failure, not the note's.
+      throw new OperationalError(TRANSCRIBER_UNAVAILABLE, 'transcription failed', true, { detail: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  /**
+   * Removes a transcribed voice note's bytes unless an upload or a knowledge-base file has
+   * the same ones (the store is content-addressed and shared). An upload of the same bytes
+   * committing at this very moment could still lose them: its row is inserted after the
+   * commit; that needs identical bytes sent twice within milliseconds, and the upload's
+   * extraction then fails (BlobGoneError) rather than reading wrong data.
+   */
+  async releaseVoiceNote(blobKey: string): Promise<void> {
+    const em = this.em();
+    if (await em.count(WidgetUpload, { blobKey })) return;
+    if (await kbFilesUseBlob(em, blobKey)) return;
+    await this.deps.blobs.delete(blobKey);
+  }
+
+  /**
+   * POST /transcribe's answer once the workflow ended: the transcript, 422
+   * empty_transcript for a recording without speech, 413 media_too_long past
+   * TRANSCRIBE_MAX_SECONDS, 400 invalid_request for one that cannot be decoded, 503
+   * file_upload_prereq_failed / missing_credential for the transcriber.
+   */
+  transcriptAnswer(outcome: TranscribeOutcome): { transcript: string } {
+    if (outcome.status === 'error') {
+      const failure = transcriptionFailure(outcome);
+      if (failure) throw failure;
+      if (outcome.failure === 'unreadable') throw new ApiError(400, 'invalid_request', `file: could not be read (${outcome.reason})`);
+      throw new Error(`voice note: ${outcome.reason}`);
+    }
+    if (!outcome.transcript) throw new ApiError(422, 'empty_transcript', 'No speech was found in the recording');
+    return { transcript: outcome.transcript };
   }
 
   /** Attachment records with freshly signed links, in the order asked; unknown ids are left out. */

@@ -6,7 +6,10 @@ import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { agentReplyId } from '../../gateways/conversations';
 import { conversationWorkflowId } from '../../workflows/conversation';
 import { messageSendWorkflowId } from '../../workflows/message-send';
-import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { transcriberFromConfig } from '../../core/kb/extractor';
+import { LocalWhisperTranscriber } from '../../core/kb/extract';
+import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testConfig, type TestApp } from '../support/app';
+import { speak, wordErrorRate } from '../support/speech';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { inboundDone, startInboundDispatcher } from '../support/msgapp';
@@ -52,7 +55,9 @@ beforeAll(async () => {
     },
   });
   const serviceOptions = { msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }), llm: { baseUrl: llm.url, model: 'fake-model' } };
-  tw = await startTestWorker(db, serviceOptions);
+  // The worker transcribes voice notes with the embedded whisper.cpp, as a deployment without TRANSCRIBE_BASE_URL does.
+  const transcriber = transcriberFromConfig(testConfig({ CONCIERGE_MODELS_DIR: MODELS_DIR, TRANSCRIBE_LANGUAGE: 'en' }));
+  tw = await startTestWorker(db, { ...serviceOptions, transcriber });
   relay = await startInboundDispatcher(tw);
   t = await startTestApp({
     orm: db.orm,
@@ -77,6 +82,7 @@ afterAll(async () => {
   await llm?.close();
   await sandbox?.close();
   await db?.drop();
+  LocalWhisperTranscriber.unloadAll();
 });
 
 async function publishedAgent(n: { id: string; display: string }, credentialId: string, actions: unknown[]): Promise<string> {
@@ -247,3 +253,17 @@ test("a document's text reaches the agent with the customer's caption; the media
   const [event] = await q(`select payload from webhook_events where type = 'message.inbound' and payload::jsonb -> 'data' ->> 'message_id' = ?`, [(done as { messageId: string }).messageId]);
   expect(JSON.parse(event.payload).data.media).toEqual([expect.objectContaining({ type: 'document', filename: 'invoice.txt', sha256: createHash('sha256').update(bytes).digest('hex') })]);
 });
+
+test("a voice note (Ogg Opus, as messaging apps send them) reaches the agent as its transcript, from the worker's embedded transcriber", async () => {
+  const customer = '+15557001006';
+  const spoken = speak('Where is my parcel? I ordered it last week.');
+  const sent = await sandbox.injectInbound({ from: customer, to: NUMBER.id, media: { kind: 'voice', mimeType: 'audio/ogg; codecs=opus', bytes: spoken.ogg } });
+  expect(await inboundDone(tw, sent.providerMessageId)).toMatchObject({ status: 'recorded', answered: true });
+  await until('the reply', () => sentTo(customer).length === 1 && true);
+  const asked = llm.requests.at(-1)!.body.messages.at(-1).content as string;
+  // The attachment's line, then its text: the transcript.
+  const [line, ...text] = asked.split('\n');
+  expect(line).toBe('[Attached file "audio from the customer"]');
+  expect(wordErrorRate(spoken.text, text.join(' '))).toBeLessThanOrEqual(0.2);
+});
+

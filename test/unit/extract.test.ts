@@ -7,6 +7,7 @@ import {
   type DocKind, type ExtractResult, type Transcriber,
 } from '../../core/kb/extract';
 import * as D from '../support/documents';
+import { opusTone } from '../support/speech';
 
 let dir: string;
 const files: Record<string, string> = {};
@@ -28,6 +29,9 @@ beforeAll(async () => {
   put('prices.csv', D.makeCsv());
   put('deck.pptx', await D.makePptx());
   put('order.eml', await D.makeEml());
+  // Opus voice notes as browsers record them (ffmpeg): audio-only WebM (Chrome), Ogg (Firefox).
+  put('voice-note.webm', opusTone('webm', dir));
+  put('voice-note.opus', opusTone('ogg', dir));
   put('hours.html', D.makeHtml());
   put('returns.md', D.makeMarkdown());
   put('cafe.rtf', D.makeRtf());
@@ -137,6 +141,9 @@ describe('sniffType', () => {
     ['memo.m4a', 'audio', 'audio/x-m4a'],
     ['movie.mp4', 'video', 'video/mp4'],
     ['movie.webm', 'video', 'video/webm'],
+    // A WebM with audio tracks only is audio (Chrome's voice notes); Ogg Opus is named with a parameter by file-type.
+    ['voice-note.webm', 'audio', 'audio/webm'],
+    ['voice-note.opus', 'audio', 'audio/ogg'],
     // Bytes win over names.
     ['really-a-png.pdf', 'image', 'image/png'],
     ['corrupt.pdf', 'pdf', 'application/pdf'],
@@ -339,8 +346,8 @@ describe('extractDocument', () => {
   });
 
   test('audio/video without a transcriber → ExtractionError', async () => {
-    expect((await extractionError(extract('voice.wav'))).reason).toBe('audio needs a transcriber: set TRANSCRIBE_BASE_URL');
-    expect((await extractionError(extract('movie.mp4', { transcriber: null }))).reason).toBe('video needs a transcriber: set TRANSCRIBE_BASE_URL');
+    expect((await extractionError(extract('voice.wav'))).reason).toBe('audio needs a transcriber: set TRANSCRIBE_BASE_URL, or run npm run models:fetch for the embedded one');
+    expect((await extractionError(extract('movie.mp4', { transcriber: null }))).reason).toBe('video needs a transcriber: set TRANSCRIBE_BASE_URL, or run npm run models:fetch for the embedded one');
   });
 
   describe('through an OpenAI-compatible transcription server', () => {

@@ -58,9 +58,12 @@ const FileUrlBody = z
   })
   .strict();
 
-/** The transcriber is the one external prerequisite of uploads (audio, video, voice notes). */
+/** The transcriber is the one prerequisite of uploads (audio, video, voice notes). */
 const TRANSCRIBER_503 =
-  'file_upload_prereq_failed: no transcriber is configured (TRANSCRIBE_BASE_URL) or it is failing; missing_credential: the transcriber refused its credential (401/403: set TRANSCRIBE_API_KEY)';
+  'file_upload_prereq_failed: no transcriber is available (neither TRANSCRIBE_BASE_URL nor the embedded model of npm run models:fetch) or it is failing; missing_credential: the transcription service refused its credential (401/403: set TRANSCRIBE_API_KEY)';
+
+/** Recordings the embedded transcriber refuses for their length. */
+const MEDIA_TOO_LONG_413 = 'media_too_long: the recording is longer than TRANSCRIBE_MAX_SECONDS (default 600 s), the most the embedded transcriber takes';
 
 const uploadErrors = {
   ...widgetErrors,
@@ -72,7 +75,7 @@ const uploadErrors = {
     description:
       'site_suspended, origin_not_allowed, file_upload_not_enabled, identity_verification_required (a verified visitor\'s conversation without external_id and user_hash), identity_verification_failed, forbidden (another visitor\'s conversation)',
   }),
-  413: ErrorBody.meta({ description: 'payload_too_large: over 25 MB' }),
+  413: ErrorBody.meta({ description: `payload_too_large: over 25 MB; ${MEDIA_TOO_LONG_413} (the upload then stays in status error and the body has upload_id)` }),
   415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
   503: ErrorBody.meta({
     description: `no_workflow_configured; ${TRANSCRIBER_503}; workflow_unavailable: this API process has no workflow service to extract the file on (or lost it while waiting: the body then has upload_id, whose status tells how processing ended)`,
@@ -199,7 +202,8 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
     config: { site: true },
     schema: {
       operationId: 'widgetTranscribe',
-      summary: 'A voice note to text (multipart: file, audio, at most 25 MB); nothing is stored',
+      summary:
+        'A voice note to text (multipart: file, audio — WebM/Opus as browsers record it, Ogg, MP3, WAV, M4A — at most 25 MB); transcribed in the worker, nothing is stored',
       tags,
       security: [{ widgetSite: [] }],
       consumes: ['multipart/form-data'],
@@ -215,21 +219,28 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
       response: {
         200: z.object({ transcript: z.string() }).meta({ id: 'WidgetTranscript' }),
         ...widgetErrors,
-        400: ErrorBody.meta({ description: 'missing_site_id, invalid_request, not_audio' }),
-        413: ErrorBody.meta({ description: 'payload_too_large: over 25 MB' }),
+        400: ErrorBody.meta({ description: 'missing_site_id, invalid_request (also a recording that cannot be decoded), not_audio' }),
+        413: ErrorBody.meta({ description: `payload_too_large: over 25 MB; ${MEDIA_TOO_LONG_413}` }),
         415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
-        422: ErrorBody.meta({ description: 'empty_transcript: no speech found' }),
-        503: ErrorBody.meta({ description: TRANSCRIBER_503 }),
+        422: ErrorBody.meta({ description: 'empty_transcript: no speech found (silence is recognised by its loudness, before any transcription)' }),
+        503: ErrorBody.meta({
+          description: `${TRANSCRIBER_503}; workflow_unavailable: this API process has no workflow service to transcribe on (or lost it while waiting)`,
+        }),
       },
     },
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request) => {
+      // Transcription runs in the worker (`transcribe:<trn_id>`), never here: refused before a byte is read without a workflow service.
+      const transcriptions = opts.gateways?.transcriptions;
+      if (!transcriptions) throw workflowUnavailable();
       const { staged, fileName, fields } = await readSingleFile(request, opts.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
       await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
         await opts.services.blobs.discard(staged);
         throw err;
       });
-      return uploads.transcribe({ staged, fileName });
+      const note = await uploads.storeVoiceNote({ staged, fileName });
+      const outcome = await transcriptions.transcribe(note, request.site!, () => uploads.releaseVoiceNote(note.blobKey));
+      return uploads.transcriptAnswer(outcome);
     },
   });
 };

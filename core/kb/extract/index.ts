@@ -14,8 +14,9 @@
  * worker has crashed whole processes in some Node versions, and a blocked native or WASM
  * call cannot be interrupted from the outside, whereas a process can always be killed.
  *
- * Audio and video are transcribed in the parent through the injected Transcriber (an
- * HTTP call; nothing to isolate).
+ * Audio and video are transcribed in the parent through the injected Transcriber: an
+ * HTTP call, or the embedded whisper.cpp (whisper.ts), which runs in a worker thread of
+ * its own with its own limits (one at a time, a longest recording, a deadline).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -28,12 +29,19 @@ import {
 } from './types';
 import { tidyText } from './sections';
 
-export { ExtractionError, NoTextExtracted, TranscriberError } from './types';
+export { ExtractionError, MediaTooLong, MEDIA_TOO_LONG, NoTextExtracted, TranscriberError } from './types';
+export { LocalWhisperTranscriber } from './whisper';
 export type { DocKind, ExtractResult, Segment } from './types';
 export { sniffType, sniffBuffer, type SniffResult } from './sniff';
 
 export interface Transcriber {
-  transcribe(filePath: string, mime: string): Promise<string>;
+  /** `signal`: the caller gave up (a cancelled activity, the extraction's time limit): stop if possible. */
+  transcribe(filePath: string, mime: string, options?: { signal?: AbortSignal }): Promise<string>;
+  /**
+   * It limits its own time (the embedded transcriber: from the recording's length, waiting
+   * for its turn not counted); the extraction's time limit is then not applied on top.
+   */
+  readonly enforcesOwnTimeLimit?: boolean;
 }
 
 export interface ExtractInput {
@@ -212,16 +220,25 @@ function runChild(job: ChildJob, timeoutMs: number, maxMemoryMb: number, signal?
 
 async function transcribeMedia(input: ExtractInput, transcriber: Transcriber | null, timeoutMs: number, signal?: AbortSignal): Promise<ExtractResult> {
   const what = input.kind === 'video' ? 'video' : 'audio';
-  if (!transcriber) throw new ExtractionError(`${what} needs a transcriber: set TRANSCRIBE_BASE_URL`);
+  if (!transcriber) throw new ExtractionError(`${what} needs a transcriber: set TRANSCRIBE_BASE_URL, or run npm run models:fetch for the embedded one`);
+  // The transcriber is told to stop when the caller gives up or the time limit passes.
+  const stop = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TranscriberError(`transcription exceeded ${formatSeconds(timeoutMs)}`)), timeoutMs);
+    if (transcriber.enforcesOwnTimeLimit) return;
+    timer = setTimeout(() => {
+      stop.abort();
+      reject(new TranscriberError(`transcription exceeded ${formatSeconds(timeoutMs)}`));
+    }, timeoutMs);
   });
   const aborted = new Promise<never>((_, reject) => {
-    signal?.addEventListener('abort', () => reject(new ExtractionError('extraction was cancelled')), { once: true });
+    signal?.addEventListener('abort', () => {
+      stop.abort();
+      reject(new ExtractionError('extraction was cancelled'));
+    }, { once: true });
   });
   try {
-    const text = await Promise.race([transcriber.transcribe(input.filePath, input.mime), timeout, aborted]);
+    const text = await Promise.race([transcriber.transcribe(input.filePath, input.mime, { signal: stop.signal }), timeout, aborted]);
     return { segments: [{ text }], warnings: [] };
   } catch (err) {
     if (err instanceof ExtractionError) throw err;
@@ -233,7 +250,7 @@ async function transcribeMedia(input: ExtractInput, transcriber: Transcriber | n
 }
 
 const MEDIA_EXTENSIONS: Record<string, string> = {
-  'audio/mpeg': 'mp3', 'audio/wav': 'wav', 'audio/ogg': 'ogg', 'audio/opus': 'ogg', 'audio/x-m4a': 'm4a', 'audio/mp4': 'm4a',
+  'audio/mpeg': 'mp3', 'audio/wav': 'wav', 'audio/ogg': 'ogg', 'audio/opus': 'ogg', 'audio/x-m4a': 'm4a', 'audio/mp4': 'm4a', 'audio/webm': 'webm',
   'video/mp4': 'mp4', 'video/webm': 'webm',
 };
 

@@ -52,7 +52,7 @@ const OOXML_AND_ODF: Record<string, DocKind> = {
 };
 
 const IMAGE_MIMES = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif', 'image/tiff']);
-const AUDIO_MIMES = new Set(['audio/mpeg', 'audio/wav', 'audio/vnd.wave', 'audio/x-wav', 'audio/ogg', 'audio/opus', 'audio/x-m4a', 'audio/mp4']);
+const AUDIO_MIMES = new Set(['audio/mpeg', 'audio/wav', 'audio/vnd.wave', 'audio/x-wav', 'audio/ogg', 'audio/opus', 'audio/x-m4a', 'audio/mp4', 'audio/webm']);
 const VIDEO_MIMES = new Set(['video/mp4', 'video/webm']);
 
 const CFB_MIME = { doc: 'application/msword', xls: 'application/vnd.ms-excel', msg: 'application/vnd.ms-outlook' } as const;
@@ -100,7 +100,8 @@ async function classify(src: Source, fileName: string): Promise<SniffResult | nu
   const ft = await loadFileType();
   const detected = await src.detect(ft);
   if (detected) {
-    const { mime } = detected;
+    // Parameters dropped: file-type names Ogg Opus `audio/ogg; codecs=opus`.
+    const mime = detected.mime.split(';')[0].trim();
     // A bare MPEG frame sync (0xFFE…) is a weak signature that a UTF-16LE BOM (FF FE)
     // also matches: a text-format name whose bytes really are text stays text.
     if (mime === 'audio/mpeg' && textFormat(ext) && !(await src.readAt(0, 3)).equals(Buffer.from('ID3')) && (await isText(src))) {
@@ -116,6 +117,8 @@ async function classify(src: Source, fileName: string): Promise<SniffResult | nu
     }
     if (IMAGE_MIMES.has(mime)) return { kind: 'image', mime };
     if (AUDIO_MIMES.has(mime)) return { kind: 'audio', mime: mime === 'audio/vnd.wave' || mime === 'audio/x-wav' ? 'audio/wav' : mime };
+    // WebM is video/webm to file-type whatever it holds; a browser's voice note (MediaRecorder, Opus) has audio tracks only.
+    if (mime === 'video/webm' && (await webmTracks(src)) === 'audio') return { kind: 'audio', mime: 'audio/webm' };
     if (VIDEO_MIMES.has(mime)) return { kind: 'video', mime };
     if (mime === 'application/xml' || mime === 'text/xml') {
       // XML declaration found: XHTML stays HTML, other XML-based formats (SVG…) are not accepted.
@@ -134,6 +137,26 @@ async function classify(src: Source, fileName: string): Promise<SniffResult | nu
     return head.startsWith('{\\rtf') ? byName : null;
   }
   return byName;
+}
+
+/** How much of a WebM file is searched for its track list (it precedes the first cluster). */
+const WEBM_HEAD_BYTES = 64 * 1024;
+
+/**
+ * Whether a WebM file's tracks are all audio: its Tracks element lists each track's
+ * CodecID (EBML element 0x86, a short string: size byte 0x80 | length), `A_OPUS`,
+ * `A_VORBIS` for audio and `V_VP8`, `V_VP9`, `V_AV1` for video. 'video' when any video
+ * codec shows, 'audio' when only audio ones do, null when none is found.
+ */
+async function webmTracks(src: Source): Promise<'audio' | 'video' | null> {
+  const head = await src.readAt(0, Math.min(src.size, WEBM_HEAD_BYTES));
+  let audio = false;
+  for (let i = 0; i + 4 < head.length; i++) {
+    if (head[i] !== 0x86 || head[i + 1] < 0x82 || head[i + 1] > 0x9f || head[i + 3] !== 0x5f) continue;
+    if (head[i + 2] === 0x56) return 'video'; // V_
+    if (head[i + 2] === 0x41) audio = true; // A_
+  }
+  return audio ? 'audio' : null;
 }
 
 async function isText(src: Source): Promise<boolean> {

@@ -41,8 +41,23 @@ export class ExtractionError extends OperationalError {
     readonly reason: string,
     detail?: string,
     retryable = false,
+    /** A more precise failure type than ExtractionError (subclasses). */
+    code?: string,
   ) {
-    super(retryable ? 'ExtractionCrash' : 'ExtractionError', reason, retryable, { detail });
+    super(code ?? (retryable ? 'ExtractionCrash' : 'ExtractionError'), reason, retryable, { detail });
+  }
+}
+
+/** The failure type of MediaTooLong (the widget answers it 413 media_too_long). */
+export const MEDIA_TOO_LONG = 'MediaTooLong';
+
+/**
+ * A recording longer than the embedded transcriber takes (TRANSCRIBE_MAX_SECONDS): refused
+ * for good, before any of it is transcribed.
+ */
+export class MediaTooLong extends ExtractionError {
+  constructor(readonly maxSeconds: number) {
+    super(`the recording is longer than ${maxSeconds} s, the most that is transcribed`, undefined, false, MEDIA_TOO_LONG);
   }
 }
 

@@ -1,9 +1,13 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { OpenAiTranscriber } from '../../core/kb/extract';
+import { OpenAiImageDescriber } from '../../core/llm/vision';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { execFileSync } from 'node:child_process';
 import type { SiteRow } from '../../core/widget/sites';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp, type TestOverrides } from '../support/app';
@@ -29,6 +33,9 @@ let bare: TestApp;
 let keyless: TestApp;
 /** An API process with no workflow service. */
 let detached: TestApp;
+/** An API and worker with a vision model (a fake OpenAI-compatible server that describes images). */
+let seeing: TestApp;
+let vision: FakeLlm;
 /** The workers of t, bare and keyless. */
 const workers: TestWorker[] = [];
 /** Where uploads are extracted: the worker's extractor. */
@@ -79,6 +86,14 @@ beforeAll(async () => {
   t = await pair({ transcriber: stt, uploadIndexChars: INDEX_CHARS });
   tw = workers[0];
   bare = await pair({});
+  vision = await startFakeLlm({
+    reply: (body) => {
+      const parts = body.messages[0].content as Array<{ type: string; image_url?: { url: string } }>;
+      const image = parts.find((x) => x.type === 'image_url')?.image_url?.url ?? '';
+      return { text: image.startsWith('data:image/jpeg;base64,') ? 'A test pattern of coloured bars.' : image.startsWith('data:image/png;base64,') ? 'A parcel with a torn corner.' : 'Nothing.' };
+    },
+  });
+  seeing = await pair({ transcriber: stt, vision: new OpenAiImageDescriber({ baseUrl: vision.url, model: 'fake-vision' }) });
   keyless = await pair({ transcriber: new OpenAiTranscriber(sttUrl, '', 'whisper-1') });
   detached = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { extract: apiMustNotExtract } });
   ws = await createWorkspace(db.orm);
@@ -90,6 +105,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.close();
   await bare.close();
+  await seeing.close();
+  await vision.close();
   await keyless.close();
   await detached.close();
   for (const w of workers) await w.close();
@@ -594,5 +611,54 @@ describe('init capabilities', () => {
     const without = await bare.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: siteHeaders(), payload: {} });
     expect(without.json().capabilities.file_upload).toBe(true);
     expect(without.json().capability_warnings).toEqual([expect.stringContaining('TRANSCRIBE_BASE_URL'), expect.stringContaining('VISION_MODEL')]);
+  });
+});
+
+describe('images and video with a vision model (VISION_MODEL)', () => {
+  test('an image is described and OCR\'d; a video gets its transcript and three described key frames; init has no warning', async () => {
+    const seeingConv = await newConversation(site.site_id, seeing);
+    const init = await seeing.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: siteHeaders(), payload: {} });
+    expect(init.json().capability_warnings).toBeUndefined();
+
+    const photo = await upload({ name: 'parcel.png', content: await makeTextPng() }, { conversation_id: seeingConv }, { app: seeing });
+    expect(photo.statusCode).toBe(201);
+    const [image] = (await uploadRows(seeingConv)).filter((r) => r.id === photo.json().upload_id);
+    expect(image.content).toMatch(/^What the image shows: A parcel with a torn corner\.\n\nText in it:\n/);
+
+    // A 3-second test video with a tone, made here with ffmpeg.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vision-'));
+    const file = path.join(dir, 'clip.mp4');
+    execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=duration=3:size=320x240:rate=10', '-f', 'lavfi', '-i', 'sine=frequency=440:duration=3', '-shortest', '-pix_fmt', 'yuv420p', file]);
+    nextTranscript = 'This is the box as it arrived.';
+    const before = vision.requests.length;
+    const video = await upload({ name: 'clip.mp4', content: fs.readFileSync(file) }, { conversation_id: seeingConv }, { app: seeing });
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(video.statusCode).toBe(201);
+    const [clip] = (await uploadRows(seeingConv)).filter((r) => r.id === video.json().upload_id);
+    expect(clip.content).toBe(
+      ['What the video shows:', 'At 0:00: A test pattern of coloured bars.', 'At 0:01: A test pattern of coloured bars.', 'At 0:02: A test pattern of coloured bars.', '', 'Text in it:', 'This is the box as it arrived.'].join('\n'),
+    );
+    expect(vision.requests.length - before).toBe(3);
+  });
+
+  test('a vision model that fails leaves the OCR text', async () => {
+    const failing = await startFakeLlm({ reply: () => ({ status: 500, text: 'down' }) });
+    try {
+      const w = await startTestWorker(db, { vision: new OpenAiImageDescriber({ baseUrl: failing.url, model: 'x' }) });
+      workers.push(w);
+      const paired = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { extract: apiMustNotExtract }, temporal: { client: w.client, taskQueue: w.taskQueue, eagerStart: true } });
+      try {
+        const c = await newConversation(site.site_id, paired);
+        const res = await upload({ name: 'scan.png', content: await makeTextPng() }, { conversation_id: c }, { app: paired });
+        expect(res.statusCode).toBe(201);
+        const [row] = await uploadRows(c);
+        expect(row.content).not.toContain('What the image shows');
+        expect(row.content!.length).toBeGreaterThan(0);
+      } finally {
+        await paired.close();
+      }
+    } finally {
+      await failing.close();
+    }
   });
 });

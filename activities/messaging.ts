@@ -1,6 +1,5 @@
 import type { SendPlan } from '../core/messages/plan';
 import type { InboundParty } from '../core/messages/provider-events';
-import { ApiError } from '../core/errors';
 import { OperationalError } from '../core/failures';
 import type { ActivityDeps } from './deps';
 import { withHeartbeat } from './errors';
@@ -48,17 +47,11 @@ export function messagingActivities(deps: ActivityDeps) {
       const silence = await deps.services.providerEvents.agentSilence(input.party);
       if (silence) return { answered: false, reason: silence };
       if (!deps.conversations) throw new OperationalError('NoWorkflowClient', 'this worker has no Temporal client to reach the conversation actor', true);
-      try {
-        const took = await deps.conversations.customerMessage(
-          { id: input.party.conversationId, workspaceId: input.party.workspaceId, channel: 'msgapp' },
-          { providerMessageId: input.providerMessageId, messageId: input.messageId },
-        );
-        return took.duplicate ? { answered: true, reason: 'the actor had it already' } : { answered: true };
-      } catch (err) {
-        // Refused by the actor (its conversation closed meanwhile): recorded, not answered.
-        if (err instanceof ApiError) return { answered: false, reason: `${err.code}: ${err.message}` };
-        throw err;
-      }
+      await deps.conversations.customerMessage(
+        { id: input.party.conversationId, workspaceId: input.party.workspaceId, channel: 'msgapp' },
+        { providerMessageId: input.providerMessageId, messageId: input.messageId },
+      );
+      return { answered: true };
     },
 
     /** Inbound, step 3: the message, its event and `message.inbound`, once. */

@@ -7,11 +7,13 @@ import { searchAttributesFor } from '../worker/search-attributes';
 import {
   cancelTaskUpdate,
   closeSignal,
+  customerMessageSignal,
   CONVERSATION_CLOSED,
   conversationWorkflow,
   conversationWorkflowId,
   TASK_IN_PROGRESS,
   visitorMessageUpdate,
+  type ConversationInput,
   type TaskInProgress,
   type VisitorMessageResult,
 } from '../workflows/conversation';
@@ -85,7 +87,7 @@ export class ConversationGateway {
     try {
       return await this.client.workflow.executeUpdateWithStart(visitorMessageUpdate, {
         args: [{ clientMessageId: send.clientMessageId, messageId: stored.message_id, replyId: newId('msg'), indexUploads: send.indexUploads, delivery: send.delivery }],
-        startWorkflowOperation: this.actorStart({ ...conv, channel: 'web' }),
+        startWorkflowOperation: new WithStartWorkflowOperation(conversationWorkflow, { ...this.actorStart({ ...conv, channel: 'web' }), workflowIdConflictPolicy: 'USE_EXISTING' }),
       });
     } catch (err) {
       if (stored.created && refusalOf(err)) await this.transcript.withdraw(conv.id, stored.message_id);
@@ -95,35 +97,32 @@ export class ConversationGateway {
 
   /**
    * A customer's message on a messaging channel (msgapp), stored with its transcript
-   * line by the inbound workflow: the actor queues a turn for it, once per provider
-   * message id. The reply's id is derived from the message's, so a repeat after a lost
-   * answer, or a new actor run, names the same reply (answered once, sent once).
-   * Resolves once the actor took it (async: the reply leaves through the channel).
+   * line by the inbound workflow: signalled to the actor (started if not running), which
+   * queues a turn for it once per provider message id. A signal, not an update: the
+   * caller (an activity) never waits on the actor's workflow task. The reply's id is
+   * derived from the message's, so a repeat, or a new actor run, names the same reply
+   * (answered once, sent once); the reply leaves through the channel.
    */
-  async customerMessage(conv: { id: string; workspaceId: string; channel: 'msgapp' }, m: { providerMessageId: string; messageId: string }): Promise<VisitorMessageResult> {
-    try {
-      return await this.client.workflow.executeUpdateWithStart(visitorMessageUpdate, {
-        args: [{ clientMessageId: m.providerMessageId, messageId: m.messageId, replyId: agentReplyId(m.messageId), delivery: 'async' }],
-        startWorkflowOperation: this.actorStart(conv),
-      });
-    } catch (err) {
-      throw apiErrorOf(err);
-    }
+  async customerMessage(conv: { id: string; workspaceId: string; channel: 'msgapp' }, m: { providerMessageId: string; messageId: string }): Promise<void> {
+    await this.client.workflow.signalWithStart(conversationWorkflow, {
+      ...this.actorStart(conv),
+      signal: customerMessageSignal,
+      signalArgs: [{ clientMessageId: m.providerMessageId, messageId: m.messageId, replyId: agentReplyId(m.messageId) }],
+    });
   }
 
   /** The actor's start, when a message finds none running: one per conversation, whatever the channel. */
   private actorStart(conv: { id: string; workspaceId: string; channel: 'web' | 'msgapp' }) {
-    return new WithStartWorkflowOperation(conversationWorkflow, {
+    return {
       workflowId: conversationWorkflowId(conv.id),
       taskQueue: this.taskQueue,
-      args: [{ conversationId: conv.id, workspaceId: conv.workspaceId, ...(conv.channel === 'web' ? {} : { channel: conv.channel }) }],
-      workflowIdConflictPolicy: 'USE_EXISTING',
+      args: [{ conversationId: conv.id, workspaceId: conv.workspaceId, ...(conv.channel === 'web' ? {} : { channel: conv.channel }) }] as [ConversationInput],
       typedSearchAttributes: searchAttributesFor({ workspaceId: conv.workspaceId }),
       staticSummary: conv.channel === 'web' ? 'web chat conversation' : `${conv.channel} conversation`,
       staticDetails: `The actor of conversation ${conv.id} (${conv.channel}): one update per customer message, one agent turn each${
         conv.channel === 'web' ? '; background tasks are its child workflows (' + conv.id + ':task:…)' : ', each reply sent by a message-send child workflow (message-send:<reply id>)'
       }.`,
-    });
+    };
   }
 
   /** Tells the actors of conversations closed in the database to finish (none running: nothing to do). */

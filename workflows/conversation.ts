@@ -112,6 +112,8 @@ export interface ConversationInput {
 export const visitorMessageUpdate = defineUpdate<VisitorMessageResult, [VisitorMessage]>('visitorMessage');
 export const cancelTaskUpdate = defineUpdate<boolean, [string]>('cancelTask');
 export const closeSignal = defineSignal('close');
+/** A customer's message on a messaging channel (msgapp), stored by its inbound workflow: queued without waiting (see Conversation.customerMessage). */
+export const customerMessageSignal = defineSignal<[Omit<VisitorMessage, 'delivery' | 'indexUploads'>]>('customerMessage');
 export const tasksQuery = defineQuery<TaskState[]>('tasks');
 
 /** Client message ids remembered (and carried across runs); older ones are the transcript's unique index's to catch. */
@@ -173,6 +175,21 @@ class Conversation {
     this.queue.push(ids);
     this.pending.add(ids.reply_id);
     return { ...ids, duplicate: false, ...(msg.delivery === 'sync' ? await this.outcomeOf(ids.reply_id) : {}) };
+  }
+
+  /**
+   * A customer's message from a messaging channel, as a signal: nobody waits on it (its
+   * inbound workflow must never wait for this actor's workflow task, which the same
+   * worker may be unable to run, e.g. while shutting down). Deduplicated like an update;
+   * one that arrives after the conversation closed is not answered (said in the details).
+   */
+  customerMessage(msg: Omit<VisitorMessage, 'delivery' | 'indexUploads'>): void {
+    if (!msg.clientMessageId || !msg.messageId || !msg.replyId) return;
+    if (this.closed) {
+      this.lastError = `message ${msg.messageId} arrived after the conversation closed: not answered`;
+      return;
+    }
+    void this.receive({ ...msg, delivery: 'async' });
   }
 
   /** Nothing waits for a closed conversation's tasks; queued turns still get their answer. */
@@ -378,6 +395,9 @@ export async function conversationWorkflow(input: ConversationInput): Promise<vo
     validator: (msg) => conversation.validateMessage(msg),
     description:
       'A visitor message the API stored (POST /send): queues one turn per client message id; sync delivery completes with the reply. Refused while closed or while a blocking task runs.',
+  });
+  setHandler(customerMessageSignal, (msg) => conversation.customerMessage(msg), {
+    description: "A customer's message on a messaging channel (msgapp), stored by its inbound workflow: queues one turn per provider message id; the reply leaves as a message.",
   });
   setHandler(cancelTaskUpdate, (key) => conversation.cancelTask(key), {
     description: 'Cancels a running background task by its task_key (POST /tasks/cancel); true when it was cancelled.',

@@ -171,7 +171,7 @@ test("a customer's message is answered by the agent through the conversation act
   expect(list.statusCode).toBe(200);
   expect(list.json().messages.map((m: { id: string }) => m.id)).not.toContain(replyId);
   // The actor so far (one turn, one message-send child): replayed by test/replay.
-  await maybeRecordHistory(tw.client, conversationWorkflowId(conv.conversation_id), 'conversation-msgapp');
+  await maybeRecordHistory(tw.client, conversationWorkflowId(conv.conversation_id), 'conversation-msgapp-signal');
 });
 
 test('a duplicate webhook and a second message: each message is answered exactly once, in order', async () => {

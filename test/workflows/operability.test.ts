@@ -7,7 +7,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import * as workflowTypes from '../../workflows';
 import { newId } from '../../core/ids';
-import { extractorFromConfig } from '../../core/kb/extractor';
+import { extractorFromConfig, transcriberFromConfig } from '../../core/kb/extractor';
 import type { ExtractFn } from '../../core/kb/indexing';
 import { CloudApiProvider } from '../../core/msgapp/provider';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
@@ -18,9 +18,10 @@ import { INDEXING_CANCELLED } from '../../workflows/kb-index';
 import { SEND_CANCELLED, messageSendWorkflowId } from '../../workflows/message-send';
 import { DELIVERY_CANCELLED } from '../../workflows/webhook-delivery';
 import { UPLOAD_CANCELLED, widgetUploadWorkflowId } from '../../workflows/widget-upload';
-import { bearer, createKey, createWorkspace, startTestApp, testConfig, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testConfig, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { multipart, upload as kbUpload } from '../support/kb';
+import { makeWav } from '../support/documents';
 import { inboundDone } from '../support/msgapp';
 import { testLogger } from '../support/secret-log';
 import { maybeRecordHistory, startTestWorker, workflowResult, type TestWorker } from '../support/temporal';
@@ -102,11 +103,13 @@ beforeAll(async () => {
     if (input.fileName.startsWith('hang')) await hang;
     return real(input);
   };
-  tw = await startTestWorker(db, { msgapp: new CloudApiProvider({ baseUrl: proxy.url, timeoutMs: 60_000 }), extract, uploadIndexChars: 500 });
+  // The embedded transcriber (voice notes are transcribed in the worker; the API only checks one exists).
+  const transcriber = transcriberFromConfig(testConfig({ CONCIERGE_MODELS_DIR: MODELS_DIR }));
+  tw = await startTestWorker(db, { msgapp: new CloudApiProvider({ baseUrl: proxy.url, timeoutMs: 60_000 }), extract, uploadIndexChars: 500, transcriber });
   t = await startTestApp({
     orm: db.orm,
     databaseUrl: db.url,
-    serviceOptions: { msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }), uploadIndexChars: 500, extract },
+    serviceOptions: { msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }), uploadIndexChars: 500, extract, transcriber },
     temporal: { client: tw.client, taskQueue: tw.taskQueue },
     msgappWebhook: { appSecret: 'app-secret', verifyToken: 'verify-me' },
   });
@@ -250,11 +253,18 @@ describe('search attributes', () => {
     const reply = await widget('send', { conversation_id: conv.conversation_id, text: 'when is the deposit returned?', file_refs: [longId] });
     expect(reply.statusCode).toBe(200);
 
+    // A voice note: transcribe (silence, so the worker answers at once, without the model: 422).
+    const silence = makeWav(500);
+    silence.fill(0, 44);
+    const noteBody = multipart([{ name: 'file', value: silence, filename: 'note.wav', type: 'audio/wav' }]);
+    const note = await t.app.inject({ method: 'POST', url: '/api/public/widget/transcribe', headers: { 'x-concierge-site': site.site_id, origin: ORIGIN, ...noteBody.headers }, payload: noteBody.payload });
+    expect(note.json().error).toBe('empty_transcript');
+
     // Every workflow type but the installation-wide maintenance ones belongs to a workspace.
     const expected = Object.keys(workflowTypes)
       .filter((name) => !['purgeExpiredWorkflow', 'reconcileStrandedWorkflow'].includes(name))
       .sort();
-    expect(expected).toHaveLength(7);
+    expect(expected).toHaveLength(8);
     const listed = await until(
       'every workflow type in the workspace listing',
       async () => {

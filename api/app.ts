@@ -20,6 +20,7 @@ import { folderRoutes } from './routes/kb/folders';
 import { healthRoutes } from './routes/health';
 import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
+import { analyticsRoutes } from './routes/analytics';
 import { customerRoutes } from './routes/customers';
 import { messageRoutes } from './routes/messages';
 import { widgetRoutes } from './routes/widget';
@@ -106,6 +107,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(agentRoutes, { services });
   await app.register(customerRoutes, { services });
   await app.register(conversationRoutes, { services });
+  await app.register(analyticsRoutes, { services });
   await app.register(messageRoutes, { services, gateways });
   await app.register(widgetRoutes, { services, gateways, limits: deps.limits });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });

@@ -9,6 +9,7 @@ import { MessageService } from './messages/messages';
 import { ProviderEventService } from './messages/provider-events';
 import { WidgetSessionService } from './widget/sessions';
 import { ChatTranscript } from './chat/transcript';
+import { AnalyticsService } from './analytics/analytics';
 import { AgentTurns } from './chat/turn';
 import { TaskService } from './chat/tasks';
 import { OpenAiCompatibleModel } from './llm/model';
@@ -46,6 +47,7 @@ export interface Services {
   agents: AgentService;
   customers: CustomerService;
   conversations: ConversationService;
+  analytics: AnalyticsService;
   messages: MessageService;
   credentials: CredentialService;
   providerEvents: ProviderEventService;
@@ -123,6 +125,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders }),
     customers,
     conversations: new ConversationService(em),
+    analytics: new AnalyticsService(em),
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),

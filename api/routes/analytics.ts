@@ -1,0 +1,32 @@
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { windowOf } from '../../core/analytics/analytics';
+import type { Services } from '../../core/services';
+import { authOf } from '../types';
+import { AnalyticsSummary, AnalyticsWindowQuery, ChannelBreakdown, ConversationsOverTime, OverTimeQuery } from '../schemas/analytics';
+import { authErrors, ErrorBody } from '../schemas/common';
+
+const tags = ['Analytics'];
+const badWindow = ErrorBody.meta({ description: 'invalid_request: a bad from/to, interval or tz, or too many buckets' });
+
+/** Workspace analytics (scope analytics:read): computed from the rows, no sampling. */
+export const analyticsRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'analytics'> }> = async (app, opts) => {
+  const analytics = opts.services.analytics;
+
+  app.get('/api/v1/analytics/summary', {
+    config: { scope: 'analytics:read' },
+    schema: { operationId: 'getAnalyticsSummary', summary: 'Conversations, messages, handoffs, resolution and first-reply time for a window', tags, querystring: AnalyticsWindowQuery, response: { 200: AnalyticsSummary, ...authErrors, 400: badWindow } },
+    handler: async (request) => analytics.summary(authOf(request).workspaceId, windowOf(request.query)),
+  });
+
+  app.get('/api/v1/analytics/conversations-over-time', {
+    config: { scope: 'analytics:read' },
+    schema: { operationId: 'getConversationsOverTime', summary: 'Conversations started per hour, day or week, in a time zone', tags, querystring: OverTimeQuery, response: { 200: ConversationsOverTime, ...authErrors, 400: badWindow } },
+    handler: async (request) => analytics.conversationsOverTime(authOf(request).workspaceId, windowOf(request.query), request.query.interval, request.query.tz),
+  });
+
+  app.get('/api/v1/analytics/channel-breakdown', {
+    config: { scope: 'analytics:read' },
+    schema: { operationId: 'getChannelBreakdown', summary: 'Conversations and messages per channel (msgapp, web, voice)', tags, querystring: AnalyticsWindowQuery, response: { 200: ChannelBreakdown, ...authErrors, 400: badWindow } },
+    handler: async (request) => analytics.channelBreakdown(authOf(request).workspaceId, windowOf(request.query)),
+  });
+};

@@ -1,0 +1,125 @@
+import { newId } from '../../core/ids';
+import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+
+/**
+ * Analytics against a seeded dataset with known counts: two workspaces (B's rows never
+ * count for A), conversations on each channel around the night Europe/Berlin moves to
+ * summer time (2026-03-29), replies, a handoff.
+ */
+let db: TestDatabase;
+let t: TestApp;
+let auth: Record<string, string>;
+let authB: Record<string, string>;
+
+const q = (sql: string, params: unknown[] = []) => db.orm.em.fork().execute(sql, params);
+
+async function conversation(ws: string, channel: 'web' | 'msgapp' | 'voice', at: string, messages: Array<[role: 'user' | 'assistant' | 'human' | 'tool', secondsAfter: number]>, handoff = false) {
+  const id = newId('conv');
+  await q(`insert into conversations (id, workspace_id, channel, status, created_at, updated_at) values (?, ?, ?, 'open', ?, ?)`, [id, ws, channel, at, at]);
+  for (const [role, s] of messages) {
+    await q(`insert into chat_messages (id, workspace_id, conversation_id, role, text, created_at) values (?, ?, ?, ?, 'x', ?::timestamptz + make_interval(secs => ?))`, [newId('msg'), ws, id, role, at, s]);
+  }
+  if (handoff) await q(`insert into conversation_events (id, conversation_id, type, data) values (?, ?, 'handoff', '{}')`, [newId('evt'), id]);
+  return id;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
+  const ws = await createWorkspace(db.orm);
+  const wsB = await createWorkspace(db.orm);
+  auth = bearer((await createKey(t.services, ws, ['analytics:read'])).key);
+  authB = bearer((await createKey(t.services, wsB, ['analytics:read'])).key);
+  // 23:30 UTC on the 28th is 00:30 on the 29th in Berlin: answered in 4 s.
+  await conversation(ws, 'web', '2026-03-28T23:30:00Z', [['user', 0], ['tool', 1], ['assistant', 4]]);
+  // Answered in 10 s, then handed over.
+  await conversation(ws, 'msgapp', '2026-03-29T10:00:00Z', [['user', 0], ['assistant', 10]], true);
+  // Never answered.
+  await conversation(ws, 'web', '2026-03-30T08:00:00Z', [['user', 0]]);
+  // Outside the window.
+  await conversation(ws, 'web', '2026-04-02T08:00:00Z', [['user', 0], ['assistant', 1]]);
+  // Workspace B: never counted for A.
+  await conversation(wsB, 'voice', '2026-03-29T12:00:00Z', [['user', 0], ['assistant', 2]]);
+});
+afterAll(async () => {
+  await t.close();
+  await db.drop();
+});
+
+const get = (url: string, headers = auth) => t.app.inject({ method: 'GET', url, headers });
+const WINDOW = 'from=2026-03-28T00:00:00Z&to=2026-04-01T00:00:00Z';
+
+test('summary: conversations, messages in and out (tool activity is not a message), handoffs, resolution, median first reply', async () => {
+  const res = await get(`/api/v1/analytics/summary?${WINDOW}`);
+  expect(res.statusCode).toBe(200);
+  expect(res.json()).toEqual({
+    from: '2026-03-28T00:00:00.000Z',
+    to: '2026-04-01T00:00:00.000Z',
+    conversations: 3,
+    messages_in: 3,
+    messages_out: 2,
+    handoffs: 1,
+    handoff_rate: 0.3333,
+    resolved_without_handoff: 1,
+    resolution_rate: 0.3333,
+    median_first_reply_seconds: 7,
+  });
+  // Workspace B sees only its own.
+  expect((await get(`/api/v1/analytics/summary?${WINDOW}`, authB)).json()).toMatchObject({ conversations: 1, messages_in: 1, messages_out: 1, handoffs: 0, median_first_reply_seconds: 2 });
+  // An empty window: zeros, null rates.
+  expect((await get('/api/v1/analytics/summary?from=2020-01-01&to=2020-01-02')).json()).toMatchObject({ conversations: 0, handoff_rate: null, median_first_reply_seconds: null });
+});
+
+test('conversations over time: every bucket, in the time zone asked, across the daylight-saving change', async () => {
+  const utc = (await get(`/api/v1/analytics/conversations-over-time?${WINDOW}&interval=day`)).json();
+  expect(utc.buckets).toEqual([
+    { start: '2026-03-28T00:00:00+00:00', conversations: 1 },
+    { start: '2026-03-29T00:00:00+00:00', conversations: 1 },
+    { start: '2026-03-30T00:00:00+00:00', conversations: 1 },
+    { start: '2026-03-31T00:00:00+00:00', conversations: 0 },
+  ]);
+  const berlin = (await get(`/api/v1/analytics/conversations-over-time?${WINDOW}&interval=day&tz=Europe/Berlin`)).json();
+  expect(berlin).toMatchObject({ interval: 'day', tz: 'Europe/Berlin' });
+  expect(berlin.buckets).toEqual([
+    { start: '2026-03-28T00:00:00+01:00', conversations: 0 },
+    { start: '2026-03-29T00:00:00+01:00', conversations: 2 },
+    { start: '2026-03-30T00:00:00+02:00', conversations: 1 },
+    { start: '2026-03-31T00:00:00+02:00', conversations: 0 },
+    { start: '2026-04-01T00:00:00+02:00', conversations: 0 },
+  ]);
+  // Weeks start on Monday (the 23rd and the 30th).
+  const weeks = (await get(`/api/v1/analytics/conversations-over-time?${WINDOW}&interval=week`)).json();
+  expect(weeks.buckets).toEqual([
+    { start: '2026-03-23T00:00:00+00:00', conversations: 2 },
+    { start: '2026-03-30T00:00:00+00:00', conversations: 1 },
+  ]);
+  const hours = (await get('/api/v1/analytics/conversations-over-time?from=2026-03-29T09:00:00Z&to=2026-03-29T12:00:00Z&interval=hour')).json();
+  expect(hours.buckets.map((b: { conversations: number }) => b.conversations)).toEqual([0, 1, 0]);
+});
+
+test('channel breakdown: every channel, zeros too', async () => {
+  expect((await get(`/api/v1/analytics/channel-breakdown?${WINDOW}`)).json().channels).toEqual([
+    { channel: 'msgapp', conversations: 1, messages: 2 },
+    { channel: 'web', conversations: 2, messages: 3 },
+    { channel: 'voice', conversations: 0, messages: 0 },
+  ]);
+});
+
+test('bad input is 400 in the envelope; the scope is required', async () => {
+  for (const url of [
+    '/api/v1/analytics/summary?from=yesterday',
+    '/api/v1/analytics/summary?from=2026-04-02&to=2026-04-01',
+    '/api/v1/analytics/summary?from=2020-01-01&to=2026-01-01',
+    '/api/v1/analytics/conversations-over-time?tz=Mars/Olympus',
+    '/api/v1/analytics/conversations-over-time?interval=minute',
+    '/api/v1/analytics/conversations-over-time?from=2025-06-01&to=2026-06-01&interval=hour',
+  ]) {
+    const res = await get(url);
+    expect([url, res.statusCode, res.json().error]).toEqual([url, 400, expect.stringMatching(/^invalid_request|validation/)]);
+    expect(typeof res.json().message).toBe('string');
+  }
+  const ws = await createWorkspace(db.orm);
+  const noScope = bearer((await createKey(t.services, ws, ['conversations:read'])).key);
+  expect((await get('/api/v1/analytics/summary', noScope)).statusCode).toBe(403);
+});

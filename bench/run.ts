@@ -6,6 +6,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { benchAnalytics } from './analytics';
 import { benchAuthOverhead } from './auth-overhead';
 import { benchWebhookFanout, benchWebhookRetryPath } from './webhook-fanout';
 import { benchKbIndexing } from './kb-indexing';
@@ -27,6 +28,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'msgapp-send', run: benchMsgappSend },
   { name: 'widget-reply', run: benchWidgetReply },
   { name: 'widget-sockets', run: benchWidgetSockets },
+  { name: 'analytics', run: benchAnalytics },
   { name: 'transcribe', run: benchTranscribe },
 ];
 

@@ -37,6 +37,14 @@ export function workflowBundleFor(given?: { codePath: string }): { codePath: str
  */
 export const WORKFLOW_TASK_SLOTS = 200;
 
+/**
+ * Stopping never hangs: activities get their cancellation after the grace time, and the
+ * worker gives up waiting after the force time (what is still running is retried by
+ * Temporal on another worker, as after a crash). A deploy or a test's teardown is bounded.
+ */
+export const SHUTDOWN_GRACE = '5 seconds';
+export const SHUTDOWN_FORCE = '20 seconds';
+
 export async function createWorker(p: WorkerParams): Promise<Worker> {
   const bundle = workflowBundleFor(p.workflowBundle);
   return Worker.create({
@@ -45,6 +53,8 @@ export async function createWorker(p: WorkerParams): Promise<Worker> {
     taskQueue: p.taskQueue,
     activities: createActivities(p.deps),
     maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASK_SLOTS,
+    shutdownGraceTime: SHUTDOWN_GRACE,
+    shutdownForceTime: SHUTDOWN_FORCE,
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     ...p.options,
   });

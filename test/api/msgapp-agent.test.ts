@@ -76,8 +76,12 @@ beforeAll(async () => {
   await publishedAgent(SILENT_NUMBER, cred, []);
 }, 60_000);
 afterAll(async () => {
+  const t0 = Date.now();
+  const step = (name: string) => process.env.DEBUG_SHUTDOWN && console.log(`${name} at ${Date.now() - t0} ms`);
   await relay?.stop();
+  step('relay stopped');
   await tw?.close();
+  step('worker closed');
   await t?.close();
   await llm?.close();
   await sandbox?.close();

@@ -14,11 +14,14 @@
 // calls of the one composition, the relay's start, the actor's update, the model's request
 // arrival, the provider's receipt) give the breakdown.
 //
-// BENCH_MSGAPP_AGENT_SAMPLES (60 per series), _WARMUP (10), _LLM_DELAY_MS (50).
+// BENCH_MSGAPP_AGENT_SAMPLES (60 per series), _WARMUP (10), _LLM_DELAY_MS (50);
+// BENCH_MSGAPP_AGENT_HISTORY=1 also prints the Temporal events of each series' last sample.
 // BENCH_MSGAPP_AGENT_SPLIT=1: API and worker as two compositions (deployed apart, each its own
 // Temporal connection); default: one composition (role both, the worker's native connection
 // shared with the API's client) as `npm start` runs them.
 import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { temporal } from '@temporalio/proto';
 import type { Composition } from '../core/compose';
 import { OpenAiCompatibleModel } from '../core/llm/model';
 import type { SendPlan } from '../core/messages/plan';
@@ -33,7 +36,7 @@ import { startApi } from '../api/server';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { benchApi, benchCompose, benchEmbedder, benchTemporal, benchWorker, createKey, listen, setUpBench, type BenchApi } from './lib/setup';
-import { around, mean, percentile, round1, runStats, spread, summarizeTarget, type Spread } from './lib/stats';
+import { around, mean, percentile, round1, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
 import type { Check, Result, RunStats } from './lib/types';
 import { publishAgent } from './lib/widget';
 
@@ -44,6 +47,8 @@ const NUMBER = { id: '1066', display: '+15550001066' };
 const INSTRUCTIONS = 'Help customers with their orders.';
 /** The fake model's answer to everything. */
 const REPLY_TEXT = 'Your order shipped yesterday and should arrive within two days.';
+/** When the sandbox reports the reply delivered and read (its default: 300 and 600 ms). */
+const STATUS_DELAYS_MS = { delivered: 20, read: 40 };
 /** A reply that has not reached the provider this long after the message fails the section. */
 const REPLY_TIMEOUT_MS = 30_000;
 
@@ -80,6 +85,7 @@ const STEPS = [
   ['sendRecord', 'message-send child: record activity starts'],
   ['providerCall', 'message-send child: provider call starts'],
   ['provider', 'provider: send received (the end)'],
+  ['sendMarked', 'message-send child: marked sent (after the end)'],
 ] as const;
 type Step = (typeof STEPS)[number][0];
 type Marks = Partial<Record<Step, number>>;
@@ -106,7 +112,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const model = new OpenAiCompatibleModel(llmSettings);
 
   // ---- The provider: the sandbox, its `sent` records timed as they are pushed (the send's request handled).
-  const sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: ACCESS_TOKEN }] });
+  // Status callbacks (sent, delivered, read) come back as from the real API, soon enough that each sample's have all
+  // been POSTed (sandbox.idle) before the next sample starts: samples do not overlap another reply's callbacks.
+  const sandbox = await startMsgappSandbox({
+    appSecret: APP_SECRET,
+    statusDelaysMs: STATUS_DELAYS_MS,
+    numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: ACCESS_TOKEN }],
+  });
   cleanup.push(['msgapp sandbox', () => sandbox.close()]);
   const waiting = new Map<string, (r: SentRecord, at: number) => void>();
   const push = sandbox.sent.push.bind(sandbox.sent);
@@ -120,6 +132,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- Per-step marks of the sample in flight, keyed by the ids each step knows.
   const marks = new Map<string, Marks>(); // by wamid
   const wamidOf = new Map<string, string>(); // message id, reply id, conversation id -> wamid
+  const conversationOf = new Map<string, string>(); // wamid -> conversation id
+  /** The last subject sample (BENCH_MSGAPP_AGENT_HISTORY). */
+  const lastSample = { wamid: '', t0: 0 };
   // The webhook's mark (and maybe the relay's) comes before injectInbound returns the wamid: a wamid seen first opens its entry.
   const mark = (key: string | undefined, step: Step) => {
     if (key === undefined) return;
@@ -134,7 +149,10 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     around(providerEvents, 'accept', () => undefined, (_r, msg) => mark(msg.providerMessageId, 'webhookStored'));
     around(providerEvents, 'inboundParty', (id) => mark(id, 'partyStart'), (party: InboundParty | null, id) => {
       mark(id, 'partyEnd');
-      if (party) wamidOf.set(party.conversationId, id);
+      if (party) {
+        wamidOf.set(party.conversationId, id);
+        conversationOf.set(id, party.conversationId);
+      }
     });
     around(providerEvents, 'recordInbound', (id) => mark(id, 'recordStart'), (r, id) => {
       mark(id, 'recordEnd');
@@ -148,6 +166,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     around(messages, 'planReply', (_conv, replyId) => mark(replyId, 'planStart'), (_r, _conv, replyId) => mark(replyId, 'planEnd'));
     around(messages, 'record', (plan: SendPlan) => mark(plan.messageId, 'sendRecord'), () => undefined);
     around(messages, 'callProvider', (plan: SendPlan) => mark(plan.messageId, 'providerCall'), () => undefined);
+    around(messages, 'markSent', () => undefined, (_r, plan: SendPlan) => mark(plan.messageId, 'sendMarked'));
     const wf = c.temporal?.client.workflow;
     if (wf) {
       around(wf, 'start', (_t, o) => mark(wamidInWorkflowId(String(o.workflowId)), 'relayStart'), (_h, _t, o) => mark(wamidInWorkflowId(String(o.workflowId)), 'relayStarted'));
@@ -216,6 +235,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const arrived = sentTo(customer, t0);
     const sent = await sandbox.injectInbound({ from: customer, to: NUMBER.id, text, profileName: 'Bench Customer' });
     const webhook200 = now();
+    Object.assign(lastSample, { wamid: sent.providerMessageId, t0 });
     if (sent.webhookStatus !== 200) throw new Error(`the webhook answered ${sent.webhookStatus}`);
     const m: Marks = marks.get(sent.providerMessageId) ?? {};
     marks.set(sent.providerMessageId, m);
@@ -225,6 +245,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     if (body.text?.body !== REPLY_TEXT) throw new Error(`the reply to ${customer} was ${JSON.stringify(record.body)}, expected the model's text`);
     m.provider = at;
     m.modelRequest = modelSaw(text);
+    // The send workflow's last step done and the reply's statuses POSTed back before the next sample.
+    await waitFor(() => m.sendMarked !== undefined, REPLY_TIMEOUT_MS, () => `the reply to ${customer} was not marked sent`, 1);
+    await sandbox.idle();
     marks.delete(sent.providerMessageId);
     const rel: Marks = {};
     for (const [k, v] of Object.entries(m) as Array<[Step, number]>) rel[k] = v - t0;
@@ -263,13 +286,35 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     log(`  warm-up: ${s.warmup} customers, two messages each, in ${((now() - t0) / 1000).toFixed(1)} s`);
   }
 
+  /** BENCH_MSGAPP_AGENT_HISTORY=1: the Temporal events of the last sample's three workflows, in ms since the message was injected. */
+  const showHistory = async (name: string) => {
+    if (process.env.BENCH_MSGAPP_AGENT_HISTORY !== '1' || !lastSample.wamid) return;
+    const client = api.c.temporal!.client;
+    const wall = performance.timeOrigin + lastSample.t0;
+    const inbound = client.workflow.getHandle(`msgapp-inbound:${lastSample.wamid}`);
+    const result = (await inbound.result()) as { messageId: string };
+    const events: Array<[number, string]> = [];
+    for (const [label, id] of [['inbound', `msgapp-inbound:${lastSample.wamid}`], ['actor', `conversation:${conversationOf.get(lastSample.wamid)}`], ['send', `message-send:${agentReplyId(result.messageId)}`]] as const) {
+      const h = await client.workflow.getHandle(id).fetchHistory();
+      for (const e of h.events ?? []) {
+        const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor(Number(e.eventTime?.nanos ?? 0) / 1e6);
+        const type = String(temporal.api.enums.v1.EventType[e.eventType ?? 0]).replace(/^EVENT_TYPE_/, '');
+        if (at >= wall - 5) events.push([at - wall, `${label} ${type}${e.activityTaskScheduledEventAttributes?.activityType?.name ? ` ${e.activityTaskScheduledEventAttributes.activityType.name}` : ''}`]);
+      }
+    }
+    log(`  Temporal events of the last ${name} sample (ms since injected):`);
+    for (const [at, what] of events.sort((a, b) => a[0] - b[0])) log(`    ${at.toFixed(0).padStart(5)}  ${what}`);
+  };
+
   const customers = customersFrom('800', s.samples);
   const t0 = now();
   const cold = await series(customers);
   const coldSeconds = (now() - t0) / 1000;
+  await showHistory('new-conversation');
   const t1 = now();
   const warm = await series(customers);
   const warmSeconds = (now() - t1) / 1000;
+  await showHistory('running-actor');
 
   // ---- Figures.
   const totals = (xs: Sample[]) => xs.map((x) => x.total);
@@ -356,6 +401,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       coldSeconds: round1(coldSeconds),
       warmSeconds: round1(warmSeconds),
       temporal: 'temporal server start-dev, SQLite file',
+      statusDelaysMs: STATUS_DELAYS_MS,
+      loadAverage: os.loadavg().map(round1),
       order: 'subject and baseline samples alternate one for one within each series',
     },
     runs,

@@ -12,6 +12,7 @@ import { benchWebhookFanout, benchWebhookRetryPath } from './webhook-fanout';
 import { benchKbIndexing } from './kb-indexing';
 import { benchKbSearch } from './kb-search';
 import { benchKbUploadRss } from './kb-upload-rss';
+import { benchMsgappAgentReply } from './msgapp-agent-reply';
 import { benchMsgappSend } from './msgapp-send';
 import { benchTranscribe } from './transcribe';
 import { benchWidgetReply } from './widget-reply';
@@ -26,6 +27,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'kb-search', run: benchKbSearch },
   { name: 'kb-upload-rss', run: benchKbUploadRss },
   { name: 'msgapp-send', run: benchMsgappSend },
+  { name: 'msgapp-agent-reply', run: benchMsgappAgentReply },
   { name: 'widget-reply', run: benchWidgetReply },
   { name: 'widget-sockets', run: benchWidgetSockets },
   { name: 'analytics', run: benchAnalytics },

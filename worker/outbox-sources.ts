@@ -51,6 +51,7 @@ interface InboundItem {
   workspace_id: string;
   kind: string | null;
   from: string | null;
+  media: boolean;
 }
 
 /** Inbound msgapp messages the webhook stored: one `msgapp-inbound:<provider message id>` workflow each. */
@@ -64,7 +65,7 @@ export function msgappInbound(events: ProviderEventService, client: Client, s: {
         workflowId: msgappInboundWorkflowId(item.provider_message_id),
         taskQueue: s.taskQueue,
         requestEagerStart: s.eager ?? false,
-        args: [{ providerMessageId: item.provider_message_id }],
+        args: [{ providerMessageId: item.provider_message_id, media: item.media }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id }),
         // The kind and the sender's last four digits, never the whole number.
         staticSummary: `inbound ${item.kind ?? 'message'} from …${(item.from ?? '').replace(/\D/g, '').slice(-4)}`,

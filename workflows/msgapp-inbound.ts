@@ -21,6 +21,13 @@ export const msgappInboundWorkflowId = (providerMessageId: string) => `msgapp-in
 
 export interface MsgappInboundInput {
   providerMessageId: string;
+  /**
+   * Whether the stored message carries media (the relay reads it from the stored event).
+   * false: there is nothing to download, and the download step (an activity, a round trip
+   * through the task queue) is skipped. Absent (runs started before the field): the step
+   * runs, and finds nothing to download when there is none.
+   */
+  media?: boolean;
 }
 
 export type MsgappInboundResult =
@@ -30,8 +37,8 @@ export type MsgappInboundResult =
 
 /**
  * One inbound msgapp message (`msgapp-inbound:<provider message id>`), stored by the
- * webhook: its customer and conversation (found or created), its media downloaded
- * (kept in the history once stored, so a worker lost later never downloads again; a
+ * webhook: its customer and conversation (found or created), its media (if any: a
+ * message without media skips the step) downloaded (kept in the history once stored, so a worker lost later never downloads again; a
  * worker lost during the download is replaced and the download runs again), then the
  * message, its conversation event and `message.inbound` in one transaction, once; its
  * media read as text for the agent (extractors, transcriber).
@@ -48,14 +55,16 @@ export async function msgappInboundWorkflow(input: MsgappInboundInput): Promise<
     return { status: 'gone' };
   }
   let download: { media?: Record<string, unknown>; error?: string } = {};
-  try {
-    const media = await downloadInboundMedia.executeWithOptions({ ...presets.mediaDownload, summary: 'download media (if any)' }, [id]);
-    if (media) download = { media };
-  } catch (err) {
-    const cause = err instanceof ActivityFailure ? err.cause : err;
-    const why = cause instanceof ApplicationFailure ? cause.message : 'the provider could not be reached';
-    download = { error: `the attachment could not be downloaded: ${why}` };
-    setCurrentDetails(`Media download failed for good: ${why}. The message is recorded with media_error.`);
+  if (input.media !== false) {
+    try {
+      const media = await downloadInboundMedia.executeWithOptions({ ...presets.mediaDownload, summary: 'download media (if any)' }, [id]);
+      if (media) download = { media };
+    } catch (err) {
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      const why = cause instanceof ApplicationFailure ? cause.message : 'the provider could not be reached';
+      download = { error: `the attachment could not be downloaded: ${why}` };
+      setCurrentDetails(`Media download failed for good: ${why}. The message is recorded with media_error.`);
+    }
   }
   const recorded = await recordInboundMessage('record message and emit message.inbound', [id, party, download]);
   if (!recorded.messageId) return { status: 'duplicate' };

@@ -135,17 +135,19 @@ export class ProviderEventService {
 
   /** Stored inbound messages whose workflow has not been started (the outbox relay's query). */
   /** Stored inbound messages not yet handed to a workflow; `kind` and `from` only label the workflow in the Temporal UI. */
-  async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string; kind: string | null; from: string | null }>> {
+  /** `media`: whether the message carries media to download (its workflow skips the download step when it does not). */
+  async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string; kind: string | null; from: string | null; media: boolean }>> {
     const rows = await this.em
       .fork()
       .find(MsgappInboundEvent, { dispatchedAt: null }, { fields: ['providerMessageId', 'workspaceId', 'message'], orderBy: { receivedAt: 'asc', providerMessageId: 'asc' }, limit });
     return rows.map((r) => {
-      const m = (r.message ?? {}) as { kind?: unknown; from?: unknown };
+      const m = (r.message ?? {}) as { kind?: unknown; from?: unknown; media?: unknown };
       return {
         provider_message_id: r.providerMessageId,
         workspace_id: r.workspaceId,
         kind: typeof m.kind === 'string' ? m.kind : null,
         from: typeof m.from === 'string' ? m.from : null,
+        media: m.media !== undefined && m.media !== null,
       };
     });
   }

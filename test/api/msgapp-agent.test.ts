@@ -8,6 +8,7 @@ import { conversationWorkflowId } from '../../workflows/conversation';
 import { messageSendWorkflowId } from '../../workflows/message-send';
 import { transcriberFromConfig } from '../../core/kb/extractor';
 import { LocalWhisperTranscriber } from '../../core/kb/extract';
+import { msgappInboundWorkflowId } from '../../workflows/msgapp-inbound';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testConfig, type TestApp } from '../support/app';
 import { speak, wordErrorRate } from '../support/speech';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -118,6 +119,12 @@ async function until<T>(what: string, check: () => Promise<T | undefined | null 
   }
 }
 
+/** The activities (not local ones) an inbound message's workflow scheduled, by type. */
+async function inboundActivities(providerMessageId: string): Promise<string[]> {
+  const history = await tw.client.workflow.getHandle(msgappInboundWorkflowId(providerMessageId)).fetchHistory();
+  return (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+}
+
 /** A customer writes; resolves with the recorded message id once its inbound workflow ended. */
 async function customerWrites(from: string, text: string, to = NUMBER.id, opts: { reply?: boolean } = {}) {
   const sent = await sandbox.injectInbound({ from, to, text, profileName: 'Robin' });
@@ -152,6 +159,8 @@ test("a customer's message is answered by the agent through the conversation act
   });
   const [row] = await q(`select source, direction, conversation_id, status, text from messages where id = ?`, [replyId]);
   expect(row).toEqual({ source: 'agent', direction: 'outbound', conversation_id: conv.conversation_id, status: 'read', text: 'Agent: Where is my order?' });
+  // A text message has no media: its workflow skips the download step (no activity round trip before the agent).
+  expect(await inboundActivities(inbound.providerMessageId)).not.toContain('downloadInboundMedia');
   // message.inbound went out too, whether or not the agent answers.
   expect(await q(`select 1 from webhook_events where type = 'message.inbound' and payload::jsonb -> 'data' ->> 'message_id' = ?`, [inbound.messageId])).toHaveLength(1);
 
@@ -249,6 +258,7 @@ test("a document's text reaches the agent with the customer's caption; the media
   const sent = await sandbox.injectInbound({ from: customer, to: NUMBER.id, text: 'Is this right?', media: { kind: 'document', mimeType: 'text/plain', bytes, filename: 'invoice.txt' } });
   const done = await inboundDone(tw, sent.providerMessageId);
   expect(done).toMatchObject({ status: 'recorded', answered: true });
+  expect(await inboundActivities(sent.providerMessageId)).toEqual(['downloadInboundMedia', 'readInboundMedia']);
   await until('the reply', () => sentTo(customer).length === 1 && true);
   const asked = llm.requests.at(-1)!.body.messages.at(-1).content as string;
   expect(asked).toContain('Is this right?');

@@ -335,9 +335,10 @@ describe('the provider webhook /webhooks/msgapp', () => {
     // The agent (a sender) answers it: handed to the conversation's actor.
     expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/), answered: true });
     await maybeRecordHistory(tw.client, `msgapp-inbound:${providerMessageId}`, 'msgapp-inbound-to-agent');
+    // A text message: no media, so no download step (the relay tells the workflow in its input).
     expect(await historySteps(tw.client, `msgapp-inbound:${providerMessageId}`)).toEqual({
       eager: false,
-      activities: ['downloadInboundMedia'],
+      activities: [],
       localActivities: ['resolveInboundParty', 'recordInboundMessage', 'handInboundToAgent'],
       patches: [LOCAL_DB_STEPS_PATCH, INBOUND_TO_AGENT_PATCH],
     });

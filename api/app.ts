@@ -20,6 +20,7 @@ import { folderRoutes } from './routes/kb/folders';
 import { healthRoutes } from './routes/health';
 import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
+import { credentialRoutes } from './routes/credentials';
 import { customerRoutes } from './routes/customers';
 import { messageRoutes } from './routes/messages';
 import { widgetRoutes } from './routes/widget';
@@ -105,6 +106,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(webhookRoutes, { services });
   await app.register(agentRoutes, { services });
   await app.register(customerRoutes, { services });
+  await app.register(credentialRoutes, { services });
   await app.register(conversationRoutes, { services });
   await app.register(messageRoutes, { services, gateways });
   await app.register(widgetRoutes, { services, gateways, limits: deps.limits });

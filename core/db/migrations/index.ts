@@ -12,6 +12,7 @@ import { Migration20261124110500MsgappNumberClaim } from './Migration20261124110
 import { Migration20261125000100MsgappInboundEvents } from './Migration20261125000100MsgappInboundEvents';
 import { Migration20261125120000WebhookInlineLease } from './Migration20261125120000WebhookInlineLease';
 import { Migration20261125160000SitePageCommands } from './Migration20261125160000SitePageCommands';
+import { Migration20261125170500ProviderCredentials } from './Migration20261125170500ProviderCredentials';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -29,4 +30,5 @@ export const migrations = [
   { name: 'Migration20261125000100MsgappInboundEvents', class: Migration20261125000100MsgappInboundEvents },
   { name: 'Migration20261125120000WebhookInlineLease', class: Migration20261125120000WebhookInlineLease },
   { name: 'Migration20261125160000SitePageCommands', class: Migration20261125160000SitePageCommands },
+  { name: 'Migration20261125170500ProviderCredentials', class: Migration20261125170500ProviderCredentials },
 ];

@@ -9,7 +9,7 @@ import { ALL_SCOPES } from '../core/auth/scopes';
 import { dataDir, loadConfig, type Config } from '../core/config';
 import { SECRET_FIELD } from '../core/credentials';
 import { SecretBox } from '../core/crypto/secret-box';
-import { Workspace } from '../core/db/entities';
+import { TICKET_STATUSES, Workspace, type TicketStatus } from '../core/db/entities';
 import { ApiError } from '../core/errors';
 import { newId } from '../core/ids';
 import { compose, type Composition } from '../core/compose';
@@ -34,6 +34,11 @@ const USAGE = `usage: npm run -s admin -- <command>
   site set-origins SITE_ID --origins https://a.example,https://b.example   (replaces the list; sockets from a removed origin close)
   site set-commands SITE_ID --commands navigate,open_url   (page commands the agent may send; --commands '' turns them off)
   site suspend SITE_ID | site resume SITE_ID
+  support list [--status open|waiting_on_customer|closed] [--workspace WS_ID] [--limit N] [--cursor C]
+                    (every workspace's tickets, newest first)
+  support show TICKET_ID
+  support reply TICKET_ID (--body TEXT | --body-file PATH|-)   (the ticket then waits on the customer)
+  support close TICKET_ID
 scopes: ${ALL_SCOPES.join(', ')}`;
 
 class UsageError extends Error {}
@@ -88,6 +93,14 @@ async function readToken(file: string | undefined, what = 'access token'): Promi
   }
 }
 
+/** A reply's text from a file, or stdin for `-` (trailing whitespace dropped). */
+async function readBody(file: string): Promise<string> {
+  if (file !== '-') return fs.readFileSync(file, 'utf8').trimEnd();
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').trimEnd();
+}
+
 async function run(config: Config, argv: string[], opened: (c: Composition) => void): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -106,6 +119,11 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       origins: { type: 'string' },
       commands: { type: 'string' },
       'grace-hours': { type: 'string' },
+      status: { type: 'string' },
+      limit: { type: 'string' },
+      cursor: { type: 'string' },
+      body: { type: 'string' },
+      'body-file': { type: 'string' },
     },
   });
   const [area, action, target] = positionals;
@@ -176,6 +194,23 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'suspended');
     case 'site resume':
       return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'active');
+    case 'support list': {
+      if (values.status !== undefined && !(TICKET_STATUSES as readonly string[]).includes(values.status)) {
+        throw new UsageError(`--status must be one of ${TICKET_STATUSES.join(', ')}`);
+      }
+      const limit = values.limit === undefined ? 50 : Number(values.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw new UsageError('--limit must be an integer from 1 to 200');
+      return services.support.operatorList({ status: values.status as TicketStatus | undefined, workspaceId: values.workspace, limit, cursor: values.cursor });
+    }
+    case 'support show':
+      return services.support.operatorGet(need(target, 'TICKET_ID (positional)'));
+    case 'support reply': {
+      const id = need(target, 'TICKET_ID (positional)');
+      if ((values.body === undefined) === (values['body-file'] === undefined)) throw new UsageError('give exactly one of --body TEXT or --body-file PATH (- for stdin)');
+      return services.support.operatorReply(id, values.body ?? (await readBody(values['body-file']!)));
+    }
+    case 'support close':
+      return services.support.close(need(target, 'TICKET_ID (positional)'));
     case 'key delete':
       await services.apiKeys.delete(need(target, 'KEY_ID (positional)'));
       return { id: target, deleted: true };

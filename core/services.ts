@@ -32,6 +32,7 @@ import type { BlobStore } from './storage/blob-store';
 import { DeliveryService } from './webhooks/deliveries';
 import type { SenderSettings } from './webhooks/sender';
 import { SubscriptionService } from './webhooks/subscriptions';
+import { SupportService } from './support/tickets';
 
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by core/compose.ts. */
 export interface Services {
@@ -48,6 +49,8 @@ export interface Services {
   conversations: ConversationService;
   messages: MessageService;
   credentials: CredentialService;
+  /** Support tickets from workspaces to the platform operator. */
+  support: SupportService;
   providerEvents: ProviderEventService;
   sites: SiteService;
   widget: WidgetSessionService;
@@ -125,6 +128,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     conversations: new ConversationService(em),
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
+    support: new SupportService(em),
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
     box: opts.box,
     llm: opts.llm ?? null,

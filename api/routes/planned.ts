@@ -20,10 +20,6 @@ const PLANNED: Array<[method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, 
   ['GET', '/api/v1/analytics/channel-breakdown', 'analytics:read', 'getChannelBreakdown', 'Analytics'],
   ['GET', '/api/v1/billing/credits', 'analytics:read', 'getBillingCredits', 'Analytics'],
   ['GET', '/api/v1/billing/usage', 'analytics:read', 'getBillingUsage', 'Analytics'],
-  ['GET', '/api/v1/support/tickets', 'support:read', 'listSupportTickets', 'Support'],
-  ['GET', '/api/v1/support/tickets/:id', 'support:read', 'getSupportTicket', 'Support'],
-  ['POST', '/api/v1/support/tickets', 'support:write', 'createSupportTicket', 'Support'],
-  ['POST', '/api/v1/support/tickets/:id/reply', 'support:write', 'replySupportTicket', 'Support'],
 ];
 
 export const plannedRoutes: FastifyPluginAsync = async (app) => {

@@ -6,6 +6,7 @@ import { ApiError, notFound } from './errors';
 import { newId } from './ids';
 import { classifyOpenAiError, listModels, redact } from './llm/openai';
 import { ProviderError, type MsgappProvider } from './msgapp/provider';
+import { pinnedFetch } from './net/pinned-fetch';
 import { checkProviderUrl, systemResolver, UnsafeUrlError, type AddressPolicy, type Resolver } from './net/ssrf';
 import { keysetFind } from './pagination';
 
@@ -121,6 +122,8 @@ export interface CredentialServiceOptions {
   /** Which addresses an llm credential's base_url may reach (the webhooks' SSRF policy). */
   policy?: AddressPolicy;
   resolve?: Resolver;
+  /** Extra CAs trusted for https providers (tests, self-hosted servers); the webhooks' setting. */
+  ca?: string | Buffer | Array<string | Buffer>;
   /** Deadline of one provider call listing resources. Default 15 s. */
   providerTimeoutMs?: number;
 }
@@ -135,7 +138,7 @@ const LAST4_MIN_LENGTH = 16;
  * redacted.
  */
 export class CredentialService {
-  private readonly opts: Required<Omit<CredentialServiceOptions, 'msgapp'>> & { msgapp: MsgappProvider | null };
+  private readonly opts: Required<Omit<CredentialServiceOptions, 'msgapp' | 'ca'>> & Pick<CredentialServiceOptions, 'ca'> & { msgapp: MsgappProvider | null };
 
   constructor(
     private readonly em: EntityManager,
@@ -147,6 +150,7 @@ export class CredentialService {
       policy: opts.policy ?? { allow: null },
       resolve: opts.resolve ?? systemResolver,
       providerTimeoutMs: opts.providerTimeoutMs ?? 15_000,
+      ca: opts.ca,
     };
   }
 
@@ -251,16 +255,18 @@ export class CredentialService {
 
   private async llmModels(row: ICredential): Promise<CredentialResource[]> {
     const baseUrl = row.settings.base_url ?? DEFAULT_LLM_BASE_URL;
+    let addresses: string[];
     try {
-      // Checked again at call time: what the host resolves to may have changed since registration.
-      await this.checkBaseUrl(baseUrl);
+      // Checked again at call time, and the connection pinned to what was checked: what
+      // the host resolves to may have changed since registration (DNS rebinding).
+      ({ addresses } = await this.checkBaseUrl(baseUrl));
     } catch (err) {
       if (err instanceof UnsafeUrlError) throw providerError('llm', 0, `not called: base_url ${err.reason}`);
       throw err;
     }
     const apiKey = this.box.open(row.secretSealed, row.id);
     try {
-      const models = await listModels({ baseUrl, apiKey, timeoutMs: this.opts.providerTimeoutMs });
+      const models = await listModels({ baseUrl, apiKey, timeoutMs: this.opts.providerTimeoutMs, fetch: pinnedFetch(addresses, { ca: this.opts.ca }) });
       return models.map((m) => ({
         type: 'model' as const,
         id: m.id,
@@ -274,7 +280,7 @@ export class CredentialService {
     }
   }
 
-  private checkBaseUrl(raw: string, opts: { resolveNames?: boolean } = {}): Promise<unknown> {
+  private checkBaseUrl(raw: string, opts: { resolveNames?: boolean } = {}): Promise<{ addresses: string[] }> {
     return checkProviderUrl(raw, this.opts.policy, this.opts.resolve, opts);
   }
 

@@ -99,7 +99,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const transcriber = opts.transcriber ?? null;
   const search = new SearchService(em, opts.embedder, opts.denseIndex);
   const transcript = new ChatTranscript(em);
-  const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, policy: opts.sender.policy, resolve: opts.sender.resolve });
+  const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca });
   const folders = new FolderService(em);
   const uploads = new UploadService({
     em,

@@ -18,6 +18,8 @@ export interface OpenAiEndpoint {
   apiKey?: string;
   /** The SDK's deadline for a response's headers. */
   timeoutMs: number;
+  /** Replaces the SDK's fetch (a connection pinned to checked addresses: core/net/pinned-fetch.ts). */
+  fetch?: typeof fetch;
 }
 
 /** `{root}/v1`, whether baseUrl ends in `/v1` (or a slash) or not: the SDK's baseURL. */
@@ -41,6 +43,7 @@ export function openAiClient(e: OpenAiEndpoint): OpenAI {
     // Failures reach our own logs as classified errors; the SDK would write to the console
     // (and OPENAI_LOG=debug would print request bodies there).
     logLevel: 'off',
+    ...(e.fetch ? { fetch: e.fetch } : {}),
   });
 }
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { newId } from '../../core/ids';
 import { CloudApiProvider } from '../../core/msgapp/provider';
+import { policyFromCidrs, systemResolver } from '../../core/net/ssrf';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -44,7 +45,16 @@ beforeAll(async () => {
     numbers: [...NUMBERS_A.map((n) => ({ ...n, accessToken: tokenA })), { ...NUMBER_B, accessToken: tokenB }],
   });
   llm = await startFakeLlm({ models: ['gpt-test-large', 'gpt-test-small'], apiKey: llmKey });
-  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }) } });
+  // Names only this resolver knows: a model server on loopback, and one that resolves to a private address.
+  const resolve = async (host: string) => ({ 'llm.internal.test': ['127.0.0.1'], 'rebind.test': ['10.0.0.5'] })[host] ?? systemResolver(host);
+  t = await startTestApp({
+    orm: db.orm,
+    databaseUrl: db.url,
+    serviceOptions: {
+      msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }),
+      sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 2_000, resolve },
+    },
+  });
   wsA = await createWorkspace(db.orm);
   wsB = await createWorkspace(db.orm);
   const scopes = ['credentials:read', 'credentials:write', 'workflows:write', 'workflows:publish'] as const;
@@ -237,6 +247,24 @@ describe('GET /api/v1/credentials/{id}/resources asks the provider', () => {
     const unreachable = await get(authA, `/api/v1/credentials/${down.id}/resources`);
     expect(unreachable.statusCode).toBe(502);
     expect(unreachable.json()).toMatchObject({ error: 'provider_error', provider_status: 0, message: expect.stringMatching(/^The llm provider failed: transport: .*ECONNREFUSED/) });
+  });
+
+  test('llm: the connection goes to the address that was checked; a name resolving to a private address is never called', async () => {
+    // The system resolver knows no llm.internal.test: only a connection pinned to the checked address reaches the server.
+    const port = new URL(llm.url).port;
+    const named = (await post(authA, { name: 'Named', provider: 'llm', api_key: llmKey, base_url: `http://llm.internal.test:${port}/v1` })).json();
+    const res = await get(authA, `/api/v1/credentials/${named.id}/resources`);
+    expect(res.statusCode).toBe(200);
+    expect(res.json().resources.map((r: { id: string }) => r.id)).toEqual(['gpt-test-large', 'gpt-test-small']);
+    expect(llm.modelRequests.at(-1)!.headers.host).toBe(`llm.internal.test:${port}`);
+
+    // An https name is not resolved at registration (the provider may be down today); every call checks it.
+    const before = llm.modelRequests.length;
+    const rebind = (await post(authA, { name: 'Rebind', provider: 'llm', api_key: llmKey, base_url: 'https://rebind.test/v1' })).json();
+    const refused = await get(authA, `/api/v1/credentials/${rebind.id}/resources`);
+    expect(refused.statusCode).toBe(502);
+    expect(refused.json()).toEqual({ error: 'provider_error', provider_status: 0, message: 'The llm provider failed: not called: base_url host resolves to a private address (10.0.0.5)' });
+    expect(llm.modelRequests.length).toBe(before);
   });
 
   test('voice, telephony and mcp: 501 not_implemented with the reason', async () => {

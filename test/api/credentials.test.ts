@@ -1,5 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { newId } from '../../core/ids';
 import { CloudApiProvider } from '../../core/msgapp/provider';
 import { policyFromCidrs, systemResolver } from '../../core/net/ssrf';
@@ -293,6 +297,52 @@ async function publishAgent(auth: Record<string, string>, number: { phoneNumberI
   expect(published.statusCode).toBe(200);
   return published.json();
 }
+
+describe('admin CLI', () => {
+  // A database of its own: the CLI generates its key on first use, which it refuses to do
+  // where secrets sealed with another key (this file's app) already are.
+  const cliDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-cred-cli-'));
+  let cliDb: TestDatabase;
+  beforeAll(async () => {
+    cliDb = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await cliDb.drop();
+    fs.rmSync(cliDataDir, { recursive: true, force: true });
+  });
+  const admin = (input: string, ...args: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args], {
+        cwd: path.resolve(__dirname, '../..'),
+        env: { ...process.env, DATABASE_URL: cliDb.url, CONCIERGE_ENCRYPTION_KEY: '', CONCIERGE_DATA_DIR: cliDataDir },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.once('error', reject);
+      child.once('close', (code) => resolve({ code, stdout, stderr }));
+      child.stdin.end(input);
+    });
+
+  test('credential create --provider llm --setting base_url=…: the key from stdin, the same checks as the API', async () => {
+    const ws = await createWorkspace(cliDb.orm);
+    const key = `sk-${randomBytes(20).toString('hex')}`;
+    recordSecret('provider token', key);
+    const ok = await admin(`${key}\n`, 'credential', 'create', '--workspace', ws, '--name', 'Models', '--provider', 'llm', '--setting', 'base_url=https://llm.example.com/v1');
+    expect({ code: ok.code, stderr: ok.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(JSON.parse(ok.stdout)).toMatchObject({ provider: 'llm', settings: { base_url: 'https://llm.example.com/v1' }, secret_field: 'api_key', last4: key.slice(-4) });
+    expect(ok.stdout + ok.stderr).not.toContain(key);
+
+    const secretOnArgv = await admin('', 'credential', 'create', '--workspace', ws, '--name', 'x', '--provider', 'llm', '--setting', 'api_key=sk-visible');
+    expect(secretOnArgv.code).toBe(2);
+    expect(secretOnArgv.stderr).toMatch(/--setting api_key: the secret is read from --token-file or stdin/);
+    const unsafe = await admin(`${key}\n`, 'credential', 'create', '--workspace', ws, '--name', 'x', '--provider', 'llm', '--setting', 'base_url=https://10.0.0.1/v1');
+    expect(unsafe.code).toBe(1);
+    expect(unsafe.stderr).toMatch(/^error: invalid_url: base_url: host is a private address/);
+    expect(unsafe.stderr).not.toContain(key);
+  }, 60_000);
+});
 
 describe('two workspaces', () => {
   test("workspace B never sees nor uses A's credential", async () => {

@@ -298,6 +298,22 @@ async function publishAgent(auth: Record<string, string>, number: { phoneNumberI
   return published.json();
 }
 
+describe('the OpenAPI document', () => {
+  test('describes one input shape per provider, secrets write-only, and a Credential without any secret field', async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json();
+    const schemas = doc.components.schemas;
+    const deref = (s: { $ref?: string }) => (s.$ref ? schemas[s.$ref.split('/').pop()!] : s);
+    const body = deref(doc.paths['/api/v1/credentials'].post.requestBody.content['application/json'].schema);
+    const variants = (body.oneOf ?? body.anyOf).map(deref);
+    const secrets: Record<string, string> = { msgapp: 'access_token', llm: 'api_key', voice: 'api_secret', telephony: 'password', mcp: 'bearer_token' };
+    expect(variants.map((v: { properties: { provider: { const: string } } }) => v.properties.provider.const).sort()).toEqual(Object.keys(secrets).sort());
+    for (const v of variants) expect(v.properties[secrets[v.properties.provider.const]].writeOnly).toBe(true);
+    const credential = deref(doc.paths['/api/v1/credentials/{id}'].get.responses['200'].content['application/json'].schema);
+    expect(Object.keys(credential.properties).sort()).toEqual(['created_at', 'fingerprint', 'id', 'last4', 'name', 'provider', 'secret_field', 'settings']);
+    expect(Object.keys(doc.paths['/api/v1/credentials/{id}/resources'].get.responses)).toEqual(expect.arrayContaining(['200', '404', '422', '501', '502', '503']));
+  });
+});
+
 describe('admin CLI', () => {
   // A database of its own: the CLI generates its key on first use, which it refuses to do
   // where secrets sealed with another key (this file's app) already are.

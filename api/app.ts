@@ -21,6 +21,8 @@ import { healthRoutes } from './routes/health';
 import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
 import { analyticsRoutes } from './routes/analytics';
+import { credentialRoutes } from './routes/credentials';
+import { supportRoutes } from './routes/support';
 import { customerRoutes } from './routes/customers';
 import { messageRoutes } from './routes/messages';
 import { widgetRoutes } from './routes/widget';
@@ -106,6 +108,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(webhookRoutes, { services });
   await app.register(agentRoutes, { services });
   await app.register(customerRoutes, { services });
+  await app.register(credentialRoutes, { services });
+  await app.register(supportRoutes, { services });
   await app.register(conversationRoutes, { services });
   await app.register(analyticsRoutes, { services });
   await app.register(messageRoutes, { services, gateways });

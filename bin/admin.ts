@@ -7,8 +7,9 @@ import { parseArgs } from 'node:util';
 import { parseScopes } from '../core/auth/api-keys';
 import { ALL_SCOPES } from '../core/auth/scopes';
 import { dataDir, loadConfig, type Config } from '../core/config';
+import { SECRET_FIELD } from '../core/credentials';
 import { SecretBox } from '../core/crypto/secret-box';
-import { Workspace } from '../core/db/entities';
+import { TICKET_STATUSES, Workspace, type TicketStatus } from '../core/db/entities';
 import { ApiError } from '../core/errors';
 import { newId } from '../core/ids';
 import { compose, type Composition } from '../core/compose';
@@ -21,14 +22,23 @@ const USAGE = `usage: npm run -s admin -- <command>
   key list --workspace WS_ID
   key rotate KEY_ID
   key delete KEY_ID
-  credential create --workspace WS_ID --name NAME [--token-file PATH]
-                    (a msgapp number's access token, stored encrypted; read from PATH, or from stdin without
-                    --token-file: never from the command line, where every user of the machine can see it)
+  credential create --workspace WS_ID --name NAME [--provider msgapp|llm|voice|telephony|mcp]
+                    [--setting KEY=VALUE ...] [--token-file PATH]
+                    (the provider's secret — msgapp access_token, llm api_key, voice api_secret, telephony
+                    password, mcp bearer_token — stored encrypted; read from PATH, or from stdin without
+                    --token-file: never from the command line, where every user of the machine can see it.
+                    Settings are the non-secret fields: business_account_id=…, base_url=…, url=… api_key=…,
+                    username=… sip_uri=…; the same fields and checks as POST /api/v1/credentials)
   site create --workspace WS_ID --agent AGENT_ID --origins https://a.example,https://b.example
   site rotate-secret SITE_ID [--grace-hours 24]
   site set-origins SITE_ID --origins https://a.example,https://b.example   (replaces the list; sockets from a removed origin close)
   site set-commands SITE_ID --commands navigate,open_url   (page commands the agent may send; --commands '' turns them off)
   site suspend SITE_ID | site resume SITE_ID
+  support list [--status open|waiting_on_customer|closed] [--workspace WS_ID] [--limit N] [--cursor C]
+                    (every workspace's tickets, newest first)
+  support show TICKET_ID
+  support reply TICKET_ID (--body TEXT | --body-file PATH|-)   (the ticket then waits on the customer)
+  support close TICKET_ID
 scopes: ${ALL_SCOPES.join(', ')}`;
 
 class UsageError extends Error {}
@@ -65,14 +75,14 @@ class NoKeyBox extends SecretBox {
  * argument, which every local user sees in the process list (and shell history keeps).
  * On a terminal it is read without echo.
  */
-async function readToken(file: string | undefined): Promise<string> {
+async function readToken(file: string | undefined, what = 'access token'): Promise<string> {
   if (file !== undefined && file !== '-') return fs.readFileSync(file, 'utf8').trim();
   if (!process.stdin.isTTY) {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
     return Buffer.concat(chunks).toString('utf8').trim();
   }
-  process.stderr.write('access token (input hidden): ');
+  process.stderr.write(`${what} (input hidden): `);
   const silent = new Writable({ write: (_chunk, _enc, done) => done() });
   const rl = createInterface({ input: process.stdin, output: silent, terminal: true });
   try {
@@ -81,6 +91,14 @@ async function readToken(file: string | undefined): Promise<string> {
     rl.close();
     process.stderr.write('\n');
   }
+}
+
+/** A reply's text from a file, or stdin for `-` (trailing whitespace dropped). */
+async function readBody(file: string): Promise<string> {
+  if (file !== '-') return fs.readFileSync(file, 'utf8').trimEnd();
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').trimEnd();
 }
 
 async function run(config: Config, argv: string[], opened: (c: Composition) => void): Promise<unknown> {
@@ -95,10 +113,17 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       // Declared only to refuse it with a reason: see readToken.
       token: { type: 'string' },
       'token-file': { type: 'string' },
+      provider: { type: 'string' },
+      setting: { type: 'string', multiple: true },
       agent: { type: 'string' },
       origins: { type: 'string' },
       commands: { type: 'string' },
       'grace-hours': { type: 'string' },
+      status: { type: 'string' },
+      limit: { type: 'string' },
+      cursor: { type: 'string' },
+      body: { type: 'string' },
+      'body-file': { type: 'string' },
     },
   });
   const [area, action, target] = positionals;
@@ -136,8 +161,24 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       const rotated = await services.apiKeys.rotate(need(target, 'KEY_ID (positional)'));
       return { id: rotated.id, key: rotated.key };
     }
-    case 'credential create':
-      return services.credentials.create(need(values.workspace, 'workspace'), 'msgapp_access_token', need(values.name, 'name'), await readToken(values['token-file']));
+    case 'credential create': {
+      const provider = values.provider ?? 'msgapp';
+      const secretField = (SECRET_FIELD as Record<string, string>)[provider];
+      if (!secretField) throw new UsageError(`--provider must be one of ${Object.keys(SECRET_FIELD).join(', ')}`);
+      const settings: Record<string, string> = {};
+      for (const s of values.setting ?? []) {
+        const eq = s.indexOf('=');
+        if (eq <= 0) throw new UsageError(`--setting ${s}: expected KEY=VALUE`);
+        const key = s.slice(0, eq);
+        if (key === secretField) throw new UsageError(`--setting ${key}: the secret is read from --token-file or stdin, never from the command line`);
+        settings[key] = s.slice(eq + 1);
+      }
+      const workspace = need(values.workspace, 'workspace');
+      const name = need(values.name, 'name');
+      const secret = await readToken(values['token-file'], secretField.replace('_', ' '));
+      // The same service and validation as POST /api/v1/credentials.
+      return services.credentials.register(workspace, { name, provider, ...settings, [secretField]: secret });
+    }
     case 'site create':
       return services.sites.create(need(values.workspace, 'workspace'), need(values.agent, 'agent'), need(values.origins, 'origins').split(','));
     case 'site rotate-secret': {
@@ -153,6 +194,23 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'suspended');
     case 'site resume':
       return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'active');
+    case 'support list': {
+      if (values.status !== undefined && !(TICKET_STATUSES as readonly string[]).includes(values.status)) {
+        throw new UsageError(`--status must be one of ${TICKET_STATUSES.join(', ')}`);
+      }
+      const limit = values.limit === undefined ? 50 : Number(values.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw new UsageError('--limit must be an integer from 1 to 200');
+      return services.support.operatorList({ status: values.status as TicketStatus | undefined, workspaceId: values.workspace, limit, cursor: values.cursor });
+    }
+    case 'support show':
+      return services.support.operatorGet(need(target, 'TICKET_ID (positional)'));
+    case 'support reply': {
+      const id = need(target, 'TICKET_ID (positional)');
+      if ((values.body === undefined) === (values['body-file'] === undefined)) throw new UsageError('give exactly one of --body TEXT or --body-file PATH (- for stdin)');
+      return services.support.operatorReply(id, values.body ?? (await readBody(values['body-file']!)));
+    }
+    case 'support close':
+      return services.support.close(need(target, 'TICKET_ID (positional)'));
     case 'key delete':
       await services.apiKeys.delete(need(target, 'KEY_ID (positional)'));
       return { id: target, deleted: true };

@@ -1,43 +1,325 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { z } from 'zod';
 import type { SealedSecrets, SecretBox } from './crypto/secret-box';
-import { Credential, Workspace } from './db/entities';
-import { ApiError } from './errors';
+import { Credential, Workspace, type CredentialProvider, type ICredential } from './db/entities';
+import { ApiError, notFound } from './errors';
 import { newId } from './ids';
+import { classifyOpenAiError, listModels, redact } from './llm/openai';
+import { ProviderError, type MsgappProvider } from './msgapp/provider';
+import { pinnedFetch } from './net/pinned-fetch';
+import { checkProviderUrl, systemResolver, UnsafeUrlError, type AddressPolicy, type Resolver } from './net/ssrf';
+import { keysetFind } from './pagination';
+
+/** The base URL of an llm credential registered without one. */
+export const DEFAULT_LLM_BASE_URL = 'https://api.openai.com/v1';
 
 /**
- * Provider credentials (a msgapp number's access token), sealed with the service's
- * encryption key and bound to their id. Only the activities that call the provider
- * open them; nothing reads them back out.
+ * Each provider's credential has exactly one secret field (sealed; never read back) and
+ * some non-secret settings (returned as `settings`). A voice provider's `api_key` is the
+ * public half of a LiveKit-style key pair (it names the key; `api_secret` signs), and a SIP
+ * trunk's `username` is no secret either.
+ */
+export const SECRET_FIELD = {
+  msgapp: 'access_token',
+  llm: 'api_key',
+  voice: 'api_secret',
+  telephony: 'password',
+  mcp: 'bearer_token',
+} as const satisfies Record<CredentialProvider, string>;
+
+const Name = z.string().trim().min(1).max(200).meta({ description: 'Your label for the credential', example: 'Support line token' });
+const Secret = (description: string) =>
+  z
+    .string()
+    .max(8192)
+    .refine((s) => s.trim() !== '', 'must not be empty')
+    .meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
+const HttpUrl = (protocols: RegExp) => z.url({ protocol: protocols }).max(2048);
+
+/** The body of `POST /api/v1/credentials` (and of the admin CLI's `credential create`), one shape per provider. */
+export const CredentialInput = z.discriminatedUnion(
+  'provider',
+  [
+    z
+      .object({
+        name: Name,
+        provider: z.literal('msgapp'),
+        access_token: Secret('The Cloud API access token (a system user token)'),
+        business_account_id: z
+          .string()
+          .regex(/^\d{1,30}$/, 'must be a WhatsApp Business Account id (digits)')
+          .optional()
+          .meta({ description: 'The WhatsApp Business Account (WABA) id; needed to list its phone numbers' }),
+      })
+      .strict()
+      .meta({ id: 'MsgappCredentialInput' }),
+    z
+      .object({
+        name: Name,
+        provider: z.literal('llm'),
+        api_key: Secret('The API key, sent as a bearer token'),
+        base_url: HttpUrl(/^https?$/)
+          .optional()
+          .meta({ description: `An OpenAI-compatible server, with or without /v1; default ${DEFAULT_LLM_BASE_URL}. https, or plain http to a host in the operator's CONCIERGE_WEBHOOK_ALLOW_CIDRS` }),
+      })
+      .strict()
+      .meta({ id: 'LlmCredentialInput' }),
+    z
+      .object({
+        name: Name,
+        provider: z.literal('voice'),
+        url: HttpUrl(/^(wss?|https?)$/).meta({ description: 'The voice server (LiveKit-style), wss:// or https://' }),
+        api_key: z.string().trim().min(1).max(200).meta({ description: 'The public key id (not secret: it names the key pair)' }),
+        api_secret: Secret('The key secret that signs access tokens'),
+      })
+      .strict()
+      .meta({ id: 'VoiceCredentialInput' }),
+    z
+      .object({
+        name: Name,
+        provider: z.literal('telephony'),
+        username: z.string().trim().min(1).max(200).meta({ description: 'The SIP trunk username' }),
+        password: Secret('The SIP trunk password'),
+        sip_uri: z
+          .string()
+          .max(2048)
+          .regex(/^sips?:[^\s]+$/, 'must be a sip: or sips: URI')
+          .optional()
+          .meta({ description: 'The trunk, e.g. sip:trunk.example.com' }),
+      })
+      .strict()
+      .meta({ id: 'TelephonyCredentialInput' }),
+    z
+      .object({ name: Name, provider: z.literal('mcp'), bearer_token: Secret('Sent as `Authorization: Bearer` to an MCP server') })
+      .strict()
+      .meta({ id: 'McpCredentialInput' }),
+  ],
+  { error: 'must be one of msgapp, llm, voice, telephony, mcp' },
+);
+export type CredentialInput = z.infer<typeof CredentialInput>;
+
+export interface CredentialView {
+  id: string;
+  name: string;
+  provider: CredentialProvider;
+  settings: Record<string, string>;
+  /** Which field of the input is the sealed secret. */
+  secret_field: string;
+  /** The secret's last four characters; null for secrets under 16 characters (a password), where four would say too much. */
+  last4: string | null;
+  /** Keyed hash of the secret: equal for the same secret registered twice, useless to recover it. */
+  fingerprint: string;
+  created_at: string;
+}
+
+export type CredentialResource =
+  | { type: 'phone_number'; id: string; display_phone_number: string; verified_name: string | null; quality_rating: string | null }
+  | { type: 'model'; id: string; owned_by: string | null; created_at: string | null };
+
+export interface CredentialServiceOptions {
+  /** The msgapp provider (Graph API or the sandbox); null: msgapp resources answer 503. */
+  msgapp?: MsgappProvider | null;
+  /** Which addresses an llm credential's base_url may reach (the webhooks' SSRF policy). */
+  policy?: AddressPolicy;
+  resolve?: Resolver;
+  /** Extra CAs trusted for https providers (tests, self-hosted servers); the webhooks' setting. */
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** Deadline of one provider call listing resources. Default 15 s. */
+  providerTimeoutMs?: number;
+}
+
+const LAST4_MIN_LENGTH = 16;
+
+/**
+ * Provider credentials, sealed with the service's encryption key and bound to their id.
+ * Reads return metadata, a fingerprint and (for long secrets) the last four characters;
+ * only the activities that call a provider, and `resources` (which asks the provider what
+ * the credential unlocks), open a secret. Provider errors are passed on with the secret
+ * redacted.
  */
 export class CredentialService {
+  private readonly opts: Required<Omit<CredentialServiceOptions, 'msgapp' | 'ca'>> & Pick<CredentialServiceOptions, 'ca'> & { msgapp: MsgappProvider | null };
+
   constructor(
     private readonly em: EntityManager,
     private readonly box: SecretBox,
-  ) {}
+    opts: CredentialServiceOptions = {},
+  ) {
+    this.opts = {
+      msgapp: opts.msgapp ?? null,
+      policy: opts.policy ?? { allow: null },
+      resolve: opts.resolve ?? systemResolver,
+      providerTimeoutMs: opts.providerTimeoutMs ?? 15_000,
+      ca: opts.ca,
+    };
+  }
 
-  async create(workspaceId: string, kind: 'msgapp_access_token', name: string, secret: string): Promise<{ id: string; name: string; kind: string }> {
-    if (!secret.trim()) throw new ApiError(400, 'invalid_request', 'token: must not be empty');
-    const id = newId('cred');
+  /** Registers a credential (the API's POST and the admin CLI): input validated against CredentialInput. */
+  async register(workspaceId: string, raw: unknown): Promise<CredentialView> {
+    const parsed = CredentialInput.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const field = issue.path.join('.') || (issue.code === 'invalid_union' ? 'provider' : 'body');
+      throw new ApiError(400, 'invalid_request', `${field}: ${issue.message}`);
+    }
+    const input = parsed.data;
+    const field = SECRET_FIELD[input.provider];
+    const secret = (input as Record<string, string>)[field];
+    const settings: Record<string, string> = {};
+    for (const [k, v] of Object.entries(input)) if (k !== 'name' && k !== 'provider' && k !== field && typeof v === 'string') settings[k] = v;
+    if (input.provider === 'llm') {
+      settings.base_url ??= DEFAULT_LLM_BASE_URL;
+      await this.checkBaseUrl(settings.base_url, { resolveNames: false }).catch((err: unknown) => {
+        throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `base_url: ${err.reason}`) : err;
+      });
+    }
     const em = this.em.fork();
     if (!(await em.count(Workspace, { id: workspaceId }))) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
-    await em.insert(Credential, { id, workspaceId, kind, name, secretSealed: this.box.seal(secret, id) });
-    return { id, name, kind };
+    const id = newId('cred');
+    const hint = this.hint(secret);
+    await em.insert(Credential, { id, workspaceId, provider: input.provider, name: input.name, settings, secretSealed: this.box.seal(secret, id), ...hint });
+    return this.get(workspaceId, id);
+  }
+
+  /** A msgapp access token (the form tests and benchmarks use; the CLI and the API go through `register`). */
+  create(workspaceId: string, _kind: 'msgapp_access_token', name: string, secret: string): Promise<CredentialView> {
+    return this.register(workspaceId, { name, provider: 'msgapp', access_token: secret });
+  }
+
+  async get(workspaceId: string, id: string): Promise<CredentialView> {
+    const em = this.em.fork();
+    const row = await em.findOne(Credential, { id, workspaceId });
+    if (!row) throw notFound('credential', id);
+    return this.view(em, row);
+  }
+
+  async list(workspaceId: string, q: { limit: number; cursor?: string; provider?: CredentialProvider }): Promise<{ credentials: CredentialView[]; next_cursor: string | null }> {
+    const em = this.em.fork();
+    const page = await keysetFind(em, Credential, q.provider ? { workspaceId, provider: q.provider } : { workspaceId }, q);
+    const credentials: CredentialView[] = [];
+    for (const row of page.rows) credentials.push(await this.view(em, row));
+    return { credentials, next_cursor: page.next_cursor };
+  }
+
+  /** What the credential unlocks, as its provider says now: a msgapp account's numbers, an LLM server's models. */
+  async resources(workspaceId: string, id: string): Promise<{ credential_id: string; provider: CredentialProvider; resources: CredentialResource[] }> {
+    const em = this.em.fork();
+    const row = await em.findOne(Credential, { id, workspaceId });
+    if (!row) throw notFound('credential', id);
+    const out = (resources: CredentialResource[]) => ({ credential_id: row.id, provider: row.provider, resources });
+    switch (row.provider) {
+      case 'msgapp':
+        return out(await this.msgappNumbers(row));
+      case 'llm':
+        return out(await this.llmModels(row));
+      case 'voice':
+        throw new ApiError(501, 'not_implemented', 'Listing what a voice credential unlocks is not built yet: it arrives with the voice channel (rooms and SIP trunks)');
+      case 'telephony':
+        throw new ApiError(501, 'not_implemented', 'Listing what a telephony credential unlocks is not built yet: SIP trunks have no standard listing API; the numbers are configured on the trunk');
+      case 'mcp':
+        throw new ApiError(501, 'not_implemented', 'Listing what an mcp credential unlocks is not built here: an MCP server lists its own tools (GET /api/v1/mcp-servers/{id})');
+    }
   }
 
   /** Whether the workspace has a msgapp credential with this id (nothing is opened). */
   async hasMsgappToken(workspaceId: string, id: string): Promise<boolean> {
-    return (await this.em.fork().count(Credential, { id, workspaceId, kind: 'msgapp_access_token' })) > 0;
+    return (await this.em.fork().count(Credential, { id, workspaceId, provider: 'msgapp' })) > 0;
   }
 
   /** The opened token of a msgapp credential of this workspace; null when there is none. */
   msgappToken(workspaceId: string, id: string): Promise<string | null> {
     return openMsgappToken(this.em.fork(), this.box, workspaceId, id);
   }
+
+  private async msgappNumbers(row: ICredential): Promise<CredentialResource[]> {
+    const waba = row.settings.business_account_id;
+    if (!waba) {
+      throw new ApiError(422, 'business_account_required', `Credential ${row.id} has no business_account_id: the phone numbers are listed per WhatsApp Business Account; register the credential again with it`);
+    }
+    if (!this.opts.msgapp) throw new ApiError(503, 'provider_unavailable', 'No msgapp provider is configured on this server (MSGAPP_API_BASE)');
+    const token = this.box.open(row.secretSealed, row.id);
+    try {
+      const numbers = await this.opts.msgapp.listPhoneNumbers(waba, token);
+      return numbers.map((n) => ({
+        type: 'phone_number' as const,
+        id: n.id,
+        display_phone_number: n.displayPhoneNumber,
+        verified_name: n.verifiedName ?? null,
+        quality_rating: n.qualityRating ?? null,
+      }));
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      throw providerError('msgapp', err.status, redact(err.message, token));
+    }
+  }
+
+  private async llmModels(row: ICredential): Promise<CredentialResource[]> {
+    const baseUrl = row.settings.base_url ?? DEFAULT_LLM_BASE_URL;
+    let addresses: string[];
+    try {
+      // Checked again at call time, and the connection pinned to what was checked: what
+      // the host resolves to may have changed since registration (DNS rebinding).
+      ({ addresses } = await this.checkBaseUrl(baseUrl));
+    } catch (err) {
+      if (err instanceof UnsafeUrlError) throw providerError('llm', 0, `not called: base_url ${err.reason}`);
+      throw err;
+    }
+    const apiKey = this.box.open(row.secretSealed, row.id);
+    try {
+      const models = await listModels({ baseUrl, apiKey, timeoutMs: this.opts.providerTimeoutMs, fetch: pinnedFetch(addresses, { ca: this.opts.ca }) });
+      return models.map((m) => ({
+        type: 'model' as const,
+        id: m.id,
+        owned_by: m.ownedBy ?? null,
+        created_at: m.created !== undefined ? new Date(m.created * 1000).toISOString() : null,
+      }));
+    } catch (err) {
+      const f = classifyOpenAiError(err, apiKey);
+      const what = f.kind === 'status' ? `HTTP ${f.status}${f.detail ? `: ${f.detail}` : ''}` : `${f.kind}: ${f.detail}`;
+      throw providerError('llm', f.status ?? 0, what);
+    }
+  }
+
+  private checkBaseUrl(raw: string, opts: { resolveNames?: boolean } = {}): Promise<{ addresses: string[] }> {
+    return checkProviderUrl(raw, this.opts.policy, this.opts.resolve, opts);
+  }
+
+  private hint(secret: string): { fingerprint: string; last4: string | null } {
+    return {
+      // Domain-separated from the box's other MACs.
+      fingerprint: `fp_${this.box.mac(`credential-fingerprint:${secret}`).slice(0, 24)}`,
+      last4: secret.length >= LAST4_MIN_LENGTH ? secret.slice(-4) : null,
+    };
+  }
+
+  /** Rows registered before fingerprints existed get theirs on first read (SQL could not open the secret). */
+  private async view(em: EntityManager, row: ICredential): Promise<CredentialView> {
+    let { fingerprint, last4 } = row;
+    if (!fingerprint) {
+      ({ fingerprint, last4 } = this.hint(this.box.open(row.secretSealed, row.id)));
+      await em.nativeUpdate(Credential, { id: row.id }, { fingerprint, last4 });
+    }
+    return {
+      id: row.id,
+      name: row.name,
+      provider: row.provider,
+      settings: row.settings ?? {},
+      secret_field: SECRET_FIELD[row.provider],
+      last4: last4 ?? null,
+      fingerprint,
+      created_at: new Date(row.createdAt).toISOString(),
+    };
+  }
+}
+
+/** 502 provider_error: the provider's reason (secret redacted) and its HTTP status (0: none). */
+function providerError(provider: CredentialProvider, status: number, reason: string): ApiError {
+  return new ApiError(502, 'provider_error', `The ${provider} provider failed: ${reason}`, { provider_status: status });
 }
 
 /** The opened token of a msgapp credential of this workspace; null when there is none. */
 export async function openMsgappToken(em: EntityManager, box: SecretBox, workspaceId: string, id: string): Promise<string | null> {
-  const cred = await em.findOne(Credential, { id, workspaceId, kind: 'msgapp_access_token' });
+  const cred = await em.findOne(Credential, { id, workspaceId, provider: 'msgapp' });
   return cred ? box.open(cred.secretSealed, cred.id) : null;
 }
 

@@ -33,6 +33,7 @@ import type { BlobStore } from './storage/blob-store';
 import { DeliveryService } from './webhooks/deliveries';
 import type { SenderSettings } from './webhooks/sender';
 import { SubscriptionService } from './webhooks/subscriptions';
+import { SupportService } from './support/tickets';
 
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by core/compose.ts. */
 export interface Services {
@@ -50,6 +51,8 @@ export interface Services {
   analytics: AnalyticsService;
   messages: MessageService;
   credentials: CredentialService;
+  /** Support tickets from workspaces to the platform operator. */
+  support: SupportService;
   providerEvents: ProviderEventService;
   sites: SiteService;
   widget: WidgetSessionService;
@@ -98,7 +101,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const transcriber = opts.transcriber ?? null;
   const search = new SearchService(em, opts.embedder, opts.denseIndex);
   const transcript = new ChatTranscript(em);
-  const credentials = new CredentialService(em, opts.box);
+  const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca });
   const folders = new FolderService(em);
   const uploads = new UploadService({
     em,
@@ -128,6 +131,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     analytics: new AnalyticsService(em),
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
+    support: new SupportService(em),
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
     box: opts.box,
     llm: opts.llm ?? null,

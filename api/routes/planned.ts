@@ -11,20 +11,12 @@ import { authErrors, ErrorBody } from '../schemas/common';
  */
 const PLANNED: Array<[method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, scope: Scope, operationId: string, area: string]> = [
   ['POST', '/api/v1/documents/extract_structured', 'documents:extract', 'extractStructured', 'Documents'],
-  ['GET', '/api/v1/credentials', 'credentials:read', 'listCredentials', 'Credentials'],
-  ['GET', '/api/v1/credentials/:id', 'credentials:read', 'getCredential', 'Credentials'],
-  ['GET', '/api/v1/credentials/:id/resources', 'credentials:read', 'listCredentialResources', 'Credentials'],
-  ['POST', '/api/v1/credentials', 'credentials:write', 'createCredential', 'Credentials'],
   ['GET', '/api/v1/mcp-servers', 'mcp_servers:read', 'listMcpServers', 'MCP servers'],
   ['GET', '/api/v1/mcp-servers/:id', 'mcp_servers:read', 'getMcpServer', 'MCP servers'],
   ['POST', '/api/v1/mcp-servers', 'mcp_servers:write', 'createMcpServer', 'MCP servers'],
   ['PATCH', '/api/v1/mcp-servers/:id', 'mcp_servers:write', 'updateMcpServer', 'MCP servers'],
   ['GET', '/api/v1/billing/credits', 'analytics:read', 'getBillingCredits', 'Analytics'],
   ['GET', '/api/v1/billing/usage', 'analytics:read', 'getBillingUsage', 'Analytics'],
-  ['GET', '/api/v1/support/tickets', 'support:read', 'listSupportTickets', 'Support'],
-  ['GET', '/api/v1/support/tickets/:id', 'support:read', 'getSupportTicket', 'Support'],
-  ['POST', '/api/v1/support/tickets', 'support:write', 'createSupportTicket', 'Support'],
-  ['POST', '/api/v1/support/tickets/:id/reply', 'support:write', 'replySupportTicket', 'Support'],
 ];
 
 export const plannedRoutes: FastifyPluginAsync = async (app) => {

@@ -18,6 +18,8 @@ export interface OpenAiEndpoint {
   apiKey?: string;
   /** The SDK's deadline for a response's headers. */
   timeoutMs: number;
+  /** Replaces the SDK's fetch (a connection pinned to checked addresses: core/net/pinned-fetch.ts). */
+  fetch?: typeof fetch;
 }
 
 /** `{root}/v1`, whether baseUrl ends in `/v1` (or a slash) or not: the SDK's baseURL. */
@@ -41,6 +43,7 @@ export function openAiClient(e: OpenAiEndpoint): OpenAI {
     // Failures reach our own logs as classified errors; the SDK would write to the console
     // (and OPENAI_LOG=debug would print request bodies there).
     logLevel: 'off',
+    ...(e.fetch ? { fetch: e.fetch } : {}),
   });
 }
 
@@ -61,6 +64,38 @@ export interface OpenAiFailure {
   /** What went wrong, for a message: the server's error text or the socket error; never the key. */
   detail: string;
 }
+
+/** A model an OpenAI-compatible server offers (`GET /v1/models`). */
+export interface ListedModel {
+  id: string;
+  ownedBy?: string;
+  /** Unix seconds, when the server says. */
+  created?: number;
+}
+
+/**
+ * The models the server offers to this key (`GET /v1/models`). Throws what the SDK
+ * throws: classify it with `classifyOpenAiError`.
+ */
+export async function listModels(e: OpenAiEndpoint): Promise<ListedModel[]> {
+  const client = openAiClient(e);
+  return withDeadline(e.timeoutMs, async (signal) => {
+    const out: ListedModel[] = [];
+    // The list is one page on OpenAI and the common servers; the SDK follows any further ones.
+    for await (const m of client.models.list({ signal })) {
+      if (typeof m?.id !== 'string') continue;
+      const model: ListedModel = { id: m.id };
+      if (typeof m.owned_by === 'string') model.ownedBy = m.owned_by;
+      if (typeof m.created === 'number') model.created = m.created;
+      out.push(model);
+      if (out.length >= MAX_LISTED_MODELS) break;
+    }
+    return out;
+  });
+}
+
+/** Servers such as OpenRouter list hundreds of models; a credential's resources stop here. */
+export const MAX_LISTED_MODELS = 1000;
 
 /** Statuses worth a retry: time-outs, conflicts on the server's locks, rate limits, server errors. */
 export function isRetryableStatus(status: number): boolean {

@@ -75,8 +75,22 @@ export interface PhoneNumberInfo {
   verifiedName?: string;
 }
 
+/** A number of a business account, as `GET /{waba-id}/phone_numbers` lists it. */
+export interface BusinessPhoneNumber extends PhoneNumberInfo {
+  qualityRating?: string;
+}
+
+/** Pages of `GET /{waba-id}/phone_numbers` followed at most; a business account has a handful of numbers. */
+export const MAX_PHONE_NUMBER_PAGES = 10;
+
 export interface MsgappProvider {
   send(req: SendRequest): Promise<SendResult>;
+  /**
+   * The phone numbers of a WhatsApp Business Account, as the token sees them (Graph's
+   * `GET /{waba-id}/phone_numbers`, every page). A token without access to the account
+   * gets a Graph error (100/33, 190): a non-retryable ProviderError.
+   */
+  listPhoneNumbers(businessAccountId: string, accessToken: string): Promise<BusinessPhoneNumber[]>;
   downloadMedia(mediaId: string, accessToken: string): Promise<DownloadedMedia>;
   /**
    * The number as the token sees it. A token that does not own the number gets a Graph
@@ -236,6 +250,33 @@ export class CloudApiProvider implements MsgappProvider {
     }
     const out: PhoneNumberInfo = { id: json.id, displayPhoneNumber: json.display_phone_number };
     if (typeof json.verified_name === 'string') out.verifiedName = json.verified_name;
+    return out;
+  }
+
+  async listPhoneNumbers(businessAccountId: string, accessToken: string): Promise<BusinessPhoneNumber[]> {
+    const out: BusinessPhoneNumber[] = [];
+    let after: string | undefined;
+    for (let page = 0; page < MAX_PHONE_NUMBER_PAGES; page++) {
+      // The next page is asked for by its `after` cursor on our own base URL, never by
+      // following `paging.next`: the token only ever goes to the configured host.
+      const query = new URLSearchParams({ fields: 'id,display_phone_number,verified_name,quality_rating', limit: '100' });
+      if (after) query.set('after', after);
+      const url = `${this.baseUrl}/${encodeURIComponent(businessAccountId)}/phone_numbers?${query}`;
+      const res = await this.request(url, { method: 'GET', headers: this.auth(accessToken), timeoutMs: this.timeoutMs });
+      const json = (await this.readJson(res, this.timeoutMs)) as { data?: unknown; paging?: { cursors?: { after?: unknown }; next?: unknown } };
+      if (!Array.isArray(json.data)) throw new ProviderError(res.status, 'invalid_response', `GET /${businessAccountId}/phone_numbers has no data array`, false);
+      for (const row of json.data as Array<Record<string, unknown>>) {
+        if (typeof row?.id !== 'string' || typeof row.display_phone_number !== 'string') continue;
+        const n: BusinessPhoneNumber = { id: row.id, displayPhoneNumber: row.display_phone_number };
+        if (typeof row.verified_name === 'string') n.verifiedName = row.verified_name;
+        if (typeof row.quality_rating === 'string') n.qualityRating = row.quality_rating;
+        out.push(n);
+      }
+      const next = json.paging?.cursors?.after;
+      // Graph gives `paging.next` only when another page exists.
+      if (typeof json.paging?.next !== 'string' || typeof next !== 'string' || next === '') break;
+      after = next;
+    }
     return out;
   }
 

@@ -139,7 +139,7 @@ function withDeadline<T>(deadline: number, timeoutMs: number, work: Promise<T>):
 }
 
 /** A `lookup` that answers with the addresses already checked, whatever name it is asked about. */
-function pinnedLookup(addresses: string[]): LookupFunction {
+export function pinnedLookup(addresses: string[]): LookupFunction {
   return (_hostname, options, callback) => {
     if (options.all) {
       callback(null, addresses.map((address) => ({ address, family: isIP(address) })));

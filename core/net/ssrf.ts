@@ -214,3 +214,32 @@ export async function checkUrl(
   }
   return { url, addresses: [...addresses] };
 }
+
+/**
+ * The check of a provider URL a customer registers (an OpenAI-compatible server): the
+ * same address rules as a webhook's, but plain http is accepted when every address of the
+ * host is one the operator's allow list names (a model server on the private network
+ * often speaks plain http). Returns the checked addresses, as checkUrl does.
+ */
+export async function checkProviderUrl(raw: string, policy: AddressPolicy, resolve: Resolver = systemResolver, opts: { resolveNames?: boolean } = {}): Promise<{ url: URL; addresses: string[] }> {
+  if (raw.length > MAX_URL_LENGTH) throw new UnsafeUrlError(`URL is longer than ${MAX_URL_LENGTH} characters`);
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UnsafeUrlError('URL does not parse');
+  }
+  if (url.protocol === 'https:') {
+    // At registration an https name is not resolved (the provider may be unreachable today); every call checks it.
+    if (opts.resolveNames === false && !isIP(hostOf(parseWebhookUrl(raw)))) return { url, addresses: [] };
+    return checkUrl(raw, policy, resolve);
+  }
+  if (url.protocol !== 'http:') throw new UnsafeUrlError('scheme must be https');
+  // Plain http: checked as https would be, then every address must be an allow-listed one.
+  const httpsForm = new URL(raw);
+  httpsForm.protocol = 'https:';
+  const checked = await checkUrl(httpsForm.href, policy, resolve);
+  const allowed = (a: string) => policy.allow?.check(a.split('%')[0], isIP(a.split('%')[0]) === 6 ? 'ipv6' : 'ipv4') ?? false;
+  if (!checked.addresses.every(allowed)) throw new UnsafeUrlError('scheme must be https (plain http only reaches hosts in the operator\'s allow list)');
+  return { url, addresses: checked.addresses };
+}

@@ -20,6 +20,10 @@ export { startWebhookRecorder, type RecordedHit, type WebhookRecorder } from './
  *                                      owned by the token registered with it, else by the
  *                                      first token that uses it; any other token gets Graph's
  *                                      "does not exist ... missing permissions" (100/33)
+ *   GET  /{waba_id}/phone_numbers      the business account's numbers the token may use (those it
+ *                                      owns and those no token owns yet), Graph's `{data, paging}`
+ *                                      with `limit` / `after` cursors and `fields` selection; any
+ *                                      other account id is Graph's "does not exist" (100/33)
  *   GET  /media-bytes/{media_id}       the bytes
  *
  * Paths may carry a Graph version prefix (`/v21.0/...`), which is ignored; `url` includes
@@ -117,6 +121,8 @@ export interface MsgappSandbox {
   url: string;
   /** Origin of the server (control API, media bytes). */
   origin: string;
+  /** The WhatsApp Business Account id (callbacks' `entry[].id`, `GET /{waba_id}/phone_numbers`). */
+  businessAccountId: string;
   sent: SentRecord[];
   callbacks: CallbackRecord[];
   setWebhookUrl(url: string | undefined): void;
@@ -429,6 +435,36 @@ export async function startMsgappSandbox(opts: MsgappSandboxOptions): Promise<Ms
     return reply.send({ messaging_product: 'whatsapp', contacts: [{ input: valid.to, wa_id: recipient }], messages: [message] });
   });
 
+  app.get<{ Params: { wabaId: string }; Querystring: Record<string, string | undefined> }>('/:wabaId/phone_numbers', async (req) => {
+    const token = checkBearer(req);
+    if (token === undefined) throw invalidToken();
+    if (req.params.wabaId !== wabaId) throw noSuchObject('get', req.params.wabaId);
+    const limit = Math.min(Math.max(Number(req.query.limit ?? 25) || 25, 1), 100);
+    const visible = numbers.filter((n) => n.owner === undefined || n.owner === token);
+    const start = req.query.after ? Number(Buffer.from(req.query.after, 'base64').toString('utf8').replace(/^idx:/, '')) : 0;
+    if (!Number.isInteger(start) || start < 0) throw invalidParam('Invalid parameter', 'after: not a cursor this endpoint returned');
+    const fields = (req.query.fields ?? 'id,display_phone_number,verified_name,quality_rating').split(',').concat('id');
+    const page = visible.slice(start, start + limit).map((n) => {
+      const full: Record<string, unknown> = {
+        verified_name: 'Sandbox Business',
+        code_verification_status: 'VERIFIED',
+        display_phone_number: `+${n.displayPhoneNumber}`,
+        quality_rating: 'GREEN',
+        platform_type: 'CLOUD_API',
+        throughput: { level: 'STANDARD' },
+        id: n.phoneNumberId,
+      };
+      return Object.fromEntries(Object.entries(full).filter(([k]) => fields.includes(k)));
+    });
+    const cursor = (i: number) => Buffer.from(`idx:${i}`).toString('base64');
+    const paging: Record<string, unknown> = { cursors: { before: cursor(start), after: cursor(start + page.length) } };
+    if (start + page.length < visible.length) {
+      const next = new URLSearchParams({ ...(req.query as Record<string, string>), after: cursor(start + page.length) });
+      paging.next = `${origin}/${apiVersion}/${wabaId}/phone_numbers?${next}`;
+    }
+    return { data: page, paging };
+  });
+
   app.get<{ Params: { mediaId: string } }>('/media-bytes/:mediaId', async (req, reply) => {
     checkBearer(req);
     const m = media.get(req.params.mediaId);
@@ -506,6 +542,7 @@ export async function startMsgappSandbox(opts: MsgappSandboxOptions): Promise<Ms
   return {
     url: `${origin}/${apiVersion}`,
     origin,
+    businessAccountId: wabaId,
     sent,
     callbacks,
     setWebhookUrl(url) {

@@ -159,7 +159,16 @@ describe('admin CLI', () => {
     const byFile = await admin('credential', 'create', '--workspace', ws, '--name', 'main number', '--token-file', tokenFile);
     expect(byFile.code).toBe(0);
     const created = JSON.parse(byFile.stdout);
-    expect(created).toEqual({ id: expect.stringMatching(/^cred_/), name: 'main number', kind: 'msgapp_access_token' });
+    expect(created).toEqual({
+      id: expect.stringMatching(/^cred_/),
+      name: 'main number',
+      provider: 'msgapp',
+      settings: {},
+      secret_field: 'access_token',
+      last4: fromFile.slice(-4),
+      fingerprint: expect.stringMatching(/^fp_[0-9a-f]{24}$/),
+      created_at: expect.any(String),
+    });
     expect(byFile.stdout + byFile.stderr).not.toContain(fromFile);
 
     const fromStdin = `EAAG${randomBytes(16).toString('hex')}`;
@@ -178,7 +187,7 @@ describe('admin CLI', () => {
     expect(onArgv.stderr).toMatch(/^error: --token is not accepted: .*process list.*--token-file/);
     const empty = await adminWith({ input: '\n' }, 'credential', 'create', '--workspace', ws, '--name', 'x');
     expect(empty.code).not.toBe(0);
-    expect(empty.stderr).toMatch(/token: must not be empty/);
+    expect(empty.stderr).toMatch(/access_token: must not be empty/);
     expect(await count('credentials')).toBe(before);
   }, 60_000);
 

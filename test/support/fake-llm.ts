@@ -4,7 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * A fake OpenAI-compatible chat-completions server on loopback, speaking the real wire
- * protocol: `POST /v1/chat/completions`, a `chat.completion` JSON body, or with
+ * protocol: `GET /v1/models` (a `list` of `model` objects, bearer-checked when `apiKey`
+ * is set), `POST /v1/chat/completions`, a `chat.completion` JSON body, or with
  * `stream: true` server-sent events — a role chunk, text deltas, tool calls whose
  * `function.arguments` arrive in several fragments keyed by `index`, a finish_reason
  * chunk, a usage chunk with empty choices (when `stream_options.include_usage`), then
@@ -27,6 +28,8 @@ export interface FakeLlm {
   url: string;
   /** Every request received, in order. */
   requests: Array<{ body: any; headers: Record<string, string | string[] | undefined> }>;
+  /** Every `GET /v1/models` received (kept apart, so `requests` indexes stay chat completions). */
+  modelRequests: Array<{ headers: Record<string, string | string[] | undefined> }>;
   close(): Promise<void>;
 }
 
@@ -39,6 +42,10 @@ export interface FakeLlmOptions {
   chunkDelayMs?: number;
   /** Text (and tool-call arguments) per delta; default 8 characters. */
   chunkChars?: number;
+  /** What `GET /v1/models` lists; default `['fake-model']`. */
+  models?: string[];
+  /** When set, `GET /v1/models` answers 401 (OpenAI's invalid_api_key body) to any other bearer token. */
+  apiKey?: string;
   /** Streaming only: called after the first delta has been written; the stream waits for the promise (crash tests). */
   holdStream?: (index: number) => Promise<void> | undefined;
 }
@@ -50,6 +57,7 @@ export const echoReply = (body: any): FakeLlmReply => {
 
 export async function startFakeLlm(opts: FakeLlmOptions = {}): Promise<FakeLlm> {
   const requests: FakeLlm['requests'] = [];
+  const modelRequests: FakeLlm['modelRequests'] = [];
   // Aborted by close(): no delay outlives the server.
   const closing = new AbortController();
   const wait = (ms: number) => sleep(ms, undefined, { signal: closing.signal });
@@ -62,6 +70,18 @@ export async function startFakeLlm(opts: FakeLlmOptions = {}): Promise<FakeLlm> 
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const raw = await readBody(req);
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/v1/models') {
+      modelRequests.push({ headers: { ...req.headers } });
+      if (opts.apiKey !== undefined && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+        // OpenAI's answer, which shows the end of the key it was given.
+        const given = String(req.headers.authorization ?? '').replace(/^Bearer /, '');
+        return sendError(res, 401, `Incorrect API key provided: ${given.slice(0, 3)}****${given.slice(-4)}. You can find your API key at https://platform.openai.com/account/api-keys.`, 'invalid_request_error', 'invalid_api_key');
+      }
+      const created = Math.floor(Date.now() / 1000);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: (opts.models ?? ['fake-model']).map((id) => ({ id, object: 'model', created, owned_by: 'fake-llm' })) }));
+      return;
+    }
     if (req.method !== 'POST' || req.url?.split('?')[0] !== '/v1/chat/completions') {
       return sendError(res, 404, `Unknown request URL: ${req.method} ${req.url}`, 'invalid_request_error');
     }
@@ -148,6 +168,7 @@ export async function startFakeLlm(opts: FakeLlmOptions = {}): Promise<FakeLlm> 
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    modelRequests,
     close: () =>
       new Promise<void>((resolve) => {
         // Held or slow streams must not keep close() waiting.
@@ -158,9 +179,9 @@ export async function startFakeLlm(opts: FakeLlmOptions = {}): Promise<FakeLlm> 
   };
 }
 
-function sendError(res: http.ServerResponse, status: number, message: string, type = 'invalid_request_error'): void {
+function sendError(res: http.ServerResponse, status: number, message: string, type = 'invalid_request_error', code: string | null = null): void {
   res.writeHead(status, { 'content-type': 'application/json', ...(status === 429 ? { 'retry-after': '1' } : {}) });
-  res.end(JSON.stringify({ error: { message, type, param: null, code: null } }));
+  res.end(JSON.stringify({ error: { message, type, param: null, code } }));
 }
 
 function readBody(req: http.IncomingMessage): Promise<string> {

@@ -15,6 +15,7 @@ import { KbChunk, KbDocument, KbFile, KbFolder } from './kb';
 import { ApiKey, RetiredKeySecret } from './keys';
 import { Message, MsgappInboundEvent, UsageRecord } from './messages';
 import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription } from './webhooks';
+import { SupportTicket, SupportTicketMessage } from './support';
 import { Site, WidgetUpload, WidgetUploadChunk } from './widget';
 import { Workspace } from './workspaces';
 
@@ -26,6 +27,7 @@ export * from './idempotency';
 export * from './kb';
 export * from './keys';
 export * from './messages';
+export * from './support';
 export * from './webhooks';
 export * from './widget';
 export * from './workspaces';
@@ -57,4 +59,6 @@ export const allEntities = [
   Site,
   WidgetUpload,
   WidgetUploadChunk,
+  SupportTicket,
+  SupportTicketMessage,
 ];

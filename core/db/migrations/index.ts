@@ -13,6 +13,8 @@ import { Migration20261125000100MsgappInboundEvents } from './Migration202611250
 import { Migration20261125120000WebhookInlineLease } from './Migration20261125120000WebhookInlineLease';
 import { Migration20261125160000SitePageCommands } from './Migration20261125160000SitePageCommands';
 import { Migration20261125170000AnalyticsIndexes } from './Migration20261125170000AnalyticsIndexes';
+import { Migration20261125170500ProviderCredentials } from './Migration20261125170500ProviderCredentials';
+import { Migration20261125171000SupportTickets } from './Migration20261125171000SupportTickets';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -31,4 +33,6 @@ export const migrations = [
   { name: 'Migration20261125120000WebhookInlineLease', class: Migration20261125120000WebhookInlineLease },
   { name: 'Migration20261125160000SitePageCommands', class: Migration20261125160000SitePageCommands },
   { name: 'Migration20261125170000AnalyticsIndexes', class: Migration20261125170000AnalyticsIndexes },
+  { name: 'Migration20261125170500ProviderCredentials', class: Migration20261125170500ProviderCredentials },
+  { name: 'Migration20261125171000SupportTickets', class: Migration20261125171000SupportTickets },
 ];

@@ -26,6 +26,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const noise = 'ws_benchnoise000000000000000';
   await sql(`insert into workspaces (id, name) values (?, 'noise')`, [noise]);
 
+  // ---- Seed with the analytics triggers off (a bulk load), then the migration's backfill, as after an upgrade.
+  await sql(`alter table chat_messages disable trigger chat_messages_analytics`);
+  await sql(`alter table conversation_events disable trigger conversation_events_analytics`);
   // ---- Seed: conversations spread over 90 days, ten messages each (user/assistant, replies 2-30 s later), 5 % handed over.
   const t0 = now();
   const seed = async (workspace: string, n: number) => {
@@ -51,7 +54,10 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
   await seed(ws, conversations);
   await seed(noise, Math.round(conversations / 10));
-  await sql('analyze');
+  await sql('select analytics_backfill()');
+  await sql(`alter table chat_messages enable trigger chat_messages_analytics`);
+  await sql(`alter table conversation_events enable trigger conversation_events_analytics`);
+  await sql('vacuum analyze');
   const [{ n: messages }] = (await sql(`select count(*)::int as n from chat_messages where workspace_id = ?`, [ws])) as Array<{ n: number }>;
   log(`  seeded ${conversations} conversations and ${messages} messages in one workspace (+10 % in another) in ${((now() - t0) / 1000).toFixed(1)} s`);
 

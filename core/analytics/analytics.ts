@@ -2,9 +2,10 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
 
 /**
- * Workspace analytics, computed from the rows themselves with SQL aggregates (no
- * sampling, no pre-aggregation): conversations by their start, messages by the
- * transcript (`chat_messages`, every channel: the customer's messages are `in`, the
+ * Workspace analytics, exact (no sampling), computed with SQL aggregates over what
+ * triggers keep as rows are written (Migration20261125174000AnalyticsRollups: each
+ * conversation's first message and reply, answered, handed over; messages per UTC hour):
+ * conversations by their start, messages by the transcript (`chat_messages`, every channel: the customer's messages are `in`, the
  * agent's and human agents' replies `out`), handoffs by the conversation's timeline.
  * Windows are half-open, `[from, to)`; the default is the last 30 days.
  *
@@ -56,52 +57,66 @@ export class AnalyticsService {
     return this.em.fork().getConnection().execute<T[]>(query, params);
   }
 
+  /**
+   * Transcript messages in the window, by direction and channel: the window's full UTC
+   * hours from `analytics_message_hours`, its partial first and last hours from the
+   * messages themselves (a window inside one hour: the messages only). Exact.
+   */
+  private async messageCounts(workspaceId: string, w: Window): Promise<Array<{ channel: string; direction: 'in' | 'out'; n: number }>> {
+    const HOUR = 3_600_000;
+    const h0 = new Date(Math.ceil(w.from.getTime() / HOUR) * HOUR);
+    const h1 = new Date(Math.floor(w.to.getTime() / HOUR) * HOUR);
+    const fromMessages = (from: Date, to: Date) =>
+      this.sql<{ channel: string; direction: 'in' | 'out'; n: string }>(
+        `select c.channel, case when m.role = 'user' then 'in' else 'out' end as direction, count(*) as n
+         from chat_messages m join conversations c on c.id = m.conversation_id
+         where m.workspace_id = ? and m.created_at >= ? and m.created_at < ? and m.role <> 'tool'
+         group by 1, 2`,
+        [workspaceId, from, to],
+      );
+    const parts =
+      h0 >= h1
+        ? [await fromMessages(w.from, w.to)]
+        : await Promise.all([
+            this.sql<{ channel: string; direction: 'in' | 'out'; n: string }>(
+              `select channel, direction, sum(messages) as n from analytics_message_hours where workspace_id = ? and hour >= ? and hour < ? group by 1, 2`,
+              [workspaceId, h0, h1],
+            ),
+            w.from < h0 ? fromMessages(w.from, h0) : [],
+            h1 < w.to ? fromMessages(h1, w.to) : [],
+          ]);
+    const sum = new Map<string, { channel: string; direction: 'in' | 'out'; n: number }>();
+    for (const r of parts.flat()) {
+      const k = `${r.channel}/${r.direction}`;
+      sum.set(k, { channel: r.channel, direction: r.direction, n: (sum.get(k)?.n ?? 0) + Number(r.n) });
+    }
+    return [...sum.values()];
+  }
+
   async summary(workspaceId: string, w: Window) {
-    const [row] = await this.sql<{
-      conversations: string;
-      handoffs: string;
-      resolved: string;
-      messages_in: string;
-      messages_out: string;
-      median_first_reply: number | null;
-    }>(
-      `with convs as (
-         select c.id,
-                exists (select 1 from conversation_events e where e.conversation_id = c.id and e.type = 'handoff') as handed_off
-         from conversations c
-         where c.workspace_id = ? and c.created_at >= ? and c.created_at < ?
-       ),
-       firsts as (
-         select cv.id, cv.handed_off,
-                (select min(m.created_at) from chat_messages m where m.conversation_id = cv.id and m.role = 'user') as first_in
-         from convs cv
-       ),
-       replies as (
-         select f.id, f.handed_off, f.first_in,
-                (select min(m.created_at) from chat_messages m
-                  where m.conversation_id = f.id and m.role in ('assistant', 'human') and f.first_in is not null and m.created_at > f.first_in) as first_out
-         from firsts f
-       )
-       select
-         (select count(*) from replies) as conversations,
-         (select count(*) from replies where handed_off) as handoffs,
-         (select count(*) from replies r where not r.handed_off
-            and exists (select 1 from chat_messages m where m.conversation_id = r.id and m.role = 'assistant')) as resolved,
-         (select count(*) from chat_messages m where m.workspace_id = ? and m.created_at >= ? and m.created_at < ? and m.role = 'user') as messages_in,
-         (select count(*) from chat_messages m where m.workspace_id = ? and m.created_at >= ? and m.created_at < ? and m.role in ('assistant', 'human')) as messages_out,
-         (select percentile_cont(0.5) within group (order by extract(epoch from (first_out - first_in))) from replies where first_out is not null) as median_first_reply`,
-      [workspaceId, w.from, w.to, workspaceId, w.from, w.to, workspaceId, w.from, w.to],
-    );
+    const [[row], messages] = await Promise.all([
+      // The conversations of the window, from the covering index (first_in_at… are kept by triggers).
+      this.sql<{ conversations: string; handoffs: string; resolved: string; median_first_reply: number | null }>(
+        `select count(*) as conversations,
+                count(*) filter (where handed_off) as handoffs,
+                count(*) filter (where answered and not handed_off) as resolved,
+                percentile_cont(0.5) within group (order by extract(epoch from (first_reply_at - first_in_at))) filter (where first_reply_at is not null) as median_first_reply
+         from conversations where workspace_id = ? and created_at >= ? and created_at < ?`,
+        [workspaceId, w.from, w.to],
+      ),
+      this.messageCounts(workspaceId, w),
+    ]);
     const conversations = Number(row.conversations);
     const handoffs = Number(row.handoffs);
     const resolved = Number(row.resolved);
     const rate = (n: number) => (conversations ? Math.round((n / conversations) * 10_000) / 10_000 : null);
+    const total = (d: 'in' | 'out') => messages.filter((m) => m.direction === d).reduce((a, m) => a + m.n, 0);
     return {
       from: w.from.toISOString(),
       to: w.to.toISOString(),
       conversations,
-      messages_in: Number(row.messages_in),
-      messages_out: Number(row.messages_out),
+      messages_in: total('in'),
+      messages_out: total('out'),
       handoffs,
       handoff_rate: rate(handoffs),
       resolved_without_handoff: resolved,
@@ -146,19 +161,19 @@ export class AnalyticsService {
 
   /** Conversations started and messages written in the window, per channel (every channel listed, zeros too). */
   async channelBreakdown(workspaceId: string, w: Window) {
-    const rows = await this.sql<{ channel: string; conversations: string; messages: string }>(
-      `select ch.channel,
-              (select count(*) from conversations c where c.workspace_id = ? and c.channel = ch.channel and c.created_at >= ? and c.created_at < ?) as conversations,
-              (select count(*) from chat_messages m join conversations c on c.id = m.conversation_id
-                where m.workspace_id = ? and c.channel = ch.channel and m.role <> 'tool' and m.created_at >= ? and m.created_at < ?) as messages
-       from (values ${CHANNELS.map(() => '(?)').join(', ')}) as ch(channel)`,
-      [workspaceId, w.from, w.to, workspaceId, w.from, w.to, ...CHANNELS],
-    );
-    const by = new Map(rows.map((r) => [r.channel, r]));
+    const [convs, messages] = await Promise.all([
+      this.sql<{ channel: string; n: string }>(`select channel, count(*) as n from conversations where workspace_id = ? and created_at >= ? and created_at < ? group by 1`, [workspaceId, w.from, w.to]),
+      this.messageCounts(workspaceId, w),
+    ]);
+    const conversations = new Map(convs.map((r) => [r.channel, Number(r.n)]));
     return {
       from: w.from.toISOString(),
       to: w.to.toISOString(),
-      channels: CHANNELS.map((channel) => ({ channel, conversations: Number(by.get(channel)?.conversations ?? 0), messages: Number(by.get(channel)?.messages ?? 0) })),
+      channels: CHANNELS.map((channel) => ({
+        channel,
+        conversations: conversations.get(channel) ?? 0,
+        messages: messages.filter((m) => m.channel === channel).reduce((a, m) => a + m.n, 0),
+      })),
     };
   }
 }

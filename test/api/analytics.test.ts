@@ -71,6 +71,20 @@ test('summary: conversations, messages in and out (tool activity is not a messag
   expect((await get('/api/v1/analytics/summary?from=2020-01-01&to=2020-01-02')).json()).toMatchObject({ conversations: 0, handoff_rate: null, median_first_reply_seconds: null });
 });
 
+test('a window that is not whole hours counts its partial hours from the messages; a withdrawn message stops counting', async () => {
+  const edge = (await get('/api/v1/analytics/summary?from=2026-03-28T23:30:02Z&to=2026-03-29T10:00:05Z')).json();
+  expect(edge).toMatchObject({ conversations: 1, messages_in: 1, messages_out: 1 });
+  const inside = (await get('/api/v1/analytics/summary?from=2026-03-29T10:00:00Z&to=2026-03-29T10:30:00Z')).json();
+  expect(inside).toMatchObject({ conversations: 1, messages_in: 1, messages_out: 1 });
+  // The API takes back a refused visitor message (a delete): the counts and the conversation's first message follow.
+  const [late] = (await q(`select m.id, m.conversation_id from chat_messages m join conversations c on c.id = m.conversation_id where c.created_at = '2026-03-30T08:00:00Z'`)) as Array<{ id: string; conversation_id: string }>;
+  await q('delete from chat_messages where id = ?', [late.id]);
+  expect((await get(`/api/v1/analytics/summary?${WINDOW}`)).json()).toMatchObject({ conversations: 3, messages_in: 2 });
+  expect(await q('select first_in_at from conversations where id = ?', [late.conversation_id])).toEqual([{ first_in_at: null }]);
+  await q(`insert into chat_messages (id, workspace_id, conversation_id, role, text, created_at) select ?, workspace_id, id, 'user', 'x', created_at from conversations where id = ?`, [newId('msg'), late.conversation_id]);
+  expect((await get(`/api/v1/analytics/summary?${WINDOW}`)).json()).toMatchObject({ messages_in: 3 });
+});
+
 test('conversations over time: every bucket, in the time zone asked, across the daylight-saving change', async () => {
   const utc = (await get(`/api/v1/analytics/conversations-over-time?${WINDOW}&interval=day`)).json();
   expect(utc.buckets).toEqual([

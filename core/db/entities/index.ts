@@ -7,6 +7,7 @@
  * queries its own tables only.
  */
 import { Agent } from './agents';
+import { AnalyticsMessageHour } from './analytics';
 import { ChatMessage, Conversation, ConversationEvent, ConversationTask } from './conversations';
 import { Credential } from './credentials';
 import { Customer, CustomerIdentity } from './customers';
@@ -20,6 +21,7 @@ import { Site, WidgetUpload, WidgetUploadChunk } from './widget';
 import { Workspace } from './workspaces';
 
 export * from './agents';
+export * from './analytics';
 export * from './conversations';
 export * from './credentials';
 export * from './customers';
@@ -33,6 +35,7 @@ export * from './widget';
 export * from './workspaces';
 
 export const allEntities = [
+  AnalyticsMessageHour,
   Workspace,
   ApiKey,
   RetiredKeySecret,

@@ -15,6 +15,7 @@ import { Migration20261125160000SitePageCommands } from './Migration202611251600
 import { Migration20261125170000AnalyticsIndexes } from './Migration20261125170000AnalyticsIndexes';
 import { Migration20261125170500ProviderCredentials } from './Migration20261125170500ProviderCredentials';
 import { Migration20261125171000SupportTickets } from './Migration20261125171000SupportTickets';
+import { Migration20261125174000AnalyticsRollups } from './Migration20261125174000AnalyticsRollups';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -35,4 +36,5 @@ export const migrations = [
   { name: 'Migration20261125170000AnalyticsIndexes', class: Migration20261125170000AnalyticsIndexes },
   { name: 'Migration20261125170500ProviderCredentials', class: Migration20261125170500ProviderCredentials },
   { name: 'Migration20261125171000SupportTickets', class: Migration20261125171000SupportTickets },
+  { name: 'Migration20261125174000AnalyticsRollups', class: Migration20261125174000AnalyticsRollups },
 ];

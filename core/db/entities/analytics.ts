@@ -1,0 +1,20 @@
+import { defineEntity, type InferEntity } from '@mikro-orm/core';
+import { p } from './common';
+
+/**
+ * Transcript messages per workspace, UTC hour, channel and direction (`in`: the
+ * customer's, `out`: the agent's and human agents'), kept by a trigger on chat_messages
+ * (Migration20261125174000AnalyticsRollups): analytics read full hours here.
+ */
+export const AnalyticsMessageHour = defineEntity({
+  name: 'AnalyticsMessageHour',
+  tableName: 'analytics_message_hours',
+  properties: {
+    workspaceId: p.text().primary(),
+    hour: p.datetime().primary(),
+    channel: p.text().primary(),
+    direction: p.enum(['in', 'out'] as const).columnType('text').primary(),
+    messages: p.bigint('number').default(0),
+  },
+});
+export type IAnalyticsMessageHour = InferEntity<typeof AnalyticsMessageHour>;

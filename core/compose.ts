@@ -11,6 +11,7 @@ import { openDatabase, type Orm } from './db/orm';
 import { DenseIndex } from './kb/dense-index';
 import { createEmbedder, type Embedder } from './kb/embedder';
 import { extractorFromConfig, transcriberFromConfig } from './kb/extractor';
+import type { StructuredSettings } from './extraction/extractions';
 import { IndexingService, type ExtractFn } from './kb/indexing';
 import { CloudApiProvider } from './msgapp/provider';
 import { policyFromCidrs } from './net/ssrf';
@@ -125,6 +126,20 @@ export function embedderFromConfig(config: Config): () => Promise<Embedder> {
 }
 
 /**
+ * Structured extraction's model: STRUCTURED_BASE_URL, else the agents' LLM_BASE_URL
+ * (its key and model unless STRUCTURED_MODEL names another); neither: none.
+ */
+export function structuredFromConfig(config: Config): StructuredSettings {
+  const limits = { chunkChars: config.STRUCTURED_CHUNK_CHARS, maxChunks: config.STRUCTURED_MAX_CHUNKS };
+  const timeoutMs = config.STRUCTURED_TIMEOUT_MS;
+  if (config.STRUCTURED_BASE_URL) {
+    return { ...limits, llm: { baseUrl: config.STRUCTURED_BASE_URL, apiKey: config.STRUCTURED_API_KEY, model: config.STRUCTURED_MODEL ?? 'default', timeoutMs } };
+  }
+  if (config.LLM_BASE_URL) return { ...limits, llm: { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.STRUCTURED_MODEL ?? config.LLM_MODEL, timeoutMs } };
+  return { ...limits, llm: null };
+}
+
+/**
  * The composition root: every process (api/main, worker/main, `npm start`, the admin CLI,
  * the tests and the benchmarks) builds its services here, once: one ORM, one LISTEN
  * connection shared by its subscribers, one logger, one Temporal client, one embedder,
@@ -178,6 +193,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       llm: 'llm' in s ? s.llm : config.LLM_BASE_URL ? { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL } : null,
       msgapp: 'msgapp' in s ? s.msgapp : config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: config.MSGAPP_TIMEOUT_MS }) : null,
       transcriber,
+      structured: 'structured' in s ? s.structured : structuredFromConfig(config),
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
       publicBaseUrl: s.publicBaseUrl ?? publicBaseUrl(config),
       box,

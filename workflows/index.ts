@@ -6,3 +6,4 @@ export { webhookDeliveryWorkflow } from './webhook-delivery';
 export { conversationWorkflow, uploadIndexTaskWorkflow } from './conversation';
 export { msgappInboundWorkflow } from './msgapp-inbound';
 export { widgetUploadWorkflow } from './widget-upload';
+export { structuredExtractionWorkflow } from './structured-extraction';

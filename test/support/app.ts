@@ -161,6 +161,8 @@ export async function startTestApp(opts: {
    * the fuzzer: what it presents is generated junk, which it also repeats in fields that are not secret.
    */
   recordPresented?: boolean;
+  /** Further settings of this API process (e.g. STRUCTURED_WAIT_MS). */
+  config?: Partial<Config>;
 }): Promise<TestApp> {
   const widget = opts.widgetLimits ?? { perSiteClient: 10_000, sendsPerConversation: 1_000, refusalsPerAddress: 10_000 };
   const caps = opts.chatSocketCaps ?? { perConversation: 10_000, perAddress: 10_000 };
@@ -177,6 +179,7 @@ export async function startTestApp(opts: {
     CHAT_MAX_SOCKETS_PER_ADDRESS: caps.perAddress,
     MSGAPP_APP_SECRET: opts.msgappWebhook?.appSecret ?? undefined,
     MSGAPP_VERIFY_TOKEN: opts.msgappWebhook?.verifyToken ?? undefined,
+    ...opts.config,
   };
   const c = await testCompose('api', opts, opts.serviceOptions, { config, temporal: opts.temporal });
   try {

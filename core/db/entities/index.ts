@@ -10,6 +10,7 @@ import { Agent } from './agents';
 import { ChatMessage, Conversation, ConversationEvent, ConversationTask } from './conversations';
 import { Credential } from './credentials';
 import { Customer, CustomerIdentity } from './customers';
+import { StructuredExtraction } from './extractions';
 import { IdempotencyKey } from './idempotency';
 import { KbChunk, KbDocument, KbFile, KbFolder } from './kb';
 import { ApiKey, RetiredKeySecret } from './keys';
@@ -22,6 +23,7 @@ export * from './agents';
 export * from './conversations';
 export * from './credentials';
 export * from './customers';
+export * from './extractions';
 export * from './idempotency';
 export * from './kb';
 export * from './keys';
@@ -57,4 +59,5 @@ export const allEntities = [
   Site,
   WidgetUpload,
   WidgetUploadChunk,
+  StructuredExtraction,
 ];

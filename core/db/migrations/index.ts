@@ -11,6 +11,7 @@ import { Migration20261124000100SealIdempotentResponses } from './Migration20261
 import { Migration20261124110500MsgappNumberClaim } from './Migration20261124110500MsgappNumberClaim';
 import { Migration20261125000100MsgappInboundEvents } from './Migration20261125000100MsgappInboundEvents';
 import { Migration20261125120000WebhookInlineLease } from './Migration20261125120000WebhookInlineLease';
+import { Migration20261125170000StructuredExtractions } from './Migration20261125170000StructuredExtractions';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -27,4 +28,5 @@ export const migrations = [
   { name: 'Migration20261124110500MsgappNumberClaim', class: Migration20261124110500MsgappNumberClaim },
   { name: 'Migration20261125000100MsgappInboundEvents', class: Migration20261125000100MsgappInboundEvents },
   { name: 'Migration20261125120000WebhookInlineLease', class: Migration20261125120000WebhookInlineLease },
+  { name: 'Migration20261125170000StructuredExtractions', class: Migration20261125170000StructuredExtractions },
 ];

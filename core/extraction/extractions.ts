@@ -6,7 +6,7 @@ import { OperationalError } from '../failures';
 import { newId } from '../ids';
 import { NoTextExtracted, sniffType } from '../kb/extract';
 import type { ExtractFn } from '../kb/indexing';
-import { OpenAiCompatibleModel, type ChatTurnMessage, type LlmSettings } from '../llm/model';
+import { OpenAiCompatibleModel, type ChatTurnMessage, type CompletionRequest, type CompletionResult, type LlmSettings } from '../llm/model';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 import { chunkText, mergePartials } from './merge';
 import { compileUserSchema, describeErrors, parseUserSchema, type UserSchema } from './schema';
@@ -28,9 +28,19 @@ export const EXTRACT_MAX_BYTES = 25 * 1024 * 1024;
 /** Output tokens one model call may use. */
 const MAX_OUTPUT_TOKENS = 2_048;
 
+/** A model server this process runs itself (core/llm/local-server.ts), started when a call needs it. */
+export interface LocalModel {
+  readonly modelName: string;
+  use<T>(call: (baseUrl: string) => Promise<T>): Promise<T>;
+}
+
 export interface StructuredSettings {
-  /** The extraction model; null: none configured (503 llm_not_configured). */
+  /** The extraction model of a provider; null: none (then `local`, else 503 llm_not_configured). */
   llm: LlmSettings | null;
+  /** The embedded local model, used when `llm` is null. */
+  local?: LocalModel | null;
+  /** Deadline of one call to the local model. */
+  localTimeoutMs?: number;
   /** Characters of text per model call (STRUCTURED_CHUNK_CHARS). */
   chunkChars: number;
   /** Most chunks per document (STRUCTURED_MAX_CHUNKS). */
@@ -125,12 +135,27 @@ export class StructuredExtractionService {
 
   /** Whether a model is configured (else the endpoint answers 503 llm_not_configured). */
   get configured(): boolean {
-    return this.model !== null;
+    return this.model !== null || Boolean(this.deps.settings.local);
   }
 
   get modelName(): string {
-    return this.deps.settings.llm?.model ?? '';
+    return this.deps.settings.llm?.model ?? this.deps.settings.local?.modelName ?? '';
   }
+
+  /** One chat completion from the provider, or from the local server (started if need be). */
+  private complete(req: CompletionRequest): Promise<CompletionResult> {
+    if (this.model) return this.model.complete(req);
+    const local = this.deps.settings.local;
+    if (!local) throw new ExtractionRefused('no extraction model is configured');
+    return local.use((baseUrl) => {
+      if (this.localClient?.baseUrl !== baseUrl) {
+        this.localClient = { baseUrl, model: new OpenAiCompatibleModel({ baseUrl, model: local.modelName, timeoutMs: this.deps.settings.localTimeoutMs ?? 180_000 }) };
+      }
+      return this.localClient.model.complete(req);
+    });
+  }
+
+  private localClient: { baseUrl: string; model: OpenAiCompatibleModel } | null = null;
 
   /**
    * The API's half: checks the request (schema, prompt, file type; the staged file is the
@@ -151,7 +176,7 @@ export class StructuredExtractionService {
       if (!type || !ACCEPTED.has(type.mime)) {
         throw new ApiError(415, 'unsupported_mime', `file: '${fileName}' is not a PDF, DOCX, TXT, PNG, JPEG or WEBP file${type ? ` (it is ${type.mime})` : ''}`);
       }
-      if (!this.model) throw new ApiError(503, 'llm_not_configured', 'No extraction model is configured: set STRUCTURED_BASE_URL (or LLM_BASE_URL)');
+      if (!this.configured) throw new ApiError(503, 'llm_not_configured', 'No extraction model is configured: set STRUCTURED_BASE_URL (or LLM_BASE_URL)');
 
       const requestHash = createHash('sha256').update(`${staged.sha256}\n${schema.hash}\n${prompt ?? ''}`).digest('hex');
       const em = this.em();
@@ -251,7 +276,7 @@ export class StructuredExtractionService {
    * invalid after the repair is data null with the errors.
    */
   async answerChunk(id: string, index: number, signal?: AbortSignal): Promise<ChunkAnswer> {
-    if (!this.model) throw new ExtractionRefused('no extraction model is configured');
+    if (!this.configured) throw new ExtractionRefused('no extraction model is configured');
     const row = await this.running(id);
     const chunks = chunkText(row.text ?? '', this.deps.settings.chunkChars);
     const chunk = chunks[index];
@@ -273,7 +298,7 @@ export class StructuredExtractionService {
     ];
     const out: ChunkAnswer = { index, data: null, errors: [], promptTokens: 0, completionTokens: 0, calls: 0 };
     for (let attempt = 0; attempt < 2; attempt++) {
-      const result = await this.model.complete({
+      const result = await this.complete({
         messages,
         temperature: 0,
         max_tokens: MAX_OUTPUT_TOKENS,

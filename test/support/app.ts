@@ -9,6 +9,7 @@ import type { Scope } from '../../core/auth/scopes';
 import type { Orm } from '../../core/db/orm';
 import type { RateStore, WidgetLimits } from '../../core/ratelimit';
 import type { ServiceOptions, Services } from '../../core/services';
+import { DEFAULT_STRUCTURED } from '../../core/extraction/extractions';
 import { SecretBox } from '../../core/crypto/secret-box';
 import { policyFromCidrs } from '../../core/net/ssrf';
 import { createTestPki } from './tls';
@@ -80,6 +81,8 @@ export function testCompose(
         llm: null,
         msgapp: null,
         transcriber: null,
+        // No extraction model unless the test gives one (never the local model models:fetch installed).
+        structured: { ...DEFAULT_STRUCTURED, llm: null },
         ...services,
       },
     },

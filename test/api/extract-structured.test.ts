@@ -4,7 +4,7 @@ import { MAX_SCHEMA_BYTES } from '../../core/extraction/schema';
 import { FILE_ID, WORKSPACE_ID } from '../../worker/search-attributes';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { makeCorruptPdf, makeDocx, makePdf, makeTextPng, TEXT } from '../support/documents';
+import { makeCorruptPdf, makeDocx, makePdf, makeScannedPdf, makeTextPng, TEXT } from '../support/documents';
 import { startFakeLlm, type FakeLlm, type FakeLlmReply } from '../support/fake-llm';
 import { multipart } from '../support/kb';
 import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
@@ -259,12 +259,13 @@ describe('the pipeline', () => {
     expect(llm.requests[before].body.response_format.json_schema.strict).toBe(false);
   });
 
-  test('PDF, DOCX, PNG (OCR) and JPEG (OCR): the text read in the worker reaches the model', async () => {
+  test('PDF, DOCX, PNG (OCR), JPEG (OCR) and a scanned PDF (OCR page by page): the text read in the worker reaches the model', async () => {
     const cases: Array<[string, Buffer, string[]]> = [
       ['doc.pdf', await makePdf(), [TEXT.pdfPage1, TEXT.pdfPage2]],
       ['doc.docx', await makeDocx(), [TEXT.docxPara1, TEXT.docxPara2]],
       ['scan.png', await makeTextPng(), ['INVOICE']],
       ['scan.jpg', await makeTextPng(['RECEIPT', 'TOTAL'], 'jpeg'), ['RECEIPT']],
+      ['scanned.pdf', await makeScannedPdf([['ORDER 5150'], ['TOTAL 99.00']]), ['ORDER 5150', 'TOTAL 99.00']],
     ];
     for (const [name, content, expected] of cases) {
       const before = llm.requests.length;
@@ -274,8 +275,9 @@ describe('the pipeline', () => {
       const doc = docOf(llm.requests[before].body);
       for (const text of expected) expect({ name, doc }).toEqual({ name, doc: expect.stringContaining(text) });
     }
-    const [pdfRow] = (await rowsOf(wsA)).filter((r) => r.fileName === 'doc.pdf');
-    expect(pdfRow.pages).toBe(2);
+    const rows = await rowsOf(wsA);
+    expect(rows.find((r) => r.fileName === 'doc.pdf')?.pages).toBe(2);
+    expect(rows.find((r) => r.fileName === 'scanned.pdf')?.pages).toBe(2);
   }, 120_000);
 
   test('a long document is read in chunks and the answers merged: arrays concatenated, scalars from the chunk that states them', async () => {

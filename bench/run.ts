@@ -14,6 +14,7 @@ import { benchKbUploadRss } from './kb-upload-rss';
 import { benchMsgappSend } from './msgapp-send';
 import { benchWidgetReply } from './widget-reply';
 import { benchWidgetSockets } from './widget-sockets';
+import { benchStructuredExtraction } from './structured-extraction';
 import type { Result } from './lib/types';
 
 const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Promise<Result> }> = [
@@ -26,6 +27,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'msgapp-send', run: benchMsgappSend },
   { name: 'widget-reply', run: benchWidgetReply },
   { name: 'widget-sockets', run: benchWidgetSockets },
+  { name: 'structured-extraction', run: benchStructuredExtraction },
 ];
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);

@@ -115,6 +115,57 @@ function parseAnswer(text: string): { ok: true; value: unknown } | { ok: false; 
   }
 }
 
+/**
+ * One part of a document asked of the model: the schema as `response_format: json_schema`
+ * (strict when the schema allows it) and in the prompt, the answer parsed and validated
+ * by ajv; when it does not validate, one repair turn quoting ajv's errors. Model failures
+ * throw (LlmError); an answer still invalid after the repair is data null with the errors.
+ * Shared by the workflow's step and the benchmark.
+ */
+export async function askModel(
+  complete: (req: CompletionRequest) => Promise<CompletionResult>,
+  schema: UserSchema,
+  input: { text: string; prompt: string | null; part?: { index: number; count: number } },
+  signal?: AbortSignal,
+): Promise<Omit<ChunkAnswer, 'index'>> {
+  const where = input.part ? ` (part ${input.part.index + 1} of ${input.part.count}; answer from this part only)` : '';
+  const messages: ChatTurnMessage[] = [
+    { role: 'system', content: SYSTEM_PROMPT },
+    {
+      role: 'user',
+      content: [`JSON Schema of the answer:\n${JSON.stringify(schema.schema)}`, input.prompt ? `Instructions: ${input.prompt}` : '', `Document${where}:\n"""\n${input.text}\n"""`]
+        .filter(Boolean)
+        .join('\n\n'),
+    },
+  ];
+  const out: Omit<ChunkAnswer, 'index'> = { data: null, errors: [], promptTokens: 0, completionTokens: 0, calls: 0 };
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const result = await complete({
+      messages,
+      temperature: 0,
+      max_tokens: MAX_OUTPUT_TOKENS,
+      response_format: { type: 'json_schema', json_schema: { name: 'extraction', schema: schema.schema, strict: schema.strict } },
+      signal,
+    });
+    out.calls++;
+    out.promptTokens += result.usage?.prompt_tokens ?? 0;
+    out.completionTokens += result.usage?.completion_tokens ?? 0;
+    const parsed = parseAnswer(result.text);
+    if (parsed.ok && schema.validate(parsed.value)) {
+      out.data = parsed.value;
+      out.errors = [];
+      return out;
+    }
+    out.errors = parsed.ok ? describeErrors(schema.validate.errors) : [parsed.error];
+    // The repair turn: the model sees its answer and what is wrong with it.
+    messages.push(
+      { role: 'assistant', content: result.text },
+      { role: 'user', content: `That answer does not match the JSON Schema:\n${out.errors.map((e) => `- ${e}`).join('\n')}\nAnswer again with the corrected JSON object only.` },
+    );
+  }
+  return out;
+}
+
 export class StructuredExtractionService {
   private readonly model: OpenAiCompatibleModel | null;
 
@@ -281,50 +332,8 @@ export class StructuredExtractionService {
     const chunks = chunkText(row.text ?? '', this.deps.settings.chunkChars);
     const chunk = chunks[index];
     if (chunk === undefined) throw new ExtractionRefused(`chunk ${index} does not exist`);
-    const schema = this.schemaOf(row);
-    const where = chunks.length > 1 ? ` (part ${index + 1} of ${chunks.length}; answer from this part only)` : '';
-    const messages: ChatTurnMessage[] = [
-      { role: 'system', content: SYSTEM_PROMPT },
-      {
-        role: 'user',
-        content: [
-          `JSON Schema of the answer:\n${JSON.stringify(schema.schema)}`,
-          row.prompt ? `Instructions: ${row.prompt}` : '',
-          `Document${where}:\n"""\n${chunk}\n"""`,
-        ]
-          .filter(Boolean)
-          .join('\n\n'),
-      },
-    ];
-    const out: ChunkAnswer = { index, data: null, errors: [], promptTokens: 0, completionTokens: 0, calls: 0 };
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const result = await this.complete({
-        messages,
-        temperature: 0,
-        max_tokens: MAX_OUTPUT_TOKENS,
-        response_format: { type: 'json_schema', json_schema: { name: 'extraction', schema: schema.schema, strict: schema.strict } },
-        signal,
-      });
-      out.calls++;
-      out.promptTokens += result.usage?.prompt_tokens ?? 0;
-      out.completionTokens += result.usage?.completion_tokens ?? 0;
-      const parsed = parseAnswer(result.text);
-      if (parsed.ok && schema.validate(parsed.value)) {
-        out.data = parsed.value;
-        out.errors = [];
-        return out;
-      }
-      out.errors = parsed.ok ? describeErrors(schema.validate.errors) : [parsed.error];
-      // The repair turn: the model sees its answer and what is wrong with it.
-      messages.push(
-        { role: 'assistant', content: result.text },
-        {
-          role: 'user',
-          content: `That answer does not match the JSON Schema:\n${out.errors.map((e) => `- ${e}`).join('\n')}\nAnswer again with the corrected JSON object only.`,
-        },
-      );
-    }
-    return out;
+    const answer = await askModel((req) => this.complete(req), this.schemaOf(row), { text: chunk, prompt: row.prompt ?? null, part: chunks.length > 1 ? { index, count: chunks.length } : undefined }, signal);
+    return { index, ...answer };
   }
 
   /**

@@ -388,7 +388,9 @@ describe('stored results', () => {
     const reordered = { additionalProperties: false, required: SUMMARY.required, properties: SUMMARY.properties, type: 'object' };
     const second = await extract(file, { schema: reordered, prompt: 'p1' });
     expect(second.statusCode).toBe(200);
-    expect(second.json()).toEqual(first.json());
+    // The same body, keys in the order the model gave them (jsonb would reorder them).
+    expect(second.body).toBe(first.body);
+    expect(Object.keys(second.json().data)).toEqual(['first_words', 'has_text']);
     expect(calls).toBe(1);
     const otherPrompt = await extract(file, { schema: SUMMARY, prompt: 'p2' });
     expect(otherPrompt.json().data.first_words).toBe('answer 2');

@@ -25,7 +25,8 @@ export const StructuredExtraction = defineEntity({
     /** The document's text, stored by the first step so later steps (and retries) read it without extracting again. */
     text: p.text().nullable(),
     chunkCount: p.integer().nullable(),
-    data: p.json<unknown>().nullable(),
+    /** `json`, not `jsonb`: the answer keeps its keys in the model's order (the schema's), as it was validated. */
+    data: p.json<unknown>().columnType('json').nullable(),
     model: p.text().nullable(),
     /** Why it failed (status failed): `unreadable`, `no_valid_output`, `model`, `internal`. */
     failure: p.text().nullable(),

@@ -21,7 +21,7 @@ export class Migration20261125170000StructuredExtractions extends Migration {
       status text not null check (status in ('running', 'succeeded', 'failed')),
       text text,
       chunk_count integer,
-      data jsonb,
+      data json,
       model text,
       failure text,
       error_message text,

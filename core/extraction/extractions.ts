@@ -6,7 +6,7 @@ import { OperationalError } from '../failures';
 import { newId } from '../ids';
 import { NoTextExtracted, sniffType } from '../kb/extract';
 import type { ExtractFn } from '../kb/indexing';
-import { OpenAiCompatibleModel, type ChatTurnMessage, type CompletionRequest, type CompletionResult, type LlmSettings } from '../llm/model';
+import { LlmError, OpenAiCompatibleModel, type ChatTurnMessage, type CompletionRequest, type CompletionResult, type LlmSettings } from '../llm/model';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 import { chunkText, mergePartials } from './merge';
 import { compileUserSchema, describeErrors, parseUserSchema, type UserSchema } from './schema';
@@ -139,14 +139,18 @@ export async function askModel(
     },
   ];
   const out: Omit<ChunkAnswer, 'index'> = { data: null, errors: [], promptTokens: 0, completionTokens: 0, calls: 0 };
+  let format: CompletionRequest['response_format'] = { type: 'json_schema', json_schema: { name: 'extraction', schema: schema.schema, strict: schema.strict } };
   for (let attempt = 0; attempt < 2; attempt++) {
-    const result = await complete({
-      messages,
-      temperature: 0,
-      max_tokens: MAX_OUTPUT_TOKENS,
-      response_format: { type: 'json_schema', json_schema: { name: 'extraction', schema: schema.schema, strict: schema.strict } },
-      signal,
-    });
+    let result: CompletionResult;
+    try {
+      result = await complete({ messages, temperature: 0, max_tokens: MAX_OUTPUT_TOKENS, response_format: format, signal });
+    } catch (err) {
+      // A server without structured outputs refuses the json_schema format (400 naming it):
+      // ask in JSON mode instead; the schema is in the prompt and ajv still decides.
+      if (!(err instanceof LlmError && err.status === 400 && format.type === 'json_schema' && /response_format|json_schema/i.test(err.message))) throw err;
+      format = { type: 'json_object' };
+      result = await complete({ messages, temperature: 0, max_tokens: MAX_OUTPUT_TOKENS, response_format: format, signal });
+    }
     out.calls++;
     out.promptTokens += result.usage?.prompt_tokens ?? 0;
     out.completionTokens += result.usage?.completion_tokens ?? 0;

@@ -366,11 +366,22 @@ describe('repair turn and failures', () => {
     await maybeRecordHistory(tw.client, `extract:${rows[0].id}`, 'structured-extraction-unreadable');
   }, 60_000);
 
-  test('a model that refuses the request (HTTP 400): 503 model_unavailable with its reason', async () => {
-    respond = () => ({ status: 400, text: 'response_format is not supported by this model' });
+  test('a server without structured outputs (400 naming response_format): asked again in JSON mode, and ajv still decides', async () => {
+    respond = (body) => (body.response_format?.type === 'json_schema' ? { status: 400, text: "'response_format.type' must be 'json_object' or 'text'" } : summaryAnswer(body));
+    const before = llm.requests.length;
+    const res = await extract(uniqueTxt('JSON mode only here.'), { schema: SUMMARY });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().data).toEqual({ first_words: 'JSON mode only', has_text: true });
+    expect(llm.requests.slice(before).map((r) => r.body.response_format.type)).toEqual(['json_schema', 'json_object']);
+  });
+
+  test('a model that refuses the request for another reason (HTTP 400): 503 model_unavailable with its reason, not retried', async () => {
+    respond = () => ({ status: 400, text: 'This model is not available on your plan' });
+    const before = llm.requests.length;
     const res = await extract(uniqueTxt(), { schema: SUMMARY });
     expect(res.statusCode).toBe(503);
-    expect(res.json()).toEqual({ error: 'model_unavailable', message: expect.stringContaining('response_format is not supported by this model') });
+    expect(res.json()).toEqual({ error: 'model_unavailable', message: expect.stringContaining('This model is not available on your plan') });
+    expect(llm.requests.length - before).toBe(1);
   });
 });
 

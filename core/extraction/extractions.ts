@@ -8,6 +8,7 @@ import { NoTextExtracted, sniffType } from '../kb/extract';
 import type { ExtractFn } from '../kb/indexing';
 import { LlmError, OpenAiCompatibleModel, type ChatTurnMessage, type CompletionRequest, type CompletionResult, type LlmSettings } from '../llm/model';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
+import { recordExtractionUsage } from '../usage/records';
 import { chunkText, mergePartials } from './merge';
 import { compileUserSchema, describeErrors, parseUserSchema, type UserSchema } from './schema';
 
@@ -364,7 +365,11 @@ export class StructuredExtractionService {
       await this.em().nativeUpdate(StructuredExtraction, { id, status: 'running' }, { status: 'failed', failure: 'no_valid_output', errorMessage: reason, ...usage, updatedAt: new Date() });
       return { status: 'failed', failure: 'no_valid_output', reason };
     }
-    await this.em().nativeUpdate(StructuredExtraction, { id, status: 'running' }, { status: 'succeeded', data: merged.data, model: this.modelName, ...usage, updatedAt: new Date() });
+    const data = merged.data;
+    await this.em().transactional(async (em) => {
+      const changed = await em.nativeUpdate(StructuredExtraction, { id, status: 'running' }, { status: 'succeeded', data, model: this.modelName, ...usage, updatedAt: new Date() });
+      if (changed) await recordExtractionUsage(em, { workspaceId: row.workspaceId, extractionId: id, pages: row.pages ?? null });
+    });
     return { status: 'succeeded' };
   }
 

@@ -276,8 +276,13 @@ describe('the pipeline', () => {
       for (const text of expected) expect({ name, doc }).toEqual({ name, doc: expect.stringContaining(text) });
     }
     const rows = await rowsOf(wsA);
-    expect(rows.find((r) => r.fileName === 'doc.pdf')?.pages).toBe(2);
+    const pdf = rows.find((r) => r.fileName === 'doc.pdf')!;
+    expect(pdf.pages).toBe(2);
     expect(rows.find((r) => r.fileName === 'scanned.pdf')?.pages).toBe(2);
+    // Billed once, by its pages.
+    expect(await db.orm.em.fork().execute('select kind, quantity, workspace_id from usage_records where extraction_id = ?', [pdf.id])).toEqual([
+      { kind: 'structured_extraction', quantity: 2, workspace_id: wsA },
+    ]);
   }, 120_000);
 
   test('a long document is read in chunks and the answers merged: arrays concatenated, scalars from the chunk that states them', async () => {

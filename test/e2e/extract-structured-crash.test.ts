@@ -107,6 +107,7 @@ test('a worker killed mid model call: the next worker asks again, the request an
   const done = await db.orm.em.fork().find(StructuredExtraction, { workspaceId: ws });
   expect(done).toHaveLength(1);
   expect(done[0]).toMatchObject({ status: 'succeeded', modelCalls: 1 });
+  expect(await db.orm.em.fork().execute('select count(*)::int as n from usage_records where extraction_id = ?', [row.id])).toEqual([{ n: 1 }]);
   const history = await handle.fetchHistory();
   const attempts = (history.events ?? []).filter((e) => e.activityTaskStartedEventAttributes).map((e) => e.activityTaskStartedEventAttributes!.attempt);
   expect(attempts).toContain(2);

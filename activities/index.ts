@@ -1,6 +1,7 @@
 import { conversationActivities } from './conversation';
 import type { ActivityDeps } from './deps';
 import { withFailures } from './errors';
+import { extractionActivities } from './extraction';
 import { kbActivities } from './kb';
 import { maintenanceActivities } from './maintenance';
 import { messagingActivities } from './messaging';
@@ -22,6 +23,7 @@ export function createActivities(deps: ActivityDeps) {
     ...messagingActivities(deps),
     ...conversationActivities(deps),
     ...uploadActivities(deps),
+    ...extractionActivities(deps),
   });
 }
 

@@ -31,6 +31,7 @@ import type { ChatHub } from './chat-hub';
 import { widgetAssetRoutes } from './routes/widget-assets';
 import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
 import { plannedRoutes } from './routes/planned';
+import { documentRoutes } from './routes/documents';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
 
 export interface AppDeps {
@@ -117,6 +118,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
+  await app.register(documentRoutes, { services, gateways });
   await app.register(plannedRoutes);
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every

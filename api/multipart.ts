@@ -6,15 +6,19 @@ import type { BlobStore, StagedBlob } from '../core/storage/blob-store';
 /**
  * Streams a multipart body's one `file` part into temporary blob storage (never
  * buffered whole; over `maxBytes` is 413 and nothing stays behind) and collects its
- * text fields. The caller owns the staged blob.
+ * text fields (each at most `fieldSize` bytes, 4 KB unless the endpoint needs more). The
+ * caller owns the staged blob.
  */
-export async function readSingleFile(request: FastifyRequest, blobs: BlobStore, maxBytes: number) {
+export async function readSingleFile(request: FastifyRequest, blobs: BlobStore, maxBytes: number, opts: { fieldSize?: number } = {}) {
+  const fieldSize = opts.fieldSize ?? 4096;
   if (!request.isMultipart()) throw new ApiError(415, 'unsupported_media_type', "Content-Type: this endpoint accepts 'multipart/form-data'");
   let staged: StagedBlob | null = null;
   let fileName = '';
   const fields: Record<string, string> = {};
+  /** Fields cut at `fieldSize` (busboy truncates them silently): the caller decides. */
+  const truncated: string[] = [];
   try {
-    for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 4096 } })) {
+    for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize } })) {
       if (part.type === 'file') {
         if (part.fieldname !== 'file' || staged) {
           part.file.resume();
@@ -27,10 +31,11 @@ export async function readSingleFile(request: FastifyRequest, blobs: BlobStore, 
       } else {
         assertStorable(String(part.value), `body.${part.fieldname}`);
         fields[part.fieldname] = String(part.value);
+        if (part.valueTruncated) truncated.push(part.fieldname);
       }
     }
     if (!staged) throw new ApiError(400, 'invalid_request', 'file: required');
-    return { staged, fileName, fields };
+    return { staged, fileName, fields, truncated };
   } catch (err) {
     if (staged) await blobs.discard(staged);
     const code = (err as { code?: string }).code;

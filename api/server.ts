@@ -48,7 +48,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
   });
   const app = await buildApp({
     services: c.services,
-    gateways: c.temporal ? createGateways(c.temporal.client, c.temporal.taskQueue, { transcript: c.services.transcript, eagerStart: c.temporal.eagerStart }) : null,
+    gateways: c.temporal ? createGateways(c.temporal.client, c.temporal.taskQueue, { transcript: c.services.transcript, eagerStart: c.temporal.eagerStart, extractWaitMs: config.STRUCTURED_WAIT_MS }) : null,
     msgappWebhook: { appSecret: config.MSGAPP_APP_SECRET ?? null, verifyToken: config.MSGAPP_VERIFY_TOKEN ?? null },
     limits,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,

@@ -17,6 +17,7 @@ import { benchMsgappSend } from './msgapp-send';
 import { benchTranscribe } from './transcribe';
 import { benchWidgetReply } from './widget-reply';
 import { benchWidgetSockets } from './widget-sockets';
+import { benchStructuredExtraction } from './structured-extraction';
 import type { Result } from './lib/types';
 
 const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Promise<Result> }> = [
@@ -32,6 +33,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'widget-sockets', run: benchWidgetSockets },
   { name: 'analytics', run: benchAnalytics },
   { name: 'transcribe', run: benchTranscribe },
+  { name: 'structured-extraction', run: benchStructuredExtraction },
 ];
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startApi } from '../api/server';
-import { compose, type Composition } from '../core/compose';
+import { compose, localModelFiles, type Composition } from '../core/compose';
 import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind, type Config } from '../core/config';
 import { chooseDatabase } from '../infra/postgres';
 import { pickPort } from '../infra/ports';
@@ -15,6 +15,17 @@ import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/search-attributes';
 import { startMsgappSandbox } from '../sandbox/msgapp';
 
 const say = (msg: string) => console.log(`[concierge] ${msg}`);
+
+/** Where POST /api/v1/documents/extract_structured gets its model. */
+function describeStructured(config: Config): string {
+  if (config.STRUCTURED_BASE_URL) return `${config.STRUCTURED_BASE_URL} (STRUCTURED_BASE_URL), model ${config.STRUCTURED_MODEL ?? 'default'}`;
+  const local = localModelFiles(config);
+  if (local) {
+    return `local model ${local.modelName} (${local.model}), served by ${local.binary} on 127.0.0.1, started on the first extraction, stopped after ${Math.round(config.STRUCTURED_LOCAL_IDLE_MS / 1000)} s idle`;
+  }
+  if (config.LLM_BASE_URL) return `${config.LLM_BASE_URL} (LLM_BASE_URL), model ${config.STRUCTURED_MODEL ?? config.LLM_MODEL}`;
+  return 'no model (npm run models:fetch installs the local one, or set STRUCTURED_BASE_URL / LLM_BASE_URL); the endpoint answers 503 llm_not_configured';
+}
 
 export interface Started {
   composition: Composition;
@@ -92,6 +103,7 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     say(`OpenAPI:     ${base}/api/v1/openapi.json`);
     say(`links:       ${config.PUBLIC_BASE_URL} (PUBLIC_BASE_URL)`);
     if (dev) say(`Temporal UI: ${dev.uiUrl}`);
+    say(`extraction:  ${describeStructured(config)}`);
     say(`first key:   npm run -s admin -- workspace create --name Demo   then   npm run -s admin -- key create --workspace <id> --name dev --scopes kb:read,kb:write`);
     return { composition: c, base, stop };
   } catch (err) {

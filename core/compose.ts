@@ -12,6 +12,8 @@ import { DenseIndex } from './kb/dense-index';
 import { createEmbedder, type Embedder } from './kb/embedder';
 import { extractorFromConfig, transcriberFromConfig } from './kb/extractor';
 import { OpenAiImageDescriber } from './llm/vision';
+import type { StructuredSettings } from './extraction/extractions';
+import { llamaServerPath, localLlmPath, LocalLlmServer, localServerFilesPresent } from './llm/local-server';
 import { IndexingService, type ExtractFn } from './kb/indexing';
 import { CloudApiProvider } from './msgapp/provider';
 import { policyFromCidrs } from './net/ssrf';
@@ -125,6 +127,36 @@ export function embedderFromConfig(config: Config): () => Promise<Embedder> {
   );
 }
 
+/** The embedded local model's files (npm run models:fetch), when STRUCTURED_LOCAL allows it and they are there. */
+export function localModelFiles(config: Config): { binary: string; model: string; modelName: string } | null {
+  if (config.STRUCTURED_LOCAL === 'off') return null;
+  const dir = modelsDir(config);
+  const binary = llamaServerPath(dir);
+  const model = localLlmPath(dir, config.STRUCTURED_LOCAL_MODEL);
+  return localServerFilesPresent(binary, model) ? { binary, model, modelName: config.STRUCTURED_LOCAL_MODEL } : null;
+}
+
+/**
+ * Structured extraction's model: STRUCTURED_BASE_URL; else the embedded local model when
+ * its files are there (started on demand by the process that calls it: the worker); else
+ * the agents' LLM_BASE_URL (its key and model unless STRUCTURED_MODEL names another);
+ * else none. `log` is where the local server reports.
+ */
+export function structuredFromConfig(config: Config, log?: Logger): StructuredSettings {
+  const limits = { chunkChars: config.STRUCTURED_CHUNK_CHARS, maxChunks: config.STRUCTURED_MAX_CHUNKS };
+  const timeoutMs = config.STRUCTURED_TIMEOUT_MS;
+  if (config.STRUCTURED_BASE_URL) {
+    return { ...limits, llm: { baseUrl: config.STRUCTURED_BASE_URL, apiKey: config.STRUCTURED_API_KEY, model: config.STRUCTURED_MODEL ?? 'default', timeoutMs } };
+  }
+  const files = localModelFiles(config);
+  if (files) {
+    const local = new LocalLlmServer({ ...files, threads: config.STRUCTURED_LOCAL_THREADS, contextTokens: config.STRUCTURED_LOCAL_CONTEXT, idleMs: config.STRUCTURED_LOCAL_IDLE_MS, log });
+    return { ...limits, llm: null, local, localTimeoutMs: timeoutMs };
+  }
+  if (config.LLM_BASE_URL) return { ...limits, llm: { baseUrl: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.STRUCTURED_MODEL ?? config.LLM_MODEL, timeoutMs } };
+  return { ...limits, llm: null };
+}
+
 /**
  * The composition root: every process (api/main, worker/main, `npm start`, the admin CLI,
  * the tests and the benchmarks) builds its services here, once: one ORM, one LISTEN
@@ -173,6 +205,10 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     const s = o.services ?? {};
     const transcriber = 'transcriber' in s ? (s.transcriber ?? null) : transcriberFromConfig(config);
     const extract = o.extract ?? extractorFromConfig(config, transcriber);
+    const structured = 'structured' in s ? s.structured : structuredFromConfig(config, log);
+    // The local model server (if this process ever started it) stops with the process.
+    const localServer = structured?.local;
+    if (localServer instanceof LocalLlmServer) onClose(() => localServer.stop());
     const services = createServices(orm.em, {
       idempotencyTtlHours: s.idempotencyTtlHours ?? config.IDEMPOTENCY_TTL_HOURS,
       sender: s.sender ?? { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
@@ -180,6 +216,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       msgapp: 'msgapp' in s ? s.msgapp : config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: config.MSGAPP_TIMEOUT_MS }) : null,
       transcriber,
       vision: 'vision' in s ? (s.vision ?? null) : visionFromConfig(config),
+      structured,
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
       publicBaseUrl: s.publicBaseUrl ?? publicBaseUrl(config),
       box,

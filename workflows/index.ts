@@ -7,3 +7,4 @@ export { conversationWorkflow, uploadIndexTaskWorkflow } from './conversation';
 export { msgappInboundWorkflow } from './msgapp-inbound';
 export { widgetUploadWorkflow } from './widget-upload';
 export { transcribeWorkflow } from './transcribe';
+export { structuredExtractionWorkflow } from './structured-extraction';

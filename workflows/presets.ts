@@ -89,6 +89,18 @@ export const presets = {
     heartbeatTimeout: '20 seconds',
     retry: { initialInterval: '1 second', maximumAttempts: 2 },
   },
+  /**
+   * One model call of a structured extraction (the answer for one chunk, and its repair
+   * turn): a local model on 2 cores takes 10 to 30 s, each call has its own deadline
+   * (STRUCTURED_TIMEOUT_MS, 3 minutes by default), so this bounds the two calls of one
+   * attempt. A heartbeat every 5 s: a lost worker is noticed within 30 s. Failures of
+   * the model server (unreachable, 5xx, time-outs) are retried twice; a refusal (4xx) is not.
+   */
+  modelCall: {
+    startToCloseTimeout: '8 minutes',
+    heartbeatTimeout: '30 seconds',
+    retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumAttempts: 3 },
+  },
   /** Short database housekeeping: retried a few times, never for long. */
   maintenance: {
     startToCloseTimeout: '2 minutes',

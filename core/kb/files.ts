@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { KbDocument, KbFile, WidgetUpload, type IKbFile } from '../db/entities';
+import { KbDocument, KbFile, StructuredExtraction, WidgetUpload, type IKbFile } from '../db/entities';
 import { ApiError } from '../errors';
 import { keysetFind } from '../pagination';
 import { newId } from '../ids';
@@ -261,6 +261,8 @@ export class FileService {
     if (await kbFilesUseBlob(em, sha)) return;
     // Read here until the widget uploads module (issue 12 item 5) offers the look-up.
     if (await em.count(WidgetUpload, { blobKey: sha })) return;
+    // A structured extraction still to read the same bytes (its text is stored once read).
+    if (await em.count(StructuredExtraction, { blobKey: sha, status: 'running' })) return;
     await this.blobs.delete(sha);
   }
 }

@@ -54,8 +54,11 @@ export interface CompletionRequest {
   model?: string;
   temperature?: number;
   max_tokens?: number;
-  /** `json_object` asks the model for one JSON object (OpenAI's JSON mode). */
-  response_format?: { type: 'json_object' | 'text' };
+  /**
+   * `json_object` asks the model for one JSON object (OpenAI's JSON mode); `json_schema`
+   * for one that matches a schema (structured outputs; llama.cpp turns it into a grammar).
+   */
+  response_format?: { type: 'json_object' | 'text' } | { type: 'json_schema'; json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean } };
   /** The caller's cancellation; when it fires, the call rejects with the signal's own reason. */
   signal?: AbortSignal;
 }

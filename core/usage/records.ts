@@ -8,3 +8,16 @@ import { UsageRecord } from '../db/entities';
 export async function recordMessageUsage(em: EntityManager, u: { workspaceId: string; messageId: string }): Promise<void> {
   await em.createQueryBuilder(UsageRecord).insert({ workspaceId: u.workspaceId, kind: 'msgapp_message', messageId: u.messageId }).onConflict(['messageId']).ignore();
 }
+
+/**
+ * A structured extraction that succeeded counts once, however often its last step runs
+ * (unique on the extraction): quantity is its pages (1 for a document without pages: a
+ * text file, a DOCX). Its tokens stay on the extraction's own row.
+ */
+export async function recordExtractionUsage(em: EntityManager, u: { workspaceId: string; extractionId: string; pages: number | null }): Promise<void> {
+  await em
+    .createQueryBuilder(UsageRecord)
+    .insert({ workspaceId: u.workspaceId, kind: 'structured_extraction', extractionId: u.extractionId, quantity: Math.max(1, u.pages ?? 1) })
+    .onConflict(['extractionId'])
+    .ignore();
+}

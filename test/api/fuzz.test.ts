@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { findWheelBinary } from '../../infra/temporal';
 import { ALL_SCOPES } from '../../core/auth/scopes';
+import { DEFAULT_STRUCTURED } from '../../core/extraction/extractions';
 import { CloudApiProvider } from '../../core/msgapp/provider';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -44,7 +45,11 @@ beforeAll(async () => {
   // Every dependency an operation needs is real or a real fake on loopback, so a 5xx is a fault, never "not configured".
   llm = await startFakeLlm();
   sandbox = await startMsgappSandbox({ appSecret: 'fuzz-secret' });
-  const serviceOptions = { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }) };
+  const serviceOptions = {
+    llm: { baseUrl: llm.url, model: 'fake-model' },
+    structured: { ...DEFAULT_STRUCTURED, llm: { baseUrl: llm.url, model: 'fake-model' } },
+    msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }),
+  };
   tw = await startTestWorker(db, serviceOptions);
   t = await startTestApp({
     orm: db.orm,

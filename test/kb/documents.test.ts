@@ -16,6 +16,7 @@ import {
   makeHtml,
   makePdf,
   makePptx,
+  makeScannedPdf,
   makeTextPng,
   makeWav,
   makeXlsx,
@@ -95,6 +96,8 @@ describe('documents of every kind, indexed end to end', () => {
     ['order.eml', () => makeEml(), 'message/rfc822', TEXT.emailAttachmentText],
     ['page.html', async () => makeHtml(), 'text/html', null],
     ['scan.png', () => makeTextPng(), 'image/png', 'INVOICE'],
+    // A scanned PDF (no text layer) is OCR'd page by page; it used to end in error.
+    ['scanned.pdf', () => makeScannedPdf([['RETURNS DESK', 'OPEN MONDAY']]), 'application/pdf', 'RETURNS DESK'],
   ] as const)('%s → active, findable', async (name, make, mime, phrase) => {
     const { file, outcome, row } = await index(name, await make());
     expect(file.mime_type).toBe(mime);

@@ -9,6 +9,7 @@ import type { Scope } from '../../core/auth/scopes';
 import type { Orm } from '../../core/db/orm';
 import type { RateStore, WidgetLimits } from '../../core/ratelimit';
 import type { ServiceOptions, Services } from '../../core/services';
+import { DEFAULT_STRUCTURED } from '../../core/extraction/extractions';
 import { SecretBox } from '../../core/crypto/secret-box';
 import { policyFromCidrs } from '../../core/net/ssrf';
 import { createTestPki } from './tls';
@@ -80,6 +81,8 @@ export function testCompose(
         llm: null,
         msgapp: null,
         transcriber: null,
+        // No extraction model unless the test gives one (never the local model models:fetch installed).
+        structured: { ...DEFAULT_STRUCTURED, llm: null },
         ...services,
       },
     },
@@ -161,6 +164,8 @@ export async function startTestApp(opts: {
    * the fuzzer: what it presents is generated junk, which it also repeats in fields that are not secret.
    */
   recordPresented?: boolean;
+  /** Further settings of this API process (e.g. STRUCTURED_WAIT_MS). */
+  config?: Partial<Config>;
 }): Promise<TestApp> {
   const widget = opts.widgetLimits ?? { perSiteClient: 10_000, sendsPerConversation: 1_000, refusalsPerAddress: 10_000 };
   const caps = opts.chatSocketCaps ?? { perConversation: 10_000, perAddress: 10_000 };
@@ -177,6 +182,7 @@ export async function startTestApp(opts: {
     CHAT_MAX_SOCKETS_PER_ADDRESS: caps.perAddress,
     MSGAPP_APP_SECRET: opts.msgappWebhook?.appSecret ?? undefined,
     MSGAPP_VERIFY_TOKEN: opts.msgappWebhook?.verifyToken ?? undefined,
+    ...opts.config,
   };
   const c = await testCompose('api', opts, opts.serviceOptions, { config, temporal: opts.temporal });
   try {

@@ -76,6 +76,22 @@ export async function makePdf(pages: string[] = [TEXT.pdfPage1, TEXT.pdfPage2]):
   return done;
 }
 
+/**
+ * A scanned PDF: each page is an image of text (rendered with pureimage, PNG or JPEG)
+ * and has no text layer, as a scanner produces.
+ */
+export async function makeScannedPdf(pages: Array<readonly string[]>, format: 'png' | 'jpeg' = 'png'): Promise<Buffer> {
+  const doc = new PDFDocument({ autoFirstPage: false, compress: true });
+  const done = collect(doc);
+  for (const words of pages) {
+    const image = await makeTextPng(words, format);
+    doc.addPage({ size: 'A4' });
+    doc.image(image, 36, 36, { width: 520 });
+  }
+  doc.end();
+  return done;
+}
+
 /** A long PDF (for the timeout test). */
 export async function makeBigPdf(pages = 200): Promise<Buffer> {
   return makePdf(Array.from({ length: pages }, (_, i) => `Page ${i + 1}. ${'Lorem ipsum dolor sit amet. '.repeat(60)}`));

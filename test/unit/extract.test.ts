@@ -67,6 +67,8 @@ beforeAll(async () => {
   put('latin1.txt', Buffer.from('Caf\xe9 cr\xe8me br\xfbl\xe9e', 'latin1'));
   put('whitespace.txt', '  \n\t\n   ');
   put('script.exe.txt', 'just text with a misleading name');
+  put('scan.pdf', await D.makeScannedPdf([['SCANNED', 'INVOICE 7781'], ['PAGE TWO', 'TOTAL 42.00']]));
+  put('scan-jpeg.pdf', await D.makeScannedPdf([['RECEIPT 5521']], 'jpeg'));
   put('text-named.exe', 'this is text but .exe is not a text format');
 }, 60_000);
 
@@ -182,6 +184,16 @@ describe('extractDocument', () => {
       { page: 2, text: D.TEXT.pdfPage2 },
     ]);
   });
+
+  test('scanned PDF (no text layer): each page OCR\'d, one segment per page with its number; PNG and JPEG scans alike', async () => {
+    const r = await extract('scan.pdf');
+    expect(r.segments).toEqual([
+      { page: 1, text: 'SCANNED\nINVOICE 7781' },
+      { page: 2, text: 'PAGE TWO\nTOTAL 42.00' },
+    ]);
+    expect(r.warnings).toEqual([]);
+    expect((await extract('scan-jpeg.pdf')).segments).toEqual([{ page: 1, text: 'RECEIPT 5521' }]);
+  }, 60_000);
 
   test('DOCX: headings kept as segment headings', async () => {
     const r = await extract('manual.docx');

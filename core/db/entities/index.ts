@@ -11,6 +11,7 @@ import { AnalyticsMessageHour } from './analytics';
 import { ChatMessage, Conversation, ConversationEvent, ConversationTask } from './conversations';
 import { Credential } from './credentials';
 import { Customer, CustomerIdentity } from './customers';
+import { StructuredExtraction } from './extractions';
 import { IdempotencyKey } from './idempotency';
 import { KbChunk, KbDocument, KbFile, KbFolder } from './kb';
 import { ApiKey, RetiredKeySecret } from './keys';
@@ -25,6 +26,7 @@ export * from './analytics';
 export * from './conversations';
 export * from './credentials';
 export * from './customers';
+export * from './extractions';
 export * from './idempotency';
 export * from './kb';
 export * from './keys';
@@ -64,4 +66,5 @@ export const allEntities = [
   WidgetUploadChunk,
   SupportTicket,
   SupportTicketMessage,
+  StructuredExtraction,
 ];

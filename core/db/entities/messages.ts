@@ -48,6 +48,8 @@ export const UsageRecord = defineEntity({
     workspaceId: p.text(),
     kind: p.text(),
     messageId: p.text().nullable().unique('usage_records_message_id_key'),
+    /** A structured extraction's usage (core/usage/records.ts recordExtractionUsage). */
+    extractionId: p.text().nullable().unique('usage_records_extraction_id_key'),
     quantity: p.integer().default(1),
     createdAt: createdAt(),
   },

@@ -117,6 +117,8 @@ async function extractPdf(buf: Buffer, ctx: ExtractContext): Promise<Segment[]> 
     throw new ExtractionError(name === 'PasswordException' ? 'PDF is encrypted' : 'PDF is corrupt or encrypted', detail);
   }
   const segments: Segment[] = [];
+  let scanned = 0;
+  let ocred = 0;
   try {
     for (let n = 1; n <= doc.numPages; n++) {
       try {
@@ -128,6 +130,17 @@ async function extractPdf(buf: Buffer, ctx: ExtractContext): Promise<Segment[]> 
           text += item.str;
           if (item.hasEOL) text += '\n';
         }
+        if (!text.trim()) {
+          // No text layer: a scanned page. Its images are OCR'd, page by page.
+          scanned++;
+          if (ocred < MAX_OCR_PAGES) {
+            ocred++;
+            text = await ocrPdfPage(pdfjs, page, ctx, n);
+          } else if (ocred === MAX_OCR_PAGES) {
+            ocred++;
+            ctx.warnings.push(`only the first ${MAX_OCR_PAGES} scanned pages were OCR'd`);
+          }
+        }
         page.cleanup();
         if (text.trim()) segments.push({ text, page: n });
       } catch (err) {
@@ -137,8 +150,99 @@ async function extractPdf(buf: Buffer, ctx: ExtractContext): Promise<Segment[]> 
   } finally {
     await doc.destroy();
   }
-  if (!segments.length && doc.numPages > 0) ctx.warnings.push('the PDF has no text layer (scanned pages are not OCRed)');
+  if (!segments.length && doc.numPages > 0) ctx.warnings.push(scanned ? 'the PDF has no text layer and OCR found no text in its pages' : 'the PDF has no text');
   return segments;
+}
+
+/** Scanned pages OCR'd per PDF (each takes a few seconds); the rest are skipped with a warning. */
+const MAX_OCR_PAGES = 50;
+/** Images smaller than this (logos, rules, bullets) are not worth OCR on a scanned page. */
+const MIN_OCR_PIXELS = 20_000;
+
+/**
+ * A page without a text layer: the images it paints (a scan is one full-page image, or a
+ * few strips), decoded by pdfjs itself, each handed to OCR as a BMP (encoded here: no
+ * canvas, no image library needed). Their texts are joined in painting order.
+ */
+async function ocrPdfPage(pdfjs: Pdfjs, page: Awaited<ReturnType<Awaited<ReturnType<Pdfjs['getDocument']>['promise']>['getPage']>>, ctx: ExtractContext, n: number): Promise<string> {
+  const ops = await page.getOperatorList();
+  const texts: string[] = [];
+  for (let i = 0; i < ops.fnArray.length; i++) {
+    const fn = ops.fnArray[i];
+    let img: PdfImage | undefined;
+    if (fn === pdfjs.OPS.paintImageXObject) {
+      const name = ops.argsArray[i][0] as string;
+      const objs = name.startsWith('g_') ? page.commonObjs : page.objs;
+      // Resolved by pdfjs's worker after the operator list may already be complete: wait for it.
+      img = await new Promise<PdfImage | undefined>((resolve) => {
+        const timer = setTimeout(() => resolve(undefined), 10_000);
+        objs.get(name, (data: unknown) => {
+          clearTimeout(timer);
+          resolve(data as PdfImage);
+        });
+      });
+    } else if (fn === pdfjs.OPS.paintInlineImageXObject) {
+      img = ops.argsArray[i][0] as PdfImage;
+    }
+    if (!img?.data || !img.width || !img.height || img.width * img.height < MIN_OCR_PIXELS) continue;
+    if (img.width * img.height > ctx.limits.maxImagePixels) {
+      ctx.warnings.push(`page ${n}: an image too large to OCR (${img.width}×${img.height} pixels)`);
+      continue;
+    }
+    const bmp = imageToBmp(img);
+    if (!bmp) continue;
+    const [segment] = await ocrImage(bmp, 'image/bmp', ctx);
+    if (segment?.text.trim()) texts.push(segment.text);
+  }
+  return texts.join('\n');
+}
+
+interface PdfImage {
+  width: number;
+  height: number;
+  /** pdfjs's ImageKind: 1 grayscale 1 bit per pixel (rows padded to bytes), 2 RGB, 3 RGBA. */
+  kind?: number;
+  data?: Uint8Array | Uint8ClampedArray;
+}
+
+/** A decoded pdfjs image as a 24-bit BMP (bottom-up rows, padded to 4 bytes), which OCR reads; null for a layout it does not know. */
+export function imageToBmp(img: PdfImage): Buffer | null {
+  const { width: w, height: h, data } = img;
+  if (!data) return null;
+  const rowBytes = Math.ceil(w / 8);
+  const channels = data.length === w * h * 4 ? 4 : data.length === w * h * 3 ? 3 : data.length === rowBytes * h ? 1 : 0;
+  if (!channels) return null;
+  const stride = (w * 3 + 3) & ~3;
+  const out = Buffer.alloc(54 + stride * h);
+  out.write('BM', 0, 'latin1');
+  out.writeUInt32LE(out.length, 2);
+  out.writeUInt32LE(54, 10);
+  out.writeUInt32LE(40, 14);
+  out.writeInt32LE(w, 18);
+  out.writeInt32LE(h, 22);
+  out.writeUInt16LE(1, 26);
+  out.writeUInt16LE(24, 28);
+  out.writeUInt32LE(stride * h, 34);
+  for (let y = 0; y < h; y++) {
+    const row = 54 + (h - 1 - y) * stride;
+    for (let x = 0; x < w; x++) {
+      let r: number, g: number, b: number;
+      if (channels === 1) {
+        // 1 bpp: a set bit is white in pdfjs's grayscale masks.
+        const v = (data[y * rowBytes + (x >> 3)] >> (7 - (x & 7))) & 1 ? 255 : 0;
+        r = g = b = v;
+      } else {
+        const p = (y * w + x) * channels;
+        r = data[p];
+        g = data[p + 1];
+        b = data[p + 2];
+      }
+      out[row + x * 3] = b;
+      out[row + x * 3 + 1] = g;
+      out[row + x * 3 + 2] = r;
+    }
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------

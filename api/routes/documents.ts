@@ -1,0 +1,88 @@
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { z } from 'zod';
+import { ApiError } from '../../core/errors';
+import { EXTRACT_MAX_BYTES, MAX_PROMPT_CHARS } from '../../core/extraction/extractions';
+import { MAX_SCHEMA_BYTES } from '../../core/extraction/schema';
+import type { Services } from '../../core/services';
+import { workflowUnavailable } from '../../gateways/uploads';
+import type { Gateways } from '../../gateways';
+import { readSingleFile } from '../multipart';
+import { authErrors, ErrorBody } from '../schemas/common';
+import { authOf } from '../types';
+
+const tags = ['Documents'];
+
+const ExtractForm = z
+  .object({
+    file: z.unknown().meta({ type: 'string', format: 'binary', description: 'PDF, DOCX, TXT, PNG, JPEG or WEBP, at most 25 MB; the type is decided from the bytes' }),
+    schema: z.string().meta({
+      description: `A JSON Schema (draft 2020-12, or draft-07 by its $schema) serialised as a JSON string, at most ${MAX_SCHEMA_BYTES / 1024} KB; the root must be "type": "object"; $ref only to the schema itself ('#/$defs/…'), not recursive`,
+      example: '{"type":"object","properties":{"invoice_number":{"type":"string"},"total":{"type":"number"}},"required":["invoice_number","total"]}',
+    }),
+    prompt: z.string().optional().meta({ description: `Extra instructions for the model, at most ${MAX_PROMPT_CHARS} characters` }),
+  })
+  .meta({ id: 'ExtractStructuredForm' });
+
+const ExtractResult = z
+  .object({
+    data: z.unknown().meta({ description: 'The document’s content shaped to the schema; always valid against it' }),
+    model: z.string().meta({ description: 'The model that produced it', example: 'qwen2.5-coder-1.5b-instruct-q4_k_m' }),
+  })
+  .meta({ id: 'ExtractStructuredResult' });
+
+/** POST /api/v1/documents/extract_structured. */
+export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'structured' | 'blobs'>; gateways: Gateways | null }> = async (app, opts) => {
+  const structured = opts.services.structured;
+
+  app.post('/api/v1/documents/extract_structured', {
+    config: { scope: 'documents:extract' },
+    schema: {
+      operationId: 'extractStructured',
+      summary:
+        'A document plus a JSON Schema in, the document’s content shaped to the schema out (multipart: file, schema, prompt?). Runs as a durable workflow; the request waits for it (up to STRUCTURED_WAIT_MS, 300 s by default). The same file, schema and prompt in the same workspace are answered from the stored result.',
+      tags,
+      consumes: ['multipart/form-data'],
+      body: ExtractForm.optional(),
+      response: {
+        200: ExtractResult,
+        ...authErrors,
+        400: ErrorBody.meta({
+          description:
+            'missing_schema; bad_schema (not JSON, not an object, not a valid JSON Schema, or one that cannot be honoured: remote or recursive $ref, too large or deep, unsatisfiable, root not an object; the message says why); invalid_request (no file, an empty file, a prompt too long)',
+        }),
+        413: ErrorBody.meta({ description: 'payload_too_large: a file over 25 MB' }),
+        415: ErrorBody.meta({ description: 'unsupported_mime: the bytes are not PDF, DOCX, TXT, PNG, JPEG or WEBP; unsupported_media_type: not multipart/form-data' }),
+        422: ErrorBody.meta({
+          description: 'extraction_failed: no output that satisfies the schema could be produced (after one repair turn), or the file has no text (an image without text), is corrupt, encrypted or too long',
+        }),
+        500: ErrorBody.meta({ description: 'internal_error' }),
+        503: ErrorBody.meta({
+          description:
+            'llm_not_configured: no extraction model (STRUCTURED_BASE_URL or LLM_BASE_URL); model_unavailable: the model server failed after retries; workflow_unavailable: no workflow service (with workflow_id when it was lost while waiting)',
+        }),
+        504: ErrorBody.meta({
+          description: 'extraction_timeout: not finished within the wait limit; the body has workflow_id and extraction_id, and the same request sent again returns the result once it is done',
+        }),
+      },
+    },
+    // The multipart stream is read by the handler, not validated as a JSON body.
+    validatorCompiler: () => (data) => ({ value: data }),
+    handler: async (request) => {
+      const ws = authOf(request).workspaceId;
+      const gateway = opts.gateways?.extractions;
+      if (!gateway) throw workflowUnavailable();
+      // One byte over the limit tells a schema that is too large from one that fits.
+      const { staged, fileName, fields, truncated } = await readSingleFile(request, opts.services.blobs, EXTRACT_MAX_BYTES, { fieldSize: MAX_SCHEMA_BYTES + 1 });
+      if (truncated.length) {
+        await opts.services.blobs.discard(staged);
+        if (truncated.includes('schema')) throw new ApiError(400, 'bad_schema', `schema: larger than ${MAX_SCHEMA_BYTES / 1024} KB`);
+        throw new ApiError(400, 'invalid_request', `${truncated[0]}: too long`);
+      }
+      const begun = await structured.begin(ws, { staged, fileName, schema: fields.schema, prompt: fields.prompt });
+      if (begun.kind === 'stored') return begun.answer;
+      // The row holds the answer (or why there is none); the workflow's outcome only says it is settled.
+      await gateway.run(begun);
+      return structured.answer(ws, begun.id);
+    },
+  });
+};

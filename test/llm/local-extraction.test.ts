@@ -1,0 +1,153 @@
+import { LocalLlmServer, llamaServerPath, localLlmPath, localServerFilesPresent, DEFAULT_LOCAL_LLM } from '../../core/llm/local-server';
+import { StructuredExtraction } from '../../core/db/entities';
+import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, type TestApp } from '../support/app';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { makePdf, makeTextPng } from '../support/documents';
+import { multipart } from '../support/kb';
+import { startTestWorker, type TestWorker } from '../support/temporal';
+
+/**
+ * Structured extraction through the real embedded model: llama.cpp's llama-server and
+ * Qwen2.5-Coder-1.5B-Instruct from `npm run models:fetch`, started on demand by the
+ * worker. Three extractions only (each costs 10-30 s on 2 cores), one after another in
+ * this one file: their data validates and its values are the document's.
+ */
+jest.setTimeout(240_000);
+
+let db: TestDatabase;
+let tw: TestWorker;
+let t: TestApp;
+let local: LocalLlmServer;
+let auth: Record<string, string>;
+/** Longer than the gap between two tests (an OCR run), short enough to watch the stop. */
+const IDLE_MS = 10_000;
+
+beforeAll(async () => {
+  const binary = llamaServerPath(MODELS_DIR);
+  const model = localLlmPath(MODELS_DIR, DEFAULT_LOCAL_LLM);
+  if (!localServerFilesPresent(binary, model)) throw new Error(`The local model is not installed under ${MODELS_DIR}: run npm run models:fetch`);
+  // Small context and a short idle time: what the test needs, and the stop is observable.
+  local = new LocalLlmServer({ binary, model, modelName: DEFAULT_LOCAL_LLM, threads: 2, contextTokens: 4096, idleMs: IDLE_MS });
+  db = await createTestDatabase();
+  const structured = { llm: null, local, localTimeoutMs: 180_000, chunkChars: 12_000, maxChunks: 4 };
+  tw = await startTestWorker(db, { structured });
+  // The API process has its own handle, never started: the model runs in the worker.
+  const apiLocal = new LocalLlmServer({ binary, model, modelName: DEFAULT_LOCAL_LLM, threads: 2, contextTokens: 4096, idleMs: IDLE_MS });
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue, eagerStart: true }, serviceOptions: { structured: { ...structured, local: apiLocal } } });
+  const ws = await createWorkspace(db.orm);
+  auth = bearer((await createKey(t.services, ws, ['documents:extract'])).key);
+}, 60_000);
+
+afterAll(async () => {
+  await t?.close();
+  await tw?.close();
+  await local?.stop();
+  await db?.drop();
+});
+
+function extract(file: { name: string; content: Buffer | string }, schema: unknown, prompt?: string) {
+  const body = multipart([
+    { name: 'schema', value: JSON.stringify(schema) },
+    ...(prompt ? [{ name: 'prompt', value: prompt }] : []),
+    { name: 'file', value: file.content, filename: file.name },
+  ]);
+  return t.app.inject({ method: 'POST', url: '/api/v1/documents/extract_structured', headers: { ...auth, ...body.headers }, payload: body.payload });
+}
+
+const timings: Array<{ what: string; seconds: number; pages: number | null }> = [];
+async function timed(what: string, run: () => ReturnType<typeof extract>) {
+  const started = Date.now();
+  const res = await run();
+  const rows = await db.orm.em.fork().find(StructuredExtraction, {}, { orderBy: { createdAt: 'desc' }, limit: 1 });
+  timings.push({ what, seconds: (Date.now() - started) / 1000, pages: rows[0]?.pages ?? null });
+  return res;
+}
+
+afterAll(() => {
+  if (timings.length) console.log(`local model: ${timings.map((x) => `${x.what} ${x.seconds.toFixed(1)} s (${x.pages ?? '?'} page)`).join('; ')}`);
+});
+
+describe('the embedded local model (real llama-server, started on demand)', () => {
+  test('an invoice (TXT): every field right, the server started once', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        invoice_number: { type: 'string' },
+        customer: { type: 'string' },
+        issued: { type: 'string', format: 'date' },
+        total: { type: 'number', description: 'The total due, taxes included' },
+        items: {
+          type: 'array',
+          items: { type: 'object', properties: { name: { type: 'string' }, quantity: { type: 'integer' }, price: { type: 'number' } }, required: ['name', 'quantity', 'price'], additionalProperties: false },
+        },
+      },
+      required: ['invoice_number', 'customer', 'issued', 'total', 'items'],
+      additionalProperties: false,
+    };
+    const text = [
+      'ACME Supplies Ltd',
+      'INVOICE No. INV-2024-0042',
+      'Date: 2024-03-15',
+      'Bill to: Harbor Cafe, 12 Dock Street, Lisbon',
+      '',
+      '2 x Espresso machine descaler  @ 14.50 = 29.00',
+      '5 x Paper cups (box of 100)   @ 6.20 = 31.00',
+      '',
+      'Subtotal 60.00',
+      'VAT 23% 13.80',
+      'Total due: 73.80 EUR',
+    ].join('\n');
+    expect(local.running).toBe(false);
+    const res = await timed('invoice.txt', () => extract({ name: 'invoice.txt', content: text }, schema, 'The customer is the party billed.'));
+    expect(res.statusCode).toBe(200);
+    const { data, model } = res.json();
+    expect(model).toBe(DEFAULT_LOCAL_LLM);
+    expect(data.invoice_number).toBe('INV-2024-0042');
+    expect(data.customer).toMatch(/^Harbor Cafe/);
+    expect(data.issued).toBe('2024-03-15');
+    expect(data.total).toBeCloseTo(73.8);
+    expect(data.items).toEqual([
+      { name: expect.stringMatching(/Espresso machine descaler/), quantity: 2, price: 14.5 },
+      { name: expect.stringMatching(/Paper cups/), quantity: 5, price: 6.2 },
+    ]);
+    expect(local.starts).toBe(1);
+  });
+
+  test('a support email (PDF): order number, the action asked for (an enum), the customer’s name', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        order_number: { type: 'string' },
+        customer_name: { type: 'string' },
+        request: { type: 'string', enum: ['refund', 'exchange', 'cancellation', 'delivery_status', 'other'] },
+      },
+      required: ['order_number', 'customer_name', 'request'],
+      additionalProperties: false,
+    };
+    const pdf = await makePdf([
+      'From: Maria Santos. Subject: Broken kettle, order 88123. Hello, the kettle from my order 88123 arrived with a cracked lid.',
+      'I would like my money back, please refund the full amount to my card. Thank you, Maria Santos',
+    ]);
+    const res = await timed('email.pdf', () => extract({ name: 'email.pdf', content: pdf }, schema));
+    expect(res.statusCode).toBe(200);
+    expect(res.json().data).toEqual({ order_number: '88123', customer_name: 'Maria Santos', request: 'refund' });
+    expect(local.starts).toBe(1);
+  });
+
+  test('a scanned receipt (PNG, OCR): the total and the receipt number; the server stops once idle', async () => {
+    const schema = {
+      type: 'object',
+      properties: { receipt_number: { type: 'string' }, total: { type: 'number' } },
+      required: ['receipt_number', 'total'],
+      additionalProperties: false,
+    };
+    const png = await makeTextPng(['RECEIPT 5521', 'COFFEE 3.20', 'CAKE 4.10', 'TOTAL 7.30']);
+    const res = await timed('receipt.png', () => extract({ name: 'receipt.png', content: png }, schema));
+    expect(res.statusCode).toBe(200);
+    expect(res.json().data).toEqual({ receipt_number: '5521', total: 7.3 });
+    expect(local.starts).toBe(1);
+    expect(local.running).toBe(true);
+    await new Promise((r) => setTimeout(r, IDLE_MS + 2_000));
+    expect(local.running).toBe(false);
+  });
+});

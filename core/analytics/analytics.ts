@@ -95,13 +95,13 @@ export class AnalyticsService {
 
   async summary(workspaceId: string, w: Window) {
     const [[row], messages] = await Promise.all([
-      // The conversations of the window, from the covering index (first_in_at… are kept by triggers).
+      // The conversations of the window, from analytics_conversations' covering index (kept by triggers).
       this.sql<{ conversations: string; handoffs: string; resolved: string; median_first_reply: number | null }>(
         `select count(*) as conversations,
                 count(*) filter (where handed_off) as handoffs,
                 count(*) filter (where answered and not handed_off) as resolved,
                 percentile_cont(0.5) within group (order by extract(epoch from (first_reply_at - first_in_at))) filter (where first_reply_at is not null) as median_first_reply
-         from conversations where workspace_id = ? and created_at >= ? and created_at < ?`,
+         from analytics_conversations where workspace_id = ? and created_at >= ? and created_at < ?`,
         [workspaceId, w.from, w.to],
       ),
       this.messageCounts(workspaceId, w),
@@ -141,7 +141,7 @@ export class AnalyticsService {
        ),
        counts as (
          select date_trunc(?, c.created_at at time zone ?) as local_start, count(*) as n
-         from conversations c
+         from analytics_conversations c
          where c.workspace_id = ? and c.created_at >= ? and c.created_at < ?
          group by 1
        )
@@ -162,7 +162,7 @@ export class AnalyticsService {
   /** Conversations started and messages written in the window, per channel (every channel listed, zeros too). */
   async channelBreakdown(workspaceId: string, w: Window) {
     const [convs, messages] = await Promise.all([
-      this.sql<{ channel: string; n: string }>(`select channel, count(*) as n from conversations where workspace_id = ? and created_at >= ? and created_at < ? group by 1`, [workspaceId, w.from, w.to]),
+      this.sql<{ channel: string; n: string }>(`select channel, count(*) as n from analytics_conversations where workspace_id = ? and created_at >= ? and created_at < ? group by 1`, [workspaceId, w.from, w.to]),
       this.messageCounts(workspaceId, w),
     ]);
     const conversations = new Map(convs.map((r) => [r.channel, Number(r.n)]));

@@ -80,7 +80,7 @@ test('a window that is not whole hours counts its partial hours from the message
   const [late] = (await q(`select m.id, m.conversation_id from chat_messages m join conversations c on c.id = m.conversation_id where c.created_at = '2026-03-30T08:00:00Z'`)) as Array<{ id: string; conversation_id: string }>;
   await q('delete from chat_messages where id = ?', [late.id]);
   expect((await get(`/api/v1/analytics/summary?${WINDOW}`)).json()).toMatchObject({ conversations: 3, messages_in: 2 });
-  expect(await q('select first_in_at from conversations where id = ?', [late.conversation_id])).toEqual([{ first_in_at: null }]);
+  expect(await q('select first_in_at from analytics_conversations where conversation_id = ?', [late.conversation_id])).toEqual([{ first_in_at: null }]);
   await q(`insert into chat_messages (id, workspace_id, conversation_id, role, text, created_at) select ?, workspace_id, id, 'user', 'x', created_at from conversations where id = ?`, [newId('msg'), late.conversation_id]);
   expect((await get(`/api/v1/analytics/summary?${WINDOW}`)).json()).toMatchObject({ messages_in: 3 });
 });

@@ -260,9 +260,10 @@ describe('search attributes', () => {
     const note = await t.app.inject({ method: 'POST', url: '/api/public/widget/transcribe', headers: { 'x-concierge-site': site.site_id, origin: ORIGIN, ...noteBody.headers }, payload: noteBody.payload });
     expect(note.json().error).toBe('empty_transcript');
 
-    // Every workflow type but the installation-wide maintenance ones belongs to a workspace.
+    // Every workflow type but the installation-wide maintenance ones belongs to a workspace. (Structured
+    // extraction needs a model: test/api/extract-structured.test.ts checks its search attributes.)
     const expected = Object.keys(workflowTypes)
-      .filter((name) => !['purgeExpiredWorkflow', 'reconcileStrandedWorkflow'].includes(name))
+      .filter((name) => !['purgeExpiredWorkflow', 'reconcileStrandedWorkflow', 'structuredExtractionWorkflow'].includes(name))
       .sort();
     expect(expected).toHaveLength(8);
     const listed = await until(

@@ -18,3 +18,24 @@ export const AnalyticsMessageHour = defineEntity({
   },
 });
 export type IAnalyticsMessageHour = InferEntity<typeof AnalyticsMessageHour>;
+
+/**
+ * One row per conversation, kept by triggers (Migration20261125174000AnalyticsRollups):
+ * its workspace, channel and start, the customer's first message, the first reply after
+ * it, whether the agent answered, whether it was handed over.
+ */
+export const AnalyticsConversation = defineEntity({
+  name: 'AnalyticsConversation',
+  tableName: 'analytics_conversations',
+  properties: {
+    conversationId: p.text().primary(),
+    workspaceId: p.text(),
+    channel: p.text(),
+    createdAt: p.datetime(),
+    firstInAt: p.datetime().nullable(),
+    firstReplyAt: p.datetime().nullable(),
+    answered: p.boolean().default(false),
+    handedOff: p.boolean().default(false),
+  },
+});
+export type IAnalyticsConversation = InferEntity<typeof AnalyticsConversation>;

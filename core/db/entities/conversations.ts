@@ -14,11 +14,6 @@ export const Conversation = defineEntity({
     needsHuman: p.boolean().default(false),
     caseReason: p.text().nullable(),
     lastInboundAt: p.datetime().nullable(),
-    /** Kept by a trigger for analytics (Migration20261125174000AnalyticsRollups): the customer's first message, the first reply after it, whether the agent answered, whether it was handed over. */
-    firstInAt: p.datetime().nullable(),
-    firstReplyAt: p.datetime().nullable(),
-    answered: p.boolean().default(false),
-    handedOff: p.boolean().default(false),
     createdAt: createdAtMs().defaultRaw('now()'),
     updatedAt: updatedAt(),
     siteId: p.text().nullable(),

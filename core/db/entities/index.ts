@@ -7,7 +7,7 @@
  * queries its own tables only.
  */
 import { Agent } from './agents';
-import { AnalyticsMessageHour } from './analytics';
+import { AnalyticsConversation, AnalyticsMessageHour } from './analytics';
 import { ChatMessage, Conversation, ConversationEvent, ConversationTask } from './conversations';
 import { Credential } from './credentials';
 import { Customer, CustomerIdentity } from './customers';
@@ -37,6 +37,7 @@ export * from './widget';
 export * from './workspaces';
 
 export const allEntities = [
+  AnalyticsConversation,
   AnalyticsMessageHour,
   Workspace,
   ApiKey,

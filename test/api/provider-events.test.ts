@@ -45,7 +45,7 @@ test('an inbound message is accepted once; its party is a named customer and a c
   expect(await events.accept(inbound('wamid.1'))).toBe('accepted');
   expect(await events.accept(inbound('wamid.1'))).toBe('duplicate');
   expect(await events.accept({ ...inbound('wamid.x'), phoneNumberId: 'unclaimed' })).toBe('no_agent');
-  expect(await events.undispatchedInbound(10)).toEqual([{ provider_message_id: 'wamid.1', workspace_id: ws, kind: 'text', from: '+15557770001' }]);
+  expect(await events.undispatchedInbound(10)).toEqual([{ provider_message_id: 'wamid.1', workspace_id: ws, kind: 'text', from: '+15557770001', media: false }]);
   await events.markInboundDispatched('wamid.1');
   expect(await events.undispatchedInbound(10)).toEqual([]);
 

@@ -139,16 +139,21 @@ export class AnalyticsService {
       `with series as (
          select generate_series(date_trunc(?, ?::timestamptz at time zone ?), date_trunc(?, (?::timestamptz - interval '1 microsecond') at time zone ?), ('1 ' || ?)::interval) as local_start
        ),
-       counts as (
-         select date_trunc(?, c.created_at at time zone ?) as local_start, count(*) as n
+       -- Counted per 15-minute UTC slot first (cheap arithmetic; every zone's offset and change is a multiple of 15
+       -- minutes), then only the slots are moved into the zone's hours, days or weeks.
+       slots as (
+         select date_bin('15 minutes', c.created_at, timestamptz '2000-01-01 00:00:00+00') as slot, count(*) as n
          from analytics_conversations c
          where c.workspace_id = ? and c.created_at >= ? and c.created_at < ?
          group by 1
+       ),
+       counts as (
+         select date_trunc(?, slot at time zone ?) as local_start, sum(n) as n from slots group by 1
        )
        select s.local_start at time zone ? as start, coalesce(k.n, 0) as conversations
        from series s left join counts k using (local_start)
        order by s.local_start`,
-      [interval, w.from, tz, interval, w.to, tz, interval, interval, tz, workspaceId, w.from, w.to, tz],
+      [interval, w.from, tz, interval, w.to, tz, interval, workspaceId, w.from, w.to, interval, tz, tz],
     );
     return {
       from: w.from.toISOString(),

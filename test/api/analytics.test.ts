@@ -102,6 +102,15 @@ test('conversations over time: every bucket, in the time zone asked, across the 
     { start: '2026-03-31T00:00:00+02:00', conversations: 0 },
     { start: '2026-04-01T00:00:00+02:00', conversations: 0 },
   ]);
+  // A zone whose offset is not whole hours (India, +05:30): 23:30 UTC on the 28th is 05:00 on the 29th there.
+  const kolkata = (await get(`/api/v1/analytics/conversations-over-time?${WINDOW}&interval=day&tz=Asia/Kolkata`)).json();
+  expect(kolkata.buckets.map((b: { start: string; conversations: number }) => [b.start, b.conversations])).toEqual([
+    ['2026-03-28T00:00:00+05:30', 0],
+    ['2026-03-29T00:00:00+05:30', 2],
+    ['2026-03-30T00:00:00+05:30', 1],
+    ['2026-03-31T00:00:00+05:30', 0],
+    ['2026-04-01T00:00:00+05:30', 0],
+  ]);
   // Weeks start on Monday (the 23rd and the 30th).
   const weeks = (await get(`/api/v1/analytics/conversations-over-time?${WINDOW}&interval=week`)).json();
   expect(weeks.buckets).toEqual([

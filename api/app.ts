@@ -21,6 +21,7 @@ import { healthRoutes } from './routes/health';
 import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
 import { analyticsRoutes } from './routes/analytics';
+import { billingRoutes } from './routes/billing';
 import { credentialRoutes } from './routes/credentials';
 import { supportRoutes } from './routes/support';
 import { customerRoutes } from './routes/customers';
@@ -113,6 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(supportRoutes, { services });
   await app.register(conversationRoutes, { services });
   await app.register(analyticsRoutes, { services });
+  await app.register(billingRoutes, { services });
   await app.register(messageRoutes, { services, gateways });
   await app.register(widgetRoutes, { services, gateways, limits: deps.limits });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });

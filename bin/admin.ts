@@ -39,6 +39,7 @@ const USAGE = `usage: npm run -s admin -- <command>
   support show TICKET_ID
   support reply TICKET_ID (--body TEXT | --body-file PATH|-)   (the ticket then waits on the customer)
   support close TICKET_ID
+  credits grant --workspace WS --amount N [--reason TEXT]   (credits: only voice minutes spend them)
 scopes: ${ALL_SCOPES.join(', ')}`;
 
 class UsageError extends Error {}
@@ -124,6 +125,8 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       cursor: { type: 'string' },
       body: { type: 'string' },
       'body-file': { type: 'string' },
+      amount: { type: 'string' },
+      reason: { type: 'string' },
     },
   });
   const [area, action, target] = positionals;
@@ -208,6 +211,13 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       const id = need(target, 'TICKET_ID (positional)');
       if ((values.body === undefined) === (values['body-file'] === undefined)) throw new UsageError('give exactly one of --body TEXT or --body-file PATH (- for stdin)');
       return services.support.operatorReply(id, values.body ?? (await readBody(values['body-file']!)));
+    }
+    case 'credits grant': {
+      const amount = Number(need(values.amount, 'amount'));
+      if (!Number.isSafeInteger(amount) || amount <= 0) throw new UsageError('--amount must be a positive whole number of credits');
+      const ws = need(values.workspace, 'workspace');
+      const entry = await services.credits.grant(ws, amount, values.reason ?? 'granted by the operator');
+      return { entry, credits: await services.credits.balance(ws) };
     }
     case 'support close':
       return services.support.close(need(target, 'TICKET_ID (positional)'));

@@ -216,6 +216,12 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       msgapp: 'msgapp' in s ? s.msgapp : config.MSGAPP_API_BASE ? new CloudApiProvider({ baseUrl: config.MSGAPP_API_BASE, timeoutMs: config.MSGAPP_TIMEOUT_MS }) : null,
       transcriber,
       vision: 'vision' in s ? (s.vision ?? null) : visionFromConfig(config),
+      prices: {
+        currency: config.BILLING_CURRENCY,
+        msgapp_message: config.BILLING_PRICE_MSGAPP_MESSAGE,
+        structured_extraction_page: config.BILLING_PRICE_EXTRACTION_PAGE,
+        voice_minute_credits: config.BILLING_CREDITS_PER_VOICE_MINUTE,
+      },
       structured,
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
       publicBaseUrl: s.publicBaseUrl ?? publicBaseUrl(config),

@@ -134,6 +134,12 @@ export const configSchema = z.object({
   LLM_BASE_URL: optionalString,
   LLM_API_KEY: optionalString,
   LLM_MODEL: z.preprocess(emptyToUndefined, z.string().default('gpt-4o-mini')),
+  /** Usage prices (GET /billing/usage): the currency, and the price of a msgapp message sent and of a page of structured extraction. */
+  BILLING_CURRENCY: z.preprocess(emptyToUndefined, z.string().regex(/^[A-Z]{3}$/).default('USD')),
+  BILLING_PRICE_MSGAPP_MESSAGE: z.preprocess(emptyToUndefined, z.coerce.number().nonnegative().default(0.005)),
+  BILLING_PRICE_EXTRACTION_PAGE: z.preprocess(emptyToUndefined, z.coerce.number().nonnegative().default(0.01)),
+  /** Credits one voice minute spends; only voice spends credits (402 out_of_credits when they run out). */
+  BILLING_CREDITS_PER_VOICE_MINUTE: positiveInt(1),
   /** A vision-capable model on an OpenAI-compatible server: uploaded images and video key frames are described for the agent. Unset: images are OCR'd only. */
   VISION_MODEL: optionalString,
   /** Where VISION_MODEL is served; default LLM_BASE_URL. */

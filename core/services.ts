@@ -10,6 +10,7 @@ import { ProviderEventService } from './messages/provider-events';
 import { WidgetSessionService } from './widget/sessions';
 import { ChatTranscript } from './chat/transcript';
 import { AnalyticsService } from './analytics/analytics';
+import { CreditService, type Prices } from './billing/credits';
 import { AgentTurns } from './chat/turn';
 import { TaskService } from './chat/tasks';
 import { OpenAiCompatibleModel } from './llm/model';
@@ -50,6 +51,7 @@ export interface Services {
   customers: CustomerService;
   conversations: ConversationService;
   analytics: AnalyticsService;
+  credits: CreditService;
   messages: MessageService;
   credentials: CredentialService;
   /** Support tickets from workspaces to the platform operator. */
@@ -87,6 +89,8 @@ export interface ServiceOptions {
   transcriber?: Transcriber | null;
   /** Describes images and video frames for the agent (VISION_MODEL); null: OCR and transcripts only. */
   vision?: ImageDescriber | null;
+  /** Usage prices (BILLING_*); default the config's defaults. */
+  prices?: Prices;
   /** Text extraction of widget uploads: the process's extraction pool, shared with indexing. */
   extract: ExtractFn;
   /** Widget uploads whose text is longer than this are also indexed for search. */
@@ -98,6 +102,8 @@ export interface ServiceOptions {
   /** Where the services log. */
   log: Logger;
 }
+
+const DEFAULT_PRICES: Prices = { currency: 'USD', msgapp_message: 0.005, structured_extraction_page: 0.01, voice_minute_credits: 1 };
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
   const baseUrl = opts.publicBaseUrl ?? publicBaseUrl(configSchema.parse({}));
@@ -134,6 +140,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     customers,
     conversations: new ConversationService(em),
     analytics: new AnalyticsService(em),
+    credits: new CreditService(em, opts.prices ?? DEFAULT_PRICES),
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
     support: new SupportService(em),

@@ -14,8 +14,6 @@ const PLANNED: Array<[method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, 
   ['GET', '/api/v1/mcp-servers/:id', 'mcp_servers:read', 'getMcpServer', 'MCP servers'],
   ['POST', '/api/v1/mcp-servers', 'mcp_servers:write', 'createMcpServer', 'MCP servers'],
   ['PATCH', '/api/v1/mcp-servers/:id', 'mcp_servers:write', 'updateMcpServer', 'MCP servers'],
-  ['GET', '/api/v1/billing/credits', 'analytics:read', 'getBillingCredits', 'Analytics'],
-  ['GET', '/api/v1/billing/usage', 'analytics:read', 'getBillingUsage', 'Analytics'],
 ];
 
 export const plannedRoutes: FastifyPluginAsync = async (app) => {

@@ -8,6 +8,7 @@
  */
 import { Agent } from './agents';
 import { AnalyticsConversation, AnalyticsMessageHour } from './analytics';
+import { CreditBalance, CreditLedgerEntry } from './billing';
 import { ChatMessage, Conversation, ConversationEvent, ConversationTask } from './conversations';
 import { Credential } from './credentials';
 import { Customer, CustomerIdentity } from './customers';
@@ -23,6 +24,7 @@ import { Workspace } from './workspaces';
 
 export * from './agents';
 export * from './analytics';
+export * from './billing';
 export * from './conversations';
 export * from './credentials';
 export * from './customers';
@@ -39,6 +41,8 @@ export * from './workspaces';
 export const allEntities = [
   AnalyticsConversation,
   AnalyticsMessageHour,
+  CreditBalance,
+  CreditLedgerEntry,
   Workspace,
   ApiKey,
   RetiredKeySecret,

@@ -16,6 +16,7 @@ import { Migration20261125170000AnalyticsIndexes } from './Migration202611251700
 import { Migration20261125170500ProviderCredentials } from './Migration20261125170500ProviderCredentials';
 import { Migration20261125171000SupportTickets } from './Migration20261125171000SupportTickets';
 import { Migration20261125174000AnalyticsRollups } from './Migration20261125174000AnalyticsRollups';
+import { Migration20261125180000CreditsLedger } from './Migration20261125180000CreditsLedger';
 import { Migration20261125170000StructuredExtractions } from './Migration20261125170000StructuredExtractions';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
@@ -38,5 +39,6 @@ export const migrations = [
   { name: 'Migration20261125170500ProviderCredentials', class: Migration20261125170500ProviderCredentials },
   { name: 'Migration20261125171000SupportTickets', class: Migration20261125171000SupportTickets },
   { name: 'Migration20261125174000AnalyticsRollups', class: Migration20261125174000AnalyticsRollups },
+  { name: 'Migration20261125180000CreditsLedger', class: Migration20261125180000CreditsLedger },
   { name: 'Migration20261125170000StructuredExtractions', class: Migration20261125170000StructuredExtractions },
 ];

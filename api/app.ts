@@ -22,6 +22,7 @@ import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
 import { analyticsRoutes } from './routes/analytics';
 import { billingRoutes } from './routes/billing';
+import { mcpServerRoutes } from './routes/mcp-servers';
 import { credentialRoutes } from './routes/credentials';
 import { supportRoutes } from './routes/support';
 import { customerRoutes } from './routes/customers';
@@ -115,6 +116,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(conversationRoutes, { services });
   await app.register(analyticsRoutes, { services });
   await app.register(billingRoutes, { services });
+  await app.register(mcpServerRoutes, { services });
   await app.register(messageRoutes, { services, gateways });
   await app.register(widgetRoutes, { services, gateways, limits: deps.limits });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });

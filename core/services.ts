@@ -11,6 +11,7 @@ import { WidgetSessionService } from './widget/sessions';
 import { ChatTranscript } from './chat/transcript';
 import { AnalyticsService } from './analytics/analytics';
 import { CreditService, type Prices } from './billing/credits';
+import { McpService } from './mcp/servers';
 import { AgentTurns } from './chat/turn';
 import { TaskService } from './chat/tasks';
 import { OpenAiCompatibleModel } from './llm/model';
@@ -52,6 +53,7 @@ export interface Services {
   conversations: ConversationService;
   analytics: AnalyticsService;
   credits: CreditService;
+  mcp: McpService;
   messages: MessageService;
   credentials: CredentialService;
   /** Support tickets from workspaces to the platform operator. */
@@ -112,6 +114,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const transcriber = opts.transcriber ?? null;
   const search = new SearchService(em, opts.embedder, opts.denseIndex);
   const transcript = new ChatTranscript(em);
+  const mcp = new McpService(em, opts.box, { policy: opts.sender.policy, resolve: opts.sender.resolve });
   const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca });
   const folders = new FolderService(em);
   const uploads = new UploadService({
@@ -141,6 +144,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     conversations: new ConversationService(em),
     analytics: new AnalyticsService(em),
     credits: new CreditService(em, opts.prices ?? DEFAULT_PRICES),
+    mcp,
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
     support: new SupportService(em),
@@ -151,6 +155,6 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     transcript,
     tasks: new TaskService(em),
     structured: new StructuredExtractionService({ em, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null } }),
-    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log),
+    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log, mcp),
   };
 }

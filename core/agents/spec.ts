@@ -36,6 +36,13 @@ export const AgentAction = z.discriminatedUnion('type', [
     .strict(),
   z
     .object({
+      type: z.literal('mcp'),
+      server_id: z.string().regex(/^mcp_[0-9a-f]{24}$/).meta({ description: 'A registered MCP server of the workspace' }),
+      tools: z.array(z.string().min(1).max(128)).min(1).max(50).optional().meta({ description: 'The tools the agent may call (default: all the server lists)' }),
+    })
+    .strict(),
+  z
+    .object({
       type: z.literal('reply_elements'),
       kinds: z
         .array(z.enum(['suggested_actions', 'cards', 'charts', 'attachments']))

@@ -2,7 +2,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { findAgent } from '../agents/agents';
 import type { AgentSpec } from '../agents/spec';
-import { conversationAgent, conversationNeedsHuman, flagForHuman } from '../conversations/conversations';
+import { addConversationEvent, conversationAgent, conversationNeedsHuman, flagForHuman } from '../conversations/conversations';
+import type { McpService } from '../mcp/servers';
 import { WidgetUpload } from '../db/entities';
 import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
@@ -80,6 +81,7 @@ export class AgentTurns {
     private readonly uploads: Pick<UploadService, 'search' | 'signKbFile'>,
     private readonly model: ChatModel | null,
     private readonly log: Pick<Logger, 'warn'>,
+    private readonly mcp: Pick<McpService, 'toolsFor' | 'call'> | null = null,
   ) {}
 
   async run(input: TurnInput, onProgress?: () => void): Promise<TurnReply> {
@@ -245,6 +247,15 @@ export class AgentTurns {
     for (const t of elementTools(kinds)) tools.push({ name: t.name, description: t.description, parameters: t.parameters });
     // Page commands only where the site's page said it handles them.
     if (context.commands.length) tools.push(pageCommandTool(context.commands));
+    // MCP tools of the servers the agent's actions name, under names of their own (`mcp_<n>_<tool>`).
+    const mcpActions = spec.actions.flatMap((a) => (a.type === 'mcp' ? [{ server_id: a.server_id, tools: a.tools }] : []));
+    const mcpTools = this.mcp && mcpActions.length ? await this.mcp.toolsFor(input.workspaceId, mcpActions) : [];
+    const mcpByName = new Map<string, { serverId: string; tool: string }>();
+    mcpTools.forEach(({ serverId, tool }, i) => {
+      const name = `mcp_${i}_${tool.name.replace(/[^a-zA-Z0-9_-]/g, '_')}`.slice(0, 64);
+      mcpByName.set(name, { serverId, tool: tool.name });
+      tools.push({ name, description: tool.description || tool.name, parameters: tool.input_schema });
+    });
     if (spec.actions.some((a) => a.type === 'kb_search')) {
       tools.push({
         name: 'kb_search',
@@ -294,7 +305,7 @@ export class AgentTurns {
       if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements };
       messages.push({ role: 'assistant', content: result.text || null, tool_calls: result.tool_calls });
       for (const [i, call] of result.tool_calls.entries()) {
-        const output = await this.runTool(input, spec, call, citations, { kinds, elements, commands: context.commands });
+        const output = await this.runTool(input, spec, call, citations, { kinds, elements, commands: context.commands, mcp: mcpByName });
         if (call.name === 'handoff') handoff = true;
         messages.push({ role: 'tool', tool_call_id: call.id, content: output });
         await this.transcript.append({
@@ -313,7 +324,7 @@ export class AgentTurns {
     spec: AgentSpec,
     call: ToolCall,
     citations: Map<string, string>,
-    reply: { kinds: readonly ElementKind[]; elements: ReplyElements; commands: readonly string[] },
+    reply: { kinds: readonly ElementKind[]; elements: ReplyElements; commands: readonly string[]; mcp: Map<string, { serverId: string; tool: string }> },
   ): Promise<string> {
     let args: Record<string, unknown> = {};
     try {
@@ -326,6 +337,22 @@ export class AgentTurns {
       // Refused elements never reach the visitor; the model is told why and may try again.
       if (!element.ok) this.log.warn({ tool: call.name, conversationId: input.conversationId, output: element.output.slice(0, 500) }, 'reply element refused');
       return element.output;
+    }
+    const mcpTool = reply.mcp.get(call.name);
+    if (mcpTool && this.mcp) {
+      // Every call is on the conversation's timeline: which tool, its arguments, how it went, how long it took.
+      const started = Date.now();
+      const result = await this.mcp.call(input.workspaceId, mcpTool.serverId, mcpTool.tool, args);
+      await addConversationEvent(this.em.fork(), input.conversationId, 'mcp.tool_call', {
+        server_id: mcpTool.serverId,
+        tool: mcpTool.tool,
+        arguments: args,
+        ok: result.ok,
+        output: result.output.slice(0, 1000),
+        duration_ms: Date.now() - started,
+        reply_id: input.replyId,
+      });
+      return JSON.stringify(result.ok ? { result: result.output } : { error: result.output });
     }
     if (call.name === 'attach_file' && reply.kinds.includes('attachments')) {
       // Only a file the agent may show (as POST /file_url decides): an active file it selects, or under its folders.

@@ -16,7 +16,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, bodyLimitBytes: 4096 });
   const ws = await createWorkspace(db.orm);
-  auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write', 'documents:extract', 'mcp_servers:write', 'workflows:read', 'workflows:write', 'workflows:publish'])).key);
+  auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write', 'documents:extract', 'workflows:read', 'workflows:write', 'workflows:publish'])).key);
   const agent = await t.app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth, payload: { name: 'Helper', instructions: 'Help.', triggers: { web_chat: { allowed_origins: [ORIGIN], file_upload: true } } } });
   await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
   siteHeaders = { 'x-concierge-site': (await t.services.sites.create(ws, agent.json().id, [ORIGIN])).site_id, origin: ORIGIN };
@@ -100,20 +100,15 @@ describe('every error is the {error, message} envelope', () => {
   });
 });
 
-describe('endpoints of the contract not built yet', () => {
-  test('answer 501 not_implemented after authentication, whatever the body', async () => {
-    const unauth = await t.app.inject({ method: 'GET', url: '/api/v1/messages' });
+describe('what is not built yet', () => {
+  test('voice dial-out answers 501 not_implemented after authentication, in the envelope', async () => {
+    const unauth = await t.app.inject({ method: 'POST', url: '/api/v1/outbound', payload: { channel: 'voice' } });
     expect(unauth.statusCode).toBe(401);
-    const scoped = await t.app.inject({ method: 'GET', url: '/api/v1/messages', headers: auth });
-    expect(scoped.statusCode).toBe(403);
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/api/v1/mcp-servers',
-      headers: { ...auth, 'content-type': 'multipart/form-data; boundary=x' },
-      payload: '--x--',
-    });
+    const ws = await createWorkspace(db.orm);
+    const writer = bearer((await createKey(t.services, ws, ['conversations:write'])).key);
+    const res = await t.app.inject({ method: 'POST', url: '/api/v1/outbound', headers: writer, payload: { channel: 'voice', conversation_id: 'conv_000000000000000000000000', text: 'hi' } });
     expect(res.statusCode).toBe(501);
-    expect(res.json()).toEqual({ error: 'not_implemented', message: 'POST /api/v1/mcp-servers is part of the API contract but not built yet in this release' });
+    expect(res.json()).toEqual({ error: 'not_implemented', message: expect.stringContaining('dial-out') });
   });
 });
 

@@ -9,6 +9,7 @@
 import { Agent } from './agents';
 import { AnalyticsConversation, AnalyticsMessageHour } from './analytics';
 import { CreditBalance, CreditLedgerEntry } from './billing';
+import { McpServer } from './mcp';
 import { ChatMessage, Conversation, ConversationEvent, ConversationTask } from './conversations';
 import { Credential } from './credentials';
 import { Customer, CustomerIdentity } from './customers';
@@ -25,6 +26,7 @@ import { Workspace } from './workspaces';
 export * from './agents';
 export * from './analytics';
 export * from './billing';
+export * from './mcp';
 export * from './conversations';
 export * from './credentials';
 export * from './customers';
@@ -43,6 +45,7 @@ export const allEntities = [
   AnalyticsMessageHour,
   CreditBalance,
   CreditLedgerEntry,
+  McpServer,
   Workspace,
   ApiKey,
   RetiredKeySecret,

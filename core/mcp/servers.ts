@@ -1,0 +1,221 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { z } from 'zod';
+import { Credential, McpServer, type IMcpServer } from '../db/entities';
+import type { SecretBox } from '../crypto/secret-box';
+import { ApiError } from '../errors';
+import { newId } from '../ids';
+import { keysetFind } from '../pagination';
+import { pinnedFetch } from '../net/pinned-fetch';
+import { checkProviderUrl, systemResolver, UnsafeUrlError, type AddressPolicy, type Resolver } from '../net/ssrf';
+
+/**
+ * Remote MCP tool servers. A workspace registers one (`{name, url, auth?: credential_id,
+ * enabled}`); its URL is checked with the webhooks' address rules (https, or plain http
+ * only to hosts the operator's allow list names), and every connection goes to the
+ * addresses checked then (the SDK transport's `fetch` is pinned). On create and on every
+ * change the service connects with the official SDK client (Streamable HTTP, then the
+ * older SSE transport), lists the tools and stores them with the outcome (`status`,
+ * `last_error`, `checked_at`). Agents enable them with the action `{type: "mcp",
+ * server_id, tools?}`; a turn calls a tool through `call` (a deadline, the result capped).
+ */
+export interface McpToolView {
+  name: string;
+  description: string;
+  input_schema: Record<string, unknown>;
+}
+
+export interface McpServerView {
+  id: string;
+  name: string;
+  url: string;
+  credential_id: string | null;
+  enabled: boolean;
+  status: 'ok' | 'error' | 'disabled';
+  tools: McpToolView[];
+  last_error: string | null;
+  checked_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export const McpServerBody = z
+  .object({
+    name: z.string().trim().min(1).max(100),
+    url: z.string().min(1).max(2000),
+    auth: z.string().regex(/^cred_[0-9a-f]{24}$/).nullable().optional().meta({ description: 'A credential of provider `mcp`: its bearer token is sent as Authorization' }),
+    enabled: z.boolean().default(true),
+  })
+  .strict();
+export const McpServerPatch = McpServerBody.partial().strict();
+
+const MAX_TOOLS = 100;
+/** Characters of a tool's result handed to the model. */
+export const MAX_RESULT_CHARS = 8_000;
+
+const view = (r: IMcpServer): McpServerView => ({
+  id: r.id,
+  name: r.name,
+  url: r.url,
+  credential_id: r.credentialId ?? null,
+  enabled: r.enabled,
+  status: r.status,
+  tools: r.tools,
+  last_error: r.lastError ?? null,
+  checked_at: r.checkedAt ? new Date(r.checkedAt).toISOString() : null,
+  created_at: new Date(r.createdAt).toISOString(),
+  updated_at: new Date(r.updatedAt).toISOString(),
+});
+
+export class McpService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly box: SecretBox,
+    private readonly opts: { policy: AddressPolicy; resolve?: Resolver; timeoutMs?: number },
+  ) {}
+
+  async create(workspaceId: string, body: z.infer<typeof McpServerBody>): Promise<McpServerView> {
+    await this.checkInput(workspaceId, body.url, body.auth ?? null);
+    const em = this.em.fork();
+    const row = em.create(McpServer, {
+      id: newId('mcp'),
+      workspaceId,
+      name: body.name,
+      url: body.url,
+      credentialId: body.auth ?? null,
+      enabled: body.enabled,
+      status: body.enabled ? 'error' : 'disabled',
+      tools: [],
+      lastError: body.enabled ? 'not checked yet' : null,
+      checkedAt: null,
+      createdAt: new Date(),
+      updatedAt: new Date(),
+    });
+    await em.flush();
+    return this.refresh(workspaceId, row.id);
+  }
+
+  async update(workspaceId: string, id: string, patch: z.infer<typeof McpServerPatch>): Promise<McpServerView> {
+    const em = this.em.fork();
+    const row = await em.findOne(McpServer, { id, workspaceId });
+    if (!row) throw notFound(id);
+    const url = patch.url ?? row.url;
+    const auth = patch.auth === undefined ? (row.credentialId ?? null) : patch.auth;
+    await this.checkInput(workspaceId, url, auth);
+    Object.assign(row, { name: patch.name ?? row.name, url, credentialId: auth, enabled: patch.enabled ?? row.enabled, updatedAt: new Date() });
+    await em.flush();
+    return this.refresh(workspaceId, id);
+  }
+
+  async get(workspaceId: string, id: string): Promise<McpServerView> {
+    const row = await this.em.fork().findOne(McpServer, { id, workspaceId });
+    if (!row) throw notFound(id);
+    return view(row);
+  }
+
+  async list(workspaceId: string, q: { limit: number; cursor?: string }): Promise<{ mcp_servers: McpServerView[]; next_cursor: string | null }> {
+    const page = await keysetFind(this.em.fork(), McpServer, { workspaceId }, q);
+    return { mcp_servers: page.rows.map(view), next_cursor: page.next_cursor };
+  }
+
+  /** Connects, lists the tools and stores the outcome (a disabled server is not contacted). */
+  async refresh(workspaceId: string, id: string): Promise<McpServerView> {
+    const em = this.em.fork();
+    const row = await em.findOneOrFail(McpServer, { id, workspaceId });
+    if (!row.enabled) {
+      Object.assign(row, { status: 'disabled', lastError: null, updatedAt: new Date() });
+    } else {
+      try {
+        const tools = await this.withClient(row, async (client) => (await client.listTools()).tools);
+        Object.assign(row, {
+          status: 'ok',
+          lastError: null,
+          tools: tools.slice(0, MAX_TOOLS).map((t) => ({ name: t.name, description: (t.description ?? '').slice(0, 1000), input_schema: (t.inputSchema ?? { type: 'object' }) as Record<string, unknown> })),
+        });
+      } catch (err) {
+        Object.assign(row, { status: 'error', lastError: reason(err) });
+      }
+      row.checkedAt = new Date();
+      row.updatedAt = new Date();
+    }
+    await em.flush();
+    return view(row);
+  }
+
+  /** The enabled servers' tools an agent's actions name, for a turn. */
+  async toolsFor(workspaceId: string, actions: Array<{ server_id: string; tools?: string[] }>): Promise<Array<{ serverId: string; tool: McpToolView }>> {
+    if (!actions.length) return [];
+    const rows = await this.em.fork().find(McpServer, { workspaceId, id: { $in: actions.map((a) => a.server_id) }, enabled: true });
+    const out: Array<{ serverId: string; tool: McpToolView }> = [];
+    for (const a of actions) {
+      const row = rows.find((r) => r.id === a.server_id);
+      for (const tool of row?.tools ?? []) if (!a.tools || a.tools.includes(tool.name)) out.push({ serverId: a.server_id, tool });
+    }
+    return out;
+  }
+
+  /** Calls one tool: the text of its result (capped), or why it failed; never throws for the tool's own failure. */
+  async call(workspaceId: string, serverId: string, name: string, args: Record<string, unknown>): Promise<{ ok: boolean; output: string }> {
+    const row = await this.em.fork().findOne(McpServer, { id: serverId, workspaceId, enabled: true });
+    if (!row) return { ok: false, output: `MCP server ${serverId} is not available` };
+    try {
+      const result = await this.withClient(row, (client) => client.callTool({ name, arguments: args }, undefined, { timeout: this.opts.timeoutMs ?? 20_000 }));
+      const parts = ((result as { content?: Array<{ type: string; text?: string }> }).content ?? []).map((c) => (c.type === 'text' ? (c.text ?? '') : `[${c.type}]`));
+      const text = parts.join('\n').slice(0, MAX_RESULT_CHARS);
+      return { ok: !(result as { isError?: boolean }).isError, output: text };
+    } catch (err) {
+      return { ok: false, output: `the tool call failed: ${reason(err)}` };
+    }
+  }
+
+  private async checkInput(workspaceId: string, url: string, auth: string | null): Promise<void> {
+    try {
+      await checkProviderUrl(url, this.opts.policy, this.opts.resolve ?? systemResolver, { resolveNames: false });
+    } catch (err) {
+      if (err instanceof UnsafeUrlError) throw new ApiError(400, 'invalid_url', `url: ${err.message}`);
+      throw err;
+    }
+    if (auth && !(await this.em.fork().count(Credential, { id: auth, workspaceId, provider: 'mcp' }))) {
+      throw new ApiError(400, 'invalid_request', `auth: no mcp credential '${auth}' in this workspace`);
+    }
+  }
+
+  /** A connected client (Streamable HTTP, then SSE), pinned to the addresses checked now, closed after `fn`. */
+  private async withClient<T>(row: IMcpServer, fn: (client: Client) => Promise<T>): Promise<T> {
+    const { addresses } = await checkProviderUrl(row.url, this.opts.policy, this.opts.resolve ?? systemResolver);
+    const fetch = pinnedFetch(addresses);
+    const headers: Record<string, string> = {};
+    if (row.credentialId) {
+      const cred = await this.em.fork().findOne(Credential, { id: row.credentialId, workspaceId: row.workspaceId, provider: 'mcp' });
+      if (!cred) throw new Error(`credential ${row.credentialId} is gone`);
+      headers.authorization = `Bearer ${this.box.open(cred.secretSealed, cred.id)}`;
+    }
+    const url = new URL(row.url);
+    const timeout = this.opts.timeoutMs ?? 20_000;
+    let failure: unknown = null;
+    for (const make of [
+      () => new StreamableHTTPClientTransport(url, { fetch, requestInit: { headers } }),
+      () => new SSEClientTransport(url, { fetch, requestInit: { headers } }),
+    ]) {
+      const client = new Client({ name: 'concierge', version: '1.0.0' });
+      try {
+        await client.connect(make(), { timeout });
+      } catch (err) {
+        failure ??= err;
+        await client.close().catch(() => undefined);
+        continue;
+      }
+      try {
+        return await fn(client);
+      } finally {
+        await client.close().catch(() => undefined);
+      }
+    }
+    throw new Error(`could not connect (Streamable HTTP, then SSE): ${reason(failure)}`);
+  }
+}
+
+const notFound = (id: string) => new ApiError(404, 'not_found', `No MCP server with id '${id}' in this workspace`);
+const reason = (err: unknown) => (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').slice(0, 500);

@@ -1,0 +1,120 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { z } from 'zod';
+import { policyFromCidrs } from '../../core/net/ssrf';
+import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { recordSecret } from '../support/secret-log';
+import { startTestWorker, type TestWorker } from '../support/temporal';
+
+/**
+ * MCP servers end to end: a real MCP server (the SDK's own server classes, Streamable
+ * HTTP, stateless) on 127.0.0.1 behind a bearer token; registered through the API (its
+ * tools listed and stored); an agent enables it; a fake OpenAI-compatible model asks for
+ * the tool during a widget turn; the call goes out, its result reaches the model and the
+ * reply, and the conversation's timeline records it.
+ */
+const ORIGIN = 'https://shop.example';
+const TOKEN = 'mcp-secret-token-0123456789';
+let db: TestDatabase;
+let llm: FakeLlm;
+let tw: TestWorker;
+let t: TestApp;
+let mcpHttp: http.Server;
+let mcpUrl: string;
+const toolCalls: Array<Record<string, unknown>> = [];
+
+function shopServer(): McpServer {
+  const server = new McpServer({ name: 'shop', version: '1.0.0' });
+  server.registerTool('order_status', { description: 'The delivery status of an order', inputSchema: { order_id: z.string() } }, async ({ order_id }) => {
+    toolCalls.push({ order_id });
+    return { content: [{ type: 'text', text: `Order ${order_id} shipped on Monday with DHL.` }] };
+  });
+  server.registerTool('cancel_order', { description: 'Cancel an order', inputSchema: { order_id: z.string() } }, async () => ({ content: [{ type: 'text', text: 'cancelled' }] }));
+  return server;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  recordSecret('provider token', TOKEN);
+  mcpHttp = http.createServer((req, res) => {
+    if (req.headers.authorization !== `Bearer ${TOKEN}`) return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"unauthorized"}');
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    const server = shopServer();
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    void server.connect(transport).then(() => transport.handleRequest(req, res));
+  });
+  await new Promise<void>((r) => mcpHttp.listen(0, '127.0.0.1', r));
+  mcpUrl = `http://127.0.0.1:${(mcpHttp.address() as AddressInfo).port}/mcp`;
+  llm = await startFakeLlm({
+    reply: (body) => {
+      const last = body.messages.at(-1);
+      if (last.role === 'tool') return { text: `Update: ${JSON.parse(last.content).result ?? JSON.parse(last.content).error}` };
+      const tool = (body.tools ?? []).find((x: { function: { name: string } }) => x.function.name.endsWith('order_status'));
+      return tool ? { tool_calls: [{ name: tool.function.name, arguments: { order_id: 'A-17' } }] } : { text: 'no tools' };
+    },
+  });
+  // The operator's allow list names loopback: plain http reaches it (as for a model server on the private network).
+  const sender = { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 5_000 };
+  const llmSettings = { baseUrl: llm.url, model: 'fake-model' };
+  tw = await startTestWorker(db, { llm: llmSettings, sender });
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { llm: llmSettings, sender }, temporal: { client: tw.client, taskQueue: tw.taskQueue } });
+}, 60_000);
+afterAll(async () => {
+  await t?.close();
+  await tw?.close();
+  await llm?.close();
+  await new Promise((r) => mcpHttp.close(r));
+  await db?.drop();
+});
+
+test('register → tools listed → an agent turn calls a tool → its result in the reply and on the timeline; bad input and another workspace refused', async () => {
+  const ws = await createWorkspace(db.orm);
+  const auth = bearer((await createKey(t.services, ws, ['mcp_servers:read', 'mcp_servers:write', 'credentials:write', 'workflows:write', 'workflows:publish', 'conversations:read'])).key);
+  const cred = await t.app.inject({ method: 'POST', url: '/api/v1/credentials', headers: auth, payload: { name: 'shop mcp', provider: 'mcp', bearer_token: TOKEN } });
+  expect(cred.statusCode).toBe(201);
+
+  // Bad input: a URL outside the rules, a credential that is not there.
+  expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'x', url: 'https://10.1.2.3/mcp' } })).json().error).toBe('invalid_url');
+  expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'x', url: 'ftp://shop.example/mcp' } })).json().error).toBe('invalid_url');
+  expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'x', url: mcpUrl, auth: 'cred_000000000000000000000000' } })).json().error).toBe('invalid_request');
+
+  // Without the token: registered, but the check failed and says why.
+  const denied = await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'shop', url: mcpUrl } });
+  expect(denied.statusCode).toBe(201);
+  expect(denied.json()).toMatchObject({ status: 'error', tools: [], last_error: expect.any(String) });
+  // With it (PATCH checks again): the tools are listed and stored.
+  const patched = await t.app.inject({ method: 'PATCH', url: `/api/v1/mcp-servers/${denied.json().id}`, headers: auth, payload: { auth: cred.json().id } });
+  expect(patched.json()).toMatchObject({ status: 'ok', last_error: null, credential_id: cred.json().id, checked_at: expect.any(String) });
+  expect(patched.json().tools.map((x: { name: string }) => x.name).sort()).toEqual(['cancel_order', 'order_status']);
+  expect(JSON.stringify(patched.json())).not.toContain(TOKEN);
+  const serverId = patched.json().id as string;
+
+  // An agent that may call order_status only.
+  const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { actions: [{ type: 'mcp', server_id: serverId, tools: ['order_status'] }] });
+  const site = await t.services.sites.create(ws, agentId, [ORIGIN]);
+  const widget = (url: string, payload: object) => t.app.inject({ method: 'POST', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': site.site_id, origin: ORIGIN }, payload });
+  const conv = (await widget('init', {})).json();
+  const res = await widget('send', { conversation_id: conv.conversation_id, text: 'where is my order A-17?' });
+  expect(res.json().text).toBe('Update: Order A-17 shipped on Monday with DHL.');
+  expect(toolCalls).toEqual([{ order_id: 'A-17' }]);
+  const offered = llm.requests[0].body.tools.map((x: { function: { name: string } }) => x.function.name);
+  expect(offered.filter((n: string) => n.startsWith('mcp_'))).toEqual(['mcp_0_order_status']);
+  const events = (await t.app.inject({ method: 'GET', url: `/api/v1/conversations/${conv.conversation_id}/events`, headers: auth })).json().events;
+  expect(events.filter((e: { type: string }) => e.type === 'mcp.tool_call').map((e: { data: unknown }) => e.data)).toEqual([
+    expect.objectContaining({ server_id: serverId, tool: 'order_status', arguments: { order_id: 'A-17' }, ok: true, output: 'Order A-17 shipped on Monday with DHL.', duration_ms: expect.any(Number) }),
+  ]);
+
+  // Another workspace sees nothing of it.
+  const wsB = await createWorkspace(db.orm);
+  const authB = bearer((await createKey(t.services, wsB, ['mcp_servers:read', 'mcp_servers:write'])).key);
+  expect((await t.app.inject({ method: 'GET', url: `/api/v1/mcp-servers/${serverId}`, headers: authB })).statusCode).toBe(404);
+  expect((await t.app.inject({ method: 'GET', url: '/api/v1/mcp-servers', headers: authB })).json().mcp_servers).toEqual([]);
+  expect((await t.app.inject({ method: 'GET', url: '/api/v1/mcp-servers', headers: auth })).json().mcp_servers).toHaveLength(1);
+});

@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { findAgent } from '../agents/agents';
 import type { AgentSpec } from '../agents/spec';
-import { addConversationEvent, conversationAgent, conversationNeedsHuman, flagForHuman } from '../conversations/conversations';
+import { addConversationEvent, conversationAgent, conversationNeedsHuman, flagForHuman, recordedToolCall } from '../conversations/conversations';
 import type { McpService } from '../mcp/servers';
 import { WidgetUpload } from '../db/entities';
 import type { SearchMatch, SearchService } from '../kb/search';
@@ -341,6 +341,9 @@ export class AgentTurns {
     const mcpTool = reply.mcp.get(call.name);
     if (mcpTool && this.mcp) {
       // Every call is on the conversation's timeline: which tool, its arguments, how it went, how long it took.
+      // A retried turn (the same reply) reuses a call it made already with the same arguments: a tool may not be safe to run twice.
+      const earlier = await recordedToolCall(this.em.fork(), input.conversationId, input.replyId, mcpTool.tool, args);
+      if (earlier) return JSON.stringify(earlier.ok ? { result: earlier.output } : { error: earlier.output });
       const started = Date.now();
       const result = await this.mcp.call(input.workspaceId, mcpTool.serverId, mcpTool.tool, args);
       await addConversationEvent(this.em.fork(), input.conversationId, 'mcp.tool_call', {
@@ -348,7 +351,7 @@ export class AgentTurns {
         tool: mcpTool.tool,
         arguments: args,
         ok: result.ok,
-        output: result.output.slice(0, 1000),
+        output: result.output,
         duration_ms: Date.now() - started,
         reply_id: input.replyId,
       });

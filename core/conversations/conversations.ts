@@ -95,6 +95,13 @@ export class ConversationService {
   }
 }
 
+/** A tool call this reply already made with these arguments (its `mcp.tool_call` event), if any. */
+export async function recordedToolCall(em: EntityManager, conversationId: string, replyId: string, tool: string, args: Record<string, unknown>): Promise<{ ok: boolean; output: string } | null> {
+  const rows = await em.find(ConversationEvent, { conversationId, type: 'mcp.tool_call' }, { orderBy: { createdAt: 'asc' } });
+  const same = rows.find((r) => r.data.reply_id === replyId && r.data.tool === tool && JSON.stringify(r.data.arguments) === JSON.stringify(args));
+  return same ? { ok: Boolean(same.data.ok), output: String(same.data.output ?? '') } : null;
+}
+
 /** One entry of a conversation's timeline, in the caller's transaction. */
 export async function addConversationEvent(em: EntityManager, conversationId: string, type: string, data: Record<string, unknown>): Promise<void> {
   await em.insert(ConversationEvent, { id: newId('evt'), conversationId, type, data });

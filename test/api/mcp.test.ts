@@ -111,6 +111,21 @@ test('register → tools listed → an agent turn calls a tool → its result in
     expect.objectContaining({ server_id: serverId, tool: 'order_status', arguments: { order_id: 'A-17' }, ok: true, output: 'Order A-17 shipped on Monday with DHL.', duration_ms: expect.any(Number) }),
   ]);
 
+  // The same reply's turn, retried after a crash before its reply was stored, reuses the call it made
+  // (a tool may not be safe to run twice): the model is asked again, the tool is not.
+  const replyId = res.json().message_id as string;
+  const visitorMessageId = (await t.services.transcript.get(replyId))!.reply_to!;
+  await db.orm.em.fork().execute('delete from chat_messages where id = ?', [replyId]);
+  const asked = llm.requests.length;
+  const again = await t.services.turns.run({ conversationId: conv.conversation_id, workspaceId: ws, messageId: visitorMessageId, replyId });
+  expect(again.text).toBe('Update: Order A-17 shipped on Monday with DHL.');
+  expect(llm.requests.length).toBeGreaterThan(asked);
+  expect(toolCalls).toHaveLength(1);
+
+  // Scopes: reading needs mcp_servers:read, writing mcp_servers:write.
+  const readOnly = bearer((await createKey(t.services, ws, ['mcp_servers:read'])).key);
+  expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: readOnly, payload: { name: 'y', url: mcpUrl } })).statusCode).toBe(403);
+
   // Another workspace sees nothing of it.
   const wsB = await createWorkspace(db.orm);
   const authB = bearer((await createKey(t.services, wsB, ['mcp_servers:read', 'mcp_servers:write'])).key);

@@ -7,6 +7,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { benchAnalytics } from './analytics';
+import { benchMcpCall } from './mcp-call';
 import { benchAuthOverhead } from './auth-overhead';
 import { benchWebhookFanout, benchWebhookRetryPath } from './webhook-fanout';
 import { benchKbIndexing } from './kb-indexing';
@@ -32,6 +33,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'widget-reply', run: benchWidgetReply },
   { name: 'widget-sockets', run: benchWidgetSockets },
   { name: 'analytics', run: benchAnalytics },
+  { name: 'mcp-call', run: benchMcpCall },
   { name: 'transcribe', run: benchTranscribe },
   { name: 'structured-extraction', run: benchStructuredExtraction },
 ];

@@ -220,6 +220,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
         currency: config.BILLING_CURRENCY,
         msgapp_message: config.BILLING_PRICE_MSGAPP_MESSAGE,
         structured_extraction_page: config.BILLING_PRICE_EXTRACTION_PAGE,
+        llm_1k_tokens: config.BILLING_PRICE_LLM_1K_TOKENS,
         voice_minute_credits: config.BILLING_CREDITS_PER_VOICE_MINUTE,
       },
       structured,

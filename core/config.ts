@@ -138,6 +138,8 @@ export const configSchema = z.object({
   BILLING_CURRENCY: z.preprocess(emptyToUndefined, z.string().regex(/^[A-Z]{3}$/).default('USD')),
   BILLING_PRICE_MSGAPP_MESSAGE: z.preprocess(emptyToUndefined, z.coerce.number().nonnegative().default(0.005)),
   BILLING_PRICE_EXTRACTION_PAGE: z.preprocess(emptyToUndefined, z.coerce.number().nonnegative().default(0.01)),
+  /** Per 1,000 language-model tokens of agent replies (prompt and completion). */
+  BILLING_PRICE_LLM_1K_TOKENS: z.preprocess(emptyToUndefined, z.coerce.number().nonnegative().default(0.002)),
   /** Credits one voice minute spends; only voice spends credits (402 out_of_credits when they run out). */
   BILLING_CREDITS_PER_VOICE_MINUTE: positiveInt(1),
   /** A vision-capable model on an OpenAI-compatible server: uploaded images and video key frames are described for the agent. Unset: images are OCR'd only. */

@@ -105,7 +105,7 @@ export interface ServiceOptions {
   log: Logger;
 }
 
-const DEFAULT_PRICES: Prices = { currency: 'USD', msgapp_message: 0.005, structured_extraction_page: 0.01, voice_minute_credits: 1 };
+const DEFAULT_PRICES: Prices = { currency: 'USD', msgapp_message: 0.005, structured_extraction_page: 0.01, llm_1k_tokens: 0.002, voice_minute_credits: 1 };
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
   const baseUrl = opts.publicBaseUrl ?? publicBaseUrl(configSchema.parse({}));

@@ -21,7 +21,7 @@ export const UsageList = z
     usage: z.array(
       z.object({
         day: z.string().meta({ description: 'UTC day, YYYY-MM-DD' }),
-        kind: z.string().meta({ description: 'msgapp_message, structured_extraction, voice_credits' }),
+        kind: z.string().meta({ description: 'msgapp_message, structured_extraction, llm_tokens, voice_credits' }),
         quantity: z.number(),
         unit: z.string(),
         unit_price: z.number(),

@@ -9,6 +9,8 @@ export interface Prices {
   currency: string;
   msgapp_message: number;
   structured_extraction_page: number;
+  /** Per 1,000 language-model tokens of agent replies. */
+  llm_1k_tokens: number;
   /** Credits one voice minute spends (the voice sessions' spender uses it). */
   voice_minute_credits: number;
 }
@@ -138,6 +140,7 @@ export class CreditService {
   private priceOf(kind: string): { unit: string; price: number } {
     if (kind === 'msgapp_message') return { unit: 'message', price: this.prices.msgapp_message };
     if (kind === 'structured_extraction') return { unit: 'page', price: this.prices.structured_extraction_page };
+    if (kind === 'llm_tokens') return { unit: 'token', price: this.prices.llm_1k_tokens / 1000 };
     if (kind === 'voice_credits') return { unit: 'credits', price: 1 };
     return { unit: 'unit', price: 0 };
   }

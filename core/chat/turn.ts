@@ -14,6 +14,7 @@ import { downloadableKbFile } from '../kb/files';
 import { maskPersonalDetails } from './masking';
 import { checkPageCommand, pageCommandTool } from './page-commands';
 import { richBlocks } from './rich';
+import { recordTokenUsage } from '../usage/records';
 import { sitePageCommands } from '../widget/sites';
 import { publishFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
@@ -120,6 +121,7 @@ export class AgentTurns {
 
     let text: string;
     let handoff = false;
+    let tokens = 0;
     let suggested: string[] = [];
     let elements: ReplyElements = emptyElements();
     const citations = new Map<string, string>();
@@ -127,6 +129,7 @@ export class AgentTurns {
       const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history, channel, commands }, stream, citations, onProgress);
       text = out.text;
       handoff = out.handoff;
+      tokens = out.tokens;
       elements = out.elements;
       suggested = elements.suggested_actions;
     } else {
@@ -164,6 +167,8 @@ export class AgentTurns {
         ...(rich ? { rich } : {}),
       },
     });
+    // Metered (GET /billing/usage), once per reply: a retried turn that stored its reply counts nothing again.
+    await recordTokenUsage(this.em.fork(), { workspaceId: input.workspaceId, replyId: row.id, tokens });
     if (sockets) {
       await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
       // The contract's follow-up chips: in the reply, and after it as their own frame.
@@ -238,7 +243,7 @@ export class AgentTurns {
     stream: boolean,
     citations: Map<string, string>,
     onProgress?: () => void,
-  ): Promise<{ text: string; handoff: boolean; elements: ReplyElements }> {
+  ): Promise<{ text: string; handoff: boolean; elements: ReplyElements; tokens: number }> {
     const tools: ToolDefinition[] = [];
     const elementsAction = spec.actions.find((a) => a.type === 'reply_elements');
     // Cards, charts and chips need the widget: a messaging channel's reply is text.
@@ -284,6 +289,7 @@ export class AgentTurns {
     for (const p of passages) citations.set(p.file_id, p.file_name);
 
     let handoff = false;
+    let tokens = 0;
     const onDelta = stream
       ? async (text: string) => {
           onProgress?.();
@@ -302,7 +308,8 @@ export class AgentTurns {
         },
         onDelta,
       );
-      if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements };
+      tokens += (result.usage?.prompt_tokens ?? 0) + (result.usage?.completion_tokens ?? 0);
+      if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements, tokens };
       messages.push({ role: 'assistant', content: result.text || null, tool_calls: result.tool_calls });
       for (const [i, call] of result.tool_calls.entries()) {
         const output = await this.runTool(input, spec, call, citations, { kinds, elements, commands: context.commands, mcp: mcpByName });

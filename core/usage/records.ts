@@ -21,3 +21,9 @@ export async function recordExtractionUsage(em: EntityManager, u: { workspaceId:
     .onConflict(['extractionId'])
     .ignore();
 }
+
+/** An agent reply's language-model tokens (prompt and completion, every round of the turn), counted once per reply. */
+export async function recordTokenUsage(em: EntityManager, u: { workspaceId: string; replyId: string; tokens: number }): Promise<void> {
+  if (!(u.tokens > 0)) return;
+  await em.createQueryBuilder(UsageRecord).insert({ workspaceId: u.workspaceId, kind: 'llm_tokens', reference: `reply:${u.replyId}`, quantity: Math.round(u.tokens) }).onConflict(['reference']).ignore();
+}

@@ -111,6 +111,12 @@ test('register → tools listed → an agent turn calls a tool → its result in
     expect.objectContaining({ server_id: serverId, tool: 'order_status', arguments: { order_id: 'A-17' }, ok: true, output: 'Order A-17 shipped on Monday with DHL.', duration_ms: expect.any(Number) }),
   ]);
 
+  // The reply's language-model tokens (both rounds) are metered once, priced in the usage report.
+  const [tokens] = (await db.orm.em.fork().execute(`select quantity from usage_records where kind = 'llm_tokens' and reference = ?`, [`reply:${res.json().message_id}`])) as Array<{ quantity: number }>;
+  expect(tokens.quantity).toBeGreaterThan(0);
+  const usage = await t.services.credits.usage(ws, { limit: 10 });
+  expect(usage.usage).toEqual([expect.objectContaining({ kind: 'llm_tokens', quantity: tokens.quantity, unit: 'token', unit_price: 0.000002, currency: 'USD' })]);
+
   // The same reply's turn, retried after a crash before its reply was stored, reuses the call it made
   // (a tool may not be safe to run twice): the model is asked again, the tool is not.
   const replyId = res.json().message_id as string;

@@ -6,7 +6,7 @@ import { openDatabase } from '../../core/db/orm';
 async function main() {
   const [ws, n, prefix] = process.argv.slice(2);
   const orm = await openDatabase(process.env.DATABASE_URL!);
-  const credits = new CreditService(orm.em, { currency: 'USD', msgapp_message: 0, structured_extraction_page: 0, voice_minute_credits: 1 });
+  const credits = new CreditService(orm.em, { currency: 'USD', msgapp_message: 0, structured_extraction_page: 0, llm_1k_tokens: 0, voice_minute_credits: 1 });
   const outcomes = await Promise.all(
     Array.from({ length: Number(n) }, (_, i) =>
       credits.spend(ws, 1, 'voice minute', `${prefix}:${i}`).then(

@@ -50,6 +50,8 @@ export const UsageRecord = defineEntity({
     messageId: p.text().nullable().unique('usage_records_message_id_key'),
     /** A structured extraction's usage (core/usage/records.ts recordExtractionUsage). */
     extractionId: p.text().nullable().unique('usage_records_extraction_id_key'),
+    /** Anything else counted once (an agent reply's tokens: `reply:<id>`). */
+    reference: p.text().nullable().unique('usage_records_reference_key'),
     quantity: p.integer().default(1),
     createdAt: createdAt(),
   },

@@ -30,6 +30,9 @@ export class Migration20261125180000CreditsLedger extends Migration {
     this.addSql(`create unique index credit_ledger_reference_uq on credit_ledger (workspace_id, reference) where reference is not null`);
     this.addSql(`create index credit_ledger_ws_idx on credit_ledger (workspace_id, created_at desc, id desc)`);
     this.addSql(`create index usage_records_ws_time_idx on usage_records (workspace_id, created_at)`);
+    // What a usage row is for when it is neither a message nor an extraction (an agent reply's tokens: reply:<id>): counted once.
+    this.addSql(`alter table usage_records add column reference text`);
+    this.addSql(`alter table usage_records add constraint usage_records_reference_key unique (reference)`);
     // Append-only: a ledger entry is never changed or removed (a workspace's deletion takes its entries with it).
     this.addSql(`
       create function credit_ledger_append_only() returns trigger language plpgsql as $$
@@ -43,6 +46,7 @@ export class Migration20261125180000CreditsLedger extends Migration {
     this.addSql('drop trigger if exists credit_ledger_no_update on credit_ledger');
     this.addSql('drop function if exists credit_ledger_append_only()');
     this.addSql('drop index if exists usage_records_ws_time_idx');
+    this.addSql('alter table usage_records drop column if exists reference');
     this.addSql('drop table if exists credit_ledger');
     this.addSql('drop table if exists credit_balances');
   }

@@ -135,17 +135,22 @@ export class AnalyticsService {
     if (!Number(known.n)) throw bad(`tz: '${tz.slice(0, 60)}' is not an IANA time zone`);
     const buckets = (w.to.getTime() - w.from.getTime()) / 3_600_000 / HOURS[interval];
     if (buckets > MAX_BUCKETS) throw bad(`interval: ${Math.ceil(buckets)} ${interval}s in the window; at most ${MAX_BUCKETS} (choose a larger interval or a shorter window)`);
+    // The window's whole 15-minute slots [s0, s1); a window inside one slot has none (s1 <= s0: the rows count it all).
+    const SLOT = 15 * 60_000;
+    const s0 = new Date(Math.ceil(w.from.getTime() / SLOT) * SLOT);
+    const s1 = new Date(Math.max(s0.getTime(), Math.floor(w.to.getTime() / SLOT) * SLOT));
     const rows = await this.sql<{ start: Date; conversations: string }>(
       `with series as (
          select generate_series(date_trunc(?, ?::timestamptz at time zone ?), date_trunc(?, (?::timestamptz - interval '1 microsecond') at time zone ?), ('1 ' || ?)::interval) as local_start
        ),
-       -- Counted per 15-minute UTC slot first (cheap arithmetic; every zone's offset and change is a multiple of 15
-       -- minutes), then only the slots are moved into the zone's hours, days or weeks.
+       -- Conversations per 15-minute UTC slot (every zone's offset and change is a multiple of 15 minutes): the
+       -- window's whole slots from the rollup a trigger keeps, its partial first and last slots from the rows.
        slots as (
-         select date_bin('15 minutes', c.created_at, timestamptz '2000-01-01 00:00:00+00') as slot, count(*) as n
-         from analytics_conversations c
-         where c.workspace_id = ? and c.created_at >= ? and c.created_at < ?
-         group by 1
+         select slot, conversations as n from analytics_conversation_slots
+          where workspace_id = ? and slot >= ? and slot < ?
+         union all
+         select date_bin('15 minutes', c.created_at, timestamptz '2000-01-01 00:00:00+00'), 1 from analytics_conversations c
+          where c.workspace_id = ? and c.created_at >= ? and c.created_at < ? and (c.created_at < ? or c.created_at >= ?)
        ),
        counts as (
          select date_trunc(?, slot at time zone ?) as local_start, sum(n) as n from slots group by 1
@@ -153,7 +158,7 @@ export class AnalyticsService {
        select s.local_start at time zone ? as start, coalesce(k.n, 0) as conversations
        from series s left join counts k using (local_start)
        order by s.local_start`,
-      [interval, w.from, tz, interval, w.to, tz, interval, workspaceId, w.from, w.to, interval, tz, tz],
+      [interval, w.from, tz, interval, w.to, tz, interval, workspaceId, s0, s1, workspaceId, w.from, w.to, s0, s1, interval, tz, tz],
     );
     return {
       from: w.from.toISOString(),

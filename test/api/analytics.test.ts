@@ -117,6 +117,11 @@ test('conversations over time: every bucket, in the time zone asked, across the 
     { start: '2026-03-23T00:00:00+00:00', conversations: 2 },
     { start: '2026-03-30T00:00:00+00:00', conversations: 1 },
   ]);
+  // Windows that are not whole 15-minute slots: their edges come from the rows, the rest from the rollup.
+  const ragged = (await get('/api/v1/analytics/conversations-over-time?from=2026-03-29T09:50:00Z&to=2026-03-30T08:10:00Z&interval=hour')).json();
+  expect(ragged.buckets.reduce((a: number, b: { conversations: number }) => a + b.conversations, 0)).toBe(2);
+  const inside = (await get('/api/v1/analytics/conversations-over-time?from=2026-03-29T09:59:00Z&to=2026-03-29T10:07:00Z&interval=hour')).json();
+  expect(inside.buckets.map((b: { conversations: number }) => b.conversations)).toEqual([0, 1]);
   const hours = (await get('/api/v1/analytics/conversations-over-time?from=2026-03-29T09:00:00Z&to=2026-03-29T12:00:00Z&interval=hour')).json();
   expect(hours.buckets.map((b: { conversations: number }) => b.conversations)).toEqual([0, 1, 0]);
 });

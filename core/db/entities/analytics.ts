@@ -39,3 +39,15 @@ export const AnalyticsConversation = defineEntity({
   },
 });
 export type IAnalyticsConversation = InferEntity<typeof AnalyticsConversation>;
+
+/** Conversations started per workspace and 15-minute UTC slot, kept by a trigger (time series in any zone). */
+export const AnalyticsConversationSlot = defineEntity({
+  name: 'AnalyticsConversationSlot',
+  tableName: 'analytics_conversation_slots',
+  properties: {
+    workspaceId: p.text().primary(),
+    slot: p.datetime().primary(),
+    conversations: p.bigint('number').default(0),
+  },
+});
+export type IAnalyticsConversationSlot = InferEntity<typeof AnalyticsConversationSlot>;

@@ -7,7 +7,7 @@
  * queries its own tables only.
  */
 import { Agent } from './agents';
-import { AnalyticsConversation, AnalyticsMessageHour } from './analytics';
+import { AnalyticsConversation, AnalyticsConversationSlot, AnalyticsMessageHour } from './analytics';
 import { CreditBalance, CreditLedgerEntry } from './billing';
 import { McpServer } from './mcp';
 import { ChatMessage, Conversation, ConversationEvent, ConversationTask } from './conversations';
@@ -42,6 +42,7 @@ export * from './workspaces';
 
 export const allEntities = [
   AnalyticsConversation,
+  AnalyticsConversationSlot,
   AnalyticsMessageHour,
   CreditBalance,
   CreditLedgerEntry,

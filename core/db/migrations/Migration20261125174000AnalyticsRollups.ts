@@ -10,6 +10,9 @@ import { Migration } from '@mikro-orm/migrations';
  *   replied at least once) and `handed_off` (a `handoff` on its timeline). A table of its
  *   own, so counting a message never locks the conversation's row (which the product's
  *   own writes hold); a covering index serves the summary from the index alone.
+ * - `analytics_conversation_slots`: conversations started per workspace and 15-minute UTC
+ *   slot (every zone's offset is a multiple of 15 minutes): a time series in any zone
+ *   reads the window's whole slots here and its two partial slots from the rows.
  * - `analytics_message_hours`: transcript messages per workspace, UTC hour, channel and
  *   direction (`in`: the customer's; `out`: the agent's and human agents'; tool activity is
  *   not counted). A window's count is the full hours from here plus its two partial hours
@@ -38,6 +41,13 @@ export class Migration20261125174000AnalyticsRollups extends Migration {
         primary key (workspace_id, hour, channel, direction)
       )`);
 
+    this.addSql(`
+      create table analytics_conversation_slots (
+        workspace_id text not null references workspaces(id) on delete cascade,
+        slot timestamptz not null,
+        conversations bigint not null default 0,
+        primary key (workspace_id, slot)
+      )`);
     // Backfill from the rows that exist (a function: a bulk load with the triggers off calls it too).
     this.addSql(`
       create function analytics_backfill() returns void language sql as $$
@@ -51,6 +61,9 @@ export class Migration20261125174000AnalyticsRollups extends Migration {
         update analytics_conversations a set first_reply_at = (
           select min(m.created_at) from chat_messages m where m.conversation_id = a.conversation_id and m.role in ('assistant', 'human') and m.created_at > a.first_in_at)
         where a.first_in_at is not null;
+        delete from analytics_conversation_slots;
+        insert into analytics_conversation_slots (workspace_id, slot, conversations)
+        select workspace_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), count(*) from analytics_conversations group by 1, 2;
         update analytics_conversations a set handed_off = exists (select 1 from conversation_events e where e.conversation_id = a.conversation_id and e.type = 'handoff');
         delete from analytics_message_hours;
         insert into analytics_message_hours (workspace_id, hour, channel, direction, messages)
@@ -111,6 +124,20 @@ export class Migration20261125174000AnalyticsRollups extends Migration {
         return null;
       end $$`);
     this.addSql(`create trigger conversations_analytics after insert on conversations for each row execute function analytics_conversation()`);
+    this.addSql(`
+      create function analytics_conversation_slot() returns trigger language plpgsql as $$
+      declare
+        r analytics_conversations;
+      begin
+        r := case when tg_op = 'DELETE' then old else new end;
+        insert into analytics_conversation_slots as s (workspace_id, slot, conversations)
+        values (r.workspace_id, date_bin('15 minutes', r.created_at, timestamptz '2000-01-01 00:00:00+00'), case when tg_op = 'DELETE' then -1 else 1 end)
+        on conflict (workspace_id, slot) do update set conversations = s.conversations + excluded.conversations;
+        return null;
+      exception when foreign_key_violation then
+        return null; -- the workspace is being deleted with everything in it
+      end $$`);
+    this.addSql(`create trigger analytics_conversations_slots after insert or delete on analytics_conversations for each row execute function analytics_conversation_slot()`);
     this.addSql(`create index analytics_conversations_ws_idx on analytics_conversations (workspace_id, created_at) include (channel, answered, handed_off, first_in_at, first_reply_at)`);
   }
 
@@ -124,5 +151,7 @@ export class Migration20261125174000AnalyticsRollups extends Migration {
     this.addSql('drop function if exists analytics_backfill()');
     this.addSql('drop table if exists analytics_message_hours');
     this.addSql('drop table if exists analytics_conversations');
+    this.addSql('drop function if exists analytics_conversation_slot()');
+    this.addSql('drop table if exists analytics_conversation_slots');
   }
 }

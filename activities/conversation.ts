@@ -3,6 +3,7 @@ import { publishFrame } from '../core/chat/frames';
 import type { TaskStatus } from '../core/chat/tasks';
 import type { SendPlan } from '../core/messages/plan';
 import type { ActivityDeps } from './deps';
+import { OperationalError } from '../core/failures';
 import { withHeartbeat } from './errors';
 
 /** The conversation actor's steps: agent turns, its background tasks, what the sockets are told. */
@@ -19,6 +20,22 @@ export function conversationActivities(deps: ActivityDeps) {
     /** An agent's reply on a messaging channel as a send (message-send:<reply id>), or why it is not sent. */
     async planReplySend(input: { conversationId: string; replyId: string }): Promise<SendPlan | { skipped: string }> {
       return deps.services.messages.planReply(input.conversationId, input.replyId);
+    },
+
+    /**
+     * An agent's reply on a messaging channel, sent: planned under the send rules, then its
+     * `message-send:<reply id>` workflow started (eagerly: its first task runs here, in the
+     * start call's answer) and waited for. Started once ever (REJECT_DUPLICATE): a retry of
+     * this step waits for the run that exists. Heartbeats while it waits.
+     */
+    async sendAgentReply(input: { conversationId: string; replyId: string }): Promise<{ skipped: string } | { status: 'sent' | 'failed'; error?: string }> {
+      return withHeartbeat(async () => {
+        const plan = await deps.services.messages.planReply(input.conversationId, input.replyId);
+        if ('skipped' in plan) return plan;
+        if (!deps.sender) throw new OperationalError('NoWorkflowClient', 'this worker has no Temporal client to start the send', true);
+        const sent = await deps.sender.send(plan, { once: true });
+        return sent.status === 'sent' ? { status: 'sent' as const } : { status: 'failed' as const, error: sent.error };
+      });
     },
 
     /** Tells the conversation's sockets that a turn failed. */

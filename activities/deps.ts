@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ConversationGateway } from '../gateways/conversations';
+import type { MessageSender } from '../gateways/messages';
 import type { IndexingService } from '../core/kb/indexing';
 import type { Services } from '../core/services';
 
@@ -15,4 +16,6 @@ export interface ActivityDeps {
   workflowState?: (workflowId: string) => Promise<WorkflowState>;
   /** The conversation actors (a customer's msgapp message goes to one); the worker wires its client. */
   conversations?: Pick<ConversationGateway, 'customerMessage'>;
+  /** Starts message-send workflows (eagerly, on this worker, when its client shares the worker's connection). */
+  sender?: Pick<MessageSender, 'send'>;
 }

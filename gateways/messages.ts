@@ -1,4 +1,4 @@
-import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client } from '@temporalio/client';
 import { CancelledFailure, TerminatedFailure } from '@temporalio/common';
 import type { SendPlan } from '../core/messages/plan';
 import { searchAttributesFor } from '../worker/search-attributes';
@@ -18,10 +18,12 @@ export class MessageSender {
    * send (its message reads `failed` with SEND_CANCELLED); a terminated one too (the
    * maintenance reconciliation marks its message failed within minutes).
    */
-  async send(plan: SendPlan): Promise<MessageSendResult> {
+  async send(plan: SendPlan, opts: { once?: boolean } = {}): Promise<MessageSendResult> {
     try {
       return await this.client.workflow.execute(messageSendWorkflow, {
         workflowId: messageSendWorkflowId(plan.messageId),
+        // `once`: an agent's reply is sent by one run ever; a repeat waits for that run's outcome.
+        ...(opts.once ? { workflowIdReusePolicy: 'REJECT_DUPLICATE' as const } : {}),
         taskQueue: this.taskQueue,
         requestEagerStart: this.eagerStart,
         args: [plan],
@@ -31,6 +33,7 @@ export class MessageSender {
         staticDetails: `Message ${plan.messageId} from ${plan.fromNumber} (agent ${plan.agentId}).`,
       });
     } catch (err) {
+      if (opts.once && err instanceof WorkflowExecutionAlreadyStartedError) return this.client.workflow.getHandle(messageSendWorkflowId(plan.messageId)).result() as Promise<MessageSendResult>;
       if (err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure) return { status: 'failed', error: SEND_CANCELLED };
       if (err instanceof WorkflowFailedError && err.cause instanceof TerminatedFailure) return { status: 'failed', error: 'the send was terminated by an operator' };
       throw err;

@@ -1,5 +1,6 @@
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
 import { ConversationGateway } from '../gateways/conversations';
+import { MessageSender } from '../gateways/messages';
 import type { Worker } from '@temporalio/worker';
 import type { WorkflowState } from '../activities/deps';
 import type { Composition } from '../core/compose';
@@ -69,6 +70,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
       indexing: c.indexing,
       workflowState: workflowStateOf(client),
       conversations: new ConversationGateway(client, taskQueue, c.services.transcript),
+      sender: new MessageSender(client, taskQueue, c.temporal.native !== null),
     }, workflowBundle: opts.workflowBundle });
   const running = worker.run();
   c.onClose(async () => {

@@ -11,6 +11,7 @@ import {
   defineUpdate,
   isCancellation,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -35,6 +36,15 @@ const { runAgentTurn } = proxyActivities<Activities>(presets.agentTurn);
 const { indexUploadForSearch } = proxyActivities<Activities>(presets.uploadIndexing);
 /** A messaging channel's reply as a send: one short read (local), no pre-patch history has it. */
 const { planReplySend } = proxyLocalActivities<Activities>(localPresets.dbWrite);
+const { sendAgentReply } = proxyActivities<Activities>(presets.replySend);
+
+/**
+ * The patch that sends a messaging channel's reply from an activity that starts its
+ * message-send workflow eagerly (the first task in the start call's answer), instead of
+ * as a child workflow (whose start waits on the server's queues). Runs recorded before
+ * it keep the child when replayed.
+ */
+export const REPLY_SEND_ACTIVITY_PATCH = 'reply-send-activity';
 
 /** The actor's workflow id: one per conversation, on every channel. */
 export const conversationWorkflowId = (conversationId: string) => `conversation:${conversationId}`;
@@ -264,6 +274,19 @@ class Conversation {
    */
   private async sendReply(replyId: string): Promise<void> {
     const { conversationId, workspaceId } = this.input;
+    if (patched(REPLY_SEND_ACTIVITY_PATCH)) {
+      this.explain(`Sending reply ${replyId} (message-send:${replyId}).`);
+      try {
+        const sent = await sendAgentReply.executeWithOptions({ ...presets.replySend, summary: `send reply ${replyId}` }, [{ conversationId, replyId }]);
+        if ('skipped' in sent) this.lastError = `reply ${replyId} not sent: ${sent.skipped}`;
+        else if (sent.status === 'failed') this.lastError = `reply ${replyId} failed at the provider: ${sent.error}`;
+      } catch (err) {
+        if (cancelled(err)) throw err;
+        const cause = err instanceof ActivityFailure ? err.cause : err;
+        this.lastError = `reply ${replyId} could not be sent: ${(cause as Error).message}`;
+      }
+      return;
+    }
     const plan = await planReplySend.executeWithOptions({ ...localPresets.dbWrite, summary: 'plan the reply as a message' }, [{ conversationId, replyId }]);
     if ('skipped' in plan) {
       this.lastError = `reply ${replyId} not sent: ${plan.skipped}`;

@@ -101,6 +101,16 @@ export const presets = {
     heartbeatTimeout: '30 seconds',
     retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumAttempts: 3 },
   },
+  /**
+   * An agent's reply sent through its message-send workflow, waited for (the provider's
+   * own retries last about 2 minutes): a heartbeat every 5 s, so a lost worker is noticed
+   * within 20 s and the next attempt waits for the same send (never a second one).
+   */
+  replySend: {
+    startToCloseTimeout: '5 minutes',
+    heartbeatTimeout: '20 seconds',
+    retry: { initialInterval: '1 second', maximumAttempts: 5 },
+  },
   /** Short database housekeeping: retried a few times, never for long. */
   maintenance: {
     startToCloseTimeout: '2 minutes',

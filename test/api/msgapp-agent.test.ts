@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CloudApiProvider, signHubPayload } from '../../core/msgapp/provider';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { agentReplyId } from '../../gateways/conversations';
-import { conversationWorkflowId } from '../../workflows/conversation';
+import { conversationWorkflowId, REPLY_SEND_ACTIVITY_PATCH } from '../../workflows/conversation';
 import { messageSendWorkflowId } from '../../workflows/message-send';
 import { transcriberFromConfig } from '../../core/kb/extractor';
 import { LocalWhisperTranscriber } from '../../core/kb/extract';
@@ -14,7 +14,7 @@ import { speak, wordErrorRate } from '../support/speech';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { inboundDone, startInboundDispatcher } from '../support/msgapp';
-import { maybeRecordHistory, startTestWorker, workflowResult, type TestWorker } from '../support/temporal';
+import { historySteps, maybeRecordHistory, startTestWorker, workflowResult, type TestWorker } from '../support/temporal';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 
 /**
@@ -143,8 +143,11 @@ test("a customer's message is answered by the agent through the conversation act
 
   // The reply leaves through message-send:<reply id>, a child of the conversation's actor.
   expect(await workflowResult(tw.client, messageSendWorkflowId(replyId))).toMatchObject({ status: 'sent' });
-  const desc = await tw.client.workflow.getHandle(messageSendWorkflowId(replyId)).describe();
-  expect(desc.raw.workflowExecutionInfo?.parentExecution?.workflowId).toBe(conversationWorkflowId(conv.conversation_id));
+  // Started by the actor's send step (eagerly, on this worker): the actor's history holds that step, not a child.
+  const actorSteps = await historySteps(tw.client, conversationWorkflowId(conv.conversation_id));
+  expect(actorSteps.activities).toEqual(['runAgentTurn', 'sendAgentReply']);
+  expect(actorSteps.patches).toContain(REPLY_SEND_ACTIVITY_PATCH);
+  expect((await historySteps(tw.client, messageSendWorkflowId(replyId))).eager).toBe(true);
   const out = sentTo(customer);
   expect(out.map(textOf)).toEqual(['Agent: Where is my order?']);
   expect(out[0].phoneNumberId).toBe(NUMBER.id);
@@ -184,7 +187,7 @@ test("a customer's message is answered by the agent through the conversation act
   expect(list.statusCode).toBe(200);
   expect(list.json().messages.map((m: { id: string }) => m.id)).not.toContain(replyId);
   // The actor so far (one turn, one message-send child): replayed by test/replay.
-  await maybeRecordHistory(tw.client, conversationWorkflowId(conv.conversation_id), 'conversation-msgapp-signal');
+  await maybeRecordHistory(tw.client, conversationWorkflowId(conv.conversation_id), 'conversation-msgapp-send-activity');
 });
 
 test('a duplicate webhook and a second message: each message is answered exactly once, in order', async () => {

@@ -32,7 +32,6 @@ import { chatSocketRoutes } from './routes/widget/socket';
 import type { ChatHub } from './chat-hub';
 import { widgetAssetRoutes } from './routes/widget-assets';
 import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
-import { plannedRoutes } from './routes/planned';
 import { documentRoutes } from './routes/documents';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
 
@@ -123,7 +122,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
   await app.register(documentRoutes, { services, gateways });
-  await app.register(plannedRoutes);
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every
   // path registered above, the methods that path lacks.

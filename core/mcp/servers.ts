@@ -41,15 +41,15 @@ export interface McpServerView {
   updated_at: string;
 }
 
-export const McpServerBody = z
-  .object({
-    name: z.string().trim().min(1).max(100),
-    url: z.string().min(1).max(2000),
-    auth: z.string().regex(/^cred_[0-9a-f]{24}$/).nullable().optional().meta({ description: 'A credential of provider `mcp`: its bearer token is sent as Authorization' }),
-    enabled: z.boolean().default(true),
-  })
-  .strict();
-export const McpServerPatch = McpServerBody.partial().strict();
+const McpServerFields = {
+  name: z.string().trim().min(1).max(100),
+  url: z.string().min(1).max(2000),
+  auth: z.string().regex(/^cred_[0-9a-f]{24}$/).nullable().meta({ description: 'A credential of provider `mcp`: its bearer token is sent as Authorization' }),
+  enabled: z.boolean(),
+};
+export const McpServerBody = z.object({ ...McpServerFields, auth: McpServerFields.auth.optional(), enabled: McpServerFields.enabled.default(true) }).strict();
+/** A change: only the fields sent (no defaults: a PATCH of the name never re-enables a disabled server). */
+export const McpServerPatch = z.object(McpServerFields).partial().strict();
 
 const MAX_TOOLS = 100;
 /** Characters of a tool's result handed to the model. */

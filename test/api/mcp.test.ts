@@ -132,6 +132,12 @@ test('register → tools listed → an agent turn calls a tool → its result in
   const readOnly = bearer((await createKey(t.services, ws, ['mcp_servers:read'])).key);
   expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: readOnly, payload: { name: 'y', url: mcpUrl } })).statusCode).toBe(403);
 
+  // Disabled: not contacted, and a later change of its name leaves it disabled.
+  const disabled = await t.app.inject({ method: 'PATCH', url: `/api/v1/mcp-servers/${serverId}`, headers: auth, payload: { enabled: false } });
+  expect(disabled.json()).toMatchObject({ enabled: false, status: 'disabled' });
+  const renamed = await t.app.inject({ method: 'PATCH', url: `/api/v1/mcp-servers/${serverId}`, headers: auth, payload: { name: 'shop (paused)' } });
+  expect(renamed.json()).toMatchObject({ name: 'shop (paused)', enabled: false, status: 'disabled' });
+
   // Another workspace sees nothing of it.
   const wsB = await createWorkspace(db.orm);
   const authB = bearer((await createKey(t.services, wsB, ['mcp_servers:read', 'mcp_servers:write'])).key);

@@ -334,7 +334,7 @@ describe('the provider webhook /webhooks/msgapp', () => {
     const done = await inboundDone(tw, providerMessageId);
     // The agent (a sender) answers it: handed to the conversation's actor.
     expect(done).toEqual({ status: 'recorded', messageId: expect.stringMatching(/^msg_/), answered: true });
-    await maybeRecordHistory(tw.client, `msgapp-inbound:${providerMessageId}`, 'msgapp-inbound-to-agent');
+    await maybeRecordHistory(tw.client, `msgapp-inbound:${providerMessageId}`, 'msgapp-inbound-text-no-download');
     // A text message: no media, so no download step (the relay tells the workflow in its input).
     expect(await historySteps(tw.client, `msgapp-inbound:${providerMessageId}`)).toEqual({
       eager: false,

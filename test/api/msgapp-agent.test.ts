@@ -12,6 +12,7 @@ import { msgappInboundWorkflowId } from '../../workflows/msgapp-inbound';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testConfig, type TestApp } from '../support/app';
 import { speak, wordErrorRate } from '../support/speech';
 import { createTestDatabase, type TestDatabase } from '../support/db';
+import { closeInOrder } from '../support/teardown';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { inboundDone, startInboundDispatcher } from '../support/msgapp';
 import { historySteps, maybeRecordHistory, startTestWorker, workflowResult, type TestWorker } from '../support/temporal';
@@ -77,18 +78,16 @@ beforeAll(async () => {
   await publishedAgent(SILENT_NUMBER, cred, []);
 }, 60_000);
 afterAll(async () => {
-  const t0 = Date.now();
-  const step = (name: string) => process.env.DEBUG_SHUTDOWN && console.log(`${name} at ${Date.now() - t0} ms`);
-  await relay?.stop();
-  step('relay stopped');
-  await tw?.close();
-  step('worker closed');
-  await t?.close();
-  await llm?.close();
-  await sandbox?.close();
-  await db?.drop();
+  await closeInOrder([
+    ['relay', relay && (() => relay.stop())],
+    ['worker', tw && (() => tw.close())],
+    ['app', t && (() => t.close())],
+    ['fake model', llm && (() => llm.close())],
+    ['sandbox', sandbox && (() => sandbox.close())],
+    ['database', db && (() => db.drop())],
+  ]);
   LocalWhisperTranscriber.unloadAll();
-});
+}, 120_000);
 
 async function publishedAgent(n: { id: string; display: string }, credentialId: string, actions: unknown[]): Promise<string> {
   const created = await t.app.inject({

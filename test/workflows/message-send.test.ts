@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { WORKSPACE_ID } from '../../worker/search-attributes';
 import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { closeInOrder } from '../support/teardown';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { INBOUND_TO_AGENT_PATCH } from '../../workflows/msgapp-inbound';
 import { inboundDone, startInboundDispatcher } from '../support/msgapp';
@@ -57,12 +58,14 @@ beforeAll(async () => {
   credentialId = (await t.services.credentials.create(ws, 'msgapp_access_token', 'sandbox number', 'sandbox-token')).id;
 });
 afterAll(async () => {
-  await relay.stop();
-  await tw.close();
-  await t.close();
-  await sandbox.close();
-  await db.drop();
-});
+  await closeInOrder([
+    ['relay', () => relay.stop()],
+    ['worker', () => tw.close()],
+    ['app', () => t.close()],
+    ['sandbox', () => sandbox.close()],
+    ['database', () => db.drop()],
+  ]);
+}, 120_000);
 
 async function agent(spec: Record<string, unknown>, publish = true): Promise<string> {
   const res = await t.app.inject({

@@ -1,0 +1,101 @@
+import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU, type RTCDataChannel } from 'werift';
+import { ulawDecode, ulawEncode } from './g711';
+import { PacedLeg } from './paced-leg';
+import { FRAME_SAMPLES, type TranscriptFrame } from './types';
+
+/** PCMU's static RTP payload type (RFC 3551). */
+const PCMU_PT = 0;
+
+export interface DirectPeerOptions {
+  /** STUN/TURN servers for the agent's side (VOICE_ICE_SERVERS); none on a LAN or loopback. */
+  iceServers?: Array<{ urls: string }>;
+  /** UDP port range for media (VOICE_RTP_PORTS), e.g. behind a firewall. */
+  portRange?: [number, number];
+  /** Extra host addresses to announce (VOICE_PUBLIC_IP: the worker's public address behind NAT). */
+  announce?: string[];
+  /** How long the browser has to connect after the answer. */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * The agent's own WebRTC peer for the direct transport (werift, pure TypeScript): one
+ * visitor ↔ one agent needs no SFU. It answers the browser's offer (non-trickle: the
+ * answer carries every candidate), sends and receives audio as G.711 μ-law (PCMU, which
+ * every browser offers) and takes the browser's data channel labelled `transcript` for
+ * the transcript frames.
+ */
+export class DirectLeg extends PacedLeg {
+  private channel: RTCDataChannel | null = null;
+  private readonly outgoing = new MediaStreamTrack({ kind: 'audio' });
+  private sequence = Math.floor(Math.random() * 0xffff);
+
+  private constructor(private readonly pc: RTCPeerConnection) {
+    super();
+  }
+
+  /** Answers an offer; `connected` resolves when media and the channel can flow. */
+  static async answer(offerSdp: string, opts: DirectPeerOptions = {}): Promise<{ answerSdp: string; leg: DirectLeg; connected: Promise<void> }> {
+    const pc = new RTCPeerConnection({
+      codecs: { audio: [usePCMU()], video: [] },
+      iceServers: opts.iceServers ?? [],
+      ...(opts.portRange ? { icePortRange: opts.portRange } : {}),
+      ...(opts.announce?.length ? { iceAdditionalHostAddresses: opts.announce } : {}),
+    });
+    const leg = new DirectLeg(pc);
+    pc.onDataChannel.subscribe((channel) => {
+      if (channel.label === 'transcript') leg.channel = channel;
+    });
+    pc.onTrack.subscribe((track) => {
+      if (track.kind !== 'audio') return;
+      track.onReceiveRtp.subscribe((rtp) => {
+        if (rtp.header.payloadType !== PCMU_PT || rtp.payload.length === 0) return;
+        const pcm = ulawDecode(rtp.payload);
+        for (let i = 0; i < pcm.length; i += FRAME_SAMPLES) leg.received(pcm.subarray(i, Math.min(pcm.length, i + FRAME_SAMPLES)));
+      });
+    });
+    await pc.setRemoteDescription({ type: 'offer', sdp: offerSdp });
+    const audio = pc.getTransceivers().find((t) => t.kind === 'audio' && !t.rejected);
+    if (!audio) {
+      await pc.close();
+      throw new Error('the offer has no audio this peer can take (PCMU)');
+    }
+    audio.setDirection('sendrecv');
+    await audio.sender.replaceTrack(leg.outgoing);
+    await pc.setLocalDescription(await pc.createAnswer());
+    if (pc.iceGatheringState !== 'complete') await pc.iceGatheringStateChange.watch((s) => s === 'complete');
+    const connected = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the browser did not connect in time')), opts.connectTimeoutMs ?? 20_000);
+      pc.connectionStateChange.subscribe((state) => {
+        if (state === 'connected') {
+          clearTimeout(timer);
+          resolve();
+        } else if (state === 'failed' || state === 'closed' || state === 'disconnected') {
+          clearTimeout(timer);
+          reject(new Error(`connection ${state}`));
+          leg.end(state === 'closed' ? 'remote_left' : `connection_${state}`);
+        }
+      });
+    });
+    connected.catch(() => undefined);
+    return { answerSdp: pc.localDescription!.sdp, leg, connected };
+  }
+
+  protected sendFrame(frame: Int16Array, marker: boolean, rtpTimestamp: number): void {
+    this.sequence = (this.sequence + 1) & 0xffff;
+    const header = new RtpHeader({ payloadType: PCMU_PT, sequenceNumber: this.sequence, timestamp: rtpTimestamp, marker });
+    this.outgoing.writeRtp(new RtpPacket(header, ulawEncode(frame)));
+  }
+
+  sendTranscript(frame: TranscriptFrame): void {
+    if (this.channel?.readyState === 'open') this.channel.send(JSON.stringify(frame));
+  }
+
+  /** Whether the browser's `transcript` channel is open. */
+  get channelOpen(): boolean {
+    return this.channel?.readyState === 'open';
+  }
+
+  protected async release(): Promise<void> {
+    await this.pc.close().catch(() => undefined);
+  }
+}

@@ -122,7 +122,10 @@ describe('resampling', () => {
       parts.push(r.flush());
       const streamed = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
       let at = 0;
-      for (const p of parts) (streamed.set(p, at), (at += p.length));
+      for (const p of parts) {
+        streamed.set(p, at);
+        at += p.length;
+      }
       expect(streamed.subarray(0, whole.length)).toEqual(whole);
     }
   });

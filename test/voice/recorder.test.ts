@@ -143,7 +143,10 @@ describe('CallRecorder and finalizeRecordings', () => {
     const errors: unknown[] = [];
     const { recorder, advance } = recorderOnClock(spool, { chunkMs: 1000, flushIntervalMs: 0, onError: (e) => errors.push(e) });
     const talk = (frames: number) => {
-      for (let f = 0; f < frames; f++) (recorder.caller(toneFrame(440, f)), advance(FRAME_MS));
+      for (let f = 0; f < frames; f++) {
+        recorder.caller(toneFrame(440, f));
+        advance(FRAME_MS);
+      }
     };
     spool.failNext = 1;
     talk(75); // one chunk cut by size: its save fails

@@ -22,7 +22,10 @@ function withNoise(signal: Int16Array, level: number, seed = 1): Int16Array {
 function concat(...parts: Int16Array[]): Int16Array {
   const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
-  for (const p of parts) (out.set(p, at), (at += p.length));
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
 }
 

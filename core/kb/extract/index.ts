@@ -280,13 +280,26 @@ export class OpenAiTranscriber implements Transcriber {
 
   async transcribe(filePath: string, mime: string): Promise<string> {
     // A File over a file-backed Blob: the SDK's multipart body reads it from disk as it is sent.
-    const file = new File([await fs.openAsBlob(filePath, { type: mime })], `upload.${MEDIA_EXTENSIONS[mime] ?? 'bin'}`, { type: mime });
+    return this.send(new File([await fs.openAsBlob(filePath, { type: mime })], `upload.${MEDIA_EXTENSIONS[mime] ?? 'bin'}`, { type: mime }));
+  }
+
+  /**
+   * Audio already in memory (a voice call's turn as WAV). `signal` (barge-in, hang-up)
+   * aborts the request; the rejection is then the signal's reason, not a TranscriberError.
+   */
+  transcribeBytes(bytes: Uint8Array, mime: string, options: { signal?: AbortSignal } = {}): Promise<string> {
+    return this.send(new File([bytes], `upload.${MEDIA_EXTENSIONS[mime] ?? 'bin'}`, { type: mime }), options.signal);
+  }
+
+  private async send(file: File, caller?: AbortSignal): Promise<string> {
+    if (caller?.aborted) throw caller.reason;
     let answer: unknown;
     try {
       answer = await withDeadline(this.requestTimeoutMs, (signal) =>
-        this.client.audio.transcriptions.create({ file, model: this.model, response_format: 'json' }, { signal }),
+        this.client.audio.transcriptions.create({ file, model: this.model, response_format: 'json' }, { signal: caller ? AbortSignal.any([signal, caller]) : signal }),
       );
     } catch (err) {
+      if (caller?.aborted) throw caller.reason;
       const f = classifyOpenAiError(err, this.apiKey);
       const why = f.kind === 'status' ? `HTTP ${f.status}` : f.kind === 'timeout' ? 'no answer in time' : f.kind === 'malformed' ? 'the server did not answer JSON' : 'the server could not be reached';
       throw new TranscriberError(`transcription failed (${why})`, f.detail || undefined, f.kind === 'status' && (f.status === 401 || f.status === 403), f.retryable);

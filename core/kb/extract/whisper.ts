@@ -288,20 +288,37 @@ export class LocalWhisperTranscriber {
       if (signal?.aborted) throw new ExtractionError('transcription was cancelled');
       const t0 = performance.now();
       const samples = await decodeToPcm(filePath, this.opts.maxSeconds, this.opts.ffmpeg, signal);
-      const decodeMs = performance.now() - t0;
-      const audioSeconds = samples.length / SAMPLE_RATE;
-      const stats: TranscriptionStats = { audioSeconds, decodeMs, transcribeMs: 0, loaded: false, silent: false };
-      if (!samples.length || peakWindowDbfs(samples) < SILENCE_DBFS) return { text: '', stats: { ...stats, silent: true } };
-      let thread = threads.get(this.opts.modelPath);
-      if (!thread) threads.set(this.opts.modelPath, (thread = new ModelThread(this.opts.modelPath)));
-      stats.loaded = !thread.loaded;
-      const t1 = performance.now();
-      // Twice real time is far slower than whisper base runs here (0.3-0.5), model load included.
-      const deadlineMs = Math.max(60_000, audioSeconds * 2000);
-      const text = await thread.run(samples, this.threads, this.language, deadlineMs, signal);
-      stats.transcribeMs = performance.now() - t1;
-      return { text: tidyTranscript(text), stats };
+      return this.recognize(samples, performance.now() - t0, signal);
     });
+  }
+
+  /**
+   * Audio already in memory as 16 kHz mono float32 (a voice call's turn): no file and no
+   * ffmpeg, the same queue, thread, silence check and deadline as a file. Longer than
+   * `maxSeconds`: MediaTooLong.
+   */
+  transcribeSamples(samples: Float32Array, options: { signal?: AbortSignal } = {}): Promise<{ text: string; stats: TranscriptionStats }> {
+    return serialized(async () => {
+      if (options.signal?.aborted) throw new ExtractionError('transcription was cancelled');
+      if (samples.length > this.opts.maxSeconds * SAMPLE_RATE) throw new MediaTooLong(this.opts.maxSeconds);
+      return this.recognize(samples, 0, options.signal);
+    });
+  }
+
+  /** Runs the model on decoded samples (inside the queue): silence is an empty transcript without the model. */
+  private async recognize(samples: Float32Array, decodeMs: number, signal?: AbortSignal): Promise<{ text: string; stats: TranscriptionStats }> {
+    const audioSeconds = samples.length / SAMPLE_RATE;
+    const stats: TranscriptionStats = { audioSeconds, decodeMs, transcribeMs: 0, loaded: false, silent: false };
+    if (!samples.length || peakWindowDbfs(samples) < SILENCE_DBFS) return { text: '', stats: { ...stats, silent: true } };
+    let thread = threads.get(this.opts.modelPath);
+    if (!thread) threads.set(this.opts.modelPath, (thread = new ModelThread(this.opts.modelPath)));
+    stats.loaded = !thread.loaded;
+    const t1 = performance.now();
+    // Twice real time is far slower than whisper base runs here (0.3-0.5), model load included.
+    const deadlineMs = Math.max(60_000, audioSeconds * 2000);
+    const text = await thread.run(samples, this.threads, this.language, deadlineMs, signal);
+    stats.transcribeMs = performance.now() - t1;
+    return { text: tidyTranscript(text), stats };
   }
 
   /** Ends this model's thread now (tests, benchmarks, shutdown). */

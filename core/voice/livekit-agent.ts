@@ -12,10 +12,10 @@ import { FRAME_SAMPLES, MEDIA_RATE, type MediaLeg, type TranscriptFrame } from '
  */
 
 // The ESM build: what import() loads from this CommonJS module at run time.
-type Rtc = typeof import('@livekit/rtc-node', { with: { 'resolution-mode': 'import' } });
+export type Rtc = typeof import('@livekit/rtc-node', { with: { 'resolution-mode': 'import' } });
 
 let rtcModule: Promise<Rtc> | undefined;
-function loadRtc(): Promise<Rtc> {
+export function loadRtc(): Promise<Rtc> {
   return (rtcModule ??= import('@livekit/rtc-node'));
 }
 
@@ -54,6 +54,7 @@ export async function connectAgent(input: ConnectAgentInput): Promise<LiveKitAge
   }
 }
 
+/** A MediaLeg over a LiveKit room; built by connectAgent (exported for its playback tests, which need no server). */
 export class LiveKitAgentLeg implements MediaLeg {
   readonly ended: Promise<string>;
   private endWith!: (reason: string) => void;
@@ -63,7 +64,7 @@ export class LiveKitAgentLeg implements MediaLeg {
   /** A partial frame carried to the next play(). */
   private carry = new Int16Array(0);
   private pumping = false;
-  private source?: AudioSource;
+  private readonly source: AudioSource;
   private remote?: RemoteParticipant;
   private remoteArrived?: () => void;
   private closed = false;
@@ -75,6 +76,7 @@ export class LiveKitAgentLeg implements MediaLeg {
     private readonly remoteIdentity: string | undefined,
   ) {
     this.ended = new Promise((resolve) => (this.endWith = resolve));
+    this.source = new rtc.AudioSource(MEDIA_RATE, 1, SOURCE_QUEUE_MS);
     room.on(rtc.RoomEvent.ParticipantConnected, (p) => this.adopt(p));
     room.on(rtc.RoomEvent.TrackSubscribed, (track, _pub, p) => {
       if (p === this.remote || this.adopt(p)) this.listen(track);
@@ -96,7 +98,6 @@ export class LiveKitAgentLeg implements MediaLeg {
 
   async publish(): Promise<void> {
     const rtc = this.rtc;
-    this.source = new rtc.AudioSource(MEDIA_RATE, 1, SOURCE_QUEUE_MS);
     const track = rtc.LocalAudioTrack.createAudioTrack('agent', this.source);
     await this.room.localParticipant!.publishTrack(track, new rtc.TrackPublishOptions({ source: rtc.TrackSource.SOURCE_MICROPHONE }));
   }
@@ -150,7 +151,7 @@ export class LiveKitAgentLeg implements MediaLeg {
 
   /** Hands frames to the AudioSource; captureFrame waits while LiveKit's queue is full, which paces playback in real time. */
   private async pump(): Promise<void> {
-    if (this.pumping || !this.source) return;
+    if (this.pumping) return;
     this.pumping = true;
     try {
       for (let frame = this.pending.shift(); frame && !this.closed; frame = this.pending.shift()) {
@@ -166,11 +167,11 @@ export class LiveKitAgentLeg implements MediaLeg {
   clearPlayback(): void {
     this.pending = [];
     this.carry = new Int16Array(0);
-    this.source?.clearQueue();
+    this.source.clearQueue();
   }
 
   get playing(): boolean {
-    return this.pending.length > 0 || (this.source?.queuedDuration ?? 0) > 0;
+    return this.pending.length > 0 || this.source.queuedDuration > 0;
   }
 
   sendTranscript(frame: TranscriptFrame): void {
@@ -185,7 +186,7 @@ export class LiveKitAgentLeg implements MediaLeg {
     this.closed = true;
     this.pending = [];
     this.endWith('closed');
-    await this.source?.close().catch(() => undefined);
+    await this.source.close().catch(() => undefined);
     await this.room.disconnect().catch(() => undefined);
   }
 }

@@ -160,7 +160,13 @@ export class LiveKitTransport implements VoiceTransport {
       canPublishData: true,
       hidden: false,
     });
-    return connectAgent({ url: rtcUrl(this.settings.url), token, remoteIdentity, signal });
+    try {
+      return await connectAgent({ url: rtcUrl(this.settings.url), token, remoteIdentity, signal });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      // rtc-node reports signalling and ICE failures as plain Errors ("engine: signal failure: …").
+      throw new OperationalError(LIVEKIT_UNAVAILABLE, `the agent could not join LiveKit room ${room}`, true, { detail: err instanceof Error ? err.message : String(err) });
+    }
   }
 
   /**
@@ -264,13 +270,17 @@ export class LiveKitSipTelephony implements Telephony {
   }
 
   async dial(input: DialOutInput, progress: (status: 'ringing' | 'in_progress') => void, signal: AbortSignal): Promise<MediaLeg> {
+    signal.throwIfAborted();
     await this.transport.ensureRoom(input.room_name);
     try {
       signal.throwIfAborted();
       progress('ringing');
       await this.placeCall(input);
       progress('in_progress');
-      return await this.transport.agentLeg(input.room_name, signal, PHONE_IDENTITY);
+      return await this.transport.agentLeg(input.room_name, signal, PHONE_IDENTITY).catch((err: unknown) => {
+        if (signal.aborted) throw err;
+        throw new DialFailed('failed', `the call was answered but the agent could not join: ${err instanceof Error ? err.message : String(err)}`);
+      });
     } catch (err) {
       // Deleting the room hangs up the phone participant if LiveKit still has one.
       await this.transport.deleteRoom(input.room_name).catch(() => undefined);

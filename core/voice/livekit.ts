@@ -275,7 +275,8 @@ export class LiveKitSipTelephony implements Telephony {
     try {
       signal.throwIfAborted();
       progress('ringing');
-      await this.placeCall(input);
+      // The SDK's request takes no signal: an abort stops waiting, and deleting the room below hangs up.
+      await abortable(this.placeCall(input), signal);
       progress('in_progress');
       return await this.transport.agentLeg(input.room_name, signal, PHONE_IDENTITY).catch((err: unknown) => {
         if (signal.aborted) throw err;
@@ -311,6 +312,15 @@ export class LiveKitSipTelephony implements Telephony {
       throw new DialFailed('failed', failure.message);
     }
   }
+}
+
+function abortable<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  work.catch(() => undefined);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason ?? new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /** The settings livekitFromConfig reads (the LIVEKIT_* keys of core/config.ts). */

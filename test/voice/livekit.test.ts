@@ -250,6 +250,19 @@ describe('SIP dial-out', () => {
     expect((err as Error).message).toMatch(/not_found/);
   });
 
+  it('an abort while the phone rings stops waiting and removes the call room', async () => {
+    dial = () => ({ answer: true, delayMs: 2000 });
+    const ac = new AbortController();
+    const progress: string[] = [];
+    const t0 = Date.now();
+    const done = telephony().dial(input, (s) => progress.push(s), ac.signal);
+    setTimeout(() => ac.abort(new Error('call cancelled')), 100);
+    await expect(done).rejects.toThrow('call cancelled');
+    expect(Date.now() - t0).toBeLessThan(1500);
+    expect(progress).toEqual(['ringing']);
+    expect(fake.calls.at(-1)).toMatchObject({ method: 'DeleteRoom', body: { room: 'call_1' } });
+  });
+
   it('an aborted dial places no call', async () => {
     const ac = new AbortController();
     ac.abort();

@@ -1,5 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { signLink } from '../../core/storage/signed-links';
 import { userHash } from '../../core/widget/sites';
@@ -7,6 +8,8 @@ import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { scanLogs, testLogDir, testLogFile } from '../support/secret-log';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
+import { multipart } from '../support/kb';
+import { startTestWorker, type TestWorker } from '../support/temporal';
 
 /**
  * "Secrets never leave", proven on its own: a flow that creates or presents every kind
@@ -17,22 +20,38 @@ import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 let db: TestDatabase;
 let t: TestApp;
 let receiver: HttpsReceiver;
+/** The worker: widget uploads are extracted there, so a multipart upload runs its whole course. */
+let tw: TestWorker;
 const APP_SECRET = `appsecret-${randomBytes(12).toString('hex')}`;
 const VERIFY_TOKEN = `verify-${randomBytes(12).toString('hex')}`;
 const ORIGIN = 'https://shop.example';
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, msgappWebhook: { appSecret: APP_SECRET, verifyToken: VERIFY_TOKEN } });
+  tw = await startTestWorker(db);
+  t = await startTestApp({
+    orm: db.orm,
+    databaseUrl: db.url,
+    temporal: { client: tw.client, taskQueue: tw.taskQueue },
+    msgappWebhook: { appSecret: APP_SECRET, verifyToken: VERIFY_TOKEN },
+  });
   receiver = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(200).end('ok') });
 });
 afterAll(async () => {
   await receiver.close();
   await t.close();
+  await tw.close();
   await db.drop();
 });
 
 const logText = () => fs.readFileSync(testLogFile('app')!, 'utf8');
+/** The secrets every process of the run recorded for the global scan (`kind<TAB>value` lines). */
+const recordedSecrets = () =>
+  fs
+    .readdirSync(testLogDir()!)
+    .filter((name) => name.endsWith('.tsv'))
+    .map((name) => fs.readFileSync(path.join(testLogDir()!, name), 'utf8'))
+    .join('');
 
 describe('secrets never reach the logs', () => {
   test('keys, site secrets, whsec_, provider tokens, user_hash, conversation ids, media tokens and webhook credentials stay out of the log', async () => {
@@ -114,6 +133,36 @@ describe('secrets never reach the logs', () => {
       .map(([kind]) => kind);
     expect(leaked).toEqual([]);
     // The run-wide scan sees what this test recorded, and finds nothing either.
+    expect(scanLogs(testLogDir()!)).toEqual([]);
+  });
+  test('a user_hash sent only as a multipart form field (upload) is known to the run-wide scan, and stays out of the log', async () => {
+    const ws = await createWorkspace(db.orm);
+    const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+    const agent = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/agents',
+      headers: auth,
+      payload: { name: 'Upload agent', instructions: 'Help.', triggers: { web_chat: { allowed_origins: [ORIGIN], file_upload: true } } },
+    });
+    await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agent.json().id}/publish`, headers: auth });
+    const site = await t.services.sites.create(ws, agent.json().id, [ORIGIN]);
+    const externalId = `uploader-${randomBytes(8).toString('hex')}`;
+    const hash = userHash(site.site_secret, site.site_id, externalId);
+    // The form's fields are read by the handler, after every request hook: only the identity check sees the hash.
+    const form = multipart([
+      { name: 'external_id', value: externalId },
+      { name: 'user_hash', value: hash },
+      { name: 'file', value: 'Delivery instructions: leave it with the neighbour.', filename: 'note.txt' },
+    ]);
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/public/widget/upload',
+      headers: { 'x-concierge-site': site.site_id, origin: ORIGIN, ...form.headers },
+      payload: form.payload,
+    });
+    expect(res.statusCode).toBe(201);
+    expect(recordedSecrets()).toContain(`user_hash\t${hash}\n`);
+    expect(logText()).not.toContain(hash);
     expect(scanLogs(testLogDir()!)).toEqual([]);
   });
 });

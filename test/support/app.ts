@@ -123,7 +123,15 @@ function recordIssuedKeys(services: Services): void {
 }
 
 /** Records what callers present as credentials (keys, user hashes): they must never reach a log. */
-function recordPresentedSecrets(app: FastifyInstance): void {
+function recordPresentedSecrets(app: FastifyInstance, services: Services): void {
+  // Every user_hash the site service is asked to verify, whatever carried it: multipart form
+  // fields (upload, transcribe) are read by their handlers, after the hooks below have run.
+  const { sites } = services;
+  const verifies = sites.verifies.bind(sites);
+  sites.verifies = (site, subject, hash) => {
+    recordSecret('user_hash', hash);
+    return verifies(site, subject, hash);
+  };
   const userHash = (v: unknown) => (v && typeof v === 'object' ? (v as { user_hash?: unknown }).user_hash : undefined);
   app.addHook('onRequest', async (request) => {
     const auth = request.headers.authorization;
@@ -190,7 +198,7 @@ export async function startTestApp(opts: {
     const { app, chatHub } = await startApi(c, { rateStore: opts.rateStore ?? { kind: 'memory' }, windowSeconds: opts.windowSeconds, logger: testAppLogger() });
     recordSecret('msgapp app secret', opts.msgappWebhook?.appSecret);
     recordSecret('msgapp verify token', opts.msgappWebhook?.verifyToken);
-    if (opts.recordPresented !== false) recordPresentedSecrets(app);
+    if (opts.recordPresented !== false) recordPresentedSecrets(app, c.services);
     await app.ready();
     return { app, services: c.services, chatHub, composition: c, close: () => c.close() };
   } catch (err) {

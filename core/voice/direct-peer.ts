@@ -1,5 +1,5 @@
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU, type RTCDataChannel } from 'werift';
-import { ulawDecode, ulawEncode } from './g711';
+import { decodeMulaw, encodeMulaw } from './audio';
 import { PacedLeg } from './paced-leg';
 import { FRAME_SAMPLES, type TranscriptFrame } from './types';
 
@@ -49,7 +49,7 @@ export class DirectLeg extends PacedLeg {
       if (track.kind !== 'audio') return;
       track.onReceiveRtp.subscribe((rtp) => {
         if (rtp.header.payloadType !== PCMU_PT || rtp.payload.length === 0) return;
-        const pcm = ulawDecode(rtp.payload);
+        const pcm = decodeMulaw(rtp.payload);
         for (let i = 0; i < pcm.length; i += FRAME_SAMPLES) leg.received(pcm.subarray(i, Math.min(pcm.length, i + FRAME_SAMPLES)));
       });
     });
@@ -83,7 +83,7 @@ export class DirectLeg extends PacedLeg {
   protected sendFrame(frame: Int16Array, marker: boolean, rtpTimestamp: number): void {
     this.sequence = (this.sequence + 1) & 0xffff;
     const header = new RtpHeader({ payloadType: PCMU_PT, sequenceNumber: this.sequence, timestamp: rtpTimestamp, marker });
-    this.outgoing.writeRtp(new RtpPacket(header, ulawEncode(frame)));
+    this.outgoing.writeRtp(new RtpPacket(header, Buffer.from(encodeMulaw(frame))));
   }
 
   sendTranscript(frame: TranscriptFrame): void {

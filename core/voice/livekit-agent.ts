@@ -139,6 +139,12 @@ export class LiveKitAgentLeg implements MediaLeg {
     this.listeners.push(listener);
   }
 
+  private readonly played: Array<(frame: Int16Array) => void> = [];
+
+  onPlayed(listener: (frame: Int16Array) => void): void {
+    this.played.push(listener);
+  }
+
   play(samples: Int16Array): void {
     let buf = this.carry.length ? concat(this.carry, samples) : samples;
     while (buf.length >= FRAME_SAMPLES) {
@@ -156,6 +162,7 @@ export class LiveKitAgentLeg implements MediaLeg {
     try {
       for (let frame = this.pending.shift(); frame && !this.closed; frame = this.pending.shift()) {
         await this.source.captureFrame(new this.rtc.AudioFrame(frame, MEDIA_RATE, 1, FRAME_SAMPLES));
+        for (const l of this.played) l(frame);
       }
     } catch {
       // A closed source or room: the leg is ending; ended reports why.

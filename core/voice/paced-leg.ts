@@ -18,8 +18,7 @@ export abstract class PacedLeg implements MediaLeg {
   private settle!: (reason: string) => void;
   readonly ended: Promise<string>;
   private closed = false;
-  /** Observers of what is actually sent (the recorder's agent track), frame by frame. */
-  onSent: ((frame: Int16Array) => void) | null = null;
+  private readonly played: Array<(frame: Int16Array) => void> = [];
 
   constructor() {
     this.ended = new Promise((resolve) => (this.settle = resolve));
@@ -31,6 +30,10 @@ export abstract class PacedLeg implements MediaLeg {
 
   onAudio(listener: (frame: Int16Array) => void): void {
     this.listeners.push(listener);
+  }
+
+  onPlayed(listener: (frame: Int16Array) => void): void {
+    this.played.push(listener);
   }
 
   /** Subclasses call this with each decoded 20 ms frame from the remote side. */
@@ -69,7 +72,7 @@ export abstract class PacedLeg implements MediaLeg {
     while (this.queue.length && this.nextDue <= now) {
       const frame = this.queue.shift()!;
       this.sendFrame(frame, this.talkspurt, this.rtpTimestamp >>> 0);
-      this.onSent?.(frame);
+      for (const l of this.played) l(frame);
       this.talkspurt = false;
       this.rtpTimestamp = (this.rtpTimestamp + FRAME_SAMPLES) >>> 0;
       this.nextDue += FRAME_MS;

@@ -47,6 +47,8 @@ export interface MediaLeg {
   clearPlayback(): void;
   /** Whether queued agent audio is still being played. */
   readonly playing: boolean;
+  /** Observes agent audio as it is actually sent (the recorder's agent track): frames cut by barge-in never appear. */
+  onPlayed(listener: (frame: Int16Array) => void): void;
   /** Sends a transcript frame (data channel labelled/topic `transcript`); dropped if the channel is not open. */
   sendTranscript(frame: TranscriptFrame): void;
   /** Resolves when the remote side leaves or the connection is lost, with a reason. */

@@ -1,3 +1,5 @@
+import type { VoiceMedia } from '../core/voice/media';
+import type { VoiceSessionService } from '../core/voice/sessions';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ConversationGateway } from '../gateways/conversations';
 import type { MessageSender } from '../gateways/messages';
@@ -15,7 +17,9 @@ export interface ActivityDeps {
   /** Asks Temporal about a workflow (the maintenance reconciliation); the worker wires its client. */
   workflowState?: (workflowId: string) => Promise<WorkflowState>;
   /** The conversation actors (a customer's msgapp message goes to one); the worker wires its client. */
-  conversations?: Pick<ConversationGateway, 'customerMessage'>;
+  conversations?: Pick<ConversationGateway, 'customerMessage' | 'send'>;
+  /** Voice sessions and calls (the media runner lives in the worker); absent: voice is not configured. */
+  voice?: { media: VoiceMedia; sessions: VoiceSessionService };
   /** Starts message-send workflows (eagerly, on this worker, when its client shares the worker's connection). */
   sender?: Pick<MessageSender, 'send'>;
 }

@@ -1,4 +1,5 @@
 import { conversationActivities } from './conversation';
+import { voiceActivities } from './voice';
 import type { ActivityDeps } from './deps';
 import { withFailures } from './errors';
 import { extractionActivities } from './extraction';
@@ -24,6 +25,7 @@ export function createActivities(deps: ActivityDeps) {
     ...conversationActivities(deps),
     ...uploadActivities(deps),
     ...extractionActivities(deps),
+    ...voiceActivities(deps),
   });
 }
 

@@ -29,6 +29,9 @@ import { customerRoutes } from './routes/customers';
 import { messageRoutes } from './routes/messages';
 import { widgetRoutes } from './routes/widget';
 import { chatSocketRoutes } from './routes/widget/socket';
+import { voiceSignalRoutes } from './routes/voice-signal';
+import type { VoiceSignalling } from './voice-signal';
+import type { VoiceParts } from '../core/voice/from-config';
 import type { ChatHub } from './chat-hub';
 import { widgetAssetRoutes } from './routes/widget-assets';
 import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
@@ -48,6 +51,10 @@ export interface AppDeps {
   logger?: FastifyServerOptions['logger'];
   /** This process's widget reply sockets; absent: /api/chat/connect answers 503 socket_unavailable. */
   chatHub?: ChatHub | null;
+  /** Voice: the transport and what is missing (null: voice answers 503). */
+  voice?: VoiceParts | null;
+  /** The direct voice transport's signalling; absent: /api/voice/rtc answers 503. */
+  voiceSignalling?: VoiceSignalling | null;
 }
 
 /**
@@ -97,7 +104,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(multipart);
   // Before any route: the plugin wraps every route's handler to dispatch upgrades.
   // Sockets are receive-only, so a client frame bigger than this is refused (1009).
-  await app.register(websocket, { options: { maxPayload: 4096 } });
+  // 64 KB: a browser's SDP offer with its candidates (voice signalling); the chat socket is receive-only.
+  await app.register(websocket, { options: { maxPayload: 65_536 } });
   await app.register(errorsPlugin);
   await app.register(authPlugin, { apiKeys: deps.services.apiKeys, limits: deps.limits });
   await app.register(inputPlugin);
@@ -117,7 +125,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(billingRoutes, { services });
   await app.register(mcpServerRoutes, { services });
   await app.register(messageRoutes, { services, gateways });
-  await app.register(widgetRoutes, { services, gateways, limits: deps.limits });
+  await app.register(widgetRoutes, { services, gateways, limits: deps.limits, voice: deps.voice ?? null });
+  await app.register(voiceSignalRoutes, { signalling: deps.voiceSignalling ?? null });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });

@@ -3,6 +3,7 @@ import type { Composition } from '../core/compose';
 import { createGateways } from '../gateways';
 import { createRequestLimits, openRateStore, WINDOW_SECONDS, type RateStore } from '../core/ratelimit';
 import { buildApp, loggerOptions } from './app';
+import { VoiceSignalling } from './voice-signal';
 import { ChatHub } from './chat-hub';
 
 export interface ApiServer {
@@ -46,8 +47,13 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     pingIntervalMs: config.CHAT_PING_INTERVAL_MS,
     maxSockets: { perConversation: config.CHAT_MAX_SOCKETS_PER_CONVERSATION, perAddress: config.CHAT_MAX_SOCKETS_PER_ADDRESS },
   });
+  const voiceSignalling = c.voice.transport.kind === 'direct'
+    ? new VoiceSignalling({ sessions: c.services.voice, box: c.box, notifications: c.notifications, log: c.log, iceServers: (config.VOICE_ICE_SERVERS ?? '').split(',').map((u) => ({ urls: u.trim() })).filter((s) => s.urls) })
+    : null;
   const app = await buildApp({
     services: c.services,
+    voice: c.voice,
+    voiceSignalling,
     gateways: c.temporal ? createGateways(c.temporal.client, c.temporal.taskQueue, { transcript: c.services.transcript, eagerStart: c.temporal.eagerStart, extractWaitMs: config.STRUCTURED_WAIT_MS }) : null,
     msgappWebhook: { appSecret: config.MSGAPP_APP_SECRET ?? null, verifyToken: config.MSGAPP_VERIFY_TOKEN ?? null },
     limits,
@@ -59,5 +65,9 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
   c.onClose(() => app.close());
   await chatHub.start();
   c.onClose(() => chatHub.stop());
+  if (voiceSignalling) {
+    await voiceSignalling.start();
+    c.onClose(() => voiceSignalling.stop());
+  }
   return { app, chatHub };
 }

@@ -7,6 +7,7 @@ import { modelsDir, publicBaseUrl, type Config } from './config';
 import { openSecretBox } from './crypto/encryption-key';
 import type { SecretBox } from './crypto/secret-box';
 import { PgNotifications } from './db/notifications';
+import { voiceFromConfig, type VoiceOverrides, type VoiceParts } from './voice/from-config';
 import { openDatabase, type Orm } from './db/orm';
 import { DenseIndex } from './kb/dense-index';
 import { createEmbedder, type Embedder } from './kb/embedder';
@@ -45,6 +46,8 @@ export interface ComposeOverrides {
   temporal?: { client: Client; taskQueue: string; eagerStart?: boolean };
   /** Service settings (fake model, provider URLs, webhook sender policy, ...). */
   services?: Partial<Omit<ServiceOptions, 'box' | 'blobs' | 'embedder' | 'extract' | 'denseIndex' | 'keyCache' | 'log'>>;
+  /** Voice pieces (a synthesizer, a recognizer, telephony) in place of the settings'. */
+  voice?: VoiceOverrides;
 }
 
 export interface ComposeOptions {
@@ -83,6 +86,8 @@ export interface Composition {
   /** API roles: the key look-up cache, cleared by key-change notices. */
   keyCache: KeyCache | null;
   services: Services;
+  /** Voice: speech both ways, the transport, the telephony, and what is missing for them. */
+  voice: VoiceParts;
   indexing: IndexingService;
   temporal: {
     client: Client;
@@ -209,6 +214,10 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     // The local model server (if this process ever started it) stops with the process.
     const localServer = structured?.local;
     if (localServer instanceof LocalLlmServer) onClose(() => localServer.stop());
+    const baseUrl = s.publicBaseUrl ?? publicBaseUrl(config);
+    // The voice parts need the session service, which the services hold: the prerequisites are decided first from the settings.
+    let voice: VoiceParts | null = null;
+    const voiceDeps = { box, notifications, transcriber, publicBaseUrl: baseUrl };
     const services = createServices(orm.em, {
       idempotencyTtlHours: s.idempotencyTtlHours ?? config.IDEMPOTENCY_TTL_HOURS,
       sender: s.sender ?? { policy: policyFromCidrs(config.CONCIERGE_WEBHOOK_ALLOW_CIDRS), timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS },
@@ -225,7 +234,11 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       },
       structured,
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
-      publicBaseUrl: s.publicBaseUrl ?? publicBaseUrl(config),
+      publicBaseUrl: baseUrl,
+      voiceMaxConcurrent: config.VOICE_MAX_CONCURRENT,
+      get voicePrereqs() {
+        return voice?.prereqs;
+      },
       box,
       blobs,
       embedder,
@@ -234,6 +247,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       keyCache: keyCache ?? undefined,
       log,
     });
+    voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice }, o.voice);
     const indexing = new IndexingService({ em: orm.em, blobs, extract, embedder });
 
     let temporal: Composition['temporal'] = null;
@@ -272,6 +286,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       denseIndex,
       keyCache,
       services,
+      voice,
       indexing,
       temporal,
       temporalAddress: opts.temporalAddress ?? null,

@@ -142,6 +142,47 @@ export const configSchema = z.object({
   BILLING_PRICE_LLM_1K_TOKENS: z.preprocess(emptyToUndefined, z.coerce.number().nonnegative().default(0.002)),
   /** Credits one voice minute spends; only voice spends credits (402 out_of_credits when they run out). */
   BILLING_CREDITS_PER_VOICE_MINUTE: positiveInt(1),
+  /** Voice sessions running at once per workspace (browser sessions and dial-out calls together). */
+  VOICE_MAX_CONCURRENT: positiveInt(5),
+  /** Longest voice session or call, in minutes; it then ends politely. */
+  VOICE_MAX_MINUTES: positiveInt(60),
+  /** Seconds the browser has to join its room after /voice/start (an abandoned start ends then). */
+  VOICE_JOIN_TIMEOUT_SECONDS: positiveInt(60),
+  /** Silence that ends the caller's turn, in ms. */
+  VOICE_SILENCE_MS: positiveInt(500),
+  /** Text-to-speech: an OpenAI-compatible /v1/audio/speech server; unset: the embedded espeak-ng. */
+  TTS_BASE_URL: optionalString,
+  TTS_API_KEY: optionalString,
+  TTS_MODEL: z.preprocess(emptyToUndefined, z.string().default('tts-1')),
+  TTS_VOICE: z.preprocess(emptyToUndefined, z.string().default('alloy')),
+  /** espeak-ng voice of the embedded TTS. */
+  TTS_ESPEAK_VOICE: z.preprocess(emptyToUndefined, z.string().regex(/^[a-z0-9+-]{1,40}$/i).default('en-us')),
+  /** ICE servers the direct transport's peers use (comma-separated stun:/turn: URLs); none on a LAN. */
+  VOICE_ICE_SERVERS: optionalString,
+  /** Extra address the worker announces for direct WebRTC media (its public IP behind NAT). */
+  VOICE_PUBLIC_IP: optionalString,
+  /** UDP port range for direct WebRTC media, e.g. 40000-40100. */
+  VOICE_RTP_PORTS: z.preprocess(emptyToUndefined, z.string().regex(/^\d{1,5}-\d{1,5}$/).optional()),
+  /** LiveKit, the production voice transport: ws(s):// or http(s):// of the server. Unset: voice uses the direct WebRTC transport. */
+  LIVEKIT_URL: z.preprocess(emptyToUndefined, z.url({ protocol: /^(wss?|https?)$/ }).optional()),
+  /** Required with LIVEKIT_URL: they sign room tokens and every API call. */
+  LIVEKIT_API_KEY: optionalString,
+  LIVEKIT_API_SECRET: optionalString,
+  /** Outbound SIP trunk (ST_…) for dial-out through LiveKit. Unset: no LiveKit dial-out. */
+  LIVEKIT_SIP_TRUNK_ID: optionalString,
+  /** Seconds the phone rings before a dial-out ends no_answer. */
+  LIVEKIT_SIP_RINGING_TIMEOUT_SECONDS: positiveInt(30),
+  /** Seconds an empty LiveKit room stays open (the visitor's window to join). */
+  LIVEKIT_ROOM_EMPTY_TIMEOUT_SECONDS: positiveInt(300),
+  /** Recording file on LiveKit egress ({room_name}, {time} filled by egress); the object key with LIVEKIT_EGRESS_S3_BUCKET. */
+  LIVEKIT_EGRESS_FILEPATH: z.preprocess(emptyToUndefined, z.string().default('recordings/{room_name}-{time}.ogg')),
+  /** Upload recordings to this bucket (credentials are handed to LiveKit egress). Unset: the file stays on the egress worker. */
+  LIVEKIT_EGRESS_S3_BUCKET: optionalString,
+  LIVEKIT_EGRESS_S3_REGION: optionalString,
+  LIVEKIT_EGRESS_S3_ENDPOINT: z.preprocess(emptyToUndefined, z.url({ protocol: /^https?$/ }).optional()),
+  /** Both or neither. */
+  LIVEKIT_EGRESS_S3_ACCESS_KEY_ID: optionalString,
+  LIVEKIT_EGRESS_S3_SECRET_ACCESS_KEY: optionalString,
   /** A vision-capable model on an OpenAI-compatible server: uploaded images and video key frames are described for the agent. Unset: images are OCR'd only. */
   VISION_MODEL: optionalString,
   /** Where VISION_MODEL is served; default LLM_BASE_URL. */

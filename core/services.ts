@@ -37,6 +37,8 @@ import { DeliveryService } from './webhooks/deliveries';
 import type { SenderSettings } from './webhooks/sender';
 import { SubscriptionService } from './webhooks/subscriptions';
 import { SupportService } from './support/tickets';
+import { VoiceSessionService, type VoiceLimits } from './voice/sessions';
+import type { VoicePrereqs } from './voice/from-config';
 
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by core/compose.ts. */
 export interface Services {
@@ -70,6 +72,8 @@ export interface Services {
   tasks: TaskService;
   /** Structured extraction (POST /documents/extract_structured) and its workflow's steps. */
   structured: StructuredExtractionService;
+  /** Voice sessions, calls and their recordings (rows, limits, minutes paid). */
+  voice: VoiceSessionService;
   box: SecretBox;
   llm: LlmSettings | null;
 }
@@ -101,6 +105,10 @@ export interface ServiceOptions {
   publicBaseUrl?: string;
   /** Structured extraction's model and limits; absent: no model (503 llm_not_configured). */
   structured?: StructuredSettings | null;
+  /** Voice limits (VOICE_MAX_CONCURRENT; credits per minute from `prices`). */
+  voiceMaxConcurrent?: number;
+  /** Why voice chat / dial-out cannot run here (init's capability_warnings); absent: neither can. */
+  voicePrereqs?: VoicePrereqs;
   /** Where the services log. */
   log: Logger;
 }
@@ -128,9 +136,17 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     indexChars: opts.uploadIndexChars,
     publicBaseUrl: baseUrl,
   });
+  const prices = opts.prices ?? DEFAULT_PRICES;
+  const credits = new CreditService(em, prices);
   return {
     sites,
-    widget: new WidgetSessionService(em, sites, customers, { transcriber: transcriber !== null, vision: Boolean(opts.vision) }),
+    widget: new WidgetSessionService(em, sites, customers, {
+      transcriber: transcriber !== null,
+      vision: Boolean(opts.vision),
+      // Read on each init: compose decides them after the services exist.
+      voice: () => opts.voicePrereqs,
+    }),
+    voice: new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits }),
     uploads,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders,
@@ -143,7 +159,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     customers,
     conversations: new ConversationService(em),
     analytics: new AnalyticsService(em),
-    credits: new CreditService(em, opts.prices ?? DEFAULT_PRICES),
+    credits,
     mcp,
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,

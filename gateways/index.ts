@@ -5,6 +5,7 @@ import { ExtractionGateway } from './extractions';
 import { MessageSender } from './messages';
 import { TranscriptionGateway } from './transcriptions';
 import { UploadGateway } from './uploads';
+import { VoiceGateway } from './voice';
 
 /** What the API starts, updates and signals in Temporal; built by core/compose.ts when a Temporal client is there. */
 export interface Gateways {
@@ -13,6 +14,7 @@ export interface Gateways {
   uploads: UploadGateway;
   transcriptions: TranscriptionGateway;
   extractions: ExtractionGateway;
+  voice: VoiceGateway;
 }
 
 /**
@@ -30,5 +32,6 @@ export function createGateways(client: Client, taskQueue: string, deps: { transc
     uploads: new UploadGateway(client, taskQueue, eager),
     transcriptions: new TranscriptionGateway(client, taskQueue, eager),
     extractions: new ExtractionGateway(client, taskQueue, eager, deps.extractWaitMs),
+    voice: new VoiceGateway(client, taskQueue),
   };
 }

@@ -1,3 +1,5 @@
+import { VoiceMedia } from '../core/voice/media';
+import type { ActivityDeps } from '../activities';
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
 import { ConversationGateway } from '../gateways/conversations';
 import { MessageSender } from '../gateways/messages';
@@ -64,12 +66,14 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
     c.onClose(() => own.close());
     connection = own;
   }
+  const conversations = new ConversationGateway(client, taskQueue, c.services.transcript);
   const worker = await createWorker({ connection, namespace, taskQueue, deps: {
       em: c.em,
       services: c.services,
       indexing: c.indexing,
       workflowState: workflowStateOf(client),
-      conversations: new ConversationGateway(client, taskQueue, c.services.transcript),
+      conversations,
+      voice: voiceMediaOf(c, conversations),
       sender: new MessageSender(client, taskQueue, c.temporal.native !== null),
     }, workflowBundle: opts.workflowBundle });
   const running = worker.run();
@@ -106,4 +110,31 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
     c.onClose(() => dispatcher!.stop());
   }
   return { worker, running, dispatcher };
+}
+
+/** The worker's voice media runner (null when speech is missing either way: /voice/start answers 503 then). */
+function voiceMediaOf(c: Composition, conversations: ConversationGateway): ActivityDeps['voice'] {
+  const { stt, tts, transport } = c.voice;
+  if (!stt || !tts) return undefined;
+  const media = new VoiceMedia({
+    em: c.em,
+    sessions: c.services.voice,
+    transport,
+    stt,
+    tts,
+    notifications: c.notifications,
+    blobs: c.blobs,
+    log: c.log,
+    silenceMs: c.config.VOICE_SILENCE_MS,
+    joinTimeoutMs: c.config.VOICE_JOIN_TIMEOUT_SECONDS * 1000,
+    maxMinutes: c.config.VOICE_MAX_MINUTES,
+    turn: async (conv, text, clientMessageId) => {
+      const result = await conversations.send(conv, { clientMessageId, text, uploadIds: [], indexUploads: [], delivery: 'sync' });
+      await c.services.transcript.markChannel([result.message_id, result.reply_id], 'voice');
+      if (result.reply?.held) return '';
+      const reply = result.reply ?? (await c.services.transcript.get(result.reply_id));
+      return reply?.text ?? '';
+    },
+  });
+  return { media, sessions: c.services.voice };
 }

@@ -8,3 +8,4 @@ export { msgappInboundWorkflow } from './msgapp-inbound';
 export { widgetUploadWorkflow } from './widget-upload';
 export { transcribeWorkflow } from './transcribe';
 export { structuredExtractionWorkflow } from './structured-extraction';
+export { voiceSessionWorkflow } from './voice';

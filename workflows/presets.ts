@@ -78,6 +78,22 @@ export const presets = {
     retry: { initialInterval: '1 second', maximumAttempts: 2 },
   },
   /**
+   * A live voice session's media (the agent's peer, VAD, STT, turns, TTS, the recorder):
+   * as long as the call (VOICE_MAX_MINUTES, plus the join window), a heartbeat every 2 s,
+   * never retried: the visitor's connection was to that worker; a lost worker (no
+   * heartbeat for 15 s) ends the session, whose recordings are then saved from the spool.
+   */
+  voiceMedia: {
+    startToCloseTimeout: '3 hours',
+    heartbeatTimeout: '15 seconds',
+    retry: { maximumAttempts: 1 },
+  },
+  /** Recordings encoded from the spool (ffmpeg) and stored: a minute or so for an hour's call. */
+  recordingSave: {
+    startToCloseTimeout: '10 minutes',
+    retry: { initialInterval: '2 seconds', maximumAttempts: 3 },
+  },
+  /**
    * A voice note transcribed while the visitor waits (POST /transcribe): the transcriber
    * limits itself (the embedded one: TRANSCRIBE_MAX_SECONDS of audio, a deadline of twice
    * its length, one transcription at a time per worker, whose wait counts here); a

@@ -231,6 +231,14 @@ export class ChatTranscript {
     await em.nativeDelete(ChatMessage, { id: { $eq: messageId, $nin: answered.getKnexQuery() as never }, conversationId, role: 'user' });
   }
 
+  /** Marks transcript lines with the channel they were said on (`extras.channel`: voice turns of a web conversation). */
+  async markChannel(ids: string[], channel: 'voice'): Promise<void> {
+    if (!ids.length) return;
+    // raw SQL: a jsonb merge has no ORM form (the ORM would overwrite extras whole).
+    // eslint-disable-next-line no-restricted-syntax
+    await this.em.fork().execute(`update chat_messages set extras = extras || jsonb_build_object('channel', ?::text) where id in (${ids.map(() => '?').join(', ')})`, [channel, ...ids]);
+  }
+
   async get(id: string): Promise<ChatMessageRow | null> {
     const row = await this.em.fork().findOne(ChatMessage, { id });
     return row ? rowOf(row) : null;

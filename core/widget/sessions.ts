@@ -1,3 +1,4 @@
+import type { VoicePrereqs } from '../voice/from-config';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { AgentSpec } from '../agents/spec';
 import { findAgent } from '../agents/agents';
@@ -53,7 +54,7 @@ export class WidgetSessionService {
     private readonly sites: SiteService,
     private readonly customers: CustomerService,
     /** What the deployment has configured: audio and video uploads need a transcriber. */
-    private readonly prereqs: { transcriber: boolean; vision?: boolean } = { transcriber: false },
+    private readonly prereqs: { transcriber: boolean; vision?: boolean; voice?: () => VoicePrereqs | undefined } = { transcriber: false },
   ) {}
 
   /**
@@ -86,6 +87,11 @@ export class WidgetSessionService {
   private async requiresVerification(site: SiteRow): Promise<boolean> {
     const agent = await findAgent(this.em.fork(), site.workspace_id, site.agent_id);
     return agent ? requiresVerification(agent.spec) : false;
+  }
+
+  /** Why voice chat and dial-out cannot run in this installation (null: they can). */
+  voicePrereqs(): VoicePrereqs {
+    return this.prereqs.voice?.() ?? { voice: 'voice is not configured in this process', dialOut: 'dial-out is not configured in this process' };
   }
 
   /** The site's published agent, or 503 no_workflow_configured. */
@@ -195,11 +201,12 @@ export class WidgetSessionService {
       conv = { id: newId('conv'), customer_id: customerId };
       await insertConversation(em, site, conv.id, customerId, verifiedId);
     }
-    // Voice and dial-out are not built yet: a toggle that is on is reported with why it is off.
+    // A toggle that is on but cannot work here is reported off, with why.
     // Uploads of documents and images need nothing external; only audio and video need a transcriber.
     const warnings: string[] = [];
-    if (web?.voice_chat) warnings.push('voice_chat is enabled but no voice provider is configured');
-    if (web?.dial_out) warnings.push('dial_out is enabled but no telephony provider is configured');
+    const { voice: voiceMissing, dialOut: dialOutMissing } = this.voicePrereqs();
+    if (web?.voice_chat && voiceMissing) warnings.push(`voice_chat is enabled but ${voiceMissing}`);
+    if (web?.dial_out && dialOutMissing) warnings.push(`dial_out is enabled but ${dialOutMissing}`);
     if (web?.file_upload && !this.prereqs.transcriber) warnings.push('file_upload: audio and video files need a transcriber (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch); documents and images work');
     if (web?.file_upload && !this.prereqs.vision) warnings.push('file_upload: no vision model (VISION_MODEL): images are read by OCR only and videos by their transcript');
     return {
@@ -207,7 +214,7 @@ export class WidgetSessionService {
       customer_id: conv.customer_id,
       auth_level: authLevel,
       agent: { id: agent.id, name: agent.name },
-      capabilities: { voice_chat: false, dial_out: false, file_upload: web?.file_upload ?? false },
+      capabilities: { voice_chat: Boolean(web?.voice_chat && !voiceMissing), dial_out: Boolean(web?.dial_out && !dialOutMissing), file_upload: web?.file_upload ?? false },
       ...(warnings.length ? { capability_warnings: warnings } : {}),
       response_delivery: web?.response_delivery ?? 'stream',
     };

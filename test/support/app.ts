@@ -1,3 +1,4 @@
+import type { VoiceOverrides } from '../../core/voice/from-config';
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
 import { loggerOptions } from '../../api/app';
@@ -40,7 +41,7 @@ export const MODELS_DIR = path.resolve(process.env.CONCIERGE_MODELS_DIR ?? path.
 export const testEmbedder = lazyEmbedder(() => createEmbedder({ provider: 'local', modelsDir: MODELS_DIR }));
 
 /** What a test replaces: service settings (fake model, provider URLs) and the shared pieces (box, blobs, embedder, extractor). */
-export type TestOverrides = Partial<ServiceOptions>;
+export type TestOverrides = Partial<ServiceOptions> & { voice?: VoiceOverrides };
 
 /** A test's configuration: the shipped defaults, with what the test sets. */
 export function testConfig(values: Partial<Config> = {}): Config {
@@ -60,7 +61,7 @@ export function testCompose(
   overrides: TestOverrides = {},
   extra: { config?: Partial<Config>; temporalAddress?: string; temporal?: ComposeOverrides['temporal']; connectWorker?: ComposeOptions['connectWorker'] } = {},
 ): Promise<Composition> {
-  const { box, blobs, embedder, extract, log, denseIndex: _d, keyCache: _k, ...services } = overrides;
+  const { box, blobs, embedder, extract, log, denseIndex: _d, keyCache: _k, voice, ...services } = overrides;
   return compose(testConfig(extra.config), {
     role,
     databaseUrl: db.databaseUrl,
@@ -75,6 +76,7 @@ export function testCompose(
       embedder: embedder ?? testEmbedder,
       extract,
       temporal: extra.temporal,
+      voice,
       services: {
         idempotencyTtlHours: 24,
         sender: { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 2_000, ca: createTestPki().ca },

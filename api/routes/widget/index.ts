@@ -11,6 +11,8 @@ import { ErrorBody } from '../../schemas/common';
 import { UserContext, conversationErrors, tags, widgetErrors } from './common';
 import { chatRoutes } from './chat';
 import { uploadRoutes } from './uploads';
+import { voiceRoutes } from './voice';
+import type { VoiceParts } from '../../../core/voice/from-config';
 
 const InitBody = z.object({ user_context: UserContext.optional(), conversation_id: z.string().max(100).optional() }).strict();
 const InitResult = z
@@ -53,9 +55,10 @@ declare module 'fastify' {
  * the conversation actor.
  */
 export const widgetRoutes: FastifyPluginAsyncZod<{
-  services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs'>;
+  services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs' | 'voice'>;
   gateways: Gateways | null;
   limits: RequestLimits;
+  voice: VoiceParts | null;
 }> = async (app, opts) => {
   // Any origin may call (the site check decides); never with credentials; the origin is echoed.
   await app.register(cors, { origin: true, credentials: false, allowedHeaders: ['Content-Type', 'X-Concierge-Site'], maxAge: 600 });
@@ -84,6 +87,7 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
 
   await app.register(chatRoutes, { services: opts.services, gateways: opts.gateways, sends: opts.limits.widgetSends });
   await app.register(uploadRoutes, { services: opts.services, gateways: opts.gateways });
+  await app.register(voiceRoutes, { services: opts.services, gateways: opts.gateways, voice: opts.voice });
 
   // The rest of the widget contract: site-authenticated like init, then 501 until built.
   for (const [method, url] of PLANNED_WIDGET) {
@@ -121,8 +125,5 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
 const VoiceIdentity = z.object({ conversation_id: z.string().min(1).max(100).optional(), user_context: UserContext.optional() });
 
 const PLANNED_WIDGET: Array<['GET' | 'POST', string]> = [
-  ['POST', '/api/public/widget/voice/start'],
-  ['POST', '/api/public/widget/voice/inject_text'],
-  ['POST', '/api/public/widget/voice/stop'],
   ['POST', '/api/public/widget/call'],
 ];

@@ -22,6 +22,7 @@ import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription } fr
 import { SupportTicket, SupportTicketMessage } from './support';
 import { Site, WidgetUpload, WidgetUploadChunk } from './widget';
 import { Workspace } from './workspaces';
+import { Call, Recording, VoiceRecordingChunk, VoiceSession } from './voice';
 
 export * from './agents';
 export * from './analytics';
@@ -39,6 +40,7 @@ export * from './support';
 export * from './webhooks';
 export * from './widget';
 export * from './workspaces';
+export * from './voice';
 
 export const allEntities = [
   AnalyticsConversation,
@@ -76,4 +78,8 @@ export const allEntities = [
   SupportTicket,
   SupportTicketMessage,
   StructuredExtraction,
+  VoiceSession,
+  Call,
+  Recording,
+  VoiceRecordingChunk,
 ];

@@ -17,6 +17,7 @@ import { Migration20261125170500ProviderCredentials } from './Migration202611251
 import { Migration20261125171000SupportTickets } from './Migration20261125171000SupportTickets';
 import { Migration20261125174000AnalyticsRollups } from './Migration20261125174000AnalyticsRollups';
 import { Migration20261125180000CreditsLedger } from './Migration20261125180000CreditsLedger';
+import { Migration20261127170000Voice } from './Migration20261127170000Voice';
 import { Migration20261125181000McpServers } from './Migration20261125181000McpServers';
 import { Migration20261125170000StructuredExtractions } from './Migration20261125170000StructuredExtractions';
 
@@ -43,4 +44,5 @@ export const migrations = [
   { name: 'Migration20261125180000CreditsLedger', class: Migration20261125180000CreditsLedger },
   { name: 'Migration20261125181000McpServers', class: Migration20261125181000McpServers },
   { name: 'Migration20261125170000StructuredExtractions', class: Migration20261125170000StructuredExtractions },
+  { name: 'Migration20261127170000Voice', class: Migration20261127170000Voice },
 ];

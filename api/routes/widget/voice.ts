@@ -1,0 +1,167 @@
+import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { z } from 'zod';
+import { ApiError } from '../../../core/errors';
+import type { Services } from '../../../core/services';
+import type { VoiceParts } from '../../../core/voice/from-config';
+import type { Gateways } from '../../../gateways';
+import type { SiteRow } from '../../../core/widget/sites';
+import { ErrorBody } from '../../schemas/common';
+import { conversationErrors, tags, UserContext, widgetErrors } from './common';
+
+const VoiceSessionId = z.string().regex(/^vs_[0-9a-f]{24}$/, { error: 'must be a voice_session_id (vs_ and 24 hex characters)' });
+
+const StartBody = z
+  .object({
+    conversation_id: z.string().min(1).max(100).optional().meta({ description: "The visitor's conversation (from /init); absent: the one /init would resume or start" }),
+    user_context: UserContext.optional(),
+  })
+  .strict();
+
+const Recording = z
+  .object({
+    id: z.string(),
+    kind: z.enum(['caller', 'agent', 'combined']),
+    mime_type: z.string(),
+    channels: z.number().int(),
+    duration_ms: z.number().int(),
+    bytes: z.number().int(),
+    voice_session_id: z.string().nullable(),
+    call_id: z.string().nullable(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'Recording' });
+
+const VoiceSession = z
+  .object({
+    rtc_url: z.string().meta({ description: 'direct: our signalling WebSocket (see the README, "Voice"); livekit: the LiveKit server' }),
+    rtc_token: z.string().meta({ description: 'Short-lived: direct, a signed room token sent as the first socket frame; livekit, a LiveKit access token' }),
+    room_name: z.string(),
+    voice_session_id: z.string(),
+    voice_mode: z.enum(['hands_free']),
+    voice_animation_style: z.enum(['orb']),
+    transport: z.enum(['direct', 'livekit']),
+    conversation_id: z.string(),
+  })
+  .meta({ id: 'VoiceSession' });
+
+/** How long the browser's room token is good for joining. */
+const TOKEN_TTL_SECONDS = 120;
+
+/**
+ * Browser voice sessions (`/voice/start`, `/voice/inject_text`, `/voice/stop`): the
+ * agent's toggle (403), what this installation lacks (503), the workspace's concurrent
+ * sessions (429) and its credits (402, the first minute paid at start) are checked in
+ * that order; then the room and the `voice:vs_…` workflow. Every call names the
+ * session's conversation's identity like /send does.
+ */
+export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'voice'>; gateways: Gateways | null; voice: VoiceParts | null }> = async (app, opts) => {
+  const { services } = opts;
+  const gateways = () => {
+    if (!opts.gateways) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
+    return opts.gateways;
+  };
+
+  app.post('/api/public/widget/voice/start', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetVoiceStart',
+      summary: 'Open a browser voice session with the agent',
+      tags,
+      security: [{ widgetSite: [] }],
+      body: StartBody.optional(),
+      response: {
+        200: VoiceSession,
+        ...widgetErrors,
+        ...conversationErrors,
+        402: ErrorBody.meta({ description: 'out_of_credits: the workspace cannot pay the first minute' }),
+        403: ErrorBody.meta({ description: "voice_chat_not_enabled (the agent's web_chat.voice_chat is off), and the identity refusals of /send" }),
+        409: ErrorBody.meta({ description: 'conversation_closed' }),
+        429: ErrorBody.meta({ description: 'concurrent_voice_limit_reached (VOICE_MAX_CONCURRENT sessions and calls per workspace, 5 by default), rate_limited' }),
+        503: ErrorBody.meta({ description: 'voice_chat_prereq_failed (with the reason: no speech-to-text or text-to-speech here), no_workflow_configured, workflow_unavailable' }),
+      },
+    },
+    handler: async (request) => {
+      const site = request.site!;
+      const body = request.body ?? {};
+      const agent = await services.widget.agentFor(site);
+      if (!agent.spec.triggers.web_chat?.voice_chat) throw new ApiError(403, 'voice_chat_not_enabled', 'Voice chat is not enabled for this agent (web_chat.voice_chat)');
+      const missing = services.widget.voicePrereqs().voice;
+      if (missing || !opts.voice) throw new ApiError(503, 'voice_chat_prereq_failed', `Voice chat cannot run here: ${missing ?? 'voice is not configured in this process'}`);
+      const conversationId = body.conversation_id ?? (await services.widget.init(site, { user_context: body.user_context })).conversation_id;
+      const conv = await services.widget.authorize(site, conversationId, body.user_context, agent.spec);
+      if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
+      const gw = gateways();
+      const row = await services.voice.reserveSession({
+        workspaceId: site.workspace_id,
+        siteId: site.id,
+        conversationId: conv.id,
+        agentId: agent.id,
+        customerId: conv.customer_id,
+        transport: opts.voice.transport.kind,
+      });
+      try {
+        const room = await opts.voice.transport.createRoom({ voiceSessionId: row.id, workspaceId: site.workspace_id, identity: conv.customer_id, ttlSeconds: TOKEN_TTL_SECONDS });
+        if (room.room_name !== row.roomName) await services.voice.setRoom(row.id, room.room_name);
+        await gw.voice.start({ voiceSessionId: row.id, workspaceId: site.workspace_id, conversationId: conv.id, siteId: site.id });
+        return { ...room, voice_session_id: row.id, voice_mode: 'hands_free' as const, voice_animation_style: 'orb' as const, conversation_id: conv.id };
+      } catch (err) {
+        await services.voice.markEnded(row.id, 'failed to start', true);
+        throw err;
+      }
+    },
+  });
+
+  /** The session of this site, with the identity rules of its conversation. */
+  const liveSession = async (site: SiteRow, id: string, ctx: z.infer<typeof UserContext> | undefined) => {
+    const row = await services.voice.session(site.workspace_id, id);
+    if (!row || row.siteId !== site.id) throw new ApiError(404, 'not_found', `No voice session '${id}' on this site`);
+    await services.widget.authorize(site, row.conversationId, ctx);
+    return row;
+  };
+
+  app.post('/api/public/widget/voice/inject_text', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetVoiceInjectText',
+      summary: 'Push a text turn into a live voice session (the agent answers it aloud)',
+      tags,
+      security: [{ widgetSite: [] }],
+      body: z.object({ voice_session_id: VoiceSessionId, text: z.string().min(1).max(4000), user_context: UserContext.optional() }).strict(),
+      response: {
+        200: z.object({ ok: z.literal(true) }).meta({ id: 'VoiceInjected' }),
+        ...widgetErrors,
+        ...conversationErrors,
+        404: ErrorBody.meta({ description: 'not_found: no such voice session on this site' }),
+        409: ErrorBody.meta({ description: 'voice_session_not_live: the session is still joining or has ended' }),
+      },
+    },
+    handler: async (request) => {
+      const row = await liveSession(request.site!, request.body.voice_session_id, request.body.user_context);
+      if (row.status !== 'live') throw new ApiError(409, 'voice_session_not_live', row.status === 'starting' ? 'The voice session has not connected yet' : 'The voice session has ended');
+      await services.voice.control(row.id, { k: 'inject', text: request.body.text });
+      return { ok: true as const };
+    },
+  });
+
+  app.post('/api/public/widget/voice/stop', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetVoiceStop',
+      summary: 'End a voice session; answers once its recordings (caller, agent, stereo) are saved',
+      tags,
+      security: [{ widgetSite: [] }],
+      body: z.object({ voice_session_id: VoiceSessionId, user_context: UserContext.optional() }).strict(),
+      response: {
+        200: z.object({ ended: z.literal(true), recordings: z.array(Recording) }).meta({ id: 'VoiceStopped' }),
+        ...widgetErrors,
+        ...conversationErrors,
+        404: ErrorBody.meta({ description: 'not_found: no such voice session on this site' }),
+        503: ErrorBody.meta({ description: 'workflow_unavailable' }),
+      },
+    },
+    handler: async (request) => {
+      const row = await liveSession(request.site!, request.body.voice_session_id, request.body.user_context);
+      return gateways().voice.stop(row.id);
+    },
+  });
+};

@@ -1,0 +1,121 @@
+import type { Logger } from 'pino';
+import type { WebSocket } from 'ws';
+import { z } from 'zod';
+import type { SecretBox } from '../core/crypto/secret-box';
+import type { PgNotifications } from '../core/db/notifications';
+import { verifyRoomToken } from '../core/voice/direct';
+import { VOICE_SIGNALS, type VoiceSessionService } from '../core/voice/sessions';
+
+const CLOSE_POLICY_VIOLATION = 1008;
+const CLOSE_NORMAL = 1000;
+/** The first frame (join) must come this soon after the upgrade. */
+const JOIN_WITHIN_MS = 10_000;
+/** How long the browser's offer waits for the agent's answer. */
+const ANSWER_WITHIN_MS = 30_000;
+
+const ClientFrame = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('join'), token: z.string().min(1).max(300) }),
+  z.object({ type: z.literal('offer'), sdp: z.string().min(1).max(60_000) }),
+  z.object({ type: z.literal('bye') }),
+]);
+
+/**
+ * The direct transport's signalling socket (`rtc_url`, `/api/voice/rtc`). Protocol (also
+ * in the README): the browser sends `{type: join, token}` (the rtc_token, never in the
+ * URL), gets `{type: joined, room, ice_servers}`; sends `{type: offer, sdp}` (all ICE
+ * candidates gathered), gets `{type: answer, sdp}` from the agent's peer, wherever the
+ * worker runs (the offer and answer meet in the session's row; NOTIFY wakes each side);
+ * `{type: ended, reason}` when the session is over; errors are `{type: error, error,
+ * message}` and close the socket.
+ */
+export class VoiceSignalling {
+  private readonly waiting = new Map<string, () => void>();
+
+  constructor(
+    private readonly o: { sessions: VoiceSessionService; box: SecretBox; notifications: PgNotifications | null; log: Logger; iceServers: Array<{ urls: string }> },
+  ) {}
+
+  async start(): Promise<void> {
+    const sub = this.o.notifications?.subscribe([VOICE_SIGNALS], { onNotify: (_c, payload) => payload.startsWith('answer:') && this.waiting.get(payload.slice(7))?.() }, 'voice signalling');
+    await sub?.start();
+    this.stop = async () => {
+      await sub?.stop();
+    };
+  }
+
+  stop: () => Promise<void> = async () => undefined;
+
+  attach(ws: WebSocket): void {
+    let room: string | null = null;
+    const send = (frame: object) => ws.readyState === ws.OPEN && ws.send(JSON.stringify(frame));
+    const fail = (error: string, message: string) => {
+      send({ type: 'error', error, message });
+      ws.close(CLOSE_POLICY_VIOLATION, error);
+    };
+    const joinTimer = setTimeout(() => !room && fail('join_timeout', 'Send {type: "join", token} first'), JOIN_WITHIN_MS);
+    ws.on('close', () => clearTimeout(joinTimer));
+    ws.on('message', (data) => {
+      let frame: z.infer<typeof ClientFrame>;
+      try {
+        frame = ClientFrame.parse(JSON.parse(String(data)));
+      } catch {
+        return fail('invalid_frame', 'Frames are JSON: {type: join|offer|bye, ...}');
+      }
+      void this.handle(frame, room, (r) => (room = r), send, fail, ws).catch((err) => {
+        this.o.log.warn({ err }, 'voice signalling failed');
+        fail('internal_error', 'Signalling failed; start the voice session again');
+      });
+    });
+  }
+
+  private async handle(
+    frame: z.infer<typeof ClientFrame>,
+    room: string | null,
+    setRoom: (r: string) => void,
+    send: (f: object) => void,
+    fail: (e: string, m: string) => void,
+    ws: WebSocket,
+  ): Promise<void> {
+    if (frame.type === 'join') {
+      if (room) return fail('invalid_frame', 'Already joined');
+      const grant = verifyRoomToken(this.o.box, frame.token);
+      if (!grant) return fail('invalid_token', 'The rtc_token is invalid or expired; start the voice session again');
+      const row = await this.o.sessions.sessionById(grant.room);
+      if (!row || row.status === 'ended' || row.status === 'failed') return fail('session_ended', 'This voice session has ended');
+      setRoom(grant.room);
+      send({ type: 'joined', room: grant.room, ice_servers: this.o.iceServers });
+      return;
+    }
+    if (!room) return fail('not_joined', 'Send {type: "join", token} first');
+    if (frame.type === 'bye') {
+      ws.close(CLOSE_NORMAL, 'bye');
+      return;
+    }
+    if (!(await this.o.sessions.putOffer(room, frame.sdp))) return fail('session_ended', 'This voice session has ended');
+    const answer = await this.awaitAnswer(room);
+    if (!answer) return fail('agent_unavailable', 'The agent did not answer in time; start the voice session again');
+    send({ type: 'answer', sdp: answer });
+  }
+
+  /** The agent's answer: woken by NOTIFY, read from the row (also polled each second, in case a notice was missed). */
+  private async awaitAnswer(room: string): Promise<string | null> {
+    const deadline = Date.now() + ANSWER_WITHIN_MS;
+    try {
+      while (Date.now() < deadline) {
+        const a = await this.o.sessions.answer(room);
+        if (a?.sdp) return a.sdp;
+        if (!a || a.status === 'ended' || a.status === 'failed') return null;
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, 1000);
+          this.waiting.set(room, () => {
+            clearTimeout(t);
+            resolve();
+          });
+        });
+      }
+      return null;
+    } finally {
+      this.waiting.delete(room);
+    }
+  }
+}

@@ -1,0 +1,93 @@
+import { defineEntity, type InferEntity } from '@mikro-orm/core';
+import { createdAt, createdAtMs, p, updatedAt } from './common';
+
+/** A browser voice session (`vs_…`): one room, one `voice:` workflow. */
+export const VoiceSession = defineEntity({
+  name: 'VoiceSession',
+  tableName: 'voice_sessions',
+  properties: {
+    id: p.text().primary(),
+    workspaceId: p.text(),
+    siteId: p.text().nullable(),
+    conversationId: p.text(),
+    agentId: p.text(),
+    customerId: p.text().nullable(),
+    transport: p.enum(['direct', 'livekit'] as const).columnType('text'),
+    roomName: p.text(),
+    status: p.enum(['starting', 'live', 'ended', 'failed'] as const).columnType('text'),
+    endReason: p.text().nullable(),
+    offerSdp: p.text().nullable(),
+    answerSdp: p.text().nullable(),
+    creditsSpent: p.integer().default(0),
+    connectedAt: p.datetime().nullable(),
+    endedAt: p.datetime().nullable(),
+    durationMs: p.integer().nullable(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+});
+export type IVoiceSession = InferEntity<typeof VoiceSession>;
+
+export type CallStatus = 'calling' | 'ringing' | 'in_progress' | 'completed' | 'failed' | 'no_answer' | 'busy';
+
+/** A dial-out phone call (`call_…`), moved by its `call:` workflow. */
+export const Call = defineEntity({
+  name: 'Call',
+  tableName: 'calls',
+  properties: {
+    id: p.text().primary(),
+    workspaceId: p.text(),
+    conversationId: p.text(),
+    agentId: p.text(),
+    siteId: p.text().nullable(),
+    direction: p.text().default('outbound'),
+    phone: p.text(),
+    provider: p.text(),
+    status: p.enum(['calling', 'ringing', 'in_progress', 'completed', 'failed', 'no_answer', 'busy'] as const).columnType('text'),
+    statusHistory: p.json<Array<{ status: CallStatus; at: string }>>().default([]),
+    error: p.text().nullable(),
+    creditsSpent: p.integer().default(0),
+    answeredAt: p.datetime().nullable(),
+    endedAt: p.datetime().nullable(),
+    durationMs: p.integer().nullable(),
+    createdAt: createdAtMs(),
+    updatedAt: updatedAt(),
+  },
+});
+export type ICall = InferEntity<typeof Call>;
+
+/** One saved recording of a session or call: caller, agent, or the combined stereo mix. */
+export const Recording = defineEntity({
+  name: 'Recording',
+  tableName: 'recordings',
+  properties: {
+    id: p.text().primary(),
+    workspaceId: p.text(),
+    conversationId: p.text(),
+    voiceSessionId: p.text().nullable(),
+    callId: p.text().nullable(),
+    kind: p.enum(['caller', 'agent', 'combined'] as const).columnType('text'),
+    blobSha256: p.text(),
+    mimeType: p.text(),
+    channels: p.integer(),
+    durationMs: p.integer(),
+    bytes: p.bigint('number'),
+    createdAt: createdAt(),
+  },
+});
+export type IRecording = InferEntity<typeof Recording>;
+
+/** A spooled piece of a live recording (PCM in the blob store), kept until the recording is saved. */
+export const VoiceRecordingChunk = defineEntity({
+  name: 'VoiceRecordingChunk',
+  tableName: 'voice_recording_chunks',
+  properties: {
+    sessionId: p.text().primary(),
+    track: p.enum(['caller', 'agent'] as const).columnType('text').primary(),
+    seq: p.integer().primary(),
+    startSample: p.bigint('number'),
+    blobSha256: p.text(),
+    createdAt: createdAt(),
+  },
+});
+export type IVoiceRecordingChunk = InferEntity<typeof VoiceRecordingChunk>;

@@ -1,0 +1,95 @@
+import { spawnSync } from 'node:child_process';
+import type { Config } from '../config';
+import type { SecretBox } from '../crypto/secret-box';
+import type { PgNotifications } from '../db/notifications';
+import type { Transcriber } from '../kb/extract';
+import { DirectTransport } from './direct';
+import { livekitFromConfig } from './livekit';
+import type { VoiceSessionService } from './sessions';
+import { speechRecognizerFor, type SpeechRecognizer } from './stt';
+import { EspeakSynthesizer, OpenAiSpeechSynthesizer, type SpeechSynthesizer } from './tts';
+import type { Telephony, VoiceTransport } from './types';
+
+/** Why voice chat or dial-out cannot run here (null: it can); init reports these in capability_warnings, start answers 503 with them. */
+export interface VoicePrereqs {
+  voice: string | null;
+  dialOut: string | null;
+}
+
+/** The voice pieces of one process: speech both ways, the transport and the telephony (when any). */
+export interface VoiceParts {
+  stt: SpeechRecognizer | null;
+  tts: SpeechSynthesizer | null;
+  transport: VoiceTransport;
+  telephony: Telephony | null;
+  prereqs: VoicePrereqs;
+}
+
+/** What tests replace: a synthesizer, a recognizer, the telephony. */
+export interface VoiceOverrides {
+  stt?: SpeechRecognizer | null;
+  tts?: SpeechSynthesizer | null;
+  telephony?: Telephony | null;
+}
+
+let espeakFound: boolean | null = null;
+function espeakInstalled(): boolean {
+  espeakFound ??= spawnSync('espeak-ng', ['--version'], { stdio: 'ignore', timeout: 5000 }).status === 0;
+  return espeakFound;
+}
+
+/** The synthesizer the settings name: TTS_BASE_URL, else the embedded espeak-ng when installed, else none. */
+export function synthesizerFromConfig(config: Config): SpeechSynthesizer | null {
+  if (config.TTS_BASE_URL) return new OpenAiSpeechSynthesizer({ baseUrl: config.TTS_BASE_URL, apiKey: config.TTS_API_KEY, model: config.TTS_MODEL, voice: config.TTS_VOICE });
+  return espeakInstalled() ? new EspeakSynthesizer({ voice: config.TTS_ESPEAK_VOICE }) : null;
+}
+
+/** The signalling socket's URL on this installation's public origin (http → ws). */
+export function signalUrl(publicBaseUrl: string): string {
+  return `${publicBaseUrl.replace(/^http/, 'ws').replace(/\/$/, '')}/api/voice/rtc`;
+}
+
+/**
+ * Voice from the settings: LiveKit when LIVEKIT_URL is set (dial-out with
+ * LIVEKIT_SIP_TRUNK_ID), else the embedded direct WebRTC transport; speech-to-text is
+ * the process's transcriber, speech the TTS settings'.
+ */
+export function voiceFromConfig(
+  config: Config,
+  deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string },
+  overrides: VoiceOverrides = {},
+): VoiceParts {
+  const stt = 'stt' in overrides ? (overrides.stt ?? null) : speechRecognizerFor(deps.transcriber);
+  const tts = 'tts' in overrides ? (overrides.tts ?? null) : synthesizerFromConfig(config);
+  const livekit = livekitFromConfig(config);
+  const ports = config.VOICE_RTP_PORTS?.split('-').map(Number) as [number, number] | undefined;
+  const transport: VoiceTransport =
+    livekit?.transport ??
+    new DirectTransport({
+      box: deps.box,
+      sessions: deps.sessions,
+      notifications: deps.notifications,
+      signalUrl: signalUrl(deps.publicBaseUrl),
+      peer: {
+        iceServers: config.VOICE_ICE_SERVERS?.split(',').map((u) => ({ urls: u.trim() })).filter((s) => s.urls),
+        ...(ports ? { portRange: ports } : {}),
+        ...(config.VOICE_PUBLIC_IP ? { announce: [config.VOICE_PUBLIC_IP] } : {}),
+      },
+    });
+  const telephony = 'telephony' in overrides ? (overrides.telephony ?? null) : (livekit?.telephony ?? null);
+  const speech = !stt
+    ? 'no speech-to-text (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)'
+    : !tts
+      ? 'no text-to-speech (TTS_BASE_URL, or Debian espeak-ng installed)'
+      : null;
+  return {
+    stt,
+    tts,
+    transport,
+    telephony,
+    prereqs: {
+      voice: speech,
+      dialOut: !telephony ? 'no voice provider with an outbound number (LIVEKIT_URL with LIVEKIT_SIP_TRUNK_ID)' : speech,
+    },
+  };
+}

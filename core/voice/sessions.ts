@@ -1,0 +1,253 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { Call, Recording, VoiceRecordingChunk, VoiceSession, type CallStatus, type ICall, type IRecording, type IVoiceSession } from '../db/entities';
+import { ApiError } from '../errors';
+import { newId } from '../ids';
+import type { CreditService } from '../billing/credits';
+import type { TransportKind } from './types';
+
+/** The PostgreSQL channel the signalling relay wakes on (payload `offer:<vs>` or `answer:<vs>`); control notices go on VOICE_CONTROL. */
+export const VOICE_SIGNALS = 'voice_signals';
+/** Control notices to a live session's media activity: `{s: <vs>, k: 'inject'|'end', text?, reason?}`. */
+export const VOICE_CONTROL = 'voice_control';
+
+export interface VoiceLimits {
+  /** Sessions and calls at once per workspace (VOICE_MAX_CONCURRENT). */
+  maxConcurrent: number;
+  /** Credits one minute spends (BILLING_CREDITS_PER_VOICE_MINUTE). */
+  creditsPerMinute: number;
+}
+
+export interface RecordingView {
+  id: string;
+  kind: 'caller' | 'agent' | 'combined';
+  mime_type: string;
+  channels: number;
+  duration_ms: number;
+  bytes: number;
+  voice_session_id: string | null;
+  call_id: string | null;
+  created_at: string;
+}
+
+/**
+ * Voice sessions and calls as rows: the concurrency limit (counted under a per-workspace
+ * advisory lock, so two processes never both take the fifth slot), the first minute's
+ * credits, the signalling relay's offer/answer, and the records a session leaves
+ * (recordings, duration, why it ended).
+ */
+export class VoiceSessionService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly credits: CreditService,
+    private readonly limits: VoiceLimits,
+  ) {}
+
+  /**
+   * Takes a slot and pays the first minute: 429 concurrent_voice_limit_reached when the
+   * workspace's sessions and calls are at the limit, 402 out_of_credits (and no slot)
+   * when it cannot pay. The slot is the row in `starting`.
+   */
+  async reserveSession(s: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; customerId: string | null; transport: TransportKind }): Promise<IVoiceSession> {
+    const id = newId('vs');
+    const row = await this.withSlot(s.workspaceId, (em) =>
+      em.create(VoiceSession, { id, workspaceId: s.workspaceId, siteId: s.siteId, conversationId: s.conversationId, agentId: s.agentId, customerId: s.customerId, transport: s.transport, roomName: id, status: 'starting', creditsSpent: 0, createdAt: new Date(), updatedAt: new Date() }),
+    );
+    await this.payMinute(s.workspaceId, id, 1).catch(async (err) => {
+      await this.em.fork().nativeDelete(VoiceSession, { id });
+      throw err;
+    });
+    return row;
+  }
+
+  /** The same for a dial-out call (status `calling`). */
+  async reserveCall(c: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; phone: string; provider: string }): Promise<ICall> {
+    const id = newId('call');
+    const now = new Date();
+    const row = await this.withSlot(c.workspaceId, (em) =>
+      em.create(Call, { id, workspaceId: c.workspaceId, siteId: c.siteId, conversationId: c.conversationId, agentId: c.agentId, phone: c.phone, provider: c.provider, direction: 'outbound', status: 'calling', statusHistory: [{ status: 'calling', at: now.toISOString() }], creditsSpent: 0, createdAt: now, updatedAt: now }),
+    );
+    await this.payMinute(c.workspaceId, id, 1).catch(async (err) => {
+      await this.em.fork().nativeDelete(Call, { id });
+      throw err;
+    });
+    return row;
+  }
+
+  private async withSlot<T extends object>(workspaceId: string, create: (em: EntityManager) => T): Promise<T> {
+    return this.em.fork().transactional(async (em) => {
+      // raw SQL: an advisory lock has no ORM form; it serialises the count-then-insert per workspace across processes.
+      // eslint-disable-next-line no-restricted-syntax
+      await em.execute(`select pg_advisory_xact_lock(hashtext('voice-slots:' || ?))`, [workspaceId]);
+      const sessions = await em.count(VoiceSession, { workspaceId, status: { $in: ['starting', 'live'] } });
+      const calls = await em.count(Call, { workspaceId, status: { $in: ['calling', 'ringing', 'in_progress'] } });
+      if (sessions + calls >= this.limits.maxConcurrent) {
+        throw new ApiError(429, 'concurrent_voice_limit_reached', `This workspace already has ${sessions + calls} voice sessions or calls running (limit ${this.limits.maxConcurrent})`);
+      }
+      const row = create(em);
+      await em.flush();
+      return row;
+    });
+  }
+
+  /**
+   * Pays minute `n` of a session or call (`<id>:minute:<n>`: the same minute is paid
+   * once, whatever retries); 402 out_of_credits when the balance cannot.
+   */
+  async payMinute(workspaceId: string, id: string, n: number): Promise<void> {
+    await this.credits.spend(workspaceId, this.limits.creditsPerMinute, `voice minute ${n}`, `${id}:minute:${n}`);
+    const entity = id.startsWith('call_') ? Call : VoiceSession;
+    await this.em.fork().nativeUpdate(entity as typeof VoiceSession, { id }, { creditsSpent: n * this.limits.creditsPerMinute });
+  }
+
+  async session(workspaceId: string, id: string): Promise<IVoiceSession | null> {
+    return this.em.fork().findOne(VoiceSession, { id, workspaceId });
+  }
+
+  async sessionById(id: string): Promise<IVoiceSession | null> {
+    return this.em.fork().findOne(VoiceSession, { id });
+  }
+
+  async setRoom(id: string, roomName: string): Promise<void> {
+    await this.em.fork().nativeUpdate(VoiceSession, { id }, { roomName });
+  }
+
+  async markLive(id: string): Promise<void> {
+    await this.em.fork().nativeUpdate(VoiceSession, { id, status: 'starting' }, { status: 'live', connectedAt: new Date() });
+  }
+
+  /** Ends the session's row once (a later end keeps the first reason). */
+  async markEnded(id: string, reason: string, failed = false): Promise<void> {
+    const em = this.em.fork();
+    const row = await em.findOne(VoiceSession, { id });
+    if (!row || row.status === 'ended' || row.status === 'failed') return;
+    const endedAt = new Date();
+    row.status = failed ? 'failed' : 'ended';
+    row.endReason = reason.slice(0, 200);
+    row.endedAt = endedAt;
+    row.durationMs = row.connectedAt ? endedAt.getTime() - new Date(row.connectedAt).getTime() : 0;
+    await em.flush();
+  }
+
+  // ---- the direct transport's signalling relay (the API's socket ↔ the worker's peer) ----
+
+  /** Stores the browser's offer for the session's agent and wakes it. */
+  async putOffer(id: string, sdp: string): Promise<boolean> {
+    return this.em.fork().transactional(async (em) => {
+      const n = await em.nativeUpdate(VoiceSession, { id, status: { $in: ['starting', 'live'] } }, { offerSdp: sdp, answerSdp: null });
+      // raw SQL: pg_notify has no ORM form; sent at commit, with the offer.
+      // eslint-disable-next-line no-restricted-syntax
+      if (n) await em.execute('select pg_notify(?, ?)', [VOICE_SIGNALS, `offer:${id}`]);
+      return n > 0;
+    });
+  }
+
+  async offer(id: string): Promise<string | null> {
+    const row = await this.em.fork().findOne(VoiceSession, { id });
+    return row?.offerSdp ?? null;
+  }
+
+  async putAnswer(id: string, sdp: string): Promise<void> {
+    await this.em.fork().transactional(async (em) => {
+      await em.nativeUpdate(VoiceSession, { id }, { answerSdp: sdp });
+      // raw SQL: pg_notify has no ORM form; sent at commit, with the answer.
+      // eslint-disable-next-line no-restricted-syntax
+      await em.execute('select pg_notify(?, ?)', [VOICE_SIGNALS, `answer:${id}`]);
+    });
+  }
+
+  async answer(id: string): Promise<{ sdp: string | null; status: IVoiceSession['status'] } | null> {
+    const row = await this.em.fork().findOne(VoiceSession, { id });
+    return row ? { sdp: row.answerSdp ?? null, status: row.status } : null;
+  }
+
+  /** A control notice to the session's media activity (inject a text turn, end politely). */
+  async control(id: string, notice: { k: 'inject'; text: string } | { k: 'end'; reason: string }): Promise<void> {
+    // raw SQL: pg_notify has no ORM form.
+    // eslint-disable-next-line no-restricted-syntax
+    await this.em.fork().execute('select pg_notify(?, ?)', [VOICE_CONTROL, JSON.stringify({ s: id, ...notice })]);
+  }
+
+  // ---- calls ----
+
+  async callStatus(id: string, status: CallStatus, extra: { error?: string } = {}): Promise<void> {
+    const em = this.em.fork();
+    const row = await em.findOne(Call, { id });
+    if (!row || ['completed', 'failed', 'no_answer', 'busy'].includes(row.status)) return;
+    const now = new Date();
+    row.status = status;
+    row.statusHistory = [...row.statusHistory, { status, at: now.toISOString() }];
+    if (status === 'in_progress') row.answeredAt = now;
+    if (['completed', 'failed', 'no_answer', 'busy'].includes(status)) {
+      row.endedAt = now;
+      row.durationMs = row.answeredAt ? now.getTime() - new Date(row.answeredAt).getTime() : 0;
+    }
+    if (extra.error) row.error = extra.error.slice(0, 500);
+    await em.flush();
+  }
+
+  async call(workspaceId: string, id: string): Promise<ICall | null> {
+    return this.em.fork().findOne(Call, { id, workspaceId });
+  }
+
+  async callById(id: string): Promise<ICall | null> {
+    return this.em.fork().findOne(Call, { id });
+  }
+
+  /** Calls newest first, keyset-paged on (created_at, id). */
+  async calls(workspaceId: string, q: { limit: number; after?: { createdAt: Date; id: string } }): Promise<ICall[]> {
+    const where = q.after
+      ? { workspaceId, $or: [{ createdAt: { $lt: q.after.createdAt } }, { createdAt: q.after.createdAt, id: { $lt: q.after.id } }] }
+      : { workspaceId };
+    return this.em.fork().find(Call, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: q.limit });
+  }
+
+  // ---- recordings ----
+
+  async saveRecording(r: Omit<IRecording, 'id' | 'createdAt'>): Promise<IRecording> {
+    const em = this.em.fork();
+    const key = r.voiceSessionId ? { voiceSessionId: r.voiceSessionId, kind: r.kind } : { callId: r.callId, kind: r.kind };
+    const existing = await em.findOne(Recording, key);
+    if (existing) return existing;
+    const row = em.create(Recording, { ...r, id: newId('rec'), createdAt: new Date() });
+    await em.flush();
+    return row;
+  }
+
+  async recordingsOf(owner: { voiceSessionId?: string; callId?: string }): Promise<IRecording[]> {
+    return this.em.fork().find(Recording, owner.voiceSessionId ? { voiceSessionId: owner.voiceSessionId } : { callId: owner.callId }, { orderBy: { kind: 'asc' } });
+  }
+
+  async recordingsOfConversation(workspaceId: string, conversationId: string): Promise<IRecording[]> {
+    return this.em.fork().find(Recording, { workspaceId, conversationId }, { orderBy: { createdAt: 'asc', kind: 'asc' } });
+  }
+
+  async recording(workspaceId: string, id: string): Promise<IRecording | null> {
+    return this.em.fork().findOne(Recording, { id, workspaceId });
+  }
+
+  /** Drops a finished session's spool rows; the chunk blobs no other spool uses (the caller deletes them). */
+  async dropChunks(sessionId: string): Promise<string[]> {
+    const em = this.em.fork();
+    const rows = await em.find(VoiceRecordingChunk, { sessionId });
+    await em.nativeDelete(VoiceRecordingChunk, { sessionId });
+    // Content-addressed: identical PCM (silence) may be another live session's chunk too.
+    const shas = [...new Set(rows.map((r) => r.blobSha256))];
+    const still = shas.length ? await em.find(VoiceRecordingChunk, { blobSha256: { $in: shas } }, { fields: ['blobSha256'] }) : [];
+    const kept = new Set(still.map((r) => r.blobSha256));
+    return shas.filter((s) => !kept.has(s));
+  }
+}
+
+export function recordingView(r: IRecording): RecordingView {
+  return {
+    id: r.id,
+    kind: r.kind,
+    mime_type: r.mimeType,
+    channels: r.channels,
+    duration_ms: r.durationMs,
+    bytes: Number(r.bytes),
+    voice_session_id: r.voiceSessionId ?? null,
+    call_id: r.callId ?? null,
+    created_at: new Date(r.createdAt).toISOString(),
+  };
+}

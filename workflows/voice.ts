@@ -1,0 +1,105 @@
+import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineUpdate, proxyActivities, setCurrentDetails, setHandler, sleep, TimeoutFailure } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { RecordingView } from '../core/voice/sessions';
+import { presets } from './presets';
+
+/** One workflow per browser voice session: `voice:vs_…`. */
+export const voiceWorkflowId = (voiceSessionId: string) => `voice:${voiceSessionId}`;
+
+export interface VoiceSessionInput {
+  voiceSessionId: string;
+  workspaceId: string;
+  conversationId: string;
+}
+
+export interface VoiceOutcome {
+  reason: string;
+  recordings: RecordingView[];
+}
+
+/** POST /voice/stop: ends the session and answers once its recordings are saved. */
+export const stopVoiceUpdate = defineUpdate<{ ended: true; recordings: RecordingView[] }, []>('stop');
+export const voiceStateQuery = defineQuery<{ phase: 'live' | 'finishing' | 'ended'; reason: string | null }>('state');
+
+const { runVoiceSession } = proxyActivities<Activities>(presets.voiceMedia);
+const { payVoiceMinute, endVoiceSession, finishVoiceSession } = proxyActivities<Activities>(presets.dbWrite);
+const { saveVoiceRecordings } = proxyActivities<Activities>(presets.recordingSave);
+
+/** How long the media activity has to end by itself after a stop before it is cancelled. */
+const STOP_GRACE = '10 seconds';
+
+/**
+ * A browser voice session (`voice:vs_…`): supervises the long, heartbeating media
+ * activity (the agent's peer, VAD → STT → the conversation actor's turn → TTS, the
+ * recorder), pays each further minute from the credit ledger (out of credits: the agent
+ * says goodbye and the session ends), and, however it ended (the visitor left or
+ * stopped, a lost worker, cancellation), saves the recordings made so far and closes the
+ * session's row. `stop` answers with the recordings.
+ */
+export async function voiceSessionWorkflow(input: VoiceSessionInput): Promise<VoiceOutcome> {
+  const id = input.voiceSessionId;
+  let stopRequested = false;
+  let finished = false;
+  let phase: 'live' | 'finishing' | 'ended' = 'live';
+  let reason: string | null = null;
+  let recordings: RecordingView[] = [];
+  setHandler(stopVoiceUpdate, async () => {
+    stopRequested = true;
+    await condition(() => finished);
+    return { ended: true as const, recordings };
+  });
+  setHandler(voiceStateQuery, () => ({ phase, reason }));
+  setCurrentDetails(`Voice session ${id} of conversation ${input.conversationId}: waiting for the visitor to join, then live.`);
+
+  let mediaDone = false;
+  const media = new CancellationScope();
+  const mediaRun = media
+    .run(() => runVoiceSession.executeWithOptions({ ...presets.voiceMedia, summary: 'voice media (agent peer, VAD, STT, turn, TTS, recorder)' }, [input]))
+    .then(
+      (r) => r,
+      (err) => lostReason(err),
+    )
+    .finally(() => (mediaDone = true));
+
+  // Further minutes, paid as each begins (the first was paid at start).
+  void (async () => {
+    for (let minute = 2; ; minute++) {
+      await sleep('1 minute');
+      if (mediaDone) return;
+      const paid = await payVoiceMinute(input.workspaceId, id, minute).catch(() => true);
+      if (!paid && !mediaDone) {
+        setCurrentDetails(`Voice session ${id}: out of credits at minute ${minute}; the agent says goodbye.`);
+        await endVoiceSession(id, 'out_of_credits');
+        return;
+      }
+    }
+  })();
+
+  // A stop: tell the media to end; cancel it if it does not within the grace period.
+  void (async () => {
+    await condition(() => stopRequested || mediaDone);
+    if (mediaDone) return;
+    await endVoiceSession(id, 'stopped');
+    if (!(await condition(() => mediaDone, STOP_GRACE))) media.cancel();
+  })();
+
+  reason = await mediaRun;
+  phase = 'finishing';
+  setCurrentDetails(`Voice session ${id} ended (${reason}); saving its recordings.`);
+  await CancellationScope.nonCancellable(async () => {
+    recordings = await saveVoiceRecordings.executeWithOptions({ ...presets.recordingSave, summary: 'save recordings (caller, agent, stereo)' }, [{ voiceSessionId: id }, { id: input.conversationId, workspaceId: input.workspaceId }]).catch(() => []);
+    await finishVoiceSession(id, reason!);
+  });
+  phase = 'ended';
+  finished = true;
+  setCurrentDetails(`Voice session ${id} ended (${reason}); ${recordings.length} recordings saved.`);
+  return { reason, recordings };
+}
+
+/** Why the media activity ended without a reason of its own. */
+function lostReason(err: unknown): string {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof TimeoutFailure) return 'worker_lost';
+  if (cause instanceof ApplicationFailure) return `failed: ${cause.message}`.slice(0, 200);
+  return 'cancelled';
+}

@@ -37,7 +37,7 @@ import { DeliveryService } from './webhooks/deliveries';
 import type { SenderSettings } from './webhooks/sender';
 import { SubscriptionService } from './webhooks/subscriptions';
 import { SupportService } from './support/tickets';
-import { VoiceSessionService, type VoiceLimits } from './voice/sessions';
+import { VoiceSessionService } from './voice/sessions';
 import type { VoicePrereqs } from './voice/from-config';
 
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by core/compose.ts. */

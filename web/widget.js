@@ -742,6 +742,7 @@
   root.append(audioEl);
   var voice = null; // the call in progress: { id, info, stream, ws, pc, room, turns, over }
   var MIC = 'Allow the microphone to talk with the assistant, then try again.';
+  var CANT = 'The call could not connect. Please try again.';
 
   function voiceUi(state) {
     micBtn.setAttribute('aria-pressed', String(state !== 'ended'));
@@ -769,7 +770,7 @@
   }
 
   function callError(code, message) {
-    var e = new Error(message || 'The call could not connect. Please try again.');
+    var e = new Error(message || CANT);
     e.code = code;
     e.call = true;
     return e;
@@ -829,9 +830,11 @@
       var room = (v.room = new L.Room());
       room.on(L.RoomEvent.TrackSubscribed, (track) => { if (track.kind === 'audio') track.attach(audioEl); });
       room.on(L.RoomEvent.DataReceived, (payload, p, kind, topic) => { if (topic === 'transcript') onTranscript(v, new TextDecoder().decode(payload)); });
-      room.on(L.RoomEvent.Disconnected, () => { voiceEnd(v, 'disconnected'); });
-      return room.connect(res.rtc_url, res.rtc_token)
-        .then(() => room.localParticipant.publishTrack(v.stream.getAudioTracks()[0], { source: L.Track.Source.Microphone }));
+      return room.connect(res.rtc_url, res.rtc_token).then(() => {
+        // Only once joined: a failed join rejects connect() (and says why) after its own Disconnected.
+        room.on(L.RoomEvent.Disconnected, () => { voiceEnd(v, 'disconnected', 'The call was cut off. Please try again.'); });
+        return room.localParticipant.publishTrack(v.stream.getAudioTracks()[0], { source: L.Track.Source.Microphone });
+      });
     });
   }
 
@@ -862,7 +865,7 @@
         return v.info;
       })
       .catch((e) => {
-        var msg = e && (/NotAllowed|NotFound/.test(e.name) ? MIC : e.status || e.call ? e.message : friendly(e));
+        var msg = e && (/NotAllowed|NotFound/.test(e.name) ? MIC : e.status || e.call ? e.message : navigator.onLine === false ? ERRORS.offline : CANT);
         if (e && !v.over) emit('error', { error: e.code || e.name, message: msg });
         voiceEnd(v, e ? e.code || e.name : v.over, msg);
         return null;

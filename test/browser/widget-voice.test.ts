@@ -6,9 +6,11 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { AccessToken } from 'livekit-server-sdk';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { DirectLeg } from '../../core/voice/direct-peer';
 import type { TranscriptFrame } from '../../core/voice/types';
+import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
 
 /**
  * The widget's voice call in a real headless Chromium whose fake microphone plays an
@@ -35,7 +37,11 @@ interface Seen {
 }
 
 /** What the fake server does next; tests change it. */
-const config: { voiceChat: boolean; startError: { status: number; error: string; message: string } | null } = { voiceChat: true, startError: null };
+const config: { voiceChat: boolean; startError: { status: number; error: string; message: string } | null; transport: 'direct' | 'livekit' } = {
+  voiceChat: true,
+  startError: null,
+  transport: 'direct',
+};
 const seen: Seen[] = [];
 /** The agent's side of each call, in order, with the largest sample it heard and its signalling socket. */
 const calls: Array<{ leg: DirectLeg; loudest: number; frames: number; ws: WebSocket; bye: boolean }> = [];
@@ -44,6 +50,7 @@ let server: http.Server;
 let base: string;
 let browser: Browser;
 let tmp: string;
+let livekit: FakeLiveKit;
 
 function json(res: http.ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
@@ -55,8 +62,9 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
     res.writeHead(200, { 'Content-Type': 'text/html' }).end(`<!doctype html><html lang="en"><head><title>Shop</title></head><body><main><h1>Shop</h1></main><script src="/widget.js" data-site-id="${SITE}" data-open></script></body></html>`);
     return;
   }
-  if (url.pathname === '/widget.js') {
-    res.writeHead(200, { 'Content-Type': 'application/javascript' }).end(WIDGET);
+  if (url.pathname === '/widget.js' || url.pathname === '/widget/livekit-client.js') {
+    seen.push({ method: 'GET', path: url.pathname, site: undefined, body: null });
+    res.writeHead(200, { 'Content-Type': 'application/javascript' }).end(url.pathname === '/widget.js' ? WIDGET : fs.readFileSync(require.resolve('livekit-client')));
     return;
   }
   let raw = '';
@@ -77,6 +85,11 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
   } else if (route === 'voice/start') {
     if (config.startError) return json(res, config.startError.status, { error: config.startError.error, message: config.startError.message });
     const n = seen.filter((s) => s.path === 'voice/start').length;
+    if (config.transport === 'livekit') {
+      const token = new AccessToken('lk_key', 'lk_secret_lk_secret_lk_secret_lk_secret', { identity: 'cus_1' });
+      token.addGrant({ roomJoin: true, room: `vs_${n}` });
+      return json(res, 200, { rtc_url: livekit.url, rtc_token: await token.toJwt(), room_name: `vs_${n}`, voice_session_id: `vs_${n}`, voice_mode: 'realtime', voice_animation_style: 'orb', transport: 'livekit' });
+    }
     json(res, 200, {
       rtc_url: `${base.replace('http', 'ws')}/rtc`,
       rtc_token: `tok_${n}`,
@@ -140,6 +153,7 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  livekit = await startFakeLiveKit({ apiKey: 'lk_key', apiSecret: 'lk_secret_lk_secret_lk_secret_lk_secret' });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -150,6 +164,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   for (const c of calls) await c.leg.close();
+  await livekit?.close();
   server?.closeAllConnections();
   await new Promise((r) => server?.close(r));
   fs.rmSync(tmp, { recursive: true, force: true });
@@ -160,6 +175,7 @@ let page: Page;
 beforeEach(async () => {
   config.voiceChat = true;
   config.startError = null;
+  config.transport = 'direct';
   seen.length = 0;
   context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   page = await context.newPage();
@@ -335,5 +351,22 @@ describe('the widget voice call (transport direct)', () => {
       await page.screenshot({ path: path.join(ARTIFACTS, 'voice-error.png') });
       await expect(axeScan()).resolves.toEqual([]);
     }
+  });
+});
+
+describe('the widget voice call (transport livekit)', () => {
+  test('the LiveKit SDK is fetched only when a call needs it, joins the room with the token, and a refused join ends the call with a message', async () => {
+    config.transport = 'livekit';
+    await openPage();
+    expect(seen.filter((x) => x.path === '/widget/livekit-client.js')).toEqual([]);
+    await micButton().click();
+    // This fake LiveKit verifies the participant's token, then refuses to speak its signalling protocol.
+    await widget().getByRole('alert').filter({ hasText: 'The call could not connect. Please try again.' }).waitFor({ timeout: 30_000 });
+    expect(seen.filter((x) => x.path === '/widget/livekit-client.js')).toHaveLength(1);
+    expect(livekit.joins.length).toBeGreaterThan(0);
+    expect(livekit.joins[0].claims?.video).toMatchObject({ roomJoin: true, room: 'vs_1' });
+    await until(() => requests('voice/stop').length === 1, 'POST /voice/stop');
+    expect(requests('voice/stop')[0].body).toEqual({ voice_session_id: 'vs_1' });
+    await expect(micButton().getAttribute('aria-pressed')).resolves.toBe('false');
   });
 });

@@ -802,7 +802,7 @@
               voiceEnd(v, 'connection_failed', 'The call was cut off. Please try again.');
             }
           };
-          pc.createDataChannel('transcript').onmessage = (e) => { onTranscript(v, e.data); };
+          pc.createDataChannel('transcript').onmessage = (e) => { onTranscript(v, typeof e.data === 'string' ? e.data : new TextDecoder().decode(e.data)); };
           v.stream.getAudioTracks().forEach((t) => { pc.addTrack(t, v.stream); });
           pc.createOffer()
             .then((o) => pc.setLocalDescription(o))

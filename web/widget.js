@@ -82,6 +82,7 @@
     down: '<svg viewBox="0 0 24 24" aria-hidden="true"><path fill="none" stroke="currentColor" stroke-width="2.5" stroke-linecap="round" d="M6 9l6 6 6-6"/></svg>',
     x: '<svg viewBox="0 0 24 24" aria-hidden="true"><path stroke="currentColor" stroke-width="2.2" stroke-linecap="round" d="M6 6l12 12M18 6 6 18"/></svg>',
     send: '<svg viewBox="0 0 24 24" aria-hidden="true"><path fill="currentColor" d="M3 20.5 21 12 3 3.5l.01 6.6L15 12 3.01 13.9z"/></svg>',
+    mic: '<svg viewBox="0 0 24 24" aria-hidden="true"><path fill="currentColor" d="M12 14a3 3 0 0 0 3-3V5a3 3 0 0 0-6 0v6a3 3 0 0 0 3 3zm5-3a5 5 0 0 1-10 0H5a7 7 0 0 0 6 6.9V21h2v-3.1a7 7 0 0 0 6-6.9z"/></svg>',
   };
 
   // ---- Markdown subset: paragraphs, headings (as bold), bold, italics, inline code, code
@@ -292,6 +293,10 @@
     '.foot{position:relative}.chips{display:flex;flex-wrap:wrap;gap:6px;padding:0 14px 8px;justify-content:flex-end}' +
     'form{display:flex;align-items:flex-end;gap:8px;padding:10px 12px;border-top:1px solid #e4e4e7}' +
     'textarea{flex:1;resize:none;font-size:16px;line-height:1.4;padding:9px 12px;border:1px solid #a1a1aa;border-radius:20px;min-height:44px;max-height:140px;background:#fff;overflow-y:auto}' +
+    '.mic{width:44px;height:44px;flex:none;border:1px solid var(--c);border-radius:50%;background:#fff;color:var(--c);cursor:pointer;display:grid;place-items:center}.mic svg{width:20px;height:20px}.mic[aria-pressed=true]{background:#c81e3a;border-color:#c81e3a;color:#fff}' +
+    '.vc{display:flex;flex-direction:column;gap:6px;padding:8px 12px;border-top:1px solid #e4e4e7;font-size:14px}.vs{font-weight:600}' +
+    '.vt{max-height:120px;overflow-y:auto}.vt:empty{display:none}.vt p{margin:0 0 4px}.vt b{margin-right:4px}.vt .partial span{color:#52525b}' +
+    '.vend{align-self:flex-start;border:0;border-radius:16px;padding:4px 14px;min-height:32px;background:#c81e3a;color:#fff;cursor:pointer;font-size:13px}[data-state=ended] .vend{background:#52525b}' +
     '.send{width:44px;height:44px;flex:none;border:0;border-radius:50%;background:var(--c);color:#fff;cursor:pointer;display:grid;place-items:center}.send svg{width:20px;height:20px}.send:disabled{background:#a1a1aa;cursor:default}' +
     '</style>' +
     '<div class="w">' +
@@ -304,7 +309,9 @@
     '<div class="foot"><button type="button" class="pill" hidden>\u2193 New message</button></div>' +
     '<div class="chips" hidden></div>' +
     '<div class="sr tstat" role="status"></div><div class="sr say" aria-live="polite"></div>' +
+    '<div class="vc" hidden><div class="vs" role="status"></div><div class="vt" role="log" aria-live="off" aria-label="Call transcript" tabindex="0"></div><button type="button" class="vend"></button></div>' +
     '<form><label class="sr" for="cw-input">Message</label><textarea id="cw-input" rows="1" placeholder="Write a message\u2026" maxlength="10000"></textarea>' +
+    '<button type="button" class="mic" aria-label="Voice call" aria-pressed="false" hidden>' + ICON.mic + '</button>' +
     '<button type="submit" class="send" aria-label="Send" disabled>' + ICON.send + '</button></form>' +
     '</section>' +
     '</div>';
@@ -724,6 +731,177 @@
     }
   });
 
+  // ---- Voice call, when the agent offers it. The browser's own WebRTC peer talks to the
+  // agent directly (transport 'direct': our signalling socket) or through a LiveKit room;
+  // transcript frames arrive on the data channel / topic 'transcript'.
+  var micBtn = $('.mic');
+  var vc = $('.vc');
+  var vLog = $('.vt');
+  var vEnd = $('.vend');
+  var audioEl = h('audio', { autoplay: '' });
+  root.append(audioEl);
+  var voice = null; // the call in progress: { id, info, stream, ws, pc, room, turns, over }
+  var MIC = 'Allow the microphone to talk with the assistant, then try again.';
+  var CANT = 'The call could not connect. Please try again.';
+
+  function voiceUi(state) {
+    micBtn.setAttribute('aria-pressed', String(state !== 'ended'));
+    vc.setAttribute('data-state', state);
+    $('.vs').textContent = state === 'live' ? 'On call with ' + agentName : state === 'ended' ? 'Call ended' : 'Connecting the call\u2026';
+    vEnd.textContent = state === 'ended' ? 'Close transcript' : 'End call';
+    // Nothing said: nothing to keep on screen once the call is over.
+    vc.hidden = state === 'ended' && !vLog.firstChild;
+  }
+
+  /** One line per turn and speaker: partial frames rewrite it in place, the final one fixes it. */
+  function onTranscript(v, data) {
+    var f;
+    try { f = JSON.parse(data); } catch (e) { return; }
+    if (!f || f.type !== 'transcript' || v !== voice) return;
+    var who = f.speaker === 'user' ? 'user' : 'assistant';
+    var stick = vLog.scrollHeight - vLog.scrollTop - vLog.clientHeight < 30;
+    var line = v.turns[who];
+    if (!line) vLog.append((line = v.turns[who] = h('p', { class: who }, [h('b', {}, [(who === 'user' ? 'You' : agentName) + ':']), h('span')])));
+    line.lastChild.textContent = String(f.text || '');
+    line.classList.toggle('partial', Boolean(f.partial));
+    if (!f.partial) v.turns[who] = null;
+    if (stick) vLog.scrollTop = vLog.scrollHeight;
+    emit('voice:transcript', f);
+  }
+
+  function callError(code, message) {
+    var e = new Error(message || CANT);
+    e.code = code;
+    e.call = true;
+    return e;
+  }
+
+  /** Non-trickle: the offer goes once ICE gathering is complete (or after 3 s, with what there is). */
+  var gathered = (pc) => new Promise((done) => {
+    if (pc.iceGatheringState === 'complete') done();
+    pc.addEventListener('icegatheringstatechange', () => { if (pc.iceGatheringState === 'complete') done(); });
+    setTimeout(done, 3000);
+  });
+
+  /** transport 'direct': join → joined (ICE servers) → offer → answer on our signalling socket; resolves when connected. */
+  function viaDirect(v, res) {
+    return new Promise((resolve, reject) => {
+      var ws = (v.ws = new WebSocket(res.rtc_url));
+      ws.onopen = () => { ws.send(JSON.stringify({ type: 'join', token: res.rtc_token })); };
+      ws.onclose = () => { reject(callError('signalling_closed')); };
+      ws.onmessage = (ev) => {
+        var m;
+        try { m = JSON.parse(ev.data); } catch (e) { return; }
+        if (m.type === 'joined') {
+          var pc = (v.pc = new RTCPeerConnection({ iceServers: m.ice_servers || [] }));
+          pc.ontrack = (e) => { audioEl.srcObject = e.streams[0] || new MediaStream([e.track]); };
+          pc.onconnectionstatechange = () => {
+            if (pc.connectionState === 'connected') resolve();
+            else if (/failed|closed/.test(pc.connectionState)) {
+              reject(callError('connection_failed'));
+              voiceEnd(v, 'connection_failed', 'The call was cut off. Please try again.');
+            }
+          };
+          pc.createDataChannel('transcript').onmessage = (e) => { onTranscript(v, typeof e.data === 'string' ? e.data : new TextDecoder().decode(e.data)); };
+          v.stream.getAudioTracks().forEach((t) => { pc.addTrack(t, v.stream); });
+          pc.createOffer()
+            .then((o) => pc.setLocalDescription(o))
+            .then(() => gathered(pc))
+            .then(() => { ws.send(JSON.stringify({ type: 'offer', sdp: pc.localDescription.sdp })); })
+            .catch(reject);
+        } else if (m.type === 'answer' && v.pc) {
+          v.pc.setRemoteDescription({ type: 'answer', sdp: m.sdp }).catch(reject);
+        } else if (m.type === 'error') {
+          reject(callError(m.error, m.message));
+        } else if (m.type === 'ended') {
+          voiceEnd(v, m.reason || 'ended');
+        }
+      };
+    });
+  }
+
+  /** transport 'livekit': the LiveKit browser SDK, fetched from this host only when a call needs it. */
+  function viaLivekit(v, res) {
+    return new Promise((ok, no) => {
+      if (window.LivekitClient) return ok();
+      document.head.append(h('script', { src: apiBase + '/widget/livekit-client.js', onload: ok, onerror: () => { no(callError('livekit_unavailable')); } }));
+    }).then(() => {
+      var L = window.LivekitClient;
+      var room = (v.room = new L.Room());
+      room.on(L.RoomEvent.TrackSubscribed, (track) => { if (track.kind === 'audio') track.attach(audioEl); });
+      room.on(L.RoomEvent.DataReceived, (payload, p, kind, topic) => { if (topic === 'transcript') onTranscript(v, new TextDecoder().decode(payload)); });
+      return room.connect(res.rtc_url, res.rtc_token).then(() => {
+        // Only once joined: a failed join rejects connect() (and says why) after its own Disconnected.
+        room.on(L.RoomEvent.Disconnected, () => { voiceEnd(v, 'disconnected', 'The call was cut off. Please try again.'); });
+        return room.localParticipant.publishTrack(v.stream.getAudioTracks()[0], { source: L.Track.Source.Microphone });
+      });
+    });
+  }
+
+  /** Starts a call: the microphone first (a refusal costs no voice session), then /voice/start, then the transport. */
+  function voiceStart() {
+    if (voice || !session) return Promise.resolve(null);
+    var v = (voice = { turns: {} });
+    showError('');
+    vLog.textContent = '';
+    voiceUi('connecting');
+    var check = () => { if (v.over) throw null; };
+    return navigator.mediaDevices.getUserMedia({ audio: true })
+      .then((stream) => {
+        v.stream = stream;
+        check();
+        return api('POST', 'voice/start', { conversation_id: session.conversation_id });
+      })
+      .then((res) => {
+        v.id = res.voice_session_id;
+        v.info = { voice_session_id: v.id, room_name: res.room_name, transport: res.transport, voice_mode: res.voice_mode, voice_animation_style: res.voice_animation_style };
+        check();
+        return res.transport === 'livekit' ? viaLivekit(v, res) : viaDirect(v, res);
+      })
+      .then(() => {
+        check();
+        voiceUi('live');
+        emit('voice:state', Object.assign({ state: 'live' }, v.info));
+        return v.info;
+      })
+      .catch((e) => {
+        var msg = e && (/NotAllowed|NotFound/.test(e.name) ? MIC : e.status || e.call ? e.message : navigator.onLine === false ? ERRORS.offline : CANT);
+        if (e && !v.over) emit('error', { error: e.code || e.name, message: msg });
+        voiceEnd(v, e ? e.code || e.name : v.over, msg);
+        return null;
+      });
+  }
+
+  /** Ends a call (idempotent): tears the media down at once, then tells the server (/voice/stop). */
+  function voiceEnd(v, reason, message) {
+    var first = !v.over;
+    v.over = v.over || reason || 'ended';
+    // Run again for what a late step of the start may have created after the end.
+    if (v.ws && v.ws.readyState === 1) v.ws.send('{"type":"bye"}');
+    if (v.ws) v.ws.close();
+    if (v.pc) v.pc.close();
+    if (v.room) v.room.disconnect();
+    if (v.stream) v.stream.getTracks().forEach((t) => { t.stop(); });
+    if (v.id && !v.stopped) v.stopped = api('POST', 'voice/stop', { voice_session_id: v.id }).catch(() => null);
+    if (first) {
+      if (voice === v) {
+        voice = null;
+        audioEl.srcObject = null;
+        voiceUi('ended');
+        if (message) showError(message);
+      }
+      emit('voice:state', Object.assign({ state: 'ended', reason: v.over }, v.info));
+    }
+    return v.stopped || Promise.resolve(null);
+  }
+
+  micBtn.addEventListener('click', () => { void (voice ? voiceEnd(voice, 'visitor') : voiceStart()); });
+  vEnd.addEventListener('click', () => {
+    if (voice) void voiceEnd(voice, 'visitor');
+    else vc.hidden = true;
+    if (vc.hidden) micBtn.focus();
+  });
+
   function greet() {
     var a = session.agent || {};
     var text = attr('greeting') || a.greeting || 'Hi there! How can I help you today?';
@@ -747,6 +925,7 @@
         $('.av').textContent = agentName.charAt(0).toUpperCase();
         panel.setAttribute('aria-label', 'Chat with ' + agentName);
         host.hidden = false;
+        micBtn.hidden = !(res.capabilities && res.capabilities.voice_chat);
         return loadHistory(null);
       })
       .then(() => {
@@ -773,7 +952,11 @@
   }
 
   window.ConciergeWidget = {
-    /** Subscribes to 'ready', 'open', 'close', 'message:received' (every pushed frame but pings), 'message:sent', 'ui:command', 'error'; returns an unsubscribe function. */
+    /**
+     * Subscribes to 'ready', 'open', 'close', 'message:received' (every pushed frame but pings), 'message:sent', 'ui:command', 'error',
+     * 'voice:state' ({state: 'live' | 'ended', voice_session_id, room_name, transport, reason}) and 'voice:transcript' (each transcript frame);
+     * returns an unsubscribe function.
+     */
     on: (event, fn) => {
       (handlers[event] = handlers[event] || []).push(fn);
       return () => { handlers[event] = (handlers[event] || []).filter((f) => f !== fn); };
@@ -782,6 +965,13 @@
     open: () => { setOpen(true, true); },
     close: () => { setOpen(false, false); },
     get conversationId() { return session ? session.conversation_id : null; },
+    /** The voice call: start() resolves with the session (or null on failure), stop() with /voice/stop's answer, injectText(text) says text into the live call. */
+    voice: {
+      start: voiceStart,
+      stop: () => (voice ? voiceEnd(voice, 'visitor') : Promise.resolve(null)),
+      injectText: (text) => (voice && voice.id ? api('POST', 'voice/inject_text', { voice_session_id: voice.id, text: String(text) }) : Promise.reject(new Error('No voice call in progress'))),
+      get session() { return voice && voice.info ? Object.assign({ state: vc.getAttribute('data-state') }, voice.info) : null; },
+    },
   };
 
   if (!siteId) {

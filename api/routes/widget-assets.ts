@@ -13,7 +13,7 @@ export function webDir(from = __dirname): string {
   }
 }
 
-/** The prebuilt chat widget script and its demo page, read once at start. */
+/** The prebuilt chat widget script, its demo page and the LiveKit SDK it may load, read once at start. */
 export const widgetAssetRoutes: FastifyPluginAsyncZod = async (app) => {
   const dir = webDir();
   const widget = fs.readFileSync(path.join(dir, 'widget.js'));
@@ -29,6 +29,20 @@ export const widgetAssetRoutes: FastifyPluginAsyncZod = async (app) => {
         .header('Cache-Control', 'public, max-age=300')
         .header('X-Content-Type-Options', 'nosniff')
         .send(widget),
+  });
+
+  // LiveKit's browser SDK (UMD build, global `LivekitClient`): the widget fetches it only when a
+  // call runs on transport 'livekit', so pages that never call never pay its ~600 KB.
+  const livekit = fs.readFileSync(require.resolve('livekit-client'));
+  app.get('/widget/livekit-client.js', {
+    config: { public: true },
+    schema: { hide: true },
+    handler: async (_request, reply) =>
+      reply
+        .type('application/javascript; charset=utf-8')
+        .header('Cache-Control', 'public, max-age=3600')
+        .header('X-Content-Type-Options', 'nosniff')
+        .send(livekit),
   });
 
   app.get('/demo', {

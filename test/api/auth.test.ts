@@ -119,6 +119,7 @@ describe('deny by default', () => {
       '/healthz',
       '/webhooks/msgapp',
       '/widget.js',
+      '/widget/livekit-client.js',
     ]);
     // Widget routes answer to site id + Origin instead; every one of them is under /api/public/widget.
     expect(t.app.routeTable.filter((r) => r.site).every((r) => r.url.startsWith('/api/public/widget/'))).toBe(true);

@@ -53,7 +53,12 @@ export class VoiceSignalling {
       ws.close(CLOSE_POLICY_VIOLATION, error);
     };
     const joinTimer = setTimeout(() => !room && fail('join_timeout', 'Send {type: "join", token} first'), JOIN_WITHIN_MS);
-    ws.on('close', () => clearTimeout(joinTimer));
+    // The browser hanging up (bye, or its socket gone: a closed tab) ends the session: a
+    // closed RTCPeerConnection is not reliably noticed by the agent's peer.
+    ws.on('close', () => {
+      clearTimeout(joinTimer);
+      if (room) void this.o.sessions.control(room, { k: 'end', reason: 'visitor_left' }).catch(() => undefined);
+    });
     ws.on('message', (data) => {
       let frame: z.infer<typeof ClientFrame>;
       try {

@@ -148,6 +148,8 @@ export const configSchema = z.object({
   VOICE_MAX_MINUTES: positiveInt(60),
   /** Seconds the browser has to join its room after /voice/start (an abandoned start ends then). */
   VOICE_JOIN_TIMEOUT_SECONDS: positiveInt(60),
+  /** The callers' language for the embedded speech-to-text (a short turn is too little for Whisper to tell; 'auto' leaves it to Whisper). */
+  VOICE_LANGUAGE: z.preprocess(emptyToUndefined, z.string().regex(/^(auto|[a-z]{2,3})$/, { error: 'must be auto or a language code such as en' }).default('en')),
   /** Silence that ends the caller's turn, in ms. */
   VOICE_SILENCE_MS: positiveInt(500),
   /** Text-to-speech: an OpenAI-compatible /v1/audio/speech server; unset: the embedded espeak-ng. */

@@ -31,10 +31,12 @@ export class VoiceGateway {
   async stop(voiceSessionId: string): Promise<{ ended: true; recordings: RecordingView[] }> {
     const handle = this.client.workflow.getHandle(voiceWorkflowId(voiceSessionId));
     try {
+      const { status } = await handle.describe();
+      if (status.name !== 'RUNNING') return { ended: true, recordings: (await handle.result()).recordings };
       return await handle.executeUpdate(stopVoiceUpdate);
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) throw new ApiError(404, 'not_found', `No voice session '${voiceSessionId}'`);
-      // Completed already: its result has the recordings.
+      // Ended between the two calls: its result has the recordings.
       const done = await handle.result().catch(() => null);
       if (done) return { ended: true, recordings: done.recordings };
       throw workflowUnavailable(`The voice session could not be reached (${(err as Error).message.slice(0, 200)})`);

@@ -6,11 +6,13 @@ import { FRAME_MS, MEDIA_RATE, type MediaLeg, type TranscriptFrame } from './typ
 import { Vad, type VadOptions } from './vad';
 
 /** Audio kept before the VAD's decision, so the turn heard by STT includes its onset. */
-const PREROLL_MS = 300;
+const PREROLL_MS = 500;
 /** How often the caller's words so far are transcribed while they speak (partials). */
 const PARTIAL_EVERY_MS = 900;
 /** A turn shorter than this is not sent for a partial. */
 const PARTIAL_MIN_MS = 600;
+/** No audio from the caller for this long (a browser or phone that went away without a word): the session ends. */
+const MEDIA_SILENCE_TIMEOUT_MS = 20_000;
 /** Longest a goodbye may play before the leg closes anyway. */
 const GOODBYE_MAX_MS = 15_000;
 
@@ -61,6 +63,7 @@ export class VoiceAgent {
   /** Aborts the agent's speech in progress (barge-in, end). */
   private speaking: AbortController | null = null;
   private lastVoiceAt = 0;
+  private lastFrameAt = 0;
   private stopped = false;
   private finish!: (reason: string) => void;
   private readonly finished: Promise<string>;
@@ -77,7 +80,12 @@ export class VoiceAgent {
   /** Runs until the caller leaves, `end()` is called or `signal` aborts; the reason it ended. */
   async run(signal?: AbortSignal): Promise<string> {
     const aborted = new Promise<string>((resolve) => signal?.addEventListener('abort', () => resolve('cancelled'), { once: true }));
+    this.lastFrameAt = this.now();
+    const watchdog = setInterval(() => {
+      if (this.now() - this.lastFrameAt > MEDIA_SILENCE_TIMEOUT_MS) this.finish('media_timeout');
+    }, 1000);
     const reason = await Promise.race([this.o.leg.ended, this.finished, aborted]);
+    clearInterval(watchdog);
     this.stopped = true;
     if (this.partialTimer) clearInterval(this.partialTimer);
     this.speaking?.abort(new Error('ended'));
@@ -106,6 +114,7 @@ export class VoiceAgent {
 
   private onFrame(frame: Int16Array): void {
     if (this.stopped) return;
+    this.lastFrameAt = this.now();
     this.o.recorder?.caller(frame);
     const events = this.vad.push(frame);
     if (this.utterance) this.utterance.push(frame);

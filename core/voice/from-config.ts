@@ -59,7 +59,7 @@ export function voiceFromConfig(
   deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string },
   overrides: VoiceOverrides = {},
 ): VoiceParts {
-  const stt = 'stt' in overrides ? (overrides.stt ?? null) : speechRecognizerFor(deps.transcriber);
+  const stt = 'stt' in overrides ? (overrides.stt ?? null) : speechRecognizerFor(deps.transcriber, config.VOICE_LANGUAGE);
   const tts = 'tts' in overrides ? (overrides.tts ?? null) : synthesizerFromConfig(config);
   const livekit = livekitFromConfig(config);
   const ports = config.VOICE_RTP_PORTS?.split('-').map(Number) as [number, number] | undefined;

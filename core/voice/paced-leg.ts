@@ -1,5 +1,8 @@
 import { FRAME_MS, FRAME_SAMPLES, type MediaLeg, type TranscriptFrame } from './types';
 
+/** 5 s of audio received before the agent listens. */
+const EARLY_FRAMES = 250;
+
 /**
  * The audio half of a MediaLeg that any RTP-based leg (direct WebRTC, SIP) shares:
  * received frames are handed to listeners, agent audio is queued and paced out one 20 ms
@@ -28,8 +31,14 @@ export abstract class PacedLeg implements MediaLeg {
   abstract sendTranscript(frame: TranscriptFrame): void;
   protected abstract release(): Promise<void>;
 
+  /** Frames that arrived before anyone listened (the caller may speak the moment media connects). */
+  private early: Int16Array[] | null = [];
+
   onAudio(listener: (frame: Int16Array) => void): void {
     this.listeners.push(listener);
+    const early = this.early;
+    this.early = null;
+    for (const f of early ?? []) listener(f);
   }
 
   onPlayed(listener: (frame: Int16Array) => void): void {
@@ -38,6 +47,12 @@ export abstract class PacedLeg implements MediaLeg {
 
   /** Subclasses call this with each decoded 20 ms frame from the remote side. */
   protected received(frame: Int16Array): void {
+    if (this.early) {
+      // Kept until the first listener, at most EARLY_FRAMES (the oldest dropped).
+      this.early.push(frame);
+      if (this.early.length > EARLY_FRAMES) this.early.shift();
+      return;
+    }
     for (const l of this.listeners) l(frame);
   }
 

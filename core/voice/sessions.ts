@@ -73,6 +73,12 @@ export class VoiceSessionService {
     return row;
   }
 
+  /** Sessions and calls holding a slot now. */
+  async activeCount(workspaceId: string): Promise<number> {
+    const em = this.em.fork();
+    return (await em.count(VoiceSession, { workspaceId, status: { $in: ['starting', 'live'] } })) + (await em.count(Call, { workspaceId, status: { $in: ['calling', 'ringing', 'in_progress'] } }));
+  }
+
   private async withSlot<T extends object>(workspaceId: string, create: (em: EntityManager) => T): Promise<T> {
     return this.em.fork().transactional(async (em) => {
       // raw SQL: an advisory lock has no ORM form; it serialises the count-then-insert per workspace across processes.

@@ -28,14 +28,18 @@ const PAD_MS = 300;
  * μ-law line came out as "your opening hour." unpadded, whole when padded).
  */
 export class WhisperSpeechRecognizer implements SpeechRecognizer {
-  constructor(private readonly whisper: LocalWhisperTranscriber) {}
+  /** `language`: a short turn is too little for Whisper to detect its language (VOICE_LANGUAGE; 'auto' is the transcriber's). */
+  constructor(
+    private readonly whisper: LocalWhisperTranscriber,
+    private readonly language?: string,
+  ) {}
 
   async transcribe(samples: Int16Array, signal?: AbortSignal): Promise<string> {
     const pcm16k = resample(samples, MEDIA_RATE, WHISPER_RATE);
     const pad = (WHISPER_RATE * PAD_MS) / 1000;
     const padded = new Float32Array(pcm16k.length + 2 * pad);
     padded.set(int16ToFloat32(pcm16k), pad);
-    return (await this.whisper.transcribeSamples(padded, { signal })).text;
+    return (await this.whisper.transcribeSamples(padded, { signal, ...(this.language && this.language !== 'auto' ? { language: this.language } : {}) })).text;
   }
 }
 
@@ -52,8 +56,8 @@ export class HttpSpeechRecognizer implements SpeechRecognizer {
 }
 
 /** The recognizer over what `transcriberFromConfig` built (null when there is none). */
-export function speechRecognizerFor(transcriber: Transcriber | null): SpeechRecognizer | null {
-  if (transcriber instanceof LocalWhisperTranscriber) return new WhisperSpeechRecognizer(transcriber);
+export function speechRecognizerFor(transcriber: Transcriber | null, language?: string): SpeechRecognizer | null {
+  if (transcriber instanceof LocalWhisperTranscriber) return new WhisperSpeechRecognizer(transcriber, language);
   if (transcriber instanceof OpenAiTranscriber) return new HttpSpeechRecognizer(transcriber);
   return null;
 }

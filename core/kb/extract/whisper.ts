@@ -297,16 +297,16 @@ export class LocalWhisperTranscriber {
    * ffmpeg, the same queue, thread, silence check and deadline as a file. Longer than
    * `maxSeconds`: MediaTooLong.
    */
-  transcribeSamples(samples: Float32Array, options: { signal?: AbortSignal } = {}): Promise<{ text: string; stats: TranscriptionStats }> {
+  transcribeSamples(samples: Float32Array, options: { signal?: AbortSignal; language?: string } = {}): Promise<{ text: string; stats: TranscriptionStats }> {
     return serialized(async () => {
       if (options.signal?.aborted) throw new ExtractionError('transcription was cancelled');
       if (samples.length > this.opts.maxSeconds * SAMPLE_RATE) throw new MediaTooLong(this.opts.maxSeconds);
-      return this.recognize(samples, 0, options.signal);
+      return this.recognize(samples, 0, options.signal, options.language);
     });
   }
 
   /** Runs the model on decoded samples (inside the queue): silence is an empty transcript without the model. */
-  private async recognize(samples: Float32Array, decodeMs: number, signal?: AbortSignal): Promise<{ text: string; stats: TranscriptionStats }> {
+  private async recognize(samples: Float32Array, decodeMs: number, signal?: AbortSignal, language?: string): Promise<{ text: string; stats: TranscriptionStats }> {
     const audioSeconds = samples.length / SAMPLE_RATE;
     const stats: TranscriptionStats = { audioSeconds, decodeMs, transcribeMs: 0, loaded: false, silent: false };
     if (!samples.length || peakWindowDbfs(samples) < SILENCE_DBFS) return { text: '', stats: { ...stats, silent: true } };
@@ -316,7 +316,7 @@ export class LocalWhisperTranscriber {
     const t1 = performance.now();
     // Twice real time is far slower than whisper base runs here (0.3-0.5), model load included.
     const deadlineMs = Math.max(60_000, audioSeconds * 2000);
-    const text = await thread.run(samples, this.threads, this.language, deadlineMs, signal);
+    const text = await thread.run(samples, this.threads, language ?? this.language, deadlineMs, signal);
     stats.transcribeMs = performance.now() - t1;
     return { text: tidyTranscript(text), stats };
   }

@@ -1,0 +1,262 @@
+import type { AddressInfo } from 'node:net';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU } from 'werift';
+import WebSocket from 'ws';
+import { transcriberFromConfig } from '../../core/kb/extractor';
+import { decodeMulaw, encodeMulaw, wavToMono } from '../../core/voice/audio';
+import type { TranscriptFrame } from '../../core/voice/types';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startTestWorker } from '../support/temporal';
+import { voiceWorkflowId } from '../../workflows/voice';
+
+let db: TestDatabase;
+let t: TestApp;
+let tw: Awaited<ReturnType<typeof startTestWorker>>;
+let llm: FakeLlm;
+let ws: string;
+let auth: Record<string, string>;
+let site: { site_id: string; site_secret: string };
+let port: number;
+const ORIGIN = 'https://shop.example';
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'voice-test-'));
+
+/** espeak-ng speech at 8 kHz, as the phone line / PCMU leg carries it. */
+function speech8k(text: string): Int16Array {
+  const file = path.join(dir, `${text.length}-${Date.now()}.wav`);
+  execFileSync('espeak-ng', ['-v', 'en-us', '-s', '150', '-w', file, text]);
+  return wavToMono(fs.readFileSync(file), 8000);
+}
+
+function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
+  const last = [...body.messages].reverse().find((m) => m.role === 'user');
+  const text = (last?.content ?? '').toLowerCase();
+  if (text.includes('opening hours') || text.includes('open')) return { text: 'We are open from nine to five.' };
+  if (text.includes('ship abroad')) return { text: 'Yes, we ship to most countries.' };
+  return { text: 'Could you say that again?' };
+}
+
+const widget = (extra: Record<string, string> = {}) => ({ 'x-concierge-site': site.site_id, origin: ORIGIN, ...extra });
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  llm = await startFakeLlm({ reply });
+  const transcriber = transcriberFromConfig(testConfig());
+  if (!transcriber) throw new Error('the whisper model is missing: npm run models:fetch');
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, transcriber });
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { transcriber } });
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  port = (t.app.server.address() as AddressInfo).port;
+  ws = await createWorkspace(db.orm);
+  auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish', 'conversations:read'])).key);
+  const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], voice_chat: true } } });
+  site = await t.services.sites.create(ws, agentId, [ORIGIN]);
+  await t.services.credits.grant(ws, 100);
+}, 120_000);
+
+afterAll(async () => {
+  await t?.close();
+  await tw?.close();
+  await llm?.close();
+  await db?.drop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** The browser's side: signalling over the socket, a werift peer sending 8 kHz PCMU and reading the `transcript` channel. */
+async function joinAsBrowser(session: { rtc_url: string; rtc_token: string }) {
+  const url = session.rtc_url.replace(/:\/\/[^/]+/, `://127.0.0.1:${port}`);
+  const sock = new WebSocket(url);
+  const inbox: Array<Record<string, unknown>> = [];
+  let notify = () => undefined as void;
+  sock.on('message', (d) => {
+    inbox.push(JSON.parse(String(d)));
+    notify();
+  });
+  const next = async (type: string) => {
+    for (let i = 0; i < 400; i++) {
+      const at = inbox.findIndex((m) => m.type === type || m.type === 'error');
+      if (at >= 0) return inbox.splice(at, 1)[0];
+      await new Promise<void>((r) => {
+        notify = r;
+        setTimeout(r, 100);
+      });
+    }
+    throw new Error(`no ${type} frame`);
+  };
+  await new Promise((r, j) => sock.once('open', r).once('error', j));
+  sock.send(JSON.stringify({ type: 'join', token: session.rtc_token }));
+  expect(await next('joined')).toMatchObject({ type: 'joined' });
+  const pc = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] } });
+  const mic = new MediaStreamTrack({ kind: 'audio' });
+  pc.addTransceiver(mic, { direction: 'sendrecv' });
+  const channel = pc.createDataChannel('transcript');
+  const frames: TranscriptFrame[] = [];
+  channel.onMessage.subscribe((d) => frames.push(JSON.parse(d.toString())));
+  const heard: number[] = [];
+  pc.onTrack.subscribe((track) => track.onReceiveRtp.subscribe((rtp) => heard.push(...decodeMulaw(rtp.payload))));
+  await pc.setLocalDescription(await pc.createOffer());
+  if (pc.iceGatheringState !== 'complete') await pc.iceGatheringStateChange.watch((s) => s === 'complete');
+  sock.send(JSON.stringify({ type: 'offer', sdp: pc.localDescription!.sdp }));
+  const answer = await next('answer');
+  expect(answer.type).toBe('answer');
+  await pc.setRemoteDescription({ type: 'answer', sdp: answer.sdp as string });
+  if (pc.connectionState !== 'connected') await pc.connectionStateChange.watch((s) => s === 'connected');
+
+  // The microphone: a queue of samples, paced at 20 ms; quiet noise when nothing is queued (a real mic is never digital silence).
+  let queue: number[] = [];
+  let seq = 1;
+  let ts = 0;
+  const timer = setInterval(() => {
+    const frame = new Int16Array(160);
+    for (let i = 0; i < 160; i++) frame[i] = queue.length ? queue.shift()! : Math.round((Math.random() - 0.5) * 40);
+    mic.writeRtp(new RtpPacket(new RtpHeader({ payloadType: 0, sequenceNumber: seq++ & 0xffff, timestamp: (ts += 160) >>> 0 }), Buffer.from(encodeMulaw(frame))));
+  }, 20);
+  return {
+    frames,
+    heard,
+    say: (samples: Int16Array) => void (queue = queue.concat(Array.from(samples))),
+    async until(pred: () => boolean, ms = 30_000) {
+      const end = Date.now() + ms;
+      while (!pred()) {
+        if (Date.now() > end) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    async hangUp(bye = true) {
+      clearInterval(timer);
+      if (bye && sock.readyState === sock.OPEN) sock.send(JSON.stringify({ type: 'bye' }));
+      sock.close();
+      await pc.close();
+    },
+  };
+}
+
+describe('browser voice sessions (direct transport)', () => {
+  it('hears the visitor, answers through the conversation actor with speech, streams transcript frames, takes inject_text, and stop saves three recordings', async () => {
+    const init = await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: widget(), payload: {} });
+    expect(init.json().capabilities.voice_chat).toBe(true);
+    const conversationId = init.json().conversation_id;
+    const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: { conversation_id: conversationId } });
+    expect(start.statusCode).toBe(200);
+    const session = start.json();
+    expect(session).toMatchObject({ transport: 'direct', room_name: session.voice_session_id, voice_mode: 'hands_free', conversation_id: conversationId });
+    expect(session.rtc_url).toMatch(/^ws:\/\/.+\/api\/voice\/rtc$/);
+    expect(session.voice_session_id).toMatch(/^vs_[0-9a-f]{24}$/);
+
+    const browser = await joinAsBrowser(session);
+    // A second of room noise first, as a microphone sends before anyone speaks.
+    await new Promise((r) => setTimeout(r, 1000));
+    browser.say(speech8k('What are your opening hours?'));
+    await browser.until(() => browser.frames.some((f) => f.speaker === 'assistant' && !f.partial));
+    const user = browser.frames.filter((f) => f.speaker === 'user');
+    const finalUser = user.find((f) => !f.partial)!;
+    expect(finalUser.text.toLowerCase()).toContain('opening hours');
+    for (const f of browser.frames) expect(Object.keys(f).sort()).toEqual(['partial', 'speaker', 'text', 'timestamp', 'type']);
+    const assistant = browser.frames.filter((f) => f.speaker === 'assistant');
+    expect(assistant.some((f) => f.partial)).toBe(true);
+    expect(assistant.at(-1)).toMatchObject({ partial: false, text: 'We are open from nine to five.' });
+    // The agent's speech reaches the browser.
+    await browser.until(() => browser.heard.length > 8000);
+    expect(Math.max(...browser.heard.slice(0, 16000).map(Math.abs))).toBeGreaterThan(2000);
+
+    const injected = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: widget(), payload: { voice_session_id: session.voice_session_id, text: 'Do you ship abroad?' } });
+    expect(injected.statusCode).toBe(200);
+    expect(injected.json()).toEqual({ ok: true });
+    await browser.until(() => browser.frames.some((f) => f.speaker === 'assistant' && !f.partial && f.text.includes('ship to most countries')));
+
+    const stop = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers: widget(), payload: { voice_session_id: session.voice_session_id } });
+    expect(stop.statusCode).toBe(200);
+    const stopped = stop.json();
+    expect(stopped.ended).toBe(true);
+    expect(stopped.recordings.map((r: { kind: string }) => r.kind).sort()).toEqual(['agent', 'caller', 'combined']);
+    for (const r of stopped.recordings) expect(r.duration_ms).toBeGreaterThan(2000);
+    expect(stopped.recordings.find((r: { kind: string }) => r.kind === 'combined').channels).toBe(2);
+    await browser.hangUp();
+
+    // Both sides are in the conversation's transcript, marked as said on the voice channel.
+    const history = await t.app.inject({ method: 'GET', url: `/api/public/widget/history?conversation_id=${conversationId}`, headers: widget() });
+    const texts = history.json().messages.map((m: { text: string }) => m.text);
+    expect(texts).toEqual(expect.arrayContaining(['Do you ship abroad?', 'We are open from nine to five.', 'Yes, we ship to most countries.']));
+    const row = await t.services.voice.session(ws, session.voice_session_id);
+    expect(row).toMatchObject({ status: 'ended', endReason: 'stopped' });
+    expect(row!.durationMs).toBeGreaterThan(0);
+    // Stop again: the same recordings.
+    const again = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers: widget(), payload: { voice_session_id: session.voice_session_id } });
+    expect(again.json().recordings.map((r: { id: string }) => r.id).sort()).toEqual(stopped.recordings.map((r: { id: string }) => r.id).sort());
+    // The workflow is visible by its id.
+    expect((await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).describe()).status.name).toBe('COMPLETED');
+  }, 120_000);
+
+  it('a browser that leaves (bye) ends the session, which keeps its recordings', async () => {
+    const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
+    expect(start.statusCode).toBe(200);
+    const session = start.json();
+    const browser = await joinAsBrowser(session);
+    browser.say(speech8k('Hello there.'));
+    await new Promise((r) => setTimeout(r, 3000));
+    await browser.hangUp();
+    const result = await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).result();
+    expect(result.reason).toBe('visitor_left');
+    expect(result.recordings).toHaveLength(3);
+  }, 90_000);
+
+  it('refuses a start with the contract codes: 403 toggle off, 429 at the limit, 402 without credits; bad signalling tokens are refused', async () => {
+    // 429: the workspace's five slots taken.
+    const held = [];
+    const running = await t.services.voice.activeCount(ws);
+    for (let i = running; i < 5; i++) held.push(await t.services.voice.reserveSession({ workspaceId: ws, siteId: site.site_id, conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct' }));
+    const full = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
+    expect(full.statusCode).toBe(429);
+    expect(full.json().error).toBe('concurrent_voice_limit_reached');
+    for (const h of held) await t.services.voice.markEnded(h.id, 'test');
+
+    // 402: a workspace without credits.
+    const poor = await createWorkspace(db.orm);
+    const poorAuth = bearer((await createKey(t.services, poor, ['workflows:write', 'workflows:publish'])).key);
+    const poorAgent = await publishedWebAgent(t.app, poorAuth, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], voice_chat: true } } });
+    const poorSite = await t.services.sites.create(poor, poorAgent, [ORIGIN]);
+    const broke = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: { 'x-concierge-site': poorSite.site_id, origin: ORIGIN }, payload: {} });
+    expect(broke.statusCode).toBe(402);
+    expect(broke.json().error).toBe('out_of_credits');
+    expect(await t.services.voice.calls(poor, { limit: 5 })).toEqual([]);
+
+    // 403: voice_chat off.
+    const quietAgent = await publishedWebAgent(t.app, auth, ORIGIN);
+    const quietSite = await t.services.sites.create(ws, quietAgent, [ORIGIN]);
+    const off = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: { 'x-concierge-site': quietSite.site_id, origin: ORIGIN }, payload: {} });
+    expect(off.statusCode).toBe(403);
+    expect(off.json().error).toBe('voice_chat_not_enabled');
+
+    // Signalling: a forged token.
+    const sock = new WebSocket(`ws://127.0.0.1:${port}/api/voice/rtc`);
+    await new Promise((r) => sock.once('open', r));
+    const reply = new Promise<Record<string, unknown>>((r) => sock.once('message', (d) => r(JSON.parse(String(d)))));
+    sock.send(JSON.stringify({ type: 'join', token: `v1.vs_${'0'.repeat(24)}.cus_x.9999999999.${'a'.repeat(64)}` }));
+    expect(await reply).toMatchObject({ type: 'error', error: 'invalid_token' });
+    sock.close();
+
+    // inject_text and stop name a session of this site only.
+    const other = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: { 'x-concierge-site': quietSite.site_id, origin: ORIGIN }, payload: { voice_session_id: held[0].id, text: 'hi' } });
+    expect(other.statusCode).toBe(404);
+  }, 60_000);
+});
+
+describe('voice prerequisites', () => {
+  it('init reports voice off with the reason, and start answers 503 voice_chat_prereq_failed, when this installation has no speech-to-text', async () => {
+    const bare = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue } });
+    try {
+      const init = await bare.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: widget(), payload: {} });
+      expect(init.json().capabilities.voice_chat).toBe(false);
+      expect(init.json().capability_warnings.join(' ')).toMatch(/voice_chat is enabled but no speech-to-text/);
+      const start = await bare.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
+      expect(start.statusCode).toBe(503);
+      expect(start.json().error).toBe('voice_chat_prereq_failed');
+    } finally {
+      await bare.close();
+    }
+  });
+});

@@ -119,7 +119,7 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
       operationId: 'widgetCall',
       summary: 'Phone the visitor: the agent calls the number with the same persona and tools',
       description:
-        "Checks, in order: the agent's web_chat.dial_out toggle (403), the number (400, E.164 after parsing), what this installation lacks (503: no voice provider with an outbound number, no speech), the conversation's identity rules (as /send), the workspace's concurrent voice sessions and calls (429) and its credits (402: the first minute is paid now). The call then runs in its own workflow: GET /api/v1/calls/{call_id} follows it (calling → ringing → in_progress → completed | failed | no_answer | busy).",
+        "Checks, in order: a named conversation's identity rules (as /send), the agent's web_chat.dial_out toggle (403), the number (400, E.164 after parsing), what this installation lacks (503: no voice provider with an outbound number, no speech), the conversation (absent: the one /init would resume or start; 409 when closed), the workspace's concurrent voice sessions and calls (429) and its credits (402: the first minute is paid now). The call then runs in its own workflow: GET /api/v1/calls/{call_id} follows it (calling → ringing → in_progress → completed | failed | no_answer | busy).",
       tags,
       security: [{ widgetSite: [] }],
       body: z
@@ -145,9 +145,10 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
       const site = request.site!;
       const body = request.body;
       const agent = await services.widget.agentFor(site);
+      // A named conversation's identity rules come first: an impostor learns nothing, not even the agent's settings.
+      const named = body.conversation_id ? await services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec) : null;
       const phone = services.calls.checkDialOut(agent.spec, body.phone_number);
-      const conversationId = body.conversation_id ?? (await services.widget.init(site, { user_context: body.user_context })).conversation_id;
-      const conv = await services.widget.authorize(site, conversationId, body.user_context, agent.spec);
+      const conv = named ?? (await services.widget.authorize(site, (await services.widget.init(site, { user_context: body.user_context })).conversation_id, body.user_context, agent.spec));
       if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
       const row = await placeCall(services, gateways(), opts.voice, { workspaceId: site.workspace_id, siteId: site.id, conversationId: conv.id, agentId: agent.id, phone });
       return { call_id: row.id, status: 'calling' as const, phone: row.phone };

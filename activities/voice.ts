@@ -1,6 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { ApiError } from '../core/errors';
 import type { RecordingView } from '../core/voice/sessions';
+import { runPhoneCall, type CallOutcome, type PhoneCallInput } from '../core/voice/phone-call';
+import type { CallEnd } from '../core/voice/types';
 import type { ActivityDeps } from './deps';
 
 /** The steps of the `voice:` and `call:` workflows. */
@@ -14,6 +16,31 @@ export function voiceActivities(deps: ActivityDeps) {
     async runVoiceSession(input: { voiceSessionId: string; workspaceId: string; conversationId: string }): Promise<string> {
       const ctx = Context.current();
       return voice().media.runSession(input, ctx.cancellationSignal, (d) => ctx.heartbeat(d));
+    },
+
+    /**
+     * A dial-out call (see core/voice/phone-call.ts): the dial, then the agent on the
+     * answered leg; heartbeats every 2 s; cancelled: hangs up. Its outcome, with the
+     * call's row already in its terminal status.
+     */
+    async runCall(input: PhoneCallInput): Promise<CallOutcome> {
+      const ctx = Context.current();
+      const v = voice();
+      return runPhoneCall({ telephony: v.telephony, media: v.media, sessions: v.sessions, log: v.log }, input, ctx.cancellationSignal, (d) => ctx.heartbeat(d));
+    },
+
+    /**
+     * Settles a call's terminal status (a no-op when the call activity wrote it): the
+     * given one, else completed when it was answered and failed when not. The status it has.
+     */
+    async finishCall(id: string, end: { status?: CallEnd; error?: string }): Promise<CallEnd> {
+      const sessions = voice().sessions;
+      const row = await sessions.callById(id);
+      if (!row) throw new Error(`no call ${id}`);
+      const status = end.status ?? (row.answeredAt ? 'completed' : 'failed');
+      await sessions.callStatus(id, status, end.error ? { error: end.error } : {});
+      const after = await sessions.callById(id);
+      return after!.status as CallEnd;
     },
 
     /** Pays minute `n` of a session or call; false when the workspace is out of credits. */

@@ -38,6 +38,7 @@ import type { SenderSettings } from './webhooks/sender';
 import { SubscriptionService } from './webhooks/subscriptions';
 import { SupportService } from './support/tickets';
 import { VoiceSessionService } from './voice/sessions';
+import { CallService } from './voice/calls';
 import type { VoicePrereqs } from './voice/from-config';
 
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by core/compose.ts. */
@@ -74,6 +75,8 @@ export interface Services {
   structured: StructuredExtractionService;
   /** Voice sessions, calls and their recordings (rows, limits, minutes paid). */
   voice: VoiceSessionService;
+  /** Dial-out checks, calls and recordings with signed links, as the API shows them. */
+  calls: CallService;
   box: SecretBox;
   llm: LlmSettings | null;
 }
@@ -138,6 +141,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   });
   const prices = opts.prices ?? DEFAULT_PRICES;
   const credits = new CreditService(em, prices);
+  const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits });
   return {
     sites,
     widget: new WidgetSessionService(em, sites, customers, {
@@ -146,7 +150,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
       // Read on each init: compose decides them after the services exist.
       voice: () => opts.voicePrereqs,
     }),
-    voice: new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits }),
+    voice,
+    calls: new CallService(em, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs),
     uploads,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders,

@@ -3,9 +3,10 @@ import { ApiError } from '../core/errors';
 import type { RecordingView } from '../core/voice/sessions';
 import { searchAttributesFor } from '../worker/search-attributes';
 import { stopVoiceUpdate, voiceSessionWorkflow, voiceWorkflowId, type VoiceSessionInput } from '../workflows/voice';
+import { callWorkflow, callWorkflowId, type CallInput } from '../workflows/call';
 import { workflowUnavailable } from './uploads';
 
-/** Voice sessions as the API sees them: start `voice:vs_…`, stop it and wait for its recordings. */
+/** Voice sessions and calls as the API sees them: start `voice:vs_…`, stop it and wait for its recordings; start `call:call_…`, hang it up. */
 export class VoiceGateway {
   constructor(
     private readonly client: Client,
@@ -41,5 +42,31 @@ export class VoiceGateway {
       if (done) return { ended: true, recordings: done.recordings };
       throw workflowUnavailable(`The voice session could not be reached (${(err as Error).message.slice(0, 200)})`);
     }
+  }
+
+  /** Places a dial-out call: its `call:call_…` workflow dials and runs the agent. */
+  async startCall(input: CallInput & { siteId: string | null }): Promise<void> {
+    try {
+      await this.client.workflow.start(callWorkflow, {
+        workflowId: callWorkflowId(input.callId),
+        taskQueue: this.taskQueue,
+        args: [{ callId: input.callId, workspaceId: input.workspaceId, conversationId: input.conversationId, phone: input.phone }],
+        typedSearchAttributes: searchAttributesFor({ workspaceId: input.workspaceId }),
+        staticSummary: 'dial-out call',
+        staticDetails: `Call ${input.callId} of conversation ${input.conversationId}${input.siteId ? ` (site ${input.siteId})` : ''}: the dial, the agent on the call, minute billing, recordings when it ends.`,
+      });
+    } catch {
+      throw workflowUnavailable('The workflow service could not be reached; place the call again');
+    }
+  }
+
+  /** Hangs up a call (cancels its workflow, which hangs up and saves the recordings); an ended call is left as it is. */
+  async hangUp(callId: string): Promise<void> {
+    await this.client.workflow
+      .getHandle(callWorkflowId(callId))
+      .cancel()
+      .catch((err: unknown) => {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      });
   }
 }

@@ -136,5 +136,5 @@ function voiceMediaOf(c: Composition, conversations: ConversationGateway): Activ
       return reply?.text ?? '';
     },
   });
-  return { media, sessions: c.services.voice };
+  return { media, sessions: c.services.voice, telephony: c.voice.telephony, log: c.log };
 }

@@ -9,3 +9,4 @@ export { widgetUploadWorkflow } from './widget-upload';
 export { transcribeWorkflow } from './transcribe';
 export { structuredExtractionWorkflow } from './structured-extraction';
 export { voiceSessionWorkflow } from './voice';
+export { callWorkflow } from './call';

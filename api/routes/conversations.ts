@@ -1,9 +1,14 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { z } from 'zod';
 import type { Services } from '../../core/services';
+import type { VoiceParts } from '../../core/voice/from-config';
+import type { Gateways } from '../../gateways';
+import { placeCall } from '../dial-out';
 import { ApiError } from '../../core/errors';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';
 import {
+  Call,
   CallList,
   CaseList,
   Conversation,
@@ -21,8 +26,13 @@ const ConvId = idParam('conv');
 
 const tags = ['Conversations'];
 
-export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations' | 'transcript'> }> = async (app, opts) => {
+export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations' | 'transcript' | 'calls' | 'voice'>; gateways: Gateways | null; voice: VoiceParts | null }> = async (app, opts) => {
   const conversations = opts.services.conversations;
+  const calls = opts.services.calls;
+  const gateways = () => {
+    if (!opts.gateways) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
+    return opts.gateways;
+  };
 
   app.get('/api/v1/conversations', {
     config: { scope: 'conversations:read' },
@@ -57,22 +67,32 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
       operationId: 'startOutbound',
       summary: "A human agent's message on a channel other than msgapp",
       description:
-        "channel web: stored in the conversation's transcript as written by a human (the widget's history shows author: human) and pushed to the visitor's open sockets as a reply with unsolicited: true. msgapp: use POST /api/v1/messages (400). voice: dial-out is not built yet (501 not_implemented).",
+        "channel web: stored in the conversation's transcript as written by a human (the widget's history shows author: human) and pushed to the visitor's open sockets as a reply with unsolicited: true. msgapp: use POST /api/v1/messages (400). voice: dial-out, the agent phones `to` (201 with the call, status calling; follow it with GET /api/v1/calls/{id}). Its checks, in order: the agent (404, 422 agent_not_published), its web_chat.dial_out toggle (403 dial_out_not_enabled), the number (400 invalid_phone_number), what this installation lacks (503 dial_out_prereq_failed), the conversation (404, 409), the workspace's concurrent voice sessions and calls (429 concurrent_voice_limit_reached) and credits (402 out_of_credits: the first minute is paid now).",
       tags,
       body: OutboundBody,
       response: {
-        201: OutboundMessage,
+        201: z.union([OutboundMessage, Call]).meta({ description: 'web: the stored message; voice: the call placed (status calling)' }),
         ...authErrors,
-        404: ErrorBody.meta({ description: 'not_found: no such conversation in this workspace' }),
+        400: ErrorBody.meta({ description: 'invalid_request, invalid_phone_number (voice)' }),
+        402: ErrorBody.meta({ description: 'out_of_credits (voice): the workspace cannot pay the first minute' }),
+        403: ErrorBody.meta({ description: "dial_out_not_enabled (voice): the agent's web_chat.dial_out is off" }),
+        404: ErrorBody.meta({ description: 'not_found: no such conversation (or, voice, agent) in this workspace' }),
         409: ErrorBody.meta({ description: 'conversation_closed' }),
-        501: ErrorBody.meta({ description: 'not_implemented: voice dial-out' }),
+        422: ErrorBody.meta({ description: 'agent_not_published (voice)' }),
+        429: ErrorBody.meta({ description: 'concurrent_voice_limit_reached (voice), rate_limited' }),
+        503: ErrorBody.meta({ description: 'dial_out_prereq_failed (voice, with the reason), workflow_unavailable' }),
       },
     },
     handler: async (request, reply) => {
       const body = request.body;
+      const workspaceId = authOf(request).workspaceId;
       if (body.channel === 'msgapp') throw new ApiError(400, 'invalid_request', 'channel: msgapp messages are sent with POST /api/v1/messages');
-      if (body.channel === 'voice') throw new ApiError(501, 'not_implemented', 'Voice dial-out is not built yet (see the README)');
-      return reply.code(201).send(await opts.services.transcript.humanMessage(authOf(request).workspaceId, { conversation_id: body.conversation_id, text: body.text }));
+      if (body.channel === 'voice') {
+        const call = await calls.prepareOutbound(workspaceId, body);
+        const row = await placeCall(opts.services, gateways(), opts.voice, { workspaceId, siteId: null, ...call });
+        return reply.code(201).send(await calls.get(workspaceId, row.id));
+      }
+      return reply.code(201).send(await opts.services.transcript.humanMessage(workspaceId, { conversation_id: body.conversation_id, text: body.text }));
     },
   });
 
@@ -91,27 +111,27 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
     },
   });
 
-  // Voice is not built yet: these answer well-formed empty results.
   app.get('/api/v1/calls', {
     config: { scope: 'conversations:read' },
-    schema: { operationId: 'listCalls', summary: 'Calls (voice is not built yet: always empty)', tags, response: { 200: CallList, ...authErrors } },
-    handler: async () => ({ calls: [], next_cursor: null }),
+    schema: { operationId: 'listCalls', summary: 'Dial-out calls, newest first', tags, querystring: PageQuery, response: { 200: CallList, ...authErrors } },
+    handler: async (request) => calls.list(authOf(request).workspaceId, request.query),
   });
 
   app.get('/api/v1/calls/:id', {
     config: { scope: 'conversations:read' },
-    schema: { operationId: 'getCall', summary: 'A call (voice is not built yet: always 404)', tags, params: IdParam, response: { ...authErrors, 404: ErrorBody } },
-    handler: async (request) => {
-      throw new ApiError(404, 'not_found', `No call with id '${request.params.id}' in this workspace`);
-    },
+    schema: { operationId: 'getCall', summary: 'A call: its status history, duration and recordings', tags, params: IdParam, response: { 200: Call, ...authErrors, 404: ErrorBody } },
+    handler: async (request) => calls.get(authOf(request).workspaceId, request.params.id),
   });
 
   app.get('/api/v1/conversations/:id/recordings', {
     config: { scope: 'conversations:read' },
-    schema: { operationId: 'listConversationRecordings', summary: 'Recordings (voice is not built yet: always empty)', tags, params: ConvId, response: { 200: RecordingList, ...authErrors, 404: ErrorBody } },
-    handler: async (request) => {
-      await conversations.get(authOf(request).workspaceId, request.params.id);
-      return { recordings: [] };
+    schema: {
+      operationId: 'listConversationRecordings',
+      summary: "A conversation's recordings (voice sessions and calls) with signed download links",
+      tags,
+      params: ConvId,
+      response: { 200: RecordingList, ...authErrors, 404: ErrorBody },
     },
+    handler: async (request) => ({ recordings: await calls.recordingsOfConversation(authOf(request).workspaceId, request.params.id) }),
   });
 };

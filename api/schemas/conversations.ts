@@ -31,15 +31,31 @@ export const UpdateConversationBody = z
   .refine((b) => b.needs_human || b.case_reason === undefined, { path: ['case_reason'], message: 'only with needs_human: true' })
   .meta({ id: 'UpdateConversation' });
 
+const TextOutbound = {
+  conversation_id: z.string().min(1).max(100),
+  text: z.string().trim().min(1).max(4096),
+};
+
 export const OutboundBody = z
-  .object({
-    channel: z.enum(['web', 'msgapp', 'voice']).meta({
-      description: 'web: a human agent writes into a web-chat conversation. msgapp messages are sent with POST /api/v1/messages; voice (dial-out) is not built yet.',
-    }),
-    conversation_id: z.string().min(1).max(100),
-    text: z.string().trim().min(1).max(4096),
-  })
-  .strict()
+  .discriminatedUnion('channel', [
+    z
+      .object({ channel: z.literal('web').meta({ description: 'A human agent writes into a web-chat conversation' }), ...TextOutbound })
+      .strict()
+      .meta({ id: 'OutboundWeb' }),
+    z
+      .object({ channel: z.literal('msgapp').meta({ description: 'Refused (400): msgapp messages are sent with POST /api/v1/messages' }), ...TextOutbound })
+      .strict()
+      .meta({ id: 'OutboundMsgapp' }),
+    z
+      .object({
+        channel: z.literal('voice').meta({ description: 'Dial-out: the agent phones `to`' }),
+        to: z.string().min(1).max(40).meta({ description: 'The number to call, international format (E.164, e.g. +14155550123)' }),
+        agent_id: z.string().min(1).max(100).meta({ description: "The workspace's published agent that talks (its web_chat.dial_out must be on)" }),
+        conversation_id: z.string().min(1).max(100).optional().meta({ description: 'The conversation the call belongs to; absent: a new voice conversation with the customer holding that number' }),
+      })
+      .strict()
+      .meta({ id: 'OutboundVoice' }),
+  ])
   .meta({ id: 'OutboundRequest' });
 
 export const OutboundMessage = z
@@ -70,5 +86,40 @@ export const ConversationEvents = z
   })
   .meta({ id: 'ConversationEvents', description: 'The timeline, oldest first: messages and their status changes' });
 
-export const CallList = z.object({ calls: z.array(z.unknown()), next_cursor: z.null() }).meta({ id: 'CallList', description: 'Voice is not built yet: always empty' });
-export const RecordingList = z.object({ recordings: z.array(z.unknown()) }).meta({ id: 'RecordingList', description: 'Voice is not built yet: always empty' });
+const CallStatus = z.enum(['calling', 'ringing', 'in_progress', 'completed', 'failed', 'no_answer', 'busy']);
+
+export const RecordingDownload = z
+  .object({
+    id: z.string(),
+    kind: z.enum(['caller', 'agent', 'combined']).meta({ description: "caller: the other side's audio; agent: what the agent said; combined: both, stereo (caller left, agent right)" }),
+    mime_type: z.string().meta({ description: 'audio/ogg (Opus) or audio/wav' }),
+    channels: z.number().int(),
+    duration_ms: z.number().int(),
+    bytes: z.number().int(),
+    voice_session_id: z.string().nullable(),
+    call_id: z.string().nullable(),
+    created_at: Timestamp,
+    url: z.string().meta({ description: 'A signed download link, valid 24 hours; served as an attachment' }),
+  })
+  .meta({ id: 'RecordingDownload' });
+
+export const Call = z
+  .object({
+    id: z.string(),
+    conversation_id: z.string(),
+    agent_id: z.string(),
+    phone: z.string().meta({ description: 'The number called, E.164' }),
+    direction: z.literal('outbound'),
+    status: CallStatus.meta({ description: 'calling → ringing → in_progress → completed; or failed, no_answer, busy' }),
+    status_history: z.array(z.object({ status: CallStatus, at: Timestamp })),
+    duration_ms: z.number().int().nullable().meta({ description: 'Talk time, from the answer to the hang-up (0 when never answered); null while the call runs' }),
+    answered_at: Timestamp.nullable(),
+    ended_at: Timestamp.nullable(),
+    created_at: Timestamp,
+    error: z.string().nullable().meta({ description: 'Why the call failed or was not answered, when it says' }),
+    recordings: z.array(RecordingDownload).meta({ description: 'Saved once the call ends: caller, agent and combined' }),
+  })
+  .meta({ id: 'Call' });
+
+export const CallList = z.object({ calls: z.array(Call), next_cursor: z.string().nullable() }).meta({ id: 'CallList', description: 'Calls, newest first' });
+export const RecordingList = z.object({ recordings: z.array(RecordingDownload) }).meta({ id: 'RecordingList', description: "The conversation's recordings (voice sessions and calls), oldest first" });

@@ -416,7 +416,8 @@ function toReply(row: ChatMessageRow, handoff: boolean): TurnReply {
 
 function systemPrompt(spec: AgentSpec, passages: Passage[], channel: string, withFileIds = false): string {
   const parts = [spec.instructions || `You are ${spec.name}, a helpful customer-service agent.`];
-  if (channel !== 'web') parts.push('You are writing in a messaging app: plain text in short paragraphs, no Markdown headings or tables.');
+  if (channel === 'voice') parts.push('You are speaking on a phone call: your words are read aloud, so answer in a few short spoken sentences, with no Markdown, lists or links.');
+  else if (channel !== 'web') parts.push('You are writing in a messaging app: plain text in short paragraphs, no Markdown headings or tables.');
   parts.push('Answer from the knowledge-base passages below when they are relevant, and name the file you used. If they do not answer the question, say so rather than guessing.');
   if (passages.length) {
     parts.push('Knowledge-base passages:\n' + passages.map((p, i) => `[${i + 1}] (file: ${p.file_name}${withFileIds ? `, file_id: ${p.file_id}` : ''})\n${p.text}`).join('\n\n'));

@@ -246,6 +246,13 @@ export async function insertWebConversation(
   });
 }
 
+/** A new open voice conversation (a dial-out call placed through the API); its id. In the caller's transaction. */
+export async function insertVoiceConversation(em: EntityManager, c: { workspaceId: string; agentId: string; customerId: string }): Promise<string> {
+  const id = newId('conv');
+  await em.insert(Conversation, { id, workspaceId: c.workspaceId, customerId: c.customerId, agentId: c.agentId, channel: 'voice', status: 'open' });
+  return id;
+}
+
 /**
  * The web conversations of these customers on this site a visitor may list: those
  * started unverified, and those `verifiedExternalId` started verified; most recently

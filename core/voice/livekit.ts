@@ -278,10 +278,17 @@ export class LiveKitSipTelephony implements Telephony {
       // The SDK's request takes no signal: an abort stops waiting, and deleting the room below hangs up.
       await abortable(this.placeCall(input), signal);
       progress('in_progress');
-      return await this.transport.agentLeg(input.room_name, signal, PHONE_IDENTITY).catch((err: unknown) => {
+      const leg = await this.transport.agentLeg(input.room_name, signal, PHONE_IDENTITY).catch((err: unknown) => {
         if (signal.aborted) throw err;
         throw new DialFailed('failed', `the call was answered but the agent could not join: ${err instanceof Error ? err.message : String(err)}`);
       });
+      // The phone stays in the room when only the agent leaves: our hang-up deletes the room.
+      const leave = leg.close.bind(leg);
+      leg.close = async () => {
+        await leave();
+        await this.transport.deleteRoom(input.room_name).catch(() => undefined);
+      };
+      return leg;
     } catch (err) {
       // Deleting the room hangs up the phone participant if LiveKit still has one.
       await this.transport.deleteRoom(input.room_name).catch(() => undefined);

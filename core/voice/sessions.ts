@@ -178,7 +178,8 @@ export class VoiceSessionService {
   async callStatus(id: string, status: CallStatus, extra: { error?: string } = {}): Promise<void> {
     const em = this.em.fork();
     const row = await em.findOne(Call, { id });
-    if (!row || ['completed', 'failed', 'no_answer', 'busy'].includes(row.status)) return;
+    // A terminal status is final, and a repeat of the current one is no new step of the history.
+    if (!row || row.status === status || ['completed', 'failed', 'no_answer', 'busy'].includes(row.status)) return;
     const now = new Date();
     row.status = status;
     row.statusHistory = [...row.statusHistory, { status, at: now.toISOString() }];

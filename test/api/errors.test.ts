@@ -100,15 +100,15 @@ describe('every error is the {error, message} envelope', () => {
   });
 });
 
-describe('what is not built yet', () => {
-  test('voice dial-out answers 501 not_implemented after authentication, in the envelope', async () => {
+describe('voice dial-out through the API', () => {
+  test('is refused before authentication and answers in the envelope after it (an unknown agent: 404)', async () => {
     const unauth = await t.app.inject({ method: 'POST', url: '/api/v1/outbound', payload: { channel: 'voice' } });
     expect(unauth.statusCode).toBe(401);
     const ws = await createWorkspace(db.orm);
     const writer = bearer((await createKey(t.services, ws, ['conversations:write'])).key);
-    const res = await t.app.inject({ method: 'POST', url: '/api/v1/outbound', headers: writer, payload: { channel: 'voice', conversation_id: 'conv_000000000000000000000000', text: 'hi' } });
-    expect(res.statusCode).toBe(501);
-    expect(res.json()).toEqual({ error: 'not_implemented', message: expect.stringContaining('dial-out') });
+    const res = await t.app.inject({ method: 'POST', url: '/api/v1/outbound', headers: writer, payload: { channel: 'voice', to: '+14155550123', agent_id: 'agt_000000000000000000000000' } });
+    expect(res.statusCode).toBe(404);
+    expect(res.json()).toEqual({ error: 'not_found', message: expect.stringContaining('agent') });
   });
 });
 

@@ -130,7 +130,7 @@ describe('a human takes over a web conversation', () => {
       ['POST', '/api/v1/outbound', { channel: 'web', conversation_id: id, text: '   ' }, 400, 'invalid_request'],
       ['POST', '/api/v1/outbound', { channel: 'fax', conversation_id: id, text: 'x' }, 400, 'invalid_request'],
       ['POST', '/api/v1/outbound', { channel: 'msgapp', conversation_id: id, text: 'x' }, 400, 'invalid_request'],
-      ['POST', '/api/v1/outbound', { channel: 'voice', conversation_id: id, text: 'x' }, 501, 'not_implemented'],
+      ['POST', '/api/v1/outbound', { channel: 'voice', conversation_id: id, text: 'x' }, 400, 'invalid_request'],
       ['POST', '/api/v1/outbound', { channel: 'web', conversation_id: 'conv_missing', text: 'x' }, 404, 'not_found'],
     ];
     for (const [method, url, payload, status, error] of cases) {

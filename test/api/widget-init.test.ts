@@ -135,11 +135,11 @@ describe('widget site authentication and init', () => {
     expect(res.json().error).toBe('no_workflow_configured');
   });
 
-  test('the widget endpoints not built yet (voice, dial-out) answer 501 not_implemented after the site checks', async () => {
+  test('dial-out (/call) is behind the site checks, then validates its body', async () => {
     const denied = await t.app.inject({ method: 'POST', url: '/api/public/widget/call', headers: { origin: ORIGIN }, payload: {} });
     expect(denied.json().error).toBe('missing_site_id');
     const res = await t.app.inject({ method: 'POST', url: '/api/public/widget/call', headers: { 'x-concierge-site': site.site_id, origin: ORIGIN }, payload: {} });
-    expect(res.statusCode).toBe(501);
-    expect(res.json().error).toBe('not_implemented');
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toBe('invalid_request');
   });
 });

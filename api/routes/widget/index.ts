@@ -4,11 +4,9 @@ import type { Gateways } from '../../../gateways';
 import { enforce, type RequestLimits } from '../../../core/ratelimit';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
-import { ApiError } from '../../../core/errors';
 import { z } from 'zod';
 import type { SiteRow } from '../../../core/widget/sites';
-import { ErrorBody } from '../../schemas/common';
-import { UserContext, conversationErrors, tags, widgetErrors } from './common';
+import { UserContext, tags, widgetErrors } from './common';
 import { chatRoutes } from './chat';
 import { uploadRoutes } from './uploads';
 import { voiceRoutes } from './voice';
@@ -51,11 +49,10 @@ declare module 'fastify' {
 /**
  * The public widget API (`/api/public/widget`): authenticated by `X-Concierge-Site`
  * plus the browser's Origin (on the site's list), open to cross-origin calls from any
- * origin without credentials. Built so far: init. The rest of the widget API comes with
- * the conversation actor.
+ * origin without credentials: init here; chat, uploads and voice (sessions and dial-out) in their modules.
  */
 export const widgetRoutes: FastifyPluginAsyncZod<{
-  services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs' | 'voice'>;
+  services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs' | 'voice' | 'calls'>;
   gateways: Gateways | null;
   limits: RequestLimits;
   voice: VoiceParts | null;
@@ -88,42 +85,4 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
   await app.register(chatRoutes, { services: opts.services, gateways: opts.gateways, sends: opts.limits.widgetSends });
   await app.register(uploadRoutes, { services: opts.services, gateways: opts.gateways });
   await app.register(voiceRoutes, { services: opts.services, gateways: opts.gateways, voice: opts.voice });
-
-  // The rest of the widget contract: site-authenticated like init, then 501 until built.
-  for (const [method, url] of PLANNED_WIDGET) {
-    app.route({
-      method,
-      url,
-      config: { site: true },
-      schema: {
-        operationId: `widget${url
-          .replace('/api/public/widget/', '')
-          .split(/[/_]/)
-          .filter((p) => p && !p.startsWith(':'))
-          .map((p) => p[0].toUpperCase() + p.slice(1))
-          .join('')}${method === 'GET' ? 'Get' : ''}`,
-        summary: 'Not built yet: answers 501 not_implemented after the site checks and, for a named conversation or identity, the identity checks',
-        tags,
-        response: { ...widgetErrors, ...conversationErrors, 501: ErrorBody.meta({ description: 'not_implemented' }) },
-      },
-      handler: async (request) => {
-        // Not built, but already behind the identity rules: a conversation named here is
-        // checked like /send, so an impostor learns nothing (not even "not implemented").
-        const body = (request.body ?? {}) as { conversation_id?: unknown; user_context?: unknown };
-        const parsed = VoiceIdentity.safeParse({ conversation_id: body.conversation_id, user_context: body.user_context });
-        if (!parsed.success) throw new ApiError(400, 'invalid_request', `${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
-        const { conversation_id: conversationId, user_context: ctx } = parsed.data;
-        if (conversationId) await opts.services.widget.authorize(request.site!, conversationId, ctx);
-        else if (ctx) await opts.services.widget.identifyOnSite(request.site!, ctx);
-        throw new ApiError(501, 'not_implemented', `${method} ${url.replace(/:(\w+)/g, '{$1}')} is part of the widget contract but not built yet in this release`);
-      },
-    });
-  }
 };
-
-/** What the planned endpoints check before answering 501: an optional conversation and identity. */
-const VoiceIdentity = z.object({ conversation_id: z.string().min(1).max(100).optional(), user_context: UserContext.optional() });
-
-const PLANNED_WIDGET: Array<['GET' | 'POST', string]> = [
-  ['POST', '/api/public/widget/call'],
-];

@@ -5,6 +5,7 @@ import type { Services } from '../../../core/services';
 import type { VoiceParts } from '../../../core/voice/from-config';
 import type { Gateways } from '../../../gateways';
 import type { SiteRow } from '../../../core/widget/sites';
+import { placeCall } from '../../dial-out';
 import { ErrorBody } from '../../schemas/common';
 import { conversationErrors, tags, UserContext, widgetErrors } from './common';
 
@@ -52,9 +53,10 @@ const TOKEN_TTL_SECONDS = 120;
  * agent's toggle (403), what this installation lacks (503), the workspace's concurrent
  * sessions (429) and its credits (402, the first minute paid at start) are checked in
  * that order; then the room and the `voice:vs_…` workflow. Every call names the
- * session's conversation's identity like /send does.
+ * session's conversation's identity like /send does. `/call` (dial-out) checks the same
+ * way, with the number (400) after the toggle, and starts a `call:call_…` workflow.
  */
-export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'voice'>; gateways: Gateways | null; voice: VoiceParts | null }> = async (app, opts) => {
+export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'voice' | 'calls'>; gateways: Gateways | null; voice: VoiceParts | null }> = async (app, opts) => {
   const { services } = opts;
   const gateways = () => {
     if (!opts.gateways) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
@@ -108,6 +110,48 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
         await services.voice.markEnded(row.id, 'failed to start', true);
         throw err;
       }
+    },
+  });
+
+  app.post('/api/public/widget/call', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetCall',
+      summary: 'Phone the visitor: the agent calls the number with the same persona and tools',
+      description:
+        "Checks, in order: a named conversation's identity rules (as /send), the agent's web_chat.dial_out toggle (403), the number (400, E.164 after parsing), what this installation lacks (503: no voice provider with an outbound number, no speech), the conversation (absent: the one /init would resume or start; 409 when closed), the workspace's concurrent voice sessions and calls (429) and its credits (402: the first minute is paid now). The call then runs in its own workflow: GET /api/v1/calls/{call_id} follows it (calling → ringing → in_progress → completed | failed | no_answer | busy).",
+      tags,
+      security: [{ widgetSite: [] }],
+      body: z
+        .object({
+          phone_number: z.string().min(1).max(40).meta({ description: 'The number to call, international format (E.164, e.g. +14155550123)' }),
+          user_context: UserContext.optional(),
+          conversation_id: z.string().min(1).max(100).optional().meta({ description: "The visitor's conversation (from /init); absent: the one /init would resume or start" }),
+        })
+        .strict(),
+      response: {
+        200: z.object({ call_id: z.string(), status: z.literal('calling'), phone: z.string().meta({ description: 'The number called, E.164' }) }).meta({ id: 'DialOutCall' }),
+        ...widgetErrors,
+        ...conversationErrors,
+        400: ErrorBody.meta({ description: 'invalid_phone_number, invalid_request' }),
+        402: ErrorBody.meta({ description: 'out_of_credits: the workspace cannot pay the first minute' }),
+        403: ErrorBody.meta({ description: "dial_out_not_enabled (the agent's web_chat.dial_out is off), and the identity refusals of /send" }),
+        409: ErrorBody.meta({ description: 'conversation_closed' }),
+        429: ErrorBody.meta({ description: 'concurrent_voice_limit_reached (VOICE_MAX_CONCURRENT sessions and calls per workspace), rate_limited' }),
+        503: ErrorBody.meta({ description: 'dial_out_prereq_failed (with the reason), no_workflow_configured, workflow_unavailable' }),
+      },
+    },
+    handler: async (request) => {
+      const site = request.site!;
+      const body = request.body;
+      const agent = await services.widget.agentFor(site);
+      // A named conversation's identity rules come first: an impostor learns nothing, not even the agent's settings.
+      const named = body.conversation_id ? await services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec) : null;
+      const phone = services.calls.checkDialOut(agent.spec, body.phone_number);
+      const conv = named ?? (await services.widget.authorize(site, (await services.widget.init(site, { user_context: body.user_context })).conversation_id, body.user_context, agent.spec));
+      if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
+      const row = await placeCall(services, gateways(), opts.voice, { workspaceId: site.workspace_id, siteId: site.id, conversationId: conv.id, agentId: agent.id, phone });
+      return { call_id: row.id, status: 'calling' as const, phone: row.phone };
     },
   });
 

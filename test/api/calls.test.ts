@@ -1,0 +1,334 @@
+import fs from 'node:fs';
+import { whisperModelPath } from '../../core/config';
+import { LocalWhisperTranscriber } from '../../core/kb/extract';
+import { transcriberFromConfig } from '../../core/kb/extractor';
+import { LiveKitSipTelephony, LiveKitTransport } from '../../core/voice/livekit';
+import { speechRecognizerFor } from '../../core/voice/stt';
+import { VoiceGateway } from '../../gateways/voice';
+import { callWorkflowId, type CallResult } from '../../workflows/call';
+import { createTestDatabase, type TestDatabase } from '../support/db';
+import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
+import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
+import { concat, spokenPcm, TestPhone, type Handset } from '../support/test-phone';
+
+/**
+ * Dial-out and the calls API, end to end: the real app, the real Temporal worker
+ * running `call:call_…`, the real voice agent (the embedded whisper for speech-to-text,
+ * espeak-ng for speech, the fake OpenAI-compatible model for the turn) on a phone
+ * line made of a real WebRTC/RTP pair on loopback (test/support/test-phone.ts: the
+ * callee's handset speaks espeak-ng audio as PCMU). Busy and no-answer come from the
+ * LiveKit SIP client against the fake LiveKit speaking LiveKit's Twirp protocol.
+ */
+
+const ORIGIN = 'https://shop.example';
+const LK_KEY = 'APIfakeKey1234';
+const LK_SECRET = 'fake-livekit-secret-0123456789abcdef';
+const QUESTION = 'What time do you open on Saturday?';
+const ANSWER = 'We open in the morning on Saturdays.';
+/** Numbers the fake LiveKit's SIP trunk answers with a final response. */
+const BUSY = '+14155550486';
+const NO_ANSWER = '+14155550480';
+
+const config = { ...testConfig(), CONCIERGE_MODELS_DIR: MODELS_DIR, TRANSCRIBE_LANGUAGE: 'en' as const, TRANSCRIBE_MAX_SECONDS: 60 };
+
+let db: TestDatabase;
+let t: TestApp;
+/** The same installation without any telephony: dial-out's prerequisite is missing. */
+let bare: TestApp;
+let tw: TestWorker;
+let llm: FakeLlm;
+let livekit: FakeLiveKit;
+let phone: TestPhone;
+const transcriber = transcriberFromConfig(config);
+/** What each number's handset does once it answers (default: asks the question, hangs up after the answer). */
+const scripts = new Map<string, (h: Handset) => Promise<void>>();
+
+let wsA: string;
+let authA: Record<string, string>;
+let agentOn: string;
+let agentOff: string;
+let siteOn: { site_id: string };
+let siteOff: { site_id: string };
+let wsB: string;
+let authB: Record<string, string>;
+let agentB: string;
+let wsPoor: { auth: Record<string, string>; agent: string; site: { site_id: string } };
+let wsFull: { auth: Record<string, string>; agent: string; site: { site_id: string } };
+
+async function askAndHangUp(h: Handset): Promise<void> {
+  await new Promise((r) => setTimeout(r, 400));
+  await h.say(spokenPcm(QUESTION));
+  await h.agentAnswer({ quietMs: 1500, timeoutMs: 90_000 });
+  h.hangUp();
+}
+
+beforeAll(async () => {
+  if (!fs.existsSync(whisperModelPath(config))) throw new Error(`${whisperModelPath(config)} is missing: run npm run models:fetch`);
+  db = await createTestDatabase();
+  llm = await startFakeLlm({
+    reply: (body: { messages: Array<{ role: string; content: string | null }> }) => {
+      const last = [...body.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
+      return /open/i.test(last) ? { text: ANSWER } : { text: `Echo: ${last}` };
+    },
+  });
+  livekit = await startFakeLiveKit({
+    apiKey: LK_KEY,
+    apiSecret: LK_SECRET,
+    trunks: ['ST_outbound1'],
+    dial: (body) =>
+      body.sipCallTo === BUSY
+        ? { sipStatusCode: 486, sipStatus: 'Busy Here' }
+        : body.sipCallTo === NO_ANSWER
+          ? { sipStatusCode: 480, sipStatus: 'Temporarily Unavailable', delayMs: 200 }
+          : { sipStatusCode: 503, sipStatus: 'Service Unavailable' },
+  });
+  const sip = new LiveKitSipTelephony(new LiveKitTransport({ url: livekit.url, apiKey: LK_KEY, apiSecret: LK_SECRET }), { trunkId: 'ST_outbound1' });
+  phone = new TestPhone({
+    forward: (to) => (to.startsWith('+1415555') ? sip : null),
+    script: (h) => (scripts.get(h.to) ?? askAndHangUp)(h),
+  });
+  const voice = { telephony: phone, stt: speechRecognizerFor(transcriber) };
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, transcriber, voice });
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { transcriber, voice } });
+  bare = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { transcriber, voice: { ...voice, telephony: null } } });
+
+  const agentScopes = ['workflows:write', 'workflows:publish', 'conversations:read', 'conversations:write'] as const;
+  const dialOut = { triggers: { web_chat: { allowed_origins: [ORIGIN], dial_out: true } } };
+  wsA = await createWorkspace(db.orm);
+  authA = bearer((await createKey(t.services, wsA, [...agentScopes])).key);
+  agentOn = await publishedWebAgent(t.app, authA, ORIGIN, dialOut);
+  agentOff = await publishedWebAgent(t.app, authA, ORIGIN);
+  siteOn = await t.services.sites.create(wsA, agentOn, [ORIGIN]);
+  siteOff = await t.services.sites.create(wsA, agentOff, [ORIGIN]);
+  await t.services.credits.grant(wsA, 100);
+
+  wsB = await createWorkspace(db.orm);
+  authB = bearer((await createKey(t.services, wsB, [...agentScopes])).key);
+  agentB = await publishedWebAgent(t.app, authB, ORIGIN, dialOut);
+  await t.services.credits.grant(wsB, 100);
+
+  const workspace = async () => {
+    const ws = await createWorkspace(db.orm);
+    const auth = bearer((await createKey(t.services, ws, [...agentScopes])).key);
+    const agent = await publishedWebAgent(t.app, auth, ORIGIN, dialOut);
+    return { ws, auth, agent, site: await t.services.sites.create(ws, agent, [ORIGIN]) };
+  };
+  const poor = await workspace();
+  wsPoor = poor;
+  const full = await workspace();
+  wsFull = full;
+  await t.services.credits.grant(full.ws, 100);
+  const conv = (await init(full.site)).json().conversation_id as string;
+  // Five calls already running: the workspace's limit (VOICE_MAX_CONCURRENT's default).
+  for (let i = 0; i < 5; i++) await t.services.voice.reserveCall({ workspaceId: full.ws, siteId: null, conversationId: conv, agentId: full.agent, phone: '+12025550100', provider: 'sip' });
+}, 120_000);
+
+afterAll(async () => {
+  await bare?.close();
+  await t?.close();
+  await tw?.close();
+  await llm?.close();
+  await livekit?.close();
+  await db?.drop();
+  LocalWhisperTranscriber.unloadAll();
+});
+
+const widget = (site: { site_id: string }, path: string, payload: object, app: TestApp = t) =>
+  app.app.inject({ method: 'POST', url: `/api/public/widget/${path}`, headers: { 'x-concierge-site': site.site_id, origin: ORIGIN }, payload });
+const callWidget = (site: { site_id: string }, payload: object, app: TestApp = t) => widget(site, 'call', payload, app);
+const init = (site: { site_id: string }, app: TestApp = t) => widget(site, 'init', {}, app);
+const outbound = (auth: Record<string, string>, payload: object, app: TestApp = t) => app.app.inject({ method: 'POST', url: '/api/v1/outbound', headers: auth, payload: { channel: 'voice', ...payload } });
+const get = (auth: Record<string, string>, url: string) => t.app.inject({ method: 'GET', url, headers: auth });
+const result = (callId: string) => tw.client.workflow.getHandle(callWorkflowId(callId)).result() as Promise<CallResult>;
+const error = (res: { statusCode: number; json(): { error: string } }) => [res.statusCode, res.json().error];
+
+describe('POST /widget/call and POST /api/v1/outbound (voice): every refusal', () => {
+  test('/call: 403 toggle off, 400 bad number, 503 no telephony (with the reason), 402 out of credits, 429 at the limit', async () => {
+    expect(error(await callWidget(siteOff, { phone_number: '+12025550143' }))).toEqual([403, 'dial_out_not_enabled']);
+    expect(error(await callWidget(siteOn, { phone_number: 'call me maybe' }))).toEqual([400, 'invalid_phone_number']);
+    expect(error(await callWidget(siteOn, { phone_number: '+15550000000' }))).toEqual([400, 'invalid_phone_number']);
+    const prereq = await callWidget(siteOn, { phone_number: '+12025550143' }, bare);
+    expect(error(prereq)).toEqual([503, 'dial_out_prereq_failed']);
+    expect(prereq.json().message).toContain('no voice provider with an outbound number');
+    expect(error(await callWidget(wsPoor.site, { phone_number: '+12025550143' }))).toEqual([402, 'out_of_credits']);
+    expect(error(await callWidget(wsFull.site, { phone_number: '+12025550143' }))).toEqual([429, 'concurrent_voice_limit_reached']);
+    // init tells the visitor why dial-out is off here.
+    const opened = (await init(siteOn, bare)).json();
+    expect(opened.capabilities.dial_out).toBe(false);
+    expect(opened.capability_warnings).toEqual(expect.arrayContaining([expect.stringContaining('dial_out is enabled but no voice provider')]));
+  });
+
+  test('/outbound voice: 404 agent or conversation of another workspace, 403, 400, 503, 402, 429', async () => {
+    expect(error(await outbound(authA, { to: '+12025550143', agent_id: agentB }))).toEqual([404, 'not_found']);
+    expect(error(await outbound(authA, { to: '+12025550143', agent_id: agentOff }))).toEqual([403, 'dial_out_not_enabled']);
+    expect(error(await outbound(authA, { to: '12345', agent_id: agentOn }))).toEqual([400, 'invalid_phone_number']);
+    expect(error(await outbound(authA, { to: '+12025550143', agent_id: agentOn }, bare))).toEqual([503, 'dial_out_prereq_failed']);
+    expect(error(await outbound(wsPoor.auth, { to: '+12025550143', agent_id: wsPoor.agent }))).toEqual([402, 'out_of_credits']);
+    expect(error(await outbound(wsFull.auth, { to: '+12025550143', agent_id: wsFull.agent }))).toEqual([429, 'concurrent_voice_limit_reached']);
+    const convA = (await init(siteOn)).json().conversation_id;
+    expect(error(await outbound(authB, { to: '+12025550143', agent_id: agentB, conversation_id: convA }))).toEqual([404, 'not_found']);
+    expect(error(await outbound(authA, { to: '+12025550143', agent_id: agentOn, text: 'hello' }))).toEqual([400, 'invalid_request']);
+    // Nothing was placed by any refusal.
+    expect((await get(authA, '/api/v1/calls')).json().calls).toEqual([]);
+  });
+});
+
+describe('a call that connects', () => {
+  let callId: string;
+  let conversationId: string;
+  let outcome: CallResult;
+
+  beforeAll(async () => {
+    conversationId = (await init(siteOn)).json().conversation_id;
+    const res = await callWidget(siteOn, { phone_number: '+1 202 555 0143', conversation_id: conversationId });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ call_id: expect.stringMatching(/^call_/), status: 'calling', phone: '+12025550143' });
+    callId = res.json().call_id;
+    outcome = await result(callId);
+    await maybeRecordHistory(tw.client, callWorkflowId(callId), 'call-completed');
+  }, 180_000);
+
+  test('goes calling → ringing → in_progress → completed when the phone hangs up, with its duration', async () => {
+    expect(phone.scriptErrors).toEqual([]);
+    expect(outcome).toMatchObject({ status: 'completed', reason: 'remote_hung_up' });
+    const handset = phone.handsets.find((h) => h.to === '+12025550143')!;
+    await expect(handset.hungUp).resolves.toBe('phone');
+    const call = (await get(authA, `/api/v1/calls/${callId}`)).json();
+    expect(call).toMatchObject({ id: callId, conversation_id: conversationId, agent_id: agentOn, phone: '+12025550143', direction: 'outbound', status: 'completed', error: null });
+    expect(call.status_history.map((s: { status: string }) => s.status)).toEqual(['calling', 'ringing', 'in_progress', 'completed']);
+    const at = call.status_history.map((s: { at: string }) => Date.parse(s.at));
+    expect([...at].sort((a, b) => a - b)).toEqual(at);
+    expect(call.answered_at).toBe(call.status_history[2].at);
+    expect(call.ended_at).toBe(call.status_history[3].at);
+    expect(call.duration_ms).toBe(Date.parse(call.ended_at) - Date.parse(call.answered_at));
+    // The question (~2 s), the turn and the spoken answer (~2 s), then 1.5 s of quiet.
+    expect(call.duration_ms).toBeGreaterThan(4000);
+  });
+
+  test('the agent heard the question and answered it aloud on the line', async () => {
+    const asked = llm.requests.map((r) => r.body.messages.filter((m: { role: string }) => m.role === 'user').at(-1)?.content ?? '');
+    expect(asked.some((q: string) => /open/i.test(q) && /saturday/i.test(q))).toBe(true);
+    const history = (await t.app.inject({ method: 'GET', url: `/api/public/widget/history?conversation_id=${conversationId}`, headers: { 'x-concierge-site': siteOn.site_id, origin: ORIGIN } })).json();
+    expect(history.messages.map((m: { role: string }) => m.role)).toEqual(['user', 'assistant']);
+    expect(history.messages[1].text).toBe(ANSWER);
+    // What the handset received is the answer, spoken: whisper reads it back.
+    const handset = phone.handsets.find((h) => h.to === '+12025550143')!;
+    const loud = handset.heard.filter((f) => f.some((s) => Math.abs(s) > 1000));
+    expect(loud.length * 20).toBeGreaterThan(1000);
+    const heard = (await speechRecognizerFor(transcriber)!.transcribe(concat(handset.heard))).toLowerCase();
+    expect(heard).toContain('open');
+    expect(heard).toContain('morning');
+  });
+
+  test('leaves three recordings, listed on the call and the conversation, with working signed links', async () => {
+    expect(outcome.recordings.map((r) => r.kind).sort()).toEqual(['agent', 'caller', 'combined']);
+    const call = (await get(authA, `/api/v1/calls/${callId}`)).json();
+    expect(call.recordings.map((r: { kind: string }) => r.kind).sort()).toEqual(['agent', 'caller', 'combined']);
+    const listed = (await get(authA, `/api/v1/conversations/${conversationId}/recordings`)).json().recordings;
+    expect(listed.map((r: { id: string }) => r.id).sort()).toEqual(call.recordings.map((r: { id: string }) => r.id).sort());
+    const combined = listed.find((r: { kind: string }) => r.kind === 'combined');
+    expect(combined).toMatchObject({ call_id: callId, voice_session_id: null, channels: 2, mime_type: 'audio/ogg', url: expect.stringMatching(/\/api\/media\//) });
+    expect(combined.duration_ms).toBeGreaterThan(3000);
+    // The link works without a key, served as a download that is never rendered.
+    const file = await t.app.inject({ method: 'GET', url: new URL(combined.url).pathname });
+    expect(file.statusCode).toBe(200);
+    expect(file.headers['content-type']).toBe('audio/ogg');
+    expect(file.headers['content-disposition']).toBe(`attachment; filename="${callId}-combined.ogg"; filename*=UTF-8''${callId}-combined.ogg`);
+    expect(file.headers['x-content-type-options']).toBe('nosniff');
+    expect(file.headers['content-security-policy']).toBe('sandbox');
+    expect(file.rawPayload.subarray(0, 4).toString('latin1')).toBe('OggS');
+    expect(file.rawPayload.length).toBe(combined.bytes);
+    // A tampered link is refused.
+    const tampered = new URL(combined.url).pathname.replace(/.$/, (c) => (c === 'a' ? 'b' : 'a'));
+    expect((await t.app.inject({ method: 'GET', url: tampered })).statusCode).toBe(403);
+  });
+
+  test('is invisible to another workspace', async () => {
+    expect(error(await get(authB, `/api/v1/calls/${callId}`))).toEqual([404, 'not_found']);
+    expect(error(await get(authB, `/api/v1/conversations/${conversationId}/recordings`))).toEqual([404, 'not_found']);
+    expect((await get(authB, '/api/v1/calls')).json().calls.map((c: { id: string }) => c.id)).not.toContain(callId);
+  });
+});
+
+describe('POST /api/v1/outbound voice', () => {
+  test('calls a number in a new voice conversation (201 with the call); the agent hanging up (workflow cancelled) ends it completed', async () => {
+    const to = '+442079460958';
+    // This callee says nothing and never hangs up.
+    scripts.set(to, () => new Promise(() => undefined));
+    const res = await outbound(authA, { to, agent_id: agentOn });
+    expect(res.statusCode).toBe(201);
+    const placed = res.json();
+    expect(placed).toMatchObject({ id: expect.stringMatching(/^call_/), phone: to, status: 'calling', agent_id: agentOn, recordings: [], duration_ms: null });
+    const conv = (await get(authA, `/api/v1/conversations/${placed.conversation_id}`)).json();
+    expect(conv).toMatchObject({ channel: 'voice', agent_id: agentOn, status: 'open' });
+    // Wait for the answer, then hang up from our side.
+    for (let i = 0; i < 100 && (await get(authA, `/api/v1/calls/${placed.id}`)).json().status !== 'in_progress'; i++) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 1000));
+    await new VoiceGateway(tw.client, tw.taskQueue).hangUp(placed.id);
+    const done = await result(placed.id);
+    expect(done).toMatchObject({ status: 'completed', reason: 'cancelled' });
+    await maybeRecordHistory(tw.client, callWorkflowId(placed.id), 'call-hung-up');
+    await expect(phone.handsets.find((h) => h.to === to)!.hungUp).resolves.toBe('agent');
+    const call = (await get(authA, `/api/v1/calls/${placed.id}`)).json();
+    expect(call.status_history.map((s: { status: string }) => s.status)).toEqual(['calling', 'ringing', 'in_progress', 'completed']);
+    expect(call.duration_ms).toBeGreaterThanOrEqual(1000);
+    expect(call.recordings).toHaveLength(3);
+  }, 120_000);
+
+  test('the agent of a voice conversation is told it speaks on a phone call; the conversation may be named again for a second call', async () => {
+    const to = '+33612345678';
+    const first = (await outbound(authA, { to, agent_id: agentOn })).json();
+    expect((await result(first.id)).status).toBe('completed');
+    const system = llm.requests.at(-1)!.body.messages[0];
+    expect(system).toMatchObject({ role: 'system', content: expect.stringContaining('You are speaking on a phone call') });
+    scripts.set(to, async (h) => {
+      await new Promise((r) => setTimeout(r, 500));
+      h.hangUp();
+    });
+    const second = await outbound(authA, { to, agent_id: agentOn, conversation_id: first.conversation_id });
+    expect(second.statusCode).toBe(201);
+    expect(second.json().conversation_id).toBe(first.conversation_id);
+    expect((await result(second.json().id)).status).toBe('completed');
+  }, 120_000);
+});
+
+describe('calls the phone network refuses (LiveKit SIP against the fake LiveKit)', () => {
+  test.each([
+    [BUSY, 'busy', /486/],
+    [NO_ANSWER, 'no_answer', /480/],
+  ])('%s ends %s, with the SIP reason and no recordings', async (number, status, reason) => {
+    const res = await outbound(authA, { to: number, agent_id: agentOn });
+    expect(res.statusCode).toBe(201);
+    const done = await result(res.json().id);
+    expect(done).toEqual({ status, reason: status, recordings: [] });
+    await maybeRecordHistory(tw.client, callWorkflowId(res.json().id), `call-${status.replace('_', '-')}`);
+    const call = (await get(authA, `/api/v1/calls/${res.json().id}`)).json();
+    expect(call.status_history.map((s: { status: string }) => s.status)).toEqual(['calling', 'ringing', status]);
+    expect(call).toMatchObject({ status, duration_ms: 0, answered_at: null, recordings: [] });
+    expect(call.error).toMatch(reason);
+    const dialled = livekit.calls.filter((c) => c.method === 'CreateSIPParticipant' && c.body.sipCallTo === number);
+    expect(dialled).toHaveLength(1);
+    expect(dialled[0].body).toMatchObject({ sipTrunkId: 'ST_outbound1', roomName: res.json().id, waitUntilAnswered: true });
+  }, 60_000);
+});
+
+describe('GET /api/v1/calls', () => {
+  test('pages newest first with next_cursor, only this workspace', async () => {
+    const all = (await get(authA, '/api/v1/calls?limit=200')).json().calls as Array<{ id: string; created_at: string }>;
+    expect(all.length).toBeGreaterThanOrEqual(5);
+    const created = all.map((c) => Date.parse(c.created_at));
+    expect([...created].sort((a, b) => b - a)).toEqual(created);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { calls: Array<{ id: string }>; next_cursor: string | null } = (await get(authA, `/api/v1/calls?limit=2${cursor ? `&cursor=${cursor}` : ''}`)).json();
+      expect(page.calls.length).toBeLessThanOrEqual(2);
+      seen.push(...page.calls.map((c: { id: string }) => c.id));
+      cursor = page.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual(all.map((c) => c.id));
+    expect((await get(authB, '/api/v1/calls')).json()).toEqual({ calls: [], next_cursor: null });
+  });
+});

@@ -84,6 +84,7 @@ function finish(raw: OpenAPIV3_1.Document, app: FastifyInstance): OpenAPIV3_1.Do
   }
   documentCommonResponses(doc);
   documentSocket(doc);
+  documentVoiceSocket(doc);
   doc.webhooks = webhookPayloads();
   return doc;
 }
@@ -129,6 +130,32 @@ function documentSocket(doc: OpenAPIV3_1.Document): void {
   doc.components.schemas = { ...doc.components.schemas, ChatFrame: frame as OpenAPIV3_1.SchemaObject };
   op.responses = {
     '101': { description: SOCKET_UPGRADE_DESCRIPTION, content: { 'application/json': { schema: { $ref: '#/components/schemas/ChatFrame' } } } },
+    ...op.responses,
+  };
+}
+
+/** The direct voice transport's signalling socket: the frames both ways (README, "Voice"). */
+const VoiceSignalFrame = z
+  .union([
+    z.object({ type: z.literal('join'), token: z.string().meta({ description: 'browser → server, first: the rtc_token of /voice/start' }) }),
+    z.object({ type: z.literal('joined'), room: z.string(), ice_servers: z.array(z.object({ urls: z.string() })) }),
+    z.object({ type: z.literal('offer'), sdp: z.string().meta({ description: 'browser → server: every ICE candidate gathered (no trickle); PCMU audio and a data channel labelled `transcript`' }) }),
+    z.object({ type: z.literal('answer'), sdp: z.string().meta({ description: "server → browser: the agent's peer" }) }),
+    z.object({ type: z.literal('ended'), reason: z.string() }),
+    z.object({ type: z.literal('bye') }),
+    z.object({ type: z.literal('error'), error: z.string(), message: z.string() }),
+  ])
+  .meta({ description: 'JSON text frames of the voice signalling socket; transcript frames travel on the WebRTC data channel `transcript`, never here' });
+
+function documentVoiceSocket(doc: OpenAPIV3_1.Document): void {
+  const op = (doc.paths?.['/api/voice/rtc'] as OpenAPIV3_1.PathItemObject | undefined)?.get;
+  if (!op) return;
+  const frame = z.toJSONSchema(VoiceSignalFrame, { target: 'draft-2020-12', io: 'output' }) as Record<string, unknown>;
+  delete frame.$schema;
+  doc.components ??= {};
+  doc.components.schemas = { ...doc.components.schemas, VoiceSignalFrame: frame as OpenAPIV3_1.SchemaObject };
+  op.responses = {
+    '101': { description: 'Switching Protocols: the signalling socket (join → joined, offer → answer)', content: { 'application/json': { schema: { $ref: '#/components/schemas/VoiceSignalFrame' } } } },
     ...op.responses,
   };
 }

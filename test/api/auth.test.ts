@@ -115,6 +115,7 @@ describe('deny by default', () => {
       '/api/chat/connect',
       '/api/media/:token',
       '/api/v1/openapi.json',
+      '/api/voice/rtc',
       '/demo',
       '/healthz',
       '/webhooks/msgapp',

@@ -11,7 +11,7 @@ import type { TranscriptFrame } from '../../core/voice/types';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
-import { startTestWorker } from '../support/temporal';
+import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { voiceWorkflowId } from '../../workflows/voice';
 
 let db: TestDatabase;
@@ -189,6 +189,7 @@ describe('browser voice sessions (direct transport)', () => {
     expect(again.json().recordings.map((r: { id: string }) => r.id).sort()).toEqual(stopped.recordings.map((r: { id: string }) => r.id).sort());
     // The workflow is visible by its id.
     expect((await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).describe()).status.name).toBe('COMPLETED');
+    await maybeRecordHistory(tw.client, voiceWorkflowId(session.voice_session_id), 'voice-stopped');
   }, 120_000);
 
   it('a browser that leaves (bye) ends the session, which keeps its recordings', async () => {
@@ -202,6 +203,7 @@ describe('browser voice sessions (direct transport)', () => {
     const result = await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).result();
     expect(result.reason).toBe('visitor_left');
     expect(result.recordings).toHaveLength(3);
+    await maybeRecordHistory(tw.client, voiceWorkflowId(session.voice_session_id), 'voice-visitor-left');
   }, 90_000);
 
   it('refuses a start with the contract codes: 403 toggle off, 429 at the limit, 402 without credits; bad signalling tokens are refused', async () => {

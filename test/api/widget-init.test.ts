@@ -49,7 +49,7 @@ describe('widget site authentication and init', () => {
       auth_level: 'anonymous',
       agent: { id: agentId, name: 'Shop helper' },
       capabilities: { voice_chat: false, dial_out: false, file_upload: false },
-      capability_warnings: ['voice_chat is enabled but no voice provider is configured'],
+      capability_warnings: ['voice_chat is enabled but no speech-to-text (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)'],
       response_delivery: 'complete',
     });
     expect(res.headers['access-control-allow-origin']).toBe(ORIGIN);

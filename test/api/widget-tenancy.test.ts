@@ -173,7 +173,8 @@ describe('identity is a boundary', () => {
     expect((await call(a1, 'GET', `upload/${ownerUpload}?${query(ownerCtx).slice(1)}`)).json().status).toBe('ready');
     // No transcriber is configured here: past the identity checks, transcribe answers 503.
     expect((await form(a1, 'transcribe', { conversation_id: owner.conversation_id, ...ownerCtx }, { name: 'note.wav', content: 'RIFF' })).statusCode).not.toBe(403);
-    expect((await call(a1, 'POST', 'voice/start', { conversation_id: owner.conversation_id, user_context: ownerCtx })).json().error).toBe('not_implemented');
+    // Past the identity checks: this agent has voice chat off.
+    expect((await call(a1, 'POST', 'voice/start', { conversation_id: owner.conversation_id, user_context: ownerCtx })).json().error).toBe('voice_chat_not_enabled');
     // A new init with the identity resumes the same conversation.
     expect((await call(a1, 'POST', 'init', { user_context: ownerCtx })).json()).toMatchObject(owner);
   });

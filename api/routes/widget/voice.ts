@@ -86,11 +86,12 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
       const site = request.site!;
       const body = request.body ?? {};
       const agent = await services.widget.agentFor(site);
+      // A named conversation's identity rules first: an impostor learns nothing, not even the agent's settings.
+      const named = body.conversation_id ? await services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec) : null;
       if (!agent.spec.triggers.web_chat?.voice_chat) throw new ApiError(403, 'voice_chat_not_enabled', 'Voice chat is not enabled for this agent (web_chat.voice_chat)');
       const missing = services.widget.voicePrereqs().voice;
       if (missing || !opts.voice) throw new ApiError(503, 'voice_chat_prereq_failed', `Voice chat cannot run here: ${missing ?? 'voice is not configured in this process'}`);
-      const conversationId = body.conversation_id ?? (await services.widget.init(site, { user_context: body.user_context })).conversation_id;
-      const conv = await services.widget.authorize(site, conversationId, body.user_context, agent.spec);
+      const conv = named ?? (await services.widget.authorize(site, (await services.widget.init(site, { user_context: body.user_context })).conversation_id, body.user_context, agent.spec));
       if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
       const gw = gateways();
       const row = await services.voice.reserveSession({

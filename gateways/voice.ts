@@ -18,7 +18,7 @@ export class VoiceGateway {
       await this.client.workflow.start(voiceSessionWorkflow, {
         workflowId: voiceWorkflowId(input.voiceSessionId),
         taskQueue: this.taskQueue,
-        args: [{ voiceSessionId: input.voiceSessionId, workspaceId: input.workspaceId, conversationId: input.conversationId }],
+        args: [{ voiceSessionId: input.voiceSessionId, workspaceId: input.workspaceId, conversationId: input.conversationId, ...(input.billingPeriodSeconds ? { billingPeriodSeconds: input.billingPeriodSeconds } : {}) }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: input.workspaceId }),
         staticSummary: 'browser voice session',
         staticDetails: `Voice session ${input.voiceSessionId} of conversation ${input.conversationId}${input.siteId ? ` (site ${input.siteId})` : ''}: the agent's media activity, minute billing, recordings when it ends.`,

@@ -10,6 +10,8 @@ export interface VoiceSessionInput {
   voiceSessionId: string;
   workspaceId: string;
   conversationId: string;
+  /** Seconds each paid period lasts (default 60: a minute; tests shorten it). */
+  billingPeriodSeconds?: number;
 }
 
 export interface VoiceOutcome {
@@ -54,7 +56,11 @@ export async function voiceSessionWorkflow(input: VoiceSessionInput): Promise<Vo
   let mediaDone = false;
   const media = new CancellationScope();
   const mediaRun = media
-    .run(() => runVoiceSession.executeWithOptions({ ...presets.voiceMedia, summary: 'voice media (agent peer, VAD, STT, turn, TTS, recorder)' }, [input]))
+    .run(() =>
+      runVoiceSession.executeWithOptions({ ...presets.voiceMedia, summary: 'voice media (agent peer, VAD, STT, turn, TTS, recorder)' }, [
+        { voiceSessionId: input.voiceSessionId, workspaceId: input.workspaceId, conversationId: input.conversationId },
+      ]),
+    )
     .then(
       (r) => r,
       (err) => lostReason(err),
@@ -64,7 +70,7 @@ export async function voiceSessionWorkflow(input: VoiceSessionInput): Promise<Vo
   // Further minutes, paid as each begins (the first was paid at start).
   void (async () => {
     for (let minute = 2; ; minute++) {
-      await sleep('1 minute');
+      await sleep((input.billingPeriodSeconds ?? 60) * 1000);
       if (mediaDone) return;
       const paid = await payVoiceMinute(input.workspaceId, id, minute).catch(() => true);
       if (!paid && !mediaDone) {

@@ -105,7 +105,8 @@ export class VoiceAgent {
     if (this.stopped) return;
     if (goodbye) {
       await this.turns.catch(() => undefined);
-      await this.say(goodbye, new AbortController()).catch(() => undefined);
+      const said = await this.say(goodbye, new AbortController()).catch(() => '');
+      if (said) this.frame('assistant', goodbye, false);
       const until = this.now() + GOODBYE_MAX_MS;
       while (this.o.leg.playing && this.now() < until && !this.stopped) await new Promise((r) => setTimeout(r, 50));
     }

@@ -205,6 +205,10 @@ describe('a call that connects', () => {
     expect(call.duration_ms).toBe(Date.parse(call.ended_at) - Date.parse(call.answered_at));
     // The question (~2 s), the turn and the spoken answer (~2 s), then 1.5 s of quiet.
     expect(call.duration_ms).toBeGreaterThan(4000);
+    // Operators find it by workspace, labelled.
+    const byId = await tw.client.workflow.getHandle(callWorkflowId(callId)).describe();
+    expect(await byId.staticSummary()).toBe('dial-out call');
+    expect(byId.searchAttributes.ConciergeWorkspaceId).toHaveLength(1);
   });
 
   test('the agent heard the question and answered it aloud on the line', async () => {

@@ -13,6 +13,7 @@ import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, te
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { voiceWorkflowId } from '../../workflows/voice';
+import { VoiceGateway } from '../../gateways/voice';
 
 let db: TestDatabase;
 let t: TestApp;
@@ -119,7 +120,7 @@ async function joinAsBrowser(session: { rtc_url: string; rtc_token: string }) {
     frames,
     heard,
     say: (samples: Int16Array) => void (queue = queue.concat(Array.from(samples))),
-    async until(pred: () => boolean, ms = 30_000) {
+    async until(pred: () => boolean, ms = 60_000) {
       const end = Date.now() + ms;
       while (!pred()) {
         if (Date.now() > end) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
@@ -190,6 +191,11 @@ describe('browser voice sessions (direct transport)', () => {
     // The workflow is visible by its id.
     expect((await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).describe()).status.name).toBe('COMPLETED');
     await maybeRecordHistory(tw.client, voiceWorkflowId(session.voice_session_id), 'voice-stopped');
+    // Operators find it by workspace, labelled.
+    const listed: string[] = [];
+    for await (const w of tw.client.workflow.list({ query: `ConciergeWorkspaceId = '${ws}' AND WorkflowType = 'voiceSessionWorkflow'` })) listed.push(w.workflowId);
+    expect(listed).toContain(voiceWorkflowId(session.voice_session_id));
+    expect(await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).describe().then((d) => d.staticSummary())).toBe('browser voice session');
   }, 120_000);
 
   it('a browser that leaves (bye) ends the session, which keeps its recordings', async () => {
@@ -245,6 +251,42 @@ describe('browser voice sessions (direct transport)', () => {
     const other = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: { 'x-concierge-site': quietSite.site_id, origin: ORIGIN }, payload: { voice_session_id: held[0].id, text: 'hi' } });
     expect(other.statusCode).toBe(404);
   }, 60_000);
+});
+
+describe('credits during a session', () => {
+  it('a session out of credits ends politely: the agent says goodbye, reason out_of_credits, recordings kept', async () => {
+    // Its own workspace with one credit: the first period is paid at start, the second cannot be.
+    const ws2 = await createWorkspace(db.orm);
+    const auth2 = bearer((await createKey(t.services, ws2, ['workflows:write', 'workflows:publish'])).key);
+    const agent2 = await publishedWebAgent(t.app, auth2, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], voice_chat: true } } });
+    const site2 = await t.services.sites.create(ws2, agent2, [ORIGIN]);
+    await t.services.credits.grant(ws2, 1);
+    const conv = (await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: { 'x-concierge-site': site2.site_id, origin: ORIGIN }, payload: {} })).json();
+    const row = await t.services.voice.reserveSession({ workspaceId: ws2, siteId: site2.site_id, conversationId: conv.conversation_id, agentId: agent2, customerId: conv.customer_id, transport: 'direct' });
+    expect((await t.services.credits.balance(ws2)).balance).toBe(0);
+    const room = await t.composition.voice.transport.createRoom({ voiceSessionId: row.id, workspaceId: ws2, identity: conv.customer_id, ttlSeconds: 60 });
+    // A 2-second billing period instead of a minute, so the second payment comes quickly.
+    await new VoiceGateway(tw.client, tw.taskQueue).start({ voiceSessionId: row.id, workspaceId: ws2, conversationId: conv.conversation_id, siteId: site2.site_id, billingPeriodSeconds: 2 });
+    const browser = await joinAsBrowser(room);
+    const result = await tw.client.workflow.getHandle(voiceWorkflowId(row.id)).result();
+    expect(result.reason).toBe('out_of_credits');
+    expect(browser.frames.filter((f) => f.speaker === 'assistant' && !f.partial).map((f) => f.text)).toEqual([expect.stringMatching(/have to end this call/)]);
+    expect(browser.heard.length).toBeGreaterThan(8000);
+    expect(result.recordings).toHaveLength(3);
+    expect(await t.services.voice.session(ws2, row.id)).toMatchObject({ status: 'ended', endReason: 'out_of_credits', creditsSpent: 1 });
+    await browser.hangUp();
+  }, 90_000);
+
+  it('takes at most VOICE_MAX_CONCURRENT slots when many starts race (the count and insert are serialised per workspace)', async () => {
+    const ws3 = await createWorkspace(db.orm);
+    await t.services.credits.grant(ws3, 100);
+    const attempts = await Promise.allSettled(
+      Array.from({ length: 12 }, () => t.services.voice.reserveSession({ workspaceId: ws3, siteId: null, conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct' })),
+    );
+    expect(attempts.filter((a) => a.status === 'fulfilled')).toHaveLength(5);
+    for (const a of attempts) if (a.status === 'rejected') expect(a.reason).toMatchObject({ code: 'concurrent_voice_limit_reached', status: 429 });
+    expect((await t.services.credits.balance(ws3)).balance).toBe(95);
+  });
 });
 
 describe('voice prerequisites', () => {

@@ -261,9 +261,10 @@ describe('search attributes', () => {
     expect(note.json().error).toBe('empty_transcript');
 
     // Every workflow type but the installation-wide maintenance ones belongs to a workspace. (Structured
-    // extraction needs a model: test/api/extract-structured.test.ts checks its search attributes.)
+    // extraction needs a model, voice sessions and calls speech: test/api/extract-structured.test.ts,
+    // test/api/voice.test.ts and test/api/calls.test.ts check their search attributes.)
     const expected = Object.keys(workflowTypes)
-      .filter((name) => !['purgeExpiredWorkflow', 'reconcileStrandedWorkflow', 'structuredExtractionWorkflow'].includes(name))
+      .filter((name) => !['purgeExpiredWorkflow', 'reconcileStrandedWorkflow', 'structuredExtractionWorkflow', 'voiceSessionWorkflow', 'callWorkflow'].includes(name))
       .sort();
     expect(expected).toHaveLength(8);
     const listed = await until(

@@ -40,7 +40,7 @@ export const Call = defineEntity({
     conversationId: p.text(),
     agentId: p.text(),
     siteId: p.text().nullable(),
-    direction: p.text().default('outbound'),
+    direction: p.enum(['outbound'] as const).columnType('text').default('outbound'),
     phone: p.text(),
     provider: p.text(),
     status: p.enum(['calling', 'ringing', 'in_progress', 'completed', 'failed', 'no_answer', 'busy'] as const).columnType('text'),

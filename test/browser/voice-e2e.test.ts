@@ -167,6 +167,9 @@ describe('a voice call from the widget in Chromium, against the real app and wor
       const answer = fs.findIndex((f, i) => i > final && f.speaker === 'assistant' && !f.partial);
       return { partial, final, answer };
     };
+    // Until the agent has something to say, what the page receives is silence.
+    await until(frames, (fs) => fs.some((f) => f.speaker === 'user' && !f.partial), 'the first final user frame', 60_000);
+    expect(await page.evaluate(() => window.remotePeak as number)).toBeLessThan(0.01);
     const heard = await until(frames, (fs) => turn(fs).partial >= 0 && turn(fs).answer > 0, 'a turn with a partial, its final and the answer', 60_000);
     const { partial, final, answer } = turn(heard);
     // Whisper base sometimes writes "opening hour are" for the espeak voice.
@@ -188,6 +191,8 @@ describe('a voice call from the widget in Chromium, against the real app and wor
     const stopped = await page.evaluate(() => window.ConciergeWidget.voice.stop());
     expect(stopped.ended).toBe(true);
     expect(stopped.recordings.map((r: { kind: string }) => r.kind).sort()).toEqual(['agent', 'caller', 'combined']);
+    for (const r of stopped.recordings) expect(r.duration_ms).toBeGreaterThan(5000);
+    expect(stopped.recordings.find((r: { kind: string }) => r.kind === 'combined').channels).toBe(2);
     await expect(page.evaluate(() => window.voiceStates.at(-1))).resolves.toMatchObject({ state: 'ended', reason: 'visitor', voice_session_id: session.voice_session_id });
 
     // Every frame the page saw: exactly the contract's keys, `speaker` never `role`.

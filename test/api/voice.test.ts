@@ -8,7 +8,6 @@ import WebSocket from 'ws';
 import { transcriberFromConfig } from '../../core/kb/extractor';
 import { decodeMulaw, encodeMulaw, wavToMono } from '../../core/voice/audio';
 import type { TranscriptFrame } from '../../core/voice/types';
-import { EspeakSynthesizer } from '../../core/voice/tts';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
@@ -39,11 +38,9 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
   const text = (last?.content ?? '').toLowerCase();
   if (text.includes('opening hours') || text.includes('open')) return { text: 'We are open from nine to five.' };
   if (text.includes('ship abroad')) return { text: 'Yes, we ship to most countries.' };
-  if (text.includes('return')) return { text: LONG_ANSWER };
   return { text: 'Could you say that again?' };
 }
 
-const LONG_ANSWER = Array.from({ length: 8 }, (_, i) => `Rule number ${i + 1} of our returns policy says that items must come back unused within thirty days.`).join(' ');
 
 const widget = (extra: Record<string, string> = {}) => ({ 'x-concierge-site': site.site_id, origin: ORIGIN, ...extra });
 
@@ -124,9 +121,9 @@ async function joinAsBrowser(session: { rtc_url: string; rtc_token: string }) {
     frames,
     heard,
     say: (samples: Int16Array) => void (queue = queue.concat(Array.from(samples))),
-    async until(pred: () => boolean, ms = 60_000) {
+    async until(pred: () => boolean | Promise<boolean>, ms = 60_000) {
       const end = Date.now() + ms;
-      while (!pred()) {
+      while (!(await pred())) {
         if (Date.now() > end) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
         await new Promise((r) => setTimeout(r, 100));
       }
@@ -255,28 +252,6 @@ describe('browser voice sessions (direct transport)', () => {
     const other = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: { 'x-concierge-site': quietSite.site_id, origin: ORIGIN }, payload: { voice_session_id: held[0].id, text: 'hi' } });
     expect(other.statusCode).toBe(404);
   }, 60_000);
-});
-
-describe('barge-in', () => {
-  it('the visitor speaking over the agent stops its audio at once; the new question is answered', async () => {
-    const longSeconds = (await new EspeakSynthesizer().synthesize(LONG_ANSWER)).length / 8000;
-    expect(longSeconds).toBeGreaterThan(20);
-    const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
-    const session = start.json();
-    const browser = await joinAsBrowser(session);
-    await new Promise((r) => setTimeout(r, 1000));
-    browser.say(speech8k('Tell me about returns.'));
-    await browser.until(() => browser.frames.some((f) => f.speaker === 'assistant' && f.partial));
-    await browser.until(() => browser.heard.length > 8000 * 2);
-    browser.say(speech8k('Do you ship abroad?'));
-    await browser.until(() => browser.frames.some((f) => f.speaker === 'assistant' && !f.partial && f.text.includes('ship to most countries')));
-    await new Promise((r) => setTimeout(r, 4000));
-    // Heard: ~2 s of the long answer, the barge-in's reaction, then the short answer (~2 s): far less than the long answer alone.
-    const heardSeconds = browser.heard.length / 8000;
-    expect(heardSeconds).toBeLessThan(longSeconds / 2);
-    await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers: widget(), payload: { voice_session_id: session.voice_session_id } });
-    await browser.hangUp();
-  }, 120_000);
 });
 
 describe('credits during a session', () => {

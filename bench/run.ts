@@ -16,6 +16,7 @@ import { benchKbUploadRss } from './kb-upload-rss';
 import { benchMsgappAgentReply } from './msgapp-agent-reply';
 import { benchMsgappSend } from './msgapp-send';
 import { benchTranscribe } from './transcribe';
+import { benchVoice } from './voice';
 import { benchWidgetReply } from './widget-reply';
 import { benchWidgetSockets } from './widget-sockets';
 import { benchStructuredExtraction } from './structured-extraction';
@@ -35,6 +36,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'analytics', run: benchAnalytics },
   { name: 'mcp-call', run: benchMcpCall },
   { name: 'transcribe', run: benchTranscribe },
+  { name: 'voice', run: benchVoice },
   { name: 'structured-extraction', run: benchStructuredExtraction },
 ];
 

@@ -1,3 +1,4 @@
+import type { TurnStats } from '../core/voice/agent';
 import { VoiceMedia } from '../core/voice/media';
 import type { ActivityDeps } from '../activities';
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
@@ -35,6 +36,8 @@ export interface WorkerRuntimeOptions {
   dispatcher?: boolean;
   /** Search attributes and maintenance schedules, default on. */
   setUp?: boolean;
+  /** What each voice turn cost (VAD, STT, model, TTS), for the voice benchmark. */
+  onVoiceTurn?: (stats: TurnStats) => void;
 }
 
 export interface WorkerRuntime {
@@ -73,7 +76,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
       indexing: c.indexing,
       workflowState: workflowStateOf(client),
       conversations,
-      voice: voiceMediaOf(c, conversations),
+      voice: voiceMediaOf(c, conversations, opts.onVoiceTurn),
       sender: new MessageSender(client, taskQueue, c.temporal.native !== null),
     }, workflowBundle: opts.workflowBundle });
   const running = worker.run();
@@ -113,7 +116,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
 }
 
 /** The worker's voice media runner (null when speech is missing either way: /voice/start answers 503 then). */
-function voiceMediaOf(c: Composition, conversations: ConversationGateway): ActivityDeps['voice'] {
+function voiceMediaOf(c: Composition, conversations: ConversationGateway, onTurn?: (stats: TurnStats) => void): ActivityDeps['voice'] {
   const { stt, tts, transport } = c.voice;
   if (!stt || !tts) return undefined;
   const media = new VoiceMedia({
@@ -128,6 +131,7 @@ function voiceMediaOf(c: Composition, conversations: ConversationGateway): Activ
     silenceMs: c.config.VOICE_SILENCE_MS,
     joinTimeoutMs: c.config.VOICE_JOIN_TIMEOUT_SECONDS * 1000,
     maxMinutes: c.config.VOICE_MAX_MINUTES,
+    onTurn,
     turn: async (conv, text, clientMessageId) => {
       const result = await conversations.send(conv, { clientMessageId, text, uploadIds: [], indexUploads: [], delivery: 'sync' });
       await c.services.transcript.markChannel([result.message_id, result.reply_id], 'voice');

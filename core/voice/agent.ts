@@ -123,10 +123,13 @@ export class VoiceAgent {
       this.preroll.push(frame);
       if (this.preroll.length > this.prerollFrames) this.preroll.shift();
     }
-    if (this.vad.inSpeech) this.lastVoiceAt = this.now();
     for (const e of events) {
       if (e.type === 'speech_start') this.speechStarted();
-      else this.speechEnded();
+      else {
+        // The turn ended silenceMs after its last voiced frame: when that frame ended, on this clock.
+        this.lastVoiceAt = this.now() - ((this.vad.samplesSeen - e.sample) * 1000) / MEDIA_RATE;
+        this.speechEnded();
+      }
     }
   }
 

@@ -1,17 +1,14 @@
 import type { AddressInfo } from 'node:net';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU } from 'werift';
 import WebSocket from 'ws';
 import { transcriberFromConfig } from '../../core/kb/extractor';
-import { decodeMulaw, encodeMulaw, wavToMono } from '../../core/voice/audio';
-import type { TranscriptFrame } from '../../core/voice/types';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
+import { joinAsBrowser, speech8k } from '../support/voice-browser';
 import { voiceWorkflowId } from '../../workflows/voice';
 import { VoiceGateway } from '../../gateways/voice';
 
@@ -25,13 +22,6 @@ let site: { site_id: string; site_secret: string };
 let port: number;
 const ORIGIN = 'https://shop.example';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'voice-test-'));
-
-/** espeak-ng speech at 8 kHz, as the phone line / PCMU leg carries it. */
-function speech8k(text: string): Int16Array {
-  const file = path.join(dir, `${text.length}-${Date.now()}.wav`);
-  execFileSync('espeak-ng', ['-v', 'en-us', '-s', '150', '-w', file, text]);
-  return wavToMono(fs.readFileSync(file), 8000);
-}
 
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
   const last = [...body.messages].reverse().find((m) => m.role === 'user');
@@ -68,75 +58,6 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** The browser's side: signalling over the socket, a werift peer sending 8 kHz PCMU and reading the `transcript` channel. */
-async function joinAsBrowser(session: { rtc_url: string; rtc_token: string }) {
-  const url = session.rtc_url.replace(/:\/\/[^/]+/, `://127.0.0.1:${port}`);
-  const sock = new WebSocket(url);
-  const inbox: Array<Record<string, unknown>> = [];
-  let notify = () => undefined as void;
-  sock.on('message', (d) => {
-    inbox.push(JSON.parse(String(d)));
-    notify();
-  });
-  const next = async (type: string) => {
-    for (let i = 0; i < 400; i++) {
-      const at = inbox.findIndex((m) => m.type === type || m.type === 'error');
-      if (at >= 0) return inbox.splice(at, 1)[0];
-      await new Promise<void>((r) => {
-        notify = r;
-        setTimeout(r, 100);
-      });
-    }
-    throw new Error(`no ${type} frame`);
-  };
-  await new Promise((r, j) => sock.once('open', r).once('error', j));
-  sock.send(JSON.stringify({ type: 'join', token: session.rtc_token }));
-  expect(await next('joined')).toMatchObject({ type: 'joined' });
-  const pc = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] } });
-  const mic = new MediaStreamTrack({ kind: 'audio' });
-  pc.addTransceiver(mic, { direction: 'sendrecv' });
-  const channel = pc.createDataChannel('transcript');
-  const frames: TranscriptFrame[] = [];
-  channel.onMessage.subscribe((d) => frames.push(JSON.parse(d.toString())));
-  const heard: number[] = [];
-  pc.onTrack.subscribe((track) => track.onReceiveRtp.subscribe((rtp) => heard.push(...decodeMulaw(rtp.payload))));
-  await pc.setLocalDescription(await pc.createOffer());
-  if (pc.iceGatheringState !== 'complete') await pc.iceGatheringStateChange.watch((s) => s === 'complete');
-  sock.send(JSON.stringify({ type: 'offer', sdp: pc.localDescription!.sdp }));
-  const answer = await next('answer');
-  expect(answer.type).toBe('answer');
-  await pc.setRemoteDescription({ type: 'answer', sdp: answer.sdp as string });
-  if (pc.connectionState !== 'connected') await pc.connectionStateChange.watch((s) => s === 'connected');
-
-  // The microphone: a queue of samples, paced at 20 ms; quiet noise when nothing is queued (a real mic is never digital silence).
-  let queue: number[] = [];
-  let seq = 1;
-  let ts = 0;
-  const timer = setInterval(() => {
-    const frame = new Int16Array(160);
-    for (let i = 0; i < 160; i++) frame[i] = queue.length ? queue.shift()! : Math.round((Math.random() - 0.5) * 40);
-    mic.writeRtp(new RtpPacket(new RtpHeader({ payloadType: 0, sequenceNumber: seq++ & 0xffff, timestamp: (ts += 160) >>> 0 }), Buffer.from(encodeMulaw(frame))));
-  }, 20);
-  return {
-    frames,
-    heard,
-    say: (samples: Int16Array) => void (queue = queue.concat(Array.from(samples))),
-    async until(pred: () => boolean | Promise<boolean>, ms = 60_000) {
-      const end = Date.now() + ms;
-      while (!(await pred())) {
-        if (Date.now() > end) throw new Error(`timed out; frames: ${JSON.stringify(frames)}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    },
-    async hangUp(bye = true) {
-      clearInterval(timer);
-      if (bye && sock.readyState === sock.OPEN) sock.send(JSON.stringify({ type: 'bye' }));
-      sock.close();
-      await pc.close();
-    },
-  };
-}
-
 describe('browser voice sessions (direct transport)', () => {
   it('hears the visitor, answers through the conversation actor with speech, streams transcript frames, takes inject_text, and stop saves three recordings', async () => {
     const init = await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: widget(), payload: {} });
@@ -149,10 +70,10 @@ describe('browser voice sessions (direct transport)', () => {
     expect(session.rtc_url).toMatch(/^ws:\/\/.+\/api\/voice\/rtc$/);
     expect(session.voice_session_id).toMatch(/^vs_[0-9a-f]{24}$/);
 
-    const browser = await joinAsBrowser(session);
+    const browser = await joinAsBrowser(session, port);
     // A second of room noise first, as a microphone sends before anyone speaks.
     await new Promise((r) => setTimeout(r, 1000));
-    browser.say(speech8k('What are your opening hours?'));
+    browser.say(speech8k('What are your opening hours?', dir));
     await browser.until(() => browser.frames.some((f) => f.speaker === 'assistant' && !f.partial));
     const user = browser.frames.filter((f) => f.speaker === 'user');
     const finalUser = user.find((f) => !f.partial)!;
@@ -203,8 +124,8 @@ describe('browser voice sessions (direct transport)', () => {
     const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
     expect(start.statusCode).toBe(200);
     const session = start.json();
-    const browser = await joinAsBrowser(session);
-    browser.say(speech8k('Hello there.'));
+    const browser = await joinAsBrowser(session, port);
+    browser.say(speech8k('Hello there.', dir));
     await new Promise((r) => setTimeout(r, 3000));
     await browser.hangUp();
     const result = await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).result();
@@ -268,7 +189,7 @@ describe('credits during a session', () => {
     const room = await t.composition.voice.transport.createRoom({ voiceSessionId: row.id, workspaceId: ws2, identity: conv.customer_id, ttlSeconds: 60 });
     // A 2-second billing period instead of a minute, so the second payment comes quickly.
     await new VoiceGateway(tw.client, tw.taskQueue).start({ voiceSessionId: row.id, workspaceId: ws2, conversationId: conv.conversation_id, siteId: site2.site_id, billingPeriodSeconds: 2 });
-    const browser = await joinAsBrowser(room);
+    const browser = await joinAsBrowser(room, port);
     const result = await tw.client.workflow.getHandle(voiceWorkflowId(row.id)).result();
     expect(result.reason).toBe('out_of_credits');
     expect(browser.frames.filter((f) => f.speaker === 'assistant' && !f.partial).map((f) => f.text)).toEqual([expect.stringMatching(/have to end this call/)]);

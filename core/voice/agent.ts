@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { concatFrames } from './audio';
 import type { CallRecorder } from './recorder';
 import type { SpeechRecognizer } from './stt';
 import type { SpeechSynthesizer } from './tts';
@@ -146,7 +147,7 @@ export class VoiceAgent {
   private partial(): void {
     const turn = this.utterance;
     if (!turn || this.partialRunning || turn.length * FRAME_MS < PARTIAL_MIN_MS) return;
-    const samples = concat(turn);
+    const samples = concatFrames(turn);
     this.partialRunning = this.o.stt
       .transcribe(samples)
       .then((text) => {
@@ -163,7 +164,7 @@ export class VoiceAgent {
     this.utterance = null;
     if (!turn?.length) return;
     const speechEndedAt = this.now();
-    this.enqueue(concat(turn), 'speech', { speechEndedAt, lastVoiceAt: this.lastVoiceAt });
+    this.enqueue(concatFrames(turn), 'speech', { speechEndedAt, lastVoiceAt: this.lastVoiceAt });
   }
 
   /** Turns run one at a time, in the order the caller spoke. */
@@ -224,16 +225,6 @@ export class VoiceAgent {
   private frame(speaker: TranscriptFrame['speaker'], text: string, partial: boolean): void {
     this.o.leg.sendTranscript({ type: 'transcript', speaker, text, timestamp: this.now(), partial });
   }
-}
-
-function concat(frames: Int16Array[]): Int16Array {
-  const out = new Int16Array(frames.reduce((n, f) => n + f.length, 0));
-  let at = 0;
-  for (const f of frames) {
-    out.set(f, at);
-    at += f.length;
-  }
-  return out;
 }
 
 /** Markdown and links read aloud badly: what a voice says of a chat reply. */

@@ -371,3 +371,14 @@ export function pcmFromBytes(bytes: Uint8Array): Int16Array {
   new Uint8Array(out.buffer).set(bytes.subarray(0, out.length * 2));
   return out;
 }
+
+/** Frames joined into one run of samples. */
+export function concatFrames(frames: Int16Array[]): Int16Array {
+  const out = new Int16Array(frames.reduce((n, f) => n + f.length, 0));
+  let at = 0;
+  for (const f of frames) {
+    out.set(f, at);
+    at += f.length;
+  }
+  return out;
+}

@@ -1,3 +1,4 @@
+import { concatFrames } from '../../core/voice/audio';
 import { execFileSync } from 'node:child_process';
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU } from 'werift';
 import { decodeMulaw, encodeMulaw, wavToMono } from '../../core/voice/audio';
@@ -213,12 +214,4 @@ function peak(frame: Int16Array): number {
   return m;
 }
 
-export function concat(frames: Int16Array[]): Int16Array {
-  const out = new Int16Array(frames.reduce((n, f) => n + f.length, 0));
-  let at = 0;
-  for (const f of frames) {
-    out.set(f, at);
-    at += f.length;
-  }
-  return out;
-}
+export const concat = concatFrames;

@@ -28,8 +28,11 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
   const text = (last?.content ?? '').toLowerCase();
   if (text.includes('opening hours') || text.includes('open')) return { text: 'We are open from nine to five.' };
   if (text.includes('ship abroad')) return { text: 'Yes, we ship to most countries.' };
+  if (text.includes('return')) return { text: LONG_ANSWER };
   return { text: 'Could you say that again?' };
 }
+
+const LONG_ANSWER = Array.from({ length: 8 }, (_, i) => `Rule number ${i + 1} of our returns policy says that items must come back unused within thirty days.`).join(' ');
 
 
 const widget = (extra: Record<string, string> = {}) => ({ 'x-concierge-site': site.site_id, origin: ORIGIN, ...extra });
@@ -173,6 +176,45 @@ describe('browser voice sessions (direct transport)', () => {
     const other = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: { 'x-concierge-site': quietSite.site_id, origin: ORIGIN }, payload: { voice_session_id: held[0].id, text: 'hi' } });
     expect(other.statusCode).toBe(404);
   }, 60_000);
+});
+
+describe('barge-in', () => {
+  it('the visitor speaking over a long answer stops its audio at once, and the new question is answered', async () => {
+    const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
+    const session = start.json();
+    const browser = await joinAsBrowser(session, port);
+    // A text turn whose answer is long (eight sentences, about 45 s of speech).
+    const injected = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: widget(), payload: { voice_session_id: session.voice_session_id, text: 'Tell me about returns.' } });
+    expect(injected.json()).toEqual({ ok: true });
+    await browser.until(() => browser.heard.length > 8000 * 3);
+    const heardBefore = browser.heard.length;
+
+    const question = speech8k('What are your opening hours?', dir);
+    // Where the spoken words begin in the clip (espeak-ng leads with a little silence).
+    const onset = question.findIndex((s) => Math.abs(s) > 1000);
+    const spokeAt = performance.now() + (onset / 8000) * 1000;
+    browser.say(question);
+    await browser.until(() => browser.frames.some((f) => f.speaker === 'assistant' && !f.partial && f.text === 'We are open from nine to five.'));
+
+    // The long answer's last packet came soon after the visitor started to speak: the queued rest (tens of seconds) was dropped.
+    const answerStart = browser.packets.findIndex((p) => p.marker && p.at > spokeAt);
+    expect(answerStart).toBeGreaterThan(0);
+    const cut = browser.packets[answerStart - 1].at;
+    expect(cut - spokeAt).toBeLessThan(1500);
+    expect(browser.packets[answerStart].at - cut).toBeGreaterThan(1000);
+    // What the browser heard of the long answer: the seconds before the barge-in, not its 45 s.
+    expect((browser.heard.length - heardBefore) / 8000).toBeLessThan(15);
+    // The transcript: the spoken question, its final frame after the long answer's, then the short answer.
+    const finals = browser.frames.filter((f) => !f.partial).map((f) => [f.speaker, f.text]);
+    expect(finals[0]).toEqual(['user', 'Tell me about returns.']);
+    expect(finals[1][0]).toBe('assistant');
+    expect(finals[1][1]).toMatch(/^Rule number 1 of our returns policy/);
+    expect(finals[2][0]).toBe('user');
+    expect(finals[2][1]).toMatch(/opening hours?\b/i);
+    expect(finals[3]).toEqual(['assistant', 'We are open from nine to five.']);
+    await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers: widget(), payload: { voice_session_id: session.voice_session_id } });
+    await browser.hangUp();
+  }, 120_000);
 });
 
 describe('credits during a session', () => {

@@ -21,10 +21,18 @@ export type SippScenario = 'answer-wait-bye' | 'answer-hang-up' | 'busy' | 'no-a
 
 export interface SippOptions {
   scenario: SippScenario;
-  /** Values for the scenario's @@FIELD@@ placeholders (CODEC defaults to 0, MEDIA to none). */
+  /**
+   * Values for the scenario's @@FIELD@@ placeholders: CODEC (the payload type its SDP
+   * answer offers, 0 by default), MEDIA (an action after the ACK, none by default),
+   * MEDIA_PORT (the RTP port its SDP answer gives, its own -mp port by default: a test
+   * may put a listener of its own there to capture what we send), HANGUP_MS, USERNAME,
+   * PASSWORD.
+   */
   fields?: Record<string, string>;
   /** Echo every RTP packet received on the media port back to its sender (-rtp_echo). */
   rtpEcho?: boolean;
+  /** SIPp gives up (and fails) after this long; 90 s by default. */
+  timeoutSeconds?: number;
 }
 
 export interface SippRun {
@@ -60,7 +68,7 @@ async function freePorts(): Promise<number> {
 
 export async function startSipp(o: SippOptions): Promise<SippRun> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sipp-'));
-  const fields: Record<string, string> = { CODEC: '0', MEDIA: '', HANGUP_MS: '1000', ...o.fields };
+  const fields: Record<string, string> = { CODEC: '0', MEDIA: '', MEDIA_PORT: '[media_port]', HANGUP_MS: '1000', ...o.fields };
   const xml = fs.readFileSync(path.join(FIXTURES, `${o.scenario}.xml`), 'utf8').replace(/@@([A-Z_]+)@@/g, (m, name: string) => fields[name] ?? m);
   const scenario = path.join(dir, `${o.scenario}.xml`);
   fs.writeFileSync(scenario, xml);
@@ -69,7 +77,7 @@ export async function startSipp(o: SippOptions): Promise<SippRun> {
   const mediaPort = base + 2;
   const messages = path.join(dir, 'messages.log');
   const errors = path.join(dir, 'errors.log');
-  const args = ['-sf', scenario, '-i', '127.0.0.1', '-p', String(port), '-mp', String(mediaPort), '-m', '1', '-nostdin', '-trace_msg', '-message_file', messages, '-trace_err', '-error_file', errors, '-timeout', '90s', '-timeout_error'];
+  const args = ['-sf', scenario, '-i', '127.0.0.1', '-p', String(port), '-mp', String(mediaPort), '-m', '1', '-nostdin', '-trace_msg', '-message_file', messages, '-trace_err', '-error_file', errors, '-timeout', `${o.timeoutSeconds ?? 90}s`, '-timeout_error'];
   if (o.rtpEcho) args.push('-rtp_echo');
   const child = spawn('sipp', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

@@ -79,15 +79,21 @@ describeSipp('direct SIP trunk against SIPp', () => {
     expect(done.trace).toMatch(/BYE sip:callee@127\.0\.0\.1:\d+;transport=UDP SIP\/2\.0/i);
   }, 30_000);
 
-  test('audio SIPp sends reaches the leg, and SIPp hanging up (its BYE) ends the leg remote_hung_up', async () => {
+  test('audio SIPp sends reaches the leg (its silence after, sent as no RTP, heard as silence frames), and SIPp hanging up (its BYE) ends the leg remote_hung_up', async () => {
     const audio = writeMulawFile(encodeMulaw(tone(1200, 1000)));
-    sipp = await startSipp({ scenario: 'answer-hang-up', fields: { MEDIA: `<nop><action><exec rtp_stream="${audio},1,0"/></action></nop>`, HANGUP_MS: '2000' } });
+    sipp = await startSipp({ scenario: 'answer-hang-up', fields: { MEDIA: `<nop><action><exec rtp_stream="${audio},1,0"/></action></nop>`, HANGUP_MS: '2400' } });
     const { leg, frames } = await dial(telephony(sipp));
+    const answered = Date.now();
     await expect(leg.ended).resolves.toBe('remote_hung_up');
+    const talked = Date.now() - answered;
     await leg.close();
     const loud = frames.filter((f) => peak(f) > 4000);
     expect(loud.length).toBeGreaterThanOrEqual(55);
     for (const f of loud.slice(1, -1)) expect(Math.abs(frequency(f) - 1000)).toBeLessThan(30);
+    // After its 1.2 s stream SIPp sends nothing; the leg still delivers a frame per 20 ms (the gap less 100 ms).
+    const after = frames.slice(frames.indexOf(loud.at(-1)!) + 1);
+    expect(after.every((f) => peak(f) === 0)).toBe(true);
+    expect(after.length * 20).toBeGreaterThan(talked - 1200 - 400);
     const done = await sipp.exited;
     expect(done.code).toBe(0);
     // We answered its BYE and sent none of our own: the one BYE in the trace is SIPp's.

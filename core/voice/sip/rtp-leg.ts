@@ -45,13 +45,18 @@ export async function bindRtpSocket(host: string, range?: [number, number]): Pro
   throw new Error(`no free even UDP port in ${lo}-${hi} for RTP`);
 }
 
+/** A gap in the far end's RTP this long is silence (it suppresses silence, or sends comfort noise only). */
+const GAP_MS = 100;
+
 /**
  * The media of one answered SIP call: G.711 RTP over UDP to the address the SDP answer
  * gave, paced by PacedLeg. Between the agent's turns the leg keeps sending silence every
  * 20 ms, as a phone does: carriers hang up calls whose RTP stops (media timeouts), and a
- * NAT in front of us only lets the far end's RTP in while ours flows out. A phone line
- * has no data channel, so transcript frames are dropped. `hangUp` (the dialog's BYE) runs
- * on close unless the far end hung up first.
+ * NAT in front of us only lets the far end's RTP in while ours flows out. The other way,
+ * a far end that stops sending (silence suppression, comfort noise) is heard as silence
+ * frames on the 20 ms clock, so the listener's VAD sees the caller's turn end. A phone
+ * line has no data channel, so transcript frames are dropped. `hangUp` (the dialog's
+ * BYE) runs on close unless the far end hung up first.
  */
 export class RtpLeg extends PacedLeg {
   private sequence = Math.floor(Math.random() * 0xffff);
@@ -60,6 +65,8 @@ export class RtpLeg extends PacedLeg {
   /** Received samples not yet a whole frame (a peer may packetise at 10 or 30 ms). */
   private pending = new Int16Array(0);
   private silenceDue = Date.now();
+  /** When the far end's next frame is overdue (0 until its first packet). */
+  private heardDue = 0;
   private readonly clock: NodeJS.Timeout;
   private over = false;
   private remoteGone = false;
@@ -94,6 +101,7 @@ export class RtpLeg extends PacedLeg {
     // Comfort noise, DTMF events and anything unknown carry no speech we can decode.
     if ((pt !== PCMU && pt !== PCMA) || packet.payload.length === 0) return;
     this.stats.received++;
+    this.heardDue = Date.now() + GAP_MS;
     const pcm = pt === PCMU ? decodeMulaw(packet.payload) : decodeAlaw(packet.payload);
     let samples = pcm;
     if (this.pending.length) {
@@ -123,8 +131,17 @@ export class RtpLeg extends PacedLeg {
   }
 
   private readonly keepAlive = (): void => {
-    if (this.over || this.playing) return;
+    if (this.over) return;
     const now = Date.now();
+    if (this.heardDue && now >= this.heardDue) {
+      // The far end went quiet GAP_MS ago: silence frames on our 20 ms clock until its RTP resumes.
+      if (now - this.heardDue > 200) this.heardDue = now;
+      while (this.heardDue <= now) {
+        this.received(new Int16Array(FRAME_SAMPLES));
+        this.heardDue += FRAME_MS;
+      }
+    }
+    if (this.playing) return;
     // After a stall (a busy event loop), carry on from now rather than burst.
     if (now - this.silenceDue > 200) this.silenceDue = now;
     const silence = new Int16Array(FRAME_SAMPLES);

@@ -43,7 +43,6 @@ export interface InviteResult {
 const T2_MS = 4000;
 
 interface ClientTransaction {
-  method: string;
   onResponse(res: SipMessage): void;
 }
 
@@ -124,6 +123,7 @@ export class SipUac {
       };
       const timerB = this.timer(() => {
         stopA();
+        final = true;
         this.transactions.delete(`${branch}|INVITE`);
         resolve({ status: 0, reason: 'no response from the SIP trunk', body: '' });
       }, 64 * this.t1);
@@ -141,7 +141,6 @@ export class SipUac {
         }, 64 * this.t1);
       };
       this.transactions.set(`${branch}|INVITE`, {
-        method: 'INVITE',
         onResponse: (res) => {
           stopA();
           this.clear(timerB);
@@ -241,7 +240,6 @@ export class SipUac {
         reject(new Error(`no response to ${msg.method}`));
       }, 64 * this.t1);
       this.transactions.set(key, {
-        method: msg.method!,
         onResponse: (res) => {
           if (res.status! < 200) {
             interval = T2_MS;

@@ -185,6 +185,23 @@ export const configSchema = z.object({
   /** Both or neither. */
   LIVEKIT_EGRESS_S3_ACCESS_KEY_ID: optionalString,
   LIVEKIT_EGRESS_S3_SECRET_ACCESS_KEY: optionalString,
+  /**
+   * Dial-out over a SIP trunk directly (SIP over UDP, G.711 RTP), used when LiveKit
+   * dial-out (LIVEKIT_URL with LIVEKIT_SIP_TRUNK_ID) is not configured: LiveKit wins if
+   * both are. `sip:host[:port][;transport=udp]`.
+   */
+  SIP_TRUNK_URI: z.preprocess(emptyToUndefined, z.string().regex(/^sip:/i, { error: 'must be a sip: URI such as sip:trunk.example.com:5060' }).optional()),
+  /** Digest credentials the trunk asks for (401/407); both or neither. */
+  SIP_USERNAME: optionalString,
+  SIP_PASSWORD: optionalString,
+  /** The caller id (From), E.164; required with SIP_TRUNK_URI. */
+  SIP_FROM_NUMBER: z.preprocess(emptyToUndefined, z.string().regex(/^\+[1-9][0-9]{6,14}$/, { error: 'must be an E.164 number such as +14155550100' }).optional()),
+  /** Seconds the phone may ring before the call is cancelled (no_answer). */
+  SIP_RINGING_TIMEOUT_SECONDS: positiveInt(30),
+  /** The address announced in SIP and SDP (the worker's public IP behind a static NAT); default: the one routed to the trunk. */
+  SIP_LOCAL_IP: z.preprocess(emptyToUndefined, z.ipv4().optional()),
+  /** UDP port range for the trunk's RTP, e.g. 20000-20100; default: any free port. */
+  SIP_RTP_PORTS: z.preprocess(emptyToUndefined, z.string().regex(/^\d{1,5}-\d{1,5}$/).optional()),
   /** A vision-capable model on an OpenAI-compatible server: uploaded images and video key frames are described for the agent. Unset: images are OCR'd only. */
   VISION_MODEL: optionalString,
   /** Where VISION_MODEL is served; default LLM_BASE_URL. */

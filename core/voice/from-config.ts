@@ -4,7 +4,8 @@ import type { SecretBox } from '../crypto/secret-box';
 import type { PgNotifications } from '../db/notifications';
 import type { Transcriber } from '../kb/extract';
 import { DirectTransport } from './direct';
-import { livekitFromConfig } from './livekit';
+import { livekitFromConfig, type LiveKitParts } from './livekit';
+import { sipTrunkFromConfig } from './sip/trunk';
 import type { VoiceSessionService } from './sessions';
 import { speechRecognizerFor, type SpeechRecognizer } from './stt';
 import { EspeakSynthesizer, OpenAiSpeechSynthesizer, type SpeechSynthesizer } from './tts';
@@ -49,10 +50,17 @@ export function signalUrl(publicBaseUrl: string): string {
   return `${publicBaseUrl.replace(/^http/, 'ws').replace(/\/$/, '')}/api/voice/rtc`;
 }
 
+/** Dial-out from the settings: LiveKit's SIP when it has a trunk (it wins), else the direct SIP trunk, else none. */
+export function telephonyFromConfig(config: Config, livekit: LiveKitParts | null): Telephony | null {
+  return livekit?.telephony ?? sipTrunkFromConfig(config);
+}
+
 /**
  * Voice from the settings: LiveKit when LIVEKIT_URL is set (dial-out with
- * LIVEKIT_SIP_TRUNK_ID), else the embedded direct WebRTC transport; speech-to-text is
- * the process's transcriber, speech the TTS settings'.
+ * LIVEKIT_SIP_TRUNK_ID), else the embedded direct WebRTC transport; dial-out through
+ * LiveKit when it has a trunk, else directly over the SIP trunk SIP_TRUNK_URI names
+ * (LiveKit wins when both are set); speech-to-text is the process's transcriber,
+ * speech the TTS settings'.
  */
 export function voiceFromConfig(
   config: Config,
@@ -76,7 +84,7 @@ export function voiceFromConfig(
         ...(config.VOICE_PUBLIC_IP ? { announce: [config.VOICE_PUBLIC_IP] } : {}),
       },
     });
-  const telephony = 'telephony' in overrides ? (overrides.telephony ?? null) : (livekit?.telephony ?? null);
+  const telephony = 'telephony' in overrides ? (overrides.telephony ?? null) : telephonyFromConfig(config, livekit);
   const speech = !stt
     ? 'no speech-to-text (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)'
     : !tts
@@ -89,7 +97,7 @@ export function voiceFromConfig(
     telephony,
     prereqs: {
       voice: speech,
-      dialOut: !telephony ? 'no voice provider with an outbound number (LIVEKIT_URL with LIVEKIT_SIP_TRUNK_ID)' : speech,
+      dialOut: !telephony ? 'no voice provider with an outbound number (LIVEKIT_URL with LIVEKIT_SIP_TRUNK_ID, or SIP_TRUNK_URI with SIP_FROM_NUMBER)' : speech,
     },
   };
 }

@@ -152,6 +152,7 @@ describe('POST /widget/call and POST /api/v1/outbound (voice): every refusal', (
     const prereq = await callWidget(siteOn, { phone_number: '+12025550143' }, bare);
     expect(error(prereq)).toEqual([503, 'dial_out_prereq_failed']);
     expect(prereq.json().message).toContain('no voice provider with an outbound number');
+    expect(prereq.json().message).toContain('SIP_TRUNK_URI');
     expect(error(await callWidget(wsPoor.site, { phone_number: '+12025550143' }))).toEqual([402, 'out_of_credits']);
     expect(error(await callWidget(wsFull.site, { phone_number: '+12025550143' }))).toEqual([429, 'concurrent_voice_limit_reached']);
     // init tells the visitor why dial-out is off here.

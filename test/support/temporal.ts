@@ -5,6 +5,7 @@ import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
 import type { Composition } from '../../core/compose';
+import type { Config } from '../../core/config';
 import type { Orm } from '../../core/db/orm';
 import { testCompose, type TestOverrides } from './app';
 import { writeTestLog } from './secret-log';
@@ -42,14 +43,15 @@ export interface TestWorker {
  * overrides (fake model, provider URLs). No outbox relay: tests that need one start it
  * with a short sweep (see kb.ts); no schedules, which would pile up per task queue.
  */
-export async function startTestWorker(db: { orm: Orm; url: string }, overrides: TestOverrides = {}): Promise<TestWorker> {
+/** `config`: further settings of the worker process (e.g. SIP_TRUNK_URI). */
+export async function startTestWorker(db: { orm: Orm; url: string }, overrides: TestOverrides = {}, config: Partial<Config> = {}): Promise<TestWorker> {
   const address = process.env.TEST_TEMPORAL_ADDRESS;
   const bundle = process.env.TEST_WORKFLOW_BUNDLE;
   if (!address || !bundle) throw new Error('Temporal test server not started: run the tests through jest (global-setup.ts)');
   installQuietRuntime();
   const taskQueue = `test-${randomBytes(6).toString('hex')}`;
   // As worker/main.ts: the client and the worker share one native connection (so a test app given this client may start eagerly).
-  const c = await testCompose('worker', { orm: db.orm, databaseUrl: db.url }, overrides, { config: { TEMPORAL_TASK_QUEUE: taskQueue }, temporalAddress: address, connectWorker });
+  const c = await testCompose('worker', { orm: db.orm, databaseUrl: db.url }, overrides, { config: { ...config, TEMPORAL_TASK_QUEUE: taskQueue }, temporalAddress: address, connectWorker });
   try {
     await ensureSearchAttributes(c.temporal!.client.connection as Connection, 'default');
     const { worker } = await startWorker(c, { workflowBundle: { codePath: bundle }, dispatcher: false, setUp: false });

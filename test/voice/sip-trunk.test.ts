@@ -1,0 +1,208 @@
+import dgram from 'node:dgram';
+import { encodeAlaw, encodeMulaw } from '../../core/voice/audio';
+import { DialFailed } from '../../core/voice/dial';
+import { parseMessage } from '../../core/voice/sip/message';
+import type { RtpLeg } from '../../core/voice/sip/rtp-leg';
+import { SipTrunkTelephony, type SipTrunkSettings } from '../../core/voice/sip/trunk';
+import type { DialOutInput, MediaLeg } from '../../core/voice/types';
+import { sippInstalled, startSipp, writeMulawFile, type SippRun } from '../support/sipp';
+
+/**
+ * The direct SIP trunk against SIPp (Debian sip-tester) on loopback: real SIP over UDP
+ * and G.711 RTP. SIPp plays the far end's part (answers, rings out, is busy, challenges
+ * with digest auth, hangs up) and exits 0 only when its scenario ran to the end, so a
+ * BYE, CANCEL or ACK we failed to send fails the test.
+ */
+
+const FROM = '+14155550100';
+const TO = '+14155550123';
+const input: DialOutInput = { callId: 'call_test', workspaceId: 'ws_test', to: TO, room_name: 'call_test' };
+
+/** `ms` of a sine at `hz` (MEDIA_RATE). */
+function tone(ms: number, hz: number): Int16Array {
+  const out = new Int16Array(ms * 8);
+  for (let i = 0; i < out.length; i++) out[i] = Math.round(8000 * Math.sin((2 * Math.PI * hz * i) / 8000));
+  return out;
+}
+
+const peak = (f: Int16Array) => f.reduce((m, s) => Math.max(m, Math.abs(s)), 0);
+/** The frame's frequency from its zero crossings (a pure tone's is exact to a few Hz over 20 ms). */
+function frequency(f: Int16Array): number {
+  let crossings = 0;
+  for (let i = 1; i < f.length; i++) if ((f[i - 1] < 0) !== (f[i] < 0)) crossings++;
+  return (crossings / 2) * (8000 / f.length);
+}
+
+const telephony = (sipp: SippRun, extra: Partial<SipTrunkSettings> = {}) => new SipTrunkTelephony({ uri: sipp.uri, fromNumber: FROM, ...extra });
+
+async function dial(t: SipTrunkTelephony, signal = new AbortController().signal): Promise<{ leg: MediaLeg; progress: string[]; frames: Int16Array[] }> {
+  const progress: string[] = [];
+  const leg = await t.dial(input, (s) => progress.push(s), signal);
+  const frames: Int16Array[] = [];
+  leg.onAudio((f) => frames.push(f));
+  return { leg, progress, frames };
+}
+
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const failure = (p: Promise<unknown>) => p.then(() => null, (err: unknown) => err);
+
+const describeSipp = sippInstalled ? describe : describe.skip;
+if (!sippInstalled) {
+  test.skip('SIP trunk tests skipped: sipp is not installed (Debian package sip-tester)', () => undefined);
+}
+
+describeSipp('direct SIP trunk against SIPp', () => {
+  let sipp: SippRun | null = null;
+  afterEach(() => {
+    sipp?.stop();
+    sipp = null;
+  });
+
+  test('an answered call rings, goes in_progress, carries our PCMU audio both ways (SIPp echoes it), and our hang-up sends a BYE SIPp accepts', async () => {
+    sipp = await startSipp({ scenario: 'answer-wait-bye', rtpEcho: true });
+    const { leg, progress, frames } = await dial(telephony(sipp));
+    expect(progress).toEqual(['ringing', 'in_progress']);
+    expect((leg as RtpLeg).payloadType).toBe(0);
+    await wait(300);
+    leg.play(tone(1000, 440));
+    await wait(1600);
+    await leg.close();
+    // The line carries silence between turns (our keep-alive echoed), then our 440 Hz tone, about a second of it.
+    const loud = frames.filter((f) => peak(f) > 4000);
+    expect(loud.length).toBeGreaterThanOrEqual(45);
+    expect(loud.length).toBeLessThanOrEqual(52);
+    for (const f of loud.slice(1, -1)) expect(Math.abs(frequency(f) - 440)).toBeLessThan(30);
+    expect(frames.slice(0, 10).every((f) => peak(f) < 100)).toBe(true);
+    await expect(leg.ended).resolves.toBe('closed');
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    expect(done.trace).toMatch(/BYE sip:callee@127\.0\.0\.1:\d+;transport=UDP SIP\/2\.0/i);
+  }, 30_000);
+
+  test('audio SIPp sends reaches the leg (its silence after, sent as no RTP, heard as silence frames), and SIPp hanging up (its BYE) ends the leg remote_hung_up', async () => {
+    const audio = writeMulawFile(encodeMulaw(tone(1200, 1000)));
+    sipp = await startSipp({ scenario: 'answer-hang-up', fields: { MEDIA: `<nop><action><exec rtp_stream="${audio},1,0"/></action></nop>`, HANGUP_MS: '2400' } });
+    const { leg, frames } = await dial(telephony(sipp));
+    const answered = Date.now();
+    await expect(leg.ended).resolves.toBe('remote_hung_up');
+    const talked = Date.now() - answered;
+    await leg.close();
+    const loud = frames.filter((f) => peak(f) > 4000);
+    expect(loud.length).toBeGreaterThanOrEqual(55);
+    for (const f of loud.slice(1, -1)) expect(Math.abs(frequency(f) - 1000)).toBeLessThan(30);
+    // After its 1.2 s stream SIPp sends nothing; the leg still delivers a frame per 20 ms (the gap less 100 ms).
+    const after = frames.slice(frames.indexOf(loud.at(-1)!) + 1);
+    expect(after.every((f) => peak(f) === 0)).toBe(true);
+    expect(after.length * 20).toBeGreaterThan(talked - 1200 - 400);
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    // We answered its BYE and sent none of our own: the one BYE in the trace is SIPp's.
+    expect(done.trace.match(/^BYE /gm)).toHaveLength(1);
+    expect(done.trace).toMatch(/^BYE sip:concierge@/m);
+  }, 30_000);
+
+  test('a far end that answers with PCMA gets A-law both ways', async () => {
+    const audio = writeMulawFile(encodeAlaw(tone(600, 1000)));
+    sipp = await startSipp({ scenario: 'answer-wait-bye', fields: { CODEC: '8', MEDIA: `<nop><action><exec rtp_stream="${audio},1,8"/></action></nop>` }, rtpEcho: true });
+    const { leg, frames } = await dial(telephony(sipp));
+    expect((leg as RtpLeg).payloadType).toBe(8);
+    await wait(1000);
+    leg.play(tone(600, 440));
+    await wait(1200);
+    await leg.close();
+    const loud = frames.filter((f) => peak(f) > 4000);
+    // Its 1 kHz stream, and our 440 Hz tone echoed: both decoded right only if both sides speak A-law.
+    expect(loud.filter((f) => Math.abs(frequency(f) - 1000) < 30).length).toBeGreaterThanOrEqual(25);
+    expect(loud.filter((f) => Math.abs(frequency(f) - 440) < 30).length).toBeGreaterThanOrEqual(25);
+    expect((await sipp.exited).code).toBe(0);
+  }, 30_000);
+
+  test("the far end's session refresh (a re-INVITE without SDP) is answered 200 with our unchanged SDP; the call carries on until its BYE", async () => {
+    sipp = await startSipp({ scenario: 'reinvite', fields: { HANGUP_MS: '800' } });
+    const { leg } = await dial(telephony(sipp));
+    const ended = await leg.ended;
+    await leg.close();
+    expect(ended).toBe('remote_hung_up');
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    expect(done.trace.match(/^SIP\/2\.0 200 OK[\s\S]*?CSeq: 1 INVITE[\s\S]*?m=audio \d+ RTP\/AVP 0 8/m)).not.toBeNull();
+  }, 30_000);
+
+  test('486 Busy Here ends the dial busy (and is ACKed)', async () => {
+    sipp = await startSipp({ scenario: 'busy' });
+    const progress: string[] = [];
+    const err = await failure(telephony(sipp).dial(input, (s) => progress.push(s), new AbortController().signal));
+    expect(err).toBeInstanceOf(DialFailed);
+    expect(err).toMatchObject({ status: 'busy', sipStatusCode: 486, message: 'SIP 486 Busy Here' });
+    expect(progress).toEqual([]);
+    expect((await sipp.exited).code).toBe(0);
+  }, 30_000);
+
+  test('no answer within the ringing timeout: CANCEL, 487 ACKed, the dial ends no_answer', async () => {
+    sipp = await startSipp({ scenario: 'no-answer' });
+    const progress: string[] = [];
+    const started = Date.now();
+    const err = await failure(telephony(sipp, { ringingTimeoutSeconds: 1 }).dial(input, (s) => progress.push(s), new AbortController().signal));
+    expect(err).toBeInstanceOf(DialFailed);
+    expect(err).toMatchObject({ status: 'no_answer', message: 'not answered within 1 s' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    expect(progress).toEqual(['ringing']);
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    expect(done.trace).toMatch(/^CANCEL sip:\+14155550123@127\.0\.0\.1:\d+ SIP\/2\.0/m);
+  }, 30_000);
+
+  test('aborting while it rings sends CANCEL and rejects with the abort', async () => {
+    sipp = await startSipp({ scenario: 'no-answer' });
+    const ctl = new AbortController();
+    const dialing = failure(telephony(sipp).dial(input, (s) => s === 'ringing' && setTimeout(() => ctl.abort(new Error('hung up by the agent')), 300), ctl.signal));
+    expect(await dialing).toMatchObject({ message: 'hung up by the agent' });
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    expect(done.trace).toMatch(/^CANCEL /m);
+  }, 30_000);
+
+  test('a 401 digest challenge is answered with the credentials (SIPp verifies them); the password never goes on the wire', async () => {
+    const password = 's3cret-trunk-pass';
+    sipp = await startSipp({ scenario: 'auth', fields: { USERNAME: 'acme', PASSWORD: password } });
+    const { leg, progress } = await dial(telephony(sipp, { username: 'acme', password }));
+    expect(progress).toEqual(['ringing', 'in_progress']);
+    await leg.close();
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    expect(done.trace).toMatch(/Authorization: Digest username="acme", realm="trunk\.test"/);
+    expect(done.trace).not.toContain(password);
+  }, 30_000);
+
+  test('wrong credentials: the far end refuses (403) and the dial ends failed', async () => {
+    sipp = await startSipp({ scenario: 'auth', fields: { USERNAME: 'acme', PASSWORD: 'the-right-one' } });
+    const err = await failure(telephony(sipp, { username: 'acme', password: 'a-wrong-one' }).dial(input, () => undefined, new AbortController().signal));
+    expect(err).toMatchObject({ status: 'failed', sipStatusCode: 403, message: 'SIP 403 Forbidden' });
+  }, 30_000);
+});
+
+describe('direct SIP trunk: retransmission over UDP', () => {
+  test('an INVITE nobody answers is retransmitted per Timer A (T1 doubling) and given up at Timer B (64·T1) as failed', async () => {
+    const silent = dgram.createSocket('udp4');
+    await new Promise<void>((r) => silent.bind(0, '127.0.0.1', () => r()));
+    const seen: Array<{ at: number; branch: string }> = [];
+    silent.on('message', (buf) => {
+      const msg = parseMessage(buf);
+      if (msg?.method === 'INVITE') seen.push({ at: Date.now(), branch: /branch=([^;\s]+)/.exec(buf.toString())![1] });
+    });
+    const t = new SipTrunkTelephony({ uri: `sip:127.0.0.1:${silent.address().port}`, fromNumber: FROM, t1Ms: 50 });
+    const started = Date.now();
+    const err = await failure(t.dial(input, () => undefined, new AbortController().signal));
+    silent.close();
+    expect(err).toMatchObject({ status: 'failed', message: expect.stringContaining('did not respond') });
+    // Timer B: 64 × 50 ms.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3200);
+    // Sent at 0, 50, 150, 350, 750, 1550 ms (and 3150): one transaction, one branch.
+    expect(seen.length).toBeGreaterThanOrEqual(6);
+    expect(new Set(seen.map((s) => s.branch)).size).toBe(1);
+    // Each gap is T1·2^i (timers never fire early; 20% slack for when the listener reads).
+    const gaps = seen.slice(1).map((s, i) => s.at - seen[i].at);
+    gaps.forEach((gap, i) => expect(gap).toBeGreaterThanOrEqual(50 * 2 ** i * 0.8));
+    expect(gaps[4]).toBeLessThan(1200);
+  }, 15_000);
+});

@@ -58,6 +58,29 @@ describeSipp('direct SIP trunk against SIPp', () => {
     sipp = null;
   });
 
+  test("RTP from an address other than the far end's media address is ignored (no audio injection); the far end's address is heard", async () => {
+    sipp = await startSipp({ scenario: 'answer-wait-bye' });
+    const { leg, frames } = await dial(telephony(sipp));
+    const port = (leg as RtpLeg).localPort;
+    const blast = async (from: string) => {
+      const socket = dgram.createSocket('udp4');
+      await new Promise<void>((r) => socket.bind(0, from, r));
+      for (let i = 0; i < 25; i++) {
+        const header = Buffer.from([0x80, 0, 0, i, 0, 0, 0, i * 160, 0, 0, 0, 7]);
+        socket.send(Buffer.concat([header, Buffer.from(encodeMulaw(tone(20, 1000)))]), port, '127.0.0.1');
+        await wait(20);
+      }
+      socket.close();
+      await wait(200);
+      return frames.filter((f) => peak(f) > 4000).length;
+    };
+    // 127.0.0.2 is loopback too, but not the address SIPp's SDP answer gave.
+    expect(await blast('127.0.0.2')).toBe(0);
+    expect(await blast('127.0.0.1')).toBeGreaterThanOrEqual(20);
+    await leg.close();
+    expect((await sipp.exited).code).toBe(0);
+  }, 30_000);
+
   test('an answered call rings, goes in_progress, carries our PCMU audio both ways (SIPp echoes it), and our hang-up sends a BYE SIPp accepts', async () => {
     sipp = await startSipp({ scenario: 'answer-wait-bye', rtpEcho: true });
     const { leg, progress, frames } = await dial(telephony(sipp));

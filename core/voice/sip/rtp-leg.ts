@@ -55,7 +55,8 @@ const GAP_MS = 100;
  * NAT in front of us only lets the far end's RTP in while ours flows out. The other way,
  * a far end that stops sending (silence suppression, comfort noise) is heard as silence
  * frames on the 20 ms clock, so the listener's VAD sees the caller's turn end. A phone
- * line has no data channel, so transcript frames are dropped. `hangUp` (the dialog's
+ * line has no data channel, so transcript frames are dropped. Packets from any address
+ * but the SDP answer's are ignored. `hangUp` (the dialog's
  * BYE) runs on close unless the far end hung up first.
  */
 export class RtpLeg extends PacedLeg {
@@ -79,9 +80,17 @@ export class RtpLeg extends PacedLeg {
     private readonly hangUp: () => Promise<void>,
   ) {
     super();
-    socket.on('message', (buf) => this.onPacket(buf));
+    socket.on('message', (buf, from) => {
+      // Only the far end's media address may speak into the call (no RTP injection by whoever finds the port).
+      if (from.address === peer.address) this.onPacket(buf);
+    });
     socket.on('error', () => undefined);
     this.clock = setInterval(this.keepAlive, FRAME_MS / 2);
+  }
+
+  /** Our RTP socket's address (what the SDP offer announced). */
+  get localPort(): number {
+    return this.socket.address().port;
   }
 
   get payloadType(): G711 {

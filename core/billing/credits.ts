@@ -17,7 +17,7 @@ export interface Prices {
 
 export interface LedgerView {
   id: string;
-  kind: 'grant' | 'spend';
+  kind: 'grant' | 'spend' | 'refund';
   amount: number;
   balance_after: number;
   reason: string;
@@ -87,6 +87,28 @@ export class CreditService {
     });
   }
 
+  /**
+   * Returns the spend made for `reference` (one that bought nothing: a voice session or
+   * call that failed to start); once only (the refund's reference is the spend's plus
+   * `:refund`). Null when there was no such spend.
+   */
+  async refund(workspaceId: string, reference: string, reason: string): Promise<LedgerView | null> {
+    return this.em.fork().transactional(async (em) => {
+      const row = await this.locked(em, workspaceId);
+      const spent = await em.findOne(CreditLedgerEntry, { workspaceId, reference, kind: 'spend' });
+      if (!spent) return null;
+      const done = await em.findOne(CreditLedgerEntry, { workspaceId, reference: `${reference}:refund` });
+      if (done) return view(done);
+      const amount = Number(spent.amount);
+      row.balance = Number(row.balance) + amount;
+      row.used = Number(row.used) - amount;
+      row.updatedAt = new Date();
+      const entry = em.create(CreditLedgerEntry, { id: newId('cle'), workspaceId, kind: 'refund', amount, balanceAfter: row.balance, reason: reason.slice(0, 500), reference: `${reference}:refund`, createdAt: new Date() });
+      await em.flush();
+      return view(entry);
+    });
+  }
+
   /** The workspace's balance row, created at zero if it has none, locked until the transaction ends. */
   private async locked(em: EntityManager, workspaceId: string) {
     await em.createQueryBuilder(CreditBalance).insert({ workspaceId, balance: 0, granted: 0, used: 0 }).onConflict('workspaceId').ignore();
@@ -118,8 +140,8 @@ export class CreditService {
          select date_trunc('day', created_at at time zone 'UTC') as day, kind, quantity from usage_records
           where workspace_id = ? and created_at >= ? and created_at < ?
          union all
-         select date_trunc('day', created_at at time zone 'UTC'), 'voice_credits', amount from credit_ledger
-          where workspace_id = ? and kind = 'spend' and created_at >= ? and created_at < ?
+         select date_trunc('day', created_at at time zone 'UTC'), 'voice_credits', case when kind = 'refund' then -amount else amount end from credit_ledger
+          where workspace_id = ? and kind in ('spend', 'refund') and created_at >= ? and created_at < ?
        ) u
        group by 1, 2
        having (?::text is null or (to_char(day, 'YYYY-MM-DD') < ?::text or (to_char(day, 'YYYY-MM-DD') = ?::text and kind > ?::text)))

@@ -132,6 +132,7 @@ export class VoiceSessionService {
     row.endedAt = endedAt;
     row.durationMs = row.connectedAt ? endedAt.getTime() - new Date(row.connectedAt).getTime() : 0;
     await em.flush();
+    if (!row.connectedAt) await this.refundUnconnected(row.workspaceId, id, 'voice session never connected');
   }
 
   // ---- the direct transport's signalling relay (the API's socket ↔ the worker's peer) ----
@@ -190,6 +191,19 @@ export class VoiceSessionService {
     }
     if (extra.error) row.error = extra.error.slice(0, 500);
     await em.flush();
+    if (row.endedAt && !row.answeredAt) await this.refundUnconnected(row.workspaceId, id, `call ${status}, never answered`);
+  }
+
+  /**
+   * A session or call whose media never connected (the browser never joined, the phone was
+   * busy or not answered, the workflow could not start) bought nothing: its first minute,
+   * paid when it was reserved, goes back to the workspace (once; the row then shows 0 spent).
+   */
+  private async refundUnconnected(workspaceId: string, id: string, reason: string): Promise<void> {
+    const refunded = await this.credits.refund(workspaceId, `${id}:minute:1`, `refund: ${reason}`);
+    if (!refunded) return;
+    const entity = id.startsWith('call_') ? Call : VoiceSession;
+    await this.em.fork().nativeUpdate(entity as typeof VoiceSession, { id }, { creditsSpent: 0 });
   }
 
   async call(workspaceId: string, id: string): Promise<ICall | null> {

@@ -62,6 +62,28 @@ test('credits: granted with the admin CLI, spent by two processes racing: never 
   await expect(q(`update credit_ledger set amount = 1000 where workspace_id = ?`, [ws])).rejects.toThrow(/append-only/);
 });
 
+test('a refund returns one spend, once: the balance and used go back, the ledger keeps both, usage counts the spend net', async () => {
+  const ws = await createWorkspace(db.orm);
+  const auth = bearer((await createKey(t.services, ws, ['analytics:read'])).key);
+  await t.services.credits.grant(ws, 5);
+  await t.services.credits.spend(ws, 2, 'voice minute 1', 'vs_x:minute:1');
+  await t.services.credits.spend(ws, 2, 'voice minute 1', 'vs_y:minute:1');
+  expect(await t.services.credits.refund(ws, 'vs_none:minute:1', 'nothing was spent')).toBeNull();
+  const [first, again] = await Promise.all([t.services.credits.refund(ws, 'vs_x:minute:1', 'refund: never connected'), t.services.credits.refund(ws, 'vs_x:minute:1', 'refund: never connected')]);
+  expect(first).toMatchObject({ kind: 'refund', amount: 2, balance_after: 3 });
+  expect(again!.id).toBe(first!.id);
+  expect((await get(auth, '/api/v1/billing/credits')).json()).toMatchObject({ balance: 3, granted: 5, used: 2 });
+  const ledger = (await q(`select kind, amount, reference from credit_ledger where workspace_id = ? order by created_at`, [ws])) as Array<{ kind: string; amount: string; reference: string | null }>;
+  expect(ledger.map((e) => [e.kind, Number(e.amount), e.reference])).toEqual([
+    ['grant', 5, null],
+    ['spend', 2, 'vs_x:minute:1'],
+    ['spend', 2, 'vs_y:minute:1'],
+    ['refund', 2, 'vs_x:minute:1:refund'],
+  ]);
+  const usage = (await get(auth, '/api/v1/billing/usage')).json();
+  expect(usage.usage.filter((u: { kind: string }) => u.kind === 'voice_credits').map((u: { quantity: number }) => u.quantity)).toEqual([2]);
+});
+
 test('usage by UTC day and kind, priced at the configured defaults, newest first, with a cursor; scopes and bad input', async () => {
   const ws = await createWorkspace(db.orm);
   const other = await createWorkspace(db.orm);

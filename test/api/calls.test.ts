@@ -303,11 +303,15 @@ describe('calls the phone network refuses (LiveKit SIP against the fake LiveKit)
   test.each([
     [BUSY, 'busy', /486/],
     [NO_ANSWER, 'no_answer', /480/],
-  ])('%s ends %s, with the SIP reason and no recordings', async (number, status, reason) => {
+  ])('%s ends %s, with the SIP reason and no recordings; its first minute, paid at the start, is refunded', async (number, status, reason) => {
+    const before = (await t.services.credits.balance(wsA)).balance;
     const res = await outbound(authA, { to: number, agent_id: agentOn });
     expect(res.statusCode).toBe(201);
+    expect((await t.services.credits.balance(wsA)).balance).toBe(before - 1);
     const done = await result(res.json().id);
     expect(done).toEqual({ status, reason: status, recordings: [] });
+    expect((await t.services.credits.balance(wsA)).balance).toBe(before);
+    expect(await t.services.voice.call(wsA, res.json().id)).toMatchObject({ creditsSpent: 0 });
     await maybeRecordHistory(tw.client, callWorkflowId(res.json().id), `call-${status.replace('_', '-')}`);
     const call = (await get(authA, `/api/v1/calls/${res.json().id}`)).json();
     expect(call.status_history.map((s: { status: string }) => s.status)).toEqual(['calling', 'ringing', status]);

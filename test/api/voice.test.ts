@@ -140,12 +140,16 @@ describe('browser voice sessions (direct transport)', () => {
   it('refuses a start with the contract codes: 403 toggle off, 429 at the limit, 402 without credits; bad signalling tokens are refused', async () => {
     // 429: the workspace's five slots taken.
     const held = [];
+    const balance = (await t.services.credits.balance(ws)).balance;
     const running = await t.services.voice.activeCount(ws);
     for (let i = running; i < 5; i++) held.push(await t.services.voice.reserveSession({ workspaceId: ws, siteId: site.site_id, conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct' }));
     const full = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
     expect(full.statusCode).toBe(429);
     expect(full.json().error).toBe('concurrent_voice_limit_reached');
     for (const h of held) await t.services.voice.markEnded(h.id, 'test');
+    // Sessions that ended without the browser ever connecting cost nothing: their first minutes were refunded.
+    expect((await t.services.credits.balance(ws)).balance).toBe(balance);
+    expect(await t.services.voice.session(ws, held[0].id)).toMatchObject({ status: 'ended', creditsSpent: 0 });
 
     // 402: a workspace without credits.
     const poor = await createWorkspace(db.orm);

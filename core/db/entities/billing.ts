@@ -15,14 +15,14 @@ export const CreditBalance = defineEntity({
 });
 export type ICreditBalance = InferEntity<typeof CreditBalance>;
 
-/** The credits ledger: grants and spends, append-only, each with the balance after it. */
+/** The credits ledger: grants, spends and refunds of spends, append-only, each with the balance after it. */
 export const CreditLedgerEntry = defineEntity({
   name: 'CreditLedgerEntry',
   tableName: 'credit_ledger',
   properties: {
     id: p.text().primary(),
     workspaceId: p.text(),
-    kind: p.enum(['grant', 'spend'] as const).columnType('text'),
+    kind: p.enum(['grant', 'spend', 'refund'] as const).columnType('text'),
     amount: p.bigint('number'),
     balanceAfter: p.bigint('number'),
     reason: p.text(),

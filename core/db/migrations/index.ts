@@ -18,6 +18,7 @@ import { Migration20261125171000SupportTickets } from './Migration20261125171000
 import { Migration20261125174000AnalyticsRollups } from './Migration20261125174000AnalyticsRollups';
 import { Migration20261125180000CreditsLedger } from './Migration20261125180000CreditsLedger';
 import { Migration20261127170000Voice } from './Migration20261127170000Voice';
+import { Migration20261127200000CreditRefunds } from './Migration20261127200000CreditRefunds';
 import { Migration20261125181000McpServers } from './Migration20261125181000McpServers';
 import { Migration20261125170000StructuredExtractions } from './Migration20261125170000StructuredExtractions';
 
@@ -45,4 +46,5 @@ export const migrations = [
   { name: 'Migration20261125181000McpServers', class: Migration20261125181000McpServers },
   { name: 'Migration20261125170000StructuredExtractions', class: Migration20261125170000StructuredExtractions },
   { name: 'Migration20261127170000Voice', class: Migration20261127170000Voice },
+  { name: 'Migration20261127200000CreditRefunds', class: Migration20261127200000CreditRefunds },
 ];

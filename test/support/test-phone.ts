@@ -158,7 +158,7 @@ export class TestPhone implements Telephony {
     signal.throwIfAborted();
 
     // The handset offers like a phone's media leg: one PCMU audio stream, sendrecv.
-    const pc = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] } });
+    const pc = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] }, bundlePolicy: 'max-bundle' });
     const mic = new MediaStreamTrack({ kind: 'audio' });
     pc.addTransceiver(mic, { direction: 'sendrecv' });
     const handset = new Handset(input.to);

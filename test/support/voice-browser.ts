@@ -54,7 +54,7 @@ export async function joinAsBrowser(session: { rtc_url: string; rtc_token: strin
   await new Promise((r, j) => sock.once('open', r).once('error', j));
   sock.send(JSON.stringify({ type: 'join', token: session.rtc_token }));
   await next('joined');
-  const pc = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] } });
+  const pc = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] }, bundlePolicy: 'max-bundle' });
   const mic = new MediaStreamTrack({ kind: 'audio' });
   pc.addTransceiver(mic, { direction: 'sendrecv' });
   const channel = pc.createDataChannel('transcript');

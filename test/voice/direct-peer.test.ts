@@ -10,7 +10,7 @@ function tone(hz: number, samples: number, amplitude = 8000): Int16Array {
 describe('direct transport: the agent answers a browser-like offer', () => {
   it('exchanges PCMU audio both ways and carries transcript frames on the `transcript` channel', async () => {
     // The "browser": a werift peer that offers like Chrome does (audio sendrecv + a data channel).
-    const browser = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] } });
+    const browser = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] }, bundlePolicy: 'max-bundle' });
     const mic = new MediaStreamTrack({ kind: 'audio' });
     browser.addTransceiver(mic, { direction: 'sendrecv' });
     const channel = browser.createDataChannel('transcript');
@@ -58,7 +58,7 @@ describe('direct transport: the agent answers a browser-like offer', () => {
   }, 30_000);
 
   it('drops queued audio on barge-in', async () => {
-    const browser = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] } });
+    const browser = new RTCPeerConnection({ codecs: { audio: [usePCMU()], video: [] }, bundlePolicy: 'max-bundle' });
     browser.addTransceiver(new MediaStreamTrack({ kind: 'audio' }), { direction: 'sendrecv' });
     browser.createDataChannel('transcript');
     await browser.setLocalDescription(await browser.createOffer());

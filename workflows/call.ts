@@ -1,8 +1,9 @@
-import { ActivityCancellationType, ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, proxyActivities, setCurrentDetails, setHandler, sleep, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityCancellationType, ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, proxyActivities, setCurrentDetails, setHandler, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { CallOutcome, PhoneCallInput } from '../core/voice/phone-call';
 import type { RecordingView } from '../core/voice/sessions';
 import { presets } from './presets';
+import { billVoiceMinutes } from './voice-minutes';
 
 /** One workflow per dial-out call: `call:call_…`. */
 export const callWorkflowId = (callId: string) => `call:${callId}`;
@@ -18,7 +19,7 @@ export interface CallResult {
 export const callStateQuery = defineQuery<{ phase: 'live' | 'finishing' | 'ended'; status: CallOutcome['status'] | null }>('state');
 
 const { runCall } = proxyActivities<Activities>(presets.voiceMedia);
-const { payVoiceMinute, endVoiceSession, finishCall } = proxyActivities<Activities>(presets.dbWrite);
+const { finishCall } = proxyActivities<Activities>(presets.dbWrite);
 const { saveVoiceRecordings } = proxyActivities<Activities>(presets.recordingSave);
 
 /**
@@ -48,18 +49,7 @@ export async function callWorkflow(input: CallInput): Promise<CallResult> {
     .finally(() => (mediaDone = true));
 
   // Further minutes, paid as each begins (the first was paid when the call was placed).
-  void (async () => {
-    for (let minute = 2; ; minute++) {
-      await sleep('1 minute');
-      if (mediaDone) return;
-      const paid = await payVoiceMinute(input.workspaceId, id, minute).catch(() => true);
-      if (!paid && !mediaDone) {
-        setCurrentDetails(`Call ${id}: out of credits at minute ${minute}; the agent says goodbye.`);
-        await endVoiceSession(id, 'out_of_credits');
-        return;
-      }
-    }
-  })().catch(() => undefined); // cancelled with the workflow: the call's own end is what counts
+  const minutes = billVoiceMinutes({ workspaceId: input.workspaceId, id, periodMs: 60_000, label: `Call ${id}`, mediaDone: () => mediaDone });
 
   const outcome = await media;
   phase = 'finishing';
@@ -71,6 +61,7 @@ export async function callWorkflow(input: CallInput): Promise<CallResult> {
     recordings = await saveVoiceRecordings
       .executeWithOptions({ ...presets.recordingSave, summary: 'save recordings (caller, agent, stereo)' }, [{ callId: id }, { id: input.conversationId, workspaceId: input.workspaceId }])
       .catch(() => []);
+    await minutes.settle();
   });
   phase = 'ended';
   setCurrentDetails(`Call ${id} ended (${status}, ${outcome.reason}); ${recordings.length} recordings saved.`);

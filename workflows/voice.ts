@@ -1,7 +1,8 @@
-import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineUpdate, proxyActivities, setCurrentDetails, setHandler, sleep, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineUpdate, proxyActivities, setCurrentDetails, setHandler, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { RecordingView } from '../core/voice/sessions';
 import { presets } from './presets';
+import { billVoiceMinutes } from './voice-minutes';
 
 /** One workflow per browser voice session: `voice:vs_…`. */
 export const voiceWorkflowId = (voiceSessionId: string) => `voice:${voiceSessionId}`;
@@ -24,7 +25,7 @@ export const stopVoiceUpdate = defineUpdate<{ ended: true; recordings: Recording
 export const voiceStateQuery = defineQuery<{ phase: 'live' | 'finishing' | 'ended'; reason: string | null }>('state');
 
 const { runVoiceSession } = proxyActivities<Activities>(presets.voiceMedia);
-const { payVoiceMinute, endVoiceSession, finishVoiceSession } = proxyActivities<Activities>(presets.dbWrite);
+const { endVoiceSession, finishVoiceSession } = proxyActivities<Activities>(presets.dbWrite);
 const { saveVoiceRecordings } = proxyActivities<Activities>(presets.recordingSave);
 
 /** How long the media activity has to end by itself after a stop before it is cancelled. */
@@ -68,18 +69,7 @@ export async function voiceSessionWorkflow(input: VoiceSessionInput): Promise<Vo
     .finally(() => (mediaDone = true));
 
   // Further minutes, paid as each begins (the first was paid at start).
-  void (async () => {
-    for (let minute = 2; ; minute++) {
-      await sleep((input.billingPeriodSeconds ?? 60) * 1000);
-      if (mediaDone) return;
-      const paid = await payVoiceMinute(input.workspaceId, id, minute).catch(() => true);
-      if (!paid && !mediaDone) {
-        setCurrentDetails(`Voice session ${id}: out of credits at minute ${minute}; the agent says goodbye.`);
-        await endVoiceSession(id, 'out_of_credits');
-        return;
-      }
-    }
-  })();
+  const minutes = billVoiceMinutes({ workspaceId: input.workspaceId, id, periodMs: (input.billingPeriodSeconds ?? 60) * 1000, label: `Voice session ${id}`, mediaDone: () => mediaDone });
 
   // A stop: tell the media to end; cancel it if it does not within the grace period.
   void (async () => {
@@ -95,6 +85,7 @@ export async function voiceSessionWorkflow(input: VoiceSessionInput): Promise<Vo
   await CancellationScope.nonCancellable(async () => {
     recordings = await saveVoiceRecordings.executeWithOptions({ ...presets.recordingSave, summary: 'save recordings (caller, agent, stereo)' }, [{ voiceSessionId: id }, { id: input.conversationId, workspaceId: input.workspaceId }]).catch(() => []);
     await finishVoiceSession(id, reason!);
+    await minutes.settle();
   });
   phase = 'ended';
   finished = true;

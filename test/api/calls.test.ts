@@ -9,7 +9,7 @@ import { callWorkflowId, type CallResult } from '../../workflows/call';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import { concat, spokenPcm, TestPhone, type Handset } from '../support/test-phone';
 
@@ -68,10 +68,7 @@ beforeAll(async () => {
   if (!fs.existsSync(whisperModelPath(config))) throw new Error(`${whisperModelPath(config)} is missing: run npm run models:fetch`);
   db = await createTestDatabase();
   llm = await startFakeLlm({
-    reply: (body: { messages: Array<{ role: string; content: string | null }> }) => {
-      const last = [...body.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
-      return /open/i.test(last) ? { text: ANSWER } : { text: `Echo: ${last}` };
-    },
+    reply: (body) => (/open/i.test(lastUserText(body)) ? { text: ANSWER } : { text: `Echo: ${lastUserText(body)}` }),
   });
   livekit = await startFakeLiveKit({
     apiKey: LK_KEY,

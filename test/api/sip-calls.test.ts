@@ -10,7 +10,7 @@ import { speechRecognizerFor } from '../../core/voice/stt';
 import { callWorkflowId, type CallResult } from '../../workflows/call';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { sippInstalled, startSipp, writeMulawFile, type SippRun } from '../support/sipp';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 import { spokenPcm } from '../support/test-phone';
@@ -52,10 +52,7 @@ describeSipp('POST /widget/call over the direct SIP trunk (SIPp)', () => {
     if (!fs.existsSync(whisperModelPath(config))) throw new Error(`${whisperModelPath(config)} is missing: run npm run models:fetch`);
     db = await createTestDatabase();
     llm = await startFakeLlm({
-      reply: (body: { messages: Array<{ role: string; content: string | null }> }) => {
-        const last = [...body.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
-        return /open/i.test(last) ? { text: ANSWER } : { text: `Echo: ${last}` };
-      },
+      reply: (body) => (/open/i.test(lastUserText(body)) ? { text: ANSWER } : { text: `Echo: ${lastUserText(body)}` }),
     });
     // Whisper loaded before the call, so the agent's first turn does not pay for it.
     await speechRecognizerFor(transcriber)!.transcribe(spokenPcm('Hello.'));

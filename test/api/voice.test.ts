@@ -6,7 +6,7 @@ import WebSocket from 'ws';
 import { transcriberFromConfig } from '../../core/kb/extractor';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { joinAsBrowser, speech8k } from '../support/voice-browser';
 import { voiceWorkflowId } from '../../workflows/voice';
@@ -23,9 +23,8 @@ let port: number;
 const ORIGIN = 'https://shop.example';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'voice-test-'));
 
-function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
-  const last = [...body.messages].reverse().find((m) => m.role === 'user');
-  const text = (last?.content ?? '').toLowerCase();
+function reply(body: unknown) {
+  const text = lastUserText(body).toLowerCase();
   if (text.includes('opening hours') || text.includes('open')) return { text: 'We are open from nine to five.' };
   if (text.includes('ship abroad')) return { text: 'Yes, we ship to most countries.' };
   if (text.includes('return')) return { text: LONG_ANSWER };

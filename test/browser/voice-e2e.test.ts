@@ -8,7 +8,7 @@ import { transcriberFromConfig } from '../../core/kb/extractor';
 import type { TranscriptFrame } from '../../core/voice/types';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { startTestWorker } from '../support/temporal';
 
 /**
@@ -40,9 +40,8 @@ let base: string;
 let siteId: string;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'voice-e2e-'));
 
-function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
-  const last = [...body.messages].reverse().find((m) => m.role === 'user');
-  const text = (last?.content ?? '').toLowerCase();
+function reply(body: unknown) {
+  const text = lastUserText(body).toLowerCase();
   if (text.includes('ship abroad')) return { text: SHIP };
   if (text.includes('opening hours') || text.includes('open')) return { text: OPEN };
   return { text: 'Could you say that again?' };

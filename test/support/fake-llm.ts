@@ -50,10 +50,13 @@ export interface FakeLlmOptions {
   holdStream?: (index: number) => Promise<void> | undefined;
 }
 
-export const echoReply = (body: any): FakeLlmReply => {
+/** The text of the last user message of a chat-completions request ('' when none). */
+export const lastUserText = (body: any): string => {
   const lastUser = [...(body?.messages ?? [])].reverse().find((m: { role?: string }) => m.role === 'user');
-  return { text: `You said: ${typeof lastUser?.content === 'string' ? lastUser.content : ''}` };
+  return typeof lastUser?.content === 'string' ? lastUser.content : '';
 };
+
+export const echoReply = (body: any): FakeLlmReply => ({ text: `You said: ${lastUserText(body)}` });
 
 export async function startFakeLlm(opts: FakeLlmOptions = {}): Promise<FakeLlm> {
   const requests: FakeLlm['requests'] = [];

@@ -44,6 +44,7 @@ export const WORKFLOW_TASK_SLOTS = 200;
  */
 export const SHUTDOWN_GRACE = '5 seconds';
 export const SHUTDOWN_FORCE = '20 seconds';
+export const HEARTBEAT_THROTTLE = '2 seconds';
 
 export async function createWorker(p: WorkerParams): Promise<Worker> {
   const bundle = workflowBundleFor(p.workflowBundle);
@@ -55,6 +56,10 @@ export async function createWorker(p: WorkerParams): Promise<Worker> {
     maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASK_SLOTS,
     shutdownGraceTime: SHUTDOWN_GRACE,
     shutdownForceTime: SHUTDOWN_FORCE,
+    // A cancellation reaches a running activity with the answer to its next heartbeat, and
+    // the SDK sends at most one every 0.8 × heartbeatTimeout by default (12 s for a call):
+    // a hang-up, a stop or a cancelled job should land within seconds.
+    maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH }),
     ...p.options,
   });

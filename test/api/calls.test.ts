@@ -268,6 +268,7 @@ describe('POST /api/v1/outbound voice', () => {
     // Wait for the answer, then hang up from our side.
     for (let i = 0; i < 100 && (await get(authA, `/api/v1/calls/${placed.id}`)).json().status !== 'in_progress'; i++) await new Promise((r) => setTimeout(r, 100));
     await new Promise((r) => setTimeout(r, 1000));
+    const hungUpAt = Date.now();
     await new VoiceGateway(tw.client, tw.taskQueue).hangUp(placed.id);
     const done = await result(placed.id);
     expect(done).toMatchObject({ status: 'completed', reason: 'cancelled' });
@@ -276,6 +277,8 @@ describe('POST /api/v1/outbound voice', () => {
     const call = (await get(authA, `/api/v1/calls/${placed.id}`)).json();
     expect(call.status_history.map((s: { status: string }) => s.status)).toEqual(['calling', 'ringing', 'in_progress', 'completed']);
     expect(call.duration_ms).toBeGreaterThanOrEqual(1000);
+    // The hang-up reached the call within seconds (the activity's cancellation rides its next heartbeat, throttled to 2 s).
+    expect(Date.parse(call.ended_at) - hungUpAt).toBeLessThan(6000);
     expect(call.recordings).toHaveLength(3);
   }, 120_000);
 

@@ -136,6 +136,22 @@ describe('browser voice sessions (direct transport)', () => {
     await maybeRecordHistory(tw.client, voiceWorkflowId(session.voice_session_id), 'voice-visitor-left');
   }, 90_000);
 
+  it('a browser that goes silent without leaving (no audio, no bye) is ended by the 20 s media timeout, and the recordings are kept', async () => {
+    const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
+    const session = start.json();
+    const browser = await joinAsBrowser(session, port);
+    browser.say(speech8k('Hello there.', dir));
+    await new Promise((r) => setTimeout(r, 2500));
+    const mutedAt = Date.now();
+    browser.mute();
+    const result = await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).result();
+    expect(result.reason).toBe('media_timeout');
+    expect(Date.now() - mutedAt).toBeGreaterThan(19_000);
+    expect(result.recordings.map((r: { kind: string }) => r.kind).sort()).toEqual(['agent', 'caller', 'combined']);
+    expect(await t.services.voice.session(ws, session.voice_session_id)).toMatchObject({ status: 'ended', endReason: 'media_timeout' });
+    await browser.hangUp(false);
+  }, 90_000);
+
   it('refuses a start with the contract codes: 403 toggle off, 429 at the limit, 402 without credits; bad signalling tokens are refused', async () => {
     // 429: the workspace's five slots taken.
     const held = [];

@@ -109,6 +109,10 @@ export async function joinAsBrowser(session: { rtc_url: string; rtc_token: strin
         await new Promise((r) => setTimeout(r, 100));
       }
     },
+    /** The connection stays up but no audio is sent any more (a tab frozen, a network gone quiet). */
+    mute() {
+      clearInterval(timer);
+    },
     async hangUp(bye = true) {
       clearInterval(timer);
       if (bye && sock.readyState === sock.OPEN) sock.send(JSON.stringify({ type: 'bye' }));

@@ -1,7 +1,7 @@
 import dgram from 'node:dgram';
 import { encodeAlaw, encodeMulaw } from '../../core/voice/audio';
 import { DialFailed } from '../../core/voice/dial';
-import { parseMessage } from '../../core/voice/sip/message';
+import { header, parseMessage } from '../../core/voice/sip/message';
 import type { RtpLeg } from '../../core/voice/sip/rtp-leg';
 import { SipTrunkTelephony, type SipTrunkSettings } from '../../core/voice/sip/trunk';
 import type { DialOutInput, MediaLeg } from '../../core/voice/types';
@@ -57,6 +57,44 @@ describeSipp('direct SIP trunk against SIPp', () => {
     sipp?.stop();
     sipp = null;
   });
+
+  test('SIP from an address other than the trunk is ignored: a forged BYE from 127.0.0.2 neither ends the call nor gets an answer; the same BYE from the trunk does', async () => {
+    sipp = await startSipp({ scenario: 'answer-wait-bye' });
+    const { leg } = await dial(telephony(sipp));
+    const trace = sipp.trace();
+    const invite = parseMessage(trace.slice(trace.indexOf('INVITE sip:'), trace.indexOf('\n\n', trace.indexOf('INVITE sip:')) + 2).replace(/\n/g, '\r\n'))!;
+    const ok = trace.slice(trace.indexOf('SIP/2.0 200 OK'));
+    const toTag = /^To:.*;tag=([^;\s]+)/m.exec(ok)![1];
+    const [, ourHost, ourPort] = /SIP\/2\.0\/UDP ([^:;]+):(\d+)/.exec(header(invite, 'Via')!)!;
+    const bye = [
+      `BYE sip:${ourHost}:${ourPort} SIP/2.0`,
+      'Via: SIP/2.0/UDP 127.0.0.1:5999;branch=z9hG4bKforged1',
+      `From: <sip:callee@127.0.0.1>;tag=${toTag}`,
+      `To: ${header(invite, 'From')}`,
+      `Call-ID: ${header(invite, 'Call-ID')}`,
+      'CSeq: 50 BYE',
+      'Max-Forwards: 70',
+      'Content-Length: 0',
+      '',
+      '',
+    ].join('\r\n');
+    const ended = leg.ended.then((r) => r);
+    const send = async (from: string) => {
+      const socket = dgram.createSocket('udp4');
+      await new Promise<void>((r) => socket.bind(0, from, r));
+      const answers: string[] = [];
+      socket.on('message', (m) => answers.push(m.toString().split('\r\n')[0]));
+      socket.send(bye, Number(ourPort), '127.0.0.1');
+      await wait(700);
+      socket.close();
+      return answers;
+    };
+    expect(await send('127.0.0.2')).toEqual([]);
+    expect(await Promise.race([ended, wait(100).then(() => 'still up')])).toBe('still up');
+    expect(await send('127.0.0.1')).toEqual(['SIP/2.0 200 OK']);
+    await expect(ended).resolves.toBe('remote_hung_up');
+    await leg.close();
+  }, 30_000);
 
   test("RTP from an address other than the far end's media address is ignored (no audio injection); the far end's address is heard", async () => {
     sipp = await startSipp({ scenario: 'answer-wait-bye' });

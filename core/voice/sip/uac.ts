@@ -289,6 +289,8 @@ export class SipUac {
   }
 
   private onDatagram(buf: Buffer, from: { address: string; port: number }): void {
+    // Only the trunk speaks SIP to this socket: anything else is neither answered nor believed.
+    if (from.address !== this.o.next.address) return;
     const msg = parseMessage(buf);
     if (!msg) return;
     if (msg.status !== undefined) {

@@ -9,8 +9,9 @@
 //
 // (a) Turn latency: the end of the visitor's speech → the agent's first audio, from the
 //     agent's own per-turn figures (VoiceAgent onTurn, through startWorker's onVoiceTurn):
-//     VAD (speechEndedAt − lastVoiceAt: the silence window), STT (the final transcription,
-//     waiting for a running partial included), model (the conversation actor's turn with
+//     VAD (speechEndedAt − lastVoiceAt: the silence window), STT (the turn's end → its final
+//     transcript: a final started early in the silence window counts only what is left of
+//     it; waiting for a partial still running included), model (the conversation actor's turn with
 //     the fake model's fixed delay: reported apart), TTS (the first sentence), and the
 //     total excluding the model against the goal (< 1.2 s), median and p90 over
 //     BENCH_VOICE_TURNS turns of one session (after one warm-up turn). Also seen at the

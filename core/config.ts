@@ -152,6 +152,14 @@ export const configSchema = z.object({
   VOICE_LANGUAGE: z.preprocess(emptyToUndefined, z.string().regex(/^(auto|[a-z]{2,3})$/, { error: 'must be auto or a language code such as en' }).default('en')),
   /** Silence that ends the caller's turn, in ms. */
   VOICE_SILENCE_MS: positiveInt(500),
+  /**
+   * The embedded model for the voice agent's final transcription of a turn: `base` is the
+   * transcriber's (TRANSCRIBE_MODEL_PATH, Whisper base by default); `tiny.en` is Whisper
+   * tiny.en (English only, faster, more word errors), when its file is there.
+   */
+  VOICE_STT_MODEL: z.preprocess(emptyToUndefined, z.enum(['base', 'tiny.en']).default('base')),
+  /** The embedded model for partial transcripts while the caller speaks (as VOICE_STT_MODEL); tiny.en only with VOICE_LANGUAGE=en, else base. */
+  VOICE_PARTIAL_MODEL: z.preprocess(emptyToUndefined, z.enum(['base', 'tiny.en']).default('tiny.en')),
   /** Text-to-speech: an OpenAI-compatible /v1/audio/speech server; unset: the embedded espeak-ng. */
   TTS_BASE_URL: optionalString,
   TTS_API_KEY: optionalString,
@@ -272,6 +280,9 @@ export const configSchema = z.object({
   if (c.STORAGE_DRIVER === 's3' && !c.S3_BUCKET) {
     ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'required with STORAGE_DRIVER=s3 (the bucket uploaded files are stored in)' });
   }
+  if (c.VOICE_STT_MODEL === 'tiny.en' && c.VOICE_LANGUAGE !== 'en') {
+    ctx.addIssue({ code: 'custom', path: ['VOICE_STT_MODEL'], message: 'tiny.en understands English only: set VOICE_LANGUAGE=en, or VOICE_STT_MODEL=base' });
+  }
   if (!c.S3_ACCESS_KEY_ID !== !c.S3_SECRET_ACCESS_KEY) {
     ctx.addIssue({ code: 'custom', path: [c.S3_ACCESS_KEY_ID ? 'S3_SECRET_ACCESS_KEY' : 'S3_ACCESS_KEY_ID'], message: 'set both S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, or neither' });
   }
@@ -339,6 +350,11 @@ export function modelsDir(config: Config): string {
 /** The embedded transcriber's model file (TRANSCRIBE_MODEL_PATH, else where npm run models:fetch puts it). */
 export function whisperModelPath(config: Config): string {
   return path.resolve(config.TRANSCRIBE_MODEL_PATH ?? path.join(modelsDir(config), 'whisper', 'ggml-base.bin'));
+}
+
+/** Whisper tiny.en's model file, where npm run models:fetch puts it (the voice agent's optional faster model). */
+export function whisperTinyEnModelPath(config: Config): string {
+  return path.join(modelsDir(config), 'whisper', 'ggml-tiny.en.bin');
 }
 
 /** The rate-limit store in force when none is named: Redis when configured, else the given fallback. */

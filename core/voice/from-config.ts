@@ -1,8 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import type { Config } from '../config';
+import fs from 'node:fs';
+import { whisperTinyEnModelPath, type Config } from '../config';
 import type { SecretBox } from '../crypto/secret-box';
 import type { PgNotifications } from '../db/notifications';
-import type { Transcriber } from '../kb/extract';
+import { LocalWhisperTranscriber, type Transcriber } from '../kb/extract';
 import { DirectTransport } from './direct';
 import { livekitFromConfig, type LiveKitParts } from './livekit';
 import { sipTrunkFromConfig } from './sip/trunk';
@@ -39,6 +40,26 @@ function espeakInstalled(): boolean {
   return espeakFound;
 }
 
+/**
+ * The embedded models the voice agent uses (VOICE_STT_MODEL for finals, VOICE_PARTIAL_MODEL
+ * for partials) when `transcriber` is the embedded whisper: Whisper tiny.en where asked for,
+ * the callers speak English (VOICE_LANGUAGE=en) and its file is there (npm run
+ * models:fetch); else the transcriber's own model (null: use it).
+ */
+export function voiceWhisperModels(config: Config, transcriber: Transcriber | null): { final: LocalWhisperTranscriber | null; partial: LocalWhisperTranscriber | null } {
+  if (!(transcriber instanceof LocalWhisperTranscriber)) return { final: null, partial: null };
+  const wanted = config.VOICE_STT_MODEL === 'tiny.en' || config.VOICE_PARTIAL_MODEL === 'tiny.en';
+  const file = whisperTinyEnModelPath(config);
+  const tiny =
+    wanted && config.VOICE_LANGUAGE === 'en' && fs.existsSync(file)
+      ? new LocalWhisperTranscriber({ modelPath: file, maxSeconds: config.TRANSCRIBE_MAX_SECONDS, threads: config.TRANSCRIBE_THREADS, language: 'en' })
+      : null;
+  return {
+    final: config.VOICE_STT_MODEL === 'tiny.en' ? tiny : transcriber,
+    partial: config.VOICE_PARTIAL_MODEL === 'tiny.en' ? (tiny ?? transcriber) : transcriber,
+  };
+}
+
 /** The synthesizer the settings name: TTS_BASE_URL, else the embedded espeak-ng when installed, else none. */
 export function synthesizerFromConfig(config: Config): SpeechSynthesizer | null {
   if (config.TTS_BASE_URL) return new OpenAiSpeechSynthesizer({ baseUrl: config.TTS_BASE_URL, apiKey: config.TTS_API_KEY, model: config.TTS_MODEL, voice: config.TTS_VOICE });
@@ -67,7 +88,7 @@ export function voiceFromConfig(
   deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string },
   overrides: VoiceOverrides = {},
 ): VoiceParts {
-  const stt = 'stt' in overrides ? (overrides.stt ?? null) : speechRecognizerFor(deps.transcriber, config.VOICE_LANGUAGE);
+  const stt = 'stt' in overrides ? (overrides.stt ?? null) : speechRecognizerFor(deps.transcriber, config.VOICE_LANGUAGE, voiceWhisperModels(config, deps.transcriber));
   const tts = 'tts' in overrides ? (overrides.tts ?? null) : synthesizerFromConfig(config);
   const livekit = livekitFromConfig(config);
   const ports = config.VOICE_RTP_PORTS?.split('-').map(Number) as [number, number] | undefined;

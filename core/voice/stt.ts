@@ -14,7 +14,18 @@ import { MEDIA_RATE } from './types';
  * through `signal` stops the work.
  */
 export interface SpeechRecognizer {
-  transcribe(samples: Int16Array, signal?: AbortSignal): Promise<string>;
+  transcribe(samples: Int16Array, signal?: AbortSignal, options?: RecognizeOptions): Promise<string>;
+}
+
+export interface RecognizeOptions {
+  /** The words so far while the caller speaks: may go to a faster, less accurate model. */
+  partial?: boolean;
+  /**
+   * Aborted while the work still waits its turn (the embedded model does one at a time):
+   * it is dropped, failing with a cancellation. Unlike `signal` it never stops running work
+   * (which would cost the embedded model a reload).
+   */
+  whileQueued?: AbortSignal;
 }
 
 /** Silence put around a turn before Whisper hears it (see WhisperSpeechRecognizer). */
@@ -28,18 +39,29 @@ const PAD_MS = 300;
  * μ-law line came out as "your opening hour." unpadded, whole when padded).
  */
 export class WhisperSpeechRecognizer implements SpeechRecognizer {
-  /** `language`: a short turn is too little for Whisper to detect its language (VOICE_LANGUAGE; 'auto' is the transcriber's). */
+  /**
+   * `language`: a short turn is too little for Whisper to detect its language (VOICE_LANGUAGE;
+   * 'auto' is the transcriber's). `partials`: the model for partial transcripts (default
+   * `whisper`'s); both share the process's one transcription queue.
+   */
   constructor(
     private readonly whisper: LocalWhisperTranscriber,
     private readonly language?: string,
+    private readonly partials: LocalWhisperTranscriber = whisper,
   ) {}
 
-  async transcribe(samples: Int16Array, signal?: AbortSignal): Promise<string> {
+  /** The model files used for finals and partials (the same file when there is one model). */
+  get modelPaths(): { final: string; partial: string } {
+    return { final: this.whisper.modelPath, partial: this.partials.modelPath };
+  }
+
+  async transcribe(samples: Int16Array, signal?: AbortSignal, options: RecognizeOptions = {}): Promise<string> {
+    const whisper = options.partial ? this.partials : this.whisper;
     const pcm16k = resample(samples, MEDIA_RATE, WHISPER_RATE);
     const pad = (WHISPER_RATE * PAD_MS) / 1000;
     const padded = new Float32Array(pcm16k.length + 2 * pad);
     padded.set(int16ToFloat32(pcm16k), pad);
-    return (await this.whisper.transcribeSamples(padded, { signal, ...(this.language && this.language !== 'auto' ? { language: this.language } : {}) })).text;
+    return (await whisper.transcribeSamples(padded, { signal, whileQueued: options.whileQueued, ...(this.language && this.language !== 'auto' ? { language: this.language } : {}) })).text;
   }
 }
 
@@ -55,9 +77,17 @@ export class HttpSpeechRecognizer implements SpeechRecognizer {
   }
 }
 
-/** The recognizer over what `transcriberFromConfig` built (null when there is none). */
-export function speechRecognizerFor(transcriber: Transcriber | null, language?: string): SpeechRecognizer | null {
-  if (transcriber instanceof LocalWhisperTranscriber) return new WhisperSpeechRecognizer(transcriber, language);
+/**
+ * The recognizer over what `transcriberFromConfig` built (null when there is none).
+ * `models`: other embedded models for the voice agent's finals and partials (see
+ * voiceWhisperModels); the transcriber's own model where not given.
+ */
+export function speechRecognizerFor(
+  transcriber: Transcriber | null,
+  language?: string,
+  models: { final?: LocalWhisperTranscriber | null; partial?: LocalWhisperTranscriber | null } = {},
+): SpeechRecognizer | null {
+  if (transcriber instanceof LocalWhisperTranscriber) return new WhisperSpeechRecognizer(models.final ?? transcriber, language, models.partial ?? models.final ?? transcriber);
   if (transcriber instanceof OpenAiTranscriber) return new HttpSpeechRecognizer(transcriber);
   return null;
 }

@@ -95,6 +95,16 @@ export class Vad {
     return this.filled ? min : LEVEL_FLOOR_DB;
   }
 
+  /** During a turn: how long it has been quiet since its last voiced frame, in ms (0 outside a turn). */
+  get trailingSilenceMs(): number {
+    return this.speaking ? ((this.position - this.lastVoicedEnd) * 1000) / this.sampleRate : 0;
+  }
+
+  /** During a turn: where its last voiced frame ended (the `sample` its speech_end will carry if no speech follows). */
+  get lastVoicedSample(): number {
+    return this.lastVoicedEnd;
+  }
+
   /** Samples analysed since the start (the clock the events' `sample` counts on). */
   get samplesSeen(): number {
     return this.position;

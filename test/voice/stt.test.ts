@@ -1,12 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { configSchema, whisperModelPath, type Config } from '../../core/config';
+import { configSchema, whisperModelPath, whisperTinyEnModelPath, type Config } from '../../core/config';
 import { LocalWhisperTranscriber, MediaTooLong, OpenAiTranscriber, TranscriberError } from '../../core/kb/extract';
 import { transcriberFromConfig } from '../../core/kb/extractor';
 import { decodeMulaw, encodeMulaw, parseWav, wavToMono } from '../../core/voice/audio';
+import { voiceWhisperModels } from '../../core/voice/from-config';
 import { HttpSpeechRecognizer, speechRecognizerFor, WhisperSpeechRecognizer, type SpeechRecognizer } from '../../core/voice/stt';
 import { MEDIA_RATE } from '../../core/voice/types';
+import { CONVERTED_SOURCES, modelFilesPresent, TINY_EN_WHISPER_MODEL } from '../../scripts/fetch-models';
 import { startFakeSpeechServer, type FakeSpeechServer } from '../support/fake-speech';
 
 const MODELS_DIR = path.resolve(process.env.CONCIERGE_MODELS_DIR ?? path.join(__dirname, '../../.data/models'));
@@ -41,6 +44,72 @@ describe('WhisperSpeechRecognizer (the embedded whisper.cpp, in memory)', () => 
 
   test('a turn longer than TRANSCRIBE_MAX_SECONDS is refused as MediaTooLong before the model runs', async () => {
     await expect(recognizer.transcribe(new Int16Array(MEDIA_RATE * 21))).rejects.toBeInstanceOf(MediaTooLong);
+  });
+});
+
+describe('the voice agent\'s models: Whisper tiny.en for partials (VOICE_PARTIAL_MODEL), base for finals (VOICE_STT_MODEL)', () => {
+  const config = (env: Record<string, string> = {}): Config => ({ ...configSchema.parse(env), CONCIERGE_MODELS_DIR: MODELS_DIR, TRANSCRIBE_MAX_SECONDS: 20, TRANSCRIBE_LANGUAGE: 'en' });
+  const wired = (c: Config) => {
+    const transcriber = transcriberFromConfig(c);
+    return speechRecognizerFor(transcriber, c.VOICE_LANGUAGE, voiceWhisperModels(c, transcriber)) as WhisperSpeechRecognizer;
+  };
+  afterAll(() => LocalWhisperTranscriber.unloadAll());
+
+  test('models:fetch converted tiny.en to the GGML layout whisper.cpp expects of an English-only tiny model', () => {
+    const c = config();
+    const file = whisperTinyEnModelPath(c);
+    if (!modelFilesPresent(MODELS_DIR, TINY_EN_WHISPER_MODEL)) throw new Error(`${file} is missing or differs from its pinned sha256: run npm run models:fetch`);
+    expect(fs.statSync(file).size).toBe(CONVERTED_SOURCES[TINY_EN_WHISPER_MODEL].size);
+    const head = Buffer.alloc(56);
+    const fd = fs.openSync(file, 'r');
+    fs.readSync(fd, head, 0, head.length, 0);
+    // magic, n_vocab (English-only: 51864), n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels, ftype f16
+    expect(Array.from({ length: 12 }, (_, i) => head.readInt32LE(i * 4))).toEqual([0x67676d6c, 51864, 1500, 384, 6, 4, 448, 384, 6, 4, 80, 1]);
+    // The mel filter bank (80 × 201), then the vocabulary: OpenAI's gpt2.tiktoken, 50,256 tokens (whisper.cpp adds the special ones).
+    expect([head.readInt32LE(48), head.readInt32LE(52)]).toEqual([80, 201]);
+    const vocab = Buffer.alloc(4);
+    fs.readSync(fd, vocab, 0, 4, 56 + 80 * 201 * 4);
+    fs.closeSync(fd);
+    expect(vocab.readInt32LE(0)).toBe(50256);
+  });
+
+  test('by default partials go to tiny.en and finals to the transcriber\'s base model; VOICE_STT_MODEL=tiny.en moves the finals too', () => {
+    const c = config();
+    expect(wired(c).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperTinyEnModelPath(c) });
+    expect(wired(config({ VOICE_STT_MODEL: 'tiny.en' })).modelPaths).toEqual({ final: whisperTinyEnModelPath(c), partial: whisperTinyEnModelPath(c) });
+    expect(wired(config({ VOICE_PARTIAL_MODEL: 'base' })).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperModelPath(c) });
+  });
+
+  test('callers of another language keep base for partials; tiny.en for finals is refused with another VOICE_LANGUAGE', () => {
+    const c = config({ VOICE_LANGUAGE: 'de' });
+    expect(wired(c).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperModelPath(c) });
+    expect(configSchema.safeParse({ VOICE_STT_MODEL: 'tiny.en', VOICE_LANGUAGE: 'de' }).success).toBe(false);
+    expect(configSchema.safeParse({ VOICE_STT_MODEL: 'tiny.en', VOICE_LANGUAGE: 'en' }).success).toBe(true);
+  });
+
+  test('without the tiny.en file, both go to the transcriber\'s model', () => {
+    const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-models-'));
+    try {
+      const c = { ...config(), TRANSCRIBE_MODEL_PATH: whisperModelPath(config()), CONCIERGE_MODELS_DIR: empty };
+      expect(wired(c).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperModelPath(c) });
+    } finally {
+      fs.rmSync(empty, { recursive: true, force: true });
+    }
+  });
+
+  test('a partial on tiny.en hears the turn; a transcription aborted while it waits in the queue is dropped without running, the running one goes on', async () => {
+    const recognizer = wired(config());
+    const turn = say('What are your opening hours');
+    expect((await recognizer.transcribe(turn, undefined, { partial: true })).toLowerCase()).toContain('opening');
+    const queued = new AbortController();
+    const running = recognizer.transcribe(turn);
+    const dropped = recognizer.transcribe(turn, undefined, { whileQueued: queued.signal });
+    const next = recognizer.transcribe(turn);
+    queued.abort();
+    const settled = await Promise.allSettled([running, dropped, next]);
+    expect(settled[0]).toMatchObject({ status: 'fulfilled', value: expect.stringMatching(/opening hours/i) });
+    expect(settled[1]).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ message: 'transcription was cancelled' }) });
+    expect(settled[2]).toMatchObject({ status: 'fulfilled', value: expect.stringMatching(/opening hours/i) });
   });
 });
 

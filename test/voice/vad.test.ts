@@ -105,6 +105,30 @@ describe('Vad', () => {
     expect(strip(run(new Vad(), audio, 80))).toEqual(strip(run(new Vad(), audio)));
   });
 
+  test('during a turn, trailingSilenceMs counts the quiet since the last voiced frame and lastVoicedSample is where the end event will put it', () => {
+    const vad = new Vad();
+    const frames = withNoise(concat(silence(lead), utterance, silence(1000)), -60);
+    const seen: Array<{ quiet: number; last: number; inSpeech: boolean }> = [];
+    let end: VadEvent | undefined;
+    for (let at = 0; at < frames.length; at += FRAME_SAMPLES) {
+      const events = vad.push(frames.subarray(at, at + FRAME_SAMPLES));
+      end ??= events.find((e) => e.type === 'speech_end');
+      if (!end) seen.push({ quiet: vad.trailingSilenceMs, last: vad.lastVoicedSample, inSpeech: vad.inSpeech });
+    }
+    expect(end).toBeDefined();
+    // Before the turn: 0. Just before the end: about the silence window, measured from the end event's sample.
+    expect(seen[0]).toMatchObject({ quiet: 0, inSpeech: false });
+    const last = seen.at(-1)!;
+    expect(last.inSpeech).toBe(true);
+    expect(last.last).toBe(end!.sample);
+    expect(last.quiet).toBeGreaterThanOrEqual(460);
+    expect(last.quiet).toBeLessThan(500);
+    // The quiet grows frame by frame from the last voiced frame (20 ms a frame), never jumping past the window.
+    const tail = seen.filter((s) => s.last === end!.sample && s.quiet > 0).map((s) => s.quiet);
+    tail.forEach((q, i) => i && expect(q - tail[i - 1]).toBeCloseTo(20, 5));
+    expect(vad.trailingSilenceMs).toBe(0);
+  });
+
   test('finish() ends a turn cut off mid-speech (the caller hung up while talking); nothing when silent', () => {
     const vad = new Vad();
     const events = run(vad, withNoise(concat(silence(500), utterance), -60));

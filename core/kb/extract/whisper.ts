@@ -295,11 +295,13 @@ export class LocalWhisperTranscriber {
   /**
    * Audio already in memory as 16 kHz mono float32 (a voice call's turn): no file and no
    * ffmpeg, the same queue, thread, silence check and deadline as a file. Longer than
-   * `maxSeconds`: MediaTooLong.
+   * `maxSeconds`: MediaTooLong. `whileQueued`: aborted before the queue reaches this
+   * transcription, it is dropped (cancelled); once running it goes on (only `signal`
+   * stops running work, by ending the model's thread).
    */
-  transcribeSamples(samples: Float32Array, options: { signal?: AbortSignal; language?: string } = {}): Promise<{ text: string; stats: TranscriptionStats }> {
+  transcribeSamples(samples: Float32Array, options: { signal?: AbortSignal; whileQueued?: AbortSignal; language?: string } = {}): Promise<{ text: string; stats: TranscriptionStats }> {
     return serialized(async () => {
-      if (options.signal?.aborted) throw new ExtractionError('transcription was cancelled');
+      if (options.signal?.aborted || options.whileQueued?.aborted) throw new ExtractionError('transcription was cancelled');
       if (samples.length > this.opts.maxSeconds * SAMPLE_RATE) throw new MediaTooLong(this.opts.maxSeconds);
       return this.recognize(samples, 0, options.signal, options.language);
     });

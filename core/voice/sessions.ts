@@ -197,11 +197,14 @@ export class VoiceSessionService {
   /**
    * A session or call whose media never connected (the browser never joined, the phone was
    * busy or not answered, the workflow could not start) bought nothing: its first minute,
-   * paid when it was reserved, goes back to the workspace (once; the row then shows 0 spent).
+   * paid when it was reserved (and any further minute paid while it waited), goes back to the workspace (once; the
+   * row then shows 0 spent).
    */
   private async refundUnconnected(workspaceId: string, id: string, reason: string): Promise<void> {
-    const refunded = await this.credits.refund(workspaceId, `${id}:minute:1`, `refund: ${reason}`);
-    if (!refunded) return;
+    // Every minute paid, in order (a second one when the join timeout and the first billing period end together).
+    let minute = 1;
+    while (await this.credits.refund(workspaceId, `${id}:minute:${minute}`, `refund: ${reason}`)) minute++;
+    if (minute === 1) return;
     const entity = id.startsWith('call_') ? Call : VoiceSession;
     await this.em.fork().nativeUpdate(entity as typeof VoiceSession, { id }, { creditsSpent: 0 });
   }

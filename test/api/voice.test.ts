@@ -161,8 +161,10 @@ describe('browser voice sessions (direct transport)', () => {
     const full = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
     expect(full.statusCode).toBe(429);
     expect(full.json().error).toBe('concurrent_voice_limit_reached');
+    // One of them also paid a second minute while it waited for the browser.
+    await t.services.voice.payMinute(ws, held[0].id, 2);
     for (const h of held) await t.services.voice.markEnded(h.id, 'test');
-    // Sessions that ended without the browser ever connecting cost nothing: their first minutes were refunded.
+    // Sessions that ended without the browser ever connecting cost nothing: every minute they paid was refunded.
     expect((await t.services.credits.balance(ws)).balance).toBe(balance);
     expect(await t.services.voice.session(ws, held[0].id)).toMatchObject({ status: 'ended', creditsSpent: 0 });
 

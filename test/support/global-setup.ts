@@ -6,6 +6,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { devServerFlags, findTemporalCli } from '../../infra/temporal';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../../worker/search-attributes';
 import { WORKFLOWS_PATH } from '../../worker/worker';
+import { ensureTestServices } from './services';
 
 /**
  * One real Temporal dev server (the `temporal` CLI from the PyPI wheel, started by
@@ -14,6 +15,7 @@ import { WORKFLOWS_PATH } from '../../worker/worker';
  * their own task queue and database.
  */
 export default async function globalSetup(): Promise<void> {
+  (globalThis as Record<string, unknown>).__TEST_SERVICES__ = await ensureTestServices();
   const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
   const env = await TestWorkflowEnvironment.createLocal({
     // The same tuning as npm start's embedded server (in memory here: no SQLite file to tune).

@@ -1,10 +1,12 @@
 import fs from 'node:fs';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { scanLogs } from './secret-log';
+import type { TestServices } from './services';
 
 export default async function globalTeardown(): Promise<void> {
   const g = globalThis as Record<string, unknown>;
   await (g.__TEMPORAL_ENV__ as TestWorkflowEnvironment | undefined)?.teardown();
+  await (g.__TEST_SERVICES__ as TestServices | undefined)?.stop();
   const logDir = process.env.TEST_LOG_DIR;
   const findings = logDir ? scanLogs(logDir) : [];
   if (findings.length) {

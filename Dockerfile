@@ -5,7 +5,9 @@
 FROM node:20-bookworm AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# npm install, not npm ci: the same command as `npm run setup` (npm ci insists on other platforms' optional
+# binaries in the lock file, which some registries lack); it installs the locked versions all the same.
+RUN npm install --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY api api
 COPY core core
@@ -32,14 +34,14 @@ RUN CONCIERGE_MODELS_DIR=/models CONCIERGE_LOCAL_LLM=none PIP_BREAK_SYSTEM_PACKA
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
+RUN npm install --omit=dev --no-audit --no-fund
 
 # Run: compiled code, the prebuilt workflow bundle, the widget's static files, the models.
 FROM node:20-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production HOST=0.0.0.0 CONCIERGE_MODELS_DIR=/app/models
-# ffmpeg: the worker's embedded transcriber decodes audio and video with it.
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null && rm -rf /var/lib/apt/lists/*
+# ffmpeg: the worker's embedded transcriber decodes audio and video with it; espeak-ng: the embedded voice's speech.
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg espeak-ng >/dev/null && rm -rf /var/lib/apt/lists/*
 COPY package.json ./
 COPY --from=deps /app/node_modules node_modules
 COPY --from=build /app/dist dist

@@ -248,6 +248,8 @@ export const configSchema = z.object({
   STRUCTURED_MAX_CHUNKS: positiveInt(20),
   /** Deadline of one model call (local models on small machines are slow). */
   STRUCTURED_TIMEOUT_MS: positiveInt(180_000),
+  /** Deadline of one validation of model answers against the caller's schema, in a worker thread; past it: 422 extraction_failed. */
+  STRUCTURED_VALIDATION_TIMEOUT_MS: positiveInt(2_000),
   /** The WhatsApp Cloud API-compatible base URL (e.g. https://graph.facebook.com/v21.0). Unset: sending is refused with 503. */
   MSGAPP_API_BASE: optionalString,
   /** Time-out of one call to the msgapp provider (sends, number checks, media downloads). */

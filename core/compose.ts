@@ -233,6 +233,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
         voice_minute_credits: config.BILLING_CREDITS_PER_VOICE_MINUTE,
       },
       structured,
+      models: s.models ?? { allowed: config.LLM_ALLOWED_MODELS, maxTokensCap: config.LLM_MAX_TOKENS_CAP, prices: config.LLM_MODEL_PRICES },
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
       publicBaseUrl: baseUrl,
       voiceMaxConcurrent: config.VOICE_MAX_CONCURRENT,

@@ -161,13 +161,13 @@ export async function askModel(
     out.promptTokens += result.usage?.prompt_tokens ?? 0;
     out.completionTokens += result.usage?.completion_tokens ?? 0;
     const parsed = parseAnswer(result.text);
-    const checked = parsed.ok ? await check(parsed.value) : null;
-    if (parsed.ok && checked?.valid) {
+    const checked = parsed.ok ? await check(parsed.value) : { valid: false, errors: [parsed.error] };
+    if (parsed.ok && checked.valid) {
       out.data = parsed.value;
       out.errors = [];
       return out;
     }
-    out.errors = checked ? checked.errors : [parsed.ok ? '/: invalid' : parsed.error];
+    out.errors = checked.errors;
     // The repair turn: the model sees its answer and what is wrong with it.
     messages.push(
       { role: 'assistant', content: result.text },

@@ -148,7 +148,7 @@ export function localModelFiles(config: Config): { binary: string; model: string
  * else none. `log` is where the local server reports.
  */
 export function structuredFromConfig(config: Config, log?: Logger): StructuredSettings {
-  const limits = { chunkChars: config.STRUCTURED_CHUNK_CHARS, maxChunks: config.STRUCTURED_MAX_CHUNKS };
+  const limits = { chunkChars: config.STRUCTURED_CHUNK_CHARS, maxChunks: config.STRUCTURED_MAX_CHUNKS, validationTimeoutMs: config.STRUCTURED_VALIDATION_TIMEOUT_MS };
   const timeoutMs = config.STRUCTURED_TIMEOUT_MS;
   if (config.STRUCTURED_BASE_URL) {
     return { ...limits, llm: { baseUrl: config.STRUCTURED_BASE_URL, apiKey: config.STRUCTURED_API_KEY, model: config.STRUCTURED_MODEL ?? 'default', timeoutMs } };
@@ -233,6 +233,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
         voice_minute_credits: config.BILLING_CREDITS_PER_VOICE_MINUTE,
       },
       structured,
+      models: s.models ?? { allowed: config.LLM_ALLOWED_MODELS, maxTokensCap: config.LLM_MAX_TOKENS_CAP, prices: config.LLM_MODEL_PRICES },
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
       publicBaseUrl: baseUrl,
       voiceMaxConcurrent: config.VOICE_MAX_CONCURRENT,
@@ -248,6 +249,8 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       log,
     });
     voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice }, o.voice);
+    // Schema validation threads (started by the worker's extraction steps) stop with the process.
+    onClose(() => services.structured.close());
     const indexing = new IndexingService({ em: orm.em, blobs, extract, embedder });
 
     let temporal: Composition['temporal'] = null;

@@ -134,6 +134,34 @@ export const configSchema = z.object({
   LLM_BASE_URL: optionalString,
   LLM_API_KEY: optionalString,
   LLM_MODEL: z.preprocess(emptyToUndefined, z.string().default('gpt-4o-mini')),
+  /**
+   * Models agents may name on the installation's LLM key besides LLM_MODEL (comma-separated).
+   * Unset: LLM_MODEL only. An agent with its workspace's own llm credential chooses freely.
+   */
+  LLM_ALLOWED_MODELS: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .default('')
+      .transform((v) => v.split(',').map((m) => m.trim()).filter(Boolean)),
+  ),
+  /** Largest max_tokens a turn on the installation's key asks for: a spec over it is refused (400), a stored one capped. */
+  LLM_MAX_TOKENS_CAP: positiveInt(4_096),
+  /**
+   * Per-model price per 1,000 tokens (BILLING_CURRENCY), as JSON: {"gpt-4o": 0.01}. A model
+   * not listed costs BILLING_PRICE_LLM_1K_TOKENS. JSON because model names may hold ':'.
+   */
+  LLM_MODEL_PRICES: z.preprocess(
+    (v) => {
+      if (emptyToUndefined(v) === undefined) return undefined;
+      try {
+        return JSON.parse(String(v));
+      } catch {
+        return v;
+      }
+    },
+    z.record(z.string().min(1), z.number().nonnegative(), { error: 'must be a JSON object of model name to price per 1,000 tokens' }).default({}),
+  ),
   /** Usage prices (GET /billing/usage): the currency, and the price of a msgapp message sent and of a page of structured extraction. */
   BILLING_CURRENCY: z.preprocess(emptyToUndefined, z.string().regex(/^[A-Z]{3}$/).default('USD')),
   BILLING_PRICE_MSGAPP_MESSAGE: z.preprocess(emptyToUndefined, z.coerce.number().nonnegative().default(0.005)),
@@ -248,6 +276,8 @@ export const configSchema = z.object({
   STRUCTURED_MAX_CHUNKS: positiveInt(20),
   /** Deadline of one model call (local models on small machines are slow). */
   STRUCTURED_TIMEOUT_MS: positiveInt(180_000),
+  /** Deadline of one validation of model answers against the caller's schema, in a worker thread; past it: 422 extraction_failed. */
+  STRUCTURED_VALIDATION_TIMEOUT_MS: positiveInt(2_000),
   /** The WhatsApp Cloud API-compatible base URL (e.g. https://graph.facebook.com/v21.0). Unset: sending is refused with 503. */
   MSGAPP_API_BASE: optionalString,
   /** Time-out of one call to the msgapp provider (sends, number checks, media downloads). */

@@ -226,6 +226,24 @@ export class CredentialService {
     return (await this.em.fork().count(Credential, { id, workspaceId, provider: 'msgapp' })) > 0;
   }
 
+  /** Whether the workspace has an llm credential with this id (nothing is opened). */
+  async hasLlmCredential(workspaceId: string, id: string): Promise<boolean> {
+    return (await this.em.fork().count(Credential, { id, workspaceId, provider: 'llm' })) > 0;
+  }
+
+  /**
+   * The endpoint of a workspace's own llm credential, for an agent's turns: its base_url
+   * checked against the SSRF policy now and the connection pinned to what was checked (as
+   * for listing its models), its key opened. Null when the workspace has no such credential.
+   */
+  async llmEndpoint(workspaceId: string, id: string): Promise<{ baseUrl: string; apiKey: string; fetch: typeof fetch } | null> {
+    const row = await this.em.fork().findOne(Credential, { id, workspaceId, provider: 'llm' });
+    if (!row) return null;
+    const baseUrl = row.settings.base_url ?? DEFAULT_LLM_BASE_URL;
+    const { addresses } = await this.checkBaseUrl(baseUrl);
+    return { baseUrl, apiKey: this.box.open(row.secretSealed, row.id), fetch: pinnedFetch(addresses, { ca: this.opts.ca }) };
+  }
+
   /** The opened token of a msgapp credential of this workspace; null when there is none. */
   msgappToken(workspaceId: string, id: string): Promise<string | null> {
     return openMsgappToken(this.em.fork(), this.box, workspaceId, id);

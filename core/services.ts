@@ -11,6 +11,7 @@ import { WidgetSessionService } from './widget/sessions';
 import { ChatTranscript } from './chat/transcript';
 import { AnalyticsService } from './analytics/analytics';
 import { CreditService, type Prices } from './billing/credits';
+import { ModelPolicy, type ModelPolicyOptions } from './llm/policy';
 import { McpService } from './mcp/servers';
 import { AgentTurns } from './chat/turn';
 import { TaskService } from './chat/tasks';
@@ -100,6 +101,8 @@ export interface ServiceOptions {
   vision?: ImageDescriber | null;
   /** Usage prices (BILLING_*); default the config's defaults. */
   prices?: Prices;
+  /** The operator's models on the installation's key (LLM_ALLOWED_MODELS, LLM_MAX_TOKENS_CAP, LLM_MODEL_PRICES); default LLM_MODEL only, cap 4,096. */
+  models?: ModelPolicyOptions;
   /** Text extraction of widget uploads: the process's extraction pool, shared with indexing. */
   extract: ExtractFn;
   /** Widget uploads whose text is longer than this are also indexed for search. */
@@ -140,7 +143,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     publicBaseUrl: baseUrl,
   });
   const prices = opts.prices ?? DEFAULT_PRICES;
-  const credits = new CreditService(em, prices);
+  const models = new ModelPolicy(opts.llm?.model ?? null, opts.models);
+  const credits = new CreditService(em, prices, models);
   const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits });
   return {
     sites,
@@ -160,7 +164,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     deliveries: new DeliveryService(em, opts.box, opts.sender),
     files: new FileService(em, opts.blobs),
     blobs: opts.blobs,
-    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders }),
+    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models }),
     customers,
     conversations: new ConversationService(em),
     analytics: new AnalyticsService(em),
@@ -176,6 +180,6 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     transcript,
     tasks: new TaskService(em),
     structured: new StructuredExtractionService({ em, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null } }),
-    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log, mcp),
+    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log, mcp, { policy: models, credentials }),
   };
 }

@@ -21,6 +21,8 @@ export const EXTRACTION_CANCELLED = 'the extraction was cancelled by an operator
 /** Failure types of the steps (core/extraction/extractions.ts, core/kb/extract/types.ts, core/llm/model.ts). */
 const UNREADABLE = new Set(['ExtractionRefused', 'ExtractionError', 'ExtractionCrash']);
 const MODEL = new Set(['LlmError', 'LlmRejected']);
+/** Validation against the caller's schema past its deadline, or its thread lost (core/extraction/validate-thread.ts): 422. */
+const INVALID = new Set(['ValidationTimeout', 'ValidationCrash']);
 
 function outcomeOf(err: unknown): Extract<ExtractionOutcome, { status: 'failed' }> {
   const activity = err instanceof ActivityFailure ? err.activityType : undefined;
@@ -32,6 +34,7 @@ function outcomeOf(err: unknown): Extract<ExtractionOutcome, { status: 'failed' 
   if (cause instanceof ApplicationFailure) {
     if (UNREADABLE.has(cause.type ?? '')) return failed('unreadable', cause.message);
     if (MODEL.has(cause.type ?? '')) return failed('model', cause.message);
+    if (INVALID.has(cause.type ?? '')) return failed('no_valid_output', cause.message);
   }
   return failed('internal', 'the extraction failed after retries (internal error); see the extract workflow in the Temporal UI');
 }

@@ -6,6 +6,7 @@ import { newId } from '../ids';
 import { keysetFind } from '../pagination';
 import type { CredentialService } from '../credentials';
 import type { FolderService } from '../kb/folders';
+import type { ModelPolicy } from '../llm/policy';
 import { existingFiles } from '../kb/files';
 import { ProviderError, type MsgappProvider } from '../msgapp/provider';
 import { AgentSpec } from './spec';
@@ -20,6 +21,8 @@ export interface NumberOwnershipDeps {
 /** What an agent's knowledge-base selection is checked against. */
 export interface AgentDeps extends NumberOwnershipDeps {
   folders: FolderService;
+  /** The operator's allow-list of models and max_tokens cap; absent: none applied (tests of other areas). */
+  models?: ModelPolicy;
 }
 
 const UNIQUE_VIOLATION = '23505';
@@ -113,6 +116,7 @@ export class AgentService {
 
   async create(workspaceId: string, input: unknown): Promise<AgentView> {
     const spec = parseSpec(input);
+    await this.checkModel(workspaceId, spec);
     const em = this.em.fork();
     const row = em.create(Agent, { id: newId('agt'), workspaceId, name: spec.name, status: 'draft', spec, invalidReasons: [], publishedAt: null });
     await em.flush();
@@ -139,6 +143,7 @@ export class AgentService {
     return this.em.fork().transactional(async (em) => {
       const current = await this.row(em, workspaceId, id, true);
       const spec = parseSpec({ ...current.spec, ...patch });
+      await this.checkModel(workspaceId, spec);
       const reasons = current.status === 'published' ? await this.reasons(em, workspaceId, spec) : [];
       if (current.status === 'published' && reasons.length === 0) await this.checkClaim(em, workspaceId, snapshot(current), spec);
       current.name = spec.name;
@@ -148,6 +153,24 @@ export class AgentService {
       await claiming(spec, () => em.flush());
       return view(current);
     });
+  }
+
+  /**
+   * Whatever writes a spec (create, from-spec, generate, PATCH): on the installation's key
+   * only an allowed model and max_tokens up to the cap (400 invalid_request naming the
+   * field); with the workspace's own llm credential, anything. The turn applies the same
+   * policy again to whatever is stored (core/chat/turn.ts).
+   */
+  private async checkModel(workspaceId: string, spec: AgentSpec): Promise<void> {
+    const credentialId = spec.model.credential_id;
+    if (credentialId !== undefined) {
+      if (!(await this.numbers.credentials.hasLlmCredential(workspaceId, credentialId))) {
+        throw new ApiError(400, 'invalid_request', `body.model.credential_id: no llm credential '${credentialId}' in this workspace`);
+      }
+      return;
+    }
+    const refused = this.numbers.models?.refusal(spec.model);
+    if (refused) throw new ApiError(400, 'invalid_request', `body.${refused.field}: ${refused.message}`);
   }
 
   async publish(workspaceId: string, id: string): Promise<AgentView> {

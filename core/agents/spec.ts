@@ -74,6 +74,15 @@ export const AgentSpec = z
         name: z.string().min(1).max(100).optional().meta({ description: 'Model id at the LLM provider; unset: LLM_MODEL' }),
         temperature: z.number().min(0).max(2).default(0.3),
         max_tokens: z.number().int().min(1).max(32_000).default(800),
+        credential_id: z
+          .string()
+          .min(1)
+          .max(100)
+          .optional()
+          .meta({
+            description:
+              "An llm credential of the workspace (POST /api/v1/credentials): turns run on its base_url and key, with any model and max_tokens. Unset: the installation's key, where only the operator's allowed models run (400 invalid_request naming model.name otherwise) and max_tokens is at most LLM_MAX_TOKENS_CAP",
+          }),
       })
       .strict()
       .default({ temperature: 0.3, max_tokens: 800 }),

@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { CreditBalance, CreditLedgerEntry, type ICreditLedgerEntry } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
+import type { ModelPolicy } from '../llm/policy';
 
 /** What each usage kind costs per unit, in BILLING_CURRENCY (config defaults; documented in the README). */
 export interface Prices {
@@ -48,6 +49,8 @@ export class CreditService {
   constructor(
     private readonly em: EntityManager,
     private readonly prices: Prices,
+    /** Per-model prices of language-model tokens (LLM_MODEL_PRICES); absent: every model at llm_1k_tokens. */
+    private readonly models?: Pick<ModelPolicy, 'priceOf' | 'defaultModel'>,
   ) {}
 
   async balance(workspaceId: string): Promise<{ balance: number; granted: number; used: number; updated_at: string | null }> {
@@ -162,7 +165,12 @@ export class CreditService {
   private priceOf(kind: string): { unit: string; price: number } {
     if (kind === 'msgapp_message') return { unit: 'message', price: this.prices.msgapp_message };
     if (kind === 'structured_extraction') return { unit: 'page', price: this.prices.structured_extraction_page };
-    if (kind === 'llm_tokens') return { unit: 'token', price: this.prices.llm_1k_tokens / 1000 };
+    // A turn's tokens are metered under the model it ran on (core/chat/turn.ts): each model at its own price, else the flat one.
+    if (kind === 'llm_tokens' || kind.startsWith('llm_tokens:')) {
+      const model = kind === 'llm_tokens' ? this.models?.defaultModel : kind.slice('llm_tokens:'.length);
+      const per1k = (model ? this.models?.priceOf(model) : undefined) ?? this.prices.llm_1k_tokens;
+      return { unit: 'token', price: per1k / 1000 };
+    }
     if (kind === 'voice_credits') return { unit: 'credits', price: 1 };
     return { unit: 'unit', price: 0 };
   }

@@ -7,7 +7,10 @@ import type { McpService } from '../mcp/servers';
 import { WidgetUpload } from '../db/entities';
 import type { SearchMatch, SearchService } from '../kb/search';
 import type { UploadService } from '../widget/uploads';
-import type { ChatModel, ChatTurnMessage, ToolCall, ToolDefinition } from '../llm/model';
+import type { CredentialService } from '../credentials';
+import { LlmError, OpenAiCompatibleModel, type ChatModel, type ChatTurnMessage, type ToolCall, type ToolDefinition } from '../llm/model';
+import type { ModelPolicy } from '../llm/policy';
+import { UnsafeUrlError } from '../net/ssrf';
 import { answerWithoutModel } from './answer-without-model';
 import { applyElementTool, elementTools, emptyElements, MAX_ELEMENTS, type ElementKind, type ReplyElements } from './elements';
 import { downloadableKbFile } from '../kb/files';
@@ -63,6 +66,16 @@ const DEFAULT_TOP_K = 5;
 /** Passages taken from the conversation's own long uploads. */
 const UPLOAD_PASSAGES = 3;
 
+/** The model a turn runs on (see AgentTurns.chooseModel). */
+interface TurnModelChoice {
+  model: ChatModel;
+  /** Sent as the request's model (undefined: the client's own, LLM_MODEL). */
+  name: string | undefined;
+  max_tokens: number;
+  /** The usage kind its tokens are metered under; null: not metered (the workspace's own key). */
+  usageKind: string | null;
+}
+
 /**
  * One agent turn: the reply to one visitor message. The reply's id is decided before
  * the turn runs and the reply row is written once (insert-if-absent), so a turn retried
@@ -83,7 +96,40 @@ export class AgentTurns {
     private readonly model: ChatModel | null,
     private readonly log: Pick<Logger, 'warn'>,
     private readonly mcp: Pick<McpService, 'toolsFor' | 'call'> | null = null,
+    /** The operator's model allow-list and cap, and the workspaces' own llm credentials; null: the spec's settings as they are. */
+    private readonly models: { policy: ModelPolicy; credentials: Pick<CredentialService, 'llmEndpoint'> } | null = null,
   ) {}
+
+  /**
+   * The model this turn runs on. With the agent's own llm credential: that endpoint, the
+   * spec's model and max_tokens as they are, and nothing metered (the workspace pays its
+   * provider). On the installation's key: the operator's policy applied to whatever the
+   * stored spec says (a refused model runs as the default one, max_tokens capped), metered
+   * under the model it ran on. Null: no model at all (answers come from the passages).
+   */
+  private async chooseModel(workspaceId: string, agentId: string, spec: AgentSpec): Promise<TurnModelChoice | null> {
+    const credentialId = spec.model.credential_id;
+    if (credentialId !== undefined && this.models) {
+      let endpoint: Awaited<ReturnType<CredentialService['llmEndpoint']>>;
+      try {
+        endpoint = await this.models.credentials.llmEndpoint(workspaceId, credentialId);
+      } catch (err) {
+        if (err instanceof UnsafeUrlError) throw new LlmError(`The agent's llm credential is not called: base_url ${err.reason}`, false);
+        throw err;
+      }
+      if (endpoint) {
+        const name = spec.model.name ?? this.models.policy.defaultModel ?? 'default';
+        return { model: new OpenAiCompatibleModel({ ...endpoint, model: name }), name, max_tokens: spec.model.max_tokens, usageKind: null };
+      }
+      // Deleted since the spec was written: the installation's key, under its policy.
+      this.log.warn({ agentId, credentialId }, "the agent's llm credential is gone: the installation's model answers");
+    }
+    if (!this.model) return null;
+    if (!this.models) return { model: this.model, name: spec.model.name, max_tokens: spec.model.max_tokens, usageKind: 'llm_tokens' };
+    const run = this.models.policy.forTurn(spec.model);
+    if (run.refused !== undefined) this.log.warn({ agentId, model: run.refused }, 'the agent names a model this installation does not allow: the default model answers');
+    return { model: this.model, name: run.name, max_tokens: run.max_tokens, usageKind: this.models.policy.usageKind(run.name) };
+  }
 
   async run(input: TurnInput, onProgress?: () => void): Promise<TurnReply> {
     // Independent reads, at once: the time before the model's request is the visitor's wait.
@@ -105,6 +151,7 @@ export class AgentTurns {
     if (!agent) throw new Error(`conversation ${input.conversationId} has no agent`);
     const spec = agent.spec;
     if (!visitor) throw new Error(`visitor message ${input.messageId} is not stored`);
+    const chosen = await this.chooseModel(input.workspaceId, agent.id, spec);
     const stream = sockets && (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream';
 
     const kbAction = spec.actions.find((a) => a.type === 'kb_search');
@@ -115,7 +162,7 @@ export class AgentTurns {
     const [kbPassages, uploadPassages, history] = await Promise.all([
       query ? this.retrieve(input.workspaceId, spec, query, topK) : [],
       query ? this.fromUploads(input.conversationId, query) : [],
-      this.model ? this.transcript.recent(input.conversationId, HISTORY_MESSAGES + 1) : [],
+      chosen ? this.transcript.recent(input.conversationId, HISTORY_MESSAGES + 1) : [],
     ]);
     const passages = [...kbPassages, ...uploadPassages];
 
@@ -125,8 +172,8 @@ export class AgentTurns {
     let suggested: string[] = [];
     let elements: ReplyElements = emptyElements();
     const citations = new Map<string, string>();
-    if (this.model) {
-      const out = await this.withModel(this.model, input, spec, visitor, { passages, attachments, history, channel, commands }, stream, citations, onProgress);
+    if (chosen) {
+      const out = await this.withModel(chosen, input, spec, visitor, { passages, attachments, history, channel, commands }, stream, citations, onProgress);
       text = out.text;
       handoff = out.handoff;
       tokens = out.tokens;
@@ -168,7 +215,7 @@ export class AgentTurns {
       },
     });
     // Metered (GET /billing/usage), once per reply: a retried turn that stored its reply counts nothing again.
-    await recordTokenUsage(this.em.fork(), { workspaceId: input.workspaceId, replyId: row.id, tokens });
+    if (chosen?.usageKind) await recordTokenUsage(this.em.fork(), { workspaceId: input.workspaceId, replyId: row.id, tokens, kind: chosen.usageKind });
     if (sockets) {
       await publishFrame(this.em, input.conversationId, replyFrame(row), row.id);
       // The contract's follow-up chips: in the reply, and after it as their own frame.
@@ -235,7 +282,7 @@ export class AgentTurns {
   }
 
   private async withModel(
-    model: ChatModel,
+    chosen: TurnModelChoice,
     input: TurnInput,
     spec: AgentSpec,
     visitor: ChatMessageRow,
@@ -298,13 +345,13 @@ export class AgentTurns {
       : undefined;
     for (let round = 0; ; round++) {
       const last = round >= MAX_TOOL_ROUNDS;
-      const result = await model.complete(
+      const result = await chosen.model.complete(
         {
           messages,
           tools: last || !tools.length ? undefined : tools,
-          model: spec.model.name,
+          model: chosen.name,
           temperature: spec.model.temperature,
-          max_tokens: spec.model.max_tokens,
+          max_tokens: chosen.max_tokens,
         },
         onDelta,
       );

@@ -9,8 +9,9 @@ import type { ExtractFn } from '../kb/indexing';
 import { LlmError, OpenAiCompatibleModel, type ChatTurnMessage, type CompletionRequest, type CompletionResult, type LlmSettings } from '../llm/model';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
 import { recordExtractionUsage } from '../usage/records';
-import { chunkText, mergePartials } from './merge';
+import { chunkText, mergeCandidates } from './merge';
 import { compileUserSchema, describeErrors, parseUserSchema, type UserSchema } from './schema';
+import { SchemaValidator, type ValidationResult } from './validate-thread';
 
 /**
  * Structured extraction: a document and a JSON Schema in, the document's content shaped
@@ -46,6 +47,8 @@ export interface StructuredSettings {
   chunkChars: number;
   /** Most chunks per document (STRUCTURED_MAX_CHUNKS). */
   maxChunks: number;
+  /** Deadline of one validation of model answers against the caller's schema (STRUCTURED_VALIDATION_TIMEOUT_MS); past it: 422 extraction_failed. */
+  validationTimeoutMs?: number;
 }
 
 export const DEFAULT_STRUCTURED: Omit<StructuredSettings, 'llm'> = { chunkChars: 12_000, maxChunks: 20 };
@@ -128,6 +131,8 @@ export async function askModel(
   schema: UserSchema,
   input: { text: string; prompt: string | null; part?: { index: number; count: number } },
   signal?: AbortSignal,
+  /** Validates an answer; the service's runs in a thread with a deadline, the default here (the benchmark) in this one. */
+  check: (value: unknown) => Promise<ValidationResult> = async (value) => ({ valid: schema.validate(value) as boolean, errors: describeErrors(schema.validate.errors) }),
 ): Promise<Omit<ChunkAnswer, 'index'>> {
   const where = input.part ? ` (part ${input.part.index + 1} of ${input.part.count}; answer from this part only)` : '';
   const messages: ChatTurnMessage[] = [
@@ -156,12 +161,13 @@ export async function askModel(
     out.promptTokens += result.usage?.prompt_tokens ?? 0;
     out.completionTokens += result.usage?.completion_tokens ?? 0;
     const parsed = parseAnswer(result.text);
-    if (parsed.ok && schema.validate(parsed.value)) {
+    const checked = parsed.ok ? await check(parsed.value) : { valid: false, errors: [parsed.error] };
+    if (parsed.ok && checked.valid) {
       out.data = parsed.value;
       out.errors = [];
       return out;
     }
-    out.errors = parsed.ok ? describeErrors(schema.validate.errors) : [parsed.error];
+    out.errors = checked.errors;
     // The repair turn: the model sees its answer and what is wrong with it.
     messages.push(
       { role: 'assistant', content: result.text },
@@ -173,6 +179,8 @@ export async function askModel(
 
 export class StructuredExtractionService {
   private readonly model: OpenAiCompatibleModel | null;
+  /** Model answers are validated against callers' schemas only here: in threads, with a deadline. */
+  readonly validator: SchemaValidator;
 
   constructor(
     private readonly deps: {
@@ -183,6 +191,12 @@ export class StructuredExtractionService {
     },
   ) {
     this.model = deps.settings.llm ? new OpenAiCompatibleModel(deps.settings.llm) : null;
+    this.validator = new SchemaValidator({ timeoutMs: deps.settings.validationTimeoutMs });
+  }
+
+  /** Stops the validation threads (the process is closing). */
+  close(): Promise<void> {
+    return this.validator.close();
   }
 
   private em(): EntityManager {
@@ -291,8 +305,14 @@ export class StructuredExtractionService {
     return row;
   }
 
+  /** The row's schema, compiled; one stored before a refusal was added (a lookaround pattern) fails the run for good. */
   private schemaOf(row: IStructuredExtraction): UserSchema {
-    return compileUserSchema(row.schema);
+    try {
+      return compileUserSchema(row.schema);
+    } catch (err) {
+      if (err instanceof ApiError) throw new ExtractionRefused(err.message);
+      throw err;
+    }
   }
 
   /**
@@ -337,7 +357,9 @@ export class StructuredExtractionService {
     const chunks = chunkText(row.text ?? '', this.deps.settings.chunkChars);
     const chunk = chunks[index];
     if (chunk === undefined) throw new ExtractionRefused(`chunk ${index} does not exist`);
-    const answer = await askModel((req) => this.complete(req), this.schemaOf(row), { text: chunk, prompt: row.prompt ?? null, part: chunks.length > 1 ? { index, count: chunks.length } : undefined }, signal);
+    const schema = this.schemaOf(row);
+    const check = async (value: unknown) => (await this.validator.validate(schema, [value]))[0];
+    const answer = await askModel((req) => this.complete(req), schema, { text: chunk, prompt: row.prompt ?? null, part: chunks.length > 1 ? { index, count: chunks.length } : undefined }, signal, check);
     return { index, ...answer };
   }
 
@@ -357,9 +379,12 @@ export class StructuredExtractionService {
       modelCalls: answers.reduce((n, a) => n + a.calls, 0),
     };
     const partials = answers.filter((a) => a.data !== null).map((a) => ({ data: a.data, text: chunks[a.index] ?? '' }));
-    const merged = mergePartials(partials, (d) => schema.validate(d) as boolean);
-    // Validated here, whatever the merge did: `data` leaves only valid.
-    if (!merged || !schema.validate(merged.data)) {
+    // The merge when it validates, else the best single chunk's answer (see mergePartials); both validated here, in one
+    // job in a thread with a deadline, whatever the chunks' steps found: `data` leaves only valid.
+    const candidates = mergeCandidates(partials);
+    const [mergedOk, bestOk] = candidates ? await this.validator.validate(schema, [candidates.merged ?? candidates.best, candidates.best]) : [];
+    const merged = !candidates ? null : mergedOk.valid ? { data: candidates.merged ?? candidates.best } : bestOk.valid ? { data: candidates.best } : null;
+    if (!merged) {
       const errors = answers.flatMap((a) => a.errors).slice(0, 5);
       const reason = `the model's answer does not validate against the schema${errors.length ? `: ${errors.join('; ')}` : ''}`;
       await this.em().nativeUpdate(StructuredExtraction, { id, status: 'running' }, { status: 'failed', failure: 'no_valid_output', errorMessage: reason, ...usage, updatedAt: new Date() });

@@ -84,13 +84,24 @@ function mergeValues(values: Array<{ value: unknown; text: string }>): unknown {
  * is valid on its own. Null when there is no partial at all.
  */
 export function mergePartials(partials: Partial[], valid: (data: unknown) => boolean): { data: unknown; merged: boolean } | null {
+  const c = mergeCandidates(partials);
+  if (!c) return null;
+  if (c.merged === undefined) return { data: c.best, merged: false };
+  return valid(c.merged) ? { data: c.merged, merged: true } : { data: c.best, merged: false };
+}
+
+/**
+ * What `mergePartials` chooses between, for a caller that validates elsewhere (in a
+ * thread, ./validate-thread.ts): the merge (undefined for a single partial) and the best
+ * single chunk's answer.
+ */
+export function mergeCandidates(partials: Partial[]): { merged: unknown; best: unknown } | null {
   if (!partials.length) return null;
-  if (partials.length === 1) return { data: partials[0].data, merged: false };
+  if (partials.length === 1) return { merged: undefined, best: partials[0].data };
   const merged = mergeValues(partials.map((p) => ({ value: p.data, text: p.text })));
-  if (valid(merged)) return { data: merged, merged: true };
   const scored = partials.map((p) => ({ p, score: totalSupport(p.data, p.text) }));
   scored.sort((a, b) => b.score - a.score);
-  return { data: scored[0].p.data, merged: false };
+  return { merged, best: scored[0].p.data };
 }
 
 function totalSupport(value: unknown, text: string): number {

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import Ajv2020 from 'ajv/dist/2020';
-import Ajv07, { type ErrorObject, type ValidateFunction } from 'ajv';
-import addFormats from 'ajv-formats';
+import type { ValidateFunction } from 'ajv';
 import { ApiError } from '../errors';
+import { makeAjv, regexProblem, type Draft } from './regex';
+
+export { describeErrors, type Draft } from './regex';
 
 /**
  * The caller's JSON Schema for structured extraction: parsed, checked against what we can
@@ -20,8 +21,6 @@ export const MAX_SCHEMA_DEPTH = 32;
 const DRAFT_2020 = 'https://json-schema.org/draft/2020-12/schema';
 const DRAFT_07 = 'http://json-schema.org/draft-07/schema';
 
-export type Draft = '2020-12' | '07';
-
 export interface UserSchema {
   /** The schema as the caller sent it (parsed). */
   schema: Record<string, unknown>;
@@ -35,14 +34,7 @@ export interface UserSchema {
 
 const badSchema = (reason: string) => new ApiError(400, 'bad_schema', `schema: ${reason}`);
 
-/** One ajv instance per draft, with formats; compiled validators cached by the schema's hash. */
-function makeAjv(draft: Draft) {
-  // strict: false: unknown keywords (`x-…`, vendor annotations) are ignored, as JSON Schema says, instead of refused.
-  const opts = { allErrors: true, strict: false, validateFormats: true } as const;
-  const ajv = draft === '2020-12' ? new Ajv2020(opts) : new Ajv07(opts);
-  addFormats(ajv);
-  return ajv;
-}
+/** One ajv instance per draft (./regex.ts: formats, patterns on RE2); compiled validators cached by the schema's hash. */
 const ajvs: Record<Draft, ReturnType<typeof makeAjv>> = { '2020-12': makeAjv('2020-12'), '07': makeAjv('07') };
 const compiled = new Map<string, ValidateFunction>();
 const MAX_CACHED = 500;
@@ -67,6 +59,25 @@ function draftOf(schema: Record<string, unknown>): Draft {
   if (uri === DRAFT_2020) return '2020-12';
   if (uri === DRAFT_07 || uri === DRAFT_07.replace('http:', 'https:')) return '07';
   throw badSchema(`$schema '${declared}' is not supported (use draft 2020-12 or draft-07)`);
+}
+
+/**
+ * The caller's regular expressions (`pattern`, the keys of `patternProperties`, and a
+ * `pattern` inside `propertyNames`) must be runnable by RE2 and within our caps
+ * (./regex.ts); the message names the keyword and where it is.
+ */
+function checkPatterns(node: Record<string, unknown>, path: string[]): void {
+  const keyword = path.includes('propertyNames') ? 'propertyNames' : 'pattern';
+  if (typeof node.pattern === 'string') {
+    const why = regexProblem(node.pattern);
+    if (why) throw new ApiError(400, 'bad_schema', `schema: ${keyword} at /${[...path, 'pattern'].join('/')} ${why}`);
+  }
+  if (isObject(node.patternProperties)) {
+    for (const key of Object.keys(node.patternProperties)) {
+      const why = regexProblem(key);
+      if (why) throw new ApiError(400, 'bad_schema', `schema: patternProperties key ${JSON.stringify(key.slice(0, 80))} at /${[...path, 'patternProperties'].join('/')} ${why}`);
+    }
+  }
 }
 
 /**
@@ -95,6 +106,7 @@ function checkShape(schema: Record<string, unknown>): void {
       refs.push({ ref, path });
     }
     if ('$id' in node && path.length > 0) throw badSchema('$id is only supported at the root');
+    checkPatterns(node, path);
     // `enum` and `const` values are data, not subschemas: counted as nodes only by size.
     for (const [k, v] of Object.entries(node)) {
       if (k === 'enum' || k === 'const' || k === 'examples' || k === 'default') continue;
@@ -215,12 +227,4 @@ export function compileUserSchema(parsed: unknown): UserSchema {
     compiled.set(hash, validate);
   }
   return { schema: parsed, draft, hash, validate, strict: isStrictCompatible(parsed) };
-}
-
-/** ajv's errors as short lines ("/total: must be number"), for the repair turn and for logs. */
-export function describeErrors(errors: ErrorObject[] | null | undefined, max = 20): string[] {
-  return (errors ?? []).slice(0, max).map((e) => {
-    const extra = e.keyword === 'additionalProperties' ? ` ('${(e.params as { additionalProperty?: string }).additionalProperty}')` : e.keyword === 'enum' ? ` (${JSON.stringify((e.params as { allowedValues?: unknown }).allowedValues)})` : '';
-    return `${e.instancePath || '/'}: ${e.message ?? e.keyword}${extra}`;
-  });
 }

@@ -20,6 +20,8 @@ export interface LlmSettings {
   model: string;
   /** Deadline for a whole call, a streamed reply included. Default 60 s. */
   timeoutMs?: number;
+  /** Replaces the SDK's fetch: a connection pinned to checked addresses, for a workspace's own base_url (core/credentials.ts). */
+  fetch?: typeof fetch;
 }
 
 export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
@@ -100,7 +102,7 @@ export class OpenAiCompatibleModel implements ChatModel {
   private readonly client: OpenAI;
 
   constructor(private readonly settings: LlmSettings) {
-    this.client = openAiClient({ baseUrl: settings.baseUrl, apiKey: settings.apiKey, timeoutMs: settings.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS });
+    this.client = openAiClient({ baseUrl: settings.baseUrl, apiKey: settings.apiKey, timeoutMs: settings.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS, ...(settings.fetch ? { fetch: settings.fetch } : {}) });
   }
 
   async complete(req: CompletionRequest, onDelta?: (text: string) => void | Promise<void>): Promise<CompletionResult> {

@@ -22,8 +22,11 @@ export async function recordExtractionUsage(em: EntityManager, u: { workspaceId:
     .ignore();
 }
 
-/** An agent reply's language-model tokens (prompt and completion, every round of the turn), counted once per reply. */
-export async function recordTokenUsage(em: EntityManager, u: { workspaceId: string; replyId: string; tokens: number }): Promise<void> {
+/**
+ * An agent reply's language-model tokens (prompt and completion, every round of the turn), counted once per reply,
+ * under `llm_tokens` (the installation's default model) or `llm_tokens:<model>` (another allowed model, priced on its own).
+ */
+export async function recordTokenUsage(em: EntityManager, u: { workspaceId: string; replyId: string; tokens: number; kind?: string }): Promise<void> {
   if (!(u.tokens > 0)) return;
-  await em.createQueryBuilder(UsageRecord).insert({ workspaceId: u.workspaceId, kind: 'llm_tokens', reference: `reply:${u.replyId}`, quantity: Math.round(u.tokens) }).onConflict(['reference']).ignore();
+  await em.createQueryBuilder(UsageRecord).insert({ workspaceId: u.workspaceId, kind: u.kind ?? 'llm_tokens', reference: `reply:${u.replyId}`, quantity: Math.round(u.tokens) }).onConflict(['reference']).ignore();
 }

@@ -37,7 +37,7 @@ afterAll(async () => {
 });
 
 test('npm run build writes the compiled entries and the workflow bundle, and no test, bench or sandbox code', () => {
-  for (const f of ['api/main.js', 'worker/main.js', 'bin/admin.js', 'core/kb/extract/child.js', 'workflow-bundle.js']) {
+  for (const f of ['api/main.js', 'worker/main.js', 'bin/admin.js', 'core/kb/extract/child.js', 'core/extraction/validate-worker.js', 'workflow-bundle.js']) {
     expect(fs.existsSync(path.join(ROOT, 'dist', f))).toBe(true);
   }
   for (const d of ['test', 'bench', 'sandbox']) expect(fs.existsSync(path.join(ROOT, 'dist', d))).toBe(false);

@@ -45,6 +45,19 @@ describe('the caller’s JSON Schema', () => {
     expect(refusal(() => compileUserSchema({ type: 'object', properties: { self: { $ref: '#' } } }))).toMatchObject({ code: 'bad_schema', message: expect.stringMatching(/recursive/) });
   });
 
+  test('caller patterns run on RE2: lookarounds and back-references refused naming the keyword, escaped look-alikes accepted, each pattern its own', () => {
+    const withPattern = (pattern: string) => ({ type: 'object', properties: { c: { type: 'string', pattern } } });
+    expect(refusal(() => compileUserSchema(withPattern('^(a+)+(?!)$')))).toMatchObject({ code: 'bad_schema', message: expect.stringMatching(/^schema: pattern .*lookaround/) });
+    expect(refusal(() => compileUserSchema(withPattern('(?<n>a)\\k<n>')))).toMatchObject({ code: 'bad_schema', message: expect.stringMatching(/back-reference/) });
+    // `\(?=` is a literal parenthesis and `[(?=]` a class: no lookaround there.
+    expect(compileUserSchema(withPattern('^\\(?=x[(?=]$')).validate({ c: '(=x?' })).toBe(true);
+    const slow = compileUserSchema(withPattern('^(a+)+$'));
+    const started = Date.now();
+    expect(slow.validate({ c: `${'a'.repeat(5_000)}!` })).toBe(false);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(compileUserSchema(withPattern('^[0-9]+$')).validate({ c: 'aaa' })).toBe(false);
+  });
+
   test('strict mode is asked for only when every object lists all its properties as required and allows no others', () => {
     expect(isStrictCompatible({ type: 'object', properties: { a: { type: 'string' } }, required: ['a'], additionalProperties: false })).toBe(true);
     expect(isStrictCompatible({ type: 'object', properties: { a: { type: 'string' } }, required: [], additionalProperties: false })).toBe(false);

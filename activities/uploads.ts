@@ -38,9 +38,9 @@ export function uploadActivities(deps: ActivityDeps) {
       return withHeartbeat(() => deps.services.uploads.transcribeStored(blobKey, mime, cancellationSignal));
     },
 
-    /** Drops a voice note's bytes once transcribed (kept when an upload or a knowledge-base file has the same ones). */
-    async releaseVoiceNote(blobKey: string): Promise<void> {
-      await deps.services.uploads.releaseVoiceNote(blobKey);
+    /** Drops a voice note's hold once transcribed, and its bytes unless another owner has the same ones (core/storage/blob-refs.ts). */
+    async releaseVoiceNote(blobKey: string, holdId?: string): Promise<void> {
+      await deps.services.uploads.releaseVoiceNote(blobKey, holdId);
     },
   };
 }

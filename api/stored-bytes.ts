@@ -7,7 +7,8 @@ import type { Readable } from 'node:stream';
  * someone else (an inbound "image" can say text/html; an SVG sticker carries script), so
  * they are never rendered here: always an attachment, never sniffed, in a CSP sandbox,
  * and typed only from an allow-list of formats browsers do not run; anything else is
- * application/octet-stream.
+ * application/octet-stream. The saved file's extension follows the served type, not the
+ * stored name (downloadName).
  */
 
 /** Served content types, with the extension a nameless download gets. */
@@ -63,11 +64,40 @@ export function contentDisposition(name: string): string {
   return `attachment; filename="${fallback}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
-/** The stored name, else `download` with the served type's extension. */
+/** Other extensions a name may keep for a served type (the canonical one is SERVED_TYPES'). */
+const OTHER_EXTENSIONS: Record<string, readonly string[]> = {
+  'image/jpeg': ['jpeg', 'jpe'],
+  'image/tiff': ['tif'],
+  'audio/ogg': ['oga', 'opus'],
+  'audio/opus': ['ogg'],
+  'audio/mpeg': ['mpga'],
+  'audio/mp4': ['mp4'],
+  'video/mp4': ['m4v'],
+  'text/plain': ['text', 'log'],
+  'text/markdown': ['markdown'],
+};
+
+/** What a download of a served type is saved as: SERVED_TYPES' extension, `bin` for application/octet-stream. */
+function extensionOf(servedType: string): string {
+  return SERVED_TYPES[servedType] ?? 'bin';
+}
+
+/**
+ * The stored name with an extension that says what is served: the name's own when it is
+ * one of the served type's, else the name's last extension replaced by the type's (PNG
+ * bytes named `evil.html` download as `evil.png`; anything served as octet-stream as
+ * `.bin`). The name was chosen by whoever stored the bytes, and the saved file's extension
+ * decides what the recipient's system opens it with. No name: `download.<ext>`.
+ */
 export function downloadName(name: string | null | undefined, servedType: string): string {
-  if (name && name.trim() !== '') return name;
-  const ext = SERVED_TYPES[servedType];
-  return ext ? `download.${ext}` : 'download';
+  const trimmed = (name ?? '').trim();
+  const ext = extensionOf(servedType);
+  // The last extension, not a leading dot (".profile" has none).
+  const m = /^(.+?)\.([^.]*)$/.exec(trimmed);
+  const stem = m ? m[1] : trimmed;
+  const own = m ? m[2].toLowerCase() : null;
+  if (own !== null && (own === ext || OTHER_EXTENSIONS[servedType]?.includes(own))) return trimmed;
+  return `${stem || 'download'}.${ext}`;
 }
 
 /** Sends stored bytes with the headers above. */

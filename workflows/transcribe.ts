@@ -15,6 +15,8 @@ export interface TranscribeInput {
   blobKey: string;
   /** Its type, decided from the bytes. */
   mime: string;
+  /** The note's hold on its bytes (absent in runs started before holds existed). */
+  holdId?: string;
 }
 
 /** Failure types of the transcription step (core/widget/uploads.ts, core/kb/extract/types.ts). */
@@ -53,6 +55,6 @@ export async function transcribeWorkflow(input: TranscribeInput): Promise<Transc
     return outcome;
   } finally {
     // Also when the run is cancelled: the recording is not kept either way.
-    await CancellationScope.nonCancellable(() => releaseVoiceNote.executeWithOptions({ ...localPresets.bookkeeping, summary: 'release the recording' }, [input.blobKey]));
+    await CancellationScope.nonCancellable(() => releaseVoiceNote.executeWithOptions({ ...localPresets.bookkeeping, summary: 'release the recording' }, [input.blobKey, input.holdId]));
   }
 }

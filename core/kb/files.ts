@@ -1,12 +1,13 @@
 import type { Readable } from 'node:stream';
 import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { KbDocument, KbFile, StructuredExtraction, WidgetUpload, type IKbFile } from '../db/entities';
+import { KbDocument, KbFile, type IKbFile } from '../db/entities';
 import { ApiError } from '../errors';
 import { keysetFind } from '../pagination';
 import { newId } from '../ids';
 import { folderInWorkspace, folderSubtree } from './folders';
 import type { BlobStore, StagedBlob } from '../storage/blob-store';
+import { releaseBlob } from '../storage/blob-refs';
 
 export const KB_CHANGES_CHANNEL = 'concierge_kb_changes';
 export const KB_INDEX_OUTBOX_CHANNEL = 'concierge_kb_index_outbox';
@@ -56,11 +57,6 @@ export async function notifyKbChange(em: EntityManager, workspaceId: string, cha
 /** A knowledge-base change notice: the workspace and the document or file whose passages changed (the dense indexes replace only those rows). */
 function kbChangePayload(workspaceId: string, changed: { document_id: string } | { file_id: string }): string {
   return JSON.stringify({ workspace_id: workspaceId, ...changed });
-}
-
-/** Whether any knowledge-base file version has these bytes (the blob store is shared with widget uploads and voice notes). */
-export async function kbFilesUseBlob(em: EntityManager, sha256: string): Promise<boolean> {
-  return (await em.count(KbFile, { sha256 })) > 0;
 }
 
 /** Documents in the folder (each holds its current version): what a folder delete refuses to orphan. */
@@ -255,14 +251,8 @@ export class FileService {
     await this.releaseBlob(sha);
   }
 
-  /** Removes stored bytes no file refers to any more (the store is shared with widget uploads: same bytes, one blob). */
+  /** Removes the stored bytes unless another owner of any kind, in any workspace, still refers to them (core/storage/blob-refs.ts). */
   private async releaseBlob(sha: string): Promise<void> {
-    const em = this.em.fork();
-    if (await kbFilesUseBlob(em, sha)) return;
-    // Read here until the widget uploads module (issue 12 item 5) offers the look-up.
-    if (await em.count(WidgetUpload, { blobKey: sha })) return;
-    // A structured extraction still to read the same bytes (its text is stored once read).
-    if (await em.count(StructuredExtraction, { blobKey: sha, status: 'running' })) return;
-    await this.blobs.delete(sha);
+    await releaseBlob(this.em, this.blobs, sha);
   }
 }

@@ -8,7 +8,7 @@ import type { BlobStore } from '../storage/blob-store';
 import { VoiceAgent, type TurnStats } from './agent';
 import { CallRecorder, finalizeRecordings } from './recorder';
 import { recordingView, VOICE_CONTROL, type RecordingView, type VoiceSessionService } from './sessions';
-import { PgRecordingSpool } from './spool';
+import { PgRecordingSpool, releaseSpool } from './spool';
 import type { SpeechRecognizer } from './stt';
 import type { SpeechSynthesizer } from './tts';
 import type { MediaLeg, VoiceTransport } from './types';
@@ -151,7 +151,7 @@ export class VoiceMedia {
         });
         out.push(recordingView(row));
       }
-      for (const sha of await this.o.sessions.dropChunks(id)) await this.o.blobs.delete(sha).catch(() => undefined);
+      await releaseSpool(this.o.em, this.o.blobs, (sessionId) => this.o.sessions.dropChunks(sessionId), id);
       return out;
     } finally {
       await fs.rm(dir, { recursive: true, force: true });

@@ -12,9 +12,10 @@ import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
 import { NoTextExtracted, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
-import { downloadableKbFile, kbFilesUseBlob } from '../kb/files';
+import { downloadableKbFile } from '../kb/files';
 import type { ExtractFn } from '../kb/indexing';
 import { BlobGoneError, type BlobStore, type StagedBlob } from '../storage/blob-store';
+import { holdBlob, releaseHold } from '../storage/blob-refs';
 import { signLink } from '../storage/signed-links';
 import type { SiteRow } from './sites';
 
@@ -95,6 +96,8 @@ export interface VoiceNote {
   blobKey: string;
   mime: string;
   size: number;
+  /** The note's hold on its bytes (blob_holds): no other owner's delete removes them while it is transcribed. */
+  holdId: string;
 }
 
 /** POST /upload's answer. */
@@ -448,9 +451,16 @@ export class UploadService {
       if (!this.deps.transcriber) {
         throw new ApiError(503, 'file_upload_prereq_failed', 'Voice notes need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)');
       }
-      await this.deps.blobs.commit(input.staged);
+      // Held before the bytes are committed: another owner's delete of the same bytes can never fall in between.
+      const holdId = await holdBlob(this.deps.em, input.staged.sha256);
+      try {
+        await this.deps.blobs.commit(input.staged);
+      } catch (err) {
+        await releaseHold(this.deps.em, this.deps.blobs, input.staged.sha256, holdId);
+        throw err;
+      }
       committed = true;
-      return { blobKey: input.staged.sha256, mime: type.mime, size: input.staged.size };
+      return { blobKey: input.staged.sha256, mime: type.mime, size: input.staged.size, holdId };
     } finally {
       if (!committed) await this.deps.blobs.discard(input.staged);
     }
@@ -481,17 +491,12 @@ export class UploadService {
   }
 
   /**
-   * Removes a transcribed voice note's bytes unless an upload or a knowledge-base file has
-   * the same ones (the store is content-addressed and shared). An upload of the same bytes
-   * committing at this very moment could still lose them: its row is inserted after the
-   * commit; that needs identical bytes sent twice within milliseconds, and the upload's
-   * extraction then fails (BlobGoneError) rather than reading wrong data.
+   * Drops a transcribed voice note's hold on its bytes, and the bytes unless another owner
+   * of any kind (an upload, a knowledge-base file, msgapp media, a recording, another voice
+   * note…, in any workspace) has the same ones: the store is content-addressed and shared.
    */
-  async releaseVoiceNote(blobKey: string): Promise<void> {
-    const em = this.em();
-    if (await em.count(WidgetUpload, { blobKey })) return;
-    if (await kbFilesUseBlob(em, blobKey)) return;
-    await this.deps.blobs.delete(blobKey);
+  async releaseVoiceNote(blobKey: string, holdId?: string): Promise<void> {
+    await releaseHold(this.deps.em, this.deps.blobs, blobKey, holdId);
   }
 
   /**

@@ -259,7 +259,7 @@ describe('stored bytes served back', () => {
     const html = Buffer.from('<html><script>alert(document.domain)</script></html>');
     const page = await fetchLink((await inboundMedia('image', 'text/html', html)).url);
     expect(page.statusCode).toBe(200);
-    expect(page.headers).toMatchObject({ ...safetyHeaders, 'content-type': 'application/octet-stream', 'content-disposition': expect.stringMatching(/^attachment; filename="download"/) });
+    expect(page.headers).toMatchObject({ ...safetyHeaders, 'content-type': 'application/octet-stream', 'content-disposition': expect.stringMatching(/^attachment; filename="download\.bin"/) });
     expect(page.rawPayload).toEqual(html);
 
     const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>');
@@ -287,7 +287,7 @@ describe('stored bytes served back', () => {
     const id = created.json().id;
     const dl = await t.app.inject({ method: 'GET', url: `/api/v1/kb/files/${id}/download`, headers: authA });
     expect(dl.statusCode).toBe(200);
-    expect(dl.headers).toMatchObject({ ...safetyHeaders, 'content-type': 'application/octet-stream', 'content-disposition': `attachment; filename="policies.html"; filename*=UTF-8''policies.html` });
+    expect(dl.headers).toMatchObject({ ...safetyHeaders, 'content-type': 'application/octet-stream', 'content-disposition': `attachment; filename="policies.bin"; filename*=UTF-8''policies.bin` });
     expect(dl.body).toBe(html);
 
     await testBlobs.delete(createHash('sha256').update(html).digest('hex'));

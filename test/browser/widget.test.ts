@@ -237,4 +237,31 @@ describe('prebuilt widget in a browser', () => {
       await page.close();
     }
   });
+
+  test('under the demo page\'s Content-Security-Policy the widget loads, sends and receives, and the browser reports no violation', async () => {
+    const fresh = await browser.newContext();
+    const page = await fresh.newPage();
+    try {
+      const refused: string[] = [];
+      page.on('console', (m) => {
+        if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text());
+      });
+      await page.addInitScript(() => {
+        document.addEventListener('securitypolicyviolation', (e: { violatedDirective: string; blockedURI: string }) => {
+          (window.cspViolations ??= []).push(`${e.violatedDirective} ${e.blockedURI}`);
+        });
+      });
+      const res = await page.goto(`${base}/demo?site_id=${siteId}`);
+      expect(res!.headers()['content-security-policy']).toContain("script-src 'self'");
+      await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
+      if (!(await widget(page).locator('.panel').isVisible())) await widget(page).getByRole('button', { name: 'Open chat' }).click();
+      await widget(page).getByRole('textbox', { name: 'Message' }).fill(QUESTION);
+      await widget(page).getByRole('button', { name: 'Send' }).click();
+      await widget(page).locator('.msg.assistant:not(.live)').filter({ hasText: ANSWER }).waitFor({ timeout: 30_000 });
+      expect(await page.evaluate(() => (window.cspViolations ?? []) as string[])).toEqual([]);
+      expect(refused).toEqual([]);
+    } finally {
+      await fresh.close();
+    }
+  });
 });

@@ -76,7 +76,7 @@ export const fileRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'files
       tags,
       params: FileId,
       description:
-        'Always an attachment with the stored name, `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`; the content type is the stored one when it is a format browsers do not run (HTML, SVG, XML are served as application/octet-stream).',
+        'Always an attachment with the stored name, `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`; the content type is the stored one when it is a format browsers do not run (HTML, SVG, XML are served as application/octet-stream). The saved name\'s extension is the served type\'s (PNG bytes named `evil.html` download as `evil.png`; application/octet-stream as `.bin`).',
       response: {
         200: z.any().meta({ description: 'The original bytes' }),
         ...authErrors,

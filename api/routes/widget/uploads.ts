@@ -239,7 +239,7 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
         throw err;
       });
       const note = await uploads.storeVoiceNote({ staged, fileName });
-      const outcome = await transcriptions.transcribe(note, request.site!, () => uploads.releaseVoiceNote(note.blobKey));
+      const outcome = await transcriptions.transcribe(note, request.site!, () => uploads.releaseVoiceNote(note.blobKey, note.holdId));
       return uploads.transcriptAnswer(outcome);
     },
   });

@@ -23,6 +23,7 @@ import { SupportTicket, SupportTicketMessage } from './support';
 import { Site, WidgetUpload, WidgetUploadChunk } from './widget';
 import { Workspace } from './workspaces';
 import { Call, Recording, VoiceRecordingChunk, VoiceSession } from './voice';
+import { BlobHold } from './storage';
 
 export * from './agents';
 export * from './analytics';
@@ -41,6 +42,7 @@ export * from './webhooks';
 export * from './widget';
 export * from './workspaces';
 export * from './voice';
+export * from './storage';
 
 export const allEntities = [
   AnalyticsConversation,
@@ -82,4 +84,5 @@ export const allEntities = [
   Call,
   Recording,
   VoiceRecordingChunk,
+  BlobHold,
 ];

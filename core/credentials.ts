@@ -173,6 +173,10 @@ export class CredentialService {
         throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `base_url: ${err.reason}`) : err;
       });
     }
+    // Voice and SIP endpoints get the same address rules before anything connects to them (an IP
+    // literal is judged now; a name is checked again by whatever connects, as for llm base_url).
+    if (input.provider === 'voice') await this.checkEndpoint('url', httpFormOfWs(input.url));
+    if (input.provider === 'telephony' && input.sip_uri) await this.checkEndpoint('sip_uri', httpsFormOfSip(input.sip_uri));
     const em = this.em.fork();
     if (!(await em.count(Workspace, { id: workspaceId }))) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
     const id = newId('cred');
@@ -280,6 +284,13 @@ export class CredentialService {
     }
   }
 
+  /** 400 invalid_url naming the field when the endpoint breaks the address rules. */
+  private async checkEndpoint(field: string, url: string): Promise<void> {
+    await this.checkBaseUrl(url, { resolveNames: false }).catch((err: unknown) => {
+      throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `${field}: ${err.reason}`) : err;
+    });
+  }
+
   private checkBaseUrl(raw: string, opts: { resolveNames?: boolean } = {}): Promise<{ addresses: string[] }> {
     return checkProviderUrl(raw, this.opts.policy, this.opts.resolve, opts);
   }
@@ -310,6 +321,20 @@ export class CredentialService {
       created_at: new Date(row.createdAt).toISOString(),
     };
   }
+}
+
+/** A voice server's ws(s):// URL as the http(s):// URL the address rules judge (same host, port and security). */
+function httpFormOfWs(raw: string): string {
+  return raw.replace(/^ws(s?):/i, 'http$1:');
+}
+
+/**
+ * A SIP URI's host and port as an https:// URL for the address rules: `sip:user@host:port;params`.
+ * https because SIP is not HTTP: only the address matters, and plain http would also demand an allow-listed host.
+ */
+function httpsFormOfSip(raw: string): string {
+  const hostPort = raw.replace(/^sips?:/i, '').replace(/^[^@]*@/, '').split(/[;?]/)[0];
+  return `https://${hostPort}/`;
 }
 
 /** 502 provider_error: the provider's reason (secret redacted) and its HTTP status (0: none). */

@@ -178,7 +178,8 @@ export class McpService {
     const out: Array<{ serverId: string; tool: McpToolView }> = [];
     for (const a of actions) {
       const row = rows.find((r) => r.id === a.server_id);
-      for (const tool of row?.tools ?? []) if (!a.tools || a.tools.includes(tool.name)) out.push({ serverId: a.server_id, tool });
+      // A list stored before the limits existed may hold a schema over them: it is not sent to the model on every turn.
+      for (const tool of row?.tools ?? []) if ((!a.tools || a.tools.includes(tool.name)) && schemaBytes(tool) <= MAX_TOOL_SCHEMA_BYTES) out.push({ serverId: a.server_id, tool });
     }
     return out;
   }
@@ -282,12 +283,14 @@ const sameOrigin = (a: string, b: string): boolean | null => {
 const credentialScope = (what: string) =>
   new ApiError(403, 'insufficient_scope', `${what} needs the 'credentials:write' scope as well as 'mcp_servers:write'`, { required_scope: 'credentials:write' });
 
+const schemaBytes = (t: McpToolView) => Buffer.byteLength(JSON.stringify(t.input_schema ?? {}));
+
 /** A tool list within the limits, or an Error naming the tool and the limit (it becomes last_error). */
 function checkToolList(tools: McpToolView[]): void {
   if (tools.length > MAX_TOOLS) throw new Error(`tools: the server lists ${tools.length} tools; at most ${MAX_TOOLS} are accepted`);
   let total = 2;
   for (const [i, t] of tools.entries()) {
-    const schema = Buffer.byteLength(JSON.stringify(t.input_schema));
+    const schema = schemaBytes(t);
     if (schema > MAX_TOOL_SCHEMA_BYTES) throw new Error(`tools[${i}] (${t.name.slice(0, 64)}).input_schema: ${schema} bytes; at most ${MAX_TOOL_SCHEMA_BYTES} are accepted`);
     total += Buffer.byteLength(JSON.stringify(t)) + 1;
   }

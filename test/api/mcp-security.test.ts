@@ -247,6 +247,14 @@ test('an oversized tool schema, or too many tools, is refused at registration an
   expect(many).toMatchObject({ status: 'error', tools: [], last_error: 'tools: the server lists 150 tools; at most 100 are accepted' });
   // Refresh (a change checks again) says the same; nothing is stored.
   expect((await patch(full, fat.id, { name: 'fat again' })).json()).toMatchObject({ status: 'error', tools: [], last_error: expect.stringContaining('input_schema') });
+
+  // A list stored before the limits existed: its oversized schema is not offered to the model.
+  const { ws } = await keys();
+  const old = (await post(full, { name: 'old', url: crmUrl })).json();
+  const huge = { type: 'object', description: 'y'.repeat(40_000) };
+  await db.orm.em.fork().execute(`update mcp_servers set workspace_id = ?, tools = ? where id = ?`, [ws, JSON.stringify([...old.tools, { name: 'legacy', description: '', input_schema: huge }]), old.id]);
+  const offered = await t.services.mcp.toolsFor(ws, [{ server_id: old.id }]);
+  expect(offered.map((o) => o.tool.name)).toEqual(['export_data']);
 });
 
 test('a server echoing its bearer token (plain, base64, split) finds none of it in last_error', async () => {

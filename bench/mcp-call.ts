@@ -48,7 +48,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
 
   const service = new McpService(bench.db.orm.em, SecretBox.fromString('0'.repeat(64)), { policy: policyFromCidrs('127.0.0.0/8') });
-  const registered = await service.create(bench.workspaceId, { name: 'bench', url, enabled: true });
+  const registered = await service.create(bench.workspaceId, { name: 'bench', url, enabled: true }, { mayUseCredentials: false });
   if (registered.status !== 'ok') throw new Error(`the bench MCP server did not check out: ${registered.last_error}`);
   const kept = new Client({ name: 'bench', version: '1.0.0' });
   await kept.connect(new StreamableHTTPClientTransport(new URL(url)));

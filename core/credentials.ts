@@ -90,7 +90,14 @@ export const CredentialInput = z.discriminatedUnion(
       .strict()
       .meta({ id: 'TelephonyCredentialInput' }),
     z
-      .object({ name: Name, provider: z.literal('mcp'), bearer_token: Secret('Sent as `Authorization: Bearer` to an MCP server') })
+      .object({
+        name: Name,
+        provider: z.literal('mcp'),
+        bearer_token: Secret('Sent as `Authorization: Bearer` to an MCP server'),
+        origin: HttpUrl(/^https?$/)
+          .optional()
+          .meta({ description: 'The origin (scheme, host, port) of the MCP server the token is for: it is sent there only. Default: the origin of the first server it is attached to' }),
+      })
       .strict()
       .meta({ id: 'McpCredentialInput' }),
   ],
@@ -167,12 +174,18 @@ export class CredentialService {
     const secret = (input as Record<string, string>)[field];
     const settings: Record<string, string> = {};
     for (const [k, v] of Object.entries(input)) if (k !== 'name' && k !== 'provider' && k !== field && typeof v === 'string') settings[k] = v;
+    // Stored as the bare origin, as it is compared with a server's (core/mcp/servers.ts).
+    if (input.provider === 'mcp' && input.origin) settings.origin = new URL(input.origin).origin;
     if (input.provider === 'llm') {
       settings.base_url ??= DEFAULT_LLM_BASE_URL;
       await this.checkBaseUrl(settings.base_url, { resolveNames: false }).catch((err: unknown) => {
         throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `base_url: ${err.reason}`) : err;
       });
     }
+    // Voice and SIP endpoints get the same address rules before anything connects to them (an IP
+    // literal is judged now; a name is checked again by whatever connects, as for llm base_url).
+    if (input.provider === 'voice') await this.checkEndpoint('url', httpFormOfWs(input.url));
+    if (input.provider === 'telephony' && input.sip_uri) await this.checkEndpoint('sip_uri', httpsFormOfSip(input.sip_uri));
     const em = this.em.fork();
     if (!(await em.count(Workspace, { id: workspaceId }))) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
     const id = newId('cred');
@@ -298,6 +311,13 @@ export class CredentialService {
     }
   }
 
+  /** 400 invalid_url naming the field when the endpoint breaks the address rules. */
+  private async checkEndpoint(field: string, url: string): Promise<void> {
+    await this.checkBaseUrl(url, { resolveNames: false }).catch((err: unknown) => {
+      throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `${field}: ${err.reason}`) : err;
+    });
+  }
+
   private checkBaseUrl(raw: string, opts: { resolveNames?: boolean } = {}): Promise<{ addresses: string[] }> {
     return checkProviderUrl(raw, this.opts.policy, this.opts.resolve, opts);
   }
@@ -330,9 +350,35 @@ export class CredentialService {
   }
 }
 
+/** A voice server's ws(s):// URL as the http(s):// URL the address rules judge (same host, port and security). */
+function httpFormOfWs(raw: string): string {
+  return raw.replace(/^ws(s?):/i, 'http$1:');
+}
+
+/**
+ * A SIP URI's host and port as an https:// URL for the address rules: `sip:user@host:port;params`.
+ * https because SIP is not HTTP: only the address matters, and plain http would also demand an allow-listed host.
+ */
+function httpsFormOfSip(raw: string): string {
+  const hostPort = raw.replace(/^sips?:/i, '').replace(/^[^@]*@/, '').split(/[;?]/)[0];
+  return `https://${hostPort}/`;
+}
+
 /** 502 provider_error: the provider's reason (secret redacted) and its HTTP status (0: none). */
 function providerError(provider: CredentialProvider, status: number, reason: string): ApiError {
   return new ApiError(502, 'provider_error', `The ${provider} provider failed: ${reason}`, { provider_status: status });
+}
+
+/**
+ * Binds an mcp credential to `origin` unless it is bound already (set at registration, or by
+ * the first server it was attached to); the origin it is bound to afterwards.
+ */
+export async function bindMcpCredentialOrigin(em: EntityManager, id: string, origin: string): Promise<string | null> {
+  // raw SQL: one conditional jsonb merge, atomic against a concurrent first attachment (the ORM would read, then write the whole object).
+  // eslint-disable-next-line no-restricted-syntax
+  await em.execute(`update credentials set settings = coalesce(settings, '{}'::jsonb) || jsonb_build_object('origin', ?::text) where id = ? and provider = 'mcp' and settings->>'origin' is null`, [origin, id]);
+  const row = await em.fork().findOne(Credential, { id }, { fields: ['settings'] });
+  return row?.settings?.origin ?? null;
 }
 
 /** The opened token of a msgapp credential of this workspace; null when there is none. */

@@ -21,7 +21,7 @@ export const credentialRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 
       response: {
         201: Credential,
         ...authErrors,
-        400: ErrorBody.meta({ description: 'invalid_request (the message names the field), or invalid_url: an llm base_url that is not https or reaches a private address' }),
+        400: ErrorBody.meta({ description: 'invalid_request (the message names the field), or invalid_url: an llm base_url, a voice url or a telephony sip_uri that breaks the address rules (not https, or a private, loopback or link-local address); the message names the field' }),
       },
     },
     handler: async (request, reply) => reply.code(201).send(await credentials.register(authOf(request).workspaceId, request.body)),

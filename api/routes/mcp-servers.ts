@@ -25,7 +25,16 @@ const McpServer = z
   .meta({ id: 'McpServer' });
 const McpServerList = z.object({ mcp_servers: z.array(McpServer), next_cursor: z.string().nullable() }).meta({ id: 'McpServerList' });
 const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20), cursor: Cursor.optional() });
-const badInput = ErrorBody.meta({ description: 'invalid_request (a field named); invalid_url: the URL breaks the address rules (https, or http to an allow-listed host only)' });
+const badInput = ErrorBody.meta({
+  description:
+    "invalid_request (a field named; `auth`: a credential bound to another origin: a credential's token goes only to the origin of the first server it was attached to, or the origin it was registered with); invalid_url: the URL breaks the address rules (https, or http to an allow-listed host only)",
+});
+const forbidden = ErrorBody.meta({
+  description:
+    "insufficient_scope: the key lacks the route's scope, or sets `auth` (or changes `url` while a credential stays attached) without 'credentials:write'; `required_scope` names the missing scope. Changing `url` to another origin detaches the credential instead (credential_id null)",
+});
+/** Attaching a credential to a server (or keeping it there while the URL changes) needs credentials:write. */
+const access = (request: { auth: Parameters<typeof authOf>[0]['auth'] }) => ({ mayUseCredentials: authOf(request).scopes.has('credentials:write') });
 
 /** Remote MCP tool servers (scopes mcp_servers:read / mcp_servers:write). */
 export const mcpServerRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'mcp'> }> = async (app, opts) => {
@@ -47,13 +56,13 @@ export const mcpServerRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, '
       summary: 'Register an MCP server: connects, lists its tools and stores them (201 even when the check fails: status error, last_error)',
       tags,
       body: McpServerBody,
-      response: { 201: McpServer, ...authErrors, 400: badInput },
+      response: { 201: McpServer, ...authErrors, 400: badInput, 403: forbidden },
     },
-    handler: async (request, reply) => reply.code(201).send(await mcp.create(authOf(request).workspaceId, request.body)),
+    handler: async (request, reply) => reply.code(201).send(await mcp.create(authOf(request).workspaceId, request.body, access(request))),
   });
   app.patch('/api/v1/mcp-servers/:id', {
     config: { scope: 'mcp_servers:write' },
-    schema: { operationId: 'updateMcpServer', summary: 'Change an MCP server; it is checked again (tools listed anew)', tags, params: Id, body: McpServerPatch, response: { 200: McpServer, ...authErrors, 400: badInput, 404: ErrorBody } },
-    handler: async (request) => mcp.update(authOf(request).workspaceId, request.params.id, request.body),
+    schema: { operationId: 'updateMcpServer', summary: 'Change an MCP server; it is checked again (tools listed anew)', tags, params: Id, body: McpServerPatch, response: { 200: McpServer, ...authErrors, 400: badInput, 403: forbidden, 404: ErrorBody } },
+    handler: async (request) => mcp.update(authOf(request).workspaceId, request.params.id, request.body, access(request)),
   });
 };

@@ -39,6 +39,13 @@ export const AgentAction = z.discriminatedUnion('type', [
       type: z.literal('mcp'),
       server_id: z.string().regex(/^mcp_[0-9a-f]{24}$/).meta({ description: 'A registered MCP server of the workspace' }),
       tools: z.array(z.string().min(1).max(128)).min(1).max(50).optional().meta({ description: 'The tools the agent may call (default: all the server lists)' }),
+      cross_server_chaining: z
+        .boolean()
+        .optional()
+        .meta({
+          description:
+            "Whether this server's tools may be called in a turn after another MCP server's tool returned (default false: a result from one server, which may carry injected instructions, never leads to a call to another)",
+        }),
     })
     .strict(),
   z

@@ -98,7 +98,7 @@ export class ConversationService {
 /** A tool call this reply already made with these arguments (its `mcp.tool_call` event), if any. */
 export async function recordedToolCall(em: EntityManager, conversationId: string, replyId: string, tool: string, args: Record<string, unknown>): Promise<{ ok: boolean; output: string } | null> {
   const rows = await em.find(ConversationEvent, { conversationId, type: 'mcp.tool_call' }, { orderBy: { createdAt: 'asc' } });
-  const same = rows.find((r) => r.data.reply_id === replyId && r.data.tool === tool && JSON.stringify(r.data.arguments) === JSON.stringify(args));
+  const same = rows.find((r) => r.data.reply_id === replyId && !r.data.refused && r.data.tool === tool && JSON.stringify(r.data.arguments) === JSON.stringify(args));
   return same ? { ok: Boolean(same.data.ok), output: String(same.data.output ?? '') } : null;
 }
 

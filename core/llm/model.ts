@@ -1,6 +1,7 @@
 import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsBase, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { OperationalError } from '../failures';
+import { cappedFetch } from '../net/pinned-fetch';
 import { classifyOpenAiError, openAiClient, redact } from './openai';
 
 /**
@@ -22,7 +23,15 @@ export interface LlmSettings {
   timeoutMs?: number;
   /** Replaces the SDK's fetch: a connection pinned to checked addresses, for a workspace's own base_url (core/credentials.ts). */
   fetch?: typeof fetch;
+  /** Bytes of one answer (a streamed reply's whole SSE body) read at most. Default LLM_MAX_RESPONSE_BYTES. */
+  maxResponseBytes?: number;
 }
+
+/**
+ * A streamed reply spends roughly 150–250 bytes of SSE per token: 32 MiB holds the longest
+ * reply a model writes (over 100 000 tokens), and stops a server that never stops.
+ */
+export const LLM_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 
 export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
 
@@ -102,7 +111,13 @@ export class OpenAiCompatibleModel implements ChatModel {
   private readonly client: OpenAI;
 
   constructor(private readonly settings: LlmSettings) {
-    this.client = openAiClient({ baseUrl: settings.baseUrl, apiKey: settings.apiKey, timeoutMs: settings.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS, ...(settings.fetch ? { fetch: settings.fetch } : {}) });
+    this.client = openAiClient({
+      baseUrl: settings.baseUrl,
+      apiKey: settings.apiKey,
+      timeoutMs: settings.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
+      // A workspace's own base_url comes with a pinned fetch; either way the answer is read up to the cap.
+      fetch: cappedFetch(settings.fetch ?? ((input, init) => fetch(input, init)), settings.maxResponseBytes ?? LLM_MAX_RESPONSE_BYTES),
+    });
   }
 
   async complete(req: CompletionRequest, onDelta?: (text: string) => void | Promise<void>): Promise<CompletionResult> {

@@ -1,3 +1,4 @@
+import { redactSecret } from '../crypto/redact';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, OpenAIError } from 'openai';
 
 /**
@@ -105,7 +106,8 @@ export function isRetryableStatus(status: number): boolean {
 /** What anything thrown by an SDK call (or by reading its stream) means; `apiKey` is redacted from the detail. */
 export function classifyOpenAiError(err: unknown, apiKey?: string): OpenAiFailure {
   const f = classify(err);
-  return { ...f, detail: redact(f.detail.replace(/\s+/g, ' ').trim().slice(0, 500), apiKey) };
+  // Redacted before the cut: a key straddling it leaves no prefix behind.
+  return { ...f, detail: redactSecret(f.detail, apiKey, { maxLength: 4000 }).replace(/\s+/g, ' ').trim().slice(0, 500) };
 }
 
 function classify(err: unknown): OpenAiFailure {
@@ -166,9 +168,9 @@ function describe(err: unknown): string {
   return parts.join(': ') || 'unknown error';
 }
 
-/** Provider error bodies may echo the key back; it never leaves in a message. */
+/** Provider error bodies may echo the key back (also encoded or split up); it never leaves in a message. */
 export function redact(text: string, secret: string | undefined): string {
-  return secret ? text.split(secret).join('[redacted]') : text;
+  return redactSecret(text, secret);
 }
 
 /**

@@ -8,6 +8,8 @@ import type { SecretBox } from '../crypto/secret-box';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { keysetFind } from '../pagination';
+import { bindMcpCredentialOrigin } from '../credentials';
+import { redactSecret } from '../crypto/redact';
 import { pinnedFetch } from '../net/pinned-fetch';
 import { checkProviderUrl, systemResolver, UnsafeUrlError, type AddressPolicy, type Resolver } from '../net/ssrf';
 
@@ -51,9 +53,28 @@ export const McpServerBody = z.object({ ...McpServerFields, auth: McpServerField
 /** A change: only the fields sent (no defaults: a PATCH of the name never re-enables a disabled server). */
 export const McpServerPatch = z.object(McpServerFields).partial().strict();
 
-const MAX_TOOLS = 100;
+/**
+ * What a server's tool list may weigh. The list is stored, listed by the API and sent to the
+ * model on every turn, so a server may not make it as large as it likes: a listing over any
+ * of these limits is refused whole (status error, last_error says which limit), never cut.
+ */
+export const MAX_TOOLS = 100;
+/** Bytes of one tool's input_schema, as JSON. */
+export const MAX_TOOL_SCHEMA_BYTES = 16 * 1024;
+/** Bytes of the whole list (names, descriptions and schemas), as JSON. */
+export const MAX_TOOLS_BYTES = 256 * 1024;
+/** Bytes of any one answer of the server (the SDK's HTTP calls): a listing or a tool's result. */
+export const MAX_MCP_RESPONSE_BYTES = 2 * 1024 * 1024;
 /** Characters of a tool's result handed to the model. */
 export const MAX_RESULT_CHARS = 8_000;
+
+/** What a key may do with credentials while it changes servers: attaching (or keeping) one needs credentials:write. */
+export interface McpWriteAccess {
+  mayUseCredentials: boolean;
+}
+
+/** The origin a credential is bound to: scheme, host and port of the server URL. */
+export const originOf = (url: string): string => new URL(url).origin;
 
 const view = (r: IMcpServer): McpServerView => ({
   id: r.id,
@@ -76,7 +97,8 @@ export class McpService {
     private readonly opts: { policy: AddressPolicy; resolve?: Resolver; timeoutMs?: number },
   ) {}
 
-  async create(workspaceId: string, body: z.infer<typeof McpServerBody>): Promise<McpServerView> {
+  async create(workspaceId: string, body: z.infer<typeof McpServerBody>, access: McpWriteAccess): Promise<McpServerView> {
+    if (body.auth && !access.mayUseCredentials) throw credentialScope(`auth: attaching credential ${body.auth}`);
     await this.checkInput(workspaceId, body.url, body.auth ?? null);
     const em = this.em.fork();
     const row = em.create(McpServer, {
@@ -97,12 +119,18 @@ export class McpService {
     return this.refresh(workspaceId, row.id);
   }
 
-  async update(workspaceId: string, id: string, patch: z.infer<typeof McpServerPatch>): Promise<McpServerView> {
+  async update(workspaceId: string, id: string, patch: z.infer<typeof McpServerPatch>, access: McpWriteAccess): Promise<McpServerView> {
     const em = this.em.fork();
     const row = await em.findOne(McpServer, { id, workspaceId });
     if (!row) throw notFound(id);
     const url = patch.url ?? row.url;
-    const auth = patch.auth === undefined ? (row.credentialId ?? null) : patch.auth;
+    let auth = patch.auth === undefined ? (row.credentialId ?? null) : patch.auth;
+    // A new origin is another party: the credential stays with the origin it was bound to.
+    if (patch.auth === undefined && auth && patch.url !== undefined && sameOrigin(url, row.url) === false) auth = null;
+    // Pointing a credential somewhere (attaching it, or keeping it while the URL changes) is a use of the credential.
+    if (auth && (patch.auth !== undefined || (patch.url !== undefined && patch.url !== row.url)) && !access.mayUseCredentials) {
+      throw credentialScope(patch.auth !== undefined ? `auth: attaching credential ${auth}` : `url: keeping credential ${auth} attached while the URL changes`);
+    }
     await this.checkInput(workspaceId, url, auth);
     Object.assign(row, { name: patch.name ?? row.name, url, credentialId: auth, enabled: patch.enabled ?? row.enabled, updatedAt: new Date() });
     await em.flush();
@@ -127,15 +155,14 @@ export class McpService {
     if (!row.enabled) {
       Object.assign(row, { status: 'disabled', lastError: null, updatedAt: new Date() });
     } else {
+      const token = await this.tokenOf(row).catch(() => null);
       try {
-        const tools = await this.withClient(row, async (client) => (await client.listTools()).tools);
-        Object.assign(row, {
-          status: 'ok',
-          lastError: null,
-          tools: tools.slice(0, MAX_TOOLS).map((t) => ({ name: t.name, description: (t.description ?? '').slice(0, 1000), input_schema: (t.inputSchema ?? { type: 'object' }) as Record<string, unknown> })),
-        });
+        const listed = await this.withClient(row, token, async (client) => (await client.listTools()).tools);
+        const tools = listed.map((t) => ({ name: t.name, description: (t.description ?? '').slice(0, 1000), input_schema: (t.inputSchema ?? { type: 'object' }) as Record<string, unknown> }));
+        checkToolList(tools);
+        Object.assign(row, { status: 'ok', lastError: null, tools });
       } catch (err) {
-        Object.assign(row, { status: 'error', lastError: reason(err) });
+        Object.assign(row, { status: 'error', lastError: reason(err, token) });
       }
       row.checkedAt = new Date();
       row.updatedAt = new Date();
@@ -151,7 +178,8 @@ export class McpService {
     const out: Array<{ serverId: string; tool: McpToolView }> = [];
     for (const a of actions) {
       const row = rows.find((r) => r.id === a.server_id);
-      for (const tool of row?.tools ?? []) if (!a.tools || a.tools.includes(tool.name)) out.push({ serverId: a.server_id, tool });
+      // A list stored before the limits existed may hold a schema over them: it is not sent to the model on every turn.
+      for (const tool of row?.tools ?? []) if ((!a.tools || a.tools.includes(tool.name)) && schemaBytes(tool) <= MAX_TOOL_SCHEMA_BYTES) out.push({ serverId: a.server_id, tool });
     }
     return out;
   }
@@ -160,13 +188,15 @@ export class McpService {
   async call(workspaceId: string, serverId: string, name: string, args: Record<string, unknown>): Promise<{ ok: boolean; output: string }> {
     const row = await this.em.fork().findOne(McpServer, { id: serverId, workspaceId, enabled: true });
     if (!row) return { ok: false, output: `MCP server ${serverId} is not available` };
+    const token = await this.tokenOf(row).catch(() => null);
     try {
-      const result = await this.withClient(row, (client) => client.callTool({ name, arguments: args }, undefined, { timeout: this.opts.timeoutMs ?? 20_000 }));
+      const result = await this.withClient(row, token, (client) => client.callTool({ name, arguments: args }, undefined, { timeout: this.opts.timeoutMs ?? 20_000 }));
       const parts = ((result as { content?: Array<{ type: string; text?: string }> }).content ?? []).map((c) => (c.type === 'text' ? (c.text ?? '') : `[${c.type}]`));
-      const text = parts.join('\n').slice(0, MAX_RESULT_CHARS);
+      // A server echoing the token must not hand it to the model (nor to the conversation's timeline).
+      const text = redactSecret(parts.join('\n'), token, { maxLength: MAX_RESULT_CHARS });
       return { ok: !(result as { isError?: boolean }).isError, output: text };
     } catch (err) {
-      return { ok: false, output: `the tool call failed: ${reason(err)}` };
+      return { ok: false, output: `the tool call failed: ${reason(err, token)}` };
     }
   }
 
@@ -177,21 +207,40 @@ export class McpService {
       if (err instanceof UnsafeUrlError) throw new ApiError(400, 'invalid_url', `url: ${err.message}`);
       throw err;
     }
-    if (auth && !(await this.em.fork().count(Credential, { id: auth, workspaceId, provider: 'mcp' }))) {
-      throw new ApiError(400, 'invalid_request', `auth: no mcp credential '${auth}' in this workspace`);
+    if (!auth) return;
+    const em = this.em.fork();
+    const cred = await em.findOne(Credential, { id: auth, workspaceId, provider: 'mcp' });
+    if (!cred) throw new ApiError(400, 'invalid_request', `auth: no mcp credential '${auth}' in this workspace`);
+    // Bound to the origin of the first server it is attached to (unless registered with one), atomically:
+    // two servers attaching it at once cannot both bind it.
+    const origin = originOf(url);
+    const bound = await bindMcpCredentialOrigin(em, cred.id, origin);
+    if (bound !== origin) {
+      throw new ApiError(400, 'invalid_request', `auth: credential ${cred.id} is bound to ${bound ?? 'another origin'}, not ${origin}: its token is sent to that origin only (register another credential for this server)`);
     }
   }
 
+  /** The bearer token of the server's credential, opened only for the origin it is bound to; null without one. */
+  private async tokenOf(row: IMcpServer): Promise<string | null> {
+    if (!row.credentialId) return null;
+    const cred = await this.em.fork().findOne(Credential, { id: row.credentialId, workspaceId: row.workspaceId, provider: 'mcp' });
+    if (!cred) throw new Error(`credential ${row.credentialId} is gone`);
+    if (cred.settings?.origin !== originOf(row.url)) throw new Error(`credential ${cred.id} is bound to ${cred.settings?.origin ?? 'no origin'}, not this server's; it was not sent`);
+    return this.box.open(cred.secretSealed, cred.id);
+  }
+
   /** A connected client (Streamable HTTP, then SSE), pinned to the addresses checked now, closed after `fn`. */
-  private async withClient<T>(row: IMcpServer, fn: (client: Client) => Promise<T>): Promise<T> {
+  private async withClient<T>(row: IMcpServer, token: string | null, fn: (client: Client) => Promise<T>): Promise<T> {
     const { addresses } = await checkProviderUrl(row.url, this.opts.policy, this.opts.resolve ?? systemResolver);
-    const fetch = pinnedFetch(addresses);
+    const pinned = pinnedFetch(addresses, { maxBytes: MAX_MCP_RESPONSE_BYTES });
+    // Every request of one connection attempt ends with it: a transport that gives up on a response
+    // without reading it (the SSE transport, on a body that is not an event stream) leaves no socket open.
+    let lifetime = new AbortController();
+    const fetch: typeof globalThis.fetch = (input, init = {}) => pinned(input, { ...init, signal: init.signal ? AbortSignal.any([init.signal, lifetime.signal]) : lifetime.signal });
     const headers: Record<string, string> = {};
-    if (row.credentialId) {
-      const cred = await this.em.fork().findOne(Credential, { id: row.credentialId, workspaceId: row.workspaceId, provider: 'mcp' });
-      if (!cred) throw new Error(`credential ${row.credentialId} is gone`);
-      headers.authorization = `Bearer ${this.box.open(cred.secretSealed, cred.id)}`;
-    }
+    // The row names a credential that could not be opened for this origin: say why, never call without it silently.
+    if (row.credentialId && !token) await this.tokenOf(row);
+    if (token) headers.authorization = `Bearer ${token}`;
     const url = new URL(row.url);
     const timeout = this.opts.timeoutMs ?? 20_000;
     let failure: unknown = null;
@@ -200,17 +249,20 @@ export class McpService {
       () => new SSEClientTransport(url, { fetch, requestInit: { headers } }),
     ]) {
       const client = new Client({ name: 'concierge', version: '1.0.0' });
+      lifetime = new AbortController();
       try {
         await client.connect(make(), { timeout });
       } catch (err) {
         failure ??= err;
         await client.close().catch(() => undefined);
+        lifetime.abort();
         continue;
       }
       try {
         return await fn(client);
       } finally {
         await client.close().catch(() => undefined);
+        lifetime.abort();
       }
     }
     throw new Error(`could not connect (Streamable HTTP, then SSE): ${reason(failure)}`);
@@ -218,4 +270,29 @@ export class McpService {
 }
 
 const notFound = (id: string) => new ApiError(404, 'not_found', `No MCP server with id '${id}' in this workspace`);
-const reason = (err: unknown) => (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').slice(0, 500);
+/** Why a call failed, for last_error and the model: the server's token (and its encodings) redacted before the cut. */
+const reason = (err: unknown, token: string | null = null) => redactSecret(err instanceof Error ? err.message : String(err), token, { maxLength: 2000 }).replace(/\s+/g, ' ').slice(0, 500);
+/** True/false when both parse; null when one does not (the URL check refuses it then). */
+const sameOrigin = (a: string, b: string): boolean | null => {
+  try {
+    return originOf(a) === originOf(b);
+  } catch {
+    return null;
+  }
+};
+const credentialScope = (what: string) =>
+  new ApiError(403, 'insufficient_scope', `${what} needs the 'credentials:write' scope as well as 'mcp_servers:write'`, { required_scope: 'credentials:write' });
+
+const schemaBytes = (t: McpToolView) => Buffer.byteLength(JSON.stringify(t.input_schema ?? {}));
+
+/** A tool list within the limits, or an Error naming the tool and the limit (it becomes last_error). */
+function checkToolList(tools: McpToolView[]): void {
+  if (tools.length > MAX_TOOLS) throw new Error(`tools: the server lists ${tools.length} tools; at most ${MAX_TOOLS} are accepted`);
+  let total = 2;
+  for (const [i, t] of tools.entries()) {
+    const schema = schemaBytes(t);
+    if (schema > MAX_TOOL_SCHEMA_BYTES) throw new Error(`tools[${i}] (${t.name.slice(0, 64)}).input_schema: ${schema} bytes; at most ${MAX_TOOL_SCHEMA_BYTES} are accepted`);
+    total += Buffer.byteLength(JSON.stringify(t)) + 1;
+  }
+  if (total > MAX_TOOLS_BYTES) throw new Error(`tools: the list is ${total} bytes; at most ${MAX_TOOLS_BYTES} are accepted`);
+}

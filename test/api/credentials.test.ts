@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { CredentialService } from '../../core/credentials';
 import { newId } from '../../core/ids';
 import { CloudApiProvider } from '../../core/msgapp/provider';
 import { policyFromCidrs, systemResolver } from '../../core/net/ssrf';
@@ -145,6 +146,33 @@ describe('registering credentials', () => {
       expect(res.json().message).toMatch(message);
     }
     expect((await get(authA, '/api/v1/credentials?limit=200')).json().credentials.length).toBe(before);
+  });
+
+  test('voice and telephony endpoints on internal addresses are 400 invalid_url naming the field, before anything is stored', async () => {
+    const before = (await get(authA, '/api/v1/credentials?limit=200')).json().credentials.length;
+    const voice = (url: string) => ({ name: 'v', provider: 'voice', url, api_key: 'k', api_secret: `s${randomBytes(16).toString('hex')}` });
+    const sip = (sip_uri: string) => ({ name: 's', provider: 'telephony', username: 'u', password: 'p', sip_uri });
+    const refused: Array<[unknown, RegExp]> = [
+      [voice('http://169.254.169.254/'), /^url: host is a link-local address/],
+      [voice('ws://169.254.169.254/'), /^url: host is a link-local address/],
+      [voice('wss://10.0.0.7:7880'), /^url: host is a private address/],
+      [voice('https://[::ffff:169.254.169.254]/'), /^url: host is a link-local address/],
+      [sip('sip:trunk-user@169.254.169.254:5060;transport=udp'), /^sip_uri: host is a link-local address/],
+      [sip('sips:10.1.2.3'), /^sip_uri: host is a private address/],
+    ];
+    for (const [payload, message] of refused) {
+      const res = await post(authA, payload);
+      expect({ payload, status: res.statusCode, error: res.json().error }).toEqual({ payload, status: 400, error: 'invalid_url' });
+      expect(res.json().message).toMatch(message);
+    }
+    expect((await get(authA, '/api/v1/credentials?limit=200')).json().credentials.length).toBe(before);
+
+    // Loopback, with the test's allowance for 127.0.0.0/8 off (the operator's default): refused too.
+    const strict = new CredentialService(db.orm.em, t.services.box, { policy: { allow: null } });
+    await expect(strict.register(wsA, voice('http://127.0.0.1:7880/'))).rejects.toMatchObject({ status: 400, code: 'invalid_url', message: expect.stringMatching(/^url: host is a loopback address/) });
+    await expect(strict.register(wsA, sip('sip:127.0.0.1:5060'))).rejects.toMatchObject({ status: 400, code: 'invalid_url', message: expect.stringMatching(/^sip_uri: host is a loopback address/) });
+    // A public name is accepted as before (checked again by whatever connects to it).
+    expect((await post(authA, voice('wss://voice.example.com'))).statusCode).toBe(201);
   });
 
   test('scopes: reading needs credentials:read, registering credentials:write', async () => {

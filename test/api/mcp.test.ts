@@ -55,7 +55,8 @@ beforeAll(async () => {
   llm = await startFakeLlm({
     reply: (body) => {
       const last = body.messages.at(-1);
-      if (last.role === 'tool') return { text: `Update: ${JSON.parse(last.content).result ?? JSON.parse(last.content).error}` };
+      // The tool's result arrives fenced as untrusted data: its lines between the markers.
+      if (last.role === 'tool') return { text: `Update: ${String(last.content).split('\n').slice(1, -1).join('\n')}` };
       const tool = (body.tools ?? []).find((x: { function: { name: string } }) => x.function.name.endsWith('order_status'));
       return tool ? { tool_calls: [{ name: tool.function.name, arguments: { order_id: 'A-17' } }] } : { text: 'no tools' };
     },

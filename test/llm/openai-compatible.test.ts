@@ -296,6 +296,43 @@ describe('OpenAiCompatibleModel', () => {
     }
   });
 
+  test('an answer that never ends (streamed or not) stops at maxResponseBytes: an LlmError, and the server sees the socket closed', async () => {
+    const seen: Array<{ sent: number; closed: boolean; finished: boolean }> = [];
+    const server = http.createServer((req, res) => {
+      const stats = { sent: 0, closed: false, finished: false };
+      seen.push(stats);
+      const closed = new Promise((r) => res.on('close', () => r((stats.closed = true))));
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const event = Buffer.from(`data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'la '.repeat(300) } }] })}\n\n`);
+      void (async () => {
+        // 100 MB: enough to tell a cap from none (the assertion below is 32 MB), light enough to run without one.
+        while (!stats.closed && stats.sent < 100 * 1024 * 1024) {
+          stats.sent += event.length;
+          if (!res.write(event)) await Promise.race([new Promise((r) => res.once('drain', r)), closed]);
+        }
+        if (!stats.closed) res.end((stats.finished = true) && '');
+      })();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const model = new OpenAiCompatibleModel({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, model: 'm', maxResponseBytes: 1024 * 1024 });
+      const streamed = await llmError(model.complete({ messages: USER }, () => undefined));
+      expect(streamed.message).toMatch(/larger than 1048576 bytes/);
+      const plain = await llmError(model.complete({ messages: USER }));
+      expect(plain.message).toMatch(/larger than 1048576 bytes/);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(seen).toHaveLength(2);
+      for (const s of seen) {
+        expect(s).toMatchObject({ closed: true, finished: false });
+        expect(s.sent).toBeLessThan(32 * 1024 * 1024);
+      }
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   test('a refused connection is a retryable LlmError', async () => {
     const closed = http.createServer();
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));

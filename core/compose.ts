@@ -11,7 +11,7 @@ import { voiceFromConfig, type VoiceOverrides, type VoiceParts } from './voice/f
 import { openDatabase, type Orm } from './db/orm';
 import { DenseIndex } from './kb/dense-index';
 import { createEmbedder, type Embedder } from './kb/embedder';
-import { extractorFromConfig, transcriberFromConfig } from './kb/extractor';
+import { extractorFromConfig, transcriberFromConfig, widgetMediaMaxSeconds } from './kb/extractor';
 import { OpenAiImageDescriber } from './llm/vision';
 import type { StructuredSettings } from './extraction/extractions';
 import { llamaServerPath, localLlmPath, LocalLlmServer, localServerFilesPresent } from './llm/local-server';
@@ -234,6 +234,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       },
       structured,
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
+      widgetMediaMaxSeconds: s.widgetMediaMaxSeconds ?? widgetMediaMaxSeconds(config),
       publicBaseUrl: baseUrl,
       voiceMaxConcurrent: config.VOICE_MAX_CONCURRENT,
       get voicePrereqs() {

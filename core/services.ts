@@ -104,6 +104,8 @@ export interface ServiceOptions {
   extract: ExtractFn;
   /** Widget uploads whose text is longer than this are also indexed for search. */
   uploadIndexChars?: number;
+  /** Longest widget voice note taken, in seconds (WIDGET_TRANSCRIBE_MAX_SECONDS, at most TRANSCRIBE_MAX_SECONDS); absent: the transcriber's own cap. */
+  widgetMediaMaxSeconds?: number;
   /** PUBLIC_BASE_URL: the origin of every link handed out (media links). Absent: the default HOST and PORT's address. */
   publicBaseUrl?: string;
   /** Structured extraction's model and limits; absent: no model (503 llm_not_configured). */
@@ -137,6 +139,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     extract: opts.extract,
     embedder: opts.embedder,
     indexChars: opts.uploadIndexChars,
+    maxMediaSeconds: opts.widgetMediaMaxSeconds,
     publicBaseUrl: baseUrl,
   });
   const prices = opts.prices ?? DEFAULT_PRICES;

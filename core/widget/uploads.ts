@@ -11,7 +11,7 @@ import { OperationalError } from '../failures';
 import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
-import { NoTextExtracted, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
+import { NoTextExtracted, probeDurationSeconds, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
 import { downloadableKbFile, kbFilesUseBlob } from '../kb/files';
 import type { ExtractFn } from '../kb/indexing';
 import { BlobGoneError, type BlobStore, type StagedBlob } from '../storage/blob-store';
@@ -161,6 +161,8 @@ export interface UploadServiceDeps {
   vision?: ImageDescriber | null;
   embedder: () => Promise<Embedder>;
   indexChars?: number;
+  /** Longest voice note taken, in seconds (WIDGET_TRANSCRIBE_MAX_SECONDS); absent: the transcriber's own cap. */
+  maxMediaSeconds?: number;
   chunking?: ChunkOptions;
   /** PUBLIC_BASE_URL: file links are absolute (the widget runs on another site's page). */
   publicBaseUrl: string;
@@ -315,7 +317,8 @@ export class UploadService {
     try {
       content = await this.deps.blobs.withLocalFile(row.blob_key, async (filePath) => {
         const text = await this.deps
-          .extract({ filePath, kind, mime: row.mime_type, fileName: row.file_name })
+          // Anyone on the internet may upload: the pool's anonymous lane, in the workspace's turn, with its limits.
+          .extract({ filePath, kind, mime: row.mime_type, fileName: row.file_name, owner: { workspaceId: row.workspace_id, anonymous: true } })
           .then(({ segments }) => segments.map((s) => s.text).join('\n\n'))
           .catch((err: unknown) => {
             // A photo with no text still has a picture to describe.
@@ -448,6 +451,12 @@ export class UploadService {
       if (!this.deps.transcriber) {
         throw new ApiError(503, 'file_upload_prereq_failed', 'Voice notes need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)');
       }
+      // The length the recording states, read before it is stored or queued: a long one costs no transcription.
+      const max = this.deps.maxMediaSeconds;
+      const seconds = max === undefined ? null : await probeDurationSeconds(input.staged.tempPath);
+      if (max !== undefined && seconds !== null && seconds > max) {
+        throw new ApiError(400, 'invalid_request', `file: the recording is ${Math.ceil(seconds)} s long; voice notes are at most ${max} s`);
+      }
       await this.deps.blobs.commit(input.staged);
       committed = true;
       return { blobKey: input.staged.sha256, mime: type.mime, size: input.staged.size };
@@ -467,7 +476,8 @@ export class UploadService {
     const transcriber = this.deps.transcriber;
     if (!transcriber) throw new OperationalError(TRANSCRIBER_UNAVAILABLE, 'no transcriber is configured on the worker (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)', false);
     try {
-      const text = await this.deps.blobs.withLocalFile(blobKey, (filePath) => transcriber.transcribe(filePath, mime, { signal }));
+      // The cap again where the recording is decoded: a container that states no length (a browser's WebM) stops there.
+      const text = await this.deps.blobs.withLocalFile(blobKey, (filePath) => transcriber.transcribe(filePath, mime, { signal, maxSeconds: this.deps.maxMediaSeconds }));
       return text.trim();
     } catch (err) {
       if (err instanceof TranscriberError) {

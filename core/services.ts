@@ -21,6 +21,7 @@ import { UploadService } from './widget/uploads';
 import { DEFAULT_STRUCTURED, StructuredExtractionService, type StructuredSettings } from './extraction/extractions';
 import type { Transcriber } from './kb/extract';
 import type { ImageDescriber } from './llm/vision';
+import type { FairPool } from './kb/fair-pool';
 import type { ExtractFn } from './kb/indexing';
 import type { MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
@@ -106,6 +107,8 @@ export interface ServiceOptions {
   uploadIndexChars?: number;
   /** Longest widget voice note taken, in seconds (WIDGET_TRANSCRIBE_MAX_SECONDS, at most TRANSCRIBE_MAX_SECONDS); absent: the transcriber's own cap. */
   widgetMediaMaxSeconds?: number;
+  /** The process's work pool (extraction's): widget voice notes take turns in its anonymous lane. Absent: they run as they come. */
+  workPool?: FairPool;
   /** PUBLIC_BASE_URL: the origin of every link handed out (media links). Absent: the default HOST and PORT's address. */
   publicBaseUrl?: string;
   /** Structured extraction's model and limits; absent: no model (503 llm_not_configured). */
@@ -140,6 +143,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     embedder: opts.embedder,
     indexChars: opts.uploadIndexChars,
     maxMediaSeconds: opts.widgetMediaMaxSeconds,
+    pool: opts.workPool,
     publicBaseUrl: baseUrl,
   });
   const prices = opts.prices ?? DEFAULT_PRICES;

@@ -15,6 +15,8 @@ export interface TranscribeInput {
   blobKey: string;
   /** Its type, decided from the bytes. */
   mime: string;
+  /** The site's workspace: the note's turn in the worker's anonymous lane (absent in runs started before it was passed). */
+  workspaceId?: string;
 }
 
 /** Failure types of the transcription step (core/widget/uploads.ts, core/kb/extract/types.ts). */
@@ -43,7 +45,7 @@ function failureOf(err: unknown): { status: 'error'; failure: UploadFailure; rea
 export async function transcribeWorkflow(input: TranscribeInput): Promise<TranscribeOutcome> {
   try {
     setCurrentDetails(`Transcribing a voice note (${input.mime}); the visitor's POST /transcribe is waiting.`);
-    const transcript = await transcribeVoiceNote.executeWithOptions({ ...presets.transcription, summary: `transcribe (${input.mime})` }, [input.blobKey, input.mime]);
+    const transcript = await transcribeVoiceNote.executeWithOptions({ ...presets.transcription, summary: `transcribe (${input.mime})` }, [input.blobKey, input.mime, input.workspaceId]);
     setCurrentDetails(transcript ? 'Transcribed.' : 'No speech found.');
     return { status: 'done', transcript };
   } catch (err) {

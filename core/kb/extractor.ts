@@ -12,6 +12,8 @@ export interface ExtractorSettings {
   concurrency?: number;
   /** Of those, how many anonymous jobs (widget uploads) may hold at once (default 1). */
   anonymousSlots?: number;
+  /** The pool to run in (shared with voice notes: poolFromConfig); default: one of its own from the two above. */
+  pool?: FairPool;
   /** Anonymous jobs' own limits: a PDF's page count (UPLOAD_MAX_PDF_PAGES) and a recording's length (WIDGET_TRANSCRIBE_MAX_SECONDS). */
   anonymous?: { maxPdfPages?: number; maxMediaSeconds?: number };
 }
@@ -24,7 +26,7 @@ export interface ExtractorSettings {
  * workspace's burst, or anyone's widget uploads, cannot starve another workspace.
  */
 export function createExtractor(s: ExtractorSettings): ExtractFn {
-  const pool = new FairPool(s.concurrency ?? 2, s.anonymousSlots ?? 1);
+  const pool = s.pool ?? new FairPool(s.concurrency ?? 2, s.anonymousSlots ?? 1);
   return (input: Parameters<ExtractFn>[0]) =>
     pool.run(input.owner, () => {
       const anonymous = input.owner?.anonymous ? s.anonymous : undefined;
@@ -61,8 +63,9 @@ export function transcriberFromConfig(config: Config): Transcriber | null {
 }
 
 /** The process's extraction pool: its limits from the config; `transcriber` for audio and video (see transcriberFromConfig). */
-export function extractorFromConfig(config: Config, transcriber: Transcriber | null): ExtractFn {
+export function extractorFromConfig(config: Config, transcriber: Transcriber | null, pool?: FairPool): ExtractFn {
   return createExtractor({
+    pool,
     timeoutMs: config.EXTRACT_TIMEOUT_MS,
     maxMemoryMb: config.EXTRACT_MAX_MEMORY_MB,
     transcriber,
@@ -75,4 +78,13 @@ export function extractorFromConfig(config: Config, transcriber: Transcriber | n
 /** The longest recording taken from a widget visitor: WIDGET_TRANSCRIBE_MAX_SECONDS, never more than TRANSCRIBE_MAX_SECONDS. */
 export function widgetMediaMaxSeconds(config: Pick<Config, 'WIDGET_TRANSCRIBE_MAX_SECONDS' | 'TRANSCRIBE_MAX_SECONDS'>): number {
   return Math.min(config.WIDGET_TRANSCRIBE_MAX_SECONDS, config.TRANSCRIBE_MAX_SECONDS);
+}
+
+/**
+ * The process's work pool (EXTRACT_CONCURRENCY slots, EXTRACT_ANONYMOUS_SLOTS of them for
+ * anonymous work): extraction runs in it, and widget voice notes take their turn in its
+ * anonymous lane, so a burst of them waits by workspace instead of first come first served.
+ */
+export function poolFromConfig(config: Pick<Config, 'EXTRACT_CONCURRENCY' | 'EXTRACT_ANONYMOUS_SLOTS'>): FairPool {
+  return new FairPool(config.EXTRACT_CONCURRENCY, config.EXTRACT_ANONYMOUS_SLOTS);
 }

@@ -13,6 +13,7 @@ import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunke
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
 import { NoTextExtracted, probeDurationSeconds, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
 import { downloadableKbFile, kbFilesUseBlob } from '../kb/files';
+import type { FairPool } from '../kb/fair-pool';
 import type { ExtractFn } from '../kb/indexing';
 import { BlobGoneError, type BlobStore, type StagedBlob } from '../storage/blob-store';
 import { signLink } from '../storage/signed-links';
@@ -163,6 +164,8 @@ export interface UploadServiceDeps {
   indexChars?: number;
   /** Longest voice note taken, in seconds (WIDGET_TRANSCRIBE_MAX_SECONDS); absent: the transcriber's own cap. */
   maxMediaSeconds?: number;
+  /** The process's work pool: voice notes take turns by workspace in its anonymous lane. Absent: they run as they come. */
+  pool?: FairPool;
   chunking?: ChunkOptions;
   /** PUBLIC_BASE_URL: file links are absolute (the widget runs on another site's page). */
   publicBaseUrl: string;
@@ -472,12 +475,14 @@ export class UploadService {
    * `TranscriberUnavailable`, a recording over the length limit as `MediaTooLong`, one
    * that cannot be decoded as `ExtractionError`.
    */
-  async transcribeStored(blobKey: string, mime: string, signal?: AbortSignal): Promise<string> {
+  async transcribeStored(blobKey: string, mime: string, signal?: AbortSignal, workspaceId?: string): Promise<string> {
     const transcriber = this.deps.transcriber;
     if (!transcriber) throw new OperationalError(TRANSCRIBER_UNAVAILABLE, 'no transcriber is configured on the worker (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)', false);
     try {
       // The cap again where the recording is decoded: a container that states no length (a browser's WebM) stops there.
-      const text = await this.deps.blobs.withLocalFile(blobKey, (filePath) => transcriber.transcribe(filePath, mime, { signal, maxSeconds: this.deps.maxMediaSeconds }));
+      const run = () => this.deps.blobs.withLocalFile(blobKey, (filePath) => transcriber.transcribe(filePath, mime, { signal, maxSeconds: this.deps.maxMediaSeconds }));
+      // Anyone may send voice notes: they wait in the anonymous lane, workspace by workspace (a note of a workflow started before the workspace was passed is a turn of its own).
+      const text = this.deps.pool ? await this.deps.pool.run({ workspaceId: workspaceId ?? '', anonymous: true }, run) : await run();
       return text.trim();
     } catch (err) {
       if (err instanceof TranscriberError) {

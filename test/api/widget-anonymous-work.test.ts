@@ -3,7 +3,7 @@ import os from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { OpenAiTranscriber } from '../../core/kb/extract';
+import { OpenAiTranscriber, type Transcriber } from '../../core/kb/extract';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { makePdf, makeWav } from '../support/documents';
@@ -28,6 +28,24 @@ let siteA: { site_id: string; site_secret: string };
 let sttServer: http.Server;
 let sttCalls = 0;
 let tmp: string;
+/** An API and worker whose transcriber takes one recording at a time, as the embedded whisper.cpp does. */
+let serial: TestApp;
+let sw: TestWorker;
+let siteB: { site_id: string; site_secret: string };
+let siteAOfSerial: { site_id: string; site_secret: string };
+
+/** How long the one-at-a-time transcriber takes per recording. */
+const TRANSCRIBE_MS = 1500;
+
+/** Like LocalWhisperTranscriber: one transcription at a time in the process, first come first served. */
+class OneAtATimeTranscriber implements Transcriber {
+  private queue: Promise<unknown> = Promise.resolve();
+  transcribe(): Promise<string> {
+    const run = this.queue.then(() => new Promise<string>((r) => setTimeout(() => r('Where is my parcel?'), TRANSCRIBE_MS)));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+}
 
 const ORIGIN = 'https://shop.example';
 /** The pen-test's file: one page named 200,000 times by the page tree (1.2 MB). */
@@ -85,9 +103,19 @@ beforeAll(async () => {
       work: { inFlightPerAddress: 1, perAddressPerHour: 3, bytesPerAddressPerHour: 100_000 },
     },
   });
+  const serialStt = new OneAtATimeTranscriber();
+  sw = await startTestWorker(db, { transcriber: serialStt }, { EXTRACT_CONCURRENCY: 2, EXTRACT_ANONYMOUS_SLOTS: 1 });
+  serial = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { transcriber: serialStt }, temporal: { client: sw.client, taskQueue: sw.taskQueue, eagerStart: true } });
   wsA = await createWorkspace(db.orm);
   wsB = await createWorkspace(db.orm);
-  const auth = bearer((await createKey(t.services, wsA, ['workflows:write', 'workflows:publish'])).key);
+  const agentA = await publishedAgent(wsA);
+  siteA = await t.services.sites.create(wsA, agentA, [ORIGIN]);
+  siteAOfSerial = await t.services.sites.create(wsA, agentA, [ORIGIN]);
+  siteB = await t.services.sites.create(wsB, await publishedAgent(wsB), [ORIGIN]);
+}, 60_000);
+
+async function publishedAgent(ws: string): Promise<string> {
+  const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
   const created = await t.app.inject({
     method: 'POST',
     url: '/api/v1/agents',
@@ -96,10 +124,12 @@ beforeAll(async () => {
   });
   const agentId = created.json().id as string;
   await t.app.inject({ method: 'POST', url: `/api/v1/agents/${agentId}/publish`, headers: auth });
-  siteA = await t.services.sites.create(wsA, agentId, [ORIGIN]);
-}, 60_000);
+  return agentId;
+}
 
 afterAll(async () => {
+  await serial?.close();
+  await sw?.close();
   await t?.close();
   await tight?.close();
   await w?.close();
@@ -110,9 +140,9 @@ afterAll(async () => {
 
 const siteHeaders = (siteId = siteA.site_id) => ({ 'x-concierge-site': siteId, origin: ORIGIN });
 
-function post(url: string, file: { name: string; content: Buffer }, app = t) {
+function post(url: string, file: { name: string; content: Buffer }, app = t, siteId = siteA.site_id) {
   const body = multipart([{ name: 'file', value: file.content, filename: file.name }]);
-  return app.app.inject({ method: 'POST', url: `/api/public/widget/${url}`, headers: { ...siteHeaders(), ...body.headers }, payload: body.payload });
+  return app.app.inject({ method: 'POST', url: `/api/public/widget/${url}`, headers: { ...siteHeaders(siteId), ...body.headers }, payload: body.payload });
 }
 
 /** Workspace B's extraction (its knowledge base's indexing step) on the worker's own pool. */
@@ -186,6 +216,23 @@ describe('widget recordings: their stated length is checked before any transcrip
     expect(st.json()).toMatchObject({ status: 'error', error_message: expect.stringContaining('longer than 300 s') });
     expect(sttCalls).toBe(before);
   }, 60_000);
+});
+
+describe("voice notes take turns by workspace in the worker's anonymous lane", () => {
+  test("workspace A's burst of voice notes delays workspace B's note by at most one of A's, not by A's backlog", async () => {
+    const note = { name: 'note.wav', content: makeWav(1000) };
+    const [alone, baselineB] = await timed(() => post('transcribe', note, serial, siteB.site_id));
+    expect(alone.statusCode).toBe(200);
+    // Four of A's at once (within the recording cap), then B's while they are under way.
+    // Different bytes each: identical notes share one blob, which the first to finish releases.
+    const burst = [1, 2, 3, 4].map((i) => post('transcribe', { name: 'note.wav', content: makeWav(1000 + 10 * i) }, serial, siteAOfSerial.site_id));
+    await new Promise((r) => setTimeout(r, 300));
+    const [res, underBurstB] = await timed(() => post('transcribe', { name: 'note.wav', content: makeWav(990) }, serial, siteB.site_id));
+    expect(res.statusCode).toBe(200);
+    for (const r of await Promise.all(burst)) expect(r.statusCode).toBe(200);
+    // First come first served, B would wait for all four (4 × 1.5 s); in turn, for the one under way at most.
+    expect(underBurstB).toBeLessThan(2 * baselineB + 1000);
+  }, 90_000);
 });
 
 describe('quotas of widget files per site and client address', () => {

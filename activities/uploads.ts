@@ -31,11 +31,12 @@ export function uploadActivities(deps: ActivityDeps) {
     /**
      * A voice note's transcript (the `transcribe` workflow), in this worker: empty for a
      * recording without speech. Heartbeats while it runs; a cancelled activity stops the
-     * transcription (the embedded one ends its thread).
+     * transcription (the embedded one ends its thread). `workspaceId`: the note's turn in the
+     * anonymous lane (absent in workflows started before it was passed).
      */
-    async transcribeVoiceNote(blobKey: string, mime: string): Promise<string> {
+    async transcribeVoiceNote(blobKey: string, mime: string, workspaceId?: string): Promise<string> {
       const { cancellationSignal } = Context.current();
-      return withHeartbeat(() => deps.services.uploads.transcribeStored(blobKey, mime, cancellationSignal));
+      return withHeartbeat(() => deps.services.uploads.transcribeStored(blobKey, mime, cancellationSignal, workspaceId));
     },
 
     /** Drops a voice note's hold once transcribed, and its bytes unless another owner has the same ones (core/storage/blob-refs.ts). */

@@ -38,6 +38,13 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     perSiteClient: config.WIDGET_RATE_LIMIT_PER_CLIENT,
     sendsPerConversation: config.WIDGET_SENDS_PER_CONVERSATION,
     refusalsPerAddress: config.WIDGET_REFUSALS_PER_ADDRESS,
+    work: {
+      inFlightPerAddress: config.WIDGET_FILES_IN_FLIGHT_PER_ADDRESS,
+      inFlightPerSite: config.WIDGET_FILES_IN_FLIGHT_PER_SITE,
+      perAddressPerHour: config.WIDGET_FILES_PER_ADDRESS_PER_HOUR,
+      bytesPerAddressPerHour: config.WIDGET_FILE_BYTES_PER_ADDRESS_PER_HOUR,
+      bytesPerSitePerDay: config.WIDGET_FILE_BYTES_PER_SITE_PER_DAY,
+    },
   });
   const chatHub = new ChatHub({
     em: c.em,

@@ -11,7 +11,7 @@ import { voiceFromConfig, type VoiceOverrides, type VoiceParts } from './voice/f
 import { openDatabase, type Orm } from './db/orm';
 import { DenseIndex } from './kb/dense-index';
 import { createEmbedder, type Embedder } from './kb/embedder';
-import { extractorFromConfig, transcriberFromConfig } from './kb/extractor';
+import { extractorFromConfig, poolFromConfig, transcriberFromConfig, widgetMediaMaxSeconds } from './kb/extractor';
 import { OpenAiImageDescriber } from './llm/vision';
 import type { StructuredSettings } from './extraction/extractions';
 import { llamaServerPath, localLlmPath, LocalLlmServer, localServerFilesPresent } from './llm/local-server';
@@ -209,7 +209,8 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     const embedder = o.embedder ?? embedderFromConfig(config);
     const s = o.services ?? {};
     const transcriber = 'transcriber' in s ? (s.transcriber ?? null) : transcriberFromConfig(config);
-    const extract = o.extract ?? extractorFromConfig(config, transcriber);
+    const workPool = poolFromConfig(config);
+    const extract = o.extract ?? extractorFromConfig(config, transcriber, workPool);
     const structured = 'structured' in s ? s.structured : structuredFromConfig(config, log);
     // The local model server (if this process ever started it) stops with the process.
     const localServer = structured?.local;
@@ -235,6 +236,8 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       structured,
       models: s.models ?? { allowed: config.LLM_ALLOWED_MODELS, maxTokensCap: config.LLM_MAX_TOKENS_CAP, prices: config.LLM_MODEL_PRICES },
       uploadIndexChars: s.uploadIndexChars ?? config.WIDGET_UPLOAD_INDEX_CHARS,
+      widgetMediaMaxSeconds: s.widgetMediaMaxSeconds ?? widgetMediaMaxSeconds(config),
+      workPool,
       publicBaseUrl: baseUrl,
       voiceMaxConcurrent: config.VOICE_MAX_CONCURRENT,
       get voicePrereqs() {

@@ -306,6 +306,30 @@ export const configSchema = z.object({
   EXTRACT_MAX_MEMORY_MB: positiveInt(512),
   /** Extraction processes running at once in one process (knowledge-base indexing and widget uploads share them). */
   EXTRACT_CONCURRENCY: positiveInt(2),
+  /**
+   * Of those, how many anonymous work (widget uploads) may hold at once: anyone on the
+   * internet can start it, so it runs in a bounded lane and indexing and API extraction
+   * keep the other slots. Waiting jobs take free slots workspace by workspace, in turn.
+   */
+  EXTRACT_ANONYMOUS_SLOTS: positiveInt(1),
+  /** A widget upload's PDF with more pages than this ends in error before any page is read (a page tree can name one page 200,000 times). */
+  UPLOAD_MAX_PDF_PAGES: positiveInt(500),
+  /**
+   * Longest recording taken from a widget visitor, in seconds (voice notes: 400
+   * invalid_request when the recording says so up front; audio and video uploads end in
+   * error), never more than TRANSCRIBE_MAX_SECONDS.
+   */
+  WIDGET_TRANSCRIBE_MAX_SECONDS: positiveInt(300),
+  /** Widget uploads and voice notes being processed at once per site and client address (429 rate_limited past it). */
+  WIDGET_FILES_IN_FLIGHT_PER_ADDRESS: positiveInt(2),
+  /** Widget uploads and voice notes being processed at once per site, all visitors together. */
+  WIDGET_FILES_IN_FLIGHT_PER_SITE: positiveInt(10),
+  /** Widget uploads and voice notes an hour per site and client address. */
+  WIDGET_FILES_PER_ADDRESS_PER_HOUR: positiveInt(60),
+  /** Bytes of widget uploads and voice notes an hour per site and client address. */
+  WIDGET_FILE_BYTES_PER_ADDRESS_PER_HOUR: positiveInt(200 * 1024 * 1024),
+  /** Bytes of widget uploads and voice notes a day per site, all visitors together. */
+  WIDGET_FILE_BYTES_PER_SITE_PER_DAY: positiveInt(5 * 1024 * 1024 * 1024),
 }).superRefine((c, ctx) => {
   if (c.STORAGE_DRIVER === 's3' && !c.S3_BUCKET) {
     ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'required with STORAGE_DRIVER=s3 (the bucket uploaded files are stored in)' });

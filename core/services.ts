@@ -22,6 +22,7 @@ import { UploadService } from './widget/uploads';
 import { DEFAULT_STRUCTURED, StructuredExtractionService, type StructuredSettings } from './extraction/extractions';
 import type { Transcriber } from './kb/extract';
 import type { ImageDescriber } from './llm/vision';
+import type { FairPool } from './kb/fair-pool';
 import type { ExtractFn } from './kb/indexing';
 import type { MsgappProvider } from './msgapp/provider';
 import type { KeyCache } from './auth/key-cache';
@@ -107,6 +108,10 @@ export interface ServiceOptions {
   extract: ExtractFn;
   /** Widget uploads whose text is longer than this are also indexed for search. */
   uploadIndexChars?: number;
+  /** Longest widget voice note taken, in seconds (WIDGET_TRANSCRIBE_MAX_SECONDS, at most TRANSCRIBE_MAX_SECONDS); absent: the transcriber's own cap. */
+  widgetMediaMaxSeconds?: number;
+  /** The process's work pool (extraction's): widget voice notes take turns in its anonymous lane. Absent: they run as they come. */
+  workPool?: FairPool;
   /** PUBLIC_BASE_URL: the origin of every link handed out (media links). Absent: the default HOST and PORT's address. */
   publicBaseUrl?: string;
   /** Structured extraction's model and limits; absent: no model (503 llm_not_configured). */
@@ -140,6 +145,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     extract: opts.extract,
     embedder: opts.embedder,
     indexChars: opts.uploadIndexChars,
+    maxMediaSeconds: opts.widgetMediaMaxSeconds,
+    pool: opts.workPool,
     publicBaseUrl: baseUrl,
   });
   const prices = opts.prices ?? DEFAULT_PRICES;

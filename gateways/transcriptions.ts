@@ -31,7 +31,7 @@ export class TranscriptionGateway {
         workflowId,
         taskQueue: this.taskQueue,
         requestEagerStart: this.eagerStart,
-        args: [{ blobKey: note.blobKey, mime: note.mime, holdId: note.holdId }],
+        args: [{ blobKey: note.blobKey, mime: note.mime, holdId: note.holdId, workspaceId: site.workspace_id }],
         typedSearchAttributes: searchAttributesFor({ workspaceId: site.workspace_id }),
         staticSummary: `voice note (${note.mime})`,
         staticDetails: `A voice note of site ${site.id}: ${note.mime}, ${note.size} bytes.`,

@@ -17,6 +17,8 @@ export interface TranscribeInput {
   mime: string;
   /** The note's hold on its bytes (absent in runs started before holds existed). */
   holdId?: string;
+  /** The site's workspace: the note's turn in the worker's anonymous lane (absent in runs started before it was passed). */
+  workspaceId?: string;
 }
 
 /** Failure types of the transcription step (core/widget/uploads.ts, core/kb/extract/types.ts). */
@@ -45,7 +47,7 @@ function failureOf(err: unknown): { status: 'error'; failure: UploadFailure; rea
 export async function transcribeWorkflow(input: TranscribeInput): Promise<TranscribeOutcome> {
   try {
     setCurrentDetails(`Transcribing a voice note (${input.mime}); the visitor's POST /transcribe is waiting.`);
-    const transcript = await transcribeVoiceNote.executeWithOptions({ ...presets.transcription, summary: `transcribe (${input.mime})` }, [input.blobKey, input.mime]);
+    const transcript = await transcribeVoiceNote.executeWithOptions({ ...presets.transcription, summary: `transcribe (${input.mime})` }, [input.blobKey, input.mime, input.workspaceId]);
     setCurrentDetails(transcript ? 'Transcribed.' : 'No speech found.');
     return { status: 'done', transcript };
   } catch (err) {

@@ -327,7 +327,7 @@ export class StructuredExtractionService {
     let text: string;
     let pages: number | null;
     try {
-      const { segments } = await this.deps.blobs.withLocalFile(row.blobKey, (filePath) => this.deps.extract({ filePath, kind: row.kind, mime: row.mimeType, fileName: row.fileName }));
+      const { segments } = await this.deps.blobs.withLocalFile(row.blobKey, (filePath) => this.deps.extract({ filePath, kind: row.kind, mime: row.mimeType, fileName: row.fileName, owner: { workspaceId: row.workspaceId } }));
       text = segments.map((s) => s.text).join('\n\n');
       const numbered = new Set(segments.map((s) => s.page).filter((p) => p !== undefined));
       pages = numbered.size || (row.kind === 'image' ? 1 : null);

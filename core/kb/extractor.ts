@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { whisperModelPath, type Config } from '../config';
 import { extractDocument, LocalWhisperTranscriber, OpenAiTranscriber, type DocKind, type Transcriber } from './extract';
+import { FairPool } from './fair-pool';
 import type { ExtractFn } from './indexing';
 
 export interface ExtractorSettings {
@@ -9,36 +10,37 @@ export interface ExtractorSettings {
   transcriber: Transcriber | null;
   /** Extraction processes running at once in this worker; each can use maxMemoryMb. */
   concurrency?: number;
-}
-
-/** A counting semaphore: at most `n` calls of the wrapped function run at once, the rest queue. */
-function limitConcurrency<A extends unknown[], R>(n: number, fn: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
-  let active = 0;
-  const queue: Array<() => void> = [];
-  return async (...args: A) => {
-    if (active >= n) await new Promise<void>((resolve) => queue.push(resolve));
-    active++;
-    try {
-      return await fn(...args);
-    } finally {
-      active--;
-      queue.shift()?.();
-    }
-  };
+  /** Of those, how many anonymous jobs (widget uploads) may hold at once (default 1). */
+  anonymousSlots?: number;
+  /** The pool to run in (shared with voice notes: poolFromConfig); default: one of its own from the two above. */
+  pool?: FairPool;
+  /** Anonymous jobs' own limits: a PDF's page count (UPLOAD_MAX_PDF_PAGES) and a recording's length (WIDGET_TRANSCRIBE_MAX_SECONDS). */
+  anonymous?: { maxPdfPages?: number; maxMediaSeconds?: number };
 }
 
 /**
  * The extraction step of indexing: the isolated extractors with their limits and the
  * configured transcriber. Child processes are capped per worker (default 2, one per
- * core here) so a burst of uploads queues instead of exhausting memory.
+ * core here) so a burst of uploads queues instead of exhausting memory; the queue is
+ * fair across workspaces and anonymous work has a lane of its own (FairPool), so one
+ * workspace's burst, or anyone's widget uploads, cannot starve another workspace.
  */
 export function createExtractor(s: ExtractorSettings): ExtractFn {
-  return limitConcurrency(s.concurrency ?? 2, (input: Parameters<ExtractFn>[0]) =>
-    extractDocument(
-      { filePath: input.filePath, kind: input.kind as DocKind, mime: input.mime, fileName: input.fileName },
-      { timeoutMs: s.timeoutMs, maxMemoryMb: s.maxMemoryMb, transcriber: s.transcriber },
-    ),
-  );
+  const pool = s.pool ?? new FairPool(s.concurrency ?? 2, s.anonymousSlots ?? 1);
+  return (input: Parameters<ExtractFn>[0]) =>
+    pool.run(input.owner, () => {
+      const anonymous = input.owner?.anonymous ? s.anonymous : undefined;
+      return extractDocument(
+        { filePath: input.filePath, kind: input.kind as DocKind, mime: input.mime, fileName: input.fileName },
+        {
+          timeoutMs: s.timeoutMs,
+          maxMemoryMb: s.maxMemoryMb,
+          transcriber: s.transcriber,
+          limits: anonymous?.maxPdfPages ? { maxPdfPages: anonymous.maxPdfPages } : undefined,
+          maxMediaSeconds: anonymous?.maxMediaSeconds,
+        },
+      );
+    });
 }
 
 /**
@@ -61,11 +63,28 @@ export function transcriberFromConfig(config: Config): Transcriber | null {
 }
 
 /** The process's extraction pool: its limits from the config; `transcriber` for audio and video (see transcriberFromConfig). */
-export function extractorFromConfig(config: Config, transcriber: Transcriber | null): ExtractFn {
+export function extractorFromConfig(config: Config, transcriber: Transcriber | null, pool?: FairPool): ExtractFn {
   return createExtractor({
+    pool,
     timeoutMs: config.EXTRACT_TIMEOUT_MS,
     maxMemoryMb: config.EXTRACT_MAX_MEMORY_MB,
     transcriber,
     concurrency: config.EXTRACT_CONCURRENCY,
+    anonymousSlots: config.EXTRACT_ANONYMOUS_SLOTS,
+    anonymous: { maxPdfPages: config.UPLOAD_MAX_PDF_PAGES, maxMediaSeconds: widgetMediaMaxSeconds(config) },
   });
+}
+
+/** The longest recording taken from a widget visitor: WIDGET_TRANSCRIBE_MAX_SECONDS, never more than TRANSCRIBE_MAX_SECONDS. */
+export function widgetMediaMaxSeconds(config: Pick<Config, 'WIDGET_TRANSCRIBE_MAX_SECONDS' | 'TRANSCRIBE_MAX_SECONDS'>): number {
+  return Math.min(config.WIDGET_TRANSCRIBE_MAX_SECONDS, config.TRANSCRIBE_MAX_SECONDS);
+}
+
+/**
+ * The process's work pool (EXTRACT_CONCURRENCY slots, EXTRACT_ANONYMOUS_SLOTS of them for
+ * anonymous work): extraction runs in it, and widget voice notes take their turn in its
+ * anonymous lane, so a burst of them waits by workspace instead of first come first served.
+ */
+export function poolFromConfig(config: Pick<Config, 'EXTRACT_CONCURRENCY' | 'EXTRACT_ANONYMOUS_SLOTS'>): FairPool {
+  return new FairPool(config.EXTRACT_CONCURRENCY, config.EXTRACT_ANONYMOUS_SLOTS);
 }

@@ -5,10 +5,14 @@ import { newId } from '../ids';
 import type { BlobStore } from '../storage/blob-store';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions, type SourceSegment } from './chunker';
 import { passageVectors, type Embedder } from './embedder';
+import type { PoolOwner } from './fair-pool';
 import { notifyKbChange } from './files';
 
-/** Turns a stored file into segments; throws an error whose `reason` is user-facing when it cannot. */
-export type ExtractFn = (input: { filePath: string; kind: string; mime: string; fileName: string }) => Promise<{ segments: SourceSegment[] }>;
+/**
+ * Turns a stored file into segments; throws an error whose `reason` is user-facing when it cannot.
+ * `owner`: whose job it is, for the pool's turns and its anonymous lane (core/kb/fair-pool.ts); absent: a turn of its own.
+ */
+export type ExtractFn = (input: { filePath: string; kind: string; mime: string; fileName: string; owner?: PoolOwner }) => Promise<{ segments: SourceSegment[] }>;
 
 export interface IndexingDeps {
   em: EntityManager;
@@ -45,7 +49,7 @@ export class IndexingService {
     const file = await this.em().findOne(KbFile, { id: fileId }, { fields: ['sha256', 'kind', 'mimeType', 'name', 'workspaceId'] });
     if (!file) return 0;
     const { segments } = await this.deps.blobs.withLocalFile(file.sha256, (filePath) =>
-      this.deps.extract({ filePath, kind: file.kind, mime: file.mimeType, fileName: file.name }),
+      this.deps.extract({ filePath, kind: file.kind, mime: file.mimeType, fileName: file.name, owner: { workspaceId: file.workspaceId } }),
     );
     const chunks = chunkSegments(segments, this.deps.chunking ?? DEFAULT_CHUNKING);
     await this.em().transactional(async (em) => {

@@ -287,7 +287,8 @@ export class ProviderEventService {
       text = await this.blobs.withLocalFile(item.sha256 as string, async (filePath) => {
         const type = await sniffType(filePath, fileName);
         if (!type) return '';
-        const read = await extract({ filePath, kind: type.kind, mime: type.mime, fileName })
+        // Media anyone may send to the number: the pool's anonymous lane, in the workspace's turn.
+        const read = await extract({ filePath, kind: type.kind, mime: type.mime, fileName, owner: { workspaceId: row.workspaceId, anonymous: true } })
           .then(({ segments }) => segments.map((seg) => seg.text).join('\n\n'))
           .catch((err: unknown) => {
             if (err instanceof NoTextExtracted) return '';

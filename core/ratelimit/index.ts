@@ -2,13 +2,9 @@ import type { Redis } from 'ioredis';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
 import type { Pool } from 'pg';
-import {
-  RateLimiterMemory,
-  RateLimiterPostgres,
-  RateLimiterRedis,
-  RateLimiterRes,
-  type RateLimiterAbstract,
-} from 'rate-limiter-flexible';
+import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { flexibleLimiter, RATE_LIMIT_TABLE } from './store';
+import { WIDGET_WORK_LIMITS, WidgetWorkQuota, type WidgetWorkLimits } from './work-quota';
 
 /** The outcome of counting one request against one limit. */
 export interface RateDecision {
@@ -53,8 +49,7 @@ class FlexibleRateLimiter implements RateLimiter {
   }
 }
 
-/** The PostgreSQL store's table, created and written by rate-limiter-flexible itself. */
-export const RATE_LIMIT_TABLE = 'rate_limits';
+export { RATE_LIMIT_TABLE, flexibleLimiter } from './store';
 
 /**
  * Removes windows of the PostgreSQL store that ended over an hour ago (the store is told
@@ -76,22 +71,7 @@ export async function purgeExpiredRateLimits(em: EntityManager): Promise<number>
 }
 
 export async function createRateLimiter(store: RateStore, name: string, limit: number, windowSeconds = WINDOW_SECONDS): Promise<RateLimiter> {
-  const common = { points: limit, duration: windowSeconds, keyPrefix: `concierge_rl_${name}` };
-  switch (store.kind) {
-    case 'memory':
-      return new FlexibleRateLimiter(limit, new RateLimiterMemory(common));
-    case 'redis':
-      return new FlexibleRateLimiter(limit, new RateLimiterRedis({ ...common, storeClient: store.client, rejectIfRedisNotReady: true }));
-    case 'postgres': {
-      const impl = await new Promise<RateLimiterPostgres>((resolve, reject) => {
-        const limiter: RateLimiterPostgres = new RateLimiterPostgres(
-          { ...common, storeClient: store.pool, storeType: 'pool', tableName: RATE_LIMIT_TABLE, clearExpiredByTimeout: false },
-          (err?: Error) => (err ? reject(err) : resolve(limiter)),
-        );
-      });
-      return new FlexibleRateLimiter(limit, impl);
-    }
-  }
+  return new FlexibleRateLimiter(limit, await flexibleLimiter(store, name, limit, windowSeconds));
 }
 
 /** The widget's site checks that refuse a request after looking the site up. */
@@ -148,6 +128,8 @@ export interface RequestLimits {
   widgetClient: RateLimiter;
   widgetSends: RateLimiter;
   widgetRefusals: RefusalLimiter;
+  /** Widget uploads and voice notes: in flight and budgets per site and client address, and per site. */
+  widgetWork: WidgetWorkQuota;
 }
 
 export interface WidgetLimits {
@@ -157,10 +139,12 @@ export interface WidgetLimits {
   sendsPerConversation: number;
   /** Refused requests (unknown site, Origin not allowed, suspended site) a minute per client address. */
   refusalsPerAddress?: number;
+  /** Quotas of widget uploads and voice notes (default WIDGET_WORK_LIMITS). */
+  work?: Partial<WidgetWorkLimits>;
 }
 
 /** DECISIONS "Widget" for the first two; refusals: a page that is set up right is never refused at all. */
-export const WIDGET_LIMITS: Required<WidgetLimits> = { perSiteClient: 300, sendsPerConversation: 30, refusalsPerAddress: 30 };
+export const WIDGET_LIMITS: Required<WidgetLimits> = { perSiteClient: 300, sendsPerConversation: 30, refusalsPerAddress: 30, work: WIDGET_WORK_LIMITS };
 
 export async function createRequestLimits(
   store: RateStore,
@@ -175,6 +159,7 @@ export async function createRequestLimits(
     widgetClient: await createRateLimiter(store, 'widget_client', widget.perSiteClient, windowSeconds),
     widgetSends: await createRateLimiter(store, 'widget_sends', widget.sendsPerConversation, windowSeconds),
     widgetRefusals: new RefusalLimiter(widget.refusalsPerAddress ?? WIDGET_LIMITS.refusalsPerAddress, windowSeconds),
+    widgetWork: await WidgetWorkQuota.create(store, { ...WIDGET_WORK_LIMITS, ...widget.work }),
   };
 }
 

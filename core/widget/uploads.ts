@@ -11,8 +11,9 @@ import { OperationalError } from '../failures';
 import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
-import { NoTextExtracted, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
+import { NoTextExtracted, probeDurationSeconds, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
 import { downloadableKbFile } from '../kb/files';
+import type { FairPool } from '../kb/fair-pool';
 import type { ExtractFn } from '../kb/indexing';
 import { BlobGoneError, type BlobStore, type StagedBlob } from '../storage/blob-store';
 import { holdBlob, releaseHold } from '../storage/blob-refs';
@@ -164,6 +165,10 @@ export interface UploadServiceDeps {
   vision?: ImageDescriber | null;
   embedder: () => Promise<Embedder>;
   indexChars?: number;
+  /** Longest voice note taken, in seconds (WIDGET_TRANSCRIBE_MAX_SECONDS); absent: the transcriber's own cap. */
+  maxMediaSeconds?: number;
+  /** The process's work pool: voice notes take turns by workspace in its anonymous lane. Absent: they run as they come. */
+  pool?: FairPool;
   chunking?: ChunkOptions;
   /** PUBLIC_BASE_URL: file links are absolute (the widget runs on another site's page). */
   publicBaseUrl: string;
@@ -318,7 +323,8 @@ export class UploadService {
     try {
       content = await this.deps.blobs.withLocalFile(row.blob_key, async (filePath) => {
         const text = await this.deps
-          .extract({ filePath, kind, mime: row.mime_type, fileName: row.file_name })
+          // Anyone on the internet may upload: the pool's anonymous lane, in the workspace's turn, with its limits.
+          .extract({ filePath, kind, mime: row.mime_type, fileName: row.file_name, owner: { workspaceId: row.workspace_id, anonymous: true } })
           .then(({ segments }) => segments.map((s) => s.text).join('\n\n'))
           .catch((err: unknown) => {
             // A photo with no text still has a picture to describe.
@@ -451,6 +457,12 @@ export class UploadService {
       if (!this.deps.transcriber) {
         throw new ApiError(503, 'file_upload_prereq_failed', 'Voice notes need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)');
       }
+      // The length the recording states, read before it is stored or queued: a long one costs no transcription.
+      const max = this.deps.maxMediaSeconds;
+      const seconds = max === undefined ? null : await probeDurationSeconds(input.staged.tempPath);
+      if (max !== undefined && seconds !== null && seconds > max) {
+        throw new ApiError(400, 'invalid_request', `file: the recording is ${Math.ceil(seconds)} s long; voice notes are at most ${max} s`);
+      }
       // Held before the bytes are committed: another owner's delete of the same bytes can never fall in between.
       const holdId = await holdBlob(this.deps.em, input.staged.sha256);
       try {
@@ -473,11 +485,14 @@ export class UploadService {
    * `TranscriberUnavailable`, a recording over the length limit as `MediaTooLong`, one
    * that cannot be decoded as `ExtractionError`.
    */
-  async transcribeStored(blobKey: string, mime: string, signal?: AbortSignal): Promise<string> {
+  async transcribeStored(blobKey: string, mime: string, signal?: AbortSignal, workspaceId?: string): Promise<string> {
     const transcriber = this.deps.transcriber;
     if (!transcriber) throw new OperationalError(TRANSCRIBER_UNAVAILABLE, 'no transcriber is configured on the worker (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)', false);
     try {
-      const text = await this.deps.blobs.withLocalFile(blobKey, (filePath) => transcriber.transcribe(filePath, mime, { signal }));
+      // The cap again where the recording is decoded: a container that states no length (a browser's WebM) stops there.
+      const run = () => this.deps.blobs.withLocalFile(blobKey, (filePath) => transcriber.transcribe(filePath, mime, { signal, maxSeconds: this.deps.maxMediaSeconds }));
+      // Anyone may send voice notes: they wait in the anonymous lane, workspace by workspace (a note of a workflow started before the workspace was passed is a turn of its own).
+      const text = this.deps.pool ? await this.deps.pool.run({ workspaceId: workspaceId ?? '', anonymous: true }, run) : await run();
       return text.trim();
     } catch (err) {
       if (err instanceof TranscriberError) {

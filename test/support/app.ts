@@ -187,6 +187,12 @@ export async function startTestApp(opts: {
     WIDGET_RATE_LIMIT_PER_CLIENT: widget.perSiteClient,
     WIDGET_SENDS_PER_CONVERSATION: widget.sendsPerConversation,
     WIDGET_REFUSALS_PER_ADDRESS: widget.refusalsPerAddress ?? 10_000,
+    // Files: generous unless a test checks the quotas.
+    WIDGET_FILES_IN_FLIGHT_PER_ADDRESS: widget.work?.inFlightPerAddress ?? 10_000,
+    WIDGET_FILES_IN_FLIGHT_PER_SITE: widget.work?.inFlightPerSite ?? 10_000,
+    WIDGET_FILES_PER_ADDRESS_PER_HOUR: widget.work?.perAddressPerHour ?? 100_000,
+    WIDGET_FILE_BYTES_PER_ADDRESS_PER_HOUR: widget.work?.bytesPerAddressPerHour ?? 1024 ** 4,
+    WIDGET_FILE_BYTES_PER_SITE_PER_DAY: widget.work?.bytesPerSitePerDay ?? 1024 ** 4,
     CHAT_PING_INTERVAL_MS: opts.chatPingIntervalMs ?? 30_000,
     CHAT_MAX_SOCKETS_PER_CONVERSATION: caps.perConversation,
     CHAT_MAX_SOCKETS_PER_ADDRESS: caps.perAddress,

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import type { FastifyRequest } from 'fastify';
 import type { Services } from '../../../core/services';
 import type { Gateways } from '../../../gateways';
 import { z } from 'zod';
@@ -7,6 +8,7 @@ import { WIDGET_UPLOAD_MAX_BYTES } from '../../../core/widget/uploads';
 import { ApiError } from '../../../core/errors';
 import { workflowUnavailable } from '../../../gateways/uploads';
 import type { SiteRow } from '../../../core/widget/sites';
+import type { WidgetWorkQuota } from '../../../core/ratelimit/work-quota';
 import { ErrorBody, idString } from '../../schemas/common';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
 
@@ -62,14 +64,21 @@ const FileUrlBody = z
 const TRANSCRIBER_503 =
   'file_upload_prereq_failed: no transcriber is available (neither TRANSCRIBE_BASE_URL nor the embedded model of npm run models:fetch) or it is failing; missing_credential: the transcription service refused its credential (401/403: set TRANSCRIBE_API_KEY)';
 
+/** The anonymous-work quotas (core/ratelimit/work-quota.ts), on top of the widget's request limits. */
+const FILES_429 = ErrorBody.meta({
+  description:
+    'rate_limited (Retry-After): more than 300 requests a minute from one client address to the site, more than 30 refused requests a minute from one address, or over the quotas of files (uploads and voice notes together): WIDGET_FILES_IN_FLIGHT_PER_ADDRESS (2) being processed at once per site and client address, WIDGET_FILES_IN_FLIGHT_PER_SITE (10) per site, WIDGET_FILES_PER_ADDRESS_PER_HOUR (60) and WIDGET_FILE_BYTES_PER_ADDRESS_PER_HOUR (200 MB) an hour per address, WIDGET_FILE_BYTES_PER_SITE_PER_DAY (5 GB) a day per site',
+});
+
 /** Recordings the embedded transcriber refuses for their length. */
-const MEDIA_TOO_LONG_413 = 'media_too_long: the recording is longer than TRANSCRIBE_MAX_SECONDS (default 600 s), the most the embedded transcriber takes';
+const MEDIA_TOO_LONG_413 =
+  'media_too_long: the recording is longer than WIDGET_TRANSCRIBE_MAX_SECONDS (default 300 s; at most TRANSCRIBE_MAX_SECONDS), the most taken from a widget visitor';
 
 const uploadErrors = {
   ...widgetErrors,
   400: ErrorBody.meta({
     description:
-      'missing_site_id; invalid_request (a bad field, an empty file, a conversation_id or customer_id not of this site, or a file that cannot be read: the upload then stays in status error and the body has upload_id); unsupported_type; too_many_files (more than 5 files of the conversation processing)',
+      'missing_site_id; invalid_request (a bad field, an empty file, a conversation_id or customer_id not of this site, or a file that cannot be read, such as a PDF of more than UPLOAD_MAX_PDF_PAGES (500) pages: the upload then stays in status error and the body has upload_id); unsupported_type; too_many_files (more than 5 files of the conversation processing)',
   }),
   403: ErrorBody.meta({
     description:
@@ -77,6 +86,7 @@ const uploadErrors = {
   }),
   413: ErrorBody.meta({ description: `payload_too_large: over 25 MB; ${MEDIA_TOO_LONG_413} (the upload then stays in status error and the body has upload_id)` }),
   415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
+  429: FILES_429,
   503: ErrorBody.meta({
     description: `no_workflow_configured; ${TRANSCRIBER_503}; workflow_unavailable: this API process has no workflow service to extract the file on (or lost it while waiting: the body then has upload_id, whose status tells how processing ended)`,
   }),
@@ -89,8 +99,30 @@ const field = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
 const formIdentity = (fields: Record<string, string>) => identityOf({ external_id: field(fields.external_id), user_hash: field(fields.user_hash) });
 
 /** Upload, upload status, file_url, transcribe. */
-export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'uploads' | 'widget' | 'blobs'>; gateways: Gateways | null }> = async (app, opts) => {
+export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'uploads' | 'widget' | 'blobs'>; gateways: Gateways | null; work: WidgetWorkQuota }> = async (app, opts) => {
   const uploads = opts.services.uploads;
+
+  /**
+   * Reads the request's one file within the anonymous-work quotas: a place in flight
+   * (per site and client address, and per site) and the address's hourly count are taken
+   * before a byte is read, the bytes charged once read; 429 rate_limited past any. The
+   * lease is the caller's to release when the file's processing ends.
+   */
+  const readWithinQuota = async (request: FastifyRequest) => {
+    const site = request.site!;
+    const lease = await opts.work.admit(site.id, request.ip);
+    try {
+      const read = await readSingleFile(request, opts.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      await opts.work.chargeBytes(site.id, request.ip, read.staged.size).catch(async (err: unknown) => {
+        await opts.services.blobs.discard(read.staged);
+        throw err;
+      });
+      return { ...read, lease };
+    } catch (err) {
+      await lease.release();
+      throw err;
+    }
+  };
 
   /**
    * The identity rules of a request about a conversation (404 when it is not the site's,
@@ -120,27 +152,31 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
       await uploads.admit(request.site!);
       const extraction = opts.gateways?.uploads;
       if (!extraction) throw workflowUnavailable();
-      const { staged, fileName, fields } = await readSingleFile(request, opts.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
-      await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
-        await opts.services.blobs.discard(staged);
-        // The upload contract has no not_found: a conversation_id not of this site is a bad field.
-        if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(400, 'invalid_request', 'conversation_id: not a conversation of this site');
-        throw err;
-      });
-      const stored = await uploads.store(request.site!, {
-        staged,
-        fileName,
-        conversationId: field(fields.conversation_id),
-        customerId: field(fields.customer_id),
-      });
-      // Extraction runs in the worker (`widget-upload:<upload_id>`); the answer waits for it.
-      const outcome = await extraction.extract(stored, async () => {
-        await uploads.failExtraction(stored.row.id, 'processing could not start; upload the file again');
-      });
-      const answer = uploads.answer(stored, outcome);
-      // A creation: 201 (DECISIONS "Everywhere").
-      reply.code(201);
-      return answer;
+      const { staged, fileName, fields, lease } = await readWithinQuota(request);
+      try {
+        await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
+          await opts.services.blobs.discard(staged);
+          // The upload contract has no not_found: a conversation_id not of this site is a bad field.
+          if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(400, 'invalid_request', 'conversation_id: not a conversation of this site');
+          throw err;
+        });
+        const stored = await uploads.store(request.site!, {
+          staged,
+          fileName,
+          conversationId: field(fields.conversation_id),
+          customerId: field(fields.customer_id),
+        });
+        // Extraction runs in the worker (`widget-upload:<upload_id>`); the answer waits for it.
+        const outcome = await extraction.extract(stored, async () => {
+          await uploads.failExtraction(stored.row.id, 'processing could not start; upload the file again');
+        });
+        const answer = uploads.answer(stored, outcome);
+        // A creation: 201 (DECISIONS "Everywhere").
+        reply.code(201);
+        return answer;
+      } finally {
+        await lease.release();
+      }
     },
   });
 
@@ -219,10 +255,13 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
       response: {
         200: z.object({ transcript: z.string() }).meta({ id: 'WidgetTranscript' }),
         ...widgetErrors,
-        400: ErrorBody.meta({ description: 'missing_site_id, invalid_request (also a recording that cannot be decoded), not_audio' }),
+        400: ErrorBody.meta({
+          description: 'missing_site_id, invalid_request (also a recording that cannot be decoded, or one whose header states it is longer than WIDGET_TRANSCRIBE_MAX_SECONDS, default 300 s), not_audio',
+        }),
         413: ErrorBody.meta({ description: `payload_too_large: over 25 MB; ${MEDIA_TOO_LONG_413}` }),
         415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
         422: ErrorBody.meta({ description: 'empty_transcript: no speech found (silence is recognised by its loudness, before any transcription)' }),
+        429: FILES_429,
         503: ErrorBody.meta({
           description: `${TRANSCRIBER_503}; workflow_unavailable: this API process has no workflow service to transcribe on (or lost it while waiting)`,
         }),
@@ -233,14 +272,18 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
       // Transcription runs in the worker (`transcribe:<trn_id>`), never here: refused before a byte is read without a workflow service.
       const transcriptions = opts.gateways?.transcriptions;
       if (!transcriptions) throw workflowUnavailable();
-      const { staged, fileName, fields } = await readSingleFile(request, opts.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
-      await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
-        await opts.services.blobs.discard(staged);
-        throw err;
-      });
-      const note = await uploads.storeVoiceNote({ staged, fileName });
-      const outcome = await transcriptions.transcribe(note, request.site!, () => uploads.releaseVoiceNote(note.blobKey, note.holdId));
-      return uploads.transcriptAnswer(outcome);
+      const { staged, fileName, fields, lease } = await readWithinQuota(request);
+      try {
+        await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
+          await opts.services.blobs.discard(staged);
+          throw err;
+        });
+        const note = await uploads.storeVoiceNote({ staged, fileName });
+        const outcome = await transcriptions.transcribe(note, request.site!, () => uploads.releaseVoiceNote(note.blobKey, note.holdId));
+        return uploads.transcriptAnswer(outcome);
+      } finally {
+        await lease.release();
+      }
     },
   });
 };

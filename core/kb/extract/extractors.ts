@@ -116,6 +116,13 @@ async function extractPdf(buf: Buffer, ctx: ExtractContext): Promise<Segment[]> 
     const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     throw new ExtractionError(name === 'PasswordException' ? 'PDF is encrypted' : 'PDF is corrupt or encrypted', detail);
   }
+  // The page tree's own count, read before any page: a tree that names one page 200,000
+  // times (a 1.2 MB file) would otherwise be read 200,000 times.
+  if (doc.numPages > ctx.limits.maxPdfPages) {
+    const pages = doc.numPages;
+    await doc.destroy();
+    throw new ExtractionError(`the PDF has ${pages} pages, more than the ${ctx.limits.maxPdfPages} that are read`);
+  }
   const segments: Segment[] = [];
   let scanned = 0;
   let ocred = 0;

@@ -25,18 +25,23 @@ import type OpenAI from 'openai';
 import { classifyOpenAiError, openAiBaseUrl, openAiClient, withDeadline } from '../../llm/openai';
 import {
   DEFAULT_CHILD_LIMITS, ExtractionError, NoTextExtracted, TranscriberError,
-  type ChildJob, type ChildReply, type DocKind, type ExtractResult, type Segment,
+  MediaTooLong, type ChildJob, type ChildLimits, type ChildReply, type DocKind, type ExtractResult, type Segment,
 } from './types';
 import { tidyText } from './sections';
+import { probeDurationSeconds } from './probe';
 
 export { ExtractionError, MediaTooLong, MEDIA_TOO_LONG, NoTextExtracted, TranscriberError } from './types';
 export { LocalWhisperTranscriber } from './whisper';
 export type { DocKind, ExtractResult, Segment } from './types';
 export { sniffType, sniffBuffer, type SniffResult } from './sniff';
+export { probeDurationSeconds } from './probe';
 
 export interface Transcriber {
-  /** `signal`: the caller gave up (a cancelled activity, the extraction's time limit): stop if possible. */
-  transcribe(filePath: string, mime: string, options?: { signal?: AbortSignal }): Promise<string>;
+  /**
+   * `signal`: the caller gave up (a cancelled activity, the extraction's time limit): stop if possible.
+   * `maxSeconds`: a lower cap than the transcriber's own for this recording (anonymous work), where it decodes.
+   */
+  transcribe(filePath: string, mime: string, options?: { signal?: AbortSignal; maxSeconds?: number }): Promise<string>;
   /**
    * It limits its own time (the embedded transcriber: from the recording's length, waiting
    * for its turn not counted); the extraction's time limit is then not applied on top.
@@ -62,6 +67,10 @@ export interface ExtractOptions {
   ocrLangPath?: string;
   /** Aborting (e.g. a cancelled Temporal activity) kills the extraction process. */
   signal?: AbortSignal;
+  /** Limits of the extraction process other than the defaults (DEFAULT_CHILD_LIMITS), e.g. widget uploads' page cap. */
+  limits?: Partial<ChildLimits>;
+  /** Longest audio or video taken, in seconds: a longer one (by its container's header) is MediaTooLong before it is transcribed. */
+  maxMediaSeconds?: number;
 }
 
 export const DEFAULT_TIMEOUT_MS = 120_000;
@@ -80,7 +89,7 @@ export async function extractDocument(input: ExtractInput, opts: ExtractOptions 
   const maxMemoryMb = opts.maxMemoryMb ?? DEFAULT_MAX_MEMORY_MB;
   let result: ExtractResult;
   if (input.kind === 'audio' || input.kind === 'video') {
-    result = await transcribeMedia(input, opts.transcriber ?? null, timeoutMs, opts.signal);
+    result = await transcribeMedia(input, opts.transcriber ?? null, timeoutMs, opts.signal, opts.maxMediaSeconds);
   } else {
     result = await runChild({
       filePath: path.resolve(input.filePath),
@@ -88,7 +97,7 @@ export async function extractDocument(input: ExtractInput, opts: ExtractOptions 
       mime: input.mime,
       fileName: input.fileName,
       ocrLangPath: opts.ocrLangPath,
-      limits: DEFAULT_CHILD_LIMITS,
+      limits: { ...DEFAULT_CHILD_LIMITS, ...opts.limits },
     }, timeoutMs, maxMemoryMb, opts.signal);
   }
   const segments: Segment[] = [];
@@ -218,9 +227,14 @@ function runChild(job: ChildJob, timeoutMs: number, maxMemoryMb: number, signal?
 // ---------------------------------------------------------------------------------------
 // Audio and video
 
-async function transcribeMedia(input: ExtractInput, transcriber: Transcriber | null, timeoutMs: number, signal?: AbortSignal): Promise<ExtractResult> {
+async function transcribeMedia(input: ExtractInput, transcriber: Transcriber | null, timeoutMs: number, signal?: AbortSignal, maxSeconds?: number): Promise<ExtractResult> {
   const what = input.kind === 'video' ? 'video' : 'audio';
   if (!transcriber) throw new ExtractionError(`${what} needs a transcriber: set TRANSCRIBE_BASE_URL, or run npm run models:fetch for the embedded one`);
+  if (maxSeconds !== undefined) {
+    // The header's length, before the transcriber's queue: a long recording costs no transcription at all.
+    const seconds = await probeDurationSeconds(input.filePath);
+    if (seconds !== null && seconds > maxSeconds) throw new MediaTooLong(maxSeconds);
+  }
   // The transcriber is told to stop when the caller gives up or the time limit passes.
   const stop = new AbortController();
   let timer: NodeJS.Timeout | undefined;
@@ -238,7 +252,7 @@ async function transcribeMedia(input: ExtractInput, transcriber: Transcriber | n
     }, { once: true });
   });
   try {
-    const text = await Promise.race([transcriber.transcribe(input.filePath, input.mime, { signal: stop.signal }), timeout, aborted]);
+    const text = await Promise.race([transcriber.transcribe(input.filePath, input.mime, { signal: stop.signal, maxSeconds }), timeout, aborted]);
     return { segments: [{ text }], warnings: [] };
   } catch (err) {
     if (err instanceof ExtractionError) throw err;

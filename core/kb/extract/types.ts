@@ -104,6 +104,8 @@ export interface ChildLimits {
   maxAttachmentDepth: number;
   /** How many attachments of one message are extracted. */
   maxAttachments: number;
+  /** A PDF whose page tree counts more pages than this fails before any page is read. */
+  maxPdfPages: number;
 }
 
 export const DEFAULT_CHILD_LIMITS: ChildLimits = {
@@ -112,6 +114,8 @@ export const DEFAULT_CHILD_LIMITS: ChildLimits = {
   maxImagePixels: 60_000_000,
   maxAttachmentDepth: 3,
   maxAttachments: 50,
+  // Far above any manual a knowledge base indexes; widget uploads get UPLOAD_MAX_PDF_PAGES.
+  maxPdfPages: 10_000,
 };
 
 /** What the parent hands the child (as one JSON argv element). */

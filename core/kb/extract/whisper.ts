@@ -277,17 +277,18 @@ export class LocalWhisperTranscriber {
     return this.opts.modelPath;
   }
 
-  async transcribe(filePath: string, _mime: string, options: { signal?: AbortSignal } = {}): Promise<string> {
+  async transcribe(filePath: string, _mime: string, options: { signal?: AbortSignal; maxSeconds?: number } = {}): Promise<string> {
     return (await this.transcribeWithStats(filePath, options)).text;
   }
 
-  /** The transcript with what it cost (the benchmark reads these). */
-  transcribeWithStats(filePath: string, options: { signal?: AbortSignal } = {}): Promise<{ text: string; stats: TranscriptionStats }> {
+  /** The transcript with what it cost (the benchmark reads these). `maxSeconds` may only lower the cap (anonymous work). */
+  transcribeWithStats(filePath: string, options: { signal?: AbortSignal; maxSeconds?: number } = {}): Promise<{ text: string; stats: TranscriptionStats }> {
     return serialized(async () => {
       const { signal } = options;
       if (signal?.aborted) throw new ExtractionError('transcription was cancelled');
       const t0 = performance.now();
-      const samples = await decodeToPcm(filePath, this.opts.maxSeconds, this.opts.ffmpeg, signal);
+      const maxSeconds = Math.min(this.opts.maxSeconds, options.maxSeconds ?? Infinity);
+      const samples = await decodeToPcm(filePath, maxSeconds, this.opts.ffmpeg, signal);
       return this.recognize(samples, performance.now() - t0, signal);
     });
   }

@@ -118,3 +118,22 @@ export const FAILURE_CONVERTER_PATH = require.resolve('./failure-converter');
 export function serviceCodec(box: SecretBox, generation: number): EncryptionCodec {
   return new EncryptionCodec(payloadKeys(box, generation));
 }
+
+/**
+ * A copy of a history (or any proto object) with every encrypted payload decrypted, failures'
+ * encoded attributes included: what the replay fixtures store (test/replay/histories), so
+ * they replay without the key of the run that recorded them.
+ */
+export async function decryptPayloadsIn<T>(value: T, codec: EncryptionCodec): Promise<T> {
+  const walk = async (v: unknown): Promise<unknown> => {
+    if (!v || typeof v !== 'object' || ArrayBuffer.isView(v)) return v;
+    if (Array.isArray(v)) return Promise.all(v.map(walk));
+    const p = v as Payload;
+    const encoding = p.metadata?.[METADATA_ENCODING_KEY];
+    if (encoding && 'data' in p && Buffer.from(encoding).toString() === ENCODING_ENCRYPTED) return (await codec.decode([p]))[0];
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) out[k] = await walk(x);
+    return out;
+  };
+  return (await walk(value)) as T;
+}

@@ -1,7 +1,7 @@
 // The Temporal payload codec: AES-256-GCM under a sub-key of CONCIERGE_ENCRYPTION_KEY, named in each payload.
 import { randomBytes } from 'node:crypto';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
-import { ENCODING_ENCRYPTED, EncryptionCodec, METADATA_KEY_ID, payloadKey, serviceCodec } from '../../core/crypto/payload-codec';
+import { decryptPayloadsIn, ENCODING_ENCRYPTED, EncryptionCodec, METADATA_KEY_ID, payloadKey, serviceCodec } from '../../core/crypto/payload-codec';
 import { SecretBox } from '../../core/crypto/secret-box';
 
 const box = new SecretBox(randomBytes(32));
@@ -66,4 +66,17 @@ test('each encoding uses a fresh IV: the same value never encrypts to the same b
   const codec = new EncryptionCodec([payloadKey(box, 1)]);
   const [a, b] = await codec.encode([payload(TEXT), payload(TEXT)]);
   expect(Buffer.from(a.data!).equals(Buffer.from(b.data!))).toBe(false);
+});
+
+test('decryptPayloadsIn gives a history back with every encrypted payload decrypted, at any depth, the rest untouched', async () => {
+  const codec = serviceCodec(box, 1);
+  const [a, b] = await codec.encode([payload(TEXT), payload({ message: 'boom' })]);
+  const plain = payload('plain');
+  const history = { events: [{ eventId: '1', input: { payloads: [a, plain] } }, { failure: { message: 'Encoded failure', encodedAttributes: b } }] };
+  const out = await decryptPayloadsIn(history, codec);
+  expect(defaultPayloadConverter.fromPayload(out.events[0].input!.payloads[0])).toBe(TEXT);
+  expect(out.events[0].input!.payloads[1]).toEqual(plain);
+  expect(defaultPayloadConverter.fromPayload(out.events[1].failure!.encodedAttributes)).toEqual({ message: 'boom' });
+  expect(out.events[0].eventId).toBe('1');
+  expect(JSON.stringify(out)).not.toContain(ENCODING_ENCRYPTED);
 });

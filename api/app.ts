@@ -18,6 +18,7 @@ import { openapiPlugin } from './plugins/openapi';
 import { fileRoutes } from './routes/kb/files';
 import { folderRoutes } from './routes/kb/folders';
 import { healthRoutes } from './routes/health';
+import { CODEC_PREFIX, temporalCodecRoutes, type TemporalCodecOptions } from './routes/temporal-codec';
 import { agentRoutes } from './routes/agents';
 import { conversationRoutes } from './routes/conversations';
 import { analyticsRoutes } from './routes/analytics';
@@ -55,6 +56,8 @@ export interface AppDeps {
   voice?: VoiceParts | null;
   /** The direct voice transport's signalling; absent: /api/voice/rtc answers 503. */
   voiceSignalling?: VoiceSignalling | null;
+  /** Temporal's remote codec for the UI and CLI (api/routes/temporal-codec.ts); absent: /api/temporal-codec answers 404. */
+  temporalCodec?: TemporalCodecOptions | null;
 }
 
 /**
@@ -131,6 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
   await app.register(documentRoutes, { services, gateways });
+  if (deps.temporalCodec) await app.register(temporalCodecRoutes, { prefix: CODEC_PREFIX, ...deps.temporalCodec });
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every
   // path registered above, the methods that path lacks.

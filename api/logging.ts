@@ -10,6 +10,8 @@ const SECRET_QUERY_PARAMS = new Set(['conversation_id', 'user_hash', 'external_i
 
 /** Signed media links carry their whole claim (and its MAC) in the path: anyone holding one can fetch. */
 const MEDIA_PATH = /(\/api\/media\/)[^?#]*/i;
+/** The codec endpoint takes its token as a path segment from browser UIs that cannot send a header. */
+const CODEC_TOKEN_PATH = /(\/api\/temporal-codec\/)[^/?#]+(?=\/[^/?#]+\/?(?:[?#]|$))/i;
 
 export const REDACTED = '[redacted]';
 
@@ -29,7 +31,7 @@ function decodeName(raw: string): string {
  */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?');
-  const path = (q === -1 ? url : url.slice(0, q)).replace(MEDIA_PATH, `$1${REDACTED}`);
+  const path = (q === -1 ? url : url.slice(0, q)).replace(MEDIA_PATH, `$1${REDACTED}`).replace(CODEC_TOKEN_PATH, `$1${REDACTED}`);
   if (q === -1) return path;
   const query = url
     .slice(q + 1)

@@ -68,6 +68,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     maxUploadBytes: config.KB_UPLOAD_MAX_BYTES,
     logger: opts.logger ?? loggerOptions(config.LOG_LEVEL),
     chatHub,
+    temporalCodec: { codec: c.payloadCodec, token: config.TEMPORAL_CODEC_TOKEN ?? null, uiOrigins: config.TEMPORAL_UI_ORIGIN },
   });
   c.onClose(() => app.close());
   await chatHub.start();

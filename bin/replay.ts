@@ -5,6 +5,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DefaultLogger, makeTelemetryFilterString, Runtime, Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import type { DataConverter } from '@temporalio/common';
+import { dataDir, loadConfig } from '../core/config';
+import { ENCODING_ENCRYPTED, EncryptionCodec, METADATA_KEY_ID, serviceCodec, temporalDataConverter } from '../core/crypto/payload-codec';
+import { SecretBox } from '../core/crypto/secret-box';
 import { WORKFLOWS_PATH, workflowBundleFor } from '../worker/worker';
 
 const USAGE = `usage: npm run -s replay -- [--workflows PATH | --bundle FILE] <history.json | directory>...
@@ -12,6 +16,9 @@ const USAGE = `usage: npm run -s replay -- [--workflows PATH | --bundle FILE] <h
                  a directory stands for every *.json file in it
   --workflows    the workflows to replay against (a file or directory bundled now; default: this checkout's workflows/)
   --bundle       a prebuilt workflow bundle instead (npm run build writes dist/workflow-bundle.js)
+payloads:        encrypted ones (binary/encrypted) are decoded with the key of CONCIERGE_ENCRYPTION_KEY, or else
+                 <CONCIERGE_DATA_DIR>/encryption.key, every generation up to TEMPORAL_PAYLOAD_KEY_VERSION;
+                 unencrypted ones are read as they are
 exit code: 0 when every history replays, 1 when one does not, 2 on a usage error`;
 
 class UsageError extends Error {}
@@ -43,6 +50,43 @@ export function readHistory(file: string): { history: { events: unknown[] }; wor
   return { history: history as { events: unknown[] }, workflowType };
 }
 
+/**
+ * The service's data converter, so encrypted histories decode as the worker decodes them: the key of
+ * CONCIERGE_ENCRYPTION_KEY, else the data directory's (npm start). No key: plain histories only.
+ */
+export function replayDataConverter(env: NodeJS.ProcessEnv = process.env): DataConverter | undefined {
+  const config = loadConfig(env);
+  const file = path.join(dataDir(config), 'encryption.key');
+  const key = config.CONCIERGE_ENCRYPTION_KEY ?? (fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : undefined);
+  if (!key) return undefined;
+  return temporalDataConverter(serviceCodec(SecretBox.fromString(key), config.TEMPORAL_PAYLOAD_KEY_VERSION));
+}
+
+/** Whether a history holds payloads of the service's codec (exports spell metadata in base64, the UI's download in text). */
+export function isEncrypted(history: { events: unknown[] }): boolean {
+  const text = JSON.stringify(history);
+  return text.includes(`"${Buffer.from(ENCODING_ENCRYPTED).toString('base64')}"`) || text.includes(`"${ENCODING_ENCRYPTED}"`);
+}
+
+/** The key ids a history's payloads name that the data converter's codec cannot decrypt. */
+function missingKeyIds(history: { events: unknown[] }, dc: DataConverter | undefined): string[] {
+  const codec = dc?.payloadCodecs?.find((c): c is EncryptionCodec => c instanceof EncryptionCodec);
+  if (!codec) return [];
+  const ids = new Set<string>();
+  const walk = (v: unknown): void => {
+    if (!v || typeof v !== 'object') return;
+    const raw = (v as Record<string, unknown>)[METADATA_KEY_ID];
+    if (typeof raw === 'string') {
+      // Exports spell metadata values in base64, the UI's download as text.
+      const decoded = Buffer.from(raw, 'base64').toString('utf8');
+      ids.add(/^g\d+-[0-9a-f]+$/.test(raw) ? raw : decoded);
+    }
+    for (const x of Object.values(v)) walk(x);
+  };
+  walk(history.events);
+  return [...ids].filter((id) => !codec.holds(id));
+}
+
 function replayOptions(values: { workflows?: string; bundle?: string }): ReplayWorkerOptions {
   if (values.workflows && values.bundle) throw new UsageError('give --workflows or --bundle, not both');
   if (values.bundle) {
@@ -62,7 +106,16 @@ function replayOptions(values: { workflows?: string; bundle?: string }): ReplayW
 export async function replay(files: string[], options: ReplayWorkerOptions, out: (line: string) => void): Promise<number> {
   const loaded = files.map((file) => {
     try {
-      return { file, ...readHistory(file) };
+      const read = readHistory(file);
+      // Without the key the replay would fail deep in the SDK with an encoded failure: say what is missing instead.
+      if (!options.dataConverter && isEncrypted(read.history)) {
+        return { file, error: `${read.workflowType}: its payloads are encrypted (binary/encrypted): set CONCIERGE_ENCRYPTION_KEY to the key of the deployment that wrote it` };
+      }
+      const missing = missingKeyIds(read.history, options.dataConverter);
+      if (missing.length) {
+        return { file, error: `${read.workflowType}: its payloads are encrypted with key id ${missing.join(', ')}, which the key given does not hold (CONCIERGE_ENCRYPTION_KEY, TEMPORAL_PAYLOAD_KEY_VERSION)` };
+      }
+      return { file, ...read };
     } catch (err) {
       return { file, error: (err as Error).message };
     }
@@ -113,7 +166,7 @@ async function main(): Promise<number> {
   try {
     if (!positionals.length) throw new UsageError('no history given');
     const files = historyFiles(positionals);
-    const options = replayOptions(values);
+    const options: ReplayWorkerOptions = { ...replayOptions(values), dataConverter: replayDataConverter() };
     // Quiet: the bundler's and the SDK's own logs would bury the per-file lines.
     Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } } });
     const failed = await replay(files, options, (line) => console.log(line));

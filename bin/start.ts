@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startApi } from '../api/server';
+import { CODEC_PREFIX } from '../api/routes/temporal-codec';
 import { compose, localModelFiles, type Composition } from '../core/compose';
 import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind, type Config } from '../core/config';
 import { chooseDatabase } from '../infra/postgres';
@@ -53,6 +54,10 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     stops.push(db.stop);
     say(`database: ${db.description}`);
 
+    // The API's port is chosen now: the msgapp sandbox needs it for its webhook calls, the Temporal UI for its codec.
+    const port = process.env.PORT ? config.PORT : await pickPort(config.HOST, config.PORT);
+    const base = `http://${config.HOST}:${port}`;
+
     let temporalAddress = config.TEMPORAL_ADDRESS;
     let dev: DevServer | null = null;
     if (!temporalAddress) {
@@ -65,17 +70,20 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
         namespace: config.TEMPORAL_NAMESPACE,
         logFile: path.join(dir, 'temporal.log'),
         searchAttributes: SEARCH_ATTRIBUTE_FLAGS,
+        // The UI shows decoded payloads through the API's codec endpoint. A browser UI cannot add the
+        // Authorization header, so the token is the path segment the protocol allows (api/routes/temporal-codec.ts);
+        // one is generated per start when none is configured.
+        uiCodecEndpoint: `${base}${CODEC_PREFIX}/${(config.TEMPORAL_CODEC_TOKEN ??= randomBytes(32).toString('hex'))}`,
       });
       stops.push(dev.stop);
       temporalAddress = dev.address;
+      // Its UI may have moved to a free port: that origin may call the codec endpoint too.
+      if (!config.TEMPORAL_UI_ORIGIN.includes(dev.uiUrl)) config.TEMPORAL_UI_ORIGIN.push(dev.uiUrl);
       say(`Temporal: embedded dev server at ${dev.address} (state in ${path.join(dir, 'temporal.db')})`);
     } else {
       say(`Temporal: ${temporalAddress}`);
     }
 
-    // The API's port is chosen now: the msgapp sandbox needs it for its webhook calls.
-    const port = process.env.PORT ? config.PORT : await pickPort(config.HOST, config.PORT);
-    const base = `http://${config.HOST}:${port}`;
     // Links handed out (media in message.inbound, widget file URLs) are absolute: by default, the address served here.
     config.PUBLIC_BASE_URL ??= publicBaseUrl({ ...config, PORT: port });
     if (!config.MSGAPP_API_BASE) {
@@ -102,7 +110,7 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     say(`API:         ${base}/api/v1   (rate limits: ${rateStore} store)`);
     say(`OpenAPI:     ${base}/api/v1/openapi.json`);
     say(`links:       ${config.PUBLIC_BASE_URL} (PUBLIC_BASE_URL)`);
-    if (dev) say(`Temporal UI: ${dev.uiUrl}`);
+    if (dev) say(`Temporal UI: ${dev.uiUrl}   (payloads are encrypted; the UI decodes them through ${base}${CODEC_PREFIX})`);
     say(`extraction:  ${describeStructured(config)}`);
     say(`first key:   npm run -s admin -- workspace create --name Demo   then   npm run -s admin -- key create --workspace <id> --name dev --scopes kb:read,kb:write`);
     return { composition: c, base, stop };

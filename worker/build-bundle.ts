@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { FAILURE_CONVERTER_PATH } from '../core/crypto/payload-codec';
 import { PREBUILT_BUNDLE_PATH, WORKFLOWS_PATH } from './worker';
 
 // webpack's per-module report is noise in a build log; its warnings and errors are kept.
@@ -11,7 +12,7 @@ const quiet = { trace: noop, debug: noop, info: noop, log: noop, warn: console.w
 
 async function main() {
   const out = process.argv[2] ?? PREBUILT_BUNDLE_PATH;
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quiet });
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, failureConverterPath: FAILURE_CONVERTER_PATH, logger: quiet });
   fs.mkdirSync(path.dirname(out), { recursive: true });
   fs.writeFileSync(out, code);
   console.log(`[concierge] workflow bundle: ${out} (${(code.length / 1024).toFixed(0)} KiB)`);

@@ -13,6 +13,7 @@ import { kbIndexing, msgappInbound, webhookDeliveries } from './outbox-sources';
 import { ensureSchedules } from './schedules';
 import { ensureSearchAttributes } from './search-attributes';
 import { createWorker } from './worker';
+import { temporalDataConverter } from '../core/crypto/payload-codec';
 
 /** A workflow id's latest run as the maintenance reconciliation needs it: running, closed, or unknown. */
 export function workflowStateOf(client: Client): (workflowId: string) => Promise<WorkflowState> {
@@ -70,7 +71,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
     connection = own;
   }
   const conversations = new ConversationGateway(client, taskQueue, c.services.transcript);
-  const worker = await createWorker({ connection, namespace, taskQueue, deps: {
+  const worker = await createWorker({ connection, namespace, taskQueue, dataConverter: temporalDataConverter(c.payloadCodec), deps: {
       em: c.em,
       services: c.services,
       indexing: c.indexing,

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
 
@@ -8,6 +9,8 @@ export interface WorkerParams {
   namespace: string;
   taskQueue: string;
   deps: ActivityDeps;
+  /** The composition's (core/crypto/payload-codec.ts): what the worker writes into histories is encrypted. */
+  dataConverter: DataConverter;
   /**
    * A prebuilt bundle (tests build one per run). Absent: the one `npm run build` wrote
    * beside the compiled code, or, running from source, the workflows bundled at start.
@@ -53,6 +56,7 @@ export async function createWorker(p: WorkerParams): Promise<Worker> {
     namespace: p.namespace,
     taskQueue: p.taskQueue,
     activities: createActivities(p.deps),
+    dataConverter: p.dataConverter,
     maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASK_SLOTS,
     shutdownGraceTime: SHUTDOWN_GRACE,
     shutdownForceTime: SHUTDOWN_FORCE,

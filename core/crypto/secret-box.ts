@@ -36,6 +36,11 @@ export class SecretBox {
     return SecretBox.fromString(fs.readFileSync(file, 'utf8'));
   }
 
+  /** A 32-byte key of its own for another purpose (HKDF-SHA256 of the encryption key, `info` naming the purpose). */
+  deriveKey(info: string): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.key, Buffer.alloc(0), info, 32));
+  }
+
   /** A MAC key of its own, derived from the encryption key (never the key itself). */
   private macKey(): Buffer {
     return Buffer.from(hkdfSync('sha256', this.key, Buffer.alloc(0), 'concierge signed links v1', 32));

@@ -4,6 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
+import { serviceCodec, temporalDataConverter } from '../../core/crypto/payload-codec';
+import { SecretBox } from '../../core/crypto/secret-box';
 import { pickPort } from '../../infra/ports';
 import { purgeExpiredWorkflow } from '../../workflows';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
@@ -54,7 +56,8 @@ test('the compiled worker runs under plain Node, loads the prebuilt bundle and e
     .execute(`insert into idempotency_keys (workspace_id, key, request_hash, state, expires_at) values (?, 'old', 'h', 'completed', now() - interval '1 hour')`, [ws]);
   const connection = await Connection.connect({ address: process.env.TEST_TEMPORAL_ADDRESS });
   try {
-    const client = new Client({ connection, namespace });
+    // The worker encrypts what it writes (core/crypto/payload-codec.ts): the client needs the same key to read the result.
+    const client = new Client({ connection, namespace, dataConverter: temporalDataConverter(serviceCodec(SecretBox.fromString(key), 1)) });
     const result = await client.workflow.execute(purgeExpiredWorkflow, { taskQueue: namespace, workflowId: `purge-${randomBytes(4).toString('hex')}` });
     expect(result.idempotencyKeys).toBe(1);
   } finally {

@@ -7,6 +7,7 @@ import { Connection } from '@temporalio/client';
 import { findTemporalCli, startDevServer, type DevServer } from '../../infra/temporal';
 import { ALL_SEARCH_ATTRIBUTES, SEARCH_ATTRIBUTE_FLAGS } from '../../worker/search-attributes';
 
+const CODEC = 'http://127.0.0.1:3999/api/temporal-codec/0123456789abcdef0123456789abcdef';
 let dir: string;
 let dev: DevServer;
 beforeAll(async () => {
@@ -19,6 +20,7 @@ beforeAll(async () => {
     namespace: 'default',
     logFile: path.join(dir, 'temporal.log'),
     searchAttributes: SEARCH_ATTRIBUTE_FLAGS,
+    uiCodecEndpoint: CODEC,
   });
 }, 60_000);
 afterAll(async () => {
@@ -39,3 +41,18 @@ test('the state file is in WAL mode and every search attribute is registered bef
     await connection.close();
   }
 }, 60_000);
+
+test('the embedded server listens on 127.0.0.1 only (frontend, UI, HTTP API, metrics): it authenticates no one', async () => {
+  // Every listening TCP socket of the dev server process (and its children), with its local address.
+  const out = execFileSync('ss', ['-ltnpH']).toString();
+  const mine = out.split('\n').filter((l) => new RegExp(`pid=${dev.process.pid}\\b`).test(l));
+  const locals = mine.map((l) => l.trim().split(/\s+/)[3]);
+  expect(locals).toContainEqual(dev.address);
+  expect(locals).toContainEqual(dev.uiUrl.replace('http://', ''));
+  for (const local of locals) expect(local).toMatch(/^127\.0\.0\.1:\d+$/);
+});
+
+test('its UI decodes payloads through the codec endpoint it was given (--ui-codec-endpoint)', async () => {
+  const settings = (await (await fetch(`${dev.uiUrl}/api/v1/settings`)).json()) as { Codec?: { Endpoint?: string } };
+  expect(settings.Codec?.Endpoint).toBe(CODEC);
+});

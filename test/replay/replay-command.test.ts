@@ -1,21 +1,26 @@
 // `npm run replay`: histories exported from a running deployment replay against the current code.
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { SecretBox } from '../../core/crypto/secret-box';
 import { findTemporalCli } from '../../infra/temporal';
 import { purgeExpiredWorkflow } from '../../workflows';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { HISTORIES_DIR, startTestWorker, type TestWorker } from '../support/temporal';
 
 const ROOT = path.resolve(__dirname, '../..');
+const KEY = randomBytes(32).toString('hex');
 const run = promisify(execFile);
 
 /** The command as `npm run replay` runs it; resolves with its exit code and output. */
-async function replay(args: string[]): Promise<{ code: number; out: string }> {
+async function replay(args: string[], env: Record<string, string> = {}): Promise<{ code: number; out: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'bin/replay.ts', ...args], { cwd: ROOT, timeout: 120_000 });
+    // No key unless the test gives one: not this checkout's .data key, nor the environment's.
+    const base = { ...process.env, CONCIERGE_ENCRYPTION_KEY: '', CONCIERGE_DATA_DIR: dir };
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'bin/replay.ts', ...args], { cwd: ROOT, timeout: 120_000, env: { ...base, ...env } });
     return { code: 0, out: stdout + stderr };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };
@@ -28,7 +33,8 @@ let tw: TestWorker;
 let dir: string;
 beforeAll(async () => {
   db = await createTestDatabase();
-  tw = await startTestWorker(db);
+  // The worker encrypts what it writes with this key (core/crypto/payload-codec.ts); the replay decodes with it.
+  tw = await startTestWorker(db, { box: SecretBox.fromString(KEY) });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'replay-command-'));
 }, 60_000);
 afterAll(async () => {
@@ -52,9 +58,19 @@ test('a history exported from the running server with `temporal workflow show --
   const { stdout } = await run(cli, ['workflow', 'show', '-w', workflowId, '--output', 'json', '--address', process.env.TEST_TEMPORAL_ADDRESS!, '--namespace', 'default']);
   const file = path.join(dir, `${workflowId}.json`);
   fs.writeFileSync(file, stdout);
-  const { code, out } = await replay(['--bundle', process.env.TEST_WORKFLOW_BUNDLE!, file]);
+  // Its payloads are encrypted: the replay decodes them with CONCIERGE_ENCRYPTION_KEY, as the worker did.
+  expect(stdout).toContain(Buffer.from('binary/encrypted').toString('base64'));
+  const { code, out } = await replay(['--bundle', process.env.TEST_WORKFLOW_BUNDLE!, file], { CONCIERGE_ENCRYPTION_KEY: KEY });
   expect(out).toContain(`OK   ${file} (purgeExpiredWorkflow)`);
   expect(code).toBe(0);
+  // Without the key it cannot read them, and says so.
+  const keyless = await replay(['--bundle', process.env.TEST_WORKFLOW_BUNDLE!, file]);
+  expect(keyless.out).toContain(`FAIL ${file}: purgeExpiredWorkflow: its payloads are encrypted (binary/encrypted): set CONCIERGE_ENCRYPTION_KEY`);
+  expect(keyless.code).toBe(1);
+  // Nor with another key: the payloads name a key id it does not hold.
+  const other = await replay(['--bundle', process.env.TEST_WORKFLOW_BUNDLE!, file], { CONCIERGE_ENCRYPTION_KEY: randomBytes(32).toString('hex') });
+  expect(other.out).toMatch(/^FAIL \S+: purgeExpiredWorkflow: its payloads are encrypted with key id g1-[0-9a-f]{12}, which the key given does not hold/m);
+  expect(other.code).toBe(1);
 }, 120_000);
 
 test('an incompatible change to the workflow code fails the replay with the determinism error, exit 1', async () => {

@@ -1,9 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { HISTORIES_DIR, installQuietRuntime } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
+import { serviceCodec, temporalDataConverter } from '../../core/crypto/payload-codec';
+import { SecretBox } from '../../core/crypto/secret-box';
 
 const histories = fs.readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
 const load = (file: string) => JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, file), 'utf8'));
@@ -37,9 +40,11 @@ describe('stored workflow histories replay against the current code', () => {
     expect(after.length).toBeGreaterThan(0);
   });
 
+  // With the service's data converter, as the worker and `npm run replay` run: the fixtures' unencrypted payloads pass through.
+  const dataConverter = temporalDataConverter(serviceCodec(new SecretBox(randomBytes(32)), 1));
   test.each(histories)('%s replays deterministically', async (file) => {
     const bundle = process.env.TEST_WORKFLOW_BUNDLE!;
-    await expect(Worker.runReplayHistory({ workflowBundle: { codePath: bundle } }, load(file), file)).resolves.toBeUndefined();
+    await expect(Worker.runReplayHistory({ workflowBundle: { codePath: bundle }, dataConverter }, load(file), file)).resolves.toBeUndefined();
   });
 
   test('an incompatible change to a workflow is caught as a DeterminismViolationError', async () => {

@@ -33,6 +33,7 @@ export const SHARED_SETTINGS = [
   'TEMPORAL_ADDRESS',
   'TEMPORAL_NAMESPACE',
   'TEMPORAL_TASK_QUEUE',
+  'TEMPORAL_PAYLOAD_KEY_VERSION',
   'PUBLIC_BASE_URL',
   'CONCIERGE_MODELS_DIR',
 ] as const satisfies readonly (keyof Config)[];
@@ -279,6 +280,40 @@ export function composeProblems(raw: ComposeDoc, env: Record<string, string | un
     if (api && regEnv.NAMESPACE !== api.TEMPORAL_NAMESPACE) problems.push(`${regName}: registers in namespace ${regEnv.NAMESPACE}, the processes use ${api.TEMPORAL_NAMESPACE}`);
     for (const role of Object.keys(ENTRIES) as Role[]) {
       if (services[role] && dependsOn(services[role])[regName] !== 'service_completed_successfully') problems.push(`${role}: does not wait for ${regName} to complete`);
+    }
+  }
+  problems.push(...publishedPorts(services));
+  return problems;
+}
+
+/** Services that may publish on every interface (the API); the worker's media ports come only from the opt-in override file. */
+export const PUBLIC_SERVICES = new Set(['api']);
+
+/** The host addresses a port entry binds: short syntax `[ip:][host:]container[/proto]` or the long syntax. */
+export function portHostIp(entry: unknown): string {
+  if (entry && typeof entry === 'object') return String((entry as { host_ip?: string }).host_ip ?? '');
+  const spec = String(entry).replace(/\/(tcp|udp|sctp)$/, '');
+  // `[::1]:7233:7233`, `127.0.0.1:7233:7233`: an address only when three parts remain after it.
+  const v6 = /^\[([^\]]+)\]:/.exec(spec);
+  if (v6) return v6[1];
+  const parts = spec.split(':');
+  return parts.length === 3 ? parts[0] : '';
+}
+
+const ALL_INTERFACES = new Set(['', '0.0.0.0', '::', '[::]']);
+
+/**
+ * Nothing but the API is published on every interface: Temporal's frontend and UI have no
+ * authentication, PostgreSQL, Redis and MinIO are the processes' own. Loopback bindings are fine.
+ */
+function publishedPorts(services: Record<string, Service>): string[] {
+  const problems: string[] = [];
+  for (const [name, service] of Object.entries(services)) {
+    if (PUBLIC_SERVICES.has(name)) continue;
+    if (service.network_mode === 'host') problems.push(`${name}: network_mode host publishes every port it listens on`);
+    for (const entry of (service.ports as unknown[] | undefined) ?? []) {
+      const ip = portHostIp(entry);
+      if (ALL_INTERFACES.has(ip)) problems.push(`${name}: publishes ${typeof entry === 'object' ? JSON.stringify(entry) : String(entry)} on every interface (bind it to 127.0.0.1)`);
     }
   }
   return problems;

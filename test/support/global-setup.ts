@@ -5,6 +5,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { devServerFlags, findTemporalCli } from '../../infra/temporal';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../../worker/search-attributes';
+import { FAILURE_CONVERTER_PATH } from '../../core/crypto/payload-codec';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 import { ensureTestServices } from './services';
 
@@ -31,7 +32,7 @@ export default async function globalSetup(): Promise<void> {
   process.env.TEST_TEMPORAL_CLI = cli;
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-test-'));
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, failureConverterPath: FAILURE_CONVERTER_PATH, logger: quietLogger });
   const bundlePath = path.join(dir, 'workflow-bundle.js');
   fs.writeFileSync(bundlePath, code);
   process.env.TEST_WORKFLOW_BUNDLE = bundlePath;

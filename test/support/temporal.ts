@@ -5,6 +5,7 @@ import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
 import type { Composition } from '../../core/compose';
+import { decryptPayloadsIn, EncryptionCodec } from '../../core/crypto/payload-codec';
 import type { Config } from '../../core/config';
 import type { Orm } from '../../core/db/orm';
 import { testCompose, type TestOverrides } from './app';
@@ -68,7 +69,10 @@ export async function startTestWorker(db: { orm: Orm; url: string }, overrides: 
  */
 export async function maybeRecordHistory(client: Client, workflowId: string, name: string): Promise<void> {
   if (!process.env.RECORD_HISTORIES) return;
-  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  // Stored decrypted (the run's key is random): the fixtures replay with or without a key.
+  const codec = client.options.loadedDataConverter.payloadCodecs.find((c): c is EncryptionCodec => c instanceof EncryptionCodec);
+  const raw = await client.workflow.getHandle(workflowId).fetchHistory();
+  const history = codec ? await decryptPayloadsIn(raw, codec) : raw;
   fs.mkdirSync(HISTORIES_DIR, { recursive: true });
   fs.writeFileSync(path.join(HISTORIES_DIR, `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 2)}\n`);
 }

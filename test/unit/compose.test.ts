@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { composeProblems, interpolate, readCompose, serviceEnv, type ComposeDoc, type Service } from '../support/compose';
+import fs from 'node:fs';
+import path from 'node:path';
+import { composeProblems, interpolate, parseCompose, portHostIp, readCompose, ROOT, serviceEnv, type ComposeDoc, type Service } from '../support/compose';
 
 // docker-compose.yml cannot run here (no Docker engine): it is parsed, interpolated the way
 // compose does it, and every service's settings are checked against core/config.ts.
@@ -36,6 +38,22 @@ describe('compose interpolation', () => {
 });
 
 describe('docker-compose.yml', () => {
+  test('publishes nothing but the API on every interface: Temporal, its UI, PostgreSQL, Redis and MinIO only on loopback, if at all', () => {
+    const published = Object.entries(real.services).flatMap(([name, s]) => ((s.ports as unknown[] | undefined) ?? []).map((p) => [name, portHostIp(p)]));
+    for (const [name, ip] of published) {
+      if (name !== 'api') expect([name, ip]).toEqual([name, '127.0.0.1']);
+    }
+    expect(published).toContainEqual(['temporal', '127.0.0.1']);
+    expect(published).toContainEqual(['temporal-ui', '127.0.0.1']);
+    expect(published).toContainEqual(['api', '']);
+  });
+
+  test('the worker media ports are published only by the opt-in override file, and only the worker\'s', () => {
+    const media = parseCompose(fs.readFileSync(path.join(ROOT, 'docker-compose.media.yml'), 'utf8'));
+    expect(Object.keys(media.services)).toEqual(['worker']);
+    expect(media.services.worker.ports).toEqual(['${VOICE_RTP_PORTS}:${VOICE_RTP_PORTS}/udp', '${SIP_RTP_PORTS}:${SIP_RTP_PORTS}/udp']);
+  });
+
   test('passes every check: settings valid for core/config.ts, shared key and storage, order, entries, search attributes', () => {
     expect(composeProblems(real, ENV)).toEqual([]);
   });
@@ -79,6 +97,12 @@ describe('docker-compose.yml', () => {
     ['search attributes in another namespace', (d) => (env(d, 'temporal-search-attributes').NAMESPACE = 'concierge'), /registers in namespace concierge, the processes use default/],
     ['the worker not waiting for the search attributes', (d) => delete deps(d, 'worker')['temporal-search-attributes'], /worker: does not wait for temporal-search-attributes to complete/],
     ['no service registering them', (d) => delete d.services['temporal-search-attributes'], /no service registers the search attributes/],
+    ['Temporal published on every interface', (d) => (d.services.temporal.ports = ['7233:7233']), /temporal: publishes 7233:7233 on every interface/],
+    ['the Temporal UI published on every interface', (d) => (d.services['temporal-ui'].ports = ['8233:8080']), /temporal-ui: publishes 8233:8080 on every interface/],
+    ['PostgreSQL published on 0.0.0.0', (d) => (d.services.postgres.ports = ['0.0.0.0:5432:5432']), /postgres: publishes 0\.0\.0\.0:5432:5432 on every interface/],
+    ['Redis published with the long syntax', (d) => (d.services.redis.ports = [{ target: 6379, published: 6379 }]), /redis: publishes .*6379.* on every interface/],
+    ['MinIO published on every IPv6 interface', (d) => (d.services.minio.ports = ['[::]:9000:9000']), /minio: publishes \[::\]:9000:9000 on every interface/],
+    ['the worker publishing its media ports without the opt-in file', (d) => (d.services.worker.ports = ['40000-40100:40000-40100/udp']), /worker: publishes 40000-40100:40000-40100\/udp on every interface/],
   ];
   test.each(cases)('fails on %s', (_what, change, expected) => {
     const problems = composeProblems(broken(change), ENV);

@@ -137,6 +137,12 @@ export class VoiceSessionService {
 
   // ---- the direct transport's signalling relay (the API's socket ↔ the worker's peer) ----
 
+  /** The first signalling socket's claim on the room (its rtc_token is single-use): false when another socket claimed it, or the session is over. */
+  async claimRoom(id: string): Promise<boolean> {
+    const n = await this.em.fork().nativeUpdate(VoiceSession, { id, rtcClaimedAt: null, status: { $in: ['starting', 'live'] } }, { rtcClaimedAt: new Date() });
+    return n > 0;
+  }
+
   /** Stores the browser's offer for the session's agent and wakes it. */
   async putOffer(id: string, sdp: string): Promise<boolean> {
     return this.em.fork().transactional(async (em) => {

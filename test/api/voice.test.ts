@@ -199,6 +199,108 @@ describe('browser voice sessions (direct transport)', () => {
   }, 60_000);
 });
 
+/** A signalling socket on `p` (default the app's); resolves once open, or with the refused handshake's status, headers and body. */
+async function openSignal(p = port): Promise<{ sock: WebSocket; next: () => Promise<Record<string, unknown>> } | { status: number; headers: Record<string, unknown>; body: Record<string, unknown> }> {
+  const sock = new WebSocket(`ws://127.0.0.1:${p}/api/voice/rtc`);
+  const inbox: Array<Record<string, unknown>> = [];
+  const waiters: Array<(f: Record<string, unknown>) => void> = [];
+  sock.on('message', (d) => {
+    const f = JSON.parse(String(d));
+    const w = waiters.shift();
+    if (w) w(f);
+    else inbox.push(f);
+  });
+  const next = () => (inbox.length ? Promise.resolve(inbox.shift()!) : new Promise<Record<string, unknown>>((r) => waiters.push(r)));
+  return new Promise((resolve, reject) => {
+    sock.once('open', () => resolve({ sock, next }));
+    sock.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(body) }));
+    });
+    sock.once('error', reject);
+  });
+}
+
+describe('signalling socket limits (/api/voice/rtc)', () => {
+  it('a second socket with a used rtc_token is refused (token_used) and does not disturb the live session', async () => {
+    const session = (await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} })).json();
+    const browser = await joinAsBrowser(session, port);
+    const second = await openSignal();
+    if (!('sock' in second)) throw new Error(`refused: ${second.status}`);
+    second.sock.send(JSON.stringify({ type: 'join', token: session.rtc_token }));
+    expect(await second.next()).toMatchObject({ type: 'error', error: 'token_used' });
+    second.sock.close();
+    await new Promise((r) => setTimeout(r, 1500));
+    // The visitor's session goes on: still live, and it still answers.
+    expect(await t.services.voice.session(ws, session.voice_session_id)).toMatchObject({ status: 'live' });
+    const injected = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: widget(), payload: { voice_session_id: session.voice_session_id, text: 'Do you ship abroad?' } });
+    expect(injected.statusCode).toBe(200);
+    await browser.until(() => browser.frames.some((f) => f.speaker === 'assistant' && !f.partial && f.text.includes('ship to most countries')));
+    const stop = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers: widget(), payload: { voice_session_id: session.voice_session_id } });
+    expect(stop.statusCode).toBe(200);
+    expect(await t.services.voice.session(ws, session.voice_session_id)).toMatchObject({ status: 'ended', endReason: 'stopped' });
+    await browser.hangUp();
+  }, 90_000);
+
+  it('offers are capped: one larger than 16 KB is refused, and a socket gets at most 3', async () => {
+    // A session whose agent never runs (no workflow): offers are only stored and wait for an answer.
+    const conv = (await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: widget(), payload: {} })).json();
+    const mint = async () => {
+      const row = await t.services.voice.reserveSession({ workspaceId: ws, siteId: site.site_id, conversationId: conv.conversation_id, agentId: 'agt_x', customerId: conv.customer_id, transport: 'direct' });
+      return { row, room: await t.composition.voice.transport.createRoom({ voiceSessionId: row.id, workspaceId: ws, identity: conv.customer_id, ttlSeconds: 60 }) };
+    };
+    const big = await mint();
+    const a = await openSignal();
+    if (!('sock' in a)) throw new Error('refused');
+    a.sock.send(JSON.stringify({ type: 'join', token: big.room.rtc_token }));
+    expect(await a.next()).toMatchObject({ type: 'joined' });
+    // About 28 KB: under the socket's 64 KB frame cap, over the offer's 16 KB.
+    a.sock.send(JSON.stringify({ type: 'offer', sdp: `v=0\r\n${'a=x\r\n'.repeat(4_000)}` }));
+    expect(await a.next()).toMatchObject({ type: 'error', error: 'frame_too_large' });
+    expect(await t.services.voice.offer(big.row.id)).toBeNull();
+
+    const many = await mint();
+    const b = await openSignal();
+    if (!('sock' in b)) throw new Error('refused');
+    b.sock.send(JSON.stringify({ type: 'join', token: many.room.rtc_token }));
+    expect(await b.next()).toMatchObject({ type: 'joined' });
+    for (let i = 1; i <= 4; i++) b.sock.send(JSON.stringify({ type: 'offer', sdp: `v=0\r\no=- ${i} 0 IN IP4 0.0.0.0\r\n` }));
+    expect(await b.next()).toMatchObject({ type: 'error', error: 'too_many_offers' });
+    for (const m of [big, many]) await t.services.voice.markEnded(m.row.id, 'test');
+  }, 30_000);
+
+  it('sockets from one client address are capped before the upgrade: 429 rate_limited with Retry-After; a closed one frees its slot', async () => {
+    const capped = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, config: { VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS: 3 } });
+    const open: WebSocket[] = [];
+    try {
+      await capped.app.listen({ port: 0, host: '127.0.0.1' });
+      const p = (capped.app.server.address() as AddressInfo).port;
+      for (let i = 0; i < 3; i++) {
+        const s = await openSignal(p);
+        if (!('sock' in s)) throw new Error(`socket ${i + 1} refused: ${s.status}`);
+        open.push(s.sock);
+      }
+      const refused = await openSignal(p);
+      if ('sock' in refused) open.push(refused.sock);
+      expect('status' in refused && refused.status).toBe(429);
+      if (!('status' in refused)) return;
+      expect(refused.body).toMatchObject({ error: 'rate_limited' });
+      expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+      // A closed socket frees its slot.
+      open[0].close();
+      await new Promise((r) => open[0].once('close', r));
+      await new Promise((r) => setTimeout(r, 200));
+      const again = await openSignal(p);
+      expect('sock' in again).toBe(true);
+      if ('sock' in again) open.push(again.sock);
+    } finally {
+      for (const s of open) s.terminate();
+      await capped.close();
+    }
+  }, 30_000);
+});
+
 describe('barge-in', () => {
   it('the visitor speaking over a long answer stops its audio at once, and the new question is answered', async () => {
     const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });

@@ -21,6 +21,7 @@ import { Migration20261127170000Voice } from './Migration20261127170000Voice';
 import { Migration20261127200000CreditRefunds } from './Migration20261127200000CreditRefunds';
 import { Migration20261125181000McpServers } from './Migration20261125181000McpServers';
 import { Migration20261125170000StructuredExtractions } from './Migration20261125170000StructuredExtractions';
+import { Migration20261128030000VoiceSessionAbuse } from './Migration20261128030000VoiceSessionAbuse';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -47,4 +48,5 @@ export const migrations = [
   { name: 'Migration20261125170000StructuredExtractions', class: Migration20261125170000StructuredExtractions },
   { name: 'Migration20261127170000Voice', class: Migration20261127170000Voice },
   { name: 'Migration20261127200000CreditRefunds', class: Migration20261127200000CreditRefunds },
+  { name: 'Migration20261128030000VoiceSessionAbuse', class: Migration20261128030000VoiceSessionAbuse },
 ];

@@ -72,7 +72,7 @@ export class VoiceMedia {
       clearInterval(beat);
     }
     // Connected: now it takes a workspace slot; none free (the widget's share is full) ends it unconnected, refunded.
-    if (!(await this.o.sessions.markLive(id))) {
+    if (!(await this.o.sessions.markLive(id, input.workspaceId))) {
       await leg.close();
       return 'concurrent_voice_limit_reached';
     }

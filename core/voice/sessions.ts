@@ -200,19 +200,20 @@ export class VoiceSessionService {
   /**
    * The session's media connected: it takes a workspace slot now, within the widget's
    * share. False (and still `starting`) when the workspace or that share is full: the
-   * media activity then ends it unconnected, and its minutes are refunded. A session no
-   * longer `starting` (stopped meanwhile) is left as it is.
+   * media activity then ends it unconnected, and its minutes are refunded.
    */
-  async markLive(id: string): Promise<boolean> {
-    const row = await this.em.fork().findOne(VoiceSession, { id });
-    if (!row || row.status !== 'starting') return true;
-    return this.locked(row.workspaceId, async (em) => {
+  async markLive(id: string, workspaceId?: string): Promise<boolean> {
+    // The media activity knows the workspace: one lookup fewer between connected and live.
+    const ws = workspaceId ?? (await this.em.fork().findOne(VoiceSession, { id }, { fields: ['workspaceId'] }))?.workspaceId;
+    if (!ws) return true;
+    return this.locked(ws, async (em) => {
       try {
-        await this.checkCapacity(em, row.workspaceId, true, id);
+        await this.checkCapacity(em, ws, true, id);
       } catch (err) {
         if (err instanceof ApiError && err.code === 'concurrent_voice_limit_reached') return false;
         throw err;
       }
+      // Only a `starting` session goes live (one stopped meanwhile is left as it is).
       await em.nativeUpdate(VoiceSession, { id, status: 'starting' }, { status: 'live', connectedAt: new Date() });
       return true;
     });

@@ -313,6 +313,8 @@ describe('barge-in', () => {
     const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
     const session = start.json();
     const browser = await joinAsBrowser(session, port);
+    // The session is live once the worker has taken its workspace slot, just after the media connects.
+    for (let i = 0; i < 50 && (await t.services.voice.session(ws, session.voice_session_id))?.status !== 'live'; i++) await new Promise((r) => setTimeout(r, 20));
     // A text turn whose answer is long (eight sentences, about 45 s of speech).
     const injected = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: widget(), payload: { voice_session_id: session.voice_session_id, text: 'Tell me about returns.' } });
     expect(injected.json()).toEqual({ ok: true });

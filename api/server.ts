@@ -55,7 +55,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     maxSockets: { perConversation: config.CHAT_MAX_SOCKETS_PER_CONVERSATION, perAddress: config.CHAT_MAX_SOCKETS_PER_ADDRESS },
   });
   const voiceSignalling = c.voice.transport.kind === 'direct'
-    ? new VoiceSignalling({ sessions: c.services.voice, box: c.box, notifications: c.notifications, log: c.log, iceServers: (config.VOICE_ICE_SERVERS ?? '').split(',').map((u) => ({ urls: u.trim() })).filter((s) => s.urls) })
+    ? new VoiceSignalling({ sessions: c.services.voice, box: c.box, notifications: c.notifications, log: c.log, iceServers: (config.VOICE_ICE_SERVERS ?? '').split(',').map((u) => ({ urls: u.trim() })).filter((s) => s.urls), maxSocketsPerAddress: config.VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS })
     : null;
   const app = await buildApp({
     services: c.services,

@@ -218,7 +218,16 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   cleanup.push(['fake model', () => llm.close()]);
   const dev = await benchTemporal(bench);
   const c = await benchCompose(bench, 'both', {
-    config: { VOICE_MAX_CONCURRENT: 1000, VOICE_JOIN_TIMEOUT_SECONDS: 30 },
+    // Every simulated visitor is one werift peer on this machine: the per-visitor/address caps
+    // are lifted and ICE may reach this machine's own addresses (never so in production).
+    config: {
+      VOICE_MAX_CONCURRENT: 1000,
+      VOICE_JOIN_TIMEOUT_SECONDS: 30,
+      VOICE_MAX_SESSIONS_PER_VISITOR: 1000,
+      VOICE_MAX_SESSIONS_PER_ADDRESS: 1000,
+      VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS: 1000,
+      VOICE_ICE_ALLOW_CIDRS: ['127.0.0.0/8', '::1/128', ...Object.values(os.networkInterfaces()).flat().filter((a) => a !== undefined).map((a) => `${a.address.split('%')[0]}/${a.family === 'IPv4' ? 32 : 128}`)].join(','),
+    },
     overrides: { services: { llm: { baseUrl: llm.url, model: 'fake-model' } } },
     temporalAddress: dev.address,
     connectWorker,

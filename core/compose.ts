@@ -243,6 +243,12 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       workPool,
       publicBaseUrl: baseUrl,
       voiceMaxConcurrent: config.VOICE_MAX_CONCURRENT,
+      voiceCaps: {
+        perVisitor: config.VOICE_MAX_SESSIONS_PER_VISITOR,
+        perAddress: config.VOICE_MAX_SESSIONS_PER_ADDRESS,
+        reservedForApi: config.VOICE_SLOTS_RESERVED_FOR_API,
+        joinWindowMs: config.VOICE_JOIN_TIMEOUT_SECONDS * 1000,
+      },
       get voicePrereqs() {
         return voice?.prereqs;
       },

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { policyFromCidrs } from './net/ssrf';
 
 /**
  * The one place every setting is read, parsed and defaulted. `.env.example` lists the
@@ -191,6 +192,13 @@ export const configSchema = z.object({
   VOICE_MAX_MINUTES: positiveInt(60),
   /** Seconds the browser has to join its room after /voice/start (an abandoned start ends then). */
   VOICE_JOIN_TIMEOUT_SECONDS: positiveInt(60),
+  /** Browser voice sessions at once (joining or live) per visitor (customer) and per client address; past either, 429 rate_limited. */
+  VOICE_MAX_SESSIONS_PER_VISITOR: positiveInt(2),
+  VOICE_MAX_SESSIONS_PER_ADDRESS: positiveInt(4),
+  /** Of VOICE_MAX_CONCURRENT, slots only API calls (POST /api/v1/outbound) may use: widget sessions and calls share the rest. */
+  VOICE_SLOTS_RESERVED_FOR_API: nonNegativeInt(1),
+  /** Voice signalling sockets (/api/voice/rtc) open at once from one client address, per API process; past it, 429 before the upgrade. */
+  VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS: positiveInt(20),
   /** The callers' language for the embedded speech-to-text (a short turn is too little for Whisper to tell; 'auto' leaves it to Whisper). */
   VOICE_LANGUAGE: z.preprocess(emptyToUndefined, z.string().regex(/^(auto|[a-z]{2,3})$/, { error: 'must be auto or a language code such as en' }).default('en')),
   /** Silence that ends the caller's turn, in ms. */
@@ -214,6 +222,12 @@ export const configSchema = z.object({
   VOICE_ICE_SERVERS: optionalString,
   /** Extra address the worker announces for direct WebRTC media (its public IP behind NAT). */
   VOICE_PUBLIC_IP: optionalString,
+  /**
+   * Non-public addresses (CIDRs, comma-separated) a visitor's ICE candidates may name: the
+   * agent's peer sends STUN only to public addresses otherwise (as webhooks: core/net/ssrf.ts).
+   * Empty in production; a LAN-only installation or the tests (on loopback) name their own.
+   */
+  VOICE_ICE_ALLOW_CIDRS: z.preprocess(emptyToUndefined, z.string().default('')),
   /** UDP port range for direct WebRTC media, e.g. 40000-40100. */
   VOICE_RTP_PORTS: z.preprocess(emptyToUndefined, z.string().regex(/^\d{1,5}-\d{1,5}$/).optional()),
   /** LiveKit, the production voice transport: ws(s):// or http(s):// of the server. Unset: voice uses the direct WebRTC transport. */
@@ -351,6 +365,14 @@ export const configSchema = z.object({
   }
   if (c.VOICE_STT_MODEL === 'tiny.en' && c.VOICE_LANGUAGE !== 'en') {
     ctx.addIssue({ code: 'custom', path: ['VOICE_STT_MODEL'], message: 'tiny.en understands English only: set VOICE_LANGUAGE=en, or VOICE_STT_MODEL=base' });
+  }
+  if (c.VOICE_SLOTS_RESERVED_FOR_API >= c.VOICE_MAX_CONCURRENT) {
+    ctx.addIssue({ code: 'custom', path: ['VOICE_SLOTS_RESERVED_FOR_API'], message: 'must be less than VOICE_MAX_CONCURRENT (widget voice needs at least one slot)' });
+  }
+  try {
+    policyFromCidrs(c.VOICE_ICE_ALLOW_CIDRS);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', path: ['VOICE_ICE_ALLOW_CIDRS'], message: (err as Error).message });
   }
   if (!c.S3_ACCESS_KEY_ID !== !c.S3_SECRET_ACCESS_KEY) {
     ctx.addIssue({ code: 'custom', path: [c.S3_ACCESS_KEY_ID ? 'S3_SECRET_ACCESS_KEY' : 'S3_ACCESS_KEY_ID'], message: 'set both S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, or neither' });

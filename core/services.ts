@@ -118,6 +118,8 @@ export interface ServiceOptions {
   structured?: StructuredSettings | null;
   /** Voice limits (VOICE_MAX_CONCURRENT; credits per minute from `prices`). */
   voiceMaxConcurrent?: number;
+  /** VOICE_MAX_SESSIONS_PER_VISITOR / _PER_ADDRESS, VOICE_SLOTS_RESERVED_FOR_API, VOICE_JOIN_TIMEOUT_SECONDS (ms); absent: the defaults. */
+  voiceCaps?: { perVisitor: number; perAddress: number; reservedForApi: number; joinWindowMs: number };
   /** Why voice chat / dial-out cannot run here (init's capability_warnings); absent: neither can. */
   voicePrereqs?: VoicePrereqs;
   /** Where the services log. */
@@ -152,7 +154,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const prices = opts.prices ?? DEFAULT_PRICES;
   const models = new ModelPolicy(opts.llm?.model ?? null, opts.models);
   const credits = new CreditService(em, prices, models);
-  const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits });
+  const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits, ...opts.voiceCaps });
   return {
     sites,
     widget: new WidgetSessionService(em, sites, customers, {

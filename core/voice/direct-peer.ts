@@ -1,5 +1,7 @@
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU, type RTCDataChannel } from 'werift';
+import type { AddressPolicy } from '../net/ssrf';
 import { decodeMulaw, encodeMulaw } from './audio';
+import { filterOfferCandidates } from './ice';
 import { PacedLeg } from './paced-leg';
 import { FRAME_SAMPLES, type TranscriptFrame } from './types';
 
@@ -15,6 +17,11 @@ export interface DirectPeerOptions {
   announce?: string[];
   /** How long the browser has to connect after the answer. */
   connectTimeoutMs?: number;
+  /**
+   * Which of the offer's ICE candidates may be contacted (VOICE_ICE_ALLOW_CIDRS on top of
+   * public addresses); absent: public addresses only. Tests on one machine allow its own.
+   */
+  candidatePolicy?: AddressPolicy;
 }
 
 /**
@@ -53,7 +60,9 @@ export class DirectLeg extends PacedLeg {
         for (let i = 0; i < pcm.length; i += FRAME_SAMPLES) leg.received(pcm.subarray(i, Math.min(pcm.length, i + FRAME_SAMPLES)));
       });
     });
-    await pc.setRemoteDescription({ type: 'offer', sdp: offerSdp });
+    // The visitor's candidates are filtered before werift sees them: it would send STUN to any address named.
+    const offer = filterOfferCandidates(offerSdp, opts.candidatePolicy ?? { allow: null });
+    await pc.setRemoteDescription({ type: 'offer', sdp: offer.sdp });
     const audio = pc.getTransceivers().find((t) => t.kind === 'audio' && !t.rejected);
     if (!audio) {
       await pc.close();

@@ -4,6 +4,7 @@ import { whisperTinyEnModelPath, type Config } from '../config';
 import type { SecretBox } from '../crypto/secret-box';
 import type { PgNotifications } from '../db/notifications';
 import { LocalWhisperTranscriber, type Transcriber } from '../kb/extract';
+import { policyFromCidrs } from '../net/ssrf';
 import { DirectTransport } from './direct';
 import { livekitFromConfig, type LiveKitParts } from './livekit';
 import { sipTrunkFromConfig } from './sip/trunk';
@@ -103,6 +104,7 @@ export function voiceFromConfig(
         iceServers: config.VOICE_ICE_SERVERS?.split(',').map((u) => ({ urls: u.trim() })).filter((s) => s.urls),
         ...(ports ? { portRange: ports } : {}),
         ...(config.VOICE_PUBLIC_IP ? { announce: [config.VOICE_PUBLIC_IP] } : {}),
+        candidatePolicy: policyFromCidrs(config.VOICE_ICE_ALLOW_CIDRS),
       },
     });
   const telephony = 'telephony' in overrides ? (overrides.telephony ?? null) : telephonyFromConfig(config, livekit);

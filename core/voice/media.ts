@@ -71,7 +71,11 @@ export class VoiceMedia {
       clearTimeout(joinTimer);
       clearInterval(beat);
     }
-    await this.o.sessions.markLive(id);
+    // Connected: now it takes a workspace slot; none free (the widget's share is full) ends it unconnected, refunded.
+    if (!(await this.o.sessions.markLive(id, input.workspaceId))) {
+      await leg.close();
+      return 'concurrent_voice_limit_reached';
+    }
     return this.converse(id, leg, { id: input.conversationId, workspaceId: input.workspaceId }, signal, heartbeat);
   }
 

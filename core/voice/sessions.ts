@@ -11,11 +11,23 @@ export const VOICE_SIGNALS = 'voice_signals';
 export const VOICE_CONTROL = 'voice_control';
 
 export interface VoiceLimits {
-  /** Sessions and calls at once per workspace (VOICE_MAX_CONCURRENT). */
+  /** Connected sessions and calls at once per workspace (VOICE_MAX_CONCURRENT). */
   maxConcurrent: number;
   /** Credits one minute spends (BILLING_CREDITS_PER_VOICE_MINUTE). */
   creditsPerMinute: number;
+  /** Browser sessions at once (joining or live) per visitor and per client address (VOICE_MAX_SESSIONS_PER_VISITOR / _PER_ADDRESS). */
+  perVisitor?: number;
+  perAddress?: number;
+  /** Of maxConcurrent, slots only API calls may take (VOICE_SLOTS_RESERVED_FOR_API). */
+  reservedForApi?: number;
+  /** How long a `starting` session counts against its visitor and address (VOICE_JOIN_TIMEOUT_SECONDS). */
+  joinWindowMs?: number;
 }
+
+/** The defaults of core/config.ts. */
+const DEFAULT_LIMITS = { perVisitor: 2, perAddress: 4, reservedForApi: 1, joinWindowMs: 60_000 };
+
+const LIVE_CALL: CallStatus[] = ['calling', 'ringing', 'in_progress'];
 
 export interface RecordingView {
   id: string;
@@ -43,15 +55,38 @@ export class VoiceSessionService {
   ) {}
 
   /**
-   * Takes a slot and pays the first minute: 429 concurrent_voice_limit_reached when the
-   * workspace's sessions and calls are at the limit, 402 out_of_credits (and no slot)
-   * when it cannot pay. The slot is the row in `starting`.
+   * Opens a browser session (`starting`) and pays the first minute. A joining session
+   * holds no workspace slot (it takes one when its media connects: markLive), so abandoned
+   * starts cannot lock a workspace's voice; it counts against its visitor and its client
+   * address until it connects or its join window ends: past either cap, 429 `rate_limited`
+   * with Retry-After. 429 concurrent_voice_limit_reached when the widget's share of the
+   * workspace's slots is taken by connected sessions and calls; 402 out_of_credits (and no
+   * session) when the workspace cannot pay.
    */
-  async reserveSession(s: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; customerId: string | null; transport: TransportKind }): Promise<IVoiceSession> {
+  async reserveSession(s: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; customerId: string | null; transport: TransportKind; visitorKey?: string; clientAddress?: string }): Promise<IVoiceSession> {
     const id = newId('vs');
-    const row = await this.withSlot(s.workspaceId, (em) =>
-      em.create(VoiceSession, { id, workspaceId: s.workspaceId, siteId: s.siteId, conversationId: s.conversationId, agentId: s.agentId, customerId: s.customerId, transport: s.transport, roomName: id, status: 'starting', creditsSpent: 0, createdAt: new Date(), updatedAt: new Date() }),
-    );
+    const row = await this.locked(s.workspaceId, async (em) => {
+      await this.checkVisitorCaps(em, s.workspaceId, s.visitorKey, s.clientAddress);
+      await this.checkCapacity(em, s.workspaceId, true);
+      const created = em.create(VoiceSession, {
+        id,
+        workspaceId: s.workspaceId,
+        siteId: s.siteId,
+        conversationId: s.conversationId,
+        agentId: s.agentId,
+        customerId: s.customerId,
+        transport: s.transport,
+        roomName: id,
+        status: 'starting',
+        creditsSpent: 0,
+        visitorKey: s.visitorKey ?? null,
+        clientAddress: s.clientAddress ?? null,
+        createdAt: new Date(),
+        updatedAt: new Date(),
+      });
+      await em.flush();
+      return created;
+    });
     await this.payMinute(s.workspaceId, id, 1).catch(async (err) => {
       await this.em.fork().nativeDelete(VoiceSession, { id });
       throw err;
@@ -59,13 +94,20 @@ export class VoiceSessionService {
     return row;
   }
 
-  /** The same for a dial-out call (status `calling`). */
+  /**
+   * Takes a slot for a dial-out call (status `calling`) and pays its first minute. A call
+   * from the widget (`siteId` set) shares the widget's part of the workspace's slots; an
+   * API call (`siteId` null) may also take the slots kept for the API.
+   */
   async reserveCall(c: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; phone: string; provider: string }): Promise<ICall> {
     const id = newId('call');
     const now = new Date();
-    const row = await this.withSlot(c.workspaceId, (em) =>
-      em.create(Call, { id, workspaceId: c.workspaceId, siteId: c.siteId, conversationId: c.conversationId, agentId: c.agentId, phone: c.phone, provider: c.provider, direction: 'outbound', status: 'calling', statusHistory: [{ status: 'calling', at: now.toISOString() }], creditsSpent: 0, createdAt: now, updatedAt: now }),
-    );
+    const row = await this.locked(c.workspaceId, async (em) => {
+      await this.checkCapacity(em, c.workspaceId, c.siteId !== null);
+      const created = em.create(Call, { id, workspaceId: c.workspaceId, siteId: c.siteId, conversationId: c.conversationId, agentId: c.agentId, phone: c.phone, provider: c.provider, direction: 'outbound', status: 'calling', statusHistory: [{ status: 'calling', at: now.toISOString() }], creditsSpent: 0, createdAt: now, updatedAt: now });
+      await em.flush();
+      return created;
+    });
     await this.payMinute(c.workspaceId, id, 1).catch(async (err) => {
       await this.em.fork().nativeDelete(Call, { id });
       throw err;
@@ -73,25 +115,63 @@ export class VoiceSessionService {
     return row;
   }
 
-  /** Sessions and calls holding a slot now. */
+  /** Sessions and calls holding a workspace slot now (connected sessions; calls from `calling` on). */
   async activeCount(workspaceId: string): Promise<number> {
-    const em = this.em.fork();
-    return (await em.count(VoiceSession, { workspaceId, status: { $in: ['starting', 'live'] } })) + (await em.count(Call, { workspaceId, status: { $in: ['calling', 'ringing', 'in_progress'] } }));
+    return (await this.usage(this.em.fork(), workspaceId)).total;
   }
 
-  private async withSlot<T extends object>(workspaceId: string, create: (em: EntityManager) => T): Promise<T> {
+  private get l() {
+    return { ...DEFAULT_LIMITS, ...this.limits };
+  }
+
+  /** Slots taken: all of them, and the widget's (browser sessions and widget calls). */
+  private async usage(em: EntityManager, workspaceId: string, except?: string): Promise<{ total: number; widget: number }> {
+    const sessions = await em.count(VoiceSession, { workspaceId, status: 'live', ...(except ? { id: { $ne: except } } : {}) });
+    const apiCalls = await em.count(Call, { workspaceId, status: { $in: LIVE_CALL }, siteId: null });
+    const widgetCalls = await em.count(Call, { workspaceId, status: { $in: LIVE_CALL }, siteId: { $ne: null } });
+    return { total: sessions + apiCalls + widgetCalls, widget: sessions + widgetCalls };
+  }
+
+  /** 429 concurrent_voice_limit_reached when the workspace, or the widget's share of it, is full. */
+  private async checkCapacity(em: EntityManager, workspaceId: string, widget: boolean, except?: string): Promise<void> {
+    const used = await this.usage(em, workspaceId, except);
+    const { maxConcurrent } = this.limits;
+    if (used.total >= maxConcurrent) {
+      throw new ApiError(429, 'concurrent_voice_limit_reached', `This workspace already has ${used.total} voice sessions or calls running (limit ${maxConcurrent})`);
+    }
+    const widgetMax = maxConcurrent - this.l.reservedForApi;
+    if (widget && used.widget >= widgetMax) {
+      throw new ApiError(429, 'concurrent_voice_limit_reached', `This workspace's widget voice already has ${used.widget} sessions or calls running (limit ${widgetMax}; ${this.l.reservedForApi} kept for API calls)`);
+    }
+  }
+
+  /**
+   * 429 rate_limited (Retry-After: when the oldest joining session's window ends) when the
+   * visitor or the client address already has its sessions, joining or live. A joining
+   * session past its join window no longer counts (its media activity ends it then anyway).
+   */
+  private async checkVisitorCaps(em: EntityManager, workspaceId: string, visitorKey: string | undefined, clientAddress: string | undefined): Promise<void> {
+    const windowStart = new Date(Date.now() - this.l.joinWindowMs);
+    const active = { $or: [{ status: 'live' as const }, { status: 'starting' as const, createdAt: { $gt: windowStart } }] };
+    const caps: Array<[string, object, number]> = [];
+    if (visitorKey) caps.push(['this visitor', { visitorKey }, this.l.perVisitor]);
+    if (clientAddress) caps.push(['this address', { clientAddress }, this.l.perAddress]);
+    for (const [who, where, max] of caps) {
+      const rows = await em.find(VoiceSession, { workspaceId, ...where, ...active }, { fields: ['status', 'createdAt'] });
+      if (rows.length < max) continue;
+      const ends = rows.filter((r) => r.status === 'starting').map((r) => new Date(r.createdAt).getTime() + this.l.joinWindowMs);
+      const retry = Math.max(1, Math.ceil(((ends.length ? Math.min(...ends) : Date.now() + this.l.joinWindowMs) - Date.now()) / 1000));
+      throw new ApiError(429, 'rate_limited', `Too many voice sessions from ${who} (at most ${max} joining or live); end one first`, {}, { 'Retry-After': String(retry) });
+    }
+  }
+
+  /** Runs `fn` under the workspace's voice lock: counts and inserts are serialised per workspace across processes. */
+  private async locked<T>(workspaceId: string, fn: (em: EntityManager) => Promise<T>): Promise<T> {
     return this.em.fork().transactional(async (em) => {
       // raw SQL: an advisory lock has no ORM form; it serialises the count-then-insert per workspace across processes.
       // eslint-disable-next-line no-restricted-syntax
       await em.execute(`select pg_advisory_xact_lock(hashtext('voice-slots:' || ?))`, [workspaceId]);
-      const sessions = await em.count(VoiceSession, { workspaceId, status: { $in: ['starting', 'live'] } });
-      const calls = await em.count(Call, { workspaceId, status: { $in: ['calling', 'ringing', 'in_progress'] } });
-      if (sessions + calls >= this.limits.maxConcurrent) {
-        throw new ApiError(429, 'concurrent_voice_limit_reached', `This workspace already has ${sessions + calls} voice sessions or calls running (limit ${this.limits.maxConcurrent})`);
-      }
-      const row = create(em);
-      await em.flush();
-      return row;
+      return fn(em);
     });
   }
 
@@ -117,8 +197,26 @@ export class VoiceSessionService {
     await this.em.fork().nativeUpdate(VoiceSession, { id }, { roomName });
   }
 
-  async markLive(id: string): Promise<void> {
-    await this.em.fork().nativeUpdate(VoiceSession, { id, status: 'starting' }, { status: 'live', connectedAt: new Date() });
+  /**
+   * The session's media connected: it takes a workspace slot now, within the widget's
+   * share. False (and still `starting`) when the workspace or that share is full: the
+   * media activity then ends it unconnected, and its minutes are refunded.
+   */
+  async markLive(id: string, workspaceId?: string): Promise<boolean> {
+    // The media activity knows the workspace: one lookup fewer between connected and live.
+    const ws = workspaceId ?? (await this.em.fork().findOne(VoiceSession, { id }, { fields: ['workspaceId'] }))?.workspaceId;
+    if (!ws) return true;
+    return this.locked(ws, async (em) => {
+      try {
+        await this.checkCapacity(em, ws, true, id);
+      } catch (err) {
+        if (err instanceof ApiError && err.code === 'concurrent_voice_limit_reached') return false;
+        throw err;
+      }
+      // Only a `starting` session goes live (one stopped meanwhile is left as it is).
+      await em.nativeUpdate(VoiceSession, { id, status: 'starting' }, { status: 'live', connectedAt: new Date() });
+      return true;
+    });
   }
 
   /** Ends the session's row once (a later end keeps the first reason). */
@@ -136,6 +234,12 @@ export class VoiceSessionService {
   }
 
   // ---- the direct transport's signalling relay (the API's socket ↔ the worker's peer) ----
+
+  /** The first signalling socket's claim on the room (its rtc_token is single-use): false when another socket claimed it, or the session is over. */
+  async claimRoom(id: string): Promise<boolean> {
+    const n = await this.em.fork().nativeUpdate(VoiceSession, { id, rtcClaimedAt: null, status: { $in: ['starting', 'live'] } }, { rtcClaimedAt: new Date() });
+    return n > 0;
+  }
 
   /** Stores the browser's offer for the session's agent and wakes it. */
   async putOffer(id: string, sdp: string): Promise<boolean> {

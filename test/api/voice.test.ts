@@ -153,20 +153,27 @@ describe('browser voice sessions (direct transport)', () => {
   }, 90_000);
 
   it('refuses a start with the contract codes: 403 toggle off, 429 at the limit, 402 without credits; bad signalling tokens are refused', async () => {
-    // 429: the workspace's five slots taken.
-    const held = [];
+    // Joining sessions that never connect hold no slot and cost nothing: every minute they paid is refunded.
     const balance = (await t.services.credits.balance(ws)).balance;
-    const running = await t.services.voice.activeCount(ws);
-    for (let i = running; i < 5; i++) held.push(await t.services.voice.reserveSession({ workspaceId: ws, siteId: site.site_id, conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct' }));
+    const reserve = () => t.services.voice.reserveSession({ workspaceId: ws, siteId: site.site_id, conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct' });
+    const unjoined = [await reserve(), await reserve()];
+    // One of them also paid a second minute while it waited for the browser.
+    await t.services.voice.payMinute(ws, unjoined[0].id, 2);
+    for (const h of unjoined) await t.services.voice.markEnded(h.id, 'test');
+    expect((await t.services.credits.balance(ws)).balance).toBe(balance);
+    expect(await t.services.voice.session(ws, unjoined[0].id)).toMatchObject({ status: 'ended', creditsSpent: 0 });
+
+    // 429: the widget's four slots (five, one kept for API calls) taken by connected sessions.
+    const held = [];
+    for (let i = await t.services.voice.activeCount(ws); i < 4; i++) {
+      const h = await reserve();
+      expect(await t.services.voice.markLive(h.id)).toBe(true);
+      held.push(h);
+    }
     const full = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
     expect(full.statusCode).toBe(429);
     expect(full.json().error).toBe('concurrent_voice_limit_reached');
-    // One of them also paid a second minute while it waited for the browser.
-    await t.services.voice.payMinute(ws, held[0].id, 2);
     for (const h of held) await t.services.voice.markEnded(h.id, 'test');
-    // Sessions that ended without the browser ever connecting cost nothing: every minute they paid was refunded.
-    expect((await t.services.credits.balance(ws)).balance).toBe(balance);
-    expect(await t.services.voice.session(ws, held[0].id)).toMatchObject({ status: 'ended', creditsSpent: 0 });
 
     // 402: a workspace without credits.
     const poor = await createWorkspace(db.orm);
@@ -194,9 +201,111 @@ describe('browser voice sessions (direct transport)', () => {
     sock.close();
 
     // inject_text and stop name a session of this site only.
-    const other = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: { 'x-concierge-site': quietSite.site_id, origin: ORIGIN }, payload: { voice_session_id: held[0].id, text: 'hi' } });
+    const other = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: { 'x-concierge-site': quietSite.site_id, origin: ORIGIN }, payload: { voice_session_id: unjoined[0].id, text: 'hi' } });
     expect(other.statusCode).toBe(404);
   }, 60_000);
+});
+
+/** A signalling socket on `p` (default the app's); resolves once open, or with the refused handshake's status, headers and body. */
+async function openSignal(p = port): Promise<{ sock: WebSocket; next: () => Promise<Record<string, unknown>> } | { status: number; headers: Record<string, unknown>; body: Record<string, unknown> }> {
+  const sock = new WebSocket(`ws://127.0.0.1:${p}/api/voice/rtc`);
+  const inbox: Array<Record<string, unknown>> = [];
+  const waiters: Array<(f: Record<string, unknown>) => void> = [];
+  sock.on('message', (d) => {
+    const f = JSON.parse(String(d));
+    const w = waiters.shift();
+    if (w) w(f);
+    else inbox.push(f);
+  });
+  const next = () => (inbox.length ? Promise.resolve(inbox.shift()!) : new Promise<Record<string, unknown>>((r) => waiters.push(r)));
+  return new Promise((resolve, reject) => {
+    sock.once('open', () => resolve({ sock, next }));
+    sock.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(body) }));
+    });
+    sock.once('error', reject);
+  });
+}
+
+describe('signalling socket limits (/api/voice/rtc)', () => {
+  it('a second socket with a used rtc_token is refused (token_used) and does not disturb the live session', async () => {
+    const session = (await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} })).json();
+    const browser = await joinAsBrowser(session, port);
+    const second = await openSignal();
+    if (!('sock' in second)) throw new Error(`refused: ${second.status}`);
+    second.sock.send(JSON.stringify({ type: 'join', token: session.rtc_token }));
+    expect(await second.next()).toMatchObject({ type: 'error', error: 'token_used' });
+    second.sock.close();
+    await new Promise((r) => setTimeout(r, 1500));
+    // The visitor's session goes on: still live, and it still answers.
+    expect(await t.services.voice.session(ws, session.voice_session_id)).toMatchObject({ status: 'live' });
+    const injected = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: widget(), payload: { voice_session_id: session.voice_session_id, text: 'Do you ship abroad?' } });
+    expect(injected.statusCode).toBe(200);
+    await browser.until(() => browser.frames.some((f) => f.speaker === 'assistant' && !f.partial && f.text.includes('ship to most countries')));
+    const stop = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers: widget(), payload: { voice_session_id: session.voice_session_id } });
+    expect(stop.statusCode).toBe(200);
+    expect(await t.services.voice.session(ws, session.voice_session_id)).toMatchObject({ status: 'ended', endReason: 'stopped' });
+    await browser.hangUp();
+  }, 90_000);
+
+  it('offers are capped: one larger than 16 KB is refused, and a socket gets at most 3', async () => {
+    // A session whose agent never runs (no workflow): offers are only stored and wait for an answer.
+    const conv = (await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: widget(), payload: {} })).json();
+    const mint = async () => {
+      const row = await t.services.voice.reserveSession({ workspaceId: ws, siteId: site.site_id, conversationId: conv.conversation_id, agentId: 'agt_x', customerId: conv.customer_id, transport: 'direct' });
+      return { row, room: await t.composition.voice.transport.createRoom({ voiceSessionId: row.id, workspaceId: ws, identity: conv.customer_id, ttlSeconds: 60 }) };
+    };
+    const big = await mint();
+    const a = await openSignal();
+    if (!('sock' in a)) throw new Error('refused');
+    a.sock.send(JSON.stringify({ type: 'join', token: big.room.rtc_token }));
+    expect(await a.next()).toMatchObject({ type: 'joined' });
+    // About 28 KB: under the socket's 64 KB frame cap, over the offer's 16 KB.
+    a.sock.send(JSON.stringify({ type: 'offer', sdp: `v=0\r\n${'a=x\r\n'.repeat(4_000)}` }));
+    expect(await a.next()).toMatchObject({ type: 'error', error: 'frame_too_large' });
+    expect(await t.services.voice.offer(big.row.id)).toBeNull();
+
+    const many = await mint();
+    const b = await openSignal();
+    if (!('sock' in b)) throw new Error('refused');
+    b.sock.send(JSON.stringify({ type: 'join', token: many.room.rtc_token }));
+    expect(await b.next()).toMatchObject({ type: 'joined' });
+    for (let i = 1; i <= 4; i++) b.sock.send(JSON.stringify({ type: 'offer', sdp: `v=0\r\no=- ${i} 0 IN IP4 0.0.0.0\r\n` }));
+    expect(await b.next()).toMatchObject({ type: 'error', error: 'too_many_offers' });
+    for (const m of [big, many]) await t.services.voice.markEnded(m.row.id, 'test');
+  }, 30_000);
+
+  it('sockets from one client address are capped before the upgrade: 429 rate_limited with Retry-After; a closed one frees its slot', async () => {
+    const capped = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, config: { VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS: 3 } });
+    const open: WebSocket[] = [];
+    try {
+      await capped.app.listen({ port: 0, host: '127.0.0.1' });
+      const p = (capped.app.server.address() as AddressInfo).port;
+      for (let i = 0; i < 3; i++) {
+        const s = await openSignal(p);
+        if (!('sock' in s)) throw new Error(`socket ${i + 1} refused: ${s.status}`);
+        open.push(s.sock);
+      }
+      const refused = await openSignal(p);
+      if ('sock' in refused) open.push(refused.sock);
+      expect('status' in refused && refused.status).toBe(429);
+      if (!('status' in refused)) return;
+      expect(refused.body).toMatchObject({ error: 'rate_limited' });
+      expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+      // A closed socket frees its slot.
+      open[0].close();
+      await new Promise((r) => open[0].once('close', r));
+      await new Promise((r) => setTimeout(r, 200));
+      const again = await openSignal(p);
+      expect('sock' in again).toBe(true);
+      if ('sock' in again) open.push(again.sock);
+    } finally {
+      for (const s of open) s.terminate();
+      await capped.close();
+    }
+  }, 30_000);
 });
 
 describe('barge-in', () => {
@@ -204,6 +313,8 @@ describe('barge-in', () => {
     const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
     const session = start.json();
     const browser = await joinAsBrowser(session, port);
+    // The session is live once the worker has taken its workspace slot, just after the media connects.
+    for (let i = 0; i < 50 && (await t.services.voice.session(ws, session.voice_session_id))?.status !== 'live'; i++) await new Promise((r) => setTimeout(r, 20));
     // A text turn whose answer is long (eight sentences, about 45 s of speech).
     const injected = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/inject_text', headers: widget(), payload: { voice_session_id: session.voice_session_id, text: 'Tell me about returns.' } });
     expect(injected.json()).toEqual({ ok: true });
@@ -262,15 +373,82 @@ describe('credits during a session', () => {
     await browser.hangUp();
   }, 90_000);
 
-  it('takes at most VOICE_MAX_CONCURRENT slots when many starts race (the count and insert are serialised per workspace)', async () => {
+  it('racing starts and joins are serialised per workspace: one visitor gets its 2 sessions, and at most 4 (5 less the API slot) connect', async () => {
     const ws3 = await createWorkspace(db.orm);
     await t.services.credits.grant(ws3, 100);
-    const attempts = await Promise.allSettled(
-      Array.from({ length: 12 }, () => t.services.voice.reserveSession({ workspaceId: ws3, siteId: null, conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct' })),
-    );
-    expect(attempts.filter((a) => a.status === 'fulfilled')).toHaveLength(5);
-    for (const a of attempts) if (a.status === 'rejected') expect(a.reason).toMatchObject({ code: 'concurrent_voice_limit_reached', status: 429 });
-    expect((await t.services.credits.balance(ws3)).balance).toBe(95);
+    const reserve = (visitorKey?: string) => t.services.voice.reserveSession({ workspaceId: ws3, siteId: 'site_x', conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct', visitorKey });
+    const attempts = await Promise.allSettled(Array.from({ length: 12 }, () => reserve('cus_racer')));
+    expect(attempts.filter((a) => a.status === 'fulfilled')).toHaveLength(2);
+    for (const a of attempts) if (a.status === 'rejected') expect(a.reason).toMatchObject({ code: 'rate_limited', status: 429 });
+    expect((await t.services.credits.balance(ws3)).balance).toBe(98);
+    // Twelve joining sessions of different visitors: all open, but only four connect.
+    const rows = await Promise.all(Array.from({ length: 12 }, (_, i) => reserve(`cus_${i}`)));
+    const live = await Promise.all(rows.map((r) => t.services.voice.markLive(r.id)));
+    expect(live.filter(Boolean)).toHaveLength(4);
+    expect(await t.services.voice.activeCount(ws3)).toBe(4);
+  });
+});
+
+describe('one visitor cannot take the voice of a workspace (per-visitor and per-address caps; joining sessions hold no slot)', () => {
+  it('five starts from one visitor and address: the caps answer 429 rate_limited with Retry-After, and neither another visitor nor an API call is blocked', async () => {
+    const ws5 = await createWorkspace(db.orm);
+    const auth5 = bearer((await createKey(t.services, ws5, ['workflows:write', 'workflows:publish'])).key);
+    const agent5 = await publishedWebAgent(t.app, auth5, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], voice_chat: true } } });
+    const site5 = await t.services.sites.create(ws5, agent5, [ORIGIN]);
+    await t.services.credits.grant(ws5, 100);
+    const headers = { 'x-concierge-site': site5.site_id, origin: ORIGIN };
+    const from = (remoteAddress: string) => ({
+      init: async () => (await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers, payload: {}, remoteAddress })).json(),
+      start: (conversation_id: string) => t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers, payload: { conversation_id }, remoteAddress }),
+    });
+    const attacker = from('198.51.100.7');
+    const started: string[] = [];
+    try {
+      // One visitor, five starts, never joined: two open, then the visitor's cap.
+      const conv = await attacker.init();
+      const codes = [];
+      for (let i = 0; i < 5; i++) {
+        const r = await attacker.start(conv.conversation_id);
+        codes.push(r.statusCode);
+        if (r.statusCode === 200) started.push(r.json().voice_session_id);
+        else {
+          expect(r.json()).toMatchObject({ error: 'rate_limited', message: expect.stringMatching(/visitor/) });
+          expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
+        }
+      }
+      expect(codes).toEqual([200, 200, 429, 429, 429]);
+      // Fresh visitors from the same address: two more, then the address's cap.
+      for (const expected of [200, 200, 429]) {
+        const r = await attacker.start((await attacker.init()).conversation_id);
+        expect(r.statusCode).toBe(expected);
+        if (r.statusCode === 200) started.push(r.json().voice_session_id);
+        else expect(r.json()).toMatchObject({ error: 'rate_limited', message: expect.stringMatching(/address/) });
+      }
+      // Another visitor elsewhere still starts: the four joining sessions hold none of the workspace's slots.
+      const other = from('203.0.113.9');
+      const ok = await other.start((await other.init()).conversation_id);
+      expect(ok.statusCode).toBe(200);
+      started.push(ok.json().voice_session_id);
+      // And the API's dial-out (POST /api/v1/outbound takes its slot here) is not blocked either.
+      const call = await t.services.voice.reserveCall({ workspaceId: ws5, siteId: null, conversationId: conv.conversation_id, agentId: agent5, phone: '+14155550123', provider: 'none' });
+      expect(call.status).toBe('calling');
+      await t.services.voice.callStatus(call.id, 'failed');
+    } finally {
+      for (const id of started) await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers, payload: { voice_session_id: id } });
+    }
+  }, 120_000);
+
+  it('the widget never takes the slot kept for API calls: with four connected widget sessions a start is 429, an API call still gets the fifth slot', async () => {
+    const ws6 = await createWorkspace(db.orm);
+    await t.services.credits.grant(ws6, 100);
+    const reserve = (i: number) => t.services.voice.reserveSession({ workspaceId: ws6, siteId: 'site_x', conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct', visitorKey: `cus_${i}`, clientAddress: `198.51.100.${i}` });
+    for (let i = 0; i < 4; i++) expect(await t.services.voice.markLive((await reserve(i)).id)).toBe(true);
+    await expect(reserve(9)).rejects.toMatchObject({ status: 429, code: 'concurrent_voice_limit_reached' });
+    await expect(t.services.voice.reserveCall({ workspaceId: ws6, siteId: 'site_x', conversationId: 'conv_x', agentId: 'agt_x', phone: '+14155550123', provider: 'none' })).rejects.toMatchObject({ code: 'concurrent_voice_limit_reached' });
+    const api = await t.services.voice.reserveCall({ workspaceId: ws6, siteId: null, conversationId: 'conv_x', agentId: 'agt_x', phone: '+14155550123', provider: 'none' });
+    expect(api.status).toBe('calling');
+    // Now the workspace is full for everyone.
+    await expect(t.services.voice.reserveCall({ workspaceId: ws6, siteId: null, conversationId: 'conv_x', agentId: 'agt_x', phone: '+14155550123', provider: 'none' })).rejects.toMatchObject({ code: 'concurrent_voice_limit_reached' });
   });
 });
 

@@ -9,6 +9,8 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { AccessToken } from 'livekit-server-sdk';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { DirectLeg } from '../../core/voice/direct-peer';
+import { policyFromCidrs } from '../../core/net/ssrf';
+import { LOCAL_ICE_CIDRS } from '../support/ice';
 import type { TranscriptFrame } from '../../core/voice/types';
 import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
 
@@ -120,7 +122,7 @@ function signalling(ws: WebSocket): void {
       }
       ws.send(JSON.stringify({ type: 'joined', room: `vs_${m.token.slice(4)}`, ice_servers: [] }));
     } else if (m.type === 'offer') {
-      const { answerSdp, leg } = await DirectLeg.answer(m.sdp);
+      const { answerSdp, leg } = await DirectLeg.answer(m.sdp, { candidatePolicy: policyFromCidrs(LOCAL_ICE_CIDRS) });
       const call = { leg, loudest: 0, frames: 0, ws, bye: false };
       leg.onAudio((frame) => {
         call.frames++;

@@ -14,6 +14,7 @@ import { DEFAULT_STRUCTURED } from '../../core/extraction/extractions';
 import { SecretBox } from '../../core/crypto/secret-box';
 import { policyFromCidrs } from '../../core/net/ssrf';
 import { createTestPki } from './tls';
+import { LOCAL_ICE_CIDRS } from './ice';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -62,7 +63,7 @@ export function testCompose(
   extra: { config?: Partial<Config>; temporalAddress?: string; temporal?: ComposeOverrides['temporal']; connectWorker?: ComposeOptions['connectWorker'] } = {},
 ): Promise<Composition> {
   const { box, blobs, embedder, extract, log, denseIndex: _d, keyCache: _k, voice, ...services } = overrides;
-  return compose(testConfig(extra.config), {
+  return compose(testConfig({ VOICE_ICE_ALLOW_CIDRS: LOCAL_ICE_CIDRS, ...extra.config }), {
     role,
     databaseUrl: db.databaseUrl,
     embedded: false,

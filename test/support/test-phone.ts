@@ -3,6 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU } from 'werift';
 import { decodeMulaw, encodeMulaw, wavToMono } from '../../core/voice/audio';
 import { DirectLeg } from '../../core/voice/direct-peer';
+import { policyFromCidrs } from '../../core/net/ssrf';
+import { LOCAL_ICE_CIDRS } from './ice';
 import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE, type DialOutInput, type MediaLeg, type Telephony, type TranscriptFrame } from '../../core/voice/types';
 
 /**
@@ -165,7 +167,7 @@ export class TestPhone implements Telephony {
     pc.onTrack.subscribe((track) => track.onReceiveRtp.subscribe((rtp) => handset.received(decodeMulaw(rtp.payload))));
     await pc.setLocalDescription(await pc.createOffer());
     if (pc.iceGatheringState !== 'complete') await pc.iceGatheringStateChange.watch((s) => s === 'complete');
-    const { answerSdp, leg, connected } = await DirectLeg.answer(pc.localDescription!.sdp, { connectTimeoutMs: 10_000 });
+    const { answerSdp, leg, connected } = await DirectLeg.answer(pc.localDescription!.sdp, { connectTimeoutMs: 10_000, candidatePolicy: policyFromCidrs(LOCAL_ICE_CIDRS) });
     await pc.setRemoteDescription({ type: 'answer', sdp: answerSdp });
     try {
       await connected;

@@ -1,6 +1,10 @@
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU } from 'werift';
 import { DirectLeg } from '../../core/voice/direct-peer';
+import { policyFromCidrs } from '../../core/net/ssrf';
+import { LOCAL_ICE_CIDRS } from '../support/ice';
 import { decodeMulaw as ulawDecode, encodeMulaw } from '../../core/voice/audio';
+/** The test-only ICE allowance: the "browser" here is a werift peer on this machine. */
+const local = { candidatePolicy: policyFromCidrs(LOCAL_ICE_CIDRS) };
 const ulawEncode = (s: Int16Array) => Buffer.from(encodeMulaw(s));
 
 function tone(hz: number, samples: number, amplitude = 8000): Int16Array {
@@ -21,7 +25,7 @@ describe('direct transport: the agent answers a browser-like offer', () => {
     await browser.setLocalDescription(await browser.createOffer());
     if (browser.iceGatheringState !== 'complete') await browser.iceGatheringStateChange.watch((s) => s === 'complete');
 
-    const { answerSdp, leg, connected } = await DirectLeg.answer(browser.localDescription!.sdp);
+    const { answerSdp, leg, connected } = await DirectLeg.answer(browser.localDescription!.sdp, local);
     expect(answerSdp).toMatch(/a=rtpmap:0 PCMU\/8000/);
     await browser.setRemoteDescription({ type: 'answer', sdp: answerSdp });
     await connected;
@@ -63,7 +67,7 @@ describe('direct transport: the agent answers a browser-like offer', () => {
     browser.createDataChannel('transcript');
     await browser.setLocalDescription(await browser.createOffer());
     if (browser.iceGatheringState !== 'complete') await browser.iceGatheringStateChange.watch((s) => s === 'complete');
-    const { answerSdp, leg, connected } = await DirectLeg.answer(browser.localDescription!.sdp);
+    const { answerSdp, leg, connected } = await DirectLeg.answer(browser.localDescription!.sdp, local);
     await browser.setRemoteDescription({ type: 'answer', sdp: answerSdp });
     await connected;
     let sent = 0;

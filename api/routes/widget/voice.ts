@@ -78,7 +78,10 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
         402: ErrorBody.meta({ description: 'out_of_credits: the workspace cannot pay the first minute' }),
         403: ErrorBody.meta({ description: "voice_chat_not_enabled (the agent's web_chat.voice_chat is off), and the identity refusals of /send" }),
         409: ErrorBody.meta({ description: 'conversation_closed' }),
-        429: ErrorBody.meta({ description: 'concurrent_voice_limit_reached (VOICE_MAX_CONCURRENT sessions and calls per workspace, 5 by default), rate_limited' }),
+        429: ErrorBody.meta({
+          description:
+            'concurrent_voice_limit_reached (connected sessions and calls per workspace: VOICE_MAX_CONCURRENT, 5 by default, of which VOICE_SLOTS_RESERVED_FOR_API, 1, only API calls take); rate_limited with Retry-After (sessions joining or live per visitor, VOICE_MAX_SESSIONS_PER_VISITOR, 2, or per client address, VOICE_MAX_SESSIONS_PER_ADDRESS, 4; a session joins within VOICE_JOIN_TIMEOUT_SECONDS)',
+        }),
         503: ErrorBody.meta({ description: 'voice_chat_prereq_failed (with the reason: no speech-to-text or text-to-speech here), no_workflow_configured, workflow_unavailable' }),
       },
     },
@@ -101,6 +104,9 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
         agentId: agent.id,
         customerId: conv.customer_id,
         transport: opts.voice.transport.kind,
+        // Counted per visitor and per client address (a joining session holds no workspace slot).
+        visitorKey: conv.customer_id ?? conv.id,
+        clientAddress: request.ip,
       });
       try {
         const room = await opts.voice.transport.createRoom({ voiceSessionId: row.id, workspaceId: site.workspace_id, identity: conv.customer_id, ttlSeconds: TOKEN_TTL_SECONDS });

@@ -22,6 +22,11 @@ export const VoiceSession = defineEntity({
     connectedAt: p.datetime().nullable(),
     endedAt: p.datetime().nullable(),
     durationMs: p.integer().nullable(),
+    /** Who started it (the customer, else the conversation) and from where: the per-visitor and per-address caps. */
+    visitorKey: p.text().nullable(),
+    clientAddress: p.text().nullable(),
+    /** Set by the first signalling socket that joins: the rtc_token is single-use. */
+    rtcClaimedAt: p.datetime().nullable(),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

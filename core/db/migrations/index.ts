@@ -22,6 +22,7 @@ import { Migration20261127200000CreditRefunds } from './Migration20261127200000C
 import { Migration20261128050000McpCredentialOrigins } from './Migration20261128050000McpCredentialOrigins';
 import { Migration20261125181000McpServers } from './Migration20261125181000McpServers';
 import { Migration20261125170000StructuredExtractions } from './Migration20261125170000StructuredExtractions';
+import { Migration20261128030000VoiceSessionAbuse } from './Migration20261128030000VoiceSessionAbuse';
 import { Migration20261128070000BlobReferences } from './Migration20261128070000BlobReferences';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
@@ -49,6 +50,7 @@ export const migrations = [
   { name: 'Migration20261125170000StructuredExtractions', class: Migration20261125170000StructuredExtractions },
   { name: 'Migration20261127170000Voice', class: Migration20261127170000Voice },
   { name: 'Migration20261127200000CreditRefunds', class: Migration20261127200000CreditRefunds },
+  { name: 'Migration20261128030000VoiceSessionAbuse', class: Migration20261128030000VoiceSessionAbuse },
   { name: 'Migration20261128050000McpCredentialOrigins', class: Migration20261128050000McpCredentialOrigins },
   { name: 'Migration20261128070000BlobReferences', class: Migration20261128070000BlobReferences },
 ];

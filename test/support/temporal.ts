@@ -77,6 +77,18 @@ export async function maybeRecordHistory(client: Client, workflowId: string, nam
   fs.writeFileSync(path.join(HISTORIES_DIR, `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 2)}\n`);
 }
 
+/**
+ * The summaries (user metadata) of a workflow's history events, decoded as the Temporal UI shows them through the
+ * codec endpoint: they are payloads, encrypted like every other (core/crypto/payload-codec.ts).
+ */
+export async function historySummaries(client: Client, workflowId: string): Promise<string[]> {
+  const codec = client.options.loadedDataConverter.payloadCodecs.find((c): c is EncryptionCodec => c instanceof EncryptionCodec);
+  const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  const summaries = events.flatMap((e) => (e.userMetadata?.summary ? [e.userMetadata.summary] : []));
+  const decoded = codec ? await decryptPayloadsIn(summaries, codec) : summaries;
+  return decoded.map((p) => client.options.loadedDataConverter.payloadConverter.fromPayload<string>(p as never));
+}
+
 /** What a workflow's history shows of how it ran: started eagerly, its activities, its local activities, its patches. */
 export interface HistorySteps {
   /** The first workflow task was handed to the starter's worker in the start call's answer. */

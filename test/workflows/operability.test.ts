@@ -24,7 +24,7 @@ import { multipart, upload as kbUpload } from '../support/kb';
 import { makeWav } from '../support/documents';
 import { inboundDone } from '../support/msgapp';
 import { testLogger } from '../support/secret-log';
-import { maybeRecordHistory, startTestWorker, workflowResult, type TestWorker } from '../support/temporal';
+import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult, type TestWorker } from '../support/temporal';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 
 /**
@@ -290,8 +290,7 @@ describe('search attributes', () => {
     const meta = await actor.query<{ currentDetails?: string; definition?: { updateDefinitions?: Array<{ name: string; description?: string }> } }>('__temporal_workflow_metadata');
     expect(meta.currentDetails).toMatch(/Turns this run: 1/);
     expect(meta.definition?.updateDefinitions?.find((u) => u.name === 'visitorMessage')?.description).toMatch(/POST \/send/);
-    const events = (await actor.fetchHistory()).events ?? [];
-    const summaries = events.flatMap((e) => (e.userMetadata?.summary?.data ? [JSON.parse(Buffer.from(e.userMetadata.summary.data).toString()) as string] : []));
+    const summaries = await historySummaries(tw.client, `conversation:${conv.conversation_id}`);
     expect(summaries).toEqual(expect.arrayContaining([`task started: index:${longId}`, 'Reading lease.txt', `task completed: index:${longId}`]));
     expect(summaries.some((s) => s.startsWith('turn: answer msg_'))).toBe(true);
   }, 60_000);

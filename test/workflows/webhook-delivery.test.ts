@@ -8,7 +8,7 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { ATTEMPT, DELIVERY_STATUS } from '../../worker/search-attributes';
 import { WebhookDelivery } from '../../core/db/entities';
-import { maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
+import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 
 let db: TestDatabase;
@@ -153,8 +153,7 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     expect(failed.count).toBe(1);
     const meta = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
     expect(meta.currentDetails).toMatch(/^Failed after 6 attempts\. Last error: HTTP 500/);
-    const events = (await handle.fetchHistory()).events ?? [];
-    const summaries = events.flatMap((e) => (e.userMetadata?.summary?.data ? [JSON.parse(Buffer.from(e.userMetadata.summary.data).toString())] : []));
+    const summaries = await historySummaries(tw.client, handle.workflowId);
     // Attempt 1 was the dispatcher's: the workflow starts by waiting the first backoff, then attempts 2–6.
     expect(summaries.filter((x: string) => x.startsWith('POST'))).toEqual(['POST, attempt 2/6', 'POST, attempt 3/6', 'POST, attempt 4/6', 'POST, attempt 5/6', 'POST, attempt 6/6']);
     expect(summaries).toEqual(expect.arrayContaining(['backoff before attempt 2/6', 'record: failed after every attempt']));

@@ -38,6 +38,11 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     perSiteClient: config.WIDGET_RATE_LIMIT_PER_CLIENT,
     sendsPerConversation: config.WIDGET_SENDS_PER_CONVERSATION,
     refusalsPerAddress: config.WIDGET_REFUSALS_PER_ADDRESS,
+  }, {
+    perVisitor: config.DIAL_OUT_CALLS_PER_VISITOR,
+    perAddress: config.DIAL_OUT_CALLS_PER_ADDRESS,
+    perDestination: config.DIAL_OUT_CALLS_PER_DESTINATION,
+    windowSeconds: config.DIAL_OUT_WINDOW_SECONDS,
   });
   const chatHub = new ChatHub({
     em: c.em,

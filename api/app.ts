@@ -123,7 +123,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(customerRoutes, { services });
   await app.register(credentialRoutes, { services });
   await app.register(supportRoutes, { services });
-  await app.register(conversationRoutes, { services, gateways, voice: deps.voice ?? null });
+  await app.register(conversationRoutes, { services, gateways, voice: deps.voice ?? null, dialOut: deps.limits.dialOut });
   await app.register(analyticsRoutes, { services });
   await app.register(billingRoutes, { services });
   await app.register(mcpServerRoutes, { services });

@@ -13,7 +13,7 @@ export async function placeCall(
   services: Pick<Services, 'voice'>,
   gateways: Gateways,
   voice: VoiceParts | null,
-  c: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; phone: string },
+  c: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; phone: string; destinationClass?: 'fixed' | 'mobile' | 'other'; creditsPerMinute?: number },
 ): Promise<ICall> {
   const row = await services.voice.reserveCall({ ...c, provider: voice?.telephony?.kind ?? 'none' });
   try {

@@ -45,6 +45,11 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
       bytesPerAddressPerHour: config.WIDGET_FILE_BYTES_PER_ADDRESS_PER_HOUR,
       bytesPerSitePerDay: config.WIDGET_FILE_BYTES_PER_SITE_PER_DAY,
     },
+  }, {
+    perVisitor: config.DIAL_OUT_CALLS_PER_VISITOR,
+    perAddress: config.DIAL_OUT_CALLS_PER_ADDRESS,
+    perDestination: config.DIAL_OUT_CALLS_PER_DESTINATION,
+    windowSeconds: config.DIAL_OUT_WINDOW_SECONDS,
   });
   const chatHub = new ChatHub({
     em: c.em,

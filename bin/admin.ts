@@ -13,11 +13,16 @@ import { TICKET_STATUSES, Workspace, type TicketStatus } from '../core/db/entiti
 import { ApiError } from '../core/errors';
 import { newId } from '../core/ids';
 import { compose, type Composition } from '../core/compose';
+import { setDialOutPolicy } from '../core/voice/destinations';
 import { resolveDatabaseUrl } from '../infra/postgres';
 
 const USAGE = `usage: npm run -s admin -- <command>
   workspace create --name NAME
   workspace list
+  workspace set-dial-out WS_ID [--countries US,CA|all] [--types fixed_line,mobile,...|default]
+                    (dial-out destinations: allowed ISO countries, default all; allowed number types, default
+                    fixed_line,mobile,toll_free,voip,uan; premium-rate, shared-cost, unknown and satellite/global
+                    network numbers are never dialled)
   key create --workspace WS_ID --name NAME --scopes SCOPE[,SCOPE...]
   key list --workspace WS_ID
   key rotate KEY_ID
@@ -126,6 +131,8 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       body: { type: 'string' },
       'body-file': { type: 'string' },
       amount: { type: 'string' },
+      countries: { type: 'string' },
+      types: { type: 'string' },
       reason: { type: 'string' },
     },
   });
@@ -211,6 +218,15 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       const id = need(target, 'TICKET_ID (positional)');
       if ((values.body === undefined) === (values['body-file'] === undefined)) throw new UsageError('give exactly one of --body TEXT or --body-file PATH (- for stdin)');
       return services.support.operatorReply(id, values.body ?? (await readBody(values['body-file']!)));
+    }
+    case 'workspace set-dial-out': {
+      const ws = need(target, 'WS_ID (positional)');
+      if (values.countries === undefined && values.types === undefined) throw new UsageError('give --countries and/or --types');
+      const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
+      return setDialOutPolicy(orm.em, ws, {
+        countries: values.countries === undefined ? undefined : values.countries.trim().toLowerCase() === 'all' ? null : list(values.countries),
+        types: values.types === undefined ? undefined : values.types.trim().toLowerCase() === 'default' ? null : list(values.types),
+      });
     }
     case 'credits grant': {
       const amount = Number(need(values.amount, 'amount'));

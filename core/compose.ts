@@ -235,6 +235,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
         structured_extraction_page: config.BILLING_PRICE_EXTRACTION_PAGE,
         llm_1k_tokens: config.BILLING_PRICE_LLM_1K_TOKENS,
         voice_minute_credits: config.BILLING_CREDITS_PER_VOICE_MINUTE,
+        call_minute_credits: { fixed: config.BILLING_CREDITS_PER_CALL_MINUTE_FIXED, mobile: config.BILLING_CREDITS_PER_CALL_MINUTE_MOBILE, other: config.BILLING_CREDITS_PER_CALL_MINUTE_OTHER },
       },
       structured,
       models: s.models ?? { allowed: config.LLM_ALLOWED_MODELS, maxTokensCap: config.LLM_MAX_TOKENS_CAP, prices: config.LLM_MODEL_PRICES },

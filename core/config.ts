@@ -186,6 +186,11 @@ export const configSchema = z.object({
   BILLING_PRICE_LLM_1K_TOKENS: z.preprocess(emptyToUndefined, z.coerce.number().nonnegative().default(0.002)),
   /** Credits one voice minute spends; only voice spends credits (402 out_of_credits when they run out). */
   BILLING_CREDITS_PER_VOICE_MINUTE: positiveInt(1),
+  /** Credits one minute of a dial-out call spends, by destination class (core/voice/destinations.ts): a fixed line;
+   *  a mobile (also North America's fixed-line-or-mobile numbers, which do not say which they are); any other type. */
+  BILLING_CREDITS_PER_CALL_MINUTE_FIXED: positiveInt(1),
+  BILLING_CREDITS_PER_CALL_MINUTE_MOBILE: positiveInt(2),
+  BILLING_CREDITS_PER_CALL_MINUTE_OTHER: positiveInt(2),
   /** Voice sessions running at once per workspace (browser sessions and dial-out calls together). */
   VOICE_MAX_CONCURRENT: positiveInt(5),
   /** Longest voice session or call, in minutes; it then ends politely. */
@@ -328,6 +333,12 @@ export const configSchema = z.object({
   /** Refused widget requests and socket handshakes (unknown site, Origin not allowed, suspended site) a minute per client
    *  address, per API process; past it, 429 before any database lookup. */
   WIDGET_REFUSALS_PER_ADDRESS: positiveInt(30),
+  /** Dial-out calls placed per DIAL_OUT_WINDOW_SECONDS: per widget visitor (site and verified phone), per client
+   *  address and site (widget), and per destination number (every workspace, widget and POST /outbound). */
+  DIAL_OUT_CALLS_PER_VISITOR: positiveInt(3),
+  DIAL_OUT_CALLS_PER_ADDRESS: positiveInt(10),
+  DIAL_OUT_CALLS_PER_DESTINATION: positiveInt(5),
+  DIAL_OUT_WINDOW_SECONDS: positiveInt(3600),
   /** Widget uploads whose extracted text is longer than this (characters) are also indexed for search. */
   WIDGET_UPLOAD_INDEX_CHARS: positiveInt(20_000),
   /** Limits of the isolated extraction process. */

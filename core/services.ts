@@ -164,7 +164,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
       voice: () => opts.voicePrereqs,
     }),
     voice,
-    calls: new CallService(em, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs),
+    calls: new CallService(em, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits),
     uploads,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders,

@@ -5,6 +5,7 @@ import type { VoiceParts } from '../../core/voice/from-config';
 import type { Gateways } from '../../gateways';
 import { placeCall } from '../dial-out';
 import { ApiError } from '../../core/errors';
+import { enforceDialOut, type DialOutLimits } from '../../core/ratelimit';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';
 import {
@@ -26,7 +27,7 @@ const ConvId = idParam('conv');
 
 const tags = ['Conversations'];
 
-export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations' | 'transcript' | 'calls' | 'voice'>; gateways: Gateways | null; voice: VoiceParts | null }> = async (app, opts) => {
+export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations' | 'transcript' | 'calls' | 'voice'>; gateways: Gateways | null; voice: VoiceParts | null; dialOut: DialOutLimits }> = async (app, opts) => {
   const conversations = opts.services.conversations;
   const calls = opts.services.calls;
   const gateways = () => {
@@ -67,19 +68,19 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
       operationId: 'startOutbound',
       summary: "A human agent's message on a channel other than msgapp",
       description:
-        "channel web: stored in the conversation's transcript as written by a human (the widget's history shows author: human) and pushed to the visitor's open sockets as a reply with unsolicited: true. msgapp: use POST /api/v1/messages (400). voice: dial-out, the agent phones `to` (201 with the call, status calling; follow it with GET /api/v1/calls/{id}). Its checks, in order: the agent (404, 422 agent_not_published), its web_chat.dial_out toggle (403 dial_out_not_enabled), the number (400 invalid_phone_number), what this installation lacks (503 dial_out_prereq_failed), the conversation (404, 409), the workspace's concurrent voice sessions and calls (429 concurrent_voice_limit_reached) and credits (402 out_of_credits: the first minute is paid now).",
+        "channel web: stored in the conversation's transcript as written by a human (the widget's history shows author: human) and pushed to the visitor's open sockets as a reply with unsolicited: true. msgapp: use POST /api/v1/messages (400). voice: dial-out, the agent phones `to` (201 with the call, status calling; follow it with GET /api/v1/calls/{id}). Its checks, in order: the agent (404, 422 agent_not_published), its web_chat.dial_out toggle (403 dial_out_not_enabled), the number and the workspace's destination policy (400 invalid_phone_number with the reason: premium-rate, shared-cost, unknown type, non-geographic global network such as +870 Inmarsat, a type or country the workspace does not allow), what this installation lacks (503 dial_out_prereq_failed), the conversation (404, 409), the calls to that number in the window across all workspaces (429 rate_limited with Retry-After, DIAL_OUT_CALLS_PER_DESTINATION), the workspace's concurrent voice sessions and calls (429 concurrent_voice_limit_reached) and credits (402 out_of_credits: the first minute is paid now, at the price of the number's class: fixed, mobile or other).",
       tags,
       body: OutboundBody,
       response: {
         201: z.union([OutboundMessage, Call]).meta({ description: 'web: the stored message; voice: the call placed (status calling)' }),
         ...authErrors,
-        400: ErrorBody.meta({ description: 'invalid_request, invalid_phone_number (voice)' }),
+        400: ErrorBody.meta({ description: 'invalid_request, invalid_phone_number (voice; the message says why: not a number, premium-rate, shared-cost, unknown type, non-geographic/satellite, a type or country the workspace does not allow)' }),
         402: ErrorBody.meta({ description: 'out_of_credits (voice): the workspace cannot pay the first minute' }),
         403: ErrorBody.meta({ description: "dial_out_not_enabled (voice): the agent's web_chat.dial_out is off" }),
         404: ErrorBody.meta({ description: 'not_found: no such conversation (or, voice, agent) in this workspace' }),
         409: ErrorBody.meta({ description: 'conversation_closed' }),
         422: ErrorBody.meta({ description: 'agent_not_published (voice)' }),
-        429: ErrorBody.meta({ description: 'concurrent_voice_limit_reached (voice), rate_limited' }),
+        429: ErrorBody.meta({ description: 'concurrent_voice_limit_reached (voice), rate_limited (with Retry-After; voice: also the calls to one number per DIAL_OUT_WINDOW_SECONDS)' }),
         503: ErrorBody.meta({ description: 'dial_out_prereq_failed (voice, with the reason), workflow_unavailable' }),
       },
     },
@@ -88,7 +89,8 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
       const workspaceId = authOf(request).workspaceId;
       if (body.channel === 'msgapp') throw new ApiError(400, 'invalid_request', 'channel: msgapp messages are sent with POST /api/v1/messages');
       if (body.channel === 'voice') {
-        const call = await calls.prepareOutbound(workspaceId, body);
+        // The per-number cap counts every workspace's calls to that number, once the number is accepted.
+        const call = await calls.prepareOutbound(workspaceId, body, (dest) => enforceDialOut(opts.dialOut, 'perDestination', dest.phone));
         const row = await placeCall(opts.services, gateways(), opts.voice, { workspaceId, siteId: null, ...call });
         return reply.code(201).send(await calls.get(workspaceId, row.id));
       }

@@ -14,6 +14,8 @@ export interface Prices {
   llm_1k_tokens: number;
   /** Credits one voice minute spends (the voice sessions' spender uses it). */
   voice_minute_credits: number;
+  /** Credits one dial-out call minute spends by destination class (absent: voice_minute_credits). */
+  call_minute_credits?: { fixed: number; mobile: number; other: number };
 }
 
 export interface LedgerView {

@@ -130,6 +130,47 @@ export interface RequestLimits {
   widgetRefusals: RefusalLimiter;
   /** Widget uploads and voice notes: in flight and budgets per site and client address, and per site. */
   widgetWork: WidgetWorkQuota;
+  /** Dial-out caps (toll fraud): longer windows than the per-minute request limits. */
+  dialOut: DialOutLimits;
+}
+
+export interface DialOutCaps {
+  /** Calls per window per widget visitor (site and verified phone). */
+  perVisitor: number;
+  /** Calls per window per client address (widget). */
+  perAddress: number;
+  /** Calls per window per destination number, every workspace and both entry points. */
+  perDestination: number;
+  windowSeconds: number;
+}
+
+export interface DialOutLimits {
+  perVisitor: RateLimiter;
+  perAddress: RateLimiter;
+  perDestination: RateLimiter;
+  windowSeconds: number;
+}
+
+/** An hour's window: a phone call is dearer than a request, and a caller re-dialling within minutes is what a cap must catch. */
+export const DIAL_OUT_CAPS: DialOutCaps = { perVisitor: 3, perAddress: 10, perDestination: 5, windowSeconds: 3600 };
+
+export async function createDialOutLimits(store: RateStore, caps: DialOutCaps = DIAL_OUT_CAPS): Promise<DialOutLimits> {
+  return {
+    perVisitor: await createRateLimiter(store, 'dial_out_visitor', caps.perVisitor, caps.windowSeconds),
+    perAddress: await createRateLimiter(store, 'dial_out_address', caps.perAddress, caps.windowSeconds),
+    perDestination: await createRateLimiter(store, 'dial_out_destination', caps.perDestination, caps.windowSeconds),
+    windowSeconds: caps.windowSeconds,
+  };
+}
+
+/** Counts one dial-out against one cap; over it: 429 `rate_limited` with Retry-After (seconds). */
+export async function enforceDialOut(limits: DialOutLimits, which: 'perVisitor' | 'perAddress' | 'perDestination', key: string): Promise<void> {
+  const limiter = limits[which];
+  const d = await limiter.consume(key);
+  if (d.allowed) return;
+  const retryAfter = Math.max(1, Math.ceil(d.resetMs / 1000));
+  const what = { perVisitor: 'calls per visitor', perAddress: 'calls per client address', perDestination: 'calls to one number' }[which];
+  throw new ApiError(429, 'rate_limited', `Too many dial-out calls: at most ${limiter.limit} ${what} in ${limits.windowSeconds} s; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
 }
 
 export interface WidgetLimits {
@@ -152,6 +193,7 @@ export async function createRequestLimits(
   perWorkspace: number,
   windowSeconds = WINDOW_SECONDS,
   widget: WidgetLimits = WIDGET_LIMITS,
+  dialOut: DialOutCaps = DIAL_OUT_CAPS,
 ): Promise<RequestLimits> {
   return {
     perKey: await createRateLimiter(store, 'key', perKey, windowSeconds),
@@ -160,6 +202,7 @@ export async function createRequestLimits(
     widgetSends: await createRateLimiter(store, 'widget_sends', widget.sendsPerConversation, windowSeconds),
     widgetRefusals: new RefusalLimiter(widget.refusalsPerAddress ?? WIDGET_LIMITS.refusalsPerAddress, windowSeconds),
     widgetWork: await WidgetWorkQuota.create(store, { ...WIDGET_WORK_LIMITS, ...widget.work }),
+    dialOut: await createDialOutLimits(store, dialOut),
   };
 }
 

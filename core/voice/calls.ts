@@ -9,6 +9,7 @@ import type { CallStatus, ICall, IRecording } from '../db/entities';
 import { ApiError } from '../errors';
 import { decodeCursor, encodeCursor } from '../pagination';
 import { signLink } from '../storage/signed-links';
+import { checkDestination, dialOutPolicy, type Destination, type DestinationClass } from './destinations';
 import type { VoicePrereqs } from './from-config';
 import { recordingView, type RecordingView, type VoiceSessionService } from './sessions';
 
@@ -36,7 +37,10 @@ export interface CallView {
 const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 const EXTENSIONS: Record<string, string> = { 'audio/ogg': 'ogg', 'audio/wav': 'wav' };
 
-/** A dialable number in E.164 (`+15551230000`), or 400 invalid_phone_number. */
+/**
+ * A valid number in E.164 (`+15551230000`), or 400 invalid_phone_number. Validity only:
+ * a number to dial goes through `checkDestination` (core/voice/destinations.ts).
+ */
 export function e164(raw: string): string {
   const parsed = parsePhoneNumberFromString(raw.trim());
   if (!parsed?.isValid()) throw new ApiError(400, 'invalid_phone_number', 'phone number: not a valid international number (E.164, e.g. +14155550123)');
@@ -55,45 +59,77 @@ export class CallService {
     private readonly voice: VoiceSessionService,
     private readonly links: { box: SecretBox; publicBaseUrl: string },
     private readonly prereqs: () => VoicePrereqs | undefined,
+    /** Credits a call minute costs by destination class (BILLING_CREDITS_PER_CALL_MINUTE_*); absent: defaultMinuteCredits. */
+    private readonly callPrices?: Record<DestinationClass, number>,
+    private readonly defaultMinuteCredits = 1,
   ) {}
 
-  /**
-   * What every dial-out checks, in the contract's order: the agent's web_chat.dial_out
-   * toggle (403 dial_out_not_enabled), the number (400 invalid_phone_number), this
-   * installation's telephony and speech (503 dial_out_prereq_failed). The E.164 number.
-   */
-  checkDialOut(spec: AgentSpec, phoneNumber: string): string {
+  /** The agent's web_chat.dial_out toggle: 403 dial_out_not_enabled when off. */
+  assertDialOutEnabled(spec: AgentSpec): void {
     if (!spec.triggers.web_chat?.dial_out) throw new ApiError(403, 'dial_out_not_enabled', 'Dial-out is not enabled for this agent (web_chat.dial_out)');
-    const phone = e164(phoneNumber);
+  }
+
+  /**
+   * The number under the workspace's destination policy (`checkDestination`: 400
+   * invalid_phone_number naming why), with the credits a minute to it costs.
+   */
+  async destination(workspaceId: string, phoneNumber: string): Promise<Destination & { creditsPerMinute: number }> {
+    const dest = checkDestination(phoneNumber, await dialOutPolicy(this.em, workspaceId));
+    return { ...dest, creditsPerMinute: this.callPrices?.[dest.class] ?? this.defaultMinuteCredits };
+  }
+
+  /** What this installation lacks for dial-out: 503 dial_out_prereq_failed with the reason. */
+  assertDialOutPrereqs(): void {
     const prereqs = this.prereqs();
     const missing = prereqs ? prereqs.dialOut : 'dial-out is not configured in this process';
     if (missing) throw new ApiError(503, 'dial_out_prereq_failed', `Dial-out cannot run here: ${missing}`);
-    return phone;
+  }
+
+  /**
+   * What every dial-out checks, in the contract's order: the agent's web_chat.dial_out
+   * toggle (403 dial_out_not_enabled), the number and its destination (400
+   * invalid_phone_number), this installation's telephony and speech (503
+   * dial_out_prereq_failed). The destination.
+   */
+  async checkDialOut(workspaceId: string, spec: AgentSpec, phoneNumber: string): Promise<Destination & { creditsPerMinute: number }> {
+    this.assertDialOutEnabled(spec);
+    const dest = await this.destination(workspaceId, phoneNumber);
+    this.assertDialOutPrereqs();
+    return dest;
   }
 
   /**
    * POST /api/v1/outbound channel voice, before the call is placed: the workspace's
    * published agent (404), the checks above, and the call's conversation: the one named
    * (404 when not in this workspace, 409 when closed), else a new voice conversation
-   * with the customer holding that number (created with it when none does).
+   * with the customer holding that number (created with it when none does). `beforeWork`
+   * runs once the number is accepted, before any row is written (the dial-out caps).
    */
-  async prepareOutbound(workspaceId: string, b: { to: string; agent_id: string; conversation_id?: string }): Promise<{ agentId: string; phone: string; conversationId: string }> {
+  async prepareOutbound(
+    workspaceId: string,
+    b: { to: string; agent_id: string; conversation_id?: string },
+    beforeWork: (dest: Destination) => Promise<void> = async () => undefined,
+  ): Promise<{ agentId: string; phone: string; conversationId: string; destinationClass: DestinationClass; creditsPerMinute: number }> {
     const em = this.em.fork();
     const agent = await findAgent(em, workspaceId, b.agent_id);
     if (!agent) throw new ApiError(404, 'not_found', `No agent with id '${b.agent_id}' in this workspace`);
     if (agent.status !== 'published') throw new ApiError(422, 'agent_not_published', `Agent ${agent.id} is a draft; publish it first`, { agent_id: agent.id });
-    const phone = this.checkDialOut(agent.spec, b.to);
+    const dest = await this.checkDialOut(workspaceId, agent.spec, b.to);
+    const phone = dest.phone;
+    const priced = { destinationClass: dest.class, creditsPerMinute: dest.creditsPerMinute };
     if (b.conversation_id) {
       const conv = await conversationInWorkspace(em, workspaceId, b.conversation_id);
       if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${b.conversation_id}' in this workspace`);
       if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed');
-      return { agentId: agent.id, phone, conversationId: conv.id };
+      await beforeWork(dest);
+      return { agentId: agent.id, phone, conversationId: conv.id, ...priced };
     }
+    await beforeWork(dest);
     const conversationId = await em.transactional(async (tx) => {
       const customerId = await customerForPhone(tx, workspaceId, phone);
       return insertVoiceConversation(tx, { workspaceId, agentId: agent.id, customerId });
     });
-    return { agentId: agent.id, phone, conversationId };
+    return { agentId: agent.id, phone, conversationId, ...priced };
   }
 
   /** Calls newest first, keyset-paged (`next_cursor`). */

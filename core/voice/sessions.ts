@@ -99,12 +99,12 @@ export class VoiceSessionService {
    * from the widget (`siteId` set) shares the widget's part of the workspace's slots; an
    * API call (`siteId` null) may also take the slots kept for the API.
    */
-  async reserveCall(c: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; phone: string; provider: string }): Promise<ICall> {
+  async reserveCall(c: { workspaceId: string; siteId: string | null; conversationId: string; agentId: string; phone: string; provider: string; destinationClass?: 'fixed' | 'mobile' | 'other'; creditsPerMinute?: number }): Promise<ICall> {
     const id = newId('call');
     const now = new Date();
     const row = await this.locked(c.workspaceId, async (em) => {
       await this.checkCapacity(em, c.workspaceId, c.siteId !== null);
-      const created = em.create(Call, { id, workspaceId: c.workspaceId, siteId: c.siteId, conversationId: c.conversationId, agentId: c.agentId, phone: c.phone, provider: c.provider, direction: 'outbound', status: 'calling', statusHistory: [{ status: 'calling', at: now.toISOString() }], creditsSpent: 0, createdAt: now, updatedAt: now });
+      const created = em.create(Call, { id, workspaceId: c.workspaceId, siteId: c.siteId, conversationId: c.conversationId, agentId: c.agentId, phone: c.phone, provider: c.provider, direction: 'outbound', status: 'calling', statusHistory: [{ status: 'calling', at: now.toISOString() }], creditsSpent: 0, destinationClass: c.destinationClass ?? null, creditsPerMinute: c.creditsPerMinute ?? null, createdAt: now, updatedAt: now });
       await em.flush();
       return created;
     });
@@ -180,9 +180,11 @@ export class VoiceSessionService {
    * once, whatever retries); 402 out_of_credits when the balance cannot.
    */
   async payMinute(workspaceId: string, id: string, n: number): Promise<void> {
-    await this.credits.spend(workspaceId, this.limits.creditsPerMinute, `voice minute ${n}`, `${id}:minute:${n}`);
+    // A call pays the price of its destination's class, fixed on its row when it was placed.
+    const rate = (id.startsWith('call_') ? (await this.em.fork().findOne(Call, { id }, { fields: ['creditsPerMinute'] }))?.creditsPerMinute : null) ?? this.limits.creditsPerMinute;
+    await this.credits.spend(workspaceId, rate, `voice minute ${n}`, `${id}:minute:${n}`);
     const entity = id.startsWith('call_') ? Call : VoiceSession;
-    await this.em.fork().nativeUpdate(entity as typeof VoiceSession, { id }, { creditsSpent: n * this.limits.creditsPerMinute });
+    await this.em.fork().nativeUpdate(entity as typeof VoiceSession, { id }, { creditsSpent: n * rate });
   }
 
   async session(workspaceId: string, id: string): Promise<IVoiceSession | null> {

@@ -1,5 +1,6 @@
 import type { VoicePrereqs } from '../voice/from-config';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import type { AgentSpec } from '../agents/spec';
 import { findAgent } from '../agents/agents';
 import { latestVisibleTexts } from '../chat/transcript';
@@ -77,6 +78,31 @@ export class WidgetSessionService {
     const conv = await this.conversation(site, conversationId);
     assertAccess(conv, ctx, level);
     return { ...conv, level };
+  }
+
+  /**
+   * The number a widget visitor may be phoned on: only their own, proved by `user_hash`
+   * signing `<site_id>.phone:<E.164>` (toll fraud: an anonymous page must never make us
+   * dial a number of its choosing). No phone or no hash, or a phone beside an external_id
+   * (the hash is then the external id's, the phone only a label): 403
+   * identity_verification_required; a hash that does not sign this phone: 403
+   * identity_verification_failed. The phone in E.164.
+   */
+  verifiedPhone(site: SiteRow, ctx: UserContext | undefined): string {
+    if (!ctx?.phone || !ctx.user_hash || ctx.external_id) {
+      throw new ApiError(
+        403,
+        'identity_verification_required',
+        "user_context: dial-out from the widget calls only the visitor's own verified phone: send user_context {phone, user_hash} (no external_id), user_hash signing <site_id>.phone:<E.164>",
+      );
+    }
+    const parsed = parsePhoneNumberFromString(ctx.phone.trim());
+    if (!parsed?.isValid()) throw new ApiError(400, 'invalid_phone_number', 'user_context.phone: not a valid international number (E.164, e.g. +14155550123)');
+    const phone = parsed.format('E.164');
+    if (!this.sites.verifies(site, hashSubject('phone', phone), ctx.user_hash)) {
+      throw new ApiError(403, 'identity_verification_failed', 'user_hash does not sign <site_id>.phone:<E.164> for user_context.phone under an active or expiring secret of this site');
+    }
+    return phone;
   }
 
   /** The identity level of a request that names no conversation (the spec's 403s). */

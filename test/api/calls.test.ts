@@ -1,8 +1,11 @@
 import fs from 'node:fs';
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { whisperModelPath } from '../../core/config';
 import { LocalWhisperTranscriber } from '../../core/kb/extract';
 import { transcriberFromConfig } from '../../core/kb/extractor';
 import { LiveKitSipTelephony, LiveKitTransport } from '../../core/voice/livekit';
+import { userHash } from '../../core/widget/sites';
+import { dialOutPolicy, setDialOutPolicy } from '../../core/voice/destinations';
 import { speechRecognizerFor } from '../../core/voice/stt';
 import { VoiceGateway } from '../../gateways/voice';
 import { callWorkflowId, type CallResult } from '../../workflows/call';
@@ -33,6 +36,8 @@ const NO_ANSWER = '+14155550480';
 
 const config = { ...testConfig(), CONCIERGE_MODELS_DIR: MODELS_DIR, TRANSCRIBE_LANGUAGE: 'en' as const, TRANSCRIBE_MAX_SECONDS: 60 };
 
+type Site = { site_id: string; site_secret: string };
+
 let db: TestDatabase;
 let t: TestApp;
 /** The same installation without any telephony: dial-out's prerequisite is missing. */
@@ -49,13 +54,13 @@ let wsA: string;
 let authA: Record<string, string>;
 let agentOn: string;
 let agentOff: string;
-let siteOn: { site_id: string };
-let siteOff: { site_id: string };
+let siteOn: Site;
+let siteOff: Site;
 let wsB: string;
 let authB: Record<string, string>;
 let agentB: string;
-let wsPoor: { auth: Record<string, string>; agent: string; site: { site_id: string } };
-let wsFull: { auth: Record<string, string>; agent: string; site: { site_id: string } };
+let wsPoor: { auth: Record<string, string>; agent: string; site: Site };
+let wsFull: { auth: Record<string, string>; agent: string; site: Site };
 
 async function askAndHangUp(h: Handset): Promise<void> {
   await new Promise((r) => setTimeout(r, 400));
@@ -135,6 +140,13 @@ afterAll(async () => {
 const widget = (site: { site_id: string }, path: string, payload: object, app: TestApp = t) =>
   app.app.inject({ method: 'POST', url: `/api/public/widget/${path}`, headers: { 'x-concierge-site': site.site_id, origin: ORIGIN }, payload });
 const callWidget = (site: { site_id: string }, payload: object, app: TestApp = t) => widget(site, 'call', payload, app);
+/** What the site's backend gives a visitor whose phone it knows: user_hash signing `<site_id>.phone:<E.164>`. */
+const verifiedPhone = (site: Site, phone: string) => {
+  const normalised = parsePhoneNumberFromString(phone)?.format('E.164') ?? phone;
+  return { phone: normalised, user_hash: userHash(site.site_secret, site.site_id, `phone:${normalised}`) };
+};
+/** POST /call by the visitor verified as holding `phone`, asking to be called on it. */
+const callMe = (site: Site, phone: string, payload: object = {}, app: TestApp = t) => callWidget(site, { phone_number: phone, user_context: verifiedPhone(site, phone), ...payload }, app);
 const init = (site: { site_id: string }, app: TestApp = t) => widget(site, 'init', {}, app);
 const outbound = (auth: Record<string, string>, payload: object, app: TestApp = t) => app.app.inject({ method: 'POST', url: '/api/v1/outbound', headers: auth, payload: { channel: 'voice', ...payload } });
 const get = (auth: Record<string, string>, url: string) => t.app.inject({ method: 'GET', url, headers: auth });
@@ -143,15 +155,15 @@ const error = (res: { statusCode: number; json(): { error: string } }) => [res.s
 
 describe('POST /widget/call and POST /api/v1/outbound (voice): every refusal', () => {
   test('/call: 403 toggle off, 400 bad number, 503 no telephony (with the reason), 402 out of credits, 429 at the limit', async () => {
-    expect(error(await callWidget(siteOff, { phone_number: '+12025550143' }))).toEqual([403, 'dial_out_not_enabled']);
-    expect(error(await callWidget(siteOn, { phone_number: 'call me maybe' }))).toEqual([400, 'invalid_phone_number']);
-    expect(error(await callWidget(siteOn, { phone_number: '+15550000000' }))).toEqual([400, 'invalid_phone_number']);
-    const prereq = await callWidget(siteOn, { phone_number: '+12025550143' }, bare);
+    expect(error(await callMe(siteOff, '+12025550143'))).toEqual([403, 'dial_out_not_enabled']);
+    expect(error(await callMe(siteOn, 'call me maybe'))).toEqual([400, 'invalid_phone_number']);
+    expect(error(await callMe(siteOn, '+15550000000'))).toEqual([400, 'invalid_phone_number']);
+    const prereq = await callMe(siteOn, '+12025550143', {}, bare);
     expect(error(prereq)).toEqual([503, 'dial_out_prereq_failed']);
     expect(prereq.json().message).toContain('no voice provider with an outbound number');
     expect(prereq.json().message).toContain('SIP_TRUNK_URI');
-    expect(error(await callWidget(wsPoor.site, { phone_number: '+12025550143' }))).toEqual([402, 'out_of_credits']);
-    expect(error(await callWidget(wsFull.site, { phone_number: '+12025550143' }))).toEqual([429, 'concurrent_voice_limit_reached']);
+    expect(error(await callMe(wsPoor.site, '+12025550143'))).toEqual([402, 'out_of_credits']);
+    expect(error(await callMe(wsFull.site, '+12025550143'))).toEqual([429, 'concurrent_voice_limit_reached']);
     // init tells the visitor why dial-out is off here.
     const opened = (await init(siteOn, bare)).json();
     expect(opened.capabilities.dial_out).toBe(false);
@@ -173,6 +185,163 @@ describe('POST /widget/call and POST /api/v1/outbound (voice): every refusal', (
   });
 });
 
+describe('toll fraud: the destination policy, the verified phone, the caps, the price per class', () => {
+  const PREMIUM_US = '+19002550123';
+  const INMARSAT = '+870773111111';
+  const PREMIUM_FR = '+33899123456';
+  let ws: { ws: string; auth: Record<string, string>; agent: string; site: Site };
+  /** The same installation with small dial-out caps (1 per visitor, 2 per address, 2 per number, an hour). */
+  let capped: TestApp;
+  const callRows = async (workspaceId: string) => (await t.services.voice.calls(workspaceId, { limit: 100 })).length;
+  const nothingDialled = (...numbers: string[]) => {
+    for (const n of numbers) {
+      expect(phone.dialled).not.toContain(n);
+      expect(livekit.calls.filter((c) => c.body.sipCallTo === n)).toEqual([]);
+    }
+  };
+
+  beforeAll(async () => {
+    const id = await createWorkspace(db.orm);
+    const auth = bearer((await createKey(t.services, id, ['workflows:write', 'workflows:publish', 'conversations:read', 'conversations:write'])).key);
+    const agent = await publishedWebAgent(t.app, auth, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], dial_out: true } } });
+    ws = { ws: id, auth, agent, site: await t.services.sites.create(id, agent, [ORIGIN]) };
+    await t.services.credits.grant(id, 100);
+    capped = await startTestApp({
+      orm: db.orm,
+      databaseUrl: db.url,
+      temporal: { client: tw.client, taskQueue: tw.taskQueue },
+      serviceOptions: { transcriber, voice: { telephony: phone, stt: speechRecognizerFor(transcriber) } },
+      config: { DIAL_OUT_CALLS_PER_VISITOR: 1, DIAL_OUT_CALLS_PER_ADDRESS: 2, DIAL_OUT_CALLS_PER_DESTINATION: 2, DIAL_OUT_WINDOW_SECONDS: 3600 },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await capped?.close();
+  });
+
+  test('premium-rate (+1 900, +33 899) and satellite (+870 Inmarsat) numbers are 400 invalid_phone_number with the reason, from the widget and /outbound, and nothing is placed or dialled', async () => {
+    for (const [n, why] of [
+      [PREMIUM_US, /premium-rate/],
+      [INMARSAT, /non-geographic global network \(satellite/],
+      [PREMIUM_FR, /premium-rate/],
+    ] as const) {
+      // Even a visitor whose backend signed that very number (a customer who registered it) is not called on it.
+      const fromWidget = await callMe(ws.site, n);
+      expect(error(fromWidget)).toEqual([400, 'invalid_phone_number']);
+      expect(fromWidget.json().message).toMatch(why);
+      const fromApi = await outbound(ws.auth, { to: n, agent_id: ws.agent });
+      expect(error(fromApi)).toEqual([400, 'invalid_phone_number']);
+      expect(fromApi.json().message).toMatch(why);
+    }
+    expect(await callRows(ws.ws)).toBe(0);
+    expect((await get(ws.auth, '/api/v1/conversations?limit=100')).json().conversations.filter((c: { channel: string }) => c.channel === 'voice')).toEqual([]);
+    nothingDialled(PREMIUM_US, INMARSAT, PREMIUM_FR);
+    const started = await tw.client.workflow.count(`WorkflowType = 'callWorkflow' AND ConciergeWorkspaceId = '${ws.ws}'`);
+    expect(started.count).toBe(0);
+    expect((await t.services.credits.balance(ws.ws)).balance).toBe(100);
+  });
+
+  test('a country the workspace has not allowed is 400 invalid_phone_number naming it; a type it has not allowed too; the defaults come back', async () => {
+    await setDialOutPolicy(db.orm.em, ws.ws, { countries: ['gb', 'US'] });
+    const fr = await outbound(ws.auth, { to: '+33612345678', agent_id: ws.agent });
+    expect(error(fr)).toEqual([400, 'invalid_phone_number']);
+    expect(fr.json().message).toContain('is in FR, a country this workspace does not allow for dial-out (allowed: GB, US)');
+    const fromWidget = await callMe(ws.site, '+33612345678');
+    expect(error(fromWidget)).toEqual([400, 'invalid_phone_number']);
+    await setDialOutPolicy(db.orm.em, ws.ws, { countries: null, types: ['fixed_line'] });
+    const mobile = await outbound(ws.auth, { to: '+33612345678', agent_id: ws.agent });
+    expect(error(mobile)).toEqual([400, 'invalid_phone_number']);
+    expect(mobile.json().message).toContain('a mobile number, a type this workspace does not allow');
+    // A UK personal number (070…) forwards anywhere at the caller's cost: not among the default types.
+    await setDialOutPolicy(db.orm.em, ws.ws, { types: null });
+    const personal = await outbound(ws.auth, { to: '+447012345678', agent_id: ws.agent });
+    expect(error(personal)).toEqual([400, 'invalid_phone_number']);
+    expect(personal.json().message).toContain('personal-number');
+    expect(await dialOutPolicy(db.orm.em, ws.ws)).toEqual({ countries: null, types: ['fixed_line', 'mobile', 'toll_free', 'voip', 'uan'] });
+    await expect(setDialOutPolicy(db.orm.em, ws.ws, { types: ['premium_rate'] })).rejects.toMatchObject({ code: 'invalid_request' });
+    expect(await callRows(ws.ws)).toBe(0);
+    nothingDialled('+33612345678', '+447012345678');
+  });
+
+  test('the widget dials only a verified phone, the visitor’s own: anonymous, unsigned, beside an external_id, another number → 403', async () => {
+    const own = '+12025550177';
+    const anonymous = await callWidget(ws.site, { phone_number: own });
+    expect(error(anonymous)).toEqual([403, 'identity_verification_required']);
+    expect(anonymous.json().message).toContain('user_context');
+    expect(error(await callWidget(ws.site, { phone_number: own, user_context: { phone: own } }))).toEqual([403, 'identity_verification_required']);
+    // A verified external id with an unsigned phone beside it: the phone is only a label.
+    const ext = { external_id: 'cust-1', user_hash: userHash(ws.site.site_secret, ws.site.site_id, 'cust-1'), phone: own };
+    expect(error(await callWidget(ws.site, { phone_number: own, user_context: ext }))).toEqual([403, 'identity_verification_required']);
+    // A hash for another identity kind, or another phone, does not sign this one.
+    expect(error(await callWidget(ws.site, { phone_number: own, user_context: { phone: own, user_hash: userHash(ws.site.site_secret, ws.site.site_id, own) } }))).toEqual([403, 'identity_verification_failed']);
+    expect(error(await callWidget(ws.site, { phone_number: own, user_context: { phone: own, user_hash: verifiedPhone(ws.site, '+12025550178').user_hash } }))).toEqual([403, 'identity_verification_failed']);
+    // Verified for one number, asking to call another.
+    const other = await callWidget(ws.site, { phone_number: '+12025550178', user_context: verifiedPhone(ws.site, own) });
+    expect(error(other)).toEqual([403, 'identity_verification_required']);
+    expect(other.json().message).toContain('phone_number');
+    expect(await callRows(ws.ws)).toBe(0);
+    nothingDialled(own, '+12025550178');
+  });
+
+  test('caps: a second call for the same visitor, a third from one address, a third to one number are 429 rate_limited with Retry-After; nothing dialled past them', async () => {
+    const from = (ip: string) => ({ remoteAddress: ip });
+    const callFrom = (ip: string, n: string) =>
+      capped.app.inject({ method: 'POST', url: '/api/public/widget/call', headers: { 'x-concierge-site': ws.site.site_id, origin: ORIGIN }, payload: { phone_number: n, user_context: verifiedPhone(ws.site, n) }, ...from(ip) });
+    const expect429 = (res: Awaited<ReturnType<typeof callFrom>>, what: RegExp) => {
+      expect(error(res)).toEqual([429, 'rate_limited']);
+      expect(res.json().message).toMatch(what);
+      const retry = Number(res.headers['retry-after']);
+      expect(retry).toBeGreaterThan(0);
+      expect(retry).toBeLessThanOrEqual(3600);
+    };
+    // Numbers the fake LiveKit's trunk refuses (503): each call fails at once, so the caps are what this measures.
+    const [A, B, C] = ['+14155550482', '+14155550483', '+14155550484'];
+    const first = await callFrom('10.1.0.1', A);
+    expect(first.statusCode).toBe(200);
+    // The same visitor (site and phone) from another address: the visitor's cap.
+    expect429(await callFrom('10.1.0.2', A), /calls per visitor/);
+    const second = await callFrom('10.1.0.1', B);
+    expect(second.statusCode).toBe(200);
+    // A third visitor from the first address: the address's cap, before any lookup of the number's visitor.
+    expect429(await callFrom('10.1.0.1', C), /calls per client address/);
+    // The number: A was called once; /outbound may call it once more, then not again (every workspace counts).
+    const viaApi = await capped.app.inject({ method: 'POST', url: '/api/v1/outbound', headers: ws.auth, payload: { channel: 'voice', to: A, agent_id: ws.agent } });
+    expect(viaApi.statusCode).toBe(201);
+    const third = await capped.app.inject({ method: 'POST', url: '/api/v1/outbound', headers: authA, payload: { channel: 'voice', to: A, agent_id: agentOn } });
+    expect429(third, /calls to one number/);
+    for (const id of [first.json().call_id, second.json().call_id, viaApi.json().id]) await result(id);
+    expect(phone.dialled.filter((n) => n === A)).toHaveLength(2);
+    expect(phone.dialled.filter((n) => n === B)).toHaveLength(1);
+    expect(phone.dialled).not.toContain(C);
+  }, 60_000);
+
+  test('a minute is priced by the number’s class: a fixed line 1, a mobile 2 (BILLING_CREDITS_PER_CALL_MINUTE_*), fixed on the call for every minute', async () => {
+    const fixed = '+442079460111';
+    const mobile = '+33612345699';
+    for (const n of [fixed, mobile]) scripts.set(n, () => new Promise(() => undefined));
+    const a = await outbound(ws.auth, { to: fixed, agent_id: ws.agent });
+    expect(a.statusCode).toBe(201);
+    const b = await outbound(ws.auth, { to: mobile, agent_id: ws.agent });
+    expect(b.statusCode).toBe(201);
+    expect(await t.services.voice.call(ws.ws, a.json().id)).toMatchObject({ destinationClass: 'fixed', creditsPerMinute: 1 });
+    expect(await t.services.voice.call(ws.ws, b.json().id)).toMatchObject({ destinationClass: 'mobile', creditsPerMinute: 2 });
+    // The second minute (the workflow's billing pays it the same way) costs the class's price again.
+    await t.services.voice.payMinute(ws.ws, b.json().id, 2);
+    // What the ledger spent for each minute (read from the ledger: a call the loaded machine fails to connect is refunded after).
+    const spends = (await db.orm.em.fork().execute(`select reference, amount from credit_ledger where workspace_id = ? and kind = 'spend' and reference like 'call_%'`, [ws.ws])) as Array<{ reference: string; amount: string }>;
+    const spent = Object.fromEntries(spends.map((r) => [r.reference, Number(r.amount)]));
+    expect(spent[`${a.json().id}:minute:1`]).toBe(1);
+    expect(spent[`${b.json().id}:minute:1`]).toBe(2);
+    expect(spent[`${b.json().id}:minute:2`]).toBe(2);
+    const gw = new VoiceGateway(tw.client, tw.taskQueue);
+    for (const id of [a.json().id, b.json().id]) {
+      for (let i = 0; i < 100 && (await get(ws.auth, `/api/v1/calls/${id}`)).json().status === 'calling'; i++) await new Promise((r) => setTimeout(r, 100));
+      await gw.hangUp(id);
+      await result(id);
+    }
+  }, 120_000);
+});
+
 describe('a call that connects', () => {
   let callId: string;
   let conversationId: string;
@@ -180,7 +349,7 @@ describe('a call that connects', () => {
 
   beforeAll(async () => {
     conversationId = (await init(siteOn)).json().conversation_id;
-    const res = await callWidget(siteOn, { phone_number: '+1 202 555 0143', conversation_id: conversationId });
+    const res = await callWidget(siteOn, { phone_number: '+1 202 555 0143', conversation_id: conversationId, user_context: verifiedPhone(siteOn, '+12025550143') });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ call_id: expect.stringMatching(/^call_/), status: 'calling', phone: '+12025550143' });
     callId = res.json().call_id;
@@ -307,7 +476,8 @@ describe('calls the phone network refuses (LiveKit SIP against the fake LiveKit)
     const before = (await t.services.credits.balance(wsA)).balance;
     const res = await outbound(authA, { to: number, agent_id: agentOn });
     expect(res.statusCode).toBe(201);
-    expect((await t.services.credits.balance(wsA)).balance).toBe(before - 1);
+    // A North American number does not say whether it is a mobile: priced as one (BILLING_CREDITS_PER_CALL_MINUTE_MOBILE, 2).
+    expect((await t.services.credits.balance(wsA)).balance).toBe(before - 2);
     const done = await result(res.json().id);
     expect(done).toEqual({ status, reason: status, recordings: [] });
     expect((await t.services.credits.balance(wsA)).balance).toBe(before);

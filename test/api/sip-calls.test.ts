@@ -7,6 +7,7 @@ import { LocalWhisperTranscriber } from '../../core/kb/extract';
 import { transcriberFromConfig } from '../../core/kb/extractor';
 import { concatFrames, decodeMulaw, encodeMulaw, pcmFromBytes } from '../../core/voice/audio';
 import { speechRecognizerFor } from '../../core/voice/stt';
+import { userHash } from '../../core/widget/sites';
 import { callWorkflowId, type CallResult } from '../../workflows/call';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
@@ -40,7 +41,7 @@ describeSipp('POST /widget/call over the direct SIP trunk (SIPp)', () => {
   const transcriber = transcriberFromConfig(config);
   let auth: Record<string, string>;
   let agent: string;
-  let site: { site_id: string };
+  let site: { site_id: string; site_secret: string };
   let callId: string;
   let conversationId: string;
   let outcome: CallResult;
@@ -86,7 +87,9 @@ describeSipp('POST /widget/call over the direct SIP trunk (SIPp)', () => {
     // Dial-out is offered: the SIP trunk is this installation's telephony.
     expect(opened.capabilities.dial_out).toBe(true);
     conversationId = opened.conversation_id;
-    const res = await widget('call', { phone_number: '+1 202 555 0143', conversation_id: conversationId });
+    // The visitor's own phone, as the site's backend signs it (`<site_id>.phone:<E.164>`): the only number the widget dials.
+    const user_context = { phone: '+12025550143', user_hash: userHash(site.site_secret, site.site_id, 'phone:+12025550143') };
+    const res = await widget('call', { phone_number: '+1 202 555 0143', conversation_id: conversationId, user_context });
     expect(res.statusCode).toBe(200);
     callId = res.json().call_id;
     outcome = (await tw.client.workflow.getHandle(callWorkflowId(callId)).result()) as CallResult;

@@ -149,10 +149,13 @@ export class TestPhone implements Telephony {
   readonly handsets: Handset[] = [];
   /** Errors the handset scripts threw (a test asserts there are none). */
   readonly scriptErrors: unknown[] = [];
+  /** Every number dialled (the INVITEs sent), in order, forwarded or not. */
+  readonly dialled: string[] = [];
 
   constructor(private readonly o: TestPhoneOptions) {}
 
   async dial(input: DialOutInput, progress: (status: 'ringing' | 'in_progress') => void, signal: AbortSignal): Promise<MediaLeg> {
+    this.dialled.push(input.to);
     const other = this.o.forward?.(input.to);
     if (other) return other.dial(input, progress, signal);
     progress('ringing');

@@ -84,5 +84,5 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
 
   await app.register(chatRoutes, { services: opts.services, gateways: opts.gateways, sends: opts.limits.widgetSends });
   await app.register(uploadRoutes, { services: opts.services, gateways: opts.gateways, work: opts.limits.widgetWork });
-  await app.register(voiceRoutes, { services: opts.services, gateways: opts.gateways, voice: opts.voice });
+  await app.register(voiceRoutes, { services: opts.services, gateways: opts.gateways, voice: opts.voice, dialOut: opts.limits.dialOut });
 };

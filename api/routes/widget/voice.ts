@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import { ApiError } from '../../../core/errors';
+import { enforceDialOut, type DialOutLimits } from '../../../core/ratelimit';
 import type { Services } from '../../../core/services';
 import type { VoiceParts } from '../../../core/voice/from-config';
 import type { Gateways } from '../../../gateways';
@@ -56,7 +57,7 @@ const TOKEN_TTL_SECONDS = 120;
  * session's conversation's identity like /send does. `/call` (dial-out) checks the same
  * way, with the number (400) after the toggle, and starts a `call:call_…` workflow.
  */
-export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'voice' | 'calls'>; gateways: Gateways | null; voice: VoiceParts | null }> = async (app, opts) => {
+export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'voice' | 'calls'>; gateways: Gateways | null; voice: VoiceParts | null; dialOut: DialOutLimits }> = async (app, opts) => {
   const { services } = opts;
   const gateways = () => {
     if (!opts.gateways) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
@@ -126,12 +127,12 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
       operationId: 'widgetCall',
       summary: 'Phone the visitor: the agent calls the number with the same persona and tools',
       description:
-        "Checks, in order: a named conversation's identity rules (as /send), the agent's web_chat.dial_out toggle (403), the number (400, E.164 after parsing), what this installation lacks (503: no voice provider with an outbound number, no speech), the conversation (absent: the one /init would resume or start; 409 when closed), the workspace's concurrent voice sessions and calls (429) and its credits (402: the first minute is paid now). The call then runs in its own workflow: GET /api/v1/calls/{call_id} follows it (calling → ringing → in_progress → completed | failed | no_answer | busy).",
+        "Calls only the visitor's own verified phone: user_context {phone, user_hash} with user_hash = HMAC-SHA256(site secret, `<site_id>.phone:<E.164>`), and phone_number that same number. Checks, in order: a named conversation's identity rules (as /send), the agent's web_chat.dial_out toggle (403), the visitor's verified phone (403 identity_verification_required without one, identity_verification_failed when the hash does not sign it), the number and the workspace's destination policy (400 invalid_phone_number with the reason: not a number; premium-rate, shared-cost, unknown type, non-geographic global network such as +870 Inmarsat; a type or country the workspace does not allow), phone_number being that verified phone (403 identity_verification_required), what this installation lacks (503: no voice provider with an outbound number, no speech), the dial-out caps per client address, per visitor and per number (429 rate_limited with Retry-After; DIAL_OUT_*), the conversation (absent: the one /init would resume or start; 409 when closed), the workspace's concurrent voice sessions and calls (429) and its credits (402: the first minute is paid now, at the price of the number's class: fixed, mobile or other). The call then runs in its own workflow: GET /api/v1/calls/{call_id} follows it (calling → ringing → in_progress → completed | failed | no_answer | busy).",
       tags,
       security: [{ widgetSite: [] }],
       body: z
         .object({
-          phone_number: z.string().min(1).max(40).meta({ description: 'The number to call, international format (E.164, e.g. +14155550123)' }),
+          phone_number: z.string().min(1).max(40).meta({ description: "The number to call, international format (E.164, e.g. +14155550123): the visitor's own, as user_context.phone and signed by user_hash" }),
           user_context: UserContext.optional(),
           conversation_id: z.string().min(1).max(100).optional().meta({ description: "The visitor's conversation (from /init); absent: the one /init would resume or start" }),
         })
@@ -140,11 +141,11 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
         200: z.object({ call_id: z.string(), status: z.literal('calling'), phone: z.string().meta({ description: 'The number called, E.164' }) }).meta({ id: 'DialOutCall' }),
         ...widgetErrors,
         ...conversationErrors,
-        400: ErrorBody.meta({ description: 'invalid_phone_number, invalid_request' }),
+        400: ErrorBody.meta({ description: 'invalid_phone_number (the message says why: not a number, premium-rate, shared-cost, unknown type, non-geographic/satellite, a type or country the workspace does not allow), invalid_request' }),
         402: ErrorBody.meta({ description: 'out_of_credits: the workspace cannot pay the first minute' }),
-        403: ErrorBody.meta({ description: "dial_out_not_enabled (the agent's web_chat.dial_out is off), and the identity refusals of /send" }),
+        403: ErrorBody.meta({ description: "dial_out_not_enabled (the agent's web_chat.dial_out is off); identity_verification_required (no verified phone in user_context, or phone_number is not it); identity_verification_failed (user_hash does not sign <site_id>.phone:<E.164>); and the identity refusals of /send" }),
         409: ErrorBody.meta({ description: 'conversation_closed' }),
-        429: ErrorBody.meta({ description: 'concurrent_voice_limit_reached (VOICE_MAX_CONCURRENT sessions and calls per workspace), rate_limited' }),
+        429: ErrorBody.meta({ description: 'concurrent_voice_limit_reached (VOICE_MAX_CONCURRENT sessions and calls per workspace); rate_limited with Retry-After (requests per site and address, and the dial-out caps per client address, visitor and number)' }),
         503: ErrorBody.meta({ description: 'dial_out_prereq_failed (with the reason), no_workflow_configured, workflow_unavailable' }),
       },
     },
@@ -154,10 +155,29 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
       const agent = await services.widget.agentFor(site);
       // A named conversation's identity rules come first: an impostor learns nothing, not even the agent's settings.
       const named = body.conversation_id ? await services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec) : null;
-      const phone = services.calls.checkDialOut(agent.spec, body.phone_number);
+      services.calls.assertDialOutEnabled(agent.spec);
+      // Toll fraud: the widget is anonymous, so it dials only the visitor's own phone, signed by the site's backend.
+      const own = services.widget.verifiedPhone(site, body.user_context);
+      const dest = await services.calls.destination(site.workspace_id, body.phone_number);
+      if (dest.phone !== own) {
+        throw new ApiError(403, 'identity_verification_required', "phone_number: the widget calls only the visitor's own verified phone (user_context.phone, signed by user_hash)");
+      }
+      services.calls.assertDialOutPrereqs();
+      // Caps before any row or workflow: per client address, per visitor (site and phone), per number across workspaces.
+      await enforceDialOut(opts.dialOut, 'perAddress', request.ip);
+      await enforceDialOut(opts.dialOut, 'perVisitor', `${site.id}:${own}`);
+      await enforceDialOut(opts.dialOut, 'perDestination', dest.phone);
       const conv = named ?? (await services.widget.authorize(site, (await services.widget.init(site, { user_context: body.user_context })).conversation_id, body.user_context, agent.spec));
       if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
-      const row = await placeCall(services, gateways(), opts.voice, { workspaceId: site.workspace_id, siteId: site.id, conversationId: conv.id, agentId: agent.id, phone });
+      const row = await placeCall(services, gateways(), opts.voice, {
+        workspaceId: site.workspace_id,
+        siteId: site.id,
+        conversationId: conv.id,
+        agentId: agent.id,
+        phone: dest.phone,
+        destinationClass: dest.class,
+        creditsPerMinute: dest.creditsPerMinute,
+      });
       return { call_id: row.id, status: 'calling' as const, phone: row.phone };
     },
   });

@@ -52,6 +52,9 @@ export const Call = defineEntity({
     statusHistory: p.json<Array<{ status: CallStatus; at: string }>>().default([]),
     error: p.text().nullable(),
     creditsSpent: p.integer().default(0),
+    /** What the number is priced as (fixed, mobile, other) and what a minute costs: fixed when the call is placed. */
+    destinationClass: p.enum(['fixed', 'mobile', 'other'] as const).columnType('text').nullable(),
+    creditsPerMinute: p.integer().nullable(),
     answeredAt: p.datetime().nullable(),
     endedAt: p.datetime().nullable(),
     durationMs: p.integer().nullable(),

@@ -7,6 +7,10 @@ export const Workspace = defineEntity({
   properties: {
     id: p.text().primary(),
     name: p.text(),
+    /** Dial-out: ISO country codes allowed (null: every country). core/voice/destinations.ts. */
+    dialOutCountries: p.array().nullable(),
+    /** Dial-out: number types allowed (null: DEFAULT_DIALABLE_TYPES). */
+    dialOutNumberTypes: p.array().nullable(),
     createdAt: createdAt(),
   },
 });

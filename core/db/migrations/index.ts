@@ -19,6 +19,7 @@ import { Migration20261125174000AnalyticsRollups } from './Migration202611251740
 import { Migration20261125180000CreditsLedger } from './Migration20261125180000CreditsLedger';
 import { Migration20261127170000Voice } from './Migration20261127170000Voice';
 import { Migration20261127200000CreditRefunds } from './Migration20261127200000CreditRefunds';
+import { Migration20261128020000DialOutPolicy } from './Migration20261128020000DialOutPolicy';
 import { Migration20261128050000McpCredentialOrigins } from './Migration20261128050000McpCredentialOrigins';
 import { Migration20261125181000McpServers } from './Migration20261125181000McpServers';
 import { Migration20261125170000StructuredExtractions } from './Migration20261125170000StructuredExtractions';
@@ -50,6 +51,7 @@ export const migrations = [
   { name: 'Migration20261125170000StructuredExtractions', class: Migration20261125170000StructuredExtractions },
   { name: 'Migration20261127170000Voice', class: Migration20261127170000Voice },
   { name: 'Migration20261127200000CreditRefunds', class: Migration20261127200000CreditRefunds },
+  { name: 'Migration20261128020000DialOutPolicy', class: Migration20261128020000DialOutPolicy },
   { name: 'Migration20261128030000VoiceSessionAbuse', class: Migration20261128030000VoiceSessionAbuse },
   { name: 'Migration20261128050000McpCredentialOrigins', class: Migration20261128050000McpCredentialOrigins },
   { name: 'Migration20261128070000BlobReferences', class: Migration20261128070000BlobReferences },

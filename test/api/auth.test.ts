@@ -114,9 +114,15 @@ describe('deny by default', () => {
     expect([...new Set(t.app.routeTable.filter((r) => r.public && !r.site).map((r) => r.url))].sort()).toEqual([
       '/api/chat/connect',
       '/api/media/:token',
+      // The Temporal UI's codec endpoint: the operator token (TEMPORAL_CODEC_TOKEN), in the path or as a bearer, not an API key.
+      '/api/temporal-codec/:token/decode',
+      '/api/temporal-codec/:token/encode',
+      '/api/temporal-codec/decode',
+      '/api/temporal-codec/encode',
       '/api/v1/openapi.json',
       '/api/voice/rtc',
       '/demo',
+      '/demo.js',
       '/healthz',
       '/webhooks/msgapp',
       '/widget.js',

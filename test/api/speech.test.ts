@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import { WorkflowClient } from '@temporalio/client';
 import { whisperModelPath } from '../../core/config';
 import { LocalWhisperTranscriber, type Transcriber } from '../../core/kb/extract';
 import { transcriberFromConfig } from '../../core/kb/extractor';
@@ -30,7 +31,7 @@ let site: { site_id: string; site_secret: string };
 let dir: string;
 let order: SpokenSample;
 let refund: SpokenSample;
-/** The workflows started on the worker's client (the API's starts go through it). */
+/** The workflows started by any client of the run (the API's composition builds its own on the worker's connection). */
 let starts: jest.SpyInstance;
 
 const ORIGIN = 'https://shop.example';
@@ -60,7 +61,7 @@ beforeAll(async () => {
 
   db = await createTestDatabase();
   tw = await startTestWorker(db, { transcriber: local });
-  starts = jest.spyOn(tw.client.workflow, 'start');
+  starts = jest.spyOn(WorkflowClient.prototype, 'start');
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { transcriber: apiMustNotTranscribe }, temporal: { client: tw.client, taskQueue: tw.taskQueue, eagerStart: true } });
   dispatcher = await startIndexDispatcher(tw);
   ws = await createWorkspace(db.orm);

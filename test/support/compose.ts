@@ -18,7 +18,10 @@ export const ROOT = path.resolve(__dirname, '../..');
 export const ENTRIES = { api: 'api/main.ts', worker: 'worker/main.ts' } as const;
 type Role = keyof typeof ENTRIES;
 
-/** Settings both processes must agree on: one key, one blob store, one database, one Temporal, one public origin. */
+/**
+ * Settings both processes must agree on: one key, one blob store, one database, one Temporal, one public origin, and
+ * one voice set-up (the API decides from them what the widget offers and which dial-out to use; the worker runs it).
+ */
 export const SHARED_SETTINGS = [
   'CONCIERGE_ENCRYPTION_KEY',
   'STORAGE_DRIVER',
@@ -36,6 +39,15 @@ export const SHARED_SETTINGS = [
   'TEMPORAL_PAYLOAD_KEY_VERSION',
   'PUBLIC_BASE_URL',
   'CONCIERGE_MODELS_DIR',
+  'LIVEKIT_URL',
+  'LIVEKIT_API_KEY',
+  'LIVEKIT_API_SECRET',
+  'LIVEKIT_SIP_TRUNK_ID',
+  'VOICE_ICE_SERVERS',
+  'SIP_TRUNK_URI',
+  'SIP_FROM_NUMBER',
+  'SIP_USERNAME',
+  'SIP_PASSWORD',
 ] as const satisfies readonly (keyof Config)[];
 
 export type ComposeDoc = { services: Record<string, Service>; [k: string]: unknown };

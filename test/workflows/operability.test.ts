@@ -331,13 +331,15 @@ describe('cancel leaves every record final, with a reason', () => {
     expect(read).toMatchObject({ status: 'failed', error: SEND_CANCELLED });
   });
 
-  test("an upload's extraction: the upload reads back in error with the reason", async () => {
+  test("an upload's extraction: POST /upload answers 409 upload_cancelled (not 'still processing'), and the upload reads back in error with the reason", async () => {
     const conv = (await widget('init', {})).json() as { conversation_id: string };
     const posting = widgetUpload('hang-scan.txt', 'slow to read', conv.conversation_id);
     const up = await until('the stored upload', () => row<{ id: string }>(`select id from widget_uploads where file_name = 'hang-scan.txt'`, []), (r) => !!r);
     await until('its workflow', () => tw.client.workflow.getHandle(widgetUploadWorkflowId(up.id)).describe().then(() => true, () => false), Boolean);
     await tw.client.workflow.getHandle(widgetUploadWorkflowId(up.id)).cancel();
-    expect((await posting).statusCode).toBe(503);
+    const answered = await posting;
+    expect(answered.statusCode).toBe(409);
+    expect(answered.json()).toEqual({ error: 'upload_cancelled', message: `The upload's ${UPLOAD_CANCELLED}`, upload_id: up.id });
     const status = await t.app.inject({
       method: 'GET',
       url: `/api/public/widget/upload/${up.id}?conversation_id=${conv.conversation_id}`,

@@ -84,6 +84,7 @@ const uploadErrors = {
     description:
       'site_suspended, origin_not_allowed, file_upload_not_enabled, identity_verification_required (a verified visitor\'s conversation without external_id and user_hash), identity_verification_failed, forbidden (another visitor\'s conversation)',
   }),
+  409: ErrorBody.meta({ description: 'upload_cancelled: an operator cancelled its processing (its workflow); the upload stays in status error with that reason and the body has upload_id: upload the file again' }),
   413: ErrorBody.meta({ description: `payload_too_large: over 25 MB; ${MEDIA_TOO_LONG_413} (the upload then stays in status error and the body has upload_id)` }),
   415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
   429: FILES_429,

@@ -3,6 +3,9 @@ import { indexWorkflowId } from '../workflows/kb-index';
 import { deliveryWorkflowId } from '../workflows/webhook-delivery';
 import { messageSendWorkflowId } from '../workflows/message-send';
 import { widgetUploadWorkflowId } from '../workflows/widget-upload';
+import { voiceWorkflowId } from '../workflows/voice';
+import { callWorkflowId } from '../workflows/call';
+import { structuredExtractionWorkflowId } from '../workflows/structured-extraction';
 import type { ActivityDeps } from './deps';
 
 /** How long a record may sit in an in-between state before the reconciliation asks Temporal about its workflow. */
@@ -17,6 +20,10 @@ export interface ReconcileResult {
   messages: number;
   uploads: number;
   tasks: number;
+  /** Voice sessions ended `failed`: the concurrency slot they held is free again. */
+  voiceSessions: number;
+  calls: number;
+  extractions: number;
 }
 
 /** The reasons a stranded record is left with (the workflow's own code never ran to write one). */
@@ -26,6 +33,9 @@ export const STRANDED = {
   message: 'the send workflow ended before the provider answer was recorded (terminated?); the message may or may not have reached the customer',
   upload: 'processing stopped without finishing (its workflow was terminated); upload the file again',
   task: 'the task stopped without finishing (its workflow was terminated)',
+  voice: 'worker_lost: the voice session\'s workflow ended without ending the session (terminated?)',
+  call: 'the call\'s workflow ended without recording how the call ended (terminated?)',
+  extraction: 'the extraction stopped without finishing (its workflow was terminated); send the request again',
 } as const;
 
 /** Housekeeping run by the maintenance schedules. */
@@ -54,7 +64,8 @@ export function maintenanceActivities(deps: ActivityDeps) {
       const before = new Date(Date.now() - (input.graceMs ?? STRANDED_AFTER_MS));
       const ended = async (workflowId: string) => (await state(workflowId)) !== 'running';
       const { deliveries, messages, uploads, tasks } = deps.services;
-      const result: ReconcileResult = { deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0 };
+      const { voice, structured } = deps.services;
+      const result: ReconcileResult = { deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0 };
 
       for (const d of await deliveries.dispatchedPending(before, BATCH)) {
         if ((await ended(deliveryWorkflowId(d.id))) && (await deliveries.failRun(d.id, d.run, STRANDED.delivery))) result.deliveries++;
@@ -72,6 +83,25 @@ export function maintenanceActivities(deps: ActivityDeps) {
         if (await ended(t.workflow_id)) {
           await tasks.finished({ conversationId: t.conversation_id, taskKey: t.task_key, status: 'failed', error: STRANDED.task });
           result.tasks++;
+        }
+      }
+      // A session or call left open holds a slot of the workspace's voice concurrency until it is ended.
+      for (const id of await voice.stillOpen(before, BATCH)) {
+        if (await ended(voiceWorkflowId(id))) {
+          await voice.markEnded(id, STRANDED.voice, true);
+          result.voiceSessions++;
+        }
+      }
+      for (const id of await voice.callsStillOpen(before, BATCH)) {
+        if (await ended(callWorkflowId(id))) {
+          await voice.callStatus(id, 'failed', { error: STRANDED.call });
+          result.calls++;
+        }
+      }
+      for (const id of await structured.stillRunning(before, BATCH)) {
+        if (await ended(structuredExtractionWorkflowId(id))) {
+          await structured.fail(id, 'internal', STRANDED.extraction);
+          result.extractions++;
         }
       }
       return result;

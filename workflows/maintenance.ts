@@ -30,7 +30,7 @@ export async function purgeExpiredWorkflow(): Promise<PurgeResult> {
 export async function reconcileStrandedWorkflow(input: { graceMs?: number } = {}) {
   const settled = await reconcileStranded.executeWithOptions({ ...presets.maintenance, summary: 'settle records whose workflow ended without settling them' }, [input]);
   setCurrentDetails(
-    `Settled: ${settled.deliveries} deliveries (failed), ${settled.files} files (error), ${settled.messages} messages (failed), ${settled.uploads} uploads (error), ${settled.tasks} tasks (failed).`,
+    `Settled: ${settled.deliveries} deliveries (failed), ${settled.files} files (error), ${settled.messages} messages (failed), ${settled.uploads} uploads (error), ${settled.tasks} tasks (failed), ${settled.voiceSessions ?? 0} voice sessions (failed), ${settled.calls ?? 0} calls (failed), ${settled.extractions ?? 0} extractions (failed).`,
   );
   return settled;
 }

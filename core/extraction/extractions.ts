@@ -398,6 +398,12 @@ export class StructuredExtractionService {
     return { status: 'succeeded' };
   }
 
+  /** Runs still `running`, untouched since `before`: the reconciliation asks Temporal about each one's workflow. */
+  async stillRunning(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.em().find(StructuredExtraction, { status: 'running', updatedAt: { $lt: before } }, { fields: ['id'], orderBy: { updatedAt: 'asc' }, limit });
+    return rows.map((r) => r.id);
+  }
+
   /** A run that cannot finish (unreadable file, model down after retries): failed with the reason. Only a running row changes. */
   async fail(id: string, failure: FailureKind, reason: string): Promise<void> {
     await this.em().nativeUpdate(StructuredExtraction, { id, status: 'running' }, { status: 'failed', failure, errorMessage: reason.slice(0, 2000), updatedAt: new Date() });

@@ -221,6 +221,18 @@ export class VoiceSessionService {
     });
   }
 
+  /** Sessions still starting or live, untouched since `before`: the reconciliation asks Temporal about each one's workflow. */
+  async stillOpen(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.em.fork().find(VoiceSession, { status: { $in: ['starting', 'live'] }, updatedAt: { $lt: before } }, { fields: ['id'], orderBy: { updatedAt: 'asc' }, limit });
+    return rows.map((r) => r.id);
+  }
+
+  /** Calls not yet final, untouched since `before` (see stillOpen). */
+  async callsStillOpen(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.em.fork().find(Call, { status: { $in: ['calling', 'ringing', 'in_progress'] }, updatedAt: { $lt: before } }, { fields: ['id'], orderBy: { updatedAt: 'asc' }, limit });
+    return rows.map((r) => r.id);
+  }
+
   /** Ends the session's row once (a later end keeps the first reason). */
   async markEnded(id: string, reason: string, failed = false): Promise<void> {
     const em = this.em.fork();

@@ -6,6 +6,7 @@ import { Client as PgClient } from 'pg';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import * as workflowTypes from '../../workflows';
+import { Call, StructuredExtraction, VoiceSession } from '../../core/db/entities';
 import { newId } from '../../core/ids';
 import { extractorFromConfig, transcriberFromConfig } from '../../core/kb/extractor';
 import type { ExtractFn } from '../../core/kb/indexing';
@@ -411,7 +412,28 @@ describe('terminate, reconcile, reset', () => {
     expect((await t.app.inject({ method: 'GET', url: `/api/v1/messages/${msg.id}`, headers: auth })).json()).toMatchObject({ status: 'failed', error: STRANDED.message });
     // A second pass finds nothing more: running workflows and final records are left alone.
     const again = await tw.client.workflow.execute(workflowTypes.reconcileStrandedWorkflow, { workflowId: `${workflowId}:2`, taskQueue: tw.taskQueue, args: [{ graceMs: 0 }] });
-    expect(again).toEqual({ deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0 });
+    expect(again).toEqual({ deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0 });
+  }, 60_000);
+
+  test('a voice session, a call and an extraction whose workflow is gone are settled failed with the reason, and the voice slot is free again', async () => {
+    const em = db.orm.em.fork();
+    const conversationId = newId('conv');
+    const agentId = newId('agt');
+    const long = new Date(Date.now() - 60_000);
+    const ids = { session: newId('vs'), call: newId('call'), extraction: newId('ext') };
+    // As a terminated `voice:`, `call:` or `extract:` workflow leaves them: open, with no workflow to close them.
+    em.create(VoiceSession, { id: ids.session, workspaceId: ws, siteId: null, conversationId, agentId, customerId: null, transport: 'direct', roomName: `room-${ids.session}`, status: 'live', connectedAt: long, createdAt: long, updatedAt: long });
+    em.create(Call, { id: ids.call, workspaceId: ws, conversationId, agentId, siteId: null, phone: '+14155550100', provider: 'sip', status: 'ringing', createdAt: long, updatedAt: long });
+    em.create(StructuredExtraction, { id: ids.extraction, workspaceId: ws, requestHash: ids.extraction, blobKey: 'none', fileName: 'invoice.pdf', mimeType: 'application/pdf', kind: 'pdf', schema: { type: 'object' }, status: 'running', createdAt: long, updatedAt: long });
+    await em.flush();
+    expect(await t.services.voice.activeCount(ws)).toBe(2);
+
+    const settled = await tw.client.workflow.execute(workflowTypes.reconcileStrandedWorkflow, { workflowId: `maintenance:reconcile:${tw.taskQueue}:voice`, taskQueue: tw.taskQueue, args: [{ graceMs: 0 }] });
+    expect(settled).toMatchObject({ voiceSessions: 1, calls: 1, extractions: 1 });
+    expect(await row('select status, end_reason from voice_sessions where id = ?', [ids.session])).toEqual({ status: 'failed', end_reason: STRANDED.voice });
+    expect(await row('select status, error from calls where id = ?', [ids.call])).toEqual({ status: 'failed', error: STRANDED.call });
+    expect(await row('select status, error_message from structured_extractions where id = ?', [ids.extraction])).toEqual({ status: 'failed', error_message: STRANDED.extraction });
+    expect(await t.services.voice.activeCount(ws)).toBe(0);
   }, 60_000);
 
   test('reset of a delivery to its first workflow task re-runs its attempts without counting them twice', async () => {

@@ -1,5 +1,4 @@
-import { spawn } from 'node:child_process';
-import path from 'node:path';
+import { runTs } from '../support/cli';
 import { newId } from '../../core/ids';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -9,7 +8,6 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
  * the balance never negative under spends racing from two processes; usage by day and kind,
  * priced, with a cursor.
  */
-const ROOT = path.resolve(__dirname, '../..');
 let db: TestDatabase;
 let t: TestApp;
 
@@ -22,17 +20,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: db.url, CONCIERGE_ENCRYPTION_KEY: '' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const run = (args: string[]) => runTs(args, { env: { DATABASE_URL: db.url } });
 const get = (auth: Record<string, string>, url: string) => t.app.inject({ method: 'GET', url, headers: auth });
 const q = (sql: string, params: unknown[] = []) => db.orm.em.fork().execute(sql, params);
 

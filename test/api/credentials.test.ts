@@ -1,5 +1,5 @@
+import { runTs } from '../support/cli';
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -354,20 +354,7 @@ describe('admin CLI', () => {
     await cliDb.drop();
     fs.rmSync(cliDataDir, { recursive: true, force: true });
   });
-  const admin = (input: string, ...args: string[]) =>
-    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args], {
-        cwd: path.resolve(__dirname, '../..'),
-        env: { ...process.env, DATABASE_URL: cliDb.url, CONCIERGE_ENCRYPTION_KEY: '', CONCIERGE_DATA_DIR: cliDataDir },
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.once('error', reject);
-      child.once('close', (code) => resolve({ code, stdout, stderr }));
-      child.stdin.end(input);
-    });
+  const admin = (input: string, ...args: string[]) => runTs(['bin/admin.ts', ...args], { env: { DATABASE_URL: cliDb.url, CONCIERGE_DATA_DIR: cliDataDir }, input });
 
   test('credential create --provider llm --setting base_url=…: the key from stdin, the same checks as the API', async () => {
     const ws = await createWorkspace(cliDb.orm);

@@ -1,10 +1,8 @@
-import { spawn } from 'node:child_process';
-import path from 'node:path';
+import { runTs } from '../support/cli';
 import { dialOutPolicy } from '../../core/voice/destinations';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 
 /** The operator sets a workspace's dial-out destinations with the admin CLI; they live on the workspace row. */
-const ROOT = path.resolve(__dirname, '../..');
 let db: TestDatabase;
 
 beforeAll(async () => {
@@ -14,17 +12,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-function admin(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: db.url, CONCIERGE_ENCRYPTION_KEY: '' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const admin = (args: string[]) => runTs(['bin/admin.ts', ...args], { env: { DATABASE_URL: db.url } });
 
 test('workspace set-dial-out stores allowed countries and types on the workspace; "all" and "default" restore the defaults; premium-rate is refused', async () => {
   const ws = await createWorkspace(db.orm);

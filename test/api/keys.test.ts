@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { runTs } from '../support/cli';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,7 +8,6 @@ import { SecretBox } from '../../core/crypto/secret-box';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 
-const ROOT = path.resolve(__dirname, '../..');
 
 let db: TestDatabase;
 let a: TestApp;
@@ -80,19 +79,7 @@ describe('admin CLI', () => {
   afterAll(() => fs.rmSync(cliDataDir, { recursive: true, force: true }));
 
   const adminWith = (opts: { env?: Record<string, string>; input?: string }, ...args: string[]) =>
-    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args], {
-        cwd: ROOT,
-        env: { ...process.env, DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir, CONCIERGE_ENCRYPTION_KEY: '', ...opts.env },
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.once('error', reject);
-      child.once('close', (code) => resolve({ code, stdout, stderr }));
-      child.stdin.end(opts.input ?? '');
-    });
+    runTs(['bin/admin.ts', ...args], { env: { DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir, ...opts.env }, input: opts.input });
   const admin = (...args: string[]) => adminWith({}, ...args);
   const count = async (table: string) => Number((await db.orm.em.fork().execute<{ n: string }[]>(`select count(*) as n from ${table}`))[0].n);
   const cliBox = () => SecretBox.fromString(fs.readFileSync(path.join(cliDataDir, 'encryption.key'), 'utf8'));

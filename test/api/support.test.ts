@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { runTs } from '../support/cli';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,7 +11,6 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
  * lists, answers and closes them with the admin CLI (a real child process on the same
  * database); the status follows whose turn it is; one workspace never sees another's.
  */
-const ROOT = path.resolve(__dirname, '../..');
 
 let db: TestDatabase;
 let t: TestApp;
@@ -35,21 +34,7 @@ afterAll(async () => {
   fs.rmSync(cliDataDir, { recursive: true, force: true });
 });
 
-function admin(args: string[], input = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir, CONCIERGE_ENCRYPTION_KEY: '' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input);
-  });
-}
+const admin = (args: string[], input = '') => runTs(['bin/admin.ts', ...args], { env: { DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir }, input });
 
 const post = (auth: Record<string, string>, url: string, payload: unknown) => t.app.inject({ method: 'POST', url, headers: auth, payload: payload as object });
 const get = (auth: Record<string, string>, url: string) => t.app.inject({ method: 'GET', url, headers: auth });

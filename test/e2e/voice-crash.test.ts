@@ -10,6 +10,7 @@ import { voiceWorkflowId, type VoiceOutcome } from '../../workflows/voice';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testBlobs, testConfig, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { LOCAL_ICE_CIDRS } from '../support/ice';
 import { joinAsBrowser, speech8k } from '../support/voice-browser';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 
@@ -40,6 +41,8 @@ beforeAll(async () => {
     CONCIERGE_MODELS_DIR: MODELS_DIR,
     LLM_BASE_URL: llm.url,
     LLM_MODEL: 'fake-model',
+    // The test "browser" is a werift peer on this machine: its candidates are local addresses (test-only allowance).
+    VOICE_ICE_ALLOW_CIDRS: LOCAL_ICE_CIDRS,
   });
   await workers.registerNamespace();
   connection = await Connection.connect({ address: process.env.TEST_TEMPORAL_ADDRESS });

@@ -13,6 +13,7 @@ import { findTemporalCli, startDevServer, type DevServer } from '../infra/tempor
 import { connectWorker } from '../worker/connection';
 import { startWorker } from '../worker/runtime';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/search-attributes';
+import { localIceCidrs } from '../core/voice/ice';
 import { startMsgappSandbox } from '../sandbox/msgapp';
 
 const say = (msg: string) => console.log(`[concierge] ${msg}`);
@@ -27,6 +28,9 @@ function describeStructured(config: Config): string {
   if (config.LLM_BASE_URL) return `${config.LLM_BASE_URL} (LLM_BASE_URL), model ${config.STRUCTURED_MODEL ?? config.LLM_MODEL}`;
   return 'no model (npm run models:fetch installs the local one, or set STRUCTURED_BASE_URL / LLM_BASE_URL); the endpoint answers 503 llm_not_configured';
 }
+
+/** Whether HOST is a loopback address (only this machine reaches the API). */
+const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
 
 export interface Started {
   composition: Composition;
@@ -50,6 +54,9 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     for (const s of stops.reverse()) await s().catch((err) => console.error(err));
   };
   try {
+    // A browser on this machine offers only local ICE candidates, which production refuses (core/voice/ice.ts): an API
+    // that only this machine can reach allows them, unless the operator chose an allowance.
+    if (!process.env.VOICE_ICE_ALLOW_CIDRS && isLoopback(config.HOST)) config.VOICE_ICE_ALLOW_CIDRS = localIceCidrs();
     const db = await chooseDatabase(config.DATABASE_URL, dir);
     stops.push(db.stop);
     say(`database: ${db.description}`);

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import os from 'node:os';
 import { forbiddenReason, type AddressPolicy } from '../net/ssrf';
 
 /**
@@ -57,4 +58,17 @@ function candidateRefusal(line: string, policy: AddressPolicy): string | null {
   if (!Number.isInteger(port) || port < 1 || port > 65535) return 'a candidate without a valid port';
   const reason = forbiddenReason(address, policy);
   return reason ? `a candidate at ${reason}` : null;
+}
+
+/**
+ * Loopback and this machine's own interface addresses, as CIDRs: the candidates of a browser on the same machine.
+ * `npm start` allows them when its API listens on loopback (only a local browser can reach it then), and so do the
+ * tests, whose "browser" is a peer on this machine. Never a production default.
+ */
+export function localIceCidrs(): string {
+  const own = Object.values(os.networkInterfaces())
+    .flat()
+    .filter((a) => a !== undefined)
+    .map((a) => `${a.address.split('%')[0]}/${a.family === 'IPv4' ? 32 : 128}`);
+  return ['127.0.0.0/8', '::1/128', ...own].join(',');
 }

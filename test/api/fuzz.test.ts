@@ -15,7 +15,7 @@ import { startTestWorker } from '../support/temporal';
 
 /**
  * Property-based fuzzing of the whole HTTP surface from the served openapi.json, with
- * Schemathesis (PyPI `schemathesis`, installed by .ci/run): every operation, with
+ * Schemathesis (PyPI `schemathesis`, installed by npm run setup): every operation, with
  * schema-valid and schema-invalid inputs, must never answer 5xx, and every response must
  * match the schema the document gives for its status. The seed, the examples per
  * operation and the wall-clock budget are fixed so CI stays deterministic and fast.

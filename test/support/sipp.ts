@@ -14,7 +14,7 @@ import path from 'node:path';
 
 const FIXTURES = path.resolve(__dirname, '../fixtures/sipp');
 
-/** Whether the sipp binary is installed (CI: `sip-tester` in .ci/run's apt line). */
+/** Whether the sipp binary is installed (`sip-tester`, installed by npm run setup). */
 export const sippInstalled = !spawnSync('sipp', ['-v'], { stdio: 'ignore' }).error;
 
 export type SippScenario = 'answer-wait-bye' | 'answer-hang-up' | 'reinvite' | 'busy' | 'no-answer' | 'auth';

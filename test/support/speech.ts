@@ -8,7 +8,7 @@ import path from 'node:path';
  * sentence into a WAV file, and ffmpeg re-encodes it as a browser records a voice note
  * (audio-only WebM with Opus, as Chrome's MediaRecorder writes it) and as messaging apps
  * send one (Ogg Opus). Both are installed by
- * .ci/run.
+ * npm run setup (scripts/setup.sh).
  */
 export interface SpokenSample {
   text: string;

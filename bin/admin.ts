@@ -76,38 +76,48 @@ class NoKeyBox extends SecretBox {
   }
 }
 
+/** Where a run of the CLI reads and writes: the process's own streams and environment, or a caller's (tests). */
+export interface AdminIo {
+  env: NodeJS.ProcessEnv;
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+}
+
+const processIo = (): AdminIo => ({ env: process.env, stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+
+async function readAll(input: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of input) chunks.push(Buffer.from(chunk as Buffer));
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /**
  * A provider token, from `--token-file PATH` (`-` is stdin) or stdin: never from an
  * argument, which every local user sees in the process list (and shell history keeps).
  * On a terminal it is read without echo.
  */
-async function readToken(file: string | undefined, what = 'access token'): Promise<string> {
+async function readToken(io: AdminIo, file: string | undefined, what = 'access token'): Promise<string> {
   if (file !== undefined && file !== '-') return fs.readFileSync(file, 'utf8').trim();
-  if (!process.stdin.isTTY) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks).toString('utf8').trim();
-  }
-  process.stderr.write(`${what} (input hidden): `);
+  if (!io.stdin.isTTY) return (await readAll(io.stdin)).trim();
+  io.stderr.write(`${what} (input hidden): `);
   const silent = new Writable({ write: (_chunk, _enc, done) => done() });
-  const rl = createInterface({ input: process.stdin, output: silent, terminal: true });
+  const rl = createInterface({ input: io.stdin, output: silent, terminal: true });
   try {
     return (await new Promise<string>((resolve) => rl.question('', resolve))).trim();
   } finally {
     rl.close();
-    process.stderr.write('\n');
+    io.stderr.write('\n');
   }
 }
 
 /** A reply's text from a file, or stdin for `-` (trailing whitespace dropped). */
-async function readBody(file: string): Promise<string> {
+async function readBody(io: AdminIo, file: string): Promise<string> {
   if (file !== '-') return fs.readFileSync(file, 'utf8').trimEnd();
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8').trimEnd();
+  return (await readAll(io.stdin)).trimEnd();
 }
 
-async function run(config: Config, argv: string[], opened: (c: Composition) => void): Promise<unknown> {
+async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Composition) => void): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -185,7 +195,7 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
       }
       const workspace = need(values.workspace, 'workspace');
       const name = need(values.name, 'name');
-      const secret = await readToken(values['token-file'], secretField.replace('_', ' '));
+      const secret = await readToken(io, values['token-file'], secretField.replace('_', ' '));
       // The same service and validation as POST /api/v1/credentials.
       return services.credentials.register(workspace, { name, provider, ...settings, [secretField]: secret });
     }
@@ -217,7 +227,7 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
     case 'support reply': {
       const id = need(target, 'TICKET_ID (positional)');
       if ((values.body === undefined) === (values['body-file'] === undefined)) throw new UsageError('give exactly one of --body TEXT or --body-file PATH (- for stdin)');
-      return services.support.operatorReply(id, values.body ?? (await readBody(values['body-file']!)));
+      return services.support.operatorReply(id, values.body ?? (await readBody(io, values['body-file']!)));
     }
     case 'workspace set-dial-out': {
       const ws = need(target, 'WS_ID (positional)');
@@ -245,31 +255,32 @@ async function run(config: Config, argv: string[], opened: (c: Composition) => v
   }
 }
 
-async function main() {
-  const argv = process.argv.slice(2);
+/**
+ * One run of the CLI: `argv` without the program, the result as JSON on `io.stdout`, an error on `io.stderr`; the
+ * exit status (0, 1 for a refused action, 2 for a usage error). The process entry below passes its own streams;
+ * tests call it in their process with theirs, and spawn the entry only for what only a process shows.
+ */
+export async function runAdmin(argv: string[], io: AdminIo = processIo()): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
-    console.log(USAGE);
-    return;
+    io.stdout.write(`${USAGE}\n`);
+    return 0;
   }
-  const config = loadConfig();
   let c: Composition | null = null;
   try {
-    const result = await run(config, argv, (opened) => (c = opened));
-    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    const config = loadConfig(io.env);
+    const result = await run(config, io, argv, (opened) => (c = opened));
+    io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
   } catch (err) {
     if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      console.error(`error: ${(err as Error).message}\n${USAGE}`);
-      process.exitCode = 2;
-    } else if (err instanceof ApiError) {
-      console.error(`error: ${err.code}: ${err.message}`);
-      process.exitCode = 1;
-    } else {
-      console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
-      process.exitCode = 1;
+      io.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
+      return 2;
     }
+    io.stderr.write(`error: ${err instanceof ApiError ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
   } finally {
     await (c as Composition | null)?.close();
   }
 }
 
-void main();
+if (require.main === module) void runAdmin(process.argv.slice(2)).then((code) => (process.exitCode = code));

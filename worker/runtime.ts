@@ -131,6 +131,7 @@ function voiceMediaOf(c: Composition, conversations: ConversationGateway, onTurn
     log: c.log,
     silenceMs: c.config.VOICE_SILENCE_MS,
     joinTimeoutMs: c.config.VOICE_JOIN_TIMEOUT_SECONDS * 1000,
+    mediaTimeoutMs: c.config.VOICE_MEDIA_TIMEOUT_SECONDS * 1000,
     maxMinutes: c.config.VOICE_MAX_MINUTES,
     onTurn,
     turn: async (conv, text, clientMessageId) => {

@@ -24,9 +24,15 @@ export const WORKFLOWS_PATH = require.resolve('../workflows');
 /** Where `npm run build` writes the workflow bundle: dist/workflow-bundle.js, beside dist/worker. */
 export const PREBUILT_BUNDLE_PATH = path.join(__dirname, '..', 'workflow-bundle.js');
 
-/** The bundle a worker loads: the one given, else the prebuilt one of a compiled build, else none. */
+/**
+ * The bundle a worker loads: the one given (a test run's, or TEMPORAL_WORKFLOW_BUNDLE), else the prebuilt one of a
+ * compiled build, else none.
+ */
 export function workflowBundleFor(given?: { codePath: string }): { codePath: string } | undefined {
-  if (given) return given;
+  if (given) {
+    if (!fs.existsSync(given.codePath)) throw new Error(`workflow bundle ${given.codePath} does not exist (TEMPORAL_WORKFLOW_BUNDLE)`);
+    return given;
+  }
   // Only a compiled tree has one: from source (tsx) __dirname is worker/, and no bundle sits at the repo root.
   return path.extname(__filename) === '.js' && fs.existsSync(PREBUILT_BUNDLE_PATH) ? { codePath: PREBUILT_BUNDLE_PATH } : undefined;
 }

@@ -57,6 +57,8 @@ export interface VoiceAgentOptions {
   log?: Logger;
   onTurn?: (stats: TurnStats) => void;
   now?: () => number;
+  /** No audio from the caller for this long ends the session (media_timeout); VOICE_MEDIA_TIMEOUT_SECONDS, default 20 s. */
+  mediaTimeoutMs?: number;
 }
 
 /**
@@ -98,7 +100,7 @@ export class VoiceAgent {
     const aborted = new Promise<string>((resolve) => signal?.addEventListener('abort', () => resolve('cancelled'), { once: true }));
     this.lastFrameAt = this.now();
     const watchdog = setInterval(() => {
-      if (this.now() - this.lastFrameAt > MEDIA_SILENCE_TIMEOUT_MS) this.finish('media_timeout');
+      if (this.now() - this.lastFrameAt > (this.o.mediaTimeoutMs ?? MEDIA_SILENCE_TIMEOUT_MS)) this.finish('media_timeout');
     }, 1000);
     const reason = await Promise.race([this.o.leg.ended, this.finished, aborted]);
     clearInterval(watchdog);

@@ -28,6 +28,8 @@ export interface VoiceMediaOptions {
   log: Logger;
   silenceMs: number;
   joinTimeoutMs: number;
+  /** No audio from the caller for this long: the session ends (media_timeout). */
+  mediaTimeoutMs: number;
   maxMinutes: number;
   onTurn?: (stats: TurnStats) => void;
 }
@@ -89,6 +91,7 @@ export class VoiceMedia {
       tts: this.o.tts,
       recorder,
       vad: { silenceMs: this.o.silenceMs },
+      mediaTimeoutMs: this.o.mediaTimeoutMs,
       log: this.o.log,
       onTurn: this.o.onTurn,
       turn: (text) => this.o.turn(conv, text, `${id}:turn:${++turnNo}`),

@@ -1,4 +1,4 @@
-import { runTs } from '../support/cli';
+import { runAdminCli } from '../support/cli';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -354,7 +354,7 @@ describe('admin CLI', () => {
     await cliDb.drop();
     fs.rmSync(cliDataDir, { recursive: true, force: true });
   });
-  const admin = (input: string, ...args: string[]) => runTs(['bin/admin.ts', ...args], { env: { DATABASE_URL: cliDb.url, CONCIERGE_DATA_DIR: cliDataDir }, input });
+  const admin = (input: string, ...args: string[]) => runAdminCli(args, { env: { DATABASE_URL: cliDb.url, CONCIERGE_DATA_DIR: cliDataDir }, input });
 
   test('credential create --provider llm --setting base_url=…: the key from stdin, the same checks as the API', async () => {
     const ws = await createWorkspace(cliDb.orm);

@@ -1,4 +1,4 @@
-import { runTs } from '../support/cli';
+import { runAdminCli } from '../support/cli';
 import { dialOutPolicy } from '../../core/voice/destinations';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 
@@ -12,7 +12,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-const admin = (args: string[]) => runTs(['bin/admin.ts', ...args], { env: { DATABASE_URL: db.url } });
+const admin = (args: string[]) => runAdminCli(args, { env: { DATABASE_URL: db.url } });
 
 test('workspace set-dial-out stores allowed countries and types on the workspace; "all" and "default" restore the defaults; premium-rate is refused', async () => {
   const ws = await createWorkspace(db.orm);

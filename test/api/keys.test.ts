@@ -1,4 +1,4 @@
-import { runTs } from '../support/cli';
+import { runAdminCli, runTs } from '../support/cli';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -79,10 +79,24 @@ describe('admin CLI', () => {
   afterAll(() => fs.rmSync(cliDataDir, { recursive: true, force: true }));
 
   const adminWith = (opts: { env?: Record<string, string>; input?: string }, ...args: string[]) =>
-    runTs(['bin/admin.ts', ...args], { env: { DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir, ...opts.env }, input: opts.input });
+    runAdminCli(args, { env: { DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir, ...opts.env }, input: opts.input });
   const admin = (...args: string[]) => adminWith({}, ...args);
   const count = async (table: string) => Number((await db.orm.em.fork().execute<{ n: string }[]>(`select count(*) as n from ${table}`))[0].n);
   const cliBox = () => SecretBox.fromString(fs.readFileSync(path.join(cliDataDir, 'encryption.key'), 'utf8'));
+
+  test('the process entry (bin/admin.ts as npm run admin runs it): usage and exit 0 for --help, exit 2 and usage on stderr for a usage error, JSON on stdout and exit 0 for a command', async () => {
+    const env = { DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir };
+    const help = await runTs(['bin/admin.ts', '--help'], { env });
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('usage: npm run -s admin');
+    const usage = await runTs(['bin/admin.ts', 'key', 'create', '--workspace', 'ws_x'], { env });
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('error: missing --name');
+    expect(usage.stdout).toBe('');
+    const listed = await runTs(['bin/admin.ts', 'workspace', 'list'], { env });
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.stdout)).toEqual({ workspaces: expect.arrayContaining([expect.objectContaining({ id: ws })]) });
+  });
 
   test('workspace and key lifecycle, JSON on stdout', async () => {
     const created = await admin('workspace', 'create', '--name', 'CLI Co');

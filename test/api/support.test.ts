@@ -1,4 +1,4 @@
-import { runTs } from '../support/cli';
+import { runAdminCli } from '../support/cli';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -34,7 +34,7 @@ afterAll(async () => {
   fs.rmSync(cliDataDir, { recursive: true, force: true });
 });
 
-const admin = (args: string[], input = '') => runTs(['bin/admin.ts', ...args], { env: { DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir }, input });
+const admin = (args: string[], input = '') => runAdminCli(args, { env: { DATABASE_URL: db.url, CONCIERGE_DATA_DIR: cliDataDir }, input });
 
 const post = (auth: Record<string, string>, url: string, payload: unknown) => t.app.inject({ method: 'POST', url, headers: auth, payload: payload as object });
 const get = (auth: Record<string, string>, url: string) => t.app.inject({ method: 'GET', url, headers: auth });

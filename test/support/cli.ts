@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { Readable } from 'node:stream';
+import { runAdmin } from '../../bin/admin';
 
 export interface CliResult {
   code: number | null;
@@ -25,4 +27,21 @@ export function runTs(args: string[], opts: { env?: Record<string, string | unde
     child.once('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(opts.input ?? '');
   });
+}
+
+/**
+ * The admin CLI's run (bin/admin.ts `runAdmin`) in this process, with the same environment rule as `runTs` and its
+ * own streams: the same code as `npm run admin` past the process entry, without the seconds a new Node process
+ * spends loading the service graph. Tests spawn the entry itself (runTs) only for what a process shows.
+ */
+export async function runAdminCli(args: string[], opts: { env?: Record<string, string | undefined>; input?: string } = {}): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runAdmin(args, {
+    env: { ...process.env, CONCIERGE_ENCRYPTION_KEY: '', ...opts.env },
+    stdin: Readable.from([Buffer.from(opts.input ?? '')]),
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+  });
+  return { code, stdout, stderr };
 }

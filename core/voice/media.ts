@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import type { PgNotifications } from '../db/notifications';
+import type { PgNotifications, Subscription } from '../db/notifications';
 import type { BlobStore } from '../storage/blob-store';
 import { VoiceAgent, type TurnStats } from './agent';
 import { CallRecorder, finalizeRecordings } from './recorder';
@@ -12,6 +12,13 @@ import { PgRecordingSpool, releaseSpool } from './spool';
 import type { SpeechRecognizer } from './stt';
 import type { SpeechSynthesizer } from './tts';
 import type { MediaLeg, VoiceTransport } from './types';
+
+/** A notice on VOICE_CONTROL for one session: inject a text turn, or end (with a reason). */
+interface ControlNotice {
+  k?: string;
+  text?: string;
+  reason?: string;
+}
 
 /** What a session's turn needs from the conversation actor: the reply to what the caller said. */
 export type VoiceTurn = (conv: { id: string; workspaceId: string }, text: string, clientMessageId: string) => Promise<string>;
@@ -62,16 +69,26 @@ export class VoiceMedia {
     signal.addEventListener('abort', onAbort, { once: true });
     const joinTimer = setTimeout(() => join.abort(new Error('not_joined')), this.o.joinTimeoutMs);
     const beat = setInterval(() => heartbeat({ phase: 'joining' }), 2000);
+    // A stop before the browser joined ends the wait at once (the workflow would otherwise cancel it after its grace).
+    let endedWhileJoining: string | null = null;
+    const stops = this.controlNotices(id, (notice) => {
+      if (notice.k !== 'end') return;
+      endedWhileJoining = notice.reason ?? 'stopped';
+      join.abort(new Error(endedWhileJoining));
+    });
     let leg: MediaLeg;
     try {
+      await stops?.start();
       leg = await this.o.transport.joinAsAgent(id, join.signal);
     } catch (err) {
       if (signal.aborted) return 'cancelled';
+      if (endedWhileJoining) return endedWhileJoining;
       if (join.signal.aborted) return 'not_joined';
       throw err;
     } finally {
       clearTimeout(joinTimer);
       clearInterval(beat);
+      await stops?.stop();
     }
     // Connected: now it takes a workspace slot; none free (the widget's share is full) ends it unconnected, refunded.
     if (!(await this.o.sessions.markLive(id, input.workspaceId))) {
@@ -96,23 +113,10 @@ export class VoiceMedia {
       onTurn: this.o.onTurn,
       turn: (text) => this.o.turn(conv, text, `${id}:turn:${++turnNo}`),
     });
-    const sub = this.o.notifications?.subscribe(
-      [VOICE_CONTROL],
-      {
-        onNotify: (_c, payload) => {
-          let notice: { s?: string; k?: string; text?: string; reason?: string };
-          try {
-            notice = JSON.parse(payload);
-          } catch {
-            return;
-          }
-          if (notice.s !== id) return;
-          if (notice.k === 'inject' && typeof notice.text === 'string') agent.inject(notice.text);
-          if (notice.k === 'end') void agent.end(notice.reason ?? 'stopped', GOODBYES[notice.reason ?? '']);
-        },
-      },
-      `voice session ${id}`,
-    );
+    const sub = this.controlNotices(id, (notice) => {
+      if (notice.k === 'inject' && typeof notice.text === 'string') agent.inject(notice.text);
+      if (notice.k === 'end') void agent.end(notice.reason ?? 'stopped', GOODBYES[notice.reason ?? '']);
+    });
     await sub?.start();
     const beat = setInterval(() => heartbeat({ phase: 'live', turns: turnNo }), 2000);
     const limit = setTimeout(() => void agent.end('time_limit', GOODBYES.time_limit), this.o.maxMinutes * 60_000);
@@ -124,6 +128,25 @@ export class VoiceMedia {
       await sub?.stop();
       await recorder.close().catch((err) => this.o.log.warn({ err, id }, 'voice recording: the last chunks could not be spooled'));
     }
+  }
+
+  /** The control notices (inject a text, end) of one session or call, from any API process; not started yet. */
+  private controlNotices(id: string, on: (notice: ControlNotice) => void): Subscription | undefined {
+    return this.o.notifications?.subscribe(
+      [VOICE_CONTROL],
+      {
+        onNotify: (_c, payload) => {
+          let notice: ControlNotice & { s?: string };
+          try {
+            notice = JSON.parse(payload);
+          } catch {
+            return;
+          }
+          if (notice.s === id) on(notice);
+        },
+      },
+      `voice session ${id}`,
+    );
   }
 
   /**

@@ -125,6 +125,19 @@ describe('browser voice sessions (direct transport)', () => {
     expect(await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).describe().then((d) => d.staticSummary())).toBe('browser voice session');
   }, 120_000);
 
+  it('a stop before the browser joined ends the session at once, reason stopped (not after the workflow\'s 10 s grace and a cancel)', async () => {
+    const session = (await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} })).json();
+    // The media activity is waiting for the browser (phase joining) once it heartbeats.
+    await new Promise((r) => setTimeout(r, 1000));
+    const asked = Date.now();
+    const stop = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers: widget(), payload: { voice_session_id: session.voice_session_id } });
+    expect(stop.statusCode).toBe(200);
+    expect(stop.json().ended).toBe(true);
+    // The workflow cancels a media activity that did not end by itself within STOP_GRACE (10 s): well under it, the join heard the stop.
+    expect(Date.now() - asked).toBeLessThan(10_000);
+    expect(await t.services.voice.session(ws, session.voice_session_id)).toMatchObject({ status: 'ended', endReason: 'stopped' });
+  });
+
   it('a browser that leaves (bye) ends the session, which keeps its recordings', async () => {
     const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
     expect(start.statusCode).toBe(200);

@@ -6,6 +6,7 @@ import { widgetUploadWorkflowId } from '../workflows/widget-upload';
 import { voiceWorkflowId } from '../workflows/voice';
 import { callWorkflowId } from '../workflows/call';
 import { structuredExtractionWorkflowId } from '../workflows/structured-extraction';
+import { transcribeWorkflowId } from '../workflows/transcribe';
 import type { ActivityDeps } from './deps';
 
 /** How long a record may sit in an in-between state before the reconciliation asks Temporal about its workflow. */
@@ -24,6 +25,8 @@ export interface ReconcileResult {
   voiceSessions: number;
   calls: number;
   extractions: number;
+  /** Voice notes whose transcription ended without releasing them (terminated): their bytes released. */
+  voiceNotes: number;
 }
 
 /** The reasons a stranded record is left with (the workflow's own code never ran to write one). */
@@ -65,7 +68,7 @@ export function maintenanceActivities(deps: ActivityDeps) {
       const ended = async (workflowId: string) => (await state(workflowId)) !== 'running';
       const { deliveries, messages, uploads, tasks } = deps.services;
       const { voice, structured } = deps.services;
-      const result: ReconcileResult = { deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0 };
+      const result: ReconcileResult = { deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0, voiceNotes: 0 };
 
       for (const d of await deliveries.dispatchedPending(before, BATCH)) {
         if ((await ended(deliveryWorkflowId(d.id))) && (await deliveries.failRun(d.id, d.run, STRANDED.delivery))) result.deliveries++;
@@ -102,6 +105,13 @@ export function maintenanceActivities(deps: ActivityDeps) {
         if (await ended(structuredExtractionWorkflowId(id))) {
           await structured.fail(id, 'internal', STRANDED.extraction);
           result.extractions++;
+        }
+      }
+      // A voice note is not kept: a transcription terminated before its release step leaves its hold, and its bytes.
+      for (const hold of await uploads.voiceNotesHeld(before, BATCH)) {
+        if (await ended(transcribeWorkflowId(hold.id))) {
+          await uploads.releaseVoiceNote(hold.sha256, hold.id);
+          result.voiceNotes++;
         }
       }
       return result;

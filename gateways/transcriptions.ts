@@ -1,5 +1,4 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { newId } from '../core/ids';
 import type { TranscribeOutcome, VoiceNote } from '../core/widget/uploads';
 import { searchAttributesFor } from '../worker/search-attributes';
 import { transcribeWorkflow, transcribeWorkflowId } from '../workflows/transcribe';
@@ -24,7 +23,8 @@ export class TranscriptionGateway {
    * still releases the bytes when it ends).
    */
   async transcribe(note: VoiceNote, site: { id: string; workspace_id: string }, notStarted: () => Promise<void>): Promise<TranscribeOutcome> {
-    const workflowId = transcribeWorkflowId(newId('trn'));
+    // The note's hold is named after its transcription (storeVoiceNote): the reconciliation finds what a terminated run left.
+    const workflowId = transcribeWorkflowId(note.holdId);
     let handle: WorkflowHandle<typeof transcribeWorkflow>;
     try {
       handle = await this.client.workflow.start(transcribeWorkflow, {

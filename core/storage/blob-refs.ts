@@ -50,11 +50,18 @@ export async function releaseBlob(em: EntityManager, blobs: BlobStore, sha256: s
   return true;
 }
 
-/** Records an owner with no row of its own (see BlobHold); its id releases it. */
-export async function holdBlob(em: EntityManager, sha256: string): Promise<string> {
-  const id = newId('hold');
+/**
+ * Records an owner with no row of its own (see BlobHold); its id releases it. A voice note's hold has the id of its
+ * transcription (`trn_…`, the workflow `transcribe:trn_…`), so a hold its workflow left behind can be found.
+ */
+export async function holdBlob(em: EntityManager, sha256: string, id: string = newId('hold')): Promise<string> {
   await em.fork().insert(BlobHold, { id, sha256 });
   return id;
+}
+
+/** Holds of these owners (id prefix, such as `trn_`) made before `before`: what a reconciliation checks. */
+export async function holdsOlderThan(em: EntityManager, prefix: string, before: Date, limit: number): Promise<Array<{ id: string; sha256: string }>> {
+  return em.fork().find(BlobHold, { id: { $like: `${prefix}%` }, createdAt: { $lt: before } }, { fields: ['id', 'sha256'], orderBy: { createdAt: 'asc' }, limit });
 }
 
 /**

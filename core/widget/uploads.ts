@@ -16,7 +16,7 @@ import { downloadableKbFile } from '../kb/files';
 import type { FairPool } from '../kb/fair-pool';
 import type { ExtractFn } from '../kb/indexing';
 import { BlobGoneError, type BlobStore, type StagedBlob } from '../storage/blob-store';
-import { holdBlob, releaseHold } from '../storage/blob-refs';
+import { holdBlob, holdsOlderThan, releaseHold } from '../storage/blob-refs';
 import { signLink } from '../storage/signed-links';
 import type { SiteRow } from './sites';
 
@@ -464,7 +464,7 @@ export class UploadService {
         throw new ApiError(400, 'invalid_request', `file: the recording is ${Math.ceil(seconds)} s long; voice notes are at most ${max} s`);
       }
       // Held before the bytes are committed: another owner's delete of the same bytes can never fall in between.
-      const holdId = await holdBlob(this.deps.em, input.staged.sha256);
+      const holdId = await holdBlob(this.deps.em, input.staged.sha256, newId('trn'));
       try {
         await this.deps.blobs.commit(input.staged);
       } catch (err) {
@@ -512,6 +512,11 @@ export class UploadService {
    */
   async releaseVoiceNote(blobKey: string, holdId?: string): Promise<void> {
     await releaseHold(this.deps.em, this.deps.blobs, blobKey, holdId);
+  }
+
+  /** Voice notes held since before `before` (id `trn_…`, their workflow `transcribe:trn_…`), for the reconciliation. */
+  voiceNotesHeld(before: Date, limit: number): Promise<Array<{ id: string; sha256: string }>> {
+    return holdsOlderThan(this.deps.em, 'trn_', before, limit);
   }
 
   /**

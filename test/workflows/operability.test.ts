@@ -1,12 +1,14 @@
 import { execFile } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { Client as PgClient } from 'pg';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import * as workflowTypes from '../../workflows';
-import { Call, StructuredExtraction, VoiceSession } from '../../core/db/entities';
+import { BlobHold, Call, StructuredExtraction, VoiceSession } from '../../core/db/entities';
+import { holdBlob } from '../../core/storage/blob-refs';
 import { newId } from '../../core/ids';
 import { extractorFromConfig, transcriberFromConfig } from '../../core/kb/extractor';
 import type { ExtractFn } from '../../core/kb/indexing';
@@ -19,7 +21,7 @@ import { INDEXING_CANCELLED } from '../../workflows/kb-index';
 import { SEND_CANCELLED, messageSendWorkflowId } from '../../workflows/message-send';
 import { DELIVERY_CANCELLED } from '../../workflows/webhook-delivery';
 import { UPLOAD_CANCELLED, widgetUploadWorkflowId } from '../../workflows/widget-upload';
-import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testConfig, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, testConfig, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { multipart, upload as kbUpload } from '../support/kb';
 import { makeWav } from '../support/documents';
@@ -195,6 +197,8 @@ async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => bool
   }
 }
 
+/** Bytes committed to the test run's blob store (the one the app and the worker share); their key. */
+const storeBytes = async (bytes: Buffer) => testBlobs.commit(await testBlobs.stage(Readable.from([bytes]), bytes.length));
 const row = async <T = Record<string, unknown>>(sql: string, params: unknown[]) => (await db.orm.em.fork().execute<T[]>(sql, params))[0];
 const cancelledRun = async (workflowId: string) => {
   const err = await tw.client.workflow
@@ -412,10 +416,10 @@ describe('terminate, reconcile, reset', () => {
     expect((await t.app.inject({ method: 'GET', url: `/api/v1/messages/${msg.id}`, headers: auth })).json()).toMatchObject({ status: 'failed', error: STRANDED.message });
     // A second pass finds nothing more: running workflows and final records are left alone.
     const again = await tw.client.workflow.execute(workflowTypes.reconcileStrandedWorkflow, { workflowId: `${workflowId}:2`, taskQueue: tw.taskQueue, args: [{ graceMs: 0 }] });
-    expect(again).toEqual({ deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0 });
+    expect(again).toEqual({ deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0, voiceNotes: 0 });
   }, 60_000);
 
-  test('a voice session, a call and an extraction whose workflow is gone are settled failed with the reason, and the voice slot is free again', async () => {
+  test('a voice session, a call and an extraction whose workflow is gone are settled failed with the reason, and the voice slot is free again; a voice note\'s bytes are released', async () => {
     const em = db.orm.em.fork();
     const conversationId = newId('conv');
     const agentId = newId('agt');
@@ -425,11 +429,17 @@ describe('terminate, reconcile, reset', () => {
     em.create(VoiceSession, { id: ids.session, workspaceId: ws, siteId: null, conversationId, agentId, customerId: null, transport: 'direct', roomName: `room-${ids.session}`, status: 'live', connectedAt: long, createdAt: long, updatedAt: long });
     em.create(Call, { id: ids.call, workspaceId: ws, conversationId, agentId, siteId: null, phone: '+14155550100', provider: 'sip', status: 'ringing', createdAt: long, updatedAt: long });
     em.create(StructuredExtraction, { id: ids.extraction, workspaceId: ws, requestHash: ids.extraction, blobKey: 'none', fileName: 'invoice.pdf', mimeType: 'application/pdf', kind: 'pdf', schema: { type: 'object' }, status: 'running', createdAt: long, updatedAt: long });
+    // A voice note held by a `transcribe:` run terminated before its release step: a hold named after the run, and its bytes.
+    const noteKey = await storeBytes(Buffer.from(`voice note ${ids.session}`));
+    const note = await holdBlob(db.orm.em, noteKey, newId('trn'));
     await em.flush();
+    await db.orm.em.fork().nativeUpdate(BlobHold, { id: note }, { createdAt: long });
     expect(await t.services.voice.activeCount(ws)).toBe(2);
 
     const settled = await tw.client.workflow.execute(workflowTypes.reconcileStrandedWorkflow, { workflowId: `maintenance:reconcile:${tw.taskQueue}:voice`, taskQueue: tw.taskQueue, args: [{ graceMs: 0 }] });
-    expect(settled).toMatchObject({ voiceSessions: 1, calls: 1, extractions: 1 });
+    expect(settled).toMatchObject({ voiceSessions: 1, calls: 1, extractions: 1, voiceNotes: 1 });
+    expect(await row('select count(*)::int as n from blob_holds where id = ?', [note])).toEqual({ n: 0 });
+    expect(await testBlobs.read(noteKey)).toBeNull();
     expect(await row('select status, end_reason from voice_sessions where id = ?', [ids.session])).toEqual({ status: 'failed', end_reason: STRANDED.voice });
     expect(await row('select status, error from calls where id = ?', [ids.call])).toEqual({ status: 'failed', error: STRANDED.call });
     expect(await row('select status, error_message from structured_extractions where id = ?', [ids.extraction])).toEqual({ status: 'failed', error_message: STRANDED.extraction });

@@ -79,9 +79,10 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await closeInOrder([
+    // The API first: no request is left waiting on a worker that is gone.
+    ['app', t && (() => t.close())],
     ['relay', relay && (() => relay.stop())],
     ['worker', tw && (() => tw.close())],
-    ['app', t && (() => t.close())],
     ['fake model', llm && (() => llm.close())],
     ['sandbox', sandbox && (() => sandbox.close())],
     ['database', db && (() => db.drop())],

@@ -67,9 +67,9 @@ beforeAll(async () => {
   auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
 }, 60_000);
 afterAll(async () => {
+  await t.close();
   await dispatcher.stop();
   await tw.close();
-  await t.close();
   await db.drop();
   await new Promise((r) => transcriptionServer.close(r));
 });

@@ -53,9 +53,9 @@ beforeEach(async () => {
   auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
 });
 afterAll(async () => {
+  await t?.close();
   await dispatcher?.stop();
   await tw?.close();
-  await t?.close();
   await db?.drop();
   store?.close();
   await moto?.stop();

@@ -66,9 +66,9 @@ beforeAll(async () => {
   }
 }, 120_000);
 afterAll(async () => {
+  await t.close();
   await dispatcher.stop();
   await tw.close();
-  await t.close();
   await db.drop();
 });
 

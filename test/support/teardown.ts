@@ -4,6 +4,9 @@
  * and the next one still closes. The tests have run by then; a slow close must not fail
  * the file, nor hide which part was slow.
  */
+/** A part that takes longer than this to close is named on the console even when it closes in time. */
+const SLOW_MS = 5_000;
+
 export async function closeInOrder(steps: Array<[name: string, close: (() => Promise<unknown> | unknown) | undefined]>, ms = 15_000): Promise<void> {
   for (const [name, close] of steps) {
     if (!close) continue;
@@ -16,6 +19,6 @@ export async function closeInOrder(steps: Array<[name: string, close: (() => Pro
     });
     clearTimeout(timer);
     if (outcome === 'late') console.warn(`teardown: ${name} did not close within ${ms} ms; left behind`);
-    else if (process.env.DEBUG_SHUTDOWN) console.log(`teardown: ${name} closed in ${Date.now() - started} ms`);
+    else if (process.env.DEBUG_SHUTDOWN || Date.now() - started > SLOW_MS) console.warn(`teardown: ${name} closed in ${Date.now() - started} ms`);
   }
 }

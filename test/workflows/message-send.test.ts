@@ -59,9 +59,10 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await closeInOrder([
+    // The API first: no request is left waiting on a worker that is gone.
+    ['app', () => t.close()],
     ['relay', () => relay.stop()],
     ['worker', () => tw.close()],
-    ['app', () => t.close()],
     ['sandbox', () => sandbox.close()],
     ['database', () => db.drop()],
   ]);

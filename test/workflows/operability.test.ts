@@ -163,8 +163,8 @@ afterAll(async () => {
   releaseHang();
   await relay.stop();
   await proxy.close();
-  await tw.close();
   await t.close();
+  await tw.close();
   await receiver.close();
   await sandbox.close();
   await db.drop();

@@ -41,9 +41,9 @@ beforeEach(async () => {
   auth = bearer((await createKey(t.services, ws, ['webhooks:read', 'webhooks:write'])).key);
 });
 afterAll(async () => {
+  await t.close();
   await dispatcher.stop();
   await tw.close();
-  await t.close();
   for (const r of receivers) await r.close();
   await db.drop();
 });

@@ -33,7 +33,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     typeof opts.rateStore === 'string'
       ? await openRateStore(opts.rateStore, { redisUrl: config.REDIS_URL, databaseUrl: c.databaseUrl })
       : { store: opts.rateStore, close: async () => undefined };
-  c.onClose(() => rate.close());
+  c.onClose(() => rate.close(), 'rate-limit store');
   const limits = await createRequestLimits(rate.store, config.RATE_LIMIT_PER_KEY, config.RATE_LIMIT_PER_WORKSPACE, opts.windowSeconds ?? WINDOW_SECONDS, {
     perSiteClient: config.WIDGET_RATE_LIMIT_PER_CLIENT,
     sendsPerConversation: config.WIDGET_SENDS_PER_CONVERSATION,
@@ -75,12 +75,12 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     chatHub,
     temporalCodec: { codec: c.payloadCodec, token: config.TEMPORAL_CODEC_TOKEN ?? null, uiOrigins: config.TEMPORAL_UI_ORIGIN },
   });
-  c.onClose(() => app.close());
+  c.onClose(() => app.close(), 'HTTP server');
   await chatHub.start();
-  c.onClose(() => chatHub.stop());
+  c.onClose(() => chatHub.stop(), 'chat sockets');
   if (voiceSignalling) {
     await voiceSignalling.start();
-    c.onClose(() => voiceSignalling.stop());
+    c.onClose(() => voiceSignalling.stop(), 'voice signalling sockets');
   }
   return { app, chatHub };
 }

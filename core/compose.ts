@@ -108,8 +108,11 @@ export interface Composition {
   } | null;
   /** The Temporal frontend's address, for the worker's own connection (null: none given). */
   temporalAddress: string | null;
-  /** Adds a step to `close()`; steps run last-added first (what was started last stops first). */
-  onClose(step: () => Promise<void> | void): void;
+  /**
+   * Adds a step to `close()`; steps run last-added first (what was started last stops first). `name` is what the log
+   * says when the step is slow (over SLOW_CLOSE_MS) or fails.
+   */
+  onClose(step: () => Promise<void> | void, name?: string): void;
   /** Stops everything this composition and its users registered, in reverse order. Idempotent. */
   close(): Promise<void>;
 }
@@ -172,35 +175,44 @@ export function structuredFromConfig(config: Config, log?: Logger): StructuredSe
  * one extraction pool. The API and the worker add their own parts (api/server.ts,
  * worker/runtime.ts) and register them with `onClose`.
  */
+/** A close step slower than this is logged with its name (warn). */
+export const SLOW_CLOSE_MS = 5_000;
+
 export async function compose(config: Config, opts: ComposeOptions): Promise<Composition> {
   const o = opts.overrides ?? {};
-  const steps: Array<() => Promise<void> | void> = [];
-  const onClose = (step: () => Promise<void> | void) => void steps.push(step);
+  const steps: Array<{ run: () => Promise<void> | void; name: string }> = [];
+  const onClose = (run: () => Promise<void> | void, name = 'unnamed step') => void steps.push({ run, name });
   let closing: Promise<void> | null = null;
+  let closeLog: { warn(obj: object, msg: string): void } | null = null;
   const close = () =>
     (closing ??= (async () => {
       let first: unknown = null;
       for (const step of steps.reverse()) {
+        const started = Date.now();
         try {
-          await step();
+          await step.run();
         } catch (err) {
           first ??= err;
         }
+        const ms = Date.now() - started;
+        // A shutdown that drags names its part (a deploy waiting on it, a test's teardown).
+        if (ms > SLOW_CLOSE_MS) closeLog?.warn({ step: step.name, ms }, `shutdown: ${step.name} took ${ms} ms`);
       }
       if (first) throw first;
     })());
 
   try {
     const log = o.log ?? pino({ level: config.LOG_LEVEL });
+    closeLog = log;
     const orm = o.orm ?? (await openDatabase(opts.databaseUrl));
-    if (!o.orm) onClose(() => orm.close());
+    if (!o.orm) onClose(() => orm.close(), 'database pool');
     // The key first: without it (or with one that does not open the stored secrets) nothing else starts.
     const box = o.box ?? (await openSecretBox(config, orm.em, { embedded: opts.embedded }));
 
     const notifications = opts.role === 'cli' ? null : new PgNotifications(opts.databaseUrl, log);
     if (notifications) {
       await notifications.start();
-      onClose(() => notifications.stop());
+      onClose(() => notifications.stop(), 'LISTEN connection');
     }
     const keyCache = notifications && (opts.role === 'api' || opts.role === 'both') ? new KeyCache(notifications) : null;
     if (keyCache) await keyCache.start();
@@ -208,7 +220,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     await denseIndex.start();
 
     const blobs = o.blobs ?? blobStoreFromConfig(config);
-    if (!o.blobs) onClose(() => (blobs as { close?: () => void }).close?.());
+    if (!o.blobs) onClose(() => (blobs as { close?: () => void }).close?.(), 'blob store');
     const embedder = o.embedder ?? embedderFromConfig(config);
     const s = o.services ?? {};
     const transcriber = 'transcriber' in s ? (s.transcriber ?? null) : transcriberFromConfig(config);
@@ -217,7 +229,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     const structured = 'structured' in s ? s.structured : structuredFromConfig(config, log);
     // The local model server (if this process ever started it) stops with the process.
     const localServer = structured?.local;
-    if (localServer instanceof LocalLlmServer) onClose(() => localServer.stop());
+    if (localServer instanceof LocalLlmServer) onClose(() => localServer.stop(), 'local model server');
     const baseUrl = s.publicBaseUrl ?? publicBaseUrl(config);
     // The voice parts need the session service, which the services hold: the prerequisites are decided first from the settings.
     let voice: VoiceParts | null = null;
@@ -263,7 +275,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     });
     voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice }, o.voice);
     // Schema validation threads (started by the worker's extraction steps) stop with the process.
-    onClose(() => services.structured.close());
+    onClose(() => services.structured.close(), 'schema validation threads');
     const indexing = new IndexingService({ em: orm.em, blobs, extract, embedder });
 
     // Every client and worker of the process encrypts what it hands Temporal (core/crypto/payload-codec.ts).
@@ -279,7 +291,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       // One native connection for the worker (worker/runtime.ts) and the client, so a start this
       // process asks to be eager is handed to its own worker (an API process never loads the native bridge).
       const native = await opts.connectWorker(opts.temporalAddress, config.LOG_LEVEL);
-      onClose(() => native.close());
+      onClose(() => native.close(), 'Temporal native connection');
       temporal = {
         client: new Client({ connection: native, namespace: config.TEMPORAL_NAMESPACE, dataConverter }),
         taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -289,7 +301,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       };
     } else if (opts.temporalAddress && opts.role !== 'cli') {
       const connection = await Connection.connect({ address: opts.temporalAddress });
-      onClose(() => connection.close());
+      onClose(() => connection.close(), 'Temporal connection');
       temporal = {
         client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter }),
         taskQueue: config.TEMPORAL_TASK_QUEUE,

@@ -67,7 +67,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
   let connection = c.temporal.native;
   if (!connection) {
     const own = await connectWorker(c.temporalAddress, c.config.LOG_LEVEL);
-    c.onClose(() => own.close());
+    c.onClose(() => own.close(), 'worker Temporal connection');
     connection = own;
   }
   const conversations = new ConversationGateway(client, taskQueue, c.services.transcript);
@@ -84,7 +84,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
   c.onClose(async () => {
     if (worker.getState() === 'RUNNING') worker.shutdown();
     await running.catch(() => undefined);
-  });
+  }, 'Temporal worker (drain)');
   let dispatcher: OutboxDispatcher | null = null;
   if (opts.dispatcher !== false) {
     const config = c.config;
@@ -111,7 +111,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
       c.log,
     );
     await dispatcher.start();
-    c.onClose(() => dispatcher!.stop());
+    c.onClose(() => dispatcher!.stop(), 'outbox relay');
   }
   return { worker, running, dispatcher };
 }

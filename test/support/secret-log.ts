@@ -61,7 +61,10 @@ export function testLogDestination(): pino.DestinationStream | null {
 /** A pino logger into this process's log file (silent when the run has no log directory). */
 export function testLogger(): Logger {
   const dest = testLogDestination();
-  return dest ? pino({ level: LOG_LEVEL }, dest) : pino({ level: 'silent' });
+  if (!dest) return pino({ level: 'silent' });
+  // A slow shutdown step (core/compose.ts names it) also goes to the console: a teardown that drags says which part.
+  const slowShutdown = { write: (line: string) => void (line.includes('"msg":"shutdown: ') && process.stderr.write(line)) };
+  return pino({ level: LOG_LEVEL }, pino.multistream([{ stream: dest }, { level: 'warn', stream: slowShutdown }]));
 }
 
 /** Appends one line to this process's log file (for loggers that are not pino). */

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
 import { transcriberFromConfig } from '../../core/kb/extractor';
+import { LocalWhisperTranscriber } from '../../core/kb/extract';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
@@ -60,6 +61,8 @@ afterAll(async () => {
   await tw?.close();
   await llm?.close();
   await db?.drop();
+  // The whisper model threads the worker loaded: left running, they keep Jest's process alive after the file.
+  LocalWhisperTranscriber.unloadAll();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

@@ -1,7 +1,5 @@
 import { z } from 'zod';
-
-/** A window bound: an RFC 3339 date-time (with its offset) or a date (midnight UTC). */
-const Bound = z.union([z.iso.datetime({ offset: true }), z.iso.date()]);
+import { WindowBound as Bound } from './common';
 
 /** `from` before `to`, at most 400 days apart (400 invalid_request otherwise): rules between two values, which a schema cannot state. */
 const WindowQuery = {

@@ -191,6 +191,7 @@ describe('the document states what the server requires of a request, and the ser
     ['NUL in a string', 'POST', '/api/v1/kb/folders', { name: nul }, false],
     ['NUL in a string', 'POST', '/api/v1/customers', { name: nul }, false],
     ['NUL in a free-form key', 'POST', '/api/v1/customers', { metadata: { [nul]: 1 } }, false],
+    ['msgapp is not an outbound channel', 'POST', '/api/v1/outbound', { channel: 'msgapp', conversation_id: 'conv_000000000000000000000000', text: 'x' }, false],
     ['https webhook url', 'POST', '/api/v1/webhook-subscriptions', { url: 'http://hooks.example/x', events: ['message.status'] }, false],
     ["the operator's models", 'POST', '/api/v1/agents', { name: 'A', model: { name: 'other-model' } }, false],
     ["the operator's models", 'POST', '/api/v1/agents', { name: 'A', model: { name: 'extra-model', max_tokens: 1_001 } }, false],
@@ -234,6 +235,28 @@ describe('the document states what the server requires of a request, and the ser
     ] as const) {
       expect([name, value, docAccepts(paramSchema(path, 'get', name), value)]).toEqual([name, value, valid]);
     }
+  });
+
+  test('the widget send rule: text may be blank only with file_refs', () => {
+    const send = bodySchema('/api/public/widget/send', 'post');
+    const conv = 'conv_000000000000000000000000';
+    for (const [body, valid] of [
+      [{ conversation_id: conv, text: 'hi' }, true],
+      [{ conversation_id: conv, text: ' \n ' }, false],
+      [{ conversation_id: conv }, false],
+      [{ conversation_id: conv, file_refs: ['upl_000000000000000000000000'] }, true],
+      [{ conversation_id: conv, text: '', file_refs: [] }, false],
+    ] as const) {
+      expect([body, docAccepts(send, body)]).toEqual([body, valid]);
+    }
+  });
+
+  test('multipart forms document what their handlers check', () => {
+    const form = (path: string) => ((doc.paths?.[path] as OpenAPIV3_1.PathItemObject).post!.requestBody as OpenAPIV3_1.RequestBodyObject).content['multipart/form-data'].schema as OpenAPIV3_1.SchemaObject;
+    const props = (path: string) => (('$ref' in form(path) ? doc.components?.schemas?.[(form(path) as { $ref: string }).$ref.split('/').pop()!] : form(path)) as OpenAPIV3_1.SchemaObject).properties!;
+    expect(props('/api/v1/kb/files').file).toMatchObject({ format: 'binary', minLength: 1 });
+    expect(props('/api/v1/documents/extract_structured').schema).toMatchObject({ minLength: 1, contentMediaType: 'application/json', contentSchema: { type: 'object' } });
+    expect(props('/api/v1/documents/extract_structured').prompt).toMatchObject({ maxLength: 4_000 });
   });
 
   test('a download documents the types stored bytes are served with, not JSON', () => {

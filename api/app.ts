@@ -113,7 +113,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(authPlugin, { apiKeys: deps.services.apiKeys, limits: deps.limits });
   await app.register(inputPlugin);
   await app.register(idempotencyPlugin, { store: deps.services.idempotency });
-  await app.register(openapiPlugin);
+  await app.register(openapiPlugin, { models: services.models });
 
   await app.register(healthRoutes);
   await app.register(folderRoutes, { services });

@@ -52,6 +52,9 @@ const SERVED_TYPES: Record<string, string> = {
 
 const OCTET_STREAM = 'application/octet-stream';
 
+/** Every content type stored bytes can be served with (what the OpenAPI document lists for a download). */
+export const SERVED_CONTENT_TYPES: readonly string[] = [...Object.keys(SERVED_TYPES), OCTET_STREAM];
+
 /** The declared type when it is on the allow-list (parameters such as codecs dropped), else application/octet-stream. */
 export function servedContentType(declared: string | null | undefined): string {
   const essence = (declared ?? '').split(';')[0].trim().toLowerCase();

@@ -9,6 +9,7 @@ import { ProviderError, type MsgappProvider } from './msgapp/provider';
 import { pinnedFetch } from './net/pinned-fetch';
 import { checkProviderUrl, systemResolver, UnsafeUrlError, type AddressPolicy, type Resolver } from './net/ssrf';
 import { keysetFind } from './pagination';
+import { nonBlankText, notBlank } from './text';
 
 /** The base URL of an llm credential registered without one. */
 export const DEFAULT_LLM_BASE_URL = 'https://api.openai.com/v1';
@@ -27,13 +28,9 @@ export const SECRET_FIELD = {
   mcp: 'bearer_token',
 } as const satisfies Record<CredentialProvider, string>;
 
-const Name = z.string().trim().min(1).max(200).meta({ description: 'Your label for the credential', example: 'Support line token' });
+const Name = nonBlankText(200).meta({ description: 'Your label for the credential', example: 'Support line token' });
 const Secret = (description: string) =>
-  z
-    .string()
-    .max(8192)
-    .refine((s) => s.trim() !== '', 'must not be empty')
-    .meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
+  notBlank(z.string().max(8192), 'must not be empty').meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
 const HttpUrl = (protocols: RegExp) => z.url({ protocol: protocols }).max(2048);
 
 /** The body of `POST /api/v1/credentials` (and of the admin CLI's `credential create`), one shape per provider. */
@@ -69,7 +66,7 @@ export const CredentialInput = z.discriminatedUnion(
         name: Name,
         provider: z.literal('voice'),
         url: HttpUrl(/^(wss?|https?)$/).meta({ description: 'The voice server (LiveKit-style), wss:// or https://' }),
-        api_key: z.string().trim().min(1).max(200).meta({ description: 'The public key id (not secret: it names the key pair)' }),
+        api_key: nonBlankText(200).meta({ description: 'The public key id (not secret: it names the key pair)' }),
         api_secret: Secret('The key secret that signs access tokens'),
       })
       .strict()
@@ -78,7 +75,7 @@ export const CredentialInput = z.discriminatedUnion(
       .object({
         name: Name,
         provider: z.literal('telephony'),
-        username: z.string().trim().min(1).max(200).meta({ description: 'The SIP trunk username' }),
+        username: nonBlankText(200).meta({ description: 'The SIP trunk username' }),
         password: Secret('The SIP trunk password'),
         sip_uri: z
           .string()

@@ -81,6 +81,8 @@ export interface Services {
   calls: CallService;
   box: SecretBox;
   llm: LlmSettings | null;
+  /** What agents may run on the installation's model key (the OpenAPI document states it too). */
+  models: ModelPolicy;
 }
 
 export interface ServiceOptions {
@@ -185,6 +187,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
     box: opts.box,
     llm: opts.llm ?? null,
+    models,
     search,
     transcript,
     tasks: new TaskService(em),

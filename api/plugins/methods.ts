@@ -1,8 +1,8 @@
 import type { FastifyInstance, HTTPMethods } from 'fastify';
 import { ApiError } from '../../core/errors';
 
-/** The methods a path can be asked for; OPTIONS is answered everywhere by the CORS preflight route. */
-const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
+/** The order of the methods a path serves in `Allow` (every route serves some of these). */
+const ALLOW_ORDER: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /**
  * RFC 9110 §15.5.6: a known path asked for with a method it does not serve is 405
@@ -12,6 +12,10 @@ const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']
  * real routes) and costs nothing on the served paths.
  */
 export async function registerMethodNotAllowed(app: FastifyInstance): Promise<void> {
+  // Every method Fastify routes (TRACE and RFC 10008's QUERY included: a QUERY that reached the
+  // not-found route would be refused for its missing Content-Type before any 405 or 404), except
+  // OPTIONS, which the CORS preflight route answers everywhere.
+  const methods = app.supportedMethods.filter((m) => m !== 'OPTIONS') as HTTPMethods[];
   const served = new Map<string, Set<string>>();
   for (const route of app.routeTable) {
     if (route.method === 'OPTIONS') continue;
@@ -20,10 +24,10 @@ export async function registerMethodNotAllowed(app: FastifyInstance): Promise<vo
     if (route.method === 'GET') set.add('HEAD');
     served.set(route.url, set);
   }
-  for (const [url, methods] of served) {
-    const missing = METHODS.filter((m) => !methods.has(m));
+  for (const [url, servedHere] of served) {
+    const missing = methods.filter((m) => !servedHere.has(m));
     if (missing.length === 0) continue;
-    const allow = [...METHODS.filter((m) => methods.has(m)), 'OPTIONS'].join(', ');
+    const allow = [...ALLOW_ORDER.filter((m) => servedHere.has(m)), 'OPTIONS'].join(', ');
     app.route({
       method: missing,
       url,

@@ -6,6 +6,9 @@ import type { OpenAPIV3_1 } from 'openapi-types';
 import { z } from 'zod';
 import { DELIVERY_HEADERS, WEBHOOK_EVENTS } from '../schemas/webhooks';
 import { ChatFrameSchema, SOCKET_UPGRADE_DESCRIPTION } from '../schemas/socket';
+import { STORED_BYTES } from '../schemas/common';
+import { SERVED_CONTENT_TYPES } from '../stored-bytes';
+import type { ModelPolicy } from '../../core/llm/policy';
 
 const DESCRIPTION = `Concierge server API. Authenticate with \`Authorization: Bearer sk_...\`; each operation names the
 scope it needs in \`x-required-scope\`. Errors are \`{error, message}\` plus documented extra fields.
@@ -25,8 +28,9 @@ a Content-Type other than \`application/json\` on a JSON endpoint is 415 \`unsup
 carry the request id (also in the \`X-Request-Id\` header).
 
 Input: a string anywhere in a body, query or path parameter (or in \`X-Concierge-Site\`, \`Idempotency-Key\`) holding the
-NUL character (U+0000) or a lone UTF-16 surrogate is 400 \`invalid_request\` naming the field, as is a body nested deeper
-than 32 levels and a repeated query parameter where one value is expected. Unknown query parameters are ignored.
+NUL character (U+0000) or a lone UTF-16 surrogate is 400 \`invalid_request\` naming the field (request string schemas carry
+the pattern \`^[^\\u0000]*$\` for it; a value of any JSON is \`AnyJsonWithoutNul\`), as is a body nested deeper than 32
+levels and a repeated query parameter where one value is expected. Unknown query parameters are ignored.
 Ids are opaque: the documented patterns are the form this server issues, and any other id is 404 \`not_found\`.`;
 
 /**
@@ -34,7 +38,7 @@ Ids are opaque: the documented patterns are the form this server issues, and any
  * document is finished once at startup: each authenticated operation gets bearer
  * security and its scope in `x-required-scope`, taken from the route table.
  */
-export const openapiPlugin = fp(async (app: FastifyInstance) => {
+export const openapiPlugin = fp(async (app: FastifyInstance, opts: { models?: Pick<ModelPolicy, 'allowed' | 'maxTokensCap'> }) => {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -61,13 +65,13 @@ export const openapiPlugin = fp(async (app: FastifyInstance) => {
     config: { public: true },
     schema: { hide: true },
     handler: async () => {
-      doc ??= finish(app.swagger() as OpenAPIV3_1.Document, app);
+      doc ??= finish(app.swagger() as OpenAPIV3_1.Document, app, opts.models ?? null);
       return doc;
     },
   });
 });
 
-function finish(raw: OpenAPIV3_1.Document, app: FastifyInstance): OpenAPIV3_1.Document {
+function finish(raw: OpenAPIV3_1.Document, app: FastifyInstance, models: Pick<ModelPolicy, 'allowed' | 'maxTokensCap'> | null): OpenAPIV3_1.Document {
   const doc = structuredClone(raw);
   for (const route of app.routeTable) {
     const path = route.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -83,6 +87,9 @@ function finish(raw: OpenAPIV3_1.Document, app: FastifyInstance): OpenAPIV3_1.Do
     }
   }
   documentCommonResponses(doc);
+  documentStoredBytes(doc);
+  if (models) documentModelPolicy(doc, models);
+  documentNulRefusal(doc);
   documentSocket(doc);
   documentVoiceSocket(doc);
   doc.webhooks = webhookPayloads();
@@ -116,6 +123,125 @@ function documentCommonResponses(doc: OpenAPIV3_1.Document): void {
       }
       if ((op.security ?? []).length > 0) add('429', 'rate_limited; see Retry-After and X-RateLimit-* headers');
       add('500', 'internal_error: generic, with the request id to quote');
+    }
+  }
+}
+
+/**
+ * A response of stored bytes (a knowledge-base download) carries the type the bytes were
+ * stored with, from the served allow-list (api/stored-bytes.ts), never a JSON document:
+ * each of those types is listed, without a schema (any bytes).
+ */
+function documentStoredBytes(doc: OpenAPIV3_1.Document): void {
+  for (const item of Object.values(doc.paths ?? {})) {
+    for (const op of Object.values(item as Record<string, OpenAPIV3_1.OperationObject>)) {
+      for (const response of Object.values(op?.responses ?? {}) as OpenAPIV3_1.ResponseObject[]) {
+        const json = response.content?.['application/json']?.schema as Record<string, unknown> | undefined;
+        if (!json?.[STORED_BYTES]) continue;
+        response.content = Object.fromEntries(SERVED_CONTENT_TYPES.map((type) => [type, {}]));
+      }
+    }
+  }
+}
+
+/**
+ * This installation's model policy, on the agent spec's `model` as requests send it: without
+ * `credential_id` (the operator's key) only the allowed models (LLM_MODEL, LLM_ALLOWED_MODELS)
+ * and `max_tokens` up to LLM_MAX_TOKENS_CAP, else 400 invalid_request naming the field; on
+ * the workspace's own llm credential, anything. The document is this server's, so it says
+ * what this server's operator allows.
+ */
+function documentModelPolicy(doc: OpenAPIV3_1.Document, models: Pick<ModelPolicy, 'allowed' | 'maxTokensCap'>): void {
+  const model = doc.components?.schemas?.AgentModelInput as Record<string, unknown> | undefined;
+  if (!model) return;
+  const onOperatorKey = {
+    properties: { ...(models.allowed.length ? { name: { enum: models.allowed } } : {}), max_tokens: { maximum: models.maxTokensCap } },
+    ...(models.allowed.length ? {} : { not: { required: ['name'] } }),
+  };
+  model.anyOf = [{ required: ['credential_id'] }, onOperatorKey];
+  const allowed = models.allowed.length ? models.allowed.join(', ') : 'none (leave name unset)';
+  model.description = `${String(model.description ?? '')} Without credential_id (the installation's model key): name one of ${allowed}; max_tokens at most ${models.maxTokensCap}.`.trim();
+}
+
+/** A string without the NUL character, which the input checks refuse anywhere (api/plugins/input.ts). */
+export const NO_NUL = '^[^\\u0000]*$';
+
+/**
+ * Whether a `pattern` can match a string holding NUL. Conservative: only an anchored pattern
+ * of literals, positive classes (`\\d`, `[a-z0-9_]`…) and negated classes that name NUL first
+ * (`[^\\u0000-\\u001f]`) is known not to; any other negated class, a dot, `\\S`-style escapes or
+ * an unanchored pattern might.
+ */
+function mayMatchNul(pattern: string): boolean {
+  if (!/^\^.*\$$/.test(pattern)) return true;
+  const rest = pattern.replace(/\[\^\\u0000(?:\\.|[^\]\\])*\]/g, '');
+  return /\[\^|(?<!\\)\.|\\[SDW]|\\u0000|\\x00/.test(rest);
+}
+
+/** The component of "any JSON value", as a request may carry it: no string or object key in it holds NUL. */
+const ANY_JSON = 'AnyJsonWithoutNul';
+const anyJsonWithoutNul = (): OpenAPIV3_1.SchemaObject =>
+  ({
+    description: 'Any JSON value; no string in it, at any depth, and no object key holds the NUL character (U+0000)',
+    pattern: NO_NUL,
+    propertyNames: { pattern: NO_NUL },
+    items: { $ref: `#/components/schemas/${ANY_JSON}` },
+    additionalProperties: { $ref: `#/components/schemas/${ANY_JSON}` },
+  }) as OpenAPIV3_1.SchemaObject;
+
+/** Keywords that say nothing about which values are valid. */
+const ANNOTATIONS = new Set(['description', 'title', 'example', 'examples', 'default', 'deprecated', 'readOnly', 'writeOnly']);
+
+/**
+ * The input checks refuse a NUL in every string of a request (a body field or key, a query,
+ * path or multipart field) with 400, so the document says so where a generator or a
+ * client reads it: every string a request carries gets the NO_NUL pattern (beside any
+ * pattern of its own that might admit NUL), every object with free-form keys the same on its
+ * `propertyNames`. Strings with a format (date-time, email, uri; binary is file content), an
+ * enum or a const hold no NUL already. Responses are left alone: only request schemas (and
+ * the components they refer to) are walked.
+ */
+function documentNulRefusal(doc: OpenAPIV3_1.Document): void {
+  doc.components ??= {};
+  doc.components.schemas = { ...doc.components.schemas, [ANY_JSON]: anyJsonWithoutNul() };
+  const components = doc.components.schemas as Record<string, Record<string, unknown>>;
+  const seen = new Set<string>([ANY_JSON]);
+  // Walks schemas only (subschema keywords), never the maps that hold them: a property named `description` is no annotation.
+  const walk = (node: unknown): void => {
+    if (!node || typeof node !== 'object' || Array.isArray(node)) return;
+    const schema = node as Record<string, unknown>;
+    // A value of any JSON (z.unknown(), a record's values): any JSON but NUL, at every depth.
+    if (Object.keys(schema).every((key) => ANNOTATIONS.has(key))) {
+      schema.$ref = `#/components/schemas/${ANY_JSON}`;
+      return;
+    }
+    const ref = schema.$ref;
+    if (typeof ref === 'string' && ref.startsWith('#/components/schemas/')) {
+      const name = ref.slice('#/components/schemas/'.length);
+      if (!seen.has(name) && components[name]) {
+        seen.add(name);
+        walk(components[name]);
+      }
+    }
+    const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+    if (types.includes('string') && !('format' in schema) && !('enum' in schema) && !('const' in schema)) {
+      const own = [schema.pattern, ...((schema.allOf as Array<{ pattern?: unknown }> | undefined) ?? []).map((s) => s.pattern)].filter((x): x is string => typeof x === 'string');
+      if (own.length === 0) schema.pattern = NO_NUL;
+      else if (own.every(mayMatchNul)) schema.allOf = [...((schema.allOf as unknown[] | undefined) ?? []), { pattern: NO_NUL }];
+    }
+    if (types.includes('object') && schema.additionalProperties !== false && schema.additionalProperties !== undefined && !('propertyNames' in schema)) {
+      schema.propertyNames = { pattern: NO_NUL };
+    }
+    for (const key of ['items', 'additionalProperties', 'propertyNames', 'contains', 'not', 'if', 'then', 'else']) walk(schema[key]);
+    for (const key of ['anyOf', 'oneOf', 'allOf', 'prefixItems']) if (Array.isArray(schema[key])) (schema[key] as unknown[]).forEach(walk);
+    for (const key of ['properties', 'patternProperties', 'dependentSchemas']) Object.values((schema[key] as Record<string, unknown> | undefined) ?? {}).forEach(walk);
+  };
+  for (const item of Object.values(doc.paths ?? {})) {
+    for (const op of Object.values(item as Record<string, OpenAPIV3_1.OperationObject>)) {
+      if (!op || typeof op !== 'object') continue;
+      for (const param of op.parameters ?? []) if ('schema' in param) walk(param.schema);
+      const body = op.requestBody as OpenAPIV3_1.RequestBodyObject | undefined;
+      for (const media of Object.values(body?.content ?? {})) walk(media.schema);
     }
   }
 }

@@ -16,6 +16,9 @@ const numberClaimErrors = {
 
 const tags = ['Agents'];
 const notFound = ErrorBody.meta({ description: 'not_found' });
+/** Every write of a spec checks the llm credential it names. */
+const credentialNotFound = ErrorBody.meta({ description: 'credential_not_found: model.credential_id names no llm credential of this workspace' });
+const agentNotFound = ErrorBody.meta({ description: 'not_found: no such agent; credential_not_found: model.credential_id names no llm credential of this workspace' });
 
 export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agents' | 'llm'> }> = async (app, opts) => {
   const agents = opts.services.agents;
@@ -34,13 +37,13 @@ export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agen
 
   app.post('/api/v1/agents', {
     config: { scope: 'workflows:write' },
-    schema: { operationId: 'createAgent', summary: 'Create a draft agent from spec fields (name required)', tags, body: CreateAgentBody, response: { 201: Agent, ...authErrors } },
+    schema: { operationId: 'createAgent', summary: 'Create a draft agent from spec fields (name required)', tags, body: CreateAgentBody, response: { 201: Agent, ...authErrors, 404: credentialNotFound } },
     handler: async (request, reply) => reply.code(201).send(await agents.create(authOf(request).workspaceId, request.body)),
   });
 
   app.post('/api/v1/agents/from-spec', {
     config: { scope: 'workflows:write' },
-    schema: { operationId: 'createAgentFromSpec', summary: 'Create a draft agent from a whole spec document', tags, body: FromSpecBody, response: { 201: Agent, ...authErrors } },
+    schema: { operationId: 'createAgentFromSpec', summary: 'Create a draft agent from a whole spec document', tags, body: FromSpecBody, response: { 201: Agent, ...authErrors, 404: credentialNotFound } },
     handler: async (request, reply) => reply.code(201).send(await agents.create(authOf(request).workspaceId, request.body.spec)),
   });
 
@@ -77,7 +80,7 @@ export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agen
       response: {
         200: Agent,
         ...authErrors,
-        404: notFound,
+        404: agentNotFound,
         ...numberClaimErrors,
       },
     },

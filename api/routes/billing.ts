@@ -21,7 +21,7 @@ export const billingRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'cr
       summary: 'Usage by UTC day and kind, newest first, priced',
       tags,
       querystring: UsageQuery,
-      response: { 200: UsageList, ...authErrors, 400: ErrorBody.meta({ description: 'invalid_request: a bad from/to; invalid_cursor' }) },
+      response: { 200: UsageList, ...authErrors, 400: ErrorBody.meta({ description: 'invalid_request: a bad from, to or cursor, or from not before to' }) },
     },
     handler: async (request) => opts.services.credits.usage(authOf(request).workspaceId, request.query),
   });

@@ -87,7 +87,6 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
     handler: async (request, reply) => {
       const body = request.body;
       const workspaceId = authOf(request).workspaceId;
-      if (body.channel === 'msgapp') throw new ApiError(400, 'invalid_request', 'channel: msgapp messages are sent with POST /api/v1/messages');
       if (body.channel === 'voice') {
         // The per-number cap counts every workspace's calls to that number, once the number is accepted.
         const call = await calls.prepareOutbound(workspaceId, body, (dest) => enforceDialOut(opts.dialOut, 'perDestination', dest.phone));

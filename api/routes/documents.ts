@@ -14,12 +14,15 @@ const tags = ['Documents'];
 
 const ExtractForm = z
   .object({
-    file: z.unknown().meta({ type: 'string', format: 'binary', description: 'PDF, DOCX, TXT, PNG, JPEG or WEBP, at most 25 MB; the type is decided from the bytes' }),
-    schema: z.string().meta({
+    // A multipart form: read by the handler, so these schemas document what it checks (the empty file, the missing schema, the prompt's length).
+    file: z.unknown().meta({ type: 'string', format: 'binary', minLength: 1, description: 'PDF, DOCX, TXT, PNG, JPEG or WEBP, at most 25 MB; the type is decided from the bytes' }),
+    schema: z.string().min(1).meta({
+      contentMediaType: 'application/json',
+      contentSchema: { type: 'object' },
       description: `A JSON Schema (draft 2020-12, or draft-07 by its $schema) serialised as a JSON string, at most ${MAX_SCHEMA_BYTES / 1024} KB; the root must be "type": "object"; $ref only to the schema itself ('#/$defs/…'), not recursive`,
       example: '{"type":"object","properties":{"invoice_number":{"type":"string"},"total":{"type":"number"}},"required":["invoice_number","total"]}',
     }),
-    prompt: z.string().optional().meta({ description: `Extra instructions for the model, at most ${MAX_PROMPT_CHARS} characters` }),
+    prompt: z.string().max(MAX_PROMPT_CHARS).optional().meta({ description: `Extra instructions for the model, at most ${MAX_PROMPT_CHARS} characters` }),
   })
   .meta({ id: 'ExtractStructuredForm' });
 

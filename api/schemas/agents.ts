@@ -29,18 +29,24 @@ export const ListAgentsQuery = z.object({
 export const CreateAgentBody = AgentSpec.meta({ description: 'An agent spec; see AgentSpec', example: EXAMPLE_SPEC });
 /** From-spec takes the whole document as exported or written by hand. */
 export const FromSpecBody = z.object({ spec: AgentSpec }).strict().meta({ example: { spec: EXAMPLE_SPEC } });
-/** Patch replaces the top-level spec fields it names; the result is validated as a whole. */
+/**
+ * Patch replaces the top-level spec fields it names; the result is validated as a whole.
+ * Each field is validated (and documented) as AgentSpec's, without its default: a field the
+ * patch leaves out keeps its stored value instead of being reset.
+ */
+const { name, instructions, model, knowledge_base, triggers, actions, templates, privacy } = AgentSpec.shape;
 export const PatchAgentBody = z
   .object({
-    name: z.unknown().optional(),
-    instructions: z.unknown().optional(),
-    model: z.unknown().optional(),
-    knowledge_base: z.unknown().optional(),
-    triggers: z.unknown().optional(),
-    actions: z.unknown().optional(),
-    templates: z.unknown().optional(),
+    name: name.optional(),
+    instructions: instructions.unwrap().optional(),
+    model: model.unwrap().optional(),
+    knowledge_base: knowledge_base.unwrap().optional(),
+    triggers: triggers.unwrap().optional(),
+    actions: actions.unwrap().optional(),
+    templates: templates.unwrap().optional(),
+    privacy,
   })
   .strict()
   .refine((b) => Object.keys(b).length > 0, 'body: at least one spec field')
-  .meta({ description: 'Any top-level AgentSpec fields; each replaces the stored one' });
+  .meta({ description: 'Any top-level AgentSpec fields; each replaces the stored one', minProperties: 1 });
 export const GenerateAgentBody = z.object({ description: z.string().min(10).max(5000) }).strict();

@@ -1,8 +1,10 @@
 import { z } from 'zod';
+import { WindowBound as Bound } from './common';
 
+/** `from` before `to`, at most 400 days apart (400 invalid_request otherwise): rules between two values, which a schema cannot state. */
 const WindowQuery = {
-  from: z.string().optional().meta({ description: 'Start of the window (ISO 8601, inclusive); default `to` minus 30 days' }),
-  to: z.string().optional().meta({ description: 'End of the window (ISO 8601, exclusive); default now' }),
+  from: Bound.optional().meta({ description: 'Start of the window (inclusive); default `to` minus 30 days; before `to`, at most 400 days earlier' }),
+  to: Bound.optional().meta({ description: 'End of the window (exclusive); default now' }),
 };
 
 export const AnalyticsWindowQuery = z.object(WindowQuery);

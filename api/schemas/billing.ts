@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { USAGE_CURSOR } from '../../core/billing/credits';
+import { WindowBound } from './common';
 
 export const Credits = z
   .object({
@@ -10,10 +12,15 @@ export const Credits = z
   .meta({ id: 'Credits' });
 
 export const UsageQuery = z.object({
-  from: z.string().optional().meta({ description: 'Start (ISO 8601, inclusive); default `to` minus 30 days' }),
-  to: z.string().optional().meta({ description: 'End (ISO 8601, exclusive); default now' }),
+  from: WindowBound.optional().meta({ description: 'Start (inclusive); default `to` minus 30 days; before `to` (else 400 invalid_request)' }),
+  to: WindowBound.optional().meta({ description: 'End (exclusive); default now' }),
   limit: z.coerce.number().int().min(1).max(200).default(50),
-  cursor: z.string().max(500).optional().meta({ description: 'The `next_cursor` of the previous page' }),
+  cursor: z
+    .string()
+    .max(500)
+    .regex(USAGE_CURSOR)
+    .optional()
+    .meta({ description: 'The `next_cursor` of the previous page: `<UTC day>.<kind, base64url>`; any value of that form is a position', example: '2026-11-20.bXNnYXBwX21lc3NhZ2U' }),
 });
 
 export const UsageList = z

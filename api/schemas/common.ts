@@ -33,11 +33,20 @@ export const idString = (prefix?: IdPrefix) =>
 export const idParam = (prefix?: IdPrefix) => z.object({ id: idString(prefix) });
 export const IdParam = idParam();
 
+/** The marker of a response that is stored bytes (api/stored-bytes.ts); the OpenAPI plugin lists their served types. */
+export const STORED_BYTES = 'x-stored-bytes';
+
+/** A response of stored bytes, served with their own content type (never JSON to validate). */
+export const StoredBytes = z.any().meta({ [STORED_BYTES]: true });
+
 /** A page position: the `next_cursor` of the previous page. Every value matching the pattern is accepted. */
 export const Cursor = z
   .string()
   .regex(CURSOR_PATTERN)
   .meta({ description: 'The `next_cursor` of the previous page (`<unix ms>.<id>`)', example: '1764000000000.agt_0a1b2c3d4e5f60718293a4b5' });
+
+/** A window bound of a report (analytics, usage): an RFC 3339 date-time (with its offset) or a date (midnight UTC). */
+export const WindowBound = z.union([z.iso.datetime({ offset: true }), z.iso.date()]);
 
 const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
 const LATEST = Date.parse('9999-12-31T23:59:59.999Z');

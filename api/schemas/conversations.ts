@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Cursor as PageCursor } from './common';
+import { nonBlankText } from '../../core/text';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 const Cursor = PageCursor.optional();
@@ -25,27 +26,29 @@ export const UpdateConversationBody = z
     needs_human: z.boolean().meta({
       description: 'true: a human takes the conversation (a case; the agent stops answering it). false: the case is resolved and the agent answers the next message.',
     }),
-    case_reason: z.string().trim().min(1).max(500).optional().meta({ description: 'Why a human is needed (with needs_human: true); default "flagged by an operator"' }),
+    case_reason: nonBlankText(500).optional().meta({ description: 'Why a human is needed (with needs_human: true); default "flagged by an operator"' }),
   })
   .strict()
   .refine((b) => b.needs_human || b.case_reason === undefined, { path: ['case_reason'], message: 'only with needs_human: true' })
-  .meta({ id: 'UpdateConversation' });
+  .meta({ id: 'UpdateConversation', dependentSchemas: { case_reason: { properties: { needs_human: { const: true } } } } });
 
 const TextOutbound = {
   conversation_id: z.string().min(1).max(100),
-  text: z.string().trim().min(1).max(4096),
+  text: nonBlankText(4096),
 };
 
+/**
+ * `channel` is web or voice: msgapp is not sent here (the document lists only what is), and
+ * the refusal says where it goes instead.
+ */
 export const OutboundBody = z
-  .discriminatedUnion('channel', [
+  .discriminatedUnion(
+    'channel',
+    [
     z
       .object({ channel: z.literal('web').meta({ description: 'A human agent writes into a web-chat conversation' }), ...TextOutbound })
       .strict()
       .meta({ id: 'OutboundWeb' }),
-    z
-      .object({ channel: z.literal('msgapp').meta({ description: 'Refused (400): msgapp messages are sent with POST /api/v1/messages' }), ...TextOutbound })
-      .strict()
-      .meta({ id: 'OutboundMsgapp' }),
     z
       .object({
         channel: z.literal('voice').meta({ description: 'Dial-out: the agent phones `to`' }),
@@ -55,7 +58,9 @@ export const OutboundBody = z
       })
       .strict()
       .meta({ id: 'OutboundVoice' }),
-  ])
+    ],
+    { error: (iss) => (iss.code === 'invalid_union' && (iss.input as { channel?: unknown } | undefined)?.channel === 'msgapp' ? 'msgapp messages are sent with POST /api/v1/messages' : undefined) },
+  )
   .meta({ id: 'OutboundRequest' });
 
 export const OutboundMessage = z

@@ -3,7 +3,16 @@ import { Cursor } from './common';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 const E164 = z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 number such as +15551234567');
-const Email = z.email().max(320);
+/**
+ * An email address as RFC 5321 bounds it: zod's address form, with domain labels that neither
+ * end with a hyphen nor exceed 63 characters, a local part of at most 64 and a domain of at
+ * most 253 characters. The document says `format: email`, and that is what clients and
+ * fuzzers check: an address it refuses is refused here too.
+ */
+const Email = z
+  .email({ pattern: /^(?:[A-Za-z0-9_'+\-]+\.)*[A-Za-z0-9_'+\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$/ })
+  .max(320)
+  .refine((s) => s.indexOf('@') <= 64 && s.length - s.indexOf('@') - 1 <= 253, 'at most 64 characters before the @ and 253 after it');
 const ExternalId = z.string().min(1).max(200);
 
 export const Customer = z
@@ -38,7 +47,7 @@ export const CreateCustomerBody = z
     metadata: z.record(z.string(), z.unknown()).optional(),
   })
   .strict();
-export const PatchCustomerBody = CreateCustomerBody.refine((b) => Object.keys(b).length > 0, 'body: at least one field');
+export const PatchCustomerBody = CreateCustomerBody.refine((b) => Object.keys(b).length > 0, 'body: at least one field').meta({ minProperties: 1 });
 
 export const LinkBody = z
   .object({
@@ -48,7 +57,8 @@ export const LinkBody = z
     external_id: ExternalId.optional(),
   })
   .strict()
-  .refine((b) => b.phone || b.email || b.external_id, 'body: at least one of phone, email, external_id');
+  .refine((b) => b.phone || b.email || b.external_id, 'body: at least one of phone, email, external_id')
+  .meta({ anyOf: [{ required: ['phone'] }, { required: ['email'] }, { required: ['external_id'] }] });
 export const LinkResult = z
   .object({ customer: Customer, merged_customer_ids: z.array(z.string()).meta({ description: 'Customers merged into this one (and deleted)' }) })
   .meta({ id: 'CustomerLinkResult' });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Cursor } from './common';
+import { NON_BLANK_WITHOUT_NUL, notBlank } from '../../core/text';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 
@@ -32,15 +33,15 @@ export const MoveFileBody = z.object({ folder_id: z.string().min(1).max(100).nul
 
 export const UploadForm = z
   .object({
-    file: z.unknown().meta({ type: 'string', format: 'binary', description: 'The document, at most 200 MB' }),
-    name: z.string().optional().meta({ description: 'Display name; defaults to the file name' }),
+    file: z.unknown().meta({ type: 'string', format: 'binary', minLength: 1, description: 'The document, at most 200 MB (an empty file is 400)' }),
+    name: z.string().min(1).max(255).optional().meta({ pattern: NON_BLANK_WITHOUT_NUL, description: 'Display name, 1 to 255 characters, not blank (trimmed); defaults to the file name' }),
     folder_id: z.string().optional().meta({ description: 'Target folder; omitted means the root' }),
   })
   .meta({ id: 'KbUploadForm' });
 
 export const SearchBody = z
   .object({
-    query: z.string().min(1).max(2000).refine((s) => s.trim().length > 0, 'must not be blank'),
+    query: notBlank(z.string().min(1).max(2000)),
     top_k: z.number().int().min(1).max(20).default(8),
     folder_id: z.string().min(1).max(100).optional().meta({ description: 'Only files in this folder or its subfolders' }),
     kb_id: z.string().min(1).max(100).optional().meta({ description: 'Only this file (a file id); with folder_id, both apply' }),

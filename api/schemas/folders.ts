@@ -1,14 +1,9 @@
 import { z } from 'zod';
 import { ErrorBody } from './common';
+import { NO_CONTROL, notBlank } from '../../core/text';
 
 /** 1 to 200 characters, not blank, no control characters. */
-export const FolderName = z
-  .string()
-  .min(1)
-  .max(200)
-  .refine((s) => s.trim().length > 0, 'must not be blank')
-  .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), 'must not contain control characters')
-  .meta({ description: 'Folder name, 1 to 200 characters; unique among its siblings (case-sensitive)' });
+export const FolderName = notBlank(z.string().min(1).max(200).regex(NO_CONTROL, 'must not contain control characters')).meta({ description: 'Folder name, 1 to 200 characters; unique among its siblings (case-sensitive)' });
 
 export const Folder = z
   .object({

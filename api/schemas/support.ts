@@ -2,16 +2,13 @@ import { z } from 'zod';
 import { TICKET_AUTHORS, TICKET_PRIORITIES, TICKET_STATUSES } from '../../core/db/entities';
 import { MAX_BODY_CHARS, MAX_SUBJECT_CHARS } from '../../core/support/tickets';
 import { Cursor } from './common';
+import { nonBlankText, notBlank } from '../../core/text';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 const Status = z.enum(TICKET_STATUSES).meta({
   description: '`open`: awaiting the operator; `waiting_on_customer`: the operator answered (a reply reopens it); `closed`: takes no more replies',
 });
-const Body = z
-  .string()
-  .max(MAX_BODY_CHARS)
-  .refine((s) => s.trim() !== '', 'must not be empty')
-  .meta({ description: `Plain text, 1 to ${MAX_BODY_CHARS} characters`, example: 'Our agent stopped answering on WhatsApp since 10:00 UTC.' });
+const Body = notBlank(z.string().max(MAX_BODY_CHARS), 'must not be empty').meta({ description: `Plain text, 1 to ${MAX_BODY_CHARS} characters`, example: 'Our agent stopped answering on WhatsApp since 10:00 UTC.' });
 
 export const TicketMessage = z
   .object({
@@ -40,7 +37,7 @@ export const TicketList = z.object({ tickets: z.array(TicketSummary), next_curso
 
 export const CreateTicketBody = z
   .object({
-    subject: z.string().trim().min(1).max(MAX_SUBJECT_CHARS).meta({ example: 'WhatsApp replies stopped' }),
+    subject: nonBlankText(MAX_SUBJECT_CHARS).meta({ example: 'WhatsApp replies stopped' }),
     body: Body,
     priority: z.enum(TICKET_PRIORITIES).default('normal'),
   })

@@ -6,6 +6,8 @@ const Timestamp = z.string().meta({ format: 'date-time' });
 const EventName = z.enum(SUBSCRIBABLE_EVENTS);
 
 export const WebhookUrl = z.string().min(1).max(2048).meta({
+  // The contract's https (the scheme, case-insensitive as URLs read it); the address rules are a runtime fact of DNS.
+  pattern: '^[Hh][Tt][Tt][Pp][Ss]://',
   description: 'https URL of a public host; refused with 400 invalid_url when not https or when the host is or resolves to a private, loopback, link-local or otherwise reserved address',
   example: 'https://example.com/hooks/concierge',
 });
@@ -51,7 +53,8 @@ export const UpdateSubscriptionBody = z
     rotate_secret: z.boolean().optional().meta({ description: 'true issues a new secret (returned once); the old one stops signing at once' }),
   })
   .strict()
-  .refine((b) => Object.keys(b).length > 0, 'body: at least one of url, events, status, rotate_secret');
+  .refine((b) => Object.keys(b).length > 0, 'body: at least one of url, events, status, rotate_secret')
+  .meta({ minProperties: 1 });
 
 export const TestResult = z
   .object({
@@ -105,7 +108,7 @@ export const DeliveryParams = z.object({ id: idString('whk'), delivery_id: idStr
 export const ReplayBody = z
   .object({
     since: TimestampBound.meta({ description: 'Inclusive' }),
-    until: TimestampBound.meta({ description: 'Exclusive' }),
+    until: TimestampBound.meta({ description: 'Exclusive; must be after since (else 400 invalid_request)' }),
   })
   .strict()
   .refine((b) => Date.parse(b.since) < Date.parse(b.until), { message: 'must be after since', path: ['until'] });

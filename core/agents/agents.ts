@@ -158,14 +158,16 @@ export class AgentService {
   /**
    * Whatever writes a spec (create, from-spec, generate, PATCH): on the installation's key
    * only an allowed model and max_tokens up to the cap (400 invalid_request naming the
-   * field); with the workspace's own llm credential, anything. The turn applies the same
+   * field); with the workspace's own llm credential (404 credential_not_found when it names
+   * none), anything. The turn applies the same
    * policy again to whatever is stored (core/chat/turn.ts).
    */
   private async checkModel(workspaceId: string, spec: AgentSpec): Promise<void> {
     const credentialId = spec.model.credential_id;
     if (credentialId !== undefined) {
       if (!(await this.numbers.credentials.hasLlmCredential(workspaceId, credentialId))) {
-        throw new ApiError(400, 'invalid_request', `body.model.credential_id: no llm credential '${credentialId}' in this workspace`);
+        // A reference to a resource that is not there, as the contract answers folder_not_found and parent_not_found: 404.
+        throw new ApiError(404, 'credential_not_found', `body.model.credential_id: no llm credential '${credentialId}' in this workspace`);
       }
       return;
     }

@@ -87,11 +87,15 @@ export const AgentSpec = z
           .max(100)
           .optional()
           .meta({
+            // The form this server issues (as every id in the document); any other value names no credential: 404.
+            pattern: '^cred_[0-9a-f]{24}$',
             description:
-              "An llm credential of the workspace (POST /api/v1/credentials): turns run on its base_url and key, with any model and max_tokens. Unset: the installation's key, where only the operator's allowed models run (400 invalid_request naming model.name otherwise) and max_tokens is at most LLM_MAX_TOKENS_CAP",
+              "An llm credential of the workspace (POST /api/v1/credentials; 404 credential_not_found when it names none): turns run on its base_url and key, with any model and max_tokens. Unset: the installation's key, where only the operator's allowed models run (400 invalid_request naming model.name otherwise) and max_tokens is at most LLM_MAX_TOKENS_CAP",
           }),
       })
       .strict()
+      // A component of its own: the OpenAPI document adds the installation's model policy to it (api/plugins/openapi.ts).
+      .meta({ id: 'AgentModel' })
       .default({ temperature: 0.3, max_tokens: 800 }),
     knowledge_base: z
       .object({

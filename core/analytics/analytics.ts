@@ -33,13 +33,17 @@ const HOURS = { hour: 1, day: 24, week: 24 * 7 } as const;
 
 const bad = (message: string) => new ApiError(400, 'invalid_request', message);
 
-/** `from`/`to` as given (ISO 8601), or the last 30 days; checked. */
+/** The instants a window may reach: years 1 to 9999, as every stored time lies there (and PostgreSQL has no year 0). */
+const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** `from`/`to` as given (an RFC 3339 date-time or date, clamped to years 1 to 9999), or the last 30 days; checked. */
 export function windowOf(q: { from?: string; to?: string }, now = new Date()): Window {
   const parse = (name: string, v: string | undefined) => {
     if (v === undefined) return undefined;
     const d = new Date(v);
     if (!/^\d{4}-\d{2}-\d{2}/.test(v) || Number.isNaN(d.getTime())) throw bad(`${name}: an ISO 8601 date or date-time`);
-    return d;
+    return new Date(Math.min(LATEST, Math.max(EARLIEST, d.getTime())));
   };
   const to = parse('to', q.to) ?? now;
   const from = parse('from', q.from) ?? new Date(to.getTime() - DEFAULT_DAYS * 86_400_000);
@@ -139,7 +143,9 @@ export class AnalyticsService {
     const SLOT = 15 * 60_000;
     const s0 = new Date(Math.ceil(w.from.getTime() / SLOT) * SLOT);
     const s1 = new Date(Math.max(s0.getTime(), Math.floor(w.to.getTime() / SLOT) * SLOT));
-    const rows = await this.sql<{ start: Date; conversations: string }>(
+    // Each bucket's start as epoch milliseconds: a timestamptz read back as text names years below 100 and local-mean-time
+    // offsets with seconds (Europe/Berlin before 1893: +00:53:28), which Date cannot parse.
+    const rows = await this.sql<{ start_ms: string; conversations: string }>(
       `with series as (
          select generate_series(date_trunc(?, ?::timestamptz at time zone ?), date_trunc(?, (?::timestamptz - interval '1 microsecond') at time zone ?), ('1 ' || ?)::interval) as local_start
        ),
@@ -155,7 +161,7 @@ export class AnalyticsService {
        counts as (
          select date_trunc(?, slot at time zone ?) as local_start, sum(n) as n from slots group by 1
        )
-       select s.local_start at time zone ? as start, coalesce(k.n, 0) as conversations
+       select extract(epoch from s.local_start at time zone ?) * 1000 as start_ms, coalesce(k.n, 0) as conversations
        from series s left join counts k using (local_start)
        order by s.local_start`,
       [interval, w.from, tz, interval, w.to, tz, interval, workspaceId, s0, s1, workspaceId, w.from, w.to, s0, s1, interval, tz, tz],
@@ -165,7 +171,7 @@ export class AnalyticsService {
       to: w.to.toISOString(),
       interval,
       tz,
-      buckets: rows.map((r) => ({ start: zoned(new Date(r.start), tz), conversations: Number(r.conversations) })),
+      buckets: rows.map((r) => ({ start: zoned(new Date(Number(r.start_ms)), tz), conversations: Number(r.conversations) })),
     };
   }
 
@@ -188,17 +194,22 @@ export class AnalyticsService {
   }
 }
 
-/** An instant as an ISO date-time with the zone's offset, e.g. 2026-03-29T00:00:00+01:00. */
+/**
+ * An instant as an ISO date-time with the zone's offset, e.g. 2026-03-29T00:00:00+01:00, the
+ * year in four digits (0020, not 20). An offset with seconds (local mean time, before a zone
+ * adopted standard time) is rounded to the minute, as RFC 3339 offsets have none, and the
+ * local time shown is the instant plus that offset: the string names the instant exactly.
+ */
 export function zoned(d: Date, tz: string): string {
-  const parts = Object.fromEntries(
-    new Intl.DateTimeFormat('en-CA', { timeZone: tz, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit' })
-      .formatToParts(d)
-      .map((p) => [p.type, p.value]),
-  );
-  const local = Date.UTC(+parts.year, +parts.month - 1, +parts.day, +parts.hour, +parts.minute, +parts.second);
-  const offset = Math.round((local - Math.floor(d.getTime() / 1000) * 1000) / 60_000);
+  const name = new Intl.DateTimeFormat('en-US', { timeZone: tz, timeZoneName: 'longOffset' }).formatToParts(d).find((p) => p.type === 'timeZoneName')?.value ?? 'GMT';
+  const m = /^GMT(?:([+-])(\d{1,2}):(\d{2})(?::(\d{2}))?)?$/.exec(name);
+  const seconds = m?.[1] ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 3600 + Number(m[3]) * 60 + Number(m[4] ?? 0)) : 0;
+  const offset = Math.round(seconds / 60);
+  const local = new Date(d.getTime() + offset * 60_000);
+  const pad = (n: number, width = 2) => String(n).padStart(width, '0');
   const sign = offset < 0 ? '-' : '+';
-  const hh = String(Math.floor(Math.abs(offset) / 60)).padStart(2, '0');
-  const mm = String(Math.abs(offset) % 60).padStart(2, '0');
-  return `${parts.year}-${parts.month}-${parts.day}T${parts.hour}:${parts.minute}:${parts.second}${sign}${hh}:${mm}`;
+  return (
+    `${pad(local.getUTCFullYear(), 4)}-${pad(local.getUTCMonth() + 1)}-${pad(local.getUTCDate())}` +
+    `T${pad(local.getUTCHours())}:${pad(local.getUTCMinutes())}:${pad(local.getUTCSeconds())}${sign}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`
+  );
 }

@@ -3,6 +3,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { CreditBalance, CreditLedgerEntry, type ICreditLedgerEntry } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
+
+/** A usage page's position: the UTC day and the kind (base64url) of the last row it showed. */
+export const USAGE_CURSOR = /^(\d{4}-\d{2}-\d{2})\.([A-Za-z0-9_-]{0,400})$/;
 import type { ModelPolicy } from '../llm/policy';
 
 /** What each usage kind costs per unit, in BILLING_CURRENCY (config defaults; documented in the README). */
@@ -129,15 +132,9 @@ export class CreditService {
     const to = q.to ? new Date(q.to) : new Date();
     const from = q.from ? new Date(q.from) : new Date(to.getTime() - 30 * 86_400_000);
     if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime()) || from >= to) throw new ApiError(400, 'invalid_request', 'from, to: ISO 8601, from before to');
-    let after: { day: string; kind: string } | null = null;
-    if (q.cursor) {
-      try {
-        after = JSON.parse(Buffer.from(q.cursor, 'base64url').toString()) as { day: string; kind: string };
-        if (typeof after.day !== 'string' || typeof after.kind !== 'string') throw new Error('shape');
-      } catch {
-        throw new ApiError(400, 'invalid_cursor', 'cursor: not a cursor this list returned');
-      }
-    }
+    // Any cursor of the documented form is a position (the rows sort by day text, then kind): nothing to refuse.
+    const position = q.cursor ? USAGE_CURSOR.exec(q.cursor) : null;
+    const after = position ? { day: position[1], kind: Buffer.from(position[2], 'base64url').toString() } : null;
     // raw SQL: a union of two sources grouped by day (date_trunc in UTC) has no ORM form.
     // eslint-disable-next-line no-restricted-syntax
     const rows = await this.em.fork().getConnection().execute<Array<{ day: string; kind: string; quantity: string }>>(
@@ -161,7 +158,7 @@ export class CreditService {
       return { day: r.day, kind: r.kind, quantity, unit, unit_price: price, amount: Math.round(quantity * price * 1e6) / 1e6, currency: unit === 'credits' ? 'credits' : this.prices.currency };
     });
     const last = page.at(-1);
-    return { usage: priced, next_cursor: rows.length > q.limit && last ? Buffer.from(JSON.stringify({ day: last.day, kind: last.kind })).toString('base64url') : null };
+    return { usage: priced, next_cursor: rows.length > q.limit && last ? `${last.day}.${Buffer.from(last.kind).toString('base64url')}` : null };
   }
 
   private priceOf(kind: string): { unit: string; price: number } {

@@ -42,21 +42,47 @@ function forms(secret: string): string[] {
   return all.sort((a, b) => b.length - a.length);
 }
 
-const escape = (c: string) => c.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+/** Whitespace as a regex's `\s` reads it: what may split a form ("a b c", a line-wrapped block). */
+const isSpace = (c: string) => /\s/.test(c);
 
 /**
  * `text` with every form of `secret` replaced by `[redacted]`. With `maxLength`, only the
  * first `maxLength` characters are returned, cut after redaction so that a secret straddling
  * the cut is still found whole (and the work stays bounded for a huge body).
+ *
+ * The forms are found in the text with its whitespace left out (so "a b c" and a wrapped
+ * block match too), by plain substring search, leftmost first and the longest form where
+ * several start at once; each match is replaced from its first character to its last in the
+ * original text. No regex is built from the secret: one from a secret of thousands of
+ * characters (8 KiB tokens are accepted) is too large for the engine to compile.
  */
 export function redactSecret(text: string, secret: string | undefined | null, opts: { maxLength?: number } = {}): string {
   const limit = opts.maxLength;
   if (!secret) return limit === undefined ? text : text.slice(0, limit);
   // Room for the longest form (hex: two characters a byte, whitespace between each) past the cut.
   const window = limit === undefined ? text : text.slice(0, limit + 6 * Buffer.byteLength(secret) + 16);
-  // Each form's characters with optional whitespace between them: "a b c" and a wrapped block match too.
-  // A literal after every `\s*` keeps matching linear per start position (no nested quantifiers).
-  const pattern = new RegExp(forms(secret).map((f) => [...f].map(escape).join('\\s*')).join('|'), 'g');
-  const out = window.replace(pattern, MARK);
+  const positions: number[] = [];
+  let compact = '';
+  for (let i = 0; i < window.length; i++) {
+    if (isSpace(window[i])) continue;
+    positions.push(i);
+    compact += window[i];
+  }
+  const matches: Array<{ start: number; length: number }> = [];
+  for (const form of forms(secret).map((f) => [...f].filter((c) => !isSpace(c)).join(''))) {
+    if (!form) continue;
+    for (let at = compact.indexOf(form); at !== -1; at = compact.indexOf(form, at + 1)) matches.push({ start: at, length: form.length });
+  }
+  matches.sort((a, b) => a.start - b.start || b.length - a.length);
+  let out = '';
+  let copied = 0;
+  let end = 0;
+  for (const m of matches) {
+    if (m.start < end) continue;
+    end = m.start + m.length;
+    out += window.slice(copied, positions[m.start]) + MARK;
+    copied = positions[end - 1] + 1;
+  }
+  out += window.slice(copied);
   return limit === undefined ? out : out.slice(0, limit);
 }

@@ -11,6 +11,7 @@ import { keysetFind } from '../pagination';
 import { bindMcpCredentialOrigin } from '../credentials';
 import { redactSecret } from '../crypto/redact';
 import { pinnedFetch } from '../net/pinned-fetch';
+import { nonBlankText } from '../text';
 import { checkProviderUrl, systemResolver, UnsafeUrlError, type AddressPolicy, type Resolver } from '../net/ssrf';
 
 /**
@@ -44,7 +45,7 @@ export interface McpServerView {
 }
 
 const McpServerFields = {
-  name: z.string().trim().min(1).max(100),
+  name: nonBlankText(100),
   url: z.string().min(1).max(2000),
   auth: z.string().regex(/^cred_[0-9a-f]{24}$/).nullable().meta({ description: 'A credential of provider `mcp`: its bearer token is sent as Authorization' }),
   enabled: z.boolean(),

@@ -90,10 +90,12 @@ describe('where a request sets the model', () => {
     expect(ok.json().spec.model).toMatchObject({ name: 'fake-big', max_tokens: 1_000 });
   });
 
-  test('model.credential_id must be an llm credential of the workspace (400 naming it)', async () => {
-    const res = await api('POST', '/api/v1/agents', { name: 'Own', model: { name: 'o1-pro', credential_id: 'cred_000000000000000000000000' } });
-    expect(res.statusCode).toBe(400);
-    expect(res.json()).toMatchObject({ error: 'invalid_request', message: expect.stringMatching(/^body\.model\.credential_id: /) });
+  test('model.credential_id must be an llm credential of the workspace (404 credential_not_found naming it, as a move to a missing folder)', async () => {
+    for (const id of ['cred_000000000000000000000000', 'not-a-credential-id']) {
+      const res = await api('POST', '/api/v1/agents', { name: 'Own', model: { name: 'o1-pro', credential_id: id } });
+      expect(res.statusCode).toBe(404);
+      expect(res.json()).toMatchObject({ error: 'credential_not_found', message: expect.stringMatching(/^body\.model\.credential_id: /) });
+    }
   });
 });
 

@@ -151,3 +151,26 @@ test('bad input is 400 in the envelope; the scope is required', async () => {
   const noScope = bearer((await createKey(t.services, ws, ['conversations:read'])).key);
   expect((await get('/api/v1/analytics/summary', noScope)).statusCode).toBe(403);
 });
+
+test('window bounds are RFC 3339 date-times or dates, as the document says; any of them answers, whatever the year', async () => {
+  // Not RFC 3339: no offset, a date with a suffix. The document's `format` refuses them, so the server does.
+  for (const bad of ['2026-03-29T10:00:00', '2026-03-29x', '2026-02-30']) {
+    const res = await get(`/api/v1/analytics/summary?from=${encodeURIComponent(bad)}&to=2026-04-01`);
+    expect([bad, res.statusCode]).toEqual([bad, 400]);
+  }
+  // Year 0 (clamped to year 1), years below 100 and local mean time (Berlin before 1893 was +00:53:28): every bucket start names its instant exactly,
+  // with a four-digit year and the offset rounded to the minute (RFC 3339 offsets have no seconds).
+  for (const [from, to, tz] of [
+    ['0020-02-01T00:00:00Z', '0020-02-29T00:00:00Z', 'UTC'],
+    ['1850-06-01', '1850-06-03', 'Europe/Berlin'],
+    ['0000-12-30T00:00:00Z', '0001-01-03T00:00:00Z', 'America/New_York'],
+  ]) {
+    const res = await get(`/api/v1/analytics/conversations-over-time?from=${from}&to=${to}&tz=${tz}`);
+    expect([from, res.statusCode]).toEqual([from, 200]);
+    for (const b of res.json().buckets) expect(b.start).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$/);
+  }
+  const berlin = (await get('/api/v1/analytics/conversations-over-time?from=1850-06-01&to=1850-06-03&tz=Europe/Berlin')).json();
+  // Berlin's midnight in local mean time is 23:06:32 UTC the day before: each start parses to exactly that instant.
+  expect(berlin.buckets.map((b: { start: string }) => new Date(b.start).toISOString())).toEqual(['1850-05-31T23:06:32.000Z', '1850-06-01T23:06:32.000Z', '1850-06-02T23:06:32.000Z']);
+  expect(berlin.buckets[0].start).toBe('1850-05-31T23:59:32+00:53');
+});

@@ -103,8 +103,15 @@ test('usage by UTC day and kind, priced at the configured defaults, newest first
   expect(first.usage).toHaveLength(2);
   const second = (await get(auth, `/api/v1/billing/usage?${window}&limit=2&cursor=${first.next_cursor}`)).json();
   expect(second).toEqual({ usage: [all.usage[2]], next_cursor: null });
-  expect((await get(auth, '/api/v1/billing/usage?cursor=nonsense')).json().error).toBe('invalid_cursor');
-  expect((await get(auth, '/api/v1/billing/usage?from=2026-11-22&to=2026-11-21')).statusCode).toBe(400);
+  expect(first.next_cursor).toBe(`2026-11-20.${Buffer.from('msgapp_message').toString('base64url')}`);
+  // The cursor's form is the document's pattern: anything else is 400 naming it, any value of that form a position.
+  const nonsense = await get(auth, '/api/v1/billing/usage?cursor=nonsense');
+  expect([nonsense.statusCode, nonsense.json().message]).toEqual([400, expect.stringMatching(/^querystring\.cursor: /)]);
+  expect((await get(auth, `/api/v1/billing/usage?${window}&cursor=9999-99-99.`)).json().usage).toEqual(all.usage);
+  expect((await get(auth, `/api/v1/billing/usage?${window}&cursor=2026-11-20.%2F%2F8`)).statusCode).toBe(400);
+  expect((await get(auth, `/api/v1/billing/usage?${window}&cursor=0000-00-00.__-_`)).json().usage).toEqual([]);
+  // Bounds are RFC 3339 date-times or dates; from must come before to.
+  for (const query of ['from=2026-11-22&to=2026-11-21', 'from=yesterday', 'to=2026-11-21T10:00:00']) expect((await get(auth, `/api/v1/billing/usage?${query}`)).statusCode).toBe(400);
   const noScope = bearer((await createKey(t.services, ws, ['conversations:read'])).key);
   expect((await get(noScope, '/api/v1/billing/credits')).statusCode).toBe(403);
 });

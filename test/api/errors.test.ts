@@ -247,6 +247,19 @@ describe('methods (RFC 9110)', () => {
     expect((await t.app.inject({ method: 'PUT', url: '/api/v1/nope', headers: auth })).statusCode).toBe(404);
   });
 
+  test('every method Fastify routes is covered: TRACE and QUERY are 405 with Allow, QUERY before its Content-Type rule', async () => {
+    for (const method of ['TRACE', 'QUERY'] as const) {
+      // QUERY without Content-Type would be a 400 (RFC 10008) if it reached body handling.
+      for (const url of ['/api/v1/kb/folders', '/api/v1/kb/folders/fld_x', '/api/v1/messages/msg_x']) {
+        const res = await t.app.inject({ method, url, headers: auth });
+        expect([method, url, res.statusCode, res.json().error]).toEqual([method, url, 405, 'method_not_allowed']);
+        expect(res.headers.allow).toMatch(/, OPTIONS$/);
+      }
+    }
+    const query = await t.app.inject({ method: 'QUERY', url: '/api/v1/kb/folders', headers: { ...auth, 'content-type': 'application/json' }, payload: '{' });
+    expect([query.statusCode, query.headers.allow]).toEqual([405, 'GET, HEAD, POST, OPTIONS']);
+  });
+
   test('OPTIONS on a widget path still answers the CORS preflight', async () => {
     const res = await t.app.inject({
       method: 'OPTIONS',

@@ -1,13 +1,13 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
-import type { Services } from '../../../core/services';
 import { z } from 'zod';
+import type { Services } from '../../../core/services';
 import { readSingleFile } from '../../multipart';
 import { ApiError } from '../../../core/errors';
 import { sniffType } from '../../../core/kb/extract/sniff';
 import type { StagedBlob } from '../../../core/storage/blob-store';
 import { authOf } from '../../types';
 import { sendStoredBytes } from '../../stored-bytes';
-import { authErrors, ErrorBody, idParam } from '../../schemas/common';
+import { authErrors, ErrorBody, idParam, StoredBytes } from '../../schemas/common';
 import { KbFile, KbFileList, ListFilesQuery, MoveFileBody, SearchBody, SearchResult, UploadForm } from '../../schemas/files';
 
 const FileId = idParam('file');
@@ -42,8 +42,10 @@ export const fileRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'files
       let pending: StagedBlob | null = staged;
       try {
         if (staged.size === 0) throw new ApiError(400, 'invalid_request', 'file: is empty');
-        const name = (fields.name ?? fileName).trim();
-        if (!name || name.length > 255) throw new ApiError(400, 'invalid_request', 'name: 1 to 255 characters');
+        // As the document says: at most 255 characters as sent, not blank; stored trimmed.
+        const given = fields.name ?? fileName;
+        const name = given.trim();
+        if (!name || given.length > 255) throw new ApiError(400, 'invalid_request', 'name: 1 to 255 characters, not blank');
         const type = await sniffType(staged.tempPath, fileName || name);
         if (!type) throw new ApiError(415, 'unsupported_mime', `file: '${fileName || name}' is not a supported document, image, audio or video type`);
         const created = await files.create(ws, { staged, name, folderId: fields.folder_id || null, mime: type.mime, kind: type.kind });
@@ -78,7 +80,7 @@ export const fileRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'files
       description:
         'Always an attachment with the stored name, `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`; the content type is the stored one when it is a format browsers do not run (HTML, SVG, XML are served as application/octet-stream). The saved name\'s extension is the served type\'s (PNG bytes named `evil.html` download as `evil.png`; application/octet-stream as `.bin`).',
       response: {
-        200: z.any().meta({ description: 'The original bytes' }),
+        200: StoredBytes.meta({ description: 'The original bytes' }),
         ...authErrors,
         404: ErrorBody,
         410: ErrorBody.meta({ description: 'content_gone: the file is listed but its bytes are no longer stored' }),

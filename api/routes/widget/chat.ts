@@ -10,6 +10,7 @@ import { enforce, type RateLimiter } from '../../../core/ratelimit';
 import { ErrorBody } from '../../schemas/common';
 import { Card, Chart, Citation } from '../../../core/chat/elements';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
+import { BLANK } from '../../../core/text';
 
 const Extras = {
   attachments: z.array(z.unknown()).optional(),
@@ -35,7 +36,9 @@ const SendBody = z
       .optional()
       .meta({ description: "The client's id for this message; sending it again (a retry) never starts a second turn. Generated when absent." }),
   })
-  .strict();
+  .strict()
+  // The contract's rule, checked by the handler: text may be empty (or blank) only when file_refs is present.
+  .meta({ anyOf: [{ required: ['text'], properties: { text: { not: { pattern: BLANK.source } } } }, { required: ['file_refs'], properties: { file_refs: { minItems: 1 } } }] });
 const SendSync = z.object({ message_id: z.string(), text: z.string(), ...Extras }).meta({ id: 'WidgetReply' });
 const SendAccepted = z.object({ accepted: z.literal(true), message_id: z.string(), reply_id: z.string(), server_time: z.string() }).meta({ id: 'WidgetSendAccepted' });
 

@@ -16,7 +16,7 @@ const Id = z.string().min(1).max(100);
 
 const UploadForm = z
   .object({
-    file: z.unknown().meta({ type: 'string', format: 'binary', description: 'The file, at most 25 MB' }),
+    file: z.unknown().meta({ type: 'string', format: 'binary', minLength: 1, description: 'The file, at most 25 MB (an empty file is 400)' }),
     conversation_id: z.string().optional().meta({ description: 'The conversation the file belongs to (from init); required to attach it later unless sent with /send' }),
     customer_id: z.string().optional().meta({ description: 'From init; must be the conversation’s customer when both are given' }),
     workflow_id: z.string().optional().meta({ description: 'Accepted for compatibility; the site decides the agent' }),

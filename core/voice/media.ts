@@ -78,7 +78,8 @@ export class VoiceMedia {
     });
     let leg: MediaLeg;
     try {
-      await stops?.start();
+      // Best effort: without it a stop still ends the session, by the workflow's cancel after its grace.
+      await stops?.start().catch((err: unknown) => this.o.log.warn({ err, id }, 'voice session: stop notices not heard while joining'));
       leg = await this.o.transport.joinAsAgent(id, join.signal);
     } catch (err) {
       if (signal.aborted) return 'cancelled';

@@ -99,9 +99,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Each route plugin receives the services it uses as options (encapsulated), never a locator on the app.
   const services = deps.services;
   const gateways = deps.gateways ?? null;
+  const inFlight = new Map<string, { method: string; url: string; since: number }>();
+  app.decorate('inFlightRequests', () => [...inFlight.values()].map((r) => ({ method: r.method, url: r.url.split('?')[0], seconds: (Date.now() - r.since) / 1000 })));
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
+    inFlight.set(request.id, { method: request.method, url: request.url, since: Date.now() });
   });
+  // Shutdown drains: a keep-alive connection whose request was in flight when close began
+  // is closed once its answer is out, instead of idling until keepAliveTimeout (72 s).
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
+  app.addHook('onResponse', async (request) => {
+    inFlight.delete(request.id);
+    if (closing) setImmediate(() => app.server.closeIdleConnections());
+  });
+  app.addHook('onRequestAbort', async (request) => void inFlight.delete(request.id));
 
   // Multipart bodies are streamed by the handlers that accept them (uploads), part by part.
   await app.register(multipart);

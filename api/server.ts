@@ -1,5 +1,6 @@
+import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import type { Composition } from '../core/compose';
+import { SLOW_CLOSE_MS, type Composition } from '../core/compose';
 import { createGateways } from '../gateways';
 import { createRequestLimits, openRateStore, WINDOW_SECONDS, type RateStore } from '../core/ratelimit';
 import { buildApp, loggerOptions } from './app';
@@ -75,7 +76,20 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     chatHub,
     temporalCodec: { codec: c.payloadCodec, token: config.TEMPORAL_CODEC_TOKEN ?? null, uiOrigins: config.TEMPORAL_UI_ORIGIN },
   });
-  c.onClose(() => app.close(), 'HTTP server');
+  let connections = 0;
+  app.server.on('connection', (socket: Socket) => {
+    connections++;
+    socket.once('close', () => connections--);
+  });
+  c.onClose(async () => {
+    // A close that drags says which requests it is waiting for.
+    const slow = setTimeout(() => c.log.warn({ requests: app.inFlightRequests(), connections }, 'shutdown: HTTP server waits for requests in flight'), SLOW_CLOSE_MS);
+    try {
+      await app.close();
+    } finally {
+      clearTimeout(slow);
+    }
+  }, 'HTTP server');
   await chatHub.start();
   c.onClose(() => chatHub.stop(), 'chat sockets');
   if (voiceSignalling) {

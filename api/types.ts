@@ -12,6 +12,10 @@ declare module 'fastify' {
     /** The 405 answer of a known path for the methods it does not serve (no data, so no credentials). */
     methodNotAllowed?: boolean;
   }
+  interface FastifyInstance {
+    /** Requests received and not yet answered (what a slow shutdown waits for). */
+    inFlightRequests(): Array<{ method: string; url: string; seconds: number }>;
+  }
   interface FastifyRequest {
     auth: AuthenticatedKey | null;
     idempotency: { workspaceId: string; key: string; fingerprint?: string; claimed: boolean } | null;

@@ -76,16 +76,18 @@ export async function joinAsBrowser(session: { rtc_url: string; rtc_token: strin
   if (pc.connectionState !== 'connected') await pc.connectionStateChange.watch((s) => s === 'connected');
 
   // The microphone: a queue of samples, paced at 20 ms; quiet noise when nothing is queued (a real mic is never digital silence).
-  let queue: number[] = [];
+  // Speech waiting to be sent, read from `pos` on (an array shifted sample by sample costs O(n) a sample).
+  let queue = new Int16Array(0);
+  let pos = 0;
   let seq = 1;
   let ts = 0;
   /** When the last queued sample was sent (performance.now()): the end of the visitor's speech. */
   let saidAt = 0;
   const timer = setInterval(() => {
     const frame = new Int16Array(160);
-    const speaking = queue.length > 0;
-    for (let i = 0; i < 160; i++) frame[i] = queue.length ? queue.shift()! : Math.round((Math.random() - 0.5) * 40);
-    if (speaking && !queue.length) saidAt = performance.now();
+    const speaking = pos < queue.length;
+    for (let i = 0; i < 160; i++) frame[i] = pos < queue.length ? queue[pos++] : Math.round((Math.random() - 0.5) * 40);
+    if (speaking && pos >= queue.length) saidAt = performance.now();
     mic.writeRtp(new RtpPacket(new RtpHeader({ payloadType: 0, sequenceNumber: seq++ & 0xffff, timestamp: (ts += 160) >>> 0 }), Buffer.from(encodeMulaw(frame))));
   }, 20);
   return {
@@ -93,10 +95,16 @@ export async function joinAsBrowser(session: { rtc_url: string; rtc_token: strin
     heard,
     /** Every agent RTP packet received, in order. */
     packets,
-    say: (samples: Int16Array) => void (queue = queue.concat(Array.from(samples))),
+    say: (samples: Int16Array) => {
+      const rest = queue.subarray(pos);
+      queue = new Int16Array(rest.length + samples.length);
+      queue.set(rest);
+      queue.set(samples, rest.length);
+      pos = 0;
+    },
     /** Whether queued speech is still being sent. */
     get speaking() {
-      return queue.length > 0;
+      return pos < queue.length;
     },
     /** When the last queued speech finished sending (performance.now(); 0 before any). */
     get saidAt() {

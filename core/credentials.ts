@@ -31,6 +31,15 @@ export const SECRET_FIELD = {
 const Name = nonBlankText(200).meta({ description: 'Your label for the credential', example: 'Support line token' });
 const Secret = (description: string) =>
   notBlank(z.string().max(8192), 'must not be empty').meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
+/** A secret sent in an HTTP header (a bearer token): visible ASCII only, as a header value must be. */
+const HeaderSecret = (description: string) =>
+  notBlank(
+    z
+      .string()
+      .max(8192)
+      .regex(/^[\x21-\x7e]+$/, 'must be visible ASCII without spaces (it is sent in an HTTP header)'),
+    'must not be empty',
+  ).meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
 const HttpUrl = (protocols: RegExp) => z.url({ protocol: protocols }).max(2048);
 
 /** The body of `POST /api/v1/credentials` (and of the admin CLI's `credential create`), one shape per provider. */
@@ -41,7 +50,7 @@ export const CredentialInput = z.discriminatedUnion(
       .object({
         name: Name,
         provider: z.literal('msgapp'),
-        access_token: Secret('The Cloud API access token (a system user token)'),
+        access_token: HeaderSecret('The Cloud API access token (a system user token)'),
         business_account_id: z
           .string()
           .regex(/^\d{1,30}$/, 'must be a WhatsApp Business Account id (digits)')
@@ -54,7 +63,7 @@ export const CredentialInput = z.discriminatedUnion(
       .object({
         name: Name,
         provider: z.literal('llm'),
-        api_key: Secret('The API key, sent as a bearer token'),
+        api_key: HeaderSecret('The API key, sent as a bearer token'),
         base_url: HttpUrl(/^https?$/)
           .optional()
           .meta({ description: `An OpenAI-compatible server, with or without /v1; default ${DEFAULT_LLM_BASE_URL}. https, or plain http to a host in the operator's CONCIERGE_WEBHOOK_ALLOW_CIDRS` }),
@@ -90,7 +99,7 @@ export const CredentialInput = z.discriminatedUnion(
       .object({
         name: Name,
         provider: z.literal('mcp'),
-        bearer_token: Secret('Sent as `Authorization: Bearer` to an MCP server'),
+        bearer_token: HeaderSecret('Sent as `Authorization: Bearer` to an MCP server'),
         origin: HttpUrl(/^https?$/)
           .optional()
           .meta({ description: 'The origin (scheme, host, port) of the MCP server the token is for: it is sent there only. Default: the origin of the first server it is attached to' }),
@@ -289,7 +298,8 @@ export class CredentialService {
       // the host resolves to may have changed since registration (DNS rebinding).
       ({ addresses } = await this.checkBaseUrl(baseUrl));
     } catch (err) {
-      if (err instanceof UnsafeUrlError) throw providerError('llm', 0, `not called: base_url ${err.reason}`);
+      // The stored address breaks the address rules now (checked again at every call): the caller's to fix, as at registration.
+      if (err instanceof UnsafeUrlError) throw new ApiError(422, 'invalid_url', `base_url: not called: ${err.reason}`, { reason: err.reason });
       throw err;
     }
     const apiKey = this.box.open(row.secretSealed, row.id);
@@ -361,8 +371,13 @@ function httpsFormOfSip(raw: string): string {
   return `https://${hostPort}/`;
 }
 
-/** 502 provider_error: the provider's reason (secret redacted) and its HTTP status (0: none). */
+/**
+ * The provider's reason (secret redacted) and its HTTP status (0: none). A refusal of the
+ * credential itself (a 4xx other than 429: a wrong key, an account it does not own) is the
+ * caller's to fix, 422 provider_refused; anything else (5xx, 429, no answer) is 502 provider_error.
+ */
 function providerError(provider: CredentialProvider, status: number, reason: string): ApiError {
+  if (status >= 400 && status < 500 && status !== 429) return new ApiError(422, 'provider_refused', `The ${provider} provider refused the credential: ${reason}`, { provider_status: status });
   return new ApiError(502, 'provider_error', `The ${provider} provider failed: ${reason}`, { provider_status: status });
 }
 

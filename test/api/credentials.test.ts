@@ -232,7 +232,7 @@ describe('GET /api/v1/credentials/{id}/resources asks the provider', () => {
     expect(new Set(res.resources.map((r: { id: string }) => r.id)).size).toBe(130);
   });
 
-  test('msgapp: without business_account_id 422; a provider refusal is 502 provider_error with its reason, never the token', async () => {
+  test('msgapp: without business_account_id 422; a provider refusal is 422 provider_refused with its reason, never the token', async () => {
     const bare = (await post(authA, { name: 'No WABA', provider: 'msgapp', access_token: tokenA })).json();
     const noWaba = await get(authA, `/api/v1/credentials/${bare.id}/resources`);
     expect(noWaba.statusCode).toBe(422);
@@ -240,16 +240,16 @@ describe('GET /api/v1/credentials/{id}/resources asks the provider', () => {
 
     const wrong = (await post(authA, { name: 'Wrong WABA', provider: 'msgapp', access_token: tokenA, business_account_id: '999' })).json();
     const res = await get(authA, `/api/v1/credentials/${wrong.id}/resources`);
-    expect(res.statusCode).toBe(502);
+    expect(res.statusCode).toBe(422);
     expect(res.json()).toEqual({
-      error: 'provider_error',
-      message: expect.stringMatching(/^The msgapp provider failed: HTTP 400: Unsupported get request\. Object with ID '999' does not exist/),
+      error: 'provider_refused',
+      message: expect.stringMatching(/^The msgapp provider refused the credential: HTTP 400: Unsupported get request\. Object with ID '999' does not exist/),
       provider_status: 400,
     });
     expect(res.body).not.toContain(tokenA);
   });
 
-  test('llm: the models of the server (GET /v1/models with the key); a refused key is 502 with the reason, never the key', async () => {
+  test('llm: the models of the server (GET /v1/models with the key); a refused key is 422 provider_refused with the reason, never the key; an unreachable server 502', async () => {
     const cred = (await post(authA, { name: 'Model server', provider: 'llm', api_key: llmKey, base_url: llm.url })).json();
     const res = await get(authA, `/api/v1/credentials/${cred.id}/resources`);
     expect(res.statusCode).toBe(200);
@@ -267,8 +267,8 @@ describe('GET /api/v1/credentials/{id}/resources asks the provider', () => {
     recordSecret('provider token', badKey);
     const bad = (await post(authA, { name: 'Wrong key', provider: 'llm', api_key: badKey, base_url: `${llm.url}/v1` })).json();
     const refused = await get(authA, `/api/v1/credentials/${bad.id}/resources`);
-    expect(refused.statusCode).toBe(502);
-    expect(refused.json()).toMatchObject({ error: 'provider_error', provider_status: 401, message: expect.stringMatching(/^The llm provider failed: HTTP 401: Incorrect API key provided/) });
+    expect(refused.statusCode).toBe(422);
+    expect(refused.json()).toMatchObject({ error: 'provider_refused', provider_status: 401, message: expect.stringMatching(/^The llm provider refused the credential: HTTP 401: Incorrect API key provided/) });
     expect(refused.body).not.toContain(badKey);
 
     const closed = net.createServer();
@@ -294,8 +294,8 @@ describe('GET /api/v1/credentials/{id}/resources asks the provider', () => {
     const before = llm.modelRequests.length;
     const rebind = (await post(authA, { name: 'Rebind', provider: 'llm', api_key: llmKey, base_url: 'https://rebind.test/v1' })).json();
     const refused = await get(authA, `/api/v1/credentials/${rebind.id}/resources`);
-    expect(refused.statusCode).toBe(502);
-    expect(refused.json()).toEqual({ error: 'provider_error', provider_status: 0, message: 'The llm provider failed: not called: base_url host resolves to a private address (10.0.0.5)' });
+    expect(refused.statusCode).toBe(422);
+    expect(refused.json()).toEqual({ error: 'invalid_url', reason: 'host resolves to a private address (10.0.0.5)', message: 'base_url: not called: host resolves to a private address (10.0.0.5)' });
     expect(llm.modelRequests.length).toBe(before);
   });
 

@@ -37,7 +37,7 @@ const HeaderSecret = (description: string) =>
     z
       .string()
       .max(8192)
-      .regex(/^[\x21-\x7e]+$/, 'must be visible ASCII without spaces (it is sent in an HTTP header)'),
+      .regex(/^[\x21-\x7e]*$/, 'must be visible ASCII without spaces (it is sent in an HTTP header)'),
     'must not be empty',
   ).meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
 const HttpUrl = (protocols: RegExp) => z.url({ protocol: protocols }).max(2048);

@@ -71,13 +71,14 @@ const emit = (type: 'message.inbound' | 'message.status', data: Record<string, u
   db.orm.em.fork().transactional((tx) => emitEvent(tx, ws, type, data));
 
 /** Waits for the delivery's current run to settle (delivered by the dispatcher's first attempt, or by or after its retry workflow). */
+/** Waits for a delivery to leave `pending`; polled every 100 ms (tests wait on 20 at once: faster polling loads the database they wait on). */
 async function settled(deliveryId: string): Promise<string> {
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 45_000;
   for (;;) {
     const row = await db.orm.em.fork().findOneOrFail(WebhookDelivery, { id: deliveryId });
     if (row.status !== 'pending') return row.status;
     if (Date.now() > deadline) throw new Error(`delivery ${deliveryId} still pending`);
-    await new Promise((res) => setTimeout(res, 25));
+    await new Promise((res) => setTimeout(res, 100));
   }
 }
 const retryWorkflowExists = (deliveryId: string) =>

@@ -356,7 +356,9 @@ describe('barge-in', () => {
     const answerStart = browser.packets.findIndex((p) => p.marker && p.at > spokeAt);
     expect(answerStart).toBeGreaterThan(0);
     const cut = browser.packets[answerStart - 1].at;
-    expect(cut - spokeAt).toBeLessThan(1500);
+    // At once: the VAD needs about 0.3 s of speech and the pipeline well under a second (1.5 s seen on a busy machine);
+    // 3 s tells that apart from an answer left playing, whose rest was still about 40 s long.
+    expect(cut - spokeAt).toBeLessThan(3000);
     expect(browser.packets[answerStart].at - cut).toBeGreaterThan(1000);
     // What the browser heard of the long answer: the seconds before the barge-in, not its 45 s.
     expect((browser.heard.length - heardBefore) / 8000).toBeLessThan(15);

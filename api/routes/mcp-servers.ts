@@ -33,6 +33,8 @@ const forbidden = ErrorBody.meta({
   description:
     "insufficient_scope: the key lacks the route's scope, or sets `auth` (or changes `url` while a credential stays attached) without 'credentials:write'; `required_scope` names the missing scope. Changing `url` to another origin detaches the credential instead (credential_id null)",
 });
+const credentialNotFound = ErrorBody.meta({ description: 'credential_not_found: `auth` names no mcp credential of this workspace' });
+
 /** Attaching a credential to a server (or keeping it there while the URL changes) needs credentials:write. */
 const access = (request: { auth: Parameters<typeof authOf>[0]['auth'] }) => ({ mayUseCredentials: authOf(request).scopes.has('credentials:write') });
 
@@ -56,13 +58,13 @@ export const mcpServerRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, '
       summary: 'Register an MCP server: connects, lists its tools and stores them (201 even when the check fails: status error, last_error)',
       tags,
       body: McpServerBody,
-      response: { 201: McpServer, ...authErrors, 400: badInput, 403: forbidden },
+      response: { 201: McpServer, ...authErrors, 400: badInput, 403: forbidden, 404: credentialNotFound },
     },
     handler: async (request, reply) => reply.code(201).send(await mcp.create(authOf(request).workspaceId, request.body, access(request))),
   });
   app.patch('/api/v1/mcp-servers/:id', {
     config: { scope: 'mcp_servers:write' },
-    schema: { operationId: 'updateMcpServer', summary: 'Change an MCP server; it is checked again (tools listed anew)', tags, params: Id, body: McpServerPatch, response: { 200: McpServer, ...authErrors, 400: badInput, 403: forbidden, 404: ErrorBody } },
+    schema: { operationId: 'updateMcpServer', summary: 'Change an MCP server; it is checked again (tools listed anew)', tags, params: Id, body: McpServerPatch, response: { 200: McpServer, ...authErrors, 400: badInput, 403: forbidden, 404: ErrorBody.meta({ description: 'not_found: no such MCP server; credential_not_found: `auth` names no mcp credential of this workspace' }) } },
     handler: async (request) => mcp.update(authOf(request).workspaceId, request.params.id, request.body, access(request)),
   });
 };

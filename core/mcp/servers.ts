@@ -46,7 +46,12 @@ export interface McpServerView {
 
 const McpServerFields = {
   name: nonBlankText(100),
-  url: z.string().min(1).max(2000),
+  // An absolute URI (the document says so); the address rules are the server's (400 invalid_url), as for webhooks.
+  url: z
+    .string()
+    .min(1)
+    .max(2000)
+    .meta({ format: 'uri', description: 'The MCP server (streamable HTTP): https, or plain http to a host in the operator\'s CONCIERGE_WEBHOOK_ALLOW_CIDRS' }),
   auth: z.string().regex(/^cred_[0-9a-f]{24}$/).nullable().meta({ description: 'A credential of provider `mcp`: its bearer token is sent as Authorization' }),
   enabled: z.boolean(),
 };
@@ -211,7 +216,8 @@ export class McpService {
     if (!auth) return;
     const em = this.em.fork();
     const cred = await em.findOne(Credential, { id: auth, workspaceId, provider: 'mcp' });
-    if (!cred) throw new ApiError(400, 'invalid_request', `auth: no mcp credential '${auth}' in this workspace`);
+    // As an agent naming a missing llm credential: the named resource is not there.
+    if (!cred) throw new ApiError(404, 'credential_not_found', `auth: no mcp credential '${auth}' in this workspace`);
     // Bound to the origin of the first server it is attached to (unless registered with one), atomically:
     // two servers attaching it at once cannot both bind it.
     const origin = originOf(url);

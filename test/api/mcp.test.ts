@@ -84,7 +84,7 @@ test('register → tools listed → an agent turn calls a tool → its result in
   // Bad input: a URL outside the rules, a credential that is not there.
   expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'x', url: 'https://10.1.2.3/mcp' } })).json().error).toBe('invalid_url');
   expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'x', url: 'ftp://shop.example/mcp' } })).json().error).toBe('invalid_url');
-  expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'x', url: mcpUrl, auth: 'cred_000000000000000000000000' } })).json().error).toBe('invalid_request');
+  expect((await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'x', url: mcpUrl, auth: 'cred_000000000000000000000000' } })).json().error).toBe('credential_not_found');
 
   // Without the token: registered, but the check failed and says why.
   const denied = await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'shop', url: mcpUrl } });

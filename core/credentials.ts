@@ -29,17 +29,12 @@ export const SECRET_FIELD = {
 } as const satisfies Record<CredentialProvider, string>;
 
 const Name = nonBlankText(200).meta({ description: 'Your label for the credential', example: 'Support line token' });
-const Secret = (description: string) =>
-  notBlank(z.string().max(8192), 'must not be empty').meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
-/** A secret sent in an HTTP header (a bearer token): visible ASCII only, as a header value must be. */
+/** A write-only secret; `value` its own rules where it has some (e.g. HeaderSecret). */
+const Secret = (description: string, value: z.ZodString = z.string().max(8192)) =>
+  notBlank(value, 'must not be empty').meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
+/** A secret sent in an HTTP header (a bearer token): visible ASCII only, as a header value must be (empty is left to the blank check). */
 const HeaderSecret = (description: string) =>
-  notBlank(
-    z
-      .string()
-      .max(8192)
-      .regex(/^[\x21-\x7e]*$/, 'must be visible ASCII without spaces (it is sent in an HTTP header)'),
-    'must not be empty',
-  ).meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
+  Secret(description, z.string().max(8192).regex(/^[\x21-\x7e]*$/, 'must be visible ASCII without spaces (it is sent in an HTTP header)'));
 const HttpUrl = (protocols: RegExp) => z.url({ protocol: protocols }).max(2048);
 
 /** The body of `POST /api/v1/credentials` (and of the admin CLI's `credential create`), one shape per provider. */

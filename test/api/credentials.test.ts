@@ -124,13 +124,17 @@ describe('registering credentials', () => {
     }
   });
 
-  test('bad input is 400 invalid_request naming the field; an unsafe llm base_url is 400 invalid_url', async () => {
+  test('bad input is 400 invalid_request naming the field (a bearer secret no HTTP header can carry too); an unsafe llm base_url is 400 invalid_url', async () => {
     const refused: Array<[unknown, string, RegExp]> = [
       [{ name: 'x', access_token: 'abc' }, 'invalid_request', /provider/],
       [{ name: 'x', provider: 'fax', token: 'abc' }, 'invalid_request', /provider: .*msgapp, llm, voice, telephony, mcp/],
       [{ name: 'x', provider: 'msgapp' }, 'invalid_request', /access_token/],
       [{ name: 'x', provider: 'msgapp', access_token: '   ' }, 'invalid_request', /access_token: must not be empty/],
       [{ name: 'x', provider: 'msgapp', access_token: 'abc', business_account_id: 'acme' }, 'invalid_request', /business_account_id/],
+      // Bearer secrets travel in an HTTP header: one no header can carry is refused here, not answered 502 at every use.
+      [{ name: 'x', provider: 'msgapp', access_token: 'EAAG token' }, 'invalid_request', /access_token: must be visible ASCII/],
+      [{ name: 'x', provider: 'llm', api_key: 'sk-clé' }, 'invalid_request', /api_key: must be visible ASCII/],
+      [{ name: 'x', provider: 'mcp', bearer_token: 'abc\r\nX-Injected: 1' }, 'invalid_request', /bearer_token: must be visible ASCII/],
       [{ name: '', provider: 'mcp', bearer_token: 'abc' }, 'invalid_request', /name/],
       [{ name: 'x', provider: 'mcp', bearer_token: 'abc', secret: 'y' }, 'invalid_request', /secret/],
       [{ name: 'x', provider: 'llm', api_key: 'abc', base_url: 'not a url' }, 'invalid_request', /base_url/],

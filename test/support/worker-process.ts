@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 import { ALL_SEARCH_ATTRIBUTES, ensureSearchAttributes } from '../../worker/search-attributes';
 import { LOG_LEVEL, testLogFile } from './secret-log';
 
@@ -105,15 +106,59 @@ export class WorkerProcesses {
     return this.outputs.get(child) ?? '';
   }
 
-  async kill(child: ChildProcess): Promise<void> {
+  /**
+   * SIGKILLs a worker. With `fail` (the crash tests' default) the server then learns at once that the attempts
+   * the dead worker had started are lost, which it would otherwise learn only at their heartbeat or start-to-close
+   * timeout (10 to 30 s, workflows/presets.ts), and, for their workflows, at the sticky queue's timeout (the next
+   * workflow task waits 10 s for the dead worker's cache before any worker may take it): each started attempt is
+   * failed with the heartbeat timeout failure the server itself would record, so the activity's retry policy
+   * schedules the next attempt as after the timeout, and each open workflow's sticky queue is reset
+   * (ResetStickyTaskQueue, as a worker does when it evicts a workflow). What the crash tests assert — a new worker
+   * finishes the work exactly once — is unchanged; only the waits for the timeouts are gone.
+   */
+  async kill(child: ChildProcess, opts: { fail?: boolean } = {}): Promise<void> {
     if (exited(child)) return;
     const gone = new Promise((r) => child.once('exit', r));
     child.kill('SIGKILL');
     await gone;
+    if (opts.fail ?? true) await this.failStartedActivities();
+  }
+
+  /** Times out, at once, every started activity attempt of the namespace's open workflows, and frees their sticky queues (see kill). */
+  async failStartedActivities(): Promise<void> {
+    const connection = await Connection.connect({ address: process.env.TEST_TEMPORAL_ADDRESS });
+    try {
+      const service = connection.workflowService;
+      const client = new Client({ connection, namespace: this.namespace });
+      for await (const wf of client.workflow.list({ query: 'ExecutionStatus = "Running"' })) {
+        const execution = { workflowId: wf.workflowId, runId: wf.runId };
+        await service.resetStickyTaskQueue({ namespace: this.namespace, execution });
+        const d = await service.describeWorkflowExecution({ namespace: this.namespace, execution });
+        for (const a of d.pendingActivities ?? []) {
+          if (a.state !== temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED) continue;
+          await service
+            .respondActivityTaskFailedById({
+              namespace: this.namespace,
+              workflowId: wf.workflowId,
+              runId: wf.runId,
+              activityId: a.activityId!,
+              identity: 'crash-test',
+              // As the server's own heartbeat timeout reads: a workflow that tells a lost worker from a failure sees one.
+              failure: { message: 'activity Heartbeat timeout', timeoutFailureInfo: { timeoutType: temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT } },
+            })
+            // The attempt ended on its own meanwhile: nothing to fail.
+            .catch((err: { code?: number }) => {
+              if (err.code !== 5 /* NOT_FOUND */) throw err;
+            });
+        }
+      }
+    } finally {
+      await connection.close();
+    }
   }
 
   async stopAll(): Promise<void> {
-    for (const c of this.children) await this.kill(c);
+    for (const c of this.children) await this.kill(c, { fail: false });
   }
 }
 

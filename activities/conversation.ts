@@ -14,7 +14,7 @@ export function conversationActivities(deps: ActivityDeps) {
      * reply. An LlmError says itself whether a retry may help and how long to wait.
      */
     async runAgentTurn(input: { conversationId: string; workspaceId: string; messageId: string; replyId: string }) {
-      return withHeartbeat(() => deps.services.turns.run(input, () => Context.current().heartbeat()));
+      return withHeartbeat(() => deps.services.turns.run({ ...input, attempt: Context.current().info.attempt }, () => Context.current().heartbeat()));
     },
 
     /** An agent's reply on a messaging channel as a send (message-send:<reply id>), or why it is not sent. */

@@ -588,6 +588,16 @@
   function onFrame(frame) {
     if (!frame || typeof frame.type !== 'string' || frame.type === 'ping') return;
     var wasBottom = atBottom();
+    if (frame.type === 'visitor_message') {
+      // The visitor's own message sent from another tab or device: shown once, before the reply that answers it.
+      var known = byId(frame.message_id) || Array.prototype.some.call(msgs.querySelectorAll('.row.user'), (r) => r.cid && r.cid === frame.client_message_id);
+      if (!known) {
+        addRow('user', frame.message_id, frame, byId(frame.reply_id));
+        if (wasBottom) toBottom();
+      }
+      emit('message:received', frame);
+      return;
+    }
     var row = byId(frame.reply_id);
     var isNew = !row;
     if (frame.type === 'reply_delta') {
@@ -595,7 +605,8 @@
       // A delta for a reply already shown in full (a replay) is stale.
       if (row && row.b.classList.contains('live')) {
         row.b.classList.remove('typing');
-        fill(row, { text: (row.text || '') + (frame.text || '') });
+        // `reset`: the turn runs again after its stream was cut off; the partial answer is dropped, not extended.
+        fill(row, { text: (frame.reset ? '' : row.text || '') + (frame.text || '') });
         settle(row, wasBottom, isNew);
       }
     } else if (frame.type === 'reply') {
@@ -633,10 +644,12 @@
     emit('message:received', frame);
   }
 
-  /** The turn failed: the message says so, and Retry asks again with the same words, as a new message. */
+  /**
+   * The turn failed: the message says so, and Retry sends the same message again (its client_message_id kept): the
+   * server runs the turn again on the message it stored, so the question is stored once and answered once.
+   */
   function turnFailed(row, code) {
     note(row, ERRORS[code] || ERRORS.workflow_execution_failed, true, () => {
-      row.cid = uuid();
       void send(row.text, row);
     });
   }

@@ -45,6 +45,8 @@ const { sendAgentReply } = proxyActivities<Activities>(presets.replySend);
  * it keep the child when replayed.
  */
 export const REPLY_SEND_ACTIVITY_PATCH = 'reply-send-activity';
+/** A repeat of a message whose turn failed runs the turn again (histories before it returned the first ids). */
+export const RETRY_FAILED_TURN_PATCH = 'retry-failed-turn';
 
 /** The actor's workflow id: one per conversation, on every channel. */
 export const conversationWorkflowId = (conversationId: string) => `conversation:${conversationId}`;
@@ -175,13 +177,19 @@ class Conversation {
     if (!msg.clientMessageId || !msg.messageId || !msg.replyId) throw ApplicationFailure.create({ type: 'invalid_message', message: 'message ids are required', nonRetryable: true });
   }
 
-  /** A stored visitor message: one turn per client message id; a sync caller waits for its outcome. */
+  /**
+   * A stored visitor message: one turn per client message id; a sync caller waits for its outcome. A repeat of a
+   * message whose turn failed (the widget's Retry sends the same client message id) runs the turn again on the
+   * stored message, under the new reply id the repeat proposes: the question is stored once and answered once.
+   */
   async receive(msg: VisitorMessage): Promise<VisitorMessageResult> {
     const prior = this.seen.get(msg.clientMessageId);
-    if (prior) return { ...prior, duplicate: true, ...(msg.delivery === 'sync' ? await this.outcomeOf(prior.reply_id) : {}) };
-    const ids = { message_id: msg.messageId, reply_id: msg.replyId };
+    const failed = prior !== undefined && this.finished.get(prior.reply_id)?.error !== undefined;
+    if (prior && !(failed && patched(RETRY_FAILED_TURN_PATCH))) return { ...prior, duplicate: true, ...(msg.delivery === 'sync' ? await this.outcomeOf(prior.reply_id) : {}) };
+    const ids = { message_id: prior?.message_id ?? msg.messageId, reply_id: msg.replyId };
     this.remember(msg.clientMessageId, ids);
-    for (const u of msg.indexUploads ?? []) this.startTask(`index:${u.uploadId}`, 'index_upload', `Reading ${u.fileName}`, u.uploadId);
+    // A retried turn's uploads were read for its first one.
+    if (!prior) for (const u of msg.indexUploads ?? []) this.startTask(`index:${u.uploadId}`, 'index_upload', `Reading ${u.fileName}`, u.uploadId);
     this.queue.push(ids);
     this.pending.add(ids.reply_id);
     return { ...ids, duplicate: false, ...(msg.delivery === 'sync' ? await this.outcomeOf(ids.reply_id) : {}) };

@@ -8,7 +8,12 @@ import type { EntityManager } from '@mikro-orm/postgresql';
  * reference to its persisted chat message instead.
  */
 export type ChatFrame =
-  | { type: 'reply_delta'; reply_id: string; text: string }
+  /**
+   * The next piece of a streamed reply. `reset` on the first delta of a turn run again (its first attempt was cut
+   * off mid-stream, its worker lost): the live bubble starts over with this text instead of appending to the
+   * partial answer. The final `reply` replaces the bubble either way.
+   */
+  | { type: 'reply_delta'; reply_id: string; text: string; reset?: true }
   | {
       type: 'reply';
       reply_id: string;
@@ -22,6 +27,8 @@ export type ChatFrame =
       author?: 'human';
       unsolicited?: true;
     }
+  /** A visitor message the actor took, for the conversation's other sockets (transcript.announceVisitorMessage). */
+  | { type: 'visitor_message'; message_id: string; client_message_id: string; reply_id: string; text: string; timestamp: string; attachments?: unknown[] }
   | { type: 'suggested_actions'; reply_id: string; suggested_actions: string[] }
   | { type: 'error'; reply_id: string; code: 'workflow_provisioning' | 'workflow_execution_failed'; text: string }
   | { type: 'task_status'; task_key: string; label: string; status: 'running' | 'completed' | 'cancelled' | 'failed' }
@@ -55,7 +62,11 @@ export async function publishFrame(em: EntityManager, conversationId: string, fr
   if (frame.type === 'reply_delta') {
     // Split a (rare) huge delta into pieces that fit.
     const step = 1500;
-    for (let i = 0; i < frame.text.length; i += step) await notify(em, { k: 'frame', c: conversationId, f: { ...frame, text: frame.text.slice(i, i + step) } });
+    for (let i = 0; i < frame.text.length; i += step) {
+      // `reset` belongs to the first piece only: the later ones append to it.
+      const piece = { type: frame.type, reply_id: frame.reply_id, text: frame.text.slice(i, i + step), ...(i === 0 && frame.reset ? { reset: true as const } : {}) };
+      await notify(em, { k: 'frame', c: conversationId, f: piece });
+    }
     return;
   }
   throw new Error(`chat frame ${frame.type} is too large to publish`);

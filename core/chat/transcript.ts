@@ -239,6 +239,26 @@ export class ChatTranscript {
     await this.em.fork().execute(`update chat_messages set extras = extras || jsonb_build_object('channel', ?::text) where id in (${ids.map(() => '?').join(', ')})`, [channel, ...ids]);
   }
 
+  /**
+   * Tells the conversation's other sockets (another tab, another device of the visitor) of a visitor message the
+   * actor took: a `visitor_message` frame, never a `reply` (which a client renders as the assistant's). `reply_id`
+   * names the turn that answers it, so a client shows the message before that reply.
+   */
+  async announceVisitorMessage(conversationId: string, ids: { message_id: string; reply_id: string; client_message_id: string }, describeAttachments: (attachments: unknown[]) => Promise<unknown[]>): Promise<void> {
+    const row = await this.get(ids.message_id);
+    if (!row) return;
+    const attachments = row.attachments?.length ? await describeAttachments(row.attachments) : [];
+    await publishFrame(this.em, conversationId, {
+      type: 'visitor_message',
+      message_id: row.id,
+      client_message_id: ids.client_message_id,
+      reply_id: ids.reply_id,
+      text: row.text,
+      timestamp: new Date(row.created_at).toISOString(),
+      ...(attachments.length ? { attachments } : {}),
+    });
+  }
+
   async get(id: string): Promise<ChatMessageRow | null> {
     const row = await this.em.fork().findOne(ChatMessage, { id });
     return row ? rowOf(row) : null;

@@ -20,7 +20,7 @@ import { checkPageCommand, pageCommandTool } from './page-commands';
 import { richBlocks } from './rich';
 import { recordTokenUsage } from '../usage/records';
 import { sitePageCommands } from '../widget/sites';
-import { publishFrame } from './frames';
+import { publishFrame, type ChatFrame } from './frames';
 import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
 
 export interface TurnInput {
@@ -30,6 +30,22 @@ export interface TurnInput {
   messageId: string;
   /** The id the reply is stored under (and the socket frames carry): fixed before the turn starts. */
   replyId: string;
+  /** The step's attempt (1 when absent): a later one may follow a stream cut off mid-answer, so its first delta resets the live bubble. */
+  attempt?: number;
+}
+
+/**
+ * The reply's deltas to the conversation's sockets. The first delta of an attempt after the first carries
+ * `reset`: the attempt before may have streamed part of an answer (a cut stream, a lost worker), which the
+ * widget drops instead of gluing this one to it.
+ */
+function replyStream(em: EntityManager, input: TurnInput): (text: string) => Promise<void> {
+  let restart = (input.attempt ?? 1) > 1;
+  return async (text) => {
+    const frame: ChatFrame = { type: 'reply_delta', reply_id: input.replyId, text, ...(restart ? { reset: true as const } : {}) };
+    restart = false;
+    await publishFrame(em, input.conversationId, frame);
+  };
 }
 
 export interface TurnReply {
@@ -210,7 +226,7 @@ export class AgentTurns {
         handoff = true;
       }
       // Nothing is generated, so the whole answer is one delta: clients render every mode alike.
-      if (stream) await publishFrame(this.em, input.conversationId, { type: 'reply_delta', reply_id: input.replyId, text });
+      if (stream) await replyStream(this.em, input)(text);
     }
 
     // Masked at the end: the stored reply and the final `reply` frame never carry the details (deltas may have).
@@ -366,13 +382,23 @@ export class AgentTurns {
 
     let handoff = false;
     let tokens = 0;
+    // The text of every round: a model may answer and call a tool (chips, a card, a hand-off) in the same round,
+    // then say more or nothing after the results. The reply is all of it, rounds a paragraph apart.
+    const said: string[] = [];
+    // Streamed, a round's first delta after a round that said something starts a new paragraph, as the reply will.
+    let paragraphPending = false;
+    const publishDelta = replyStream(this.em, input);
     const onDelta = stream
       ? async (text: string) => {
           onProgress?.();
-          await publishFrame(this.em, input.conversationId, { type: 'reply_delta', reply_id: input.replyId, text });
+          const delta = paragraphPending ? `\n\n${text.trimStart()}` : text;
+          if (paragraphPending && !text.trim()) return;
+          paragraphPending = false;
+          await publishDelta(delta);
         }
       : undefined;
     for (let round = 0; ; round++) {
+      paragraphPending = said.length > 0;
       const last = round >= MAX_TOOL_ROUNDS;
       const result = await chosen.model.complete(
         {
@@ -385,7 +411,8 @@ export class AgentTurns {
         onDelta,
       );
       tokens += (result.usage?.prompt_tokens ?? 0) + (result.usage?.completion_tokens ?? 0);
-      if (!result.tool_calls.length || last) return { text: result.text.trim() || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements, tokens };
+      if (result.text.trim()) said.push(result.text.trim());
+      if (!result.tool_calls.length || last) return { text: said.join('\n\n') || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements, tokens };
       messages.push({ role: 'assistant', content: result.text || null, tool_calls: result.tool_calls });
       // Calls of one round were written before any of the round's results were read: they are judged on earlier rounds' results.
       const answered: string[] = [];

@@ -20,10 +20,25 @@ let site: { site_id: string; site_secret: string };
 let base: string;
 const ORIGIN = 'https://shop.example';
 
+/** The next "cut me off" stream breaks off. */
+let cutNext = true;
+/** The next "fail the first time" turn is refused by the model. */
+let failNext = true;
+
 /** The fake model: echoes, except for scripted phrases. */
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
   const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
   const text = last?.content ?? '';
+  const asked = [...body.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
+  // Refused the first time (a 400: the turn fails for good), answered when the visitor retries.
+  if (asked.includes('fail the first time')) return failNext ? ((failNext = false), { status: 400, text: 'bad request' }) : { text: 'Answered on the retry.' };
+  // The first answer is cut off mid-stream (the connection reset); the turn's retry answers whole.
+  if (asked.includes('cut me off')) return cutNext ? ((cutNext = false), { text: 'This answer breaks off before it ends.', cut: { afterEvents: 4, how: 'reset' as const } }) : { text: 'The whole answer, on the retry.' };
+  // An answer and a tool call in one round; after the result, nothing more to say, or a follow-up.
+  if (/when do you close/.test(asked)) {
+    if (last?.role === 'tool') return { text: asked.includes('sunday') ? 'Anything else I can help with?' : '' };
+    return { text: 'We close at 6 pm on weekdays.', tool_calls: [{ name: 'suggest_replies', arguments: { suggestions: ['Opening hours on Saturday'] } }] };
+  }
   if (last?.role === 'tool' && text.includes('is attached under your answer')) return { text: 'Here is the form.' };
   if (last?.role === 'tool' && text.includes('"sent"')) return { text: 'I opened your orders page.' };
   if (last?.role === 'tool') return { text: /Shown under your answer|invalid show_chart/.test(text) ? 'Here is the overview.' : 'A colleague will take it from here.' };
@@ -141,6 +156,80 @@ describe('send', () => {
     // The final frame comes after every delta.
     expect(s.frames.indexOf(final)).toBeGreaterThan(s.frames.indexOf(deltas.at(-1)!));
     s.close();
+  });
+
+  test('a stream cut off mid-answer: the retried turn\'s first delta resets the live bubble, so the deltas read as the final reply', async () => {
+    const conv = await init();
+    const s = await socket(conv.conversation_id);
+    const res = await post('send', { conversation_id: conv.conversation_id, text: 'cut me off please', delivery: 'async' });
+    const replyId = res.json().reply_id;
+    await s.until((f) => f.some((x) => x.type === 'reply' && x.reply_id === replyId));
+    const deltas = s.frames.filter((f) => f.type === 'reply_delta' && f.reply_id === replyId);
+    const final = s.frames.find((f) => f.type === 'reply' && f.reply_id === replyId)!;
+    expect(final.text).toBe('The whole answer, on the retry.');
+    // The cut attempt streamed part of its answer; exactly one delta (the retry's first) says to start over.
+    const resets = deltas.filter((d) => d.reset === true);
+    expect(resets).toHaveLength(1);
+    const first = deltas.indexOf(resets[0]);
+    expect(first).toBeGreaterThan(0);
+    expect(deltas.slice(0, first).map((d) => d.text).join('')).toBe('This answer ');
+    // A bubble that applies `reset` shows what the final frame says; gluing the pieces would not.
+    const live = deltas.reduce((text, d) => (d.reset ? '' : text) + d.text, '');
+    expect(live).toBe(final.text);
+    expect(deltas.map((d) => d.text).join('')).not.toBe(final.text);
+    const history = (await get(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(history.messages.map((m: { role: string; text: string }) => [m.role, m.text])).toEqual([
+      ['user', 'cut me off please'],
+      ['assistant', 'The whole answer, on the retry.'],
+    ]);
+    s.close();
+  });
+
+  test('a repeat of a message whose turn failed runs the turn again on the stored message: stored once, answered once', async () => {
+    const conv = await init();
+    const s = await socket(conv.conversation_id);
+    const payload = { conversation_id: conv.conversation_id, text: 'fail the first time', client_message_id: 'client-retry', delivery: 'async' };
+    const first = (await post('send', payload)).json();
+    await s.until((f) => f.some((x) => x.type === 'error' && x.reply_id === first.reply_id));
+    const again = await post('send', payload);
+    expect(again.statusCode).toBe(202);
+    // The same message; a new reply id, the failed one's error frame being final.
+    expect(again.json().message_id).toBe(first.message_id);
+    expect(again.json().reply_id).not.toBe(first.reply_id);
+    await s.until((f) => f.some((x) => x.type === 'reply' && x.reply_id === again.json().reply_id));
+    expect(s.frames.find((f) => f.type === 'reply' && f.reply_id === again.json().reply_id)!.text).toBe('Answered on the retry.');
+    // The model read the question once in the retried turn.
+    expect(llm.requests.at(-1)!.body.messages.filter((m: { role: string; content: string }) => m.role === 'user' && m.content === 'fail the first time')).toHaveLength(1);
+    const history = (await get(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(history.messages.map((m: { role: string; text: string }) => [m.role, m.text])).toEqual([
+      ['user', 'fail the first time'],
+      ['assistant', 'Answered on the retry.'],
+    ]);
+    // Answered now: a further repeat is a duplicate with the answered ids, and no turn runs.
+    const before = llm.requests.length;
+    const third = (await post('send', { ...payload, delivery: 'sync' })).json();
+    expect(third).toEqual({ message_id: again.json().reply_id, text: 'Answered on the retry.' });
+    expect(llm.requests.length).toBe(before);
+    s.close();
+  });
+
+  test('a second socket of the conversation (another tab) is told of the visitor\'s message as a visitor_message frame, once, then gets the reply', async () => {
+    const conv = await init();
+    const other = await socket(conv.conversation_id);
+    const payload = { conversation_id: conv.conversation_id, text: 'from the first tab', client_message_id: 'tab-1', delivery: 'async' };
+    const sent = (await post('send', payload)).json();
+    await other.until((f) => f.some((x) => x.type === 'reply' && x.reply_id === sent.reply_id));
+    const told = other.frames.filter((f) => f.type === 'visitor_message');
+    expect(told).toEqual([
+      { type: 'visitor_message', message_id: sent.message_id, client_message_id: 'tab-1', reply_id: sent.reply_id, text: 'from the first tab', timestamp: expect.any(String) },
+    ]);
+    // Never a `reply` for the visitor's words.
+    expect(other.frames.filter((f) => f.type === 'reply').map((f) => f.text)).toEqual(['Echo: from the first tab']);
+    // A repeat of the same message is not announced again.
+    await post('send', payload);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(other.frames.filter((f) => f.type === 'visitor_message')).toHaveLength(1);
+    other.close();
   });
 
   test('a repeated client_message_id is one message and one turn (async and sync)', async () => {
@@ -437,6 +526,40 @@ describe('reply elements (agent action reply_elements)', () => {
     const plain = await init();
     await post('send', { conversation_id: plain.conversation_id, text: 'hi' });
     expect(tools()).not.toContain('show_card');
+  });
+});
+
+describe('answers with tool calls (text of every round kept)', () => {
+  test('an answer given with a tool call is the reply, on the socket, in the sync answer and in the history; a later round\'s text follows a paragraph apart', async () => {
+    const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
+    const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Chips helper', actions: [{ type: 'reply_elements', kinds: ['suggested_actions'] }] });
+    const chipsSite = await t.services.sites.create(ws, agentId, [ORIGIN]);
+    const call = (url: string, payload?: object) =>
+      t.app.inject({ method: payload ? 'POST' : 'GET', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': chipsSite.site_id, origin: ORIGIN }, payload });
+    const conv = (await call('init', {})).json();
+
+    // Sync: the first round's answer, with the chips its tool call made; the second round said nothing.
+    const res = await call('send', { conversation_id: conv.conversation_id, text: 'when do you close?' });
+    expect(res.json()).toEqual({ message_id: expect.stringMatching(/^msg_/), text: 'We close at 6 pm on weekdays.', suggested_actions: ['Opening hours on Saturday'] });
+
+    // Async: the deltas of both rounds read as the final reply, the second round a paragraph after the first.
+    const s = await frameCollector(`ws://${base}/api/chat/connect?site_id=${chipsSite.site_id}&conversation_id=${conv.conversation_id}`, ORIGIN);
+    const sent = await call('send', { conversation_id: conv.conversation_id, text: 'when do you close on sunday?', delivery: 'async' });
+    expect(sent.statusCode).toBe(202);
+    const replyId = sent.json().reply_id;
+    await s.until((f) => f.some((x) => x.type === 'reply' && x.reply_id === replyId));
+    const final = s.frames.find((f) => f.type === 'reply' && f.reply_id === replyId)!;
+    expect(final.text).toBe('We close at 6 pm on weekdays.\n\nAnything else I can help with?');
+    const deltas = s.frames.filter((f) => f.type === 'reply_delta' && f.reply_id === replyId);
+    expect(deltas.map((d) => d.text).join('')).toBe(final.text);
+    s.close();
+
+    // The history keeps both answers whole (and the model sees them in the next turn).
+    const history = (await call(`history?conversation_id=${conv.conversation_id}`)).json();
+    expect(history.messages.filter((m: { role: string }) => m.role === 'assistant').map((m: { text: string }) => m.text)).toEqual([
+      'We close at 6 pm on weekdays.',
+      'We close at 6 pm on weekdays.\n\nAnything else I can help with?',
+    ]);
   });
 });
 

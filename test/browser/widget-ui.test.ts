@@ -53,6 +53,9 @@ let failedOnce = false;
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
   const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
   const text = last?.content ?? '';
+  // An answer given with a tool call (chips); after the result the model has nothing more to say.
+  if (last?.role === 'tool' && [...body.messages].reverse().find((m) => m.role === 'user')?.content?.includes('when do you close')) return { text: '' };
+  if (text.includes('when do you close')) return { text: 'We close at **6 pm** on weekdays.', tool_calls: [{ name: 'suggest_replies', arguments: { suggestions: ['Opening hours on Saturday'] } }] };
   if (last?.role === 'tool') return { text: 'Here is the overview.' };
   if (text.includes('opening hours')) return { text: MARKDOWN };
   if (text.includes('overview')) {
@@ -344,6 +347,15 @@ describe('the widget at desktop size (1280×800)', () => {
     await expect(again.getByRole('link', { name: 'Shop' }).getAttribute('href')).resolves.toBe('https://shop.example/sale');
   });
 
+  test('an answer the model gave together with a tool call stays on screen with its chips, and after a reload', async () => {
+    await say(page, 'when do you close?', 'We close at 6 pm on weekdays.');
+    const row = finals(page).last();
+    await expect(row.locator('strong').textContent()).resolves.toBe('6 pm');
+    await expect(widget(page).locator('.chips button').allTextContents()).resolves.toEqual(['Opening hours on Saturday']);
+    await openDemo(page);
+    await widget(page).locator('.msg.assistant', { hasText: 'We close at 6 pm on weekdays.' }).waitFor();
+  });
+
   test('a new reply is brought in from its top; scrolled up, the visitor is not moved and a "new message" pill appears', async () => {
     const log = widget(page).locator('.log');
     await say(page, 'Tell me everything about delivery', 'Paragraph 40');
@@ -403,7 +415,7 @@ describe('the widget at desktop size (1280×800)', () => {
     await expect(widget(page).locator('.msg.user', { hasText: 'Are you still there?' }).count()).resolves.toBe(1);
   });
 
-  test('a turn that fails: friendly text on the message, and Retry asks again as a new message and is answered', async () => {
+  test('a turn that fails: friendly text on the message, and Retry sends the same message again: stored once, answered once', async () => {
     const sends: Array<{ client_message_id: string; text: string }> = [];
     page.on('request', (r) => {
       if (r.url().endsWith('/api/public/widget/send')) sends.push(JSON.parse(r.postData() ?? '{}'));
@@ -417,10 +429,18 @@ describe('the widget at desktop size (1280×800)', () => {
     await mine.getByRole('button', { name: 'Retry' }).click();
     await finals(page).nth(before).filter({ hasText: 'You said: please fail, then answer' }).waitFor({ timeout: 30_000 });
     await expect(mine.getByRole('alert').count()).resolves.toBe(0);
-    // The first turn ended; the retry is a new message with the same words (and the same bubble).
+    // The retry is the same message (same client_message_id, same bubble); the server ran its turn again.
     expect(sends.map((x) => x.text)).toEqual(['please fail, then answer', 'please fail, then answer']);
-    expect(sends[0].client_message_id).not.toBe(sends[1].client_message_id);
+    expect(sends[1].client_message_id).toBe(sends[0].client_message_id);
     await expect(mine.count()).resolves.toBe(1);
+    // The model read the question once, not twice.
+    const asked = llm.requests.at(-1)!.body.messages.filter((m: { role: string; content: string }) => m.role === 'user' && m.content === 'please fail, then answer');
+    expect(asked).toHaveLength(1);
+    // After a reload the history has the question once and its answer once.
+    await openDemo(page);
+    await widget(page).locator('.msg.assistant', { hasText: 'You said: please fail, then answer' }).waitFor();
+    await expect(widget(page).locator('.row.user', { hasText: 'please fail, then answer' }).count()).resolves.toBe(1);
+    await expect(widget(page).locator('.msg.assistant', { hasText: 'You said: please fail, then answer' }).count()).resolves.toBe(1);
   });
 
   test('axe-core finds no serious or critical violations at desktop size', async () => {
@@ -507,6 +527,63 @@ describe('frames pushed on the socket', () => {
       await badge.click();
       await expect(launcher(page).getAttribute('aria-label')).resolves.toBe('Close chat');
       await expect(launcher(page).evaluate((el: any) => el.classList.contains('unread'))).resolves.toBe(false);
+    } finally {
+      await context.close();
+    }
+  });
+});
+
+describe('two tabs of one conversation', () => {
+  test('a message sent in one tab shows in the other as the visitor\'s own, before its answer, once', async () => {
+    const context = await browser.newContext({ viewport: DESKTOP });
+    try {
+      const first = await context.newPage();
+      await openDemo(first, { open: '1' });
+      const second = await context.newPage();
+      await openDemo(second, { open: '1' });
+      await say(first, 'sent from the first tab', 'You said: sent from the first tab');
+      const answer = widget(second).locator('.row.assistant', { hasText: 'You said: sent from the first tab' });
+      await answer.waitFor({ timeout: 30_000 });
+      const mine = widget(second).locator('.row.user', { hasText: 'sent from the first tab' });
+      await mine.waitFor();
+      await expect(mine.count()).resolves.toBe(1);
+      // Shown as the visitor's (not the agent's), just before its answer.
+      await expect(mine.locator('.msg.user').count()).resolves.toBe(1);
+      const order = await widget(second).locator('.row').evaluateAll((rows: any[]) => rows.map((r) => r.textContent));
+      const at = order.findIndex((t: string) => t.includes('sent from the first tab') && !t.includes('You said'));
+      expect(order[at + 1]).toContain('You said: sent from the first tab');
+      // The sending tab shows its message once.
+      await expect(widget(first).locator('.row.user', { hasText: 'sent from the first tab' }).count()).resolves.toBe(1);
+      expect(await axeScan(second)).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+});
+
+describe('a turn that streams again', () => {
+  test('a delta with reset (the retry after a cut stream) starts the live bubble over instead of appending to the partial answer', async () => {
+    const context = await browser.newContext({ viewport: DESKTOP });
+    try {
+      const page = await context.newPage();
+      let route: WebSocketRoute | null = null;
+      await page.routeWebSocket(/\/api\/chat\/connect/, (ws) => {
+        ws.connectToServer();
+        route = ws;
+      });
+      await openDemo(page, { open: '1' });
+      await until(async () => route !== null, 'the socket');
+      const live = widget(page).locator('.msg.assistant.live');
+      route!.send(JSON.stringify({ type: 'reply_delta', reply_id: 'msg_again', text: 'This answer ' }));
+      route!.send(JSON.stringify({ type: 'reply_delta', reply_id: 'msg_again', text: 'breaks' }));
+      await live.filter({ hasText: 'This answer breaks' }).waitFor();
+      route!.send(JSON.stringify({ type: 'reply_delta', reply_id: 'msg_again', text: 'The whole ', reset: true }));
+      route!.send(JSON.stringify({ type: 'reply_delta', reply_id: 'msg_again', text: 'answer.' }));
+      await live.filter({ hasText: 'The whole answer.' }).waitFor();
+      await expect(live.textContent()).resolves.not.toContain('breaks');
+      route!.send(JSON.stringify({ type: 'reply', reply_id: 'msg_again', text: 'The whole answer.' }));
+      await finals(page).filter({ hasText: 'The whole answer.' }).waitFor();
+      await expect(widget(page).locator('.row.assistant', { hasText: 'breaks' }).count()).resolves.toBe(0);
     } finally {
       await context.close();
     }

@@ -127,16 +127,21 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       const uploads = refs.length ? await opts.services.uploads.forSend(site, conv.id, refs) : [];
 
       // Stored, then handed to the actor, whose validator answers 409 task_in_progress while a blocking task runs.
+      const clientMessageId = body.client_message_id ?? newId('msg');
       const result = await actors().send(
         { id: conv.id, workspaceId: site.workspace_id },
         {
-          clientMessageId: body.client_message_id ?? newId('msg'),
+          clientMessageId,
           text: body.text,
           uploadIds: uploads.map((u) => u.id),
           indexUploads: uploads.filter((u) => opts.services.uploads.needsIndexing(u)).map((u) => ({ uploadId: u.id, fileName: u.file_name })),
           delivery: body.delivery,
         },
       );
+      // The visitor's other tabs show the message too (a repeat was announced the first time).
+      if (!result.duplicate) {
+        await opts.services.transcript.announceVisitorMessage(conv.id, { message_id: result.message_id, reply_id: result.reply_id, client_message_id: clientMessageId }, (a) => opts.services.uploads.describeStored(a));
+      }
       if (body.delivery === 'async') {
         return reply.code(202).send({ accepted: true as const, message_id: result.message_id, reply_id: result.reply_id, server_time: new Date().toISOString() });
       }

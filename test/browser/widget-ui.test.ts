@@ -182,6 +182,19 @@ async function axeScan(page: Page): Promise<string[]> {
     .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => JSON.stringify(n.target)).join(' ')}`);
 }
 
+/** A demo page, open, whose chat socket the test pushes frames into as the server would (the real socket stays connected). */
+async function pageWithPushedFrames(context: BrowserContext): Promise<{ page: Page; push: (frame: object) => void }> {
+  const page = await context.newPage();
+  let route: WebSocketRoute | null = null;
+  await page.routeWebSocket(/\/api\/chat\/connect/, (ws) => {
+    ws.connectToServer();
+    route = ws;
+  });
+  await openDemo(page, { open: '1' });
+  await until(async () => route !== null, 'the socket');
+  return { page, push: (frame) => route!.send(JSON.stringify(frame)) };
+}
+
 const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`) });
 
 describe('the widget at desktop size (1280×800)', () => {
@@ -485,20 +498,12 @@ describe('frames pushed on the socket', () => {
   test('attachments render as links (never javascript:), a ui:command frame reaches ConciergeWidget.on, an unsolicited reply is announced', async () => {
     const context = await browser.newContext({ viewport: DESKTOP });
     try {
-      const page = await context.newPage();
-      let route: WebSocketRoute | null = null;
-      await page.routeWebSocket(/\/api\/chat\/connect/, (ws) => {
-        ws.connectToServer();
-        route = ws;
-      });
-      await openDemo(page, { open: '1' });
+      const { page, push } = await pageWithPushedFrames(context);
       await page.evaluate(() => {
         window.commands = [];
         window.ConciergeWidget.on('ui:command', (c: unknown) => window.commands.push(c));
       });
-      await until(async () => route !== null, 'the socket');
-      route!.send(
-        JSON.stringify({
+      push({
           type: 'reply',
           reply_id: 'msg_pushed',
           text: 'Here is your **invoice**.',
@@ -507,9 +512,8 @@ describe('frames pushed on the socket', () => {
             { file_name: 'evil', file_url: 'javascript:alert(1)' },
           ],
           unsolicited: true,
-        }),
-      );
-      route!.send(JSON.stringify({ type: 'ui:command', command: 'navigate', args: { path: '/checkout' } }));
+      });
+      push({ type: 'ui:command', command: 'navigate', args: { path: '/checkout' } });
       const row = widget(page).locator('.row.assistant', { hasText: 'Here is your invoice.' });
       await row.waitFor();
       const links = row.getByRole('list', { name: 'Attachments' }).getByRole('link');
@@ -520,7 +524,7 @@ describe('frames pushed on the socket', () => {
       await expect(page.evaluate(() => window.commands)).resolves.toEqual([{ command: 'navigate', args: { path: '/checkout' } }]);
       // Closed, a new message puts a dot on the launcher and says so; opening clears it.
       await widget(page).getByRole('button', { name: 'Close chat' }).first().click();
-      route!.send(JSON.stringify({ type: 'reply', reply_id: 'msg_pushed_2', text: 'Anything else?', unsolicited: true }));
+      push({ type: 'reply', reply_id: 'msg_pushed_2', text: 'Anything else?', unsolicited: true });
       const badge = widget(page).getByRole('button', { name: 'Open chat (new message)' });
       await badge.waitFor();
       await expect(badge.evaluate((el: any) => el.classList.contains('unread'))).resolves.toBe(true);
@@ -565,23 +569,16 @@ describe('a turn that streams again', () => {
   test('a delta with reset (the retry after a cut stream) starts the live bubble over instead of appending to the partial answer', async () => {
     const context = await browser.newContext({ viewport: DESKTOP });
     try {
-      const page = await context.newPage();
-      let route: WebSocketRoute | null = null;
-      await page.routeWebSocket(/\/api\/chat\/connect/, (ws) => {
-        ws.connectToServer();
-        route = ws;
-      });
-      await openDemo(page, { open: '1' });
-      await until(async () => route !== null, 'the socket');
+      const { page, push } = await pageWithPushedFrames(context);
       const live = widget(page).locator('.msg.assistant.live');
-      route!.send(JSON.stringify({ type: 'reply_delta', reply_id: 'msg_again', text: 'This answer ' }));
-      route!.send(JSON.stringify({ type: 'reply_delta', reply_id: 'msg_again', text: 'breaks' }));
+      push({ type: 'reply_delta', reply_id: 'msg_again', text: 'This answer ' });
+      push({ type: 'reply_delta', reply_id: 'msg_again', text: 'breaks' });
       await live.filter({ hasText: 'This answer breaks' }).waitFor();
-      route!.send(JSON.stringify({ type: 'reply_delta', reply_id: 'msg_again', text: 'The whole ', reset: true }));
-      route!.send(JSON.stringify({ type: 'reply_delta', reply_id: 'msg_again', text: 'answer.' }));
+      push({ type: 'reply_delta', reply_id: 'msg_again', text: 'The whole ', reset: true });
+      push({ type: 'reply_delta', reply_id: 'msg_again', text: 'answer.' });
       await live.filter({ hasText: 'The whole answer.' }).waitFor();
       await expect(live.textContent()).resolves.not.toContain('breaks');
-      route!.send(JSON.stringify({ type: 'reply', reply_id: 'msg_again', text: 'The whole answer.' }));
+      push({ type: 'reply', reply_id: 'msg_again', text: 'The whole answer.' });
       await finals(page).filter({ hasText: 'The whole answer.' }).waitFor();
       await expect(widget(page).locator('.row.assistant', { hasText: 'breaks' }).count()).resolves.toBe(0);
     } finally {

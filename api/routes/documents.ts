@@ -24,6 +24,8 @@ const ExtractForm = z
     }),
     prompt: z.string().max(MAX_PROMPT_CHARS).optional().meta({ description: `Extra instructions for the model, at most ${MAX_PROMPT_CHARS} characters` }),
   })
+  // Only these parts: any other field is refused (400 invalid_request naming it), as Stripe refuses an unknown parameter.
+  .strict()
   .meta({ id: 'ExtractStructuredForm' });
 
 const ExtractResult = z
@@ -51,7 +53,7 @@ export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 's
         ...authErrors,
         400: ErrorBody.meta({
           description:
-            'missing_schema; bad_schema (not JSON, not an object, not a valid JSON Schema, or one that cannot be honoured: remote or recursive $ref, too large or deep, unsatisfiable, root not an object; the message says why); invalid_request (no file, an empty file, a prompt too long)',
+            'missing_schema; bad_schema (not JSON, not an object, not a valid JSON Schema, or one that cannot be honoured: remote or recursive $ref, too large or deep, unsatisfiable, root not an object; the message says why); invalid_request (no file, an empty file, a prompt too long, a field other than file, schema and prompt)',
         }),
         413: ErrorBody.meta({ description: 'payload_too_large: a file over 25 MB' }),
         415: ErrorBody.meta({ description: 'unsupported_mime: the bytes are not PDF, DOCX, TXT, PNG, JPEG or WEBP; unsupported_media_type: not multipart/form-data' }),
@@ -80,6 +82,11 @@ export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 's
         await opts.services.blobs.discard(staged);
         if (truncated.includes('schema')) throw new ApiError(400, 'bad_schema', `schema: larger than ${MAX_SCHEMA_BYTES / 1024} KB`);
         throw new ApiError(400, 'invalid_request', `${truncated[0]}: too long`);
+      }
+      const unknown = Object.keys(fields).find((name) => name !== 'schema' && name !== 'prompt');
+      if (unknown !== undefined) {
+        await opts.services.blobs.discard(staged);
+        throw new ApiError(400, 'invalid_request', `body.${unknown.slice(0, 60)}: unknown field (the form takes file, schema and prompt)`);
       }
       const begun = await structured.begin(ws, { staged, fileName, schema: fields.schema, prompt: fields.prompt });
       if (begun.kind === 'stored') return begun.answer;

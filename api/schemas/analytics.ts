@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { WindowBound as Bound } from './common';
 
+/** The canonical IANA zone names, UTC first. */
+const TIME_ZONES = ['UTC', ...Intl.supportedValuesOf('timeZone').filter((zone) => zone !== 'UTC')];
+
 /** `from` before `to`, at most 400 days apart (400 invalid_request otherwise): rules between two values, which a schema cannot state. */
 const WindowQuery = {
   from: Bound.optional().meta({ description: 'Start of the window (inclusive); default `to` minus 30 days; before `to`, at most 400 days earlier' }),
@@ -12,7 +15,14 @@ export const OverTimeQuery = z
   .object({
     ...WindowQuery,
     interval: z.enum(['hour', 'day', 'week']).default('day'),
-    tz: z.string().min(1).max(64).default('UTC').meta({ description: 'IANA time zone the buckets follow (days start at its midnight; weeks on Monday)' }),
+    tz: z
+      .string()
+      .min(1)
+      .max(64)
+      .default('UTC')
+      // The document lists the zones (as this Node.js knows them, every one of which PostgreSQL knows too); the server
+      // asks PostgreSQL, which also takes the old aliases (`US/Eastern`), so those still work.
+      .meta({ enum: TIME_ZONES, description: 'IANA time zone the buckets follow (days start at its midnight; weeks on Monday); aliases such as US/Eastern are accepted too' }),
   });
 
 const Rate = z.number().min(0).max(1).nullable();

@@ -114,12 +114,13 @@ beforeEach(() => {
 
 function extract(
   file: { name: string; content: Buffer | string } | null,
-  fields: { schema?: unknown; prompt?: string } = {},
+  fields: { schema?: unknown; prompt?: string; extra?: Record<string, string> } = {},
   opts: { auth?: Record<string, string>; app?: TestApp } = {},
 ) {
   const parts: Array<{ name: string; value: string | Buffer; filename?: string }> = [];
   if (fields.schema !== undefined) parts.push({ name: 'schema', value: typeof fields.schema === 'string' ? fields.schema : JSON.stringify(fields.schema) });
   if (fields.prompt !== undefined) parts.push({ name: 'prompt', value: fields.prompt });
+  for (const [name, value] of Object.entries(fields.extra ?? {})) parts.push({ name, value });
   if (file) parts.push({ name: 'file', value: file.content, filename: file.name });
   const body = multipart(parts);
   return (opts.app ?? t).app.inject({
@@ -151,6 +152,14 @@ describe('refusals', () => {
     const empty = await extract({ name: 'empty.txt', content: '' }, { schema: SUMMARY });
     expect(empty.statusCode).toBe(400);
     expect(empty.json()).toMatchObject({ error: 'invalid_request', message: 'file: is empty' });
+  });
+
+  test('400 invalid_request naming a field the form does not take (the document says additionalProperties: false)', async () => {
+    const res = await extract(uniqueTxt(), { schema: SUMMARY, extra: { model: 'gpt-4o' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'invalid_request', message: 'body.model: unknown field (the form takes file, schema and prompt)' });
+    const doc = (await t.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json();
+    expect(doc.components.schemas.ExtractStructuredForm.additionalProperties).toBe(false);
   });
 
   test.each([

@@ -374,6 +374,8 @@
     server: 'Something went wrong on our side. Please try again.',
   };
   ERRORS.identity_verification_required = ERRORS.identity_verification_failed;
+  // The workspace's billing is its own business: a visitor is told calls are off, never that credits ran out.
+  var NO_CALLS = 'Calls are not available right now. You can keep chatting here.';
   function friendly(e) {
     var code = !e.status ? 'offline' : ERRORS[e.code] ? e.code : e.status >= 500 ? 'server' : '';
     return ERRORS[code] || 'Your message could not be sent. Please retry.';
@@ -878,7 +880,7 @@
         return v.info;
       })
       .catch((e) => {
-        var msg = e && (/NotAllowed|NotFound/.test(e.name) ? MIC : e.status || e.call ? e.message : navigator.onLine === false ? ERRORS.offline : CANT);
+        var msg = e && (/NotAllowed|NotFound/.test(e.name) ? MIC : e.code === 'out_of_credits' ? NO_CALLS : e.status || e.call ? e.message : navigator.onLine === false ? ERRORS.offline : CANT);
         if (e && !v.over) emit('error', { error: e.code || e.name, message: msg });
         voiceEnd(v, e ? e.code || e.name : v.over, msg);
         return null;

@@ -83,7 +83,8 @@ export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 's
         if (truncated.includes('schema')) throw new ApiError(400, 'bad_schema', `schema: larger than ${MAX_SCHEMA_BYTES / 1024} KB`);
         throw new ApiError(400, 'invalid_request', `${truncated[0]}: too long`);
       }
-      const unknown = Object.keys(fields).find((name) => name !== 'schema' && name !== 'prompt');
+      // (`file` sent as a text field is no file: "file: required" below says so.)
+      const unknown = Object.keys(fields).find((name) => name !== 'schema' && name !== 'prompt' && name !== 'file');
       if (unknown !== undefined) {
         await opts.services.blobs.discard(staged);
         throw new ApiError(400, 'invalid_request', `body.${unknown.slice(0, 60)}: unknown field (the form takes file, schema and prompt)`);

@@ -11,7 +11,26 @@ import { Card, Chart, Citation } from '../../core/chat/elements';
 const ReplyId = z.string().meta({ description: 'Equals the `reply_id` of the 202 that accepted the message' });
 export const ChatFrameSchema = z
   .discriminatedUnion('type', [
-    z.object({ type: z.literal('reply_delta'), reply_id: ReplyId, text: z.string().meta({ description: 'Next chunk of streamed text' }) }),
+    z.object({
+      type: z.literal('reply_delta'),
+      reply_id: ReplyId,
+      text: z.string().meta({ description: 'Next chunk of streamed text' }),
+      reset: z
+        .literal(true)
+        .optional()
+        .meta({ description: 'The turn runs again after its stream was cut off: the live bubble starts over with this text instead of appending it' }),
+    }),
+    z
+      .object({
+        type: z.literal('visitor_message'),
+        message_id: z.string(),
+        client_message_id: z.string(),
+        reply_id: ReplyId.meta({ description: 'The reply that will answer this message (its frames follow)' }),
+        text: z.string(),
+        timestamp: z.string(),
+        attachments: z.array(z.unknown()).optional(),
+      })
+      .meta({ description: "The visitor's own message, sent from another tab or device of the conversation: shown as the visitor's, never as a reply" }),
     z.object({
       type: z.literal('reply'),
       reply_id: ReplyId,

@@ -1,8 +1,9 @@
 import { Client as PgClient } from 'pg';
 import type { AddressInfo } from 'node:net';
+import { ChatFrameSchema } from '../../api/schemas/socket';
 import { newId } from '../../core/ids';
 import { userHash } from '../../core/widget/sites';
-import { conversationWorkflow } from '../../workflows/conversation';
+import { conversationWorkflow, RETRY_FAILED_TURN_PATCH } from '../../workflows/conversation';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
@@ -170,6 +171,8 @@ describe('send', () => {
     // The cut attempt streamed part of its answer; exactly one delta (the retry's first) says to start over.
     const resets = deltas.filter((d) => d.reset === true);
     expect(resets).toHaveLength(1);
+    // As the served document describes the frame.
+    expect(ChatFrameSchema.safeParse(resets[0]).success).toBe(true);
     const first = deltas.indexOf(resets[0]);
     expect(first).toBeGreaterThan(0);
     expect(deltas.slice(0, first).map((d) => d.text).join('')).toBe('This answer ');
@@ -205,6 +208,9 @@ describe('send', () => {
       ['user', 'fail the first time'],
       ['assistant', 'Answered on the retry.'],
     ]);
+    // The actor ran the second turn behind its patch (replayed from test/replay/histories).
+    expect((await historySteps(tw.client, `conversation:${conv.conversation_id}`)).patches).toContain(RETRY_FAILED_TURN_PATCH);
+    await maybeRecordHistory(tw.client, `conversation:${conv.conversation_id}`, 'conversation-retry-failed-turn');
     // Answered now: a further repeat is a duplicate with the answered ids, and no turn runs.
     const before = llm.requests.length;
     const third = (await post('send', { ...payload, delivery: 'sync' })).json();
@@ -223,6 +229,7 @@ describe('send', () => {
     expect(told).toEqual([
       { type: 'visitor_message', message_id: sent.message_id, client_message_id: 'tab-1', reply_id: sent.reply_id, text: 'from the first tab', timestamp: expect.any(String) },
     ]);
+    expect(ChatFrameSchema.safeParse(told[0]).success).toBe(true);
     // Never a `reply` for the visitor's words.
     expect(other.frames.filter((f) => f.type === 'reply').map((f) => f.text)).toEqual(['Echo: from the first tab']);
     // A repeat of the same message is not announced again.

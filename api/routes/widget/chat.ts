@@ -138,9 +138,12 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
           delivery: body.delivery,
         },
       );
-      // The visitor's other tabs show the message too (a repeat was announced the first time).
+      // The visitor's other tabs show the message too (a repeat was announced the first time). The message is taken
+      // already: a failed announcement is logged, never the send's failure.
       if (!result.duplicate) {
-        await opts.services.transcript.announceVisitorMessage(conv.id, { message_id: result.message_id, reply_id: result.reply_id, client_message_id: clientMessageId }, (a) => opts.services.uploads.describeStored(a));
+        await opts.services.transcript
+          .announceVisitorMessage(conv.id, { message_id: result.message_id, reply_id: result.reply_id, client_message_id: clientMessageId }, (a) => opts.services.uploads.describeStored(a))
+          .catch((err: Error) => request.log.warn({ err: err.message, conversationId: conv.id }, 'visitor message not announced to the other sockets'));
       }
       if (body.delivery === 'async') {
         return reply.code(202).send({ accepted: true as const, message_id: result.message_id, reply_id: result.reply_id, server_time: new Date().toISOString() });

@@ -38,6 +38,11 @@ const USAGE = `usage: npm run -s admin -- <command>
   site rotate-secret SITE_ID [--grace-hours 24]
   site set-origins SITE_ID --origins https://a.example,https://b.example   (replaces the list; sockets from a removed origin close)
   site set-commands SITE_ID --commands navigate,open_url   (page commands the agent may send; --commands '' turns them off)
+  site set-appearance SITE_ID [--brand-color '#243b6b'] [--position right|left] [--launcher-label TEXT]
+                    [--theme light|dark|auto] [--language auto|en|es|fr|de|pt|ar]
+                    (the widget's look and language; options left out keep their value; --launcher-label ''
+                    removes the label; a colour is #rgb or #rrggbb; a label is plain text, at most 40 characters)
+  site show SITE_ID   (origins, page commands, status and appearance; never the secret)
   site suspend SITE_ID | site resume SITE_ID
   support list [--status open|waiting_on_customer|closed] [--workspace WS_ID] [--limit N] [--cursor C]
                     (every workspace's tickets, newest first)
@@ -144,6 +149,11 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
       countries: { type: 'string' },
       types: { type: 'string' },
       reason: { type: 'string' },
+      'brand-color': { type: 'string' },
+      position: { type: 'string' },
+      'launcher-label': { type: 'string' },
+      theme: { type: 'string' },
+      language: { type: 'string' },
     },
   });
   const [area, action, target] = positionals;
@@ -210,6 +220,14 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
       return services.sites.setOrigins(need(target, 'SITE_ID (positional)'), need(values.origins, 'origins').split(','));
     case 'site set-commands':
       return services.sites.setPageCommands(need(target, 'SITE_ID (positional)'), (values.commands ?? '').split(','));
+    case 'site set-appearance': {
+      const id = need(target, 'SITE_ID (positional)');
+      const patch = { brand_color: values['brand-color'], position: values.position, launcher_label: values['launcher-label'], theme: values.theme, language: values.language };
+      if (Object.values(patch).every((v) => v === undefined)) throw new UsageError('give at least one of --brand-color, --position, --launcher-label, --theme, --language');
+      return services.sites.setAppearance(id, patch);
+    }
+    case 'site show':
+      return services.sites.show(need(target, 'SITE_ID (positional)'));
     case 'site suspend':
       return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'suspended');
     case 'site resume':

@@ -17,6 +17,7 @@ import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { publishRecheck } from '../chat/frames';
 import { hashSubject, type AuthLevel, type SiteRow, type SiteService, type UserContext } from './sites';
+import type { SiteAppearance } from './appearance';
 
 export interface WidgetInit {
   conversation_id: string;
@@ -26,6 +27,8 @@ export interface WidgetInit {
   capabilities: { voice_chat: boolean; dial_out: boolean; file_upload: boolean };
   capability_warnings?: string[];
   response_delivery: 'stream' | 'complete';
+  /** The site's look and language (`site set-appearance`), defaults filled in. */
+  appearance: SiteAppearance;
 }
 
 /** A web conversation as the widget resolves it. */
@@ -243,6 +246,7 @@ export class WidgetSessionService {
       capabilities: { voice_chat: Boolean(web?.voice_chat && !voiceMissing), dial_out: Boolean(web?.dial_out && !dialOutMissing), file_upload: web?.file_upload ?? false },
       ...(warnings.length ? { capability_warnings: warnings } : {}),
       response_delivery: web?.response_delivery ?? 'stream',
+      appearance: site.appearance,
     };
   }
 }

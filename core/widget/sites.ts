@@ -8,6 +8,7 @@ import type { SealedSecrets, SecretBox } from '../crypto/secret-box';
 import { Site, type ISite } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
+import { checkAppearance, DEFAULT_APPEARANCE, type AppearancePatch, type SiteAppearance } from './appearance';
 
 export interface SiteRow {
   id: string;
@@ -20,6 +21,8 @@ export interface SiteRow {
   previous_expires_at: Date | null;
   /** The page commands the site's page handles (`ui:command`); empty: none are sent. */
   ui_commands: string[];
+  /** The widget's look and language, defaults filled in (init's `appearance`). */
+  appearance: SiteAppearance;
 }
 
 export type AuthLevel = 'anonymous' | 'self_asserted' | 'verified';
@@ -42,6 +45,19 @@ function siteRow(s: ISite): SiteRow {
     previous_secret_sealed: s.previousSecretSealed ?? null,
     previous_expires_at: s.previousExpiresAt ?? null,
     ui_commands: s.uiCommands ?? [],
+    appearance: siteAppearance(s),
+  };
+}
+
+/** The stored look, each unset (null) field its default. */
+function siteAppearance(s: ISite): SiteAppearance {
+  const d = DEFAULT_APPEARANCE;
+  return {
+    brand_color: s.brandColor ?? d.brand_color,
+    position: s.launcherPosition ?? d.position,
+    launcher_label: s.launcherLabel ?? d.launcher_label,
+    theme: s.theme ?? d.theme,
+    language: s.language ?? d.language,
   };
 }
 
@@ -149,6 +165,34 @@ export class SiteService {
     const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { uiCommands: list, updatedAt: new Date() });
     if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
     return { site_id: siteId, ui_commands: list };
+  }
+
+  /**
+   * Sets the widget's look and language (admin CLI `site set-appearance`): the fields given
+   * change, the others keep their value; a null or empty launcher label removes it.
+   */
+  async setAppearance(siteId: string, patch: AppearancePatch): Promise<{ site_id: string; appearance: SiteAppearance }> {
+    const a = checkAppearance(patch);
+    const em = this.em.fork();
+    const changes = {
+      ...(a.brand_color !== undefined && { brandColor: a.brand_color }),
+      ...(a.position !== undefined && { launcherPosition: a.position }),
+      ...(a.launcher_label !== undefined && { launcherLabel: a.launcher_label }),
+      ...(a.theme !== undefined && { theme: a.theme }),
+      ...(a.language !== undefined && { language: a.language }),
+    };
+    const changed = await em.nativeUpdate(Site, { id: siteId }, { ...changes, updatedAt: new Date() });
+    if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    const site = await em.findOneOrFail(Site, { id: siteId });
+    return { site_id: siteId, appearance: siteAppearance(site) };
+  }
+
+  /** A site as the operator sees it (admin CLI `site show`): no secret, sealed or not. */
+  async show(siteId: string): Promise<{ site_id: string; workspace_id: string; agent_id: string; status: string; allowed_origins: string[]; ui_commands: string[]; appearance: SiteAppearance }> {
+    const site = await this.em.fork().findOne(Site, { id: siteId });
+    if (!site) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    const r = siteRow(site);
+    return { site_id: r.id, workspace_id: r.workspace_id, agent_id: r.agent_id, status: r.status, allowed_origins: r.allowed_origins, ui_commands: r.ui_commands, appearance: r.appearance };
   }
 
   /** The checks every widget request passes, in the spec's order of codes. */

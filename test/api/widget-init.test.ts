@@ -51,6 +51,7 @@ describe('widget site authentication and init', () => {
       capabilities: { voice_chat: false, dial_out: false, file_upload: false },
       capability_warnings: ['voice_chat is enabled but no speech-to-text (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)'],
       response_delivery: 'complete',
+      appearance: { brand_color: '#243b6b', position: 'right', launcher_label: null, theme: 'auto', language: 'auto' },
     });
     expect(res.headers['access-control-allow-origin']).toBe(ORIGIN);
     expect(res.headers['access-control-allow-credentials']).toBeUndefined();

@@ -17,6 +17,12 @@ export const Site = defineEntity({
     previousExpiresAt: p.datetime().nullable(),
     /** The page commands (`ui:command`) this site's page handles; empty: none are sent (the default). */
     uiCommands: p.array().defaultRaw(`'{}'`),
+    /** The widget's look and language; null: the default (core/widget/appearance.ts). */
+    brandColor: p.text().nullable(),
+    launcherPosition: p.enum(['right', 'left'] as const).columnType('text').nullable(),
+    launcherLabel: p.text().nullable(),
+    theme: p.enum(['light', 'dark', 'auto'] as const).columnType('text').nullable(),
+    language: p.enum(['auto', 'en', 'es', 'fr', 'de', 'pt', 'ar'] as const).columnType('text').nullable(),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

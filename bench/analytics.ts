@@ -7,6 +7,8 @@
 //
 // BENCH_ANALYTICS_CONVERSATIONS (100000), BENCH_ANALYTICS_SAMPLES (30).
 import { AnalyticsService, windowOf } from '../core/analytics/analytics';
+import { FeedbackService } from '../core/widget/feedback';
+import { ChatTranscript } from '../core/chat/transcript';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { setUpBench } from './lib/setup';
@@ -61,7 +63,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const [{ n: messages }] = (await sql(`select count(*)::int as n from chat_messages where workspace_id = ?`, [ws])) as Array<{ n: number }>;
   log(`  seeded ${conversations} conversations and ${messages} messages in one workspace (+10 % in another) in ${((now() - t0) / 1000).toFixed(1)} s`);
 
-  const analytics = new AnalyticsService(bench.db.orm.em);
+  const analytics = new AnalyticsService(bench.db.orm.em, new FeedbackService(bench.db.orm.em, new ChatTranscript(bench.db.orm.em)));
   const all = windowOf({ from: new Date(Date.now() - 91 * 86_400_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() });
   const month = windowOf({});
   const targets: Array<[string, () => Promise<unknown>]> = [

@@ -19,6 +19,7 @@ import { OpenAiCompatibleModel } from './llm/model';
 import type { Logger } from 'pino';
 import { SiteService } from './widget/sites';
 import { UploadService } from './widget/uploads';
+import { FeedbackService } from './widget/feedback';
 import { DEFAULT_STRUCTURED, StructuredExtractionService, type StructuredSettings } from './extraction/extractions';
 import type { Transcriber } from './kb/extract';
 import type { ImageDescriber } from './llm/vision';
@@ -70,6 +71,8 @@ export interface Services {
   uploads: UploadService;
   /** Web conversations' messages. */
   transcript: ChatTranscript;
+  /** Visitors' thumbs on replies and ratings of conversations (widget), read back by analytics. */
+  feedback: FeedbackService;
   /** Agent turns: the conversation actor's activities run them. */
   turns: AgentTurns;
   tasks: TaskService;
@@ -137,6 +140,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const transcriber = opts.transcriber ?? null;
   const search = new SearchService(em, opts.embedder, opts.denseIndex);
   const transcript = new ChatTranscript(em);
+  const feedback = new FeedbackService(em, transcript);
   const mcp = new McpService(em, opts.box, { policy: opts.sender.policy, resolve: opts.sender.resolve });
   const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca });
   const folders = new FolderService(em);
@@ -178,7 +182,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models }),
     customers,
     conversations: new ConversationService(em),
-    analytics: new AnalyticsService(em),
+    analytics: new AnalyticsService(em, feedback),
     credits,
     mcp,
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
@@ -190,6 +194,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     models,
     search,
     transcript,
+    feedback,
     tasks: new TaskService(em),
     structured: new StructuredExtractionService({ em, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null } }),
     turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log, mcp, { policy: models, credentials }),

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../errors';
+import type { FeedbackCounts } from '../widget/feedback';
 
 /**
  * Workspace analytics, exact (no sampling), computed with SQL aggregates over what
@@ -14,7 +15,9 @@ import { ApiError } from '../errors';
  * - `handoffs`: those of them a human was asked to take (a `handoff` on their timeline);
  * - `resolved_without_handoff`: those the agent answered at least once and never handed over;
  * - `median_first_reply_seconds`: per conversation started in the window, from its first
- *   customer message to the first reply after it (agent or human), the median; null when none.
+ *   customer message to the first reply after it (agent or human), the median; null when none;
+ * - `feedback`: widget visitors' thumbs (`up`, `down`) and conversation ratings (`ratings`,
+ *   `average_rating` of their 1-to-5 scores, null when none) first given in the window, as they stand now.
  */
 
 export interface Window {
@@ -53,7 +56,11 @@ export function windowOf(q: { from?: string; to?: string }, now = new Date()): W
 }
 
 export class AnalyticsService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    /** widget_feedback's owner counts it (core/widget/feedback.ts). */
+    private readonly feedback: { counts(workspaceId: string, w: Window): Promise<FeedbackCounts> },
+  ) {}
 
   private sql<T>(query: string, params: unknown[]): Promise<T[]> {
     // raw SQL: aggregates over a window (filters, percentile_cont, generate_series with a time zone) have no ORM form.
@@ -98,7 +105,7 @@ export class AnalyticsService {
   }
 
   async summary(workspaceId: string, w: Window) {
-    const [[row], messages] = await Promise.all([
+    const [[row], messages, feedback] = await Promise.all([
       // The conversations of the window, from analytics_conversations' covering index (kept by triggers).
       this.sql<{ conversations: string; handoffs: string; resolved: string; median_first_reply: number | null }>(
         `select count(*) as conversations,
@@ -109,6 +116,7 @@ export class AnalyticsService {
         [workspaceId, w.from, w.to],
       ),
       this.messageCounts(workspaceId, w),
+      this.feedback.counts(workspaceId, w),
     ]);
     const conversations = Number(row.conversations);
     const handoffs = Number(row.handoffs);
@@ -126,6 +134,7 @@ export class AnalyticsService {
       resolved_without_handoff: resolved,
       resolution_rate: rate(resolved),
       median_first_reply_seconds: row.median_first_reply === null ? null : Math.round(Number(row.median_first_reply) * 1000) / 1000,
+      feedback,
     };
   }
 

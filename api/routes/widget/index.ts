@@ -11,6 +11,7 @@ import { UserContext, tags, widgetErrors } from './common';
 import { chatRoutes } from './chat';
 import { uploadRoutes } from './uploads';
 import { voiceRoutes } from './voice';
+import { feedbackRoutes } from './feedback';
 import type { VoiceParts } from '../../../core/voice/from-config';
 
 /** The site's look and language (admin CLI `site set-appearance`); each field has its default when unset. */
@@ -64,7 +65,7 @@ declare module 'fastify' {
  * origin without credentials: init here; chat, uploads and voice (sessions and dial-out) in their modules.
  */
 export const widgetRoutes: FastifyPluginAsyncZod<{
-  services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs' | 'voice' | 'calls'>;
+  services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs' | 'voice' | 'calls' | 'feedback'>;
   gateways: Gateways | null;
   limits: RequestLimits;
   voice: VoiceParts | null;
@@ -97,4 +98,5 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
   await app.register(chatRoutes, { services: opts.services, gateways: opts.gateways, sends: opts.limits.widgetSends });
   await app.register(uploadRoutes, { services: opts.services, gateways: opts.gateways, work: opts.limits.widgetWork });
   await app.register(voiceRoutes, { services: opts.services, gateways: opts.gateways, voice: opts.voice, dialOut: opts.limits.dialOut });
+  await app.register(feedbackRoutes, { services: opts.services });
 };

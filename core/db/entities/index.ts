@@ -21,6 +21,7 @@ import { Message, MsgappInboundEvent, UsageRecord } from './messages';
 import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription } from './webhooks';
 import { SupportTicket, SupportTicketMessage } from './support';
 import { Site, WidgetUpload, WidgetUploadChunk } from './widget';
+import { WidgetFeedback } from './feedback';
 import { Workspace } from './workspaces';
 import { Call, Recording, VoiceRecordingChunk, VoiceSession } from './voice';
 import { BlobHold } from './storage';
@@ -40,6 +41,7 @@ export * from './messages';
 export * from './support';
 export * from './webhooks';
 export * from './widget';
+export * from './feedback';
 export * from './workspaces';
 export * from './voice';
 export * from './storage';
@@ -77,6 +79,7 @@ export const allEntities = [
   Site,
   WidgetUpload,
   WidgetUploadChunk,
+  WidgetFeedback,
   SupportTicket,
   SupportTicketMessage,
   StructuredExtraction,

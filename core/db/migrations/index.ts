@@ -25,6 +25,7 @@ import { Migration20261125181000McpServers } from './Migration20261125181000McpS
 import { Migration20261125170000StructuredExtractions } from './Migration20261125170000StructuredExtractions';
 import { Migration20261128030000VoiceSessionAbuse } from './Migration20261128030000VoiceSessionAbuse';
 import { Migration20261128070000BlobReferences } from './Migration20261128070000BlobReferences';
+import { Migration20261128140000WidgetFeedback } from './Migration20261128140000WidgetFeedback';
 import { Migration20261128140100SiteAppearance } from './Migration20261128140100SiteAppearance';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
@@ -56,5 +57,6 @@ export const migrations = [
   { name: 'Migration20261128030000VoiceSessionAbuse', class: Migration20261128030000VoiceSessionAbuse },
   { name: 'Migration20261128050000McpCredentialOrigins', class: Migration20261128050000McpCredentialOrigins },
   { name: 'Migration20261128070000BlobReferences', class: Migration20261128070000BlobReferences },
+  { name: 'Migration20261128140000WidgetFeedback', class: Migration20261128140000WidgetFeedback },
   { name: 'Migration20261128140100SiteAppearance', class: Migration20261128140100SiteAppearance },
 ];

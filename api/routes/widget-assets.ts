@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
+import { CompressedAsset } from '../compressed-asset';
 
 /**
  * The folder holding the prebuilt widget: the nearest `web/` above this file, so the
@@ -36,37 +37,64 @@ export const DEMO_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-/** The prebuilt chat widget script, its demo page and the LiveKit SDK it may load, read once at start. */
+const JS = 'application/javascript; charset=utf-8';
+/** A versioned URL names its bytes forever: browsers and CDNs keep it a year and never revalidate. */
+export const IMMUTABLE = 'public, max-age=31536000, immutable';
+/** The plain URLs: sites embed them unversioned, so a new release must reach them within minutes (then a 304 when unchanged). */
+export const SHORT = 'public, max-age=300';
+const VERSION = /^[0-9a-f]{16}$/;
+
+/** The path that serves exactly these bytes of `name` for a year. */
+export const versionedPath = (asset: CompressedAsset, name: string) => `/widget/${asset.hash}/${name}`;
+
+/**
+ * The prebuilt chat widget script, its demo page and the LiveKit SDK it may load, read once at start.
+ * Each script is served at its plain URL (short cache, ETag) and at a versioned one,
+ * `/widget/<first 16 hex digits of its SHA-256>/<name>` (cached for a year, immutable), brotli- or
+ * gzip-compressed when the client accepts it. The plain /widget.js names its versioned URL in
+ * `X-Concierge-Widget-Version` and a `Link` header, so a site owner can pin it.
+ */
 export const widgetAssetRoutes: FastifyPluginAsyncZod = async (app) => {
   const dir = webDir();
-  const widget = fs.readFileSync(path.join(dir, 'widget.js'));
   const demo = fs.readFileSync(path.join(dir, 'demo.html'));
   const demoScript = fs.readFileSync(path.join(dir, 'demo.js'));
+  const assets = {
+    'widget.js': new CompressedAsset(fs.readFileSync(path.join(dir, 'widget.js')), JS),
+    // LiveKit's browser SDK (UMD build, global `LivekitClient`): the widget fetches it only when a
+    // call runs on transport 'livekit', so pages that never call never pay its ~600 KB (~150 KB as brotli).
+    'livekit-client.js': new CompressedAsset(fs.readFileSync(require.resolve('livekit-client')), JS),
+  };
+  const widget = assets['widget.js'];
 
   app.get('/widget.js', {
     config: { public: true },
     schema: { hide: true },
-    handler: async (_request, reply) =>
-      reply
-        .type('application/javascript; charset=utf-8')
-        // Short: sites embed this URL unversioned, so a new release must reach them soon.
-        .header('Cache-Control', 'public, max-age=300')
-        .header('X-Content-Type-Options', 'nosniff')
-        .send(widget),
+    handler: async (request, reply) => {
+      const pinned = versionedPath(widget, 'widget.js');
+      reply.header('X-Concierge-Widget-Version', widget.hash).header('Link', `<${pinned}>; rel="alternate"; type="application/javascript"`);
+      return widget.send(request, reply, SHORT);
+    },
   });
 
-  // LiveKit's browser SDK (UMD build, global `LivekitClient`): the widget fetches it only when a
-  // call runs on transport 'livekit', so pages that never call never pay its ~600 KB.
-  const livekit = fs.readFileSync(require.resolve('livekit-client'));
   app.get('/widget/livekit-client.js', {
     config: { public: true },
     schema: { hide: true },
-    handler: async (_request, reply) =>
-      reply
-        .type('application/javascript; charset=utf-8')
-        .header('Cache-Control', 'public, max-age=3600')
-        .header('X-Content-Type-Options', 'nosniff')
-        .send(livekit),
+    // Changes only with the livekit-client package: an hour, then a 304.
+    handler: async (request, reply) => assets['livekit-client.js'].send(request, reply, 'public, max-age=3600'),
+  });
+
+  app.get<{ Params: { version: string; name: string } }>('/widget/:version/:name', {
+    config: { public: true },
+    schema: { hide: true },
+    handler: async (request, reply) => {
+      const { version, name } = request.params;
+      const asset = Object.hasOwn(assets, name) ? assets[name as keyof typeof assets] : undefined;
+      if (!asset || !VERSION.test(version)) return reply.code(404).send({ error: 'not_found', message: `No widget asset named '${name.slice(0, 100)}' at version '${version.slice(0, 100)}'` });
+      if (version === asset.hash) return asset.send(request, reply, IMMUTABLE);
+      // A version this release does not have (a page pinned before an upgrade): the current one, never under the
+      // old name's year-long cache (that URL must keep meaning other bytes), so the page keeps working.
+      return reply.code(302).header('Cache-Control', 'no-cache').header('Location', versionedPath(asset, name)).send();
+    },
   });
 
   app.get('/demo', {

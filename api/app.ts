@@ -26,6 +26,7 @@ import { billingRoutes } from './routes/billing';
 import { mcpServerRoutes } from './routes/mcp-servers';
 import { credentialRoutes } from './routes/credentials';
 import { supportRoutes } from './routes/support';
+import { teamRoutes } from './routes/team';
 import { customerRoutes } from './routes/customers';
 import { messageRoutes } from './routes/messages';
 import { widgetRoutes } from './routes/widget';
@@ -140,6 +141,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(customerRoutes, { services });
   await app.register(credentialRoutes, { services });
   await app.register(supportRoutes, { services });
+  await app.register(teamRoutes, { services });
   await app.register(conversationRoutes, { services, gateways, voice: deps.voice ?? null, dialOut: deps.limits.dialOut });
   await app.register(analyticsRoutes, { services });
   await app.register(billingRoutes, { services });

@@ -14,6 +14,8 @@ import { ApiError } from '../core/errors';
 import { newId } from '../core/ids';
 import { compose, type Composition } from '../core/compose';
 import { setDialOutPolicy } from '../core/voice/destinations';
+import { parseHoursSpec, type OpeningInterval } from '../core/team/availability';
+import type { Orm } from '../core/db/orm';
 import { resolveDatabaseUrl } from '../infra/postgres';
 
 const USAGE = `usage: npm run -s admin -- <command>
@@ -44,6 +46,16 @@ const USAGE = `usage: npm run -s admin -- <command>
                     removes the label; a colour is #rgb or #rrggbb; a label is plain text, at most 40 characters)
   site show SITE_ID   (origins, page commands, status and appearance; never the secret)
   site suspend SITE_ID | site resume SITE_ID
+  team availability WS_ID   (business hours, away switch, reply time; whether someone is available now, the next opening)
+  team away WS_ID --on|--off [--message TEXT]   (the away switch: the widget tells visitors nobody is there;
+                    --message '' removes the message; left out, it is kept)
+  team set-hours WS_ID [--timezone Europe/Paris] [--hours 'mon-fri 09:00-17:30' ...] [--always-open]
+                    [--reply-time MINUTES|none]
+                    (--hours replaces the week's hours: DAYS TIME-TIME[,TIME-TIME], groups joined with ';' or
+                    --hours repeated; DAYS is mon, mon-fri, mon,wed,fri-sat, daily, weekdays or weekends; TIME is
+                    HH:MM, 24-hour, in the time zone (default UTC); a close of 24:00 is midnight, a close before the
+                    open runs past midnight: 'fri 22:00-02:00'. --always-open removes the hours. Options left out
+                    keep their value. Example: --hours 'mon-fri 09:00-12:00,13:00-17:30; sat 10:00-14:00')
   support list [--status open|waiting_on_customer|closed] [--workspace WS_ID] [--limit N] [--cursor C]
                     (every workspace's tickets, newest first)
   support show TICKET_ID
@@ -122,6 +134,12 @@ async function readBody(io: AdminIo, file: string): Promise<string> {
   return (await readAll(io.stdin)).trimEnd();
 }
 
+/** The workspace's id, or 404 not_found (a read of the defaults would hide a mistyped id). */
+async function existingWorkspace(orm: Orm, id: string): Promise<string> {
+  if (!(await orm.em.fork().findOne(Workspace, { id }, { fields: ['id'] }))) throw new ApiError(404, 'not_found', `No workspace with id '${id}'`);
+  return id;
+}
+
 async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Composition) => void): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -154,6 +172,13 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
       'launcher-label': { type: 'string' },
       theme: { type: 'string' },
       language: { type: 'string' },
+      timezone: { type: 'string' },
+      hours: { type: 'string', multiple: true },
+      'always-open': { type: 'boolean' },
+      'reply-time': { type: 'string' },
+      on: { type: 'boolean' },
+      off: { type: 'boolean' },
+      message: { type: 'string' },
     },
   });
   const [area, action, target] = positionals;
@@ -228,6 +253,35 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
     }
     case 'site show':
       return services.sites.show(need(target, 'SITE_ID (positional)'));
+    case 'team availability':
+      return services.team.availability(await existingWorkspace(orm, need(target, 'WS_ID (positional)')));
+    case 'team away': {
+      const ws = need(target, 'WS_ID (positional)');
+      if (Boolean(values.on) === Boolean(values.off)) throw new UsageError('give exactly one of --on or --off');
+      return services.team.setAvailability(ws, { away: Boolean(values.on), ...(values.message !== undefined && { away_message: values.message }) });
+    }
+    case 'team set-hours': {
+      const ws = need(target, 'WS_ID (positional)');
+      if (values.hours && values['always-open']) throw new UsageError('give --hours or --always-open, not both');
+      let hours: OpeningInterval[] | undefined;
+      try {
+        hours = values['always-open'] ? [] : values.hours?.flatMap(parseHoursSpec);
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+      const reply = values['reply-time'];
+      let replyTime: number | null | undefined;
+      if (reply !== undefined) {
+        replyTime = reply.trim().toLowerCase() === 'none' ? null : Number(reply);
+        if (replyTime !== null && !Number.isInteger(replyTime)) throw new UsageError('--reply-time must be a whole number of minutes, or none');
+      }
+      if (values.timezone === undefined && hours === undefined && replyTime === undefined) throw new UsageError('give at least one of --timezone, --hours, --always-open, --reply-time');
+      return services.team.setAvailability(ws, {
+        ...(values.timezone !== undefined && { timezone: values.timezone }),
+        ...(hours !== undefined && { hours }),
+        ...(replyTime !== undefined && { reply_time_minutes: replyTime }),
+      });
+    }
     case 'site suspend':
       return services.sites.setStatus(need(target, 'SITE_ID (positional)'), 'suspended');
     case 'site resume':

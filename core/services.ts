@@ -40,6 +40,7 @@ import { DeliveryService } from './webhooks/deliveries';
 import type { SenderSettings } from './webhooks/sender';
 import { SubscriptionService } from './webhooks/subscriptions';
 import { SupportService } from './support/tickets';
+import { TeamService } from './team/team';
 import { VoiceSessionService } from './voice/sessions';
 import { CallService } from './voice/calls';
 import type { VoicePrereqs } from './voice/from-config';
@@ -64,6 +65,8 @@ export interface Services {
   credentials: CredentialService;
   /** Support tickets from workspaces to the platform operator. */
   support: SupportService;
+  /** The team's availability (business hours, away): what the widget tells a visitor a person holds. */
+  team: TeamService;
   providerEvents: ProviderEventService;
   sites: SiteService;
   widget: WidgetSessionService;
@@ -188,6 +191,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
     support: new SupportService(em),
+    team: new TeamService(em),
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
     box: opts.box,
     llm: opts.llm ?? null,

@@ -5,6 +5,8 @@ import { eng as ENGLISH_STOP_WORDS, removeStopwords } from 'stopword';
 export interface AnswerPassage {
   file_id: string;
   file_name: string;
+  /** The document's title recorded at indexing, when it has one (else one is made from the file name). */
+  title?: string;
   text: string;
 }
 
@@ -29,7 +31,9 @@ const MIN_COVERAGE = 0.5;
 
 const stemmer = newStemmer('english');
 const words = (text: string) => text.toLowerCase().match(/\p{L}[\p{L}\p{N}'’-]*|\p{N}+/gu) ?? [];
-const stems = (text: string) => new Set(removeStopwords(words(text), ENGLISH_STOP_WORDS).map((w) => stemmer.stem(w.replace(/['’]s$/, ''))));
+/** The text's content words in order, stop words removed, stemmed as PostgreSQL's English search stems them. */
+export const contentStems = (text: string): string[] => removeStopwords(words(text), ENGLISH_STOP_WORDS).map((w) => stemmer.stem(w.replace(/['’]s$/, '')));
+const stems = (text: string) => new Set(contentStems(text));
 
 const GREETING = /^(hi|hello|hey|hiya|howdy|hallo|good\s+(morning|afternoon|evening|day))(\s+there)?[\s!.,:)]*$/i;
 const THANKS = /^(thanks?|thank\s+you|thx|ty|cheers|many\s+thanks|great,?\s+thanks?|ok(ay)?,?\s+thanks?)(\s+(so\s+much|a\s+lot|again))?[\s!.,:)]*$/i;
@@ -65,13 +69,13 @@ export function answerWithoutModel(question: string, passages: AnswerPassage[], 
   // The same article's other chunks overlap the best one: they add nothing here.
   const related: string[] = [];
   for (const p of relevant.slice(1)) {
-    const title = titleOf(p.file_name);
+    const title = p.title || titleOf(p.file_name);
     if (p.file_id !== best.file_id && !related.includes(title) && title.length <= ACTION_CHARS) related.push(title);
     if (related.length === RELATED) break;
   }
   return {
     kind: 'answer',
-    text: `From our help articles:\n\n**${titleOf(best.file_name)}**\n\n${excerpt(best.text, wanted)}`,
+    text: `From our help articles:\n\n**${best.title || titleOf(best.file_name)}**\n\n${excerpt(best.text, wanted)}`,
     cited: [best],
     suggested_actions: related,
     handoff: false,

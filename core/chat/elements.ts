@@ -50,8 +50,17 @@ export const Chart = z
   .meta({ description: 'A small declarative chart (bar, line or pie): labels and series of numbers, rendered by the widget as SVG' });
 
 export const Citation = z
-  .object({ file_id: z.string(), title: z.string().meta({ description: 'The file\'s title: its name without the extension, dashes and underscores as spaces' }) })
-  .meta({ description: 'A knowledge-base file the reply drew on, shown to the visitor as a source' });
+  .object({
+    file_id: z.string(),
+    title: z.string().meta({
+      description: "The document's title: its first heading (or an HTML page's <title>) as recorded when indexed, else its file name without the extension, dashes and underscores as spaces",
+    }),
+    url: z
+      .string()
+      .optional()
+      .meta({ description: 'Only for a knowledge-base file the agent may hand out (as POST /file_url decides): a signed download link, valid for 24 hours, signed afresh in /history. Other documents are named, never linked' }),
+  })
+  .meta({ description: 'A document whose passages the reply used (only those), shown to the visitor as a source' });
 
 /** A knowledge-base file the agent attached (tool attach_file): its key for POST /file_url and a signed link. */
 export const AgentAttachment = z

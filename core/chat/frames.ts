@@ -23,7 +23,7 @@ export type ChatFrame =
       cards?: unknown[];
       rich?: unknown[];
       suggested_actions?: string[];
-      citations?: Array<{ file_id: string; title: string }>;
+      citations?: Array<{ file_id: string; title: string; url?: string }>;
       author?: 'human';
       unsolicited?: true;
     }

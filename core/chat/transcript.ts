@@ -47,8 +47,8 @@ export interface ReplyExtras {
   cards?: CardElement[];
   rich?: RichBlockValue[];
   suggested_actions?: string[];
-  /** The knowledge-base passages the reply drew on: file names shown to the visitor. */
-  citations?: Array<{ file_id: string; file_name: string }>;
+  /** The files whose passages the reply used (stored before titles and links: file names only, titled from the name). */
+  citations?: StoredCitation[];
 }
 
 export interface HistoryMessage {
@@ -66,21 +66,33 @@ export interface HistoryMessage {
   citations?: VisitorCitation[];
 }
 
-/** A cited knowledge-base file as a visitor sees it: its title ("returns-policy.md" → "Returns policy"), never the file name. */
+/** A cited file as stored with the reply: its title when it was cited, and a signed link when it may be handed out. */
+export interface StoredCitation {
+  file_id: string;
+  file_name: string;
+  title?: string;
+  url?: string;
+}
+
+/**
+ * A cited file as a visitor sees it: its title (the document's, else from its name: "returns-policy.md" →
+ * "Returns policy"), never the file name; `url` only for a knowledge-base file the agent may hand out.
+ */
 export interface VisitorCitation {
   file_id: string;
   title: string;
+  url?: string;
 }
 
 const visitorCitations = (e: ReplyExtras): VisitorCitation[] => {
   const seen = new Set<string>();
   const out: VisitorCitation[] = [];
   for (const c of e.citations ?? []) {
-    const title = titleOf(c.file_name);
+    const title = c.title || titleOf(c.file_name);
     // Two chunks' files, or two files, of one title are one source to a visitor.
     if (seen.has(title)) continue;
     seen.add(title);
-    out.push({ file_id: c.file_id, title });
+    out.push({ file_id: c.file_id, title, ...(c.url ? { url: c.url } : {}) });
   }
   return out;
 };
@@ -297,6 +309,8 @@ export class ChatTranscript {
     conversationId: string,
     q: { limit: number; before?: string },
     resignAttachments: (attachments: unknown[]) => Promise<unknown[]>,
+    /** Signs the citations' links afresh (a stored one may have expired). */
+    resignCitations: (citations: VisitorCitation[]) => Promise<VisitorCitation[]> = async (c) => c,
   ): Promise<{ messages: HistoryMessage[]; has_more: boolean; next_before: string | null }> {
     const before = q.before && !Number.isNaN(Date.parse(q.before)) ? new Date(q.before) : null;
     const where: FilterQuery<IChatMessage> = { conversationId, role: { $ne: 'tool' } };
@@ -307,7 +321,7 @@ export class ChatTranscript {
     const messages: HistoryMessage[] = [];
     for (const r of page) {
       const e = r.extras ?? {};
-      const citations = visitorCitations(e);
+      const citations = await resignCitations(visitorCitations(e));
       messages.push({
         id: r.id,
         role: r.role === 'user' ? 'user' : 'assistant',

@@ -12,16 +12,17 @@ import type { CredentialService } from '../credentials';
 import { LlmError, OpenAiCompatibleModel, type ChatModel, type ChatTurnMessage, type ToolCall, type ToolDefinition } from '../llm/model';
 import type { ModelPolicy } from '../llm/policy';
 import { UnsafeUrlError } from '../net/ssrf';
-import { answerWithoutModel } from './answer-without-model';
+import { answerWithoutModel, titleOf } from './answer-without-model';
+import { MarkerStream, stripMarkers, usedFiles } from './citations';
 import { applyElementTool, elementTools, emptyElements, MAX_ELEMENTS, type ElementKind, type ReplyElements } from './elements';
-import { downloadableKbFile } from '../kb/files';
+import { downloadableKbFile, kbFileTitles } from '../kb/files';
 import { maskPersonalDetails } from './masking';
 import { checkPageCommand, pageCommandTool } from './page-commands';
 import { richBlocks } from './rich';
 import { recordTokenUsage } from '../usage/records';
 import { sitePageCommands } from '../widget/sites';
 import { publishFrame, type ChatFrame } from './frames';
-import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras } from './transcript';
+import { replyFrame, type ChatMessageRow, type ChatTranscript, type ReplyExtras, type StoredCitation } from './transcript';
 
 export interface TurnInput {
   conversationId: string;
@@ -78,6 +79,8 @@ const UNTRUSTED_TOOL_NOTE =
 export interface Passage {
   file_id: string;
   file_name: string;
+  /** The knowledge-base file's title recorded at indexing (its first heading or declared title), when it has one. */
+  title?: string;
   text: string;
   score: number;
 }
@@ -206,9 +209,13 @@ export class AgentTurns {
     const toolCalls: TurnToolCall[] = [];
     let suggested: string[] = [];
     let elements: ReplyElements = emptyElements();
-    const citations = new Map<string, string>();
+    // Every passage the model is shown, numbered from 1 in that order (kb_search results are numbered on): what its markers name.
+    const shown: Passage[] = [...passages];
+    // The passages the answer used: its citations.
+    let cited: Passage[] = [];
     if (chosen) {
-      const out = await this.withModel(chosen, input, spec, visitor, { passages, attachments, history, channel, commands, toolCalls }, stream, citations, onProgress);
+      const out = await this.withModel(chosen, input, spec, visitor, { passages, attachments, history, channel, commands, toolCalls }, stream, shown, onProgress);
+      cited = out.cited;
       text = out.text;
       handoff = out.handoff;
       tokens = out.tokens;
@@ -219,7 +226,7 @@ export class AgentTurns {
       const answer = answerWithoutModel(visitor.text || query, passages, { handoff: Boolean(handoffAction), handoffMessage: handoffAction?.message });
       text = answer.text;
       suggested = answer.suggested_actions;
-      for (const p of answer.cited) citations.set(p.file_id, p.file_name);
+      cited = passages.filter((p) => answer.cited.includes(p));
       if (answer.handoff) {
         const reason = 'the visitor asked for a person';
         await flagForHuman(this.em.fork(), input.conversationId, reason, { reason, message_id: input.messageId });
@@ -233,6 +240,7 @@ export class AgentTurns {
     if (spec.privacy?.mask_personal_details) text = maskPersonalDetails(text).text;
     // The whole answer, validated before it is stored or sent: its structure as rich blocks (tables fitted to their header).
     const rich = sockets ? richBlocks(text) : null;
+    const citations = await this.citationsOf(input.workspaceId, spec, cited);
     const { row } = await this.transcript.append({
       id: input.replyId,
       workspaceId: input.workspaceId,
@@ -242,7 +250,7 @@ export class AgentTurns {
       text,
       attachments: elements.attachments,
       extras: {
-        citations: [...citations].map(([file_id, file_name]) => ({ file_id, file_name })),
+        citations,
         ...(suggested.length ? { suggested_actions: suggested } : {}),
         ...(elements.cards.length ? { cards: elements.cards } : {}),
         ...(elements.charts.length ? { charts: elements.charts } : {}),
@@ -258,6 +266,22 @@ export class AgentTurns {
       if (chips.length) await publishFrame(this.em, input.conversationId, { type: 'suggested_actions', reply_id: row.id, suggested_actions: chips });
     }
     return { ...toReply(row, handoff), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) };
+  }
+
+  /**
+   * The reply's citations: each file it used, under its title. A knowledge-base file the agent may
+   * hand out (as POST /file_url decides: one it selects, or under its folders) carries a signed link
+   * to its bytes, re-signed when the history is read; any other document (the whole workspace's, a
+   * visitor's upload) is named, never handed out.
+   */
+  private async citationsOf(workspaceId: string, spec: AgentSpec, cited: Passage[]): Promise<StoredCitation[]> {
+    const em = this.em.fork();
+    const out: StoredCitation[] = [];
+    for (const p of cited) {
+      const file = /^file_[0-9a-f]{24}$/.test(p.file_id) ? await downloadableKbFile(em, workspaceId, p.file_id, spec.knowledge_base) : null;
+      out.push({ file_id: p.file_id, file_name: p.file_name, title: p.title || titleOf(p.file_name), ...(file ? { url: this.uploads.signKbFile(file) } : {}) });
+    }
+    return out;
   }
 
   /** The conversation's agent (null: none, or deleted), its channel and the page commands its site allows. */
@@ -286,10 +310,10 @@ export class AgentTurns {
     }
     const best = new Map<string, SearchMatch>();
     for (const m of found) if (!best.has(m.id) || best.get(m.id)!.score < m.score) best.set(m.id, m);
-    return [...best.values()]
-      .sort((a, b) => b.score - a.score)
-      .slice(0, topK)
-      .map((m) => ({ file_id: m.file_id, file_name: m.name, text: m.text, score: m.score }));
+    const top = [...best.values()].sort((a, b) => b.score - a.score).slice(0, topK);
+    // The files' titles, for the model's labels and the citations: one read.
+    const titles = await kbFileTitles(this.em.fork(), workspaceId, top.map((m) => m.file_id));
+    return top.map((m) => ({ file_id: m.file_id, file_name: m.name, ...(titles.has(m.file_id) ? { title: titles.get(m.file_id) } : {}), text: m.text, score: m.score }));
   }
 
   /** Passages of the conversation's long uploads (indexed by their background task). */
@@ -330,9 +354,9 @@ export class AgentTurns {
       toolCalls: TurnToolCall[];
     },
     stream: boolean,
-    citations: Map<string, string>,
+    shown: Passage[],
     onProgress?: () => void,
-  ): Promise<{ text: string; handoff: boolean; elements: ReplyElements; tokens: number }> {
+  ): Promise<{ text: string; handoff: boolean; elements: ReplyElements; tokens: number; cited: Passage[] }> {
     const tools: ToolDefinition[] = [];
     const elementsAction = spec.actions.find((a) => a.type === 'reply_elements');
     // Cards, charts and chips need the widget: a messaging channel's reply is text.
@@ -375,7 +399,6 @@ export class AgentTurns {
         content: [visitor.text, ...attachments.map(describeAttachment)].filter(Boolean).join('\n\n'),
       },
     ];
-    for (const p of passages) citations.set(p.file_id, p.file_name);
     if (mcpByName.size) messages[0].content += `\n\n${UNTRUSTED_TOOL_NOTE}`;
     // The MCP servers whose results the model has read this turn (the guard against one server steering calls to another).
     const mcp: McpTurnState = { tools: mcpByName, resultsFrom: new Set(), calls: context.toolCalls };
@@ -388,17 +411,25 @@ export class AgentTurns {
     // Streamed, a round's first delta after a round that said something starts a new paragraph, as the reply will.
     let paragraphPending = false;
     const publishDelta = replyStream(this.em, input);
+    const sendDelta = async (text: string) => {
+      const delta = paragraphPending ? `\n\n${text.trimStart()}` : text;
+      if (paragraphPending && !text.trim()) return;
+      paragraphPending = false;
+      await publishDelta(delta);
+    };
+    // The passage numbers the answer's markers named, in order; each round's deltas lose their markers as they stream.
+    const used: number[] = [];
+    let markers = new MarkerStream(shown.length);
     const onDelta = stream
-      ? async (text: string) => {
+      ? async (raw: string) => {
           onProgress?.();
-          const delta = paragraphPending ? `\n\n${text.trimStart()}` : text;
-          if (paragraphPending && !text.trim()) return;
-          paragraphPending = false;
-          await publishDelta(delta);
+          const text = markers.push(raw);
+          if (text) await sendDelta(text);
         }
       : undefined;
     for (let round = 0; ; round++) {
       paragraphPending = said.length > 0;
+      markers = new MarkerStream(shown.length);
       const last = round >= MAX_TOOL_ROUNDS;
       const result = await chosen.model.complete(
         {
@@ -411,13 +442,23 @@ export class AgentTurns {
         onDelta,
       );
       tokens += (result.usage?.prompt_tokens ?? 0) + (result.usage?.completion_tokens ?? 0);
-      if (result.text.trim()) said.push(result.text.trim());
-      if (!result.tool_calls.length || last) return { text: said.join('\n\n') || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements, tokens };
+      if (stream) {
+        const held = markers.end();
+        if (held) await sendDelta(held);
+      }
+      // The visitor never sees a marker: stripped from each round's text, the passages they name kept.
+      const clean = stripMarkers(result.text, shown.length);
+      for (const n of clean.used) if (!used.includes(n)) used.push(n);
+      if (clean.text.trim()) said.push(clean.text.trim());
+      if (!result.tool_calls.length || last) {
+        const text = said.join('\n\n');
+        return { text: text || (handoff ? (handoffAction as { message?: string })?.message ?? '' : ''), handoff, elements, tokens, cited: usedFiles(text, used, shown) };
+      }
       messages.push({ role: 'assistant', content: result.text || null, tool_calls: result.tool_calls });
       // Calls of one round were written before any of the round's results were read: they are judged on earlier rounds' results.
       const answered: string[] = [];
       for (const [i, call] of result.tool_calls.entries()) {
-        const output = await this.runTool(input, spec, call, citations, { kinds, elements, commands: context.commands, mcp, answered });
+        const output = await this.runTool(input, spec, call, shown, { kinds, elements, commands: context.commands, mcp, answered });
         if (call.name === 'handoff') handoff = true;
         messages.push({ role: 'tool', tool_call_id: call.id, content: output });
         await this.transcript.append({
@@ -436,7 +477,7 @@ export class AgentTurns {
     input: TurnInput,
     spec: AgentSpec,
     call: ToolCall,
-    citations: Map<string, string>,
+    shown: Passage[],
     reply: { kinds: readonly ElementKind[]; elements: ReplyElements; commands: readonly string[]; mcp: McpTurnState; answered: string[] },
   ): Promise<string> {
     let args: Record<string, unknown> = {};
@@ -518,8 +559,13 @@ export class AgentTurns {
     if (call.name === 'kb_search') {
       const kb = spec.actions.find((a) => a.type === 'kb_search');
       const found = await this.retrieve(input.workspaceId, spec, String(args.query ?? ''), kb && kb.type === 'kb_search' ? kb.top_k : DEFAULT_TOP_K);
-      for (const p of found) citations.set(p.file_id, p.file_name);
-      return JSON.stringify({ passages: found.map((p) => ({ file: p.file_name, text: p.text })) });
+      // Numbered on after the passages the model has seen (one seen already keeps its number), so its markers name them too.
+      const numbered = found.map((p) => {
+        let i = shown.findIndex((s) => s.file_id === p.file_id && s.text === p.text);
+        if (i < 0) i = shown.push(p) - 1;
+        return { n: i + 1, file: p.file_name, ...(p.title ? { title: p.title } : {}), text: p.text };
+      });
+      return JSON.stringify({ passages: numbered, note: 'Mark each statement you take from a passage with its number n in square brackets, like [n].' });
     }
     if (call.name === 'handoff') {
       const reason = String(args.reason ?? 'handoff requested').slice(0, 500);
@@ -577,9 +623,12 @@ function systemPrompt(spec: AgentSpec, passages: Passage[], channel: string, wit
   const parts = [spec.instructions || `You are ${spec.name}, a helpful customer-service agent.`];
   if (channel === 'voice') parts.push('You are speaking on a phone call: your words are read aloud, so answer in a few short spoken sentences, with no Markdown, lists or links.');
   else if (channel !== 'web') parts.push('You are writing in a messaging app: plain text in short paragraphs, no Markdown headings or tables.');
-  parts.push('Answer from the knowledge-base passages below when they are relevant, and name the file you used. If they do not answer the question, say so rather than guessing.');
+  parts.push(
+    'Answer from the knowledge-base passages below when they are relevant. After each statement you take from a passage, write its number in square brackets, like [1] or [1, 3]: the numbers are removed before the customer reads your answer, and the passages you marked are shown as its sources. Mark only passages you used. If they do not answer the question, say so rather than guessing.',
+  );
   if (passages.length) {
-    parts.push('Knowledge-base passages:\n' + passages.map((p, i) => `[${i + 1}] (file: ${p.file_name}${withFileIds ? `, file_id: ${p.file_id}` : ''})\n${p.text}`).join('\n\n'));
+    const label = (p: Passage) => [`file: ${p.file_name}`, ...(p.title ? [`title: ${p.title}`] : []), ...(withFileIds ? [`file_id: ${p.file_id}`] : [])].join(', ');
+    parts.push('Knowledge-base passages:\n' + passages.map((p, i) => `[${i + 1}] (${label(p)})\n${p.text}`).join('\n\n'));
   } else {
     parts.push('No knowledge-base passage matched this message.');
   }

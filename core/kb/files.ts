@@ -83,6 +83,19 @@ export async function currentActiveFiles(em: EntityManager, ids: readonly string
   return out;
 }
 
+/** The titles recorded at indexing of these file versions of the workspace; files with none are left out. */
+export async function kbFileTitles(em: EntityManager, workspaceId: string, ids: readonly string[]): Promise<Map<string, string>> {
+  if (!ids.length) return new Map();
+  const rows = await em.find(KbFile, { workspaceId, id: { $in: [...new Set(ids)] }, title: { $ne: null } }, { fields: ['id', 'title'] });
+  return new Map(rows.map((r) => [r.id, r.title!]));
+}
+
+/** A downloadable knowledge-base file's bytes as a link is signed for them; null when the version is gone or not active. */
+export async function kbFileForLink(em: EntityManager, fileId: string): Promise<{ sha256: string; mime_type: string; name: string } | null> {
+  const file = await em.findOne(KbFile, { id: fileId, status: 'active' }, { fields: ['sha256', 'mimeType', 'name'] });
+  return file ? { sha256: file.sha256, mime_type: file.mimeType, name: file.name } : null;
+}
+
 /** Files not yet handed to an indexing workflow, oldest first: the kb-indexing outbox. */
 /** Versions not yet handed to an indexing workflow; `name` labels the workflow in the Temporal UI. */
 export async function filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string; name: string }>> {

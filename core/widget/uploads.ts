@@ -12,7 +12,8 @@ import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
 import { NoTextExtracted, probeDurationSeconds, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
-import { downloadableKbFile } from '../kb/files';
+import { downloadableKbFile, kbFileForLink } from '../kb/files';
+import type { VisitorCitation } from '../chat/transcript';
 import type { FairPool } from '../kb/fair-pool';
 import type { ExtractFn } from '../kb/indexing';
 import { BlobGoneError, type BlobStore, type StagedBlob } from '../storage/blob-store';
@@ -415,6 +416,22 @@ export class UploadService {
   /** A signed link to a knowledge-base file's bytes (an agent's attachment). */
   signKbFile(file: { sha256: string; mime_type: string; name: string }): string {
     return signLink(this.deps.box, this.deps.publicBaseUrl, { sha256: file.sha256, mime: file.mime_type, name: file.name });
+  }
+
+  /**
+   * A reply's citations as /history shows them: a linked knowledge-base file gets a freshly signed
+   * link (the stored one may have expired), or none once the file version is gone; the others as
+   * they are (never linked).
+   */
+  async resignCitations(citations: VisitorCitation[]): Promise<VisitorCitation[]> {
+    if (!citations.some((c) => c.url)) return citations;
+    const em = this.em();
+    const out: VisitorCitation[] = [];
+    for (const c of citations) {
+      const file = c.url && /^file_[0-9a-f]{24}$/.test(c.file_id) ? await kbFileForLink(em, c.file_id) : null;
+      out.push({ file_id: c.file_id, title: c.title, ...(file ? { url: this.signKbFile(file) } : {}) });
+    }
+    return out;
   }
 
   /**

@@ -31,6 +31,15 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
   const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
   const text = last?.content ?? '';
   const asked = [...body.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
+  // Citations: the answer marks the one passage it used with the number the prompt gave it; another answers with no marker.
+  if (asked.includes('how long do I have to return my boots')) {
+    const system = body.messages.find((m) => m.role === 'system')?.content ?? '';
+    // The label of the passage that holds the sentence: the last one before it.
+    const at = system.indexOf('Unworn boots');
+    const n = [...system.matchAll(/^\[(\d+)\] \(file: /gm)].filter((m) => m.index < at).at(-1)?.[1];
+    return { text: `Unworn boots can be sent back within 45 days [${n}]. Anything else?` };
+  }
+  if (asked.includes('when will my boots ship')) return { text: 'Good news: boots ship within three working days from Leeds.' };
   // Refused the first time (a 400: the turn fails for good), answered when the visitor retries.
   if (asked.includes('fail the first time')) return failNext ? ((failNext = false), { status: 400, text: 'bad request' }) : { text: 'Answered on the retry.' };
   // The first answer is cut off mid-stream (the connection reset); the turn's retry answers whole.
@@ -175,7 +184,8 @@ describe('send', () => {
     expect(ChatFrameSchema.safeParse(resets[0]).success).toBe(true);
     const first = deltas.indexOf(resets[0]);
     expect(first).toBeGreaterThan(0);
-    expect(deltas.slice(0, first).map((d) => d.text).join('')).toBe('This answer ');
+    // (Trailing spaces wait for the next delta, which could open a citation marker that takes them with it.)
+    expect(deltas.slice(0, first).map((d) => d.text).join('')).toBe('This answer');
     // A bubble that applies `reset` shows what the final frame says; gluing the pieces would not.
     const live = deltas.reduce((text, d) => (d.reset ? '' : text) + d.text, '');
     expect(live).toBe(final.text);
@@ -600,6 +610,91 @@ describe('attachments from the agent (reply_elements kind attachments)', () => {
       expect(media.body).toContain('Returns form.');
       const history = (await call(`history?conversation_id=${conv.conversation_id}`)).json();
       expect(history.messages.at(-1).attachments).toEqual([{ file_key: `kb/${form.json().id}`, file_name: 'returns-form.txt', mime_type: expect.any(String), url: expect.stringContaining('/api/media/') }]);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+});
+
+describe('citations (issue 27 item 6)', () => {
+  test('only the file the answer used is cited, by its real title, markers stripped; a file the agent may hand out links to its bytes, others are named only', async () => {
+    // A workspace of its own: its files are not retrieved for the other tests' agents, which answer from their whole workspace.
+    const bootsWs = await createWorkspace(db.orm, 'Boots');
+    const kbAuth = bearer((await createKey(t.services, bootsWs, ['kb:read', 'kb:write'])).key);
+    const dispatcher = await startIndexDispatcher(tw);
+    try {
+      const returns = await upload(t.app, kbAuth, {
+        filename: 'boot-returns-v2.md',
+        content: '# Boot returns and refunds\n\nUnworn boots can be sent back within 45 days of delivery for a full refund to the original card.\n',
+      });
+      const dispatch = await upload(t.app, kbAuth, {
+        filename: 'dispatch.html',
+        content: '<html><head><title>Dispatch &amp; delivery</title></head><body><p>Boots ship within three working days from our warehouse in Leeds, tracked to your door.</p></body></html>',
+      });
+      for (const f of [returns, dispatch]) {
+        await indexed(tw, f.json().id);
+        expect((await t.app.inject({ method: 'GET', url: `/api/v1/kb/files/${f.json().id}`, headers: kbAuth })).json()).toMatchObject({ status: 'active', error_message: null });
+      }
+      const [returnsId, dispatchId] = [returns.json().id as string, dispatch.json().id as string];
+      const auth = bearer((await createKey(t.services, bootsWs, ['workflows:write', 'workflows:publish'])).key);
+      // The agent selects both files: both may be handed out (POST /file_url would sign either).
+      const linked = await t.services.sites.create(bootsWs, await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Boots helper', knowledge_base: { file_ids: [returnsId, dispatchId] } }), [ORIGIN]);
+      const call = (s: { site_id: string }, url: string, payload?: object) =>
+        t.app.inject({ method: payload ? 'POST' : 'GET', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': s.site_id, origin: ORIGIN }, payload });
+      const conv = (await call(linked, 'init', {})).json();
+      const s = await frameCollector(`ws://${base}/api/chat/connect?site_id=${linked.site_id}&conversation_id=${conv.conversation_id}`, ORIGIN);
+      let reply: { text: string; reply_id: string; citations?: Array<{ file_id: string; title: string; url?: string }> };
+      try {
+        expect((await call(linked, 'send', { conversation_id: conv.conversation_id, text: 'how long do I have to return my boots?', delivery: 'async' })).statusCode).toBe(202);
+        await s.until((f) => f.some((x) => x.type === 'reply'));
+        reply = s.frames.find((f) => f.type === 'reply') as typeof reply;
+        // Streamed in 4-character deltas, the marker arrived cut up: none of it reached the visitor.
+        const deltas = s.frames.filter((f) => f.type === 'reply_delta' && f.reply_id === reply.reply_id).map((f) => f.text).join('');
+        expect(deltas).toBe('Unworn boots can be sent back within 45 days. Anything else?');
+      } finally {
+        s.close();
+      }
+      // Both files were retrieved and shown to the model, numbered; the answer used one.
+      const system: string = llm.requests.at(-1)!.body.messages[0].content;
+      expect(system).toMatch(/\[\d\] \(file: boot-returns-v2\.md, title: Boot returns and refunds\)\nBoot returns and refunds\nUnworn boots/);
+      expect(system).toMatch(/\[\d\] \(file: dispatch\.html, title: Dispatch & delivery\)\nBoots ship/);
+      expect(reply.text).toBe('Unworn boots can be sent back within 45 days. Anything else?');
+      expect(reply.citations).toEqual([{ file_id: returnsId, title: 'Boot returns and refunds', url: expect.stringContaining('/api/media/') }]);
+      const download = async (url: string) => t.app.inject({ method: 'GET', url: new URL(url).pathname + new URL(url).search });
+      const bytes = await download(reply.citations![0].url!);
+      expect(bytes.statusCode).toBe(200);
+      expect(bytes.body).toContain('Unworn boots can be sent back within 45 days');
+      // No marker: the answer repeats a run of the other file's words, so that file alone is cited, under its page's <title>.
+      const shipped = (await call(linked, 'send', { conversation_id: conv.conversation_id, text: 'when will my boots ship?' })).json();
+      expect(shipped.text).toBe('Good news: boots ship within three working days from Leeds.');
+      expect(shipped.citations).toEqual([{ file_id: dispatchId, title: 'Dispatch & delivery', url: expect.stringContaining('/api/media/') }]);
+      // The stored text is clean; the history signs the links afresh, and they still download.
+      const history = (await call(linked, `history?conversation_id=${conv.conversation_id}`)).json();
+      const answers = history.messages.filter((m: { role: string }) => m.role === 'assistant');
+      expect(answers.map((m: { text: string }) => m.text)).toEqual(['Unworn boots can be sent back within 45 days. Anything else?', 'Good news: boots ship within three working days from Leeds.']);
+      expect(answers.map((m: { citations: unknown }) => m.citations)).toEqual([
+        [{ file_id: returnsId, title: 'Boot returns and refunds', url: expect.stringContaining('/api/media/') }],
+        [{ file_id: dispatchId, title: 'Dispatch & delivery', url: expect.stringContaining('/api/media/') }],
+      ]);
+      expect((await download(answers[1].citations[0].url)).body).toContain('Boots ship within three working days');
+      // A stored link that has gone stale is never shown: the history signs one afresh.
+      await db.orm.em.fork().execute(`update chat_messages set extras = jsonb_set(extras, '{citations,0,url}', '"https://stale.example/x"') where id = ?`, [reply.reply_id]);
+      const again = (await call(linked, `history?conversation_id=${conv.conversation_id}`)).json();
+      const resigned = again.messages.find((m: { id: string }) => m.id === reply.reply_id).citations[0].url;
+      expect(resigned).toContain('/api/media/');
+      expect((await download(resigned)).body).toContain('Unworn boots');
+
+      // An agent answering from the whole workspace selects nothing it may hand out: the file is named, never linked.
+      const unlinked = await t.services.sites.create(bootsWs, await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Whole workspace helper' }), [ORIGIN]);
+      const other = (await call(unlinked, 'init', {})).json();
+      const named = (await call(unlinked, 'send', { conversation_id: other.conversation_id, text: 'how long do I have to return my boots?' })).json();
+      expect(named.text).toBe('Unworn boots can be sent back within 45 days. Anything else?');
+      expect(named.citations).toEqual([{ file_id: returnsId, title: 'Boot returns and refunds' }]);
+      // A reply that used no passage cites nothing, though passages were retrieved for it.
+      const echo = (await call(unlinked, 'send', { conversation_id: other.conversation_id, text: 'do you sell boots for returns in winter?' })).json();
+      expect(llm.requests.at(-1)!.body.messages[0].content).toContain('Unworn boots');
+      expect(echo.text).toBe('Echo: do you sell boots for returns in winter?');
+      expect(echo).not.toHaveProperty('citations');
     } finally {
       await dispatcher.stop();
     }

@@ -43,6 +43,8 @@ REFUSALS = {
         # A msgapp credential registered without its WhatsApp Business Account id cannot list phone numbers.
         (422, "business_account_required", r""),
     ],
+    # Business hours: an interval may not be empty (open = close) nor overlap another, across midnight included.
+    "PUT /api/v1/team/availability": [(400, "invalid_request", r"^hours\b")],
     # The signalling path is a WebSocket: a plain GET is told to upgrade.
     "GET /api/voice/rtc": [(426, "upgrade_required", r"")],
     # Bytes are sniffed, never trusted from a name or a declared type.

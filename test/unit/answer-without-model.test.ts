@@ -54,6 +54,13 @@ describe('the answer without a language model', () => {
     expect(a.text.split('\n\n').at(-1)).toBe('We send a prepaid return label for every damaged product.');
   });
 
+  test("a document's recorded title (its first heading, as indexed) heads the quote and names related articles, before any made from the file name", () => {
+    const a = answerWithoutModel('how do I return a damaged product?', [{ ...returns1, title: 'Returns and refunds' }, { ...warranty, title: 'Our two-year warranty' }], agent);
+    expect(a.text.startsWith('From our help articles:\n\n**Returns and refunds**\n\n')).toBe(true);
+    expect(a.suggested_actions).toEqual(['Our two-year warranty']);
+    expect(a.cited.map((p) => p.file_id)).toEqual(['file_returns']);
+  });
+
   test('titles from file names', () => {
     expect(titleOf('returns-policy_v2.md')).toBe('Returns policy v2');
     expect(titleOf('FAQ.pdf')).toBe('FAQ');

@@ -176,7 +176,12 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       if (!q.conversation_id) throw new ApiError(400, 'invalid_request', 'conversation_id: required');
       const conv = await opts.services.widget.authorize(request.site!, q.conversation_id, identityOf(q));
       const limit = Math.min(q.limit ?? 20, HISTORY_MAX);
-      return opts.services.transcript.history(conv.id, { limit, before: q.before }, (attachments) => opts.services.uploads.describeStored(attachments));
+      return opts.services.transcript.history(
+        conv.id,
+        { limit, before: q.before },
+        (attachments) => opts.services.uploads.describeStored(attachments),
+        (citations) => opts.services.uploads.resignCitations(citations),
+      );
     },
   });
 

@@ -25,6 +25,7 @@ import { WidgetFeedback } from './feedback';
 import { Workspace } from './workspaces';
 import { Call, Recording, VoiceRecordingChunk, VoiceSession } from './voice';
 import { BlobHold } from './storage';
+import { TeamAvailability } from './team';
 
 export * from './agents';
 export * from './analytics';
@@ -45,6 +46,7 @@ export * from './feedback';
 export * from './workspaces';
 export * from './voice';
 export * from './storage';
+export * from './team';
 
 export const allEntities = [
   AnalyticsConversation,
@@ -88,4 +90,5 @@ export const allEntities = [
   Recording,
   VoiceRecordingChunk,
   BlobHold,
+  TeamAvailability,
 ];

@@ -47,6 +47,8 @@ export const KbFile = defineEntity({
     fileSize: p.bigint('number'),
     sha256: p.text(),
     chunkCount: p.integer().default(0),
+    /** The document's title, recorded at indexing: its first heading, else its declared title (HTML <title>); null: none (the file name stands in). */
+    title: p.text().nullable(),
     indexDispatchedAt: p.datetime().nullable(),
     createdAt: createdAtMs().defaultRaw('now()'),
     updatedAt: updatedAt(),

@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { htmlToSegments } from './html';
+import { htmlToPlainText, htmlToSegments } from './html';
 import { extractEml, extractMsg, type Attachment } from './mail';
 import { extractOdt, extractPptx, rtfToText } from './office';
 import { extractCsv, extractWorkbook } from './sheets';
@@ -40,7 +40,7 @@ export async function extractBuffer(buf: Buffer, input: ExtractInput, ctx: Extra
     case 'csv': return extractCsv(buf, input.fileName, ctx.warnings);
     case 'text': return oneSegment(textOf(buf, ctx));
     case 'markdown': return markdownSegments(textOf(buf, ctx));
-    case 'html': return htmlToSegments(textOf(buf, ctx));
+    case 'html': return htmlDocumentSegments(textOf(buf, ctx));
     case 'json': return jsonSegments(textOf(buf, ctx), ctx);
     case 'xml': return xmlSegments(textOf(buf, ctx), ctx);
     case 'eml': return extractEml(buf, nestedExtractor(ctx), ctx.limits.maxAttachments, ctx.warnings);
@@ -307,6 +307,17 @@ export function markdownSegments(md: string): Segment[] {
     out.addLine(line);
   }
   return out.finish();
+}
+
+// ---------------------------------------------------------------------------------------
+// HTML: sections at h1–h6; the page's <title> (skipped with <head> by the converter) recorded on the first segment.
+
+async function htmlDocumentSegments(html: string): Promise<Segment[]> {
+  const segments = await htmlToSegments(html);
+  const raw = /<title[^>]*>([\s\S]{0,2000}?)<\/title>/i.exec(html.slice(0, 200_000))?.[1];
+  const title = raw ? (await htmlToPlainText(raw)).replace(/\s+/g, ' ').trim() : '';
+  if (title && segments.length) segments[0] = { ...segments[0], title };
+  return segments;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ export interface Segment {
   heading?: string;
   /** 1-based slide number. */
   slide?: number;
+  /** The document's own title where its format declares one (HTML `<title>`): on the first segment only. */
+  title?: string;
 }
 
 export interface ExtractResult {

@@ -27,6 +27,7 @@ import { Migration20261128030000VoiceSessionAbuse } from './Migration20261128030
 import { Migration20261128070000BlobReferences } from './Migration20261128070000BlobReferences';
 import { Migration20261128140000WidgetFeedback } from './Migration20261128140000WidgetFeedback';
 import { Migration20261128140100SiteAppearance } from './Migration20261128140100SiteAppearance';
+import { Migration20261128140200TeamAvailability } from './Migration20261128140200TeamAvailability';
 import { Migration20261128150000KbFileTitle } from './Migration20261128150000KbFileTitle';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
@@ -60,5 +61,6 @@ export const migrations = [
   { name: 'Migration20261128070000BlobReferences', class: Migration20261128070000BlobReferences },
   { name: 'Migration20261128140000WidgetFeedback', class: Migration20261128140000WidgetFeedback },
   { name: 'Migration20261128140100SiteAppearance', class: Migration20261128140100SiteAppearance },
+  { name: 'Migration20261128140200TeamAvailability', class: Migration20261128140200TeamAvailability },
   { name: 'Migration20261128150000KbFileTitle', class: Migration20261128150000KbFileTitle },
 ];

@@ -163,6 +163,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const prices = opts.prices ?? DEFAULT_PRICES;
   const models = new ModelPolicy(opts.llm?.model ?? null, opts.models);
   const credits = new CreditService(em, prices, models);
+  const team = new TeamService(em);
   const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits, ...opts.voiceCaps });
   return {
     sites,
@@ -171,6 +172,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
       vision: Boolean(opts.vision),
       // Read on each init: compose decides them after the services exist.
       voice: () => opts.voicePrereqs,
+      canPayVoice: async (workspaceId) => (await credits.balance(workspaceId)).balance >= prices.voice_minute_credits,
+      teamStatus: (workspaceId) => team.statusFor(workspaceId),
     }),
     voice,
     calls: new CallService(em, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits),
@@ -191,7 +194,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     messages: new MessageService(em, credentials, opts.msgapp ?? null),
     credentials,
     support: new SupportService(em),
-    team: new TeamService(em),
+    team,
     providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
     box: opts.box,
     llm: opts.llm ?? null,

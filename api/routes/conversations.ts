@@ -93,7 +93,7 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
         const row = await placeCall(opts.services, gateways(), opts.voice, { workspaceId, siteId: null, ...call });
         return reply.code(201).send(await calls.get(workspaceId, row.id));
       }
-      return reply.code(201).send(await opts.services.transcript.humanMessage(workspaceId, { conversation_id: body.conversation_id, text: body.text }));
+      return reply.code(201).send(await opts.services.transcript.humanMessage(workspaceId, body));
     },
   });
 

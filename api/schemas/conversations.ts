@@ -46,7 +46,16 @@ export const OutboundBody = z
     'channel',
     [
     z
-      .object({ channel: z.literal('web').meta({ description: 'A human agent writes into a web-chat conversation' }), ...TextOutbound })
+      .object({
+        channel: z.literal('web').meta({ description: 'A human agent writes into a web-chat conversation' }),
+        ...TextOutbound,
+        author_name: nonBlankText(80).optional().meta({ description: "The person's name, shown above the message in the widget (default: \"Support team\")" }),
+        author_avatar_url: z
+          .url({ protocol: /^https$/ })
+          .max(2000)
+          .optional()
+          .meta({ description: "https URL of the person's picture, shown beside the name (loaded by the visitor's browser, never fetched by the server)" }),
+      })
       .strict()
       .meta({ id: 'OutboundWeb' }),
     z
@@ -70,6 +79,8 @@ export const OutboundMessage = z
     conversation_id: z.string(),
     text: z.string(),
     author: z.literal('human'),
+    author_name: z.string().nullable(),
+    author_avatar_url: z.string().nullable(),
     created_at: Timestamp,
   })
   .meta({ id: 'OutboundMessage' });

@@ -42,8 +42,17 @@ export const ChatFrameSchema = z
       suggested_actions: z.array(z.string()).optional(),
       citations: z.array(Citation).optional(),
       author: z.literal('human').optional().meta({ description: 'Written by a human agent (a team member), not the AI agent' }),
+      author_name: z.string().optional().meta({ description: "A human agent's name, when the message was written with one" }),
+      author_avatar_url: z.string().optional().meta({ description: "https URL of a human agent's picture, when given" }),
       unsolicited: z.literal(true).optional().meta({ description: 'Started by the platform, with no pending request' }),
     }),
+    z
+      .object({
+        type: z.literal('handoff'),
+        active: z.boolean().meta({ description: 'true: a person holds the conversation and the agent does not answer; false: the agent answers again' }),
+        reply_id: ReplyId.optional().meta({ description: 'The turn of this message ended without an answer because a person holds the conversation: stop waiting for it' }),
+      })
+      .meta({ description: 'Who answers the conversation changed (a person took it over or handed it back), or a message will be answered by a person' }),
     z.object({ type: z.literal('suggested_actions'), reply_id: ReplyId, suggested_actions: z.array(z.string()) }),
     z.object({ type: z.literal('error'), reply_id: ReplyId, code: z.enum(['workflow_provisioning', 'workflow_execution_failed']), text: z.string() }),
     z.object({ type: z.literal('task_status'), task_key: z.string(), label: z.string(), status: z.enum(['running', 'completed', 'cancelled', 'failed']) }),

@@ -25,6 +25,18 @@ export const WebChatTrigger = z
     dial_out: z.boolean().default(false),
     response_delivery: z.enum(['stream', 'complete']).default('stream'),
     require_identity_verification: z.boolean().default(false),
+    greeting: z
+      .string()
+      .trim()
+      .min(1)
+      .max(500)
+      .optional()
+      .meta({ description: "The widget's first message to a visitor (plain text); unset: a short hello. A site's data-greeting attribute overrides it" }),
+    starters: z
+      .array(z.string().trim().min(1).max(120))
+      .max(5)
+      .optional()
+      .meta({ description: 'Up to 5 starter questions the widget offers before the first message (a site\'s data-starters overrides them)' }),
   })
   .strict();
 

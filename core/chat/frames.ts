@@ -25,10 +25,17 @@ export type ChatFrame =
       suggested_actions?: string[];
       citations?: Array<{ file_id: string; title: string; url?: string }>;
       author?: 'human';
+      author_name?: string;
+      author_avatar_url?: string;
       unsolicited?: true;
     }
   /** A visitor message the actor took, for the conversation's other sockets (transcript.announceVisitorMessage). */
   | { type: 'visitor_message'; message_id: string; client_message_id: string; reply_id: string; text: string; timestamp: string; attachments?: unknown[] }
+  /**
+   * Whether a person holds the conversation (`needs_human`): sent when that changes. With `reply_id`, the turn of that
+   * visitor message ended without an answer because a person holds it: the client stops waiting for that reply.
+   */
+  | { type: 'handoff'; active: boolean; reply_id?: string }
   | { type: 'suggested_actions'; reply_id: string; suggested_actions: string[] }
   | { type: 'error'; reply_id: string; code: 'workflow_provisioning' | 'workflow_execution_failed'; text: string }
   | { type: 'task_status'; task_key: string; label: string; status: 'running' | 'completed' | 'cancelled' | 'failed' }

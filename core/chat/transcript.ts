@@ -47,6 +47,8 @@ export interface ReplyExtras {
   cards?: CardElement[];
   rich?: RichBlockValue[];
   suggested_actions?: string[];
+  /** A human agent's name and picture (messages written by a person). */
+  author?: { name?: string; avatar_url?: string };
   /** The files whose passages the reply used (stored before titles and links: file names only, titled from the name). */
   citations?: StoredCitation[];
 }
@@ -59,6 +61,8 @@ export interface HistoryMessage {
   attachments: unknown[];
   /** A human agent wrote it (role is then `assistant`). */
   author?: 'human';
+  author_name?: string;
+  author_avatar_url?: string;
   charts?: ChartElement[];
   cards?: CardElement[];
   rich?: RichBlockValue[];
@@ -111,14 +115,23 @@ export function replyFrame(row: Pick<ChatMessageRow, 'id' | 'text' | 'attachment
     ...(e.rich?.length ? { rich: e.rich } : {}),
     ...(e.suggested_actions?.length ? { suggested_actions: e.suggested_actions } : {}),
     ...(citations.length ? { citations } : {}),
-    ...(row.role === 'human' ? { author: 'human' as const } : {}),
+    ...(row.role === 'human' ? humanAuthor(e) : {}),
     ...(row.unsolicited ? { unsolicited: true as const } : {}),
+  };
+}
+
+/** A human agent's message as the widget shows it: `author: human`, with the person's name and picture when given. */
+function humanAuthor(e: ReplyExtras): { author: 'human'; author_name?: string; author_avatar_url?: string } {
+  return {
+    author: 'human',
+    ...(e.author?.name ? { author_name: e.author.name } : {}),
+    ...(e.author?.avatar_url ? { author_avatar_url: e.author.avatar_url } : {}),
   };
 }
 
 /** Keeps only the non-empty extras. */
 export function compactExtras(e: ReplyExtras): ReplyExtras {
-  return Object.fromEntries(Object.entries(e).filter(([, v]) => Array.isArray(v) && v.length)) as ReplyExtras;
+  return Object.fromEntries(Object.entries(e).filter(([k, v]) => (Array.isArray(v) ? v.length : k === 'author' && v))) as ReplyExtras;
 }
 
 /** A message to append to a conversation's transcript. */
@@ -195,14 +208,35 @@ export class ChatTranscript {
    * `web`): stored as written by a human (the visitor's history shows it with
    * `author: human`) and pushed to the visitor's sockets as an unsolicited reply.
    */
-  async humanMessage(workspaceId: string, m: { conversation_id: string; text: string }): Promise<{ id: string; channel: 'web'; conversation_id: string; text: string; author: 'human'; created_at: string }> {
+  async humanMessage(
+    workspaceId: string,
+    m: { conversation_id: string; text: string; author_name?: string; author_avatar_url?: string },
+  ): Promise<{ id: string; channel: 'web'; conversation_id: string; text: string; author: 'human'; author_name: string | null; author_avatar_url: string | null; created_at: string }> {
     const conv = await conversationInWorkspace(this.em.fork(), workspaceId, m.conversation_id);
     if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${m.conversation_id}' in this workspace`);
     if (conv.channel !== 'web') throw new ApiError(400, 'invalid_request', `conversation_id: conversation '${conv.id}' is a ${conv.channel} conversation, not web (msgapp messages are sent with POST /api/v1/messages)`);
     if (conv.status !== 'open') throw new ApiError(409, 'conversation_closed', `Conversation '${conv.id}' is closed`);
-    const { row } = await this.append({ id: newId('msg'), workspaceId, conversationId: conv.id, role: 'human', text: m.text, unsolicited: true });
+    const author = { ...(m.author_name ? { name: m.author_name } : {}), ...(m.author_avatar_url ? { avatar_url: m.author_avatar_url } : {}) };
+    const { row } = await this.append({
+      id: newId('msg'),
+      workspaceId,
+      conversationId: conv.id,
+      role: 'human',
+      text: m.text,
+      unsolicited: true,
+      ...(Object.keys(author).length ? { extras: { author } } : {}),
+    });
     await publishFrame(this.em, conv.id, replyFrame(row), row.id);
-    return { id: row.id, channel: 'web', conversation_id: conv.id, text: row.text, author: 'human', created_at: new Date(row.created_at).toISOString() };
+    return {
+      id: row.id,
+      channel: 'web',
+      conversation_id: conv.id,
+      text: row.text,
+      author: 'human',
+      author_name: m.author_name ?? null,
+      author_avatar_url: m.author_avatar_url ?? null,
+      created_at: new Date(row.created_at).toISOString(),
+    };
   }
 
   /**
@@ -328,7 +362,7 @@ export class ChatTranscript {
         text: r.text,
         timestamp: new Date(r.created_at).toISOString(),
         attachments: r.attachments?.length ? await resignAttachments(r.attachments) : [],
-        ...(r.role === 'human' ? { author: 'human' as const } : {}),
+        ...(r.role === 'human' ? humanAuthor(e) : {}),
         ...(e.charts?.length ? { charts: e.charts } : {}),
         ...(e.cards?.length ? { cards: e.cards } : {}),
         ...(e.rich?.length ? { rich: e.rich } : {}),

@@ -184,7 +184,11 @@ export class AgentTurns {
       return toReply(done, false);
     }
     // A human has the conversation: the agent stays silent until the case is resolved.
-    if (held) return { reply_id: input.replyId, text: '', attachments: [], extras: {}, handoff: false, held: true };
+    if (held) {
+      // The widget stops waiting for this reply (no typing dots for the agent while a person has the conversation).
+      if (sockets) await publishFrame(this.em, input.conversationId, { type: 'handoff', active: true, reply_id: input.replyId });
+      return { reply_id: input.replyId, text: '', attachments: [], extras: {}, handoff: false, held: true };
+    }
     if (!agent) throw new Error(`conversation ${input.conversationId} has no agent`);
     const spec = agent.spec;
     if (!visitor) throw new Error(`visitor message ${input.messageId} is not stored`);
@@ -229,7 +233,7 @@ export class AgentTurns {
       cited = passages.filter((p) => answer.cited.includes(p));
       if (answer.handoff) {
         const reason = 'the visitor asked for a person';
-        await flagForHuman(this.em.fork(), input.conversationId, reason, { reason, message_id: input.messageId });
+        await this.handOff(input, reason);
         handoff = true;
       }
       // Nothing is generated, so the whole answer is one delta: clients render every mode alike.
@@ -266,6 +270,15 @@ export class AgentTurns {
       if (chips.length) await publishFrame(this.em, input.conversationId, { type: 'suggested_actions', reply_id: row.id, suggested_actions: chips });
     }
     return { ...toReply(row, handoff), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) };
+  }
+
+  /**
+   * Hands the conversation to a person (a case, on its timeline) and tells its widgets, which show who answers now.
+   * Told on every channel: a conversation without sockets has no listener (the notice costs nothing).
+   */
+  private async handOff(input: TurnInput, reason: string): Promise<void> {
+    await flagForHuman(this.em.fork(), input.conversationId, reason, { reason, message_id: input.messageId });
+    await publishFrame(this.em, input.conversationId, { type: 'handoff', active: true });
   }
 
   /**
@@ -569,7 +582,7 @@ export class AgentTurns {
     }
     if (call.name === 'handoff') {
       const reason = String(args.reason ?? 'handoff requested').slice(0, 500);
-      await flagForHuman(this.em.fork(), input.conversationId, reason, { reason, message_id: input.messageId });
+      await this.handOff(input, reason);
       return JSON.stringify({ ok: true, note: 'A human colleague will follow up. Tell the customer so, briefly.' });
     }
     return JSON.stringify({ error: `unknown tool ${call.name}` });

@@ -1,6 +1,7 @@
 import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Conversation, ConversationEvent, type IConversation } from '../db/entities';
+import { publishFrame } from '../chat/frames';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import { keysetFind } from '../pagination';
@@ -65,6 +66,8 @@ export class ConversationService {
         await addConversationEvent(tx, id, 'case_resolved', { reason: row.caseReason ?? null });
       });
     }
+    // The visitor's open widgets learn who answers now (a status line instead of the agent's typing dots).
+    if (row.channel === 'web' && needsHuman !== row.needsHuman) await publishFrame(this.em, id, { type: 'handoff', active: needsHuman });
     return this.get(workspaceId, id);
   }
 

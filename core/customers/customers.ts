@@ -1,3 +1,4 @@
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { moveCustomerConversations } from '../conversations/conversations';
 import { Customer, CustomerIdentity, type ICustomer } from '../db/entities';
@@ -167,6 +168,22 @@ export class CustomerService {
    * what they claimed is kept as labels in `metadata.unverified`, never as identities, so
    * a claim never reaches, nor merges into, the customer who really holds that identity.
    */
+  /**
+   * An email a visitor left for the team (the widget's "leave your email" while nobody is available): kept as a label
+   * in `metadata.unverified.email`, never as an identity, so it can neither merge customers nor open anyone's history.
+   */
+  async noteUnverifiedEmail(workspaceId: string, customerId: string, email: string): Promise<void> {
+    await this.em.fork().transactional(async (em) => {
+      const row = await em.findOne(Customer, { id: customerId, workspaceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!row) throw new ApiError(404, 'not_found', `No customer with id '${customerId}'`);
+      const metadata = row.metadata ?? {};
+      const unverified = typeof metadata.unverified === 'object' && metadata.unverified ? (metadata.unverified as Record<string, unknown>) : {};
+      row.metadata = { ...metadata, unverified: { ...unverified, email } };
+      row.updatedAt = new Date();
+      await em.flush();
+    });
+  }
+
   async createUnverified(workspaceId: string, claimed: Identities): Promise<CustomerView> {
     const unverified = Object.fromEntries(Object.entries(claimed).filter(([k, v]) => ['phone', 'email', 'external_id'].includes(k) && typeof v === 'string' && v.trim()));
     return this.create(workspaceId, { metadata: Object.keys(unverified).length ? { unverified } : {} });

@@ -5,6 +5,7 @@ import type { AgentSpec } from '../agents/spec';
 import { findAgent } from '../agents/agents';
 import { latestVisibleTexts } from '../chat/transcript';
 import {
+  addConversationEvent,
   closeConversations,
   insertWebConversation,
   verifiedOpenWebConversations,
@@ -18,12 +19,17 @@ import { newId } from '../ids';
 import { publishRecheck } from '../chat/frames';
 import { hashSubject, type AuthLevel, type SiteRow, type SiteService, type UserContext } from './sites';
 import type { SiteAppearance } from './appearance';
+import type { TeamStatus } from '../team/team';
 
 export interface WidgetInit {
   conversation_id: string;
   customer_id: string;
   auth_level: 'anonymous' | 'self_asserted' | 'verified';
-  agent: { id: string; name: string };
+  agent: { id: string; name: string; greeting?: string; starters?: string[] };
+  /** Whether a person holds the conversation (the agent does not answer it then). */
+  handoff: { active: boolean };
+  /** Whether someone of the team is available now: what the widget says while a person holds the conversation. */
+  team: TeamStatus;
   capabilities: { voice_chat: boolean; dial_out: boolean; file_upload: boolean };
   capability_warnings?: string[];
   response_delivery: 'stream' | 'complete';
@@ -58,7 +64,15 @@ export class WidgetSessionService {
     private readonly sites: SiteService,
     private readonly customers: CustomerService,
     /** What the deployment has configured: audio and video uploads need a transcriber. */
-    private readonly prereqs: { transcriber: boolean; vision?: boolean; voice?: () => VoicePrereqs | undefined } = { transcriber: false },
+    private readonly prereqs: {
+      transcriber: boolean;
+      vision?: boolean;
+      voice?: () => VoicePrereqs | undefined;
+      /** Whether the workspace can pay a voice minute now: a visitor is never offered a call it would refuse with 402. */
+      canPayVoice?: (workspaceId: string) => Promise<boolean>;
+      /** Whether someone of the team is available now (business hours, away): the hand-off status a visitor sees. */
+      teamStatus?: (workspaceId: string) => Promise<TeamStatus>;
+    } = { transcriber: false },
   ) {}
 
   /**
@@ -81,6 +95,21 @@ export class WidgetSessionService {
     const conv = await this.conversation(site, conversationId);
     assertAccess(conv, ctx, level);
     return { ...conv, level };
+  }
+
+  /**
+   * A visitor leaves an email while nobody of the team is available: stored on the customer as unverified (a label,
+   * never an identity) and on the conversation's timeline (`contact_email`), where the team reads it; the team's
+   * answer is written into the conversation (POST /api/v1/outbound), where the visitor finds it on return. `conv` has
+   * passed `authorize`.
+   */
+  async leaveContact(site: SiteRow, conv: WebConversation, body: { customer_id?: string; email: string }): Promise<{ stored: true; email: string }> {
+    if (body.customer_id && body.customer_id !== conv.customer_id) throw new ApiError(403, 'forbidden', 'customer_id does not match the conversation');
+    if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
+    const email = body.email.trim().toLowerCase();
+    await this.customers.noteUnverifiedEmail(site.workspace_id, conv.customer_id, email);
+    await addConversationEvent(this.em.fork(), conv.id, 'contact_email', { email, verified: false });
+    return { stored: true, email };
   }
 
   /**
@@ -128,6 +157,13 @@ export class WidgetSessionService {
     const agent = await findAgent(this.em.fork(), site.workspace_id, site.agent_id);
     if (!agent || agent.status !== 'published') throw new ApiError(503, 'no_workflow_configured', 'This site is not bound to a published agent');
     return { id: agent.id, name: agent.name, spec: agent.spec };
+  }
+
+  /** What the launcher shows before a session: the agent's name, greeting and starters, the site's look. Creates nothing. */
+  async publicConfig(site: SiteRow): Promise<{ agent: { name: string; greeting?: string; starters?: string[] }; appearance: SiteAppearance; capabilities: { file_upload: boolean } }> {
+    const agent = await this.agentFor(site);
+    const web = agent.spec.triggers.web_chat;
+    return { agent: agentCard(agent), appearance: site.appearance, capabilities: { file_upload: web?.file_upload ?? false } };
   }
 
   /** The visitor's identity level under the agent's web-chat settings (the spec's 403s). */
@@ -215,7 +251,7 @@ export class WidgetSessionService {
     const authLevel = this.identify(site, agent.spec, ctx);
     const verifiedId = authLevel === 'verified' ? ctx!.external_id! : null;
 
-    let conv: { id: string; customer_id: string } | undefined;
+    let conv: { id: string; customer_id: string; needs_human?: boolean } | undefined;
     if (body?.conversation_id) {
       const named = await webConversationOnSite(em, site.id, body.conversation_id, { open: true });
       if (named && (named.verified_external_id === null || named.verified_external_id === verifiedId)) conv = named;
@@ -238,17 +274,30 @@ export class WidgetSessionService {
     if (web?.dial_out && dialOutMissing) warnings.push(`dial_out is enabled but ${dialOutMissing}`);
     if (web?.file_upload && !this.prereqs.transcriber) warnings.push('file_upload: audio and video files need a transcriber (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch); documents and images work');
     if (web?.file_upload && !this.prereqs.vision) warnings.push('file_upload: no vision model (VISION_MODEL): images are read by OCR only and videos by their transcript');
+    // Billing is the workspace's business: a visitor is not offered a call the workspace cannot pay (the warning is for the site owner).
+    const voicePaid = web?.voice_chat && !voiceMissing && this.prereqs.canPayVoice ? await this.prereqs.canPayVoice(site.workspace_id) : true;
+    if (!voicePaid) warnings.push('voice_chat is enabled but the workspace has no credits for a voice minute (admin CLI: credits grant)');
     return {
       conversation_id: conv.id,
       customer_id: conv.customer_id,
       auth_level: authLevel,
-      agent: { id: agent.id, name: agent.name },
-      capabilities: { voice_chat: Boolean(web?.voice_chat && !voiceMissing), dial_out: Boolean(web?.dial_out && !dialOutMissing), file_upload: web?.file_upload ?? false },
+      agent: { id: agent.id, ...agentCard(agent) },
+      handoff: { active: Boolean(conv.needs_human) },
+      team: this.prereqs.teamStatus ? await this.prereqs.teamStatus(site.workspace_id) : ALWAYS_AVAILABLE,
+      capabilities: { voice_chat: Boolean(web?.voice_chat && !voiceMissing && voicePaid), dial_out: Boolean(web?.dial_out && !dialOutMissing), file_upload: web?.file_upload ?? false },
       ...(warnings.length ? { capability_warnings: warnings } : {}),
       response_delivery: web?.response_delivery ?? 'stream',
       appearance: site.appearance,
     };
   }
+}
+
+const ALWAYS_AVAILABLE: TeamStatus = { available: true, next_available_at: null, away_message: null, reply_time_minutes: null };
+
+/** The agent as the widget introduces it: name, and the greeting and starter questions when set. */
+function agentCard(agent: { name: string; spec: AgentSpec }): { name: string; greeting?: string; starters?: string[] } {
+  const web = agent.spec.triggers.web_chat;
+  return { name: agent.name, ...(web?.greeting ? { greeting: web.greeting } : {}), ...(web?.starters?.length ? { starters: web.starters } : {}) };
 }
 
 /** A new open web conversation of the site; `verifiedExternalId` when a verified visitor starts it. */

@@ -85,7 +85,16 @@ describe('a human takes over a web conversation', () => {
     // The human's message: stored as written by a human, on the socket as an unsolicited reply, in the history.
     const out = await api('POST', '/api/v1/outbound', { channel: 'web', conversation_id: id, text: 'Hi, this is Sam from support.' });
     expect(out.statusCode).toBe(201);
-    expect(out.json()).toEqual({ id: expect.stringMatching(/^msg_/), channel: 'web', conversation_id: id, text: 'Hi, this is Sam from support.', author: 'human', created_at: expect.any(String) });
+    expect(out.json()).toEqual({
+      id: expect.stringMatching(/^msg_/),
+      channel: 'web',
+      conversation_id: id,
+      text: 'Hi, this is Sam from support.',
+      author: 'human',
+      author_name: null,
+      author_avatar_url: null,
+      created_at: expect.any(String),
+    });
     await s.until((f) => f.some((x) => x.type === 'reply' && x.unsolicited === true));
     expect(s.frames.find((x) => x.type === 'reply')).toEqual({ type: 'reply', reply_id: out.json().id, text: 'Hi, this is Sam from support.', author: 'human', unsolicited: true });
     const history = (await widget('GET', `history?conversation_id=${id}`)).json();
@@ -105,6 +114,56 @@ describe('a human takes over a web conversation', () => {
     const answered = await widget('POST', 'send', { conversation_id: id, text: 'thanks' });
     expect(answered.json()).toEqual({ message_id: expect.stringMatching(/^msg_/), text: 'Echo: thanks' });
   }, 60_000);
+
+  test('the widget is told who answers: handoff frames on take-over and hand-back, one per held turn (its reply_id), and /init says so after a reload', async () => {
+    const { conversation_id: id } = await init();
+    const s = await socket(id);
+    await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: true });
+    await s.until((f) => f.some((x) => x.type === 'handoff'));
+    expect(s.frames.filter((f) => f.type === 'handoff')).toEqual([{ type: 'handoff', active: true }]);
+    // A reload: the session says a person holds it (the widget shows no typing dots for the agent).
+    expect((await widget('POST', 'init', { conversation_id: id })).json()).toMatchObject({ conversation_id: id, handoff: { active: true } });
+    const held = await widget('POST', 'send', { conversation_id: id, text: 'anyone?', delivery: 'async' });
+    expect(held.statusCode).toBe(202);
+    await s.until((f) => f.some((x) => x.type === 'handoff' && x.reply_id));
+    expect(s.frames.filter((f) => f.type === 'handoff' && f.reply_id)).toEqual([{ type: 'handoff', active: true, reply_id: held.json().reply_id }]);
+    // The person writes under their name and picture; the socket and the history carry them.
+    const out = await api('POST', '/api/v1/outbound', { channel: 'web', conversation_id: id, text: 'Hi, Sam here.', author_name: 'Sam Rivera', author_avatar_url: 'https://cdn.example/sam.png' });
+    expect(out.json()).toMatchObject({ author: 'human', author_name: 'Sam Rivera', author_avatar_url: 'https://cdn.example/sam.png' });
+    await s.until((f) => f.some((x) => x.type === 'reply'));
+    expect(s.frames.find((x) => x.type === 'reply')).toMatchObject({ author: 'human', author_name: 'Sam Rivera', author_avatar_url: 'https://cdn.example/sam.png', unsolicited: true });
+    const history = (await widget('GET', `history?conversation_id=${id}`)).json();
+    expect(history.messages.at(-1)).toMatchObject({ author: 'human', author_name: 'Sam Rivera', author_avatar_url: 'https://cdn.example/sam.png' });
+    for (const bad of [{ author_avatar_url: 'http://cdn.example/sam.png' }, { author_avatar_url: 'javascript:alert(1)' }, { author_name: '  ' }, { author_name: 'x'.repeat(81) }]) {
+      const res = await api('POST', '/api/v1/outbound', { channel: 'web', conversation_id: id, text: 'x', ...bad });
+      expect([res.statusCode, res.json().error]).toEqual([400, 'invalid_request']);
+    }
+    await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: false });
+    await s.until((f) => f.some((x) => x.type === 'handoff' && x.active === false));
+    expect((await widget('POST', 'init', { conversation_id: id })).json()).toMatchObject({ handoff: { active: false } });
+    s.close();
+  }, 30_000);
+
+  test('a visitor leaves an email: unverified on the customer (never an identity), on the timeline; bad input and other visitors refused', async () => {
+    const { conversation_id: id, customer_id } = (await widget('POST', 'init', {})).json() as { conversation_id: string; customer_id: string };
+    const left = await widget('POST', 'contact', { conversation_id: id, customer_id, email: 'Ana@Example.com' });
+    expect([left.statusCode, left.json()]).toEqual([200, { stored: true, email: 'ana@example.com' }]);
+    const customer = (await api('GET', `/api/v1/customers/${customer_id}`, undefined, bearer((await createKey(t.services, ws, ['customers:read'])).key))).json();
+    expect(customer.metadata).toMatchObject({ unverified: { email: 'ana@example.com' } });
+    expect(customer.identities).toEqual([]);
+    const events = (await api('GET', `/api/v1/conversations/${id}/events`)).json().events;
+    expect(events.filter((e: { type: string }) => e.type === 'contact_email')).toEqual([expect.objectContaining({ data: { email: 'ana@example.com', verified: false } })]);
+    for (const [payload, status, error] of [
+      [{ conversation_id: id, email: 'not-an-email' }, 400, 'invalid_request'],
+      [{ conversation_id: id }, 400, 'invalid_request'],
+      [{ conversation_id: id, email: 'a@b.example', extra: 1 }, 400, 'invalid_request'],
+      [{ conversation_id: 'conv_missing', email: 'a@b.example' }, 404, 'not_found'],
+      [{ conversation_id: id, customer_id: 'cus_other', email: 'a@b.example' }, 403, 'forbidden'],
+    ] as Array<[object, number, string]>) {
+      const res = await widget('POST', 'contact', payload);
+      expect([res.statusCode, res.json().error]).toEqual([status, error]);
+    }
+  }, 30_000);
 
   test('an operator flags a conversation with a reason; the flag is idempotent', async () => {
     const { conversation_id: id } = await init();

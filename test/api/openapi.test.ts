@@ -134,7 +134,7 @@ describe('the document is exact enough for generated clients and fuzzers', () =>
     expect(upgrade.content?.['application/json'].schema).toEqual({ $ref: '#/components/schemas/ChatFrame' });
     const frame = doc.components?.schemas?.ChatFrame as { oneOf?: Array<{ properties: { type: { const: string } } }>; anyOf?: Array<{ properties: { type: { const: string } } }> };
     const types = (frame.oneOf ?? frame.anyOf ?? []).map((f) => f.properties.type.const).sort();
-    expect(types).toEqual(['error', 'ping', 'reply', 'reply_delta', 'suggested_actions', 'task_status', 'ui:command', 'visitor_message']);
+    expect(types).toEqual(['error', 'handoff', 'ping', 'reply', 'reply_delta', 'suggested_actions', 'task_status', 'ui:command', 'visitor_message']);
   });
 });
 

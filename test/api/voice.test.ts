@@ -375,6 +375,21 @@ describe('barge-in', () => {
   }, 120_000);
 });
 
+describe('a workspace that cannot pay', () => {
+  it('is not offered to visitors: /init reports voice_chat off (a warning says why, for the site owner) until credits are granted', async () => {
+    const wsPoor = await createWorkspace(db.orm);
+    const authPoor = bearer((await createKey(t.services, wsPoor, ['workflows:write', 'workflows:publish'])).key);
+    const agentPoor = await publishedWebAgent(t.app, authPoor, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], voice_chat: true } } });
+    const sitePoor = await t.services.sites.create(wsPoor, agentPoor, [ORIGIN]);
+    const init = async () => (await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: { 'x-concierge-site': sitePoor.site_id, origin: ORIGIN }, payload: {} })).json();
+    const poor = await init();
+    expect(poor.capabilities.voice_chat).toBe(false);
+    expect(poor.capability_warnings).toEqual(expect.arrayContaining([expect.stringMatching(/no credits for a voice minute/)]));
+    await t.services.credits.grant(wsPoor, 5);
+    expect((await init()).capabilities.voice_chat).toBe(true);
+  }, 30_000);
+});
+
 describe('credits during a session', () => {
   it('a session out of credits ends politely: the agent says goodbye, reason out_of_credits, recordings kept', async () => {
     // Its own workspace with one credit: the first period is paid at start, the second cannot be.

@@ -46,6 +46,8 @@ describe('widget site authentication and init', () => {
     expect(res.json()).toEqual({
       conversation_id: expect.stringMatching(/^conv_/),
       customer_id: expect.stringMatching(/^cus_/),
+      handoff: { active: false },
+      team: { available: true, away_message: null, next_available_at: null, reply_time_minutes: null },
       auth_level: 'anonymous',
       agent: { id: agentId, name: 'Shop helper' },
       capabilities: { voice_chat: false, dial_out: false, file_upload: false },
@@ -59,6 +61,21 @@ describe('widget site authentication and init', () => {
     // The same conversation is resumed by its id.
     const again = await init({ conversation_id: res.json().conversation_id });
     expect(again.json()).toMatchObject({ conversation_id: res.json().conversation_id, customer_id: res.json().customer_id });
+  });
+
+  test('GET /config: the launcher\'s look and agent, with no session and no conversation created', async () => {
+    const count = async () => (await db.orm.em.fork().getConnection().execute<Array<{ n: string }>>('select count(*)::int as n from conversations'))[0].n;
+    const before = await count();
+    const res = await t.app.inject({ method: 'GET', url: '/api/public/widget/config', headers: { 'x-concierge-site': site.site_id, origin: ORIGIN } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({
+      agent: { name: 'Shop helper' },
+      appearance: { brand_color: '#243b6b', position: 'right', launcher_label: null, theme: 'auto', language: 'auto' },
+      capabilities: { file_upload: false },
+    });
+    expect(await count()).toBe(before);
+    const refused = await t.app.inject({ method: 'GET', url: '/api/public/widget/config', headers: { 'x-concierge-site': site.site_id, origin: 'https://elsewhere.example' } });
+    expect([refused.statusCode, refused.json().error]).toEqual([403, 'origin_not_allowed']);
   });
 
   test('preflight from any origin is answered without credentials', async () => {

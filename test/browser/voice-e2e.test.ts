@@ -130,7 +130,8 @@ async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, what: strin
 
 describe('a voice call from the widget in Chromium, against the real app and worker', () => {
   test('the agent hears the spoken question and answers with audio; transcript frames, inject_text, and stop with three recordings', async () => {
-    await page.goto(`${base}/demo?site_id=${siteId}`);
+    // Open: the session starts at once (a closed widget on a first page view starts none).
+    await page.goto(`${base}/demo?site_id=${siteId}&open=1`);
     await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
     await page.evaluate(() => {
       window.voiceFrames = [];

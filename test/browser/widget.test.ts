@@ -73,8 +73,10 @@ async function openDemo(page: Page, query: Record<string, string> = {}): Promise
   await page.goto(`${base}/demo?${new URLSearchParams({ site_id: siteId, ...query })}`);
   // Ready once init and history are done and the socket is dialled; then the panel is opened
   // (the widget remembers it open for the rest of this profile's pages).
-  await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
+  // The launcher shows (state idle) on a page view; the session starts when the panel opens.
+  await page.locator('[data-concierge-widget][data-state]').waitFor({ state: 'attached', timeout: 20_000 });
   if (!(await widget(page).locator('.panel').isVisible())) await widget(page).getByRole('button', { name: 'Open chat' }).click();
+  await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
 }
 
 /** Records the live bubble's text each time a delta arrives, through the widget's public event. */
@@ -226,7 +228,8 @@ describe('prebuilt widget in a browser', () => {
       page.on('console', (m) => {
         if (m.type() === 'error') errors.push(m.text());
       });
-      const init = page.waitForResponse((r) => r.url().endsWith('/api/public/widget/init'));
+      // A page view reads only the site's public config (no session yet): refused the same way.
+      const init = page.waitForResponse((r) => r.url().endsWith('/api/public/widget/config'));
       await page.goto(`${base}/demo?site_id=${otherSiteId}`);
       expect((await init).status()).toBe(403);
       const deadline = Date.now() + 5_000;
@@ -253,8 +256,9 @@ describe('prebuilt widget in a browser', () => {
       });
       const res = await page.goto(`${base}/demo?site_id=${siteId}`);
       expect(res!.headers()['content-security-policy']).toContain("script-src 'self'");
-      await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
+      await page.locator('[data-concierge-widget][data-state]').waitFor({ state: 'attached', timeout: 20_000 });
       if (!(await widget(page).locator('.panel').isVisible())) await widget(page).getByRole('button', { name: 'Open chat' }).click();
+      await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
       await widget(page).getByRole('textbox', { name: 'Message' }).fill(QUESTION);
       await widget(page).getByRole('button', { name: 'Send' }).click();
       await widget(page).locator('.msg.assistant:not(.live)').filter({ hasText: ANSWER }).waitFor({ timeout: 30_000 });

@@ -42,6 +42,16 @@ const SendBody = z
 const SendSync = z.object({ message_id: z.string(), text: z.string(), ...Extras }).meta({ id: 'WidgetReply' });
 const SendAccepted = z.object({ accepted: z.literal(true), message_id: z.string(), reply_id: z.string(), server_time: z.string() }).meta({ id: 'WidgetSendAccepted' });
 
+const ContactBody = z
+  .object({
+    conversation_id: z.string().min(1).max(100),
+    customer_id: z.string().max(100).optional(),
+    email: z.email().max(254).meta({ description: 'Where the visitor can be reached; kept unverified' }),
+    user_context: UserContext.optional(),
+  })
+  .strict();
+const ContactStored = z.object({ stored: z.literal(true), email: z.string() }).meta({ id: 'WidgetContactStored' });
+
 const HistoryQuery = z.object({
   conversation_id: z.string().max(100).optional(),
   limit: z.coerce.number().int().min(1).optional(),
@@ -55,6 +65,8 @@ const HistoryMessage = z.object({
   timestamp: z.string(),
   attachments: z.array(z.unknown()),
   author: z.literal('human').optional(),
+  author_name: z.string().optional().meta({ description: "A human agent's name, when written with one" }),
+  author_avatar_url: z.string().optional().meta({ description: "https URL of a human agent's picture, when given" }),
   charts: z.array(Chart).optional(),
   cards: z.array(Card).optional(),
   rich: RichBlocks.optional(),
@@ -158,6 +170,31 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       // The same optional fields, non-empty only, as the socket's reply frame.
       const { type: _type, reply_id: _replyId, ...optional } = replyFrame({ id: result.reply_id, text: answer.text, attachments: answer.attachments ?? [], extras: answer.extras ?? {}, unsolicited: false });
       return reply.code(200).send({ message_id: result.reply_id, ...optional });
+    },
+  });
+
+  app.post('/api/public/widget/contact', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetLeaveContact',
+      summary: 'Leave an email for the team (when nobody is available to answer now)',
+      description:
+        "Stored on the conversation's customer as unverified (never an identity: it opens no history and merges no customer) and on the conversation's timeline as a contact_email event; the team's answer is written into the conversation. Sending again replaces the email.",
+      tags,
+      security: [{ widgetSite: [] }],
+      body: ContactBody,
+      response: {
+        200: ContactStored,
+        ...widgetErrors,
+        ...conversationErrors,
+        409: ErrorBody.meta({ description: 'conversation_closed' }),
+        429: ErrorBody.meta({ description: 'rate_limited: more than 30 sends a minute in the conversation, or 300 requests a minute from one client address (Retry-After)' }),
+      },
+    },
+    handler: async (request) => {
+      const conv = await opts.services.widget.authorize(request.site!, request.body.conversation_id, request.body.user_context);
+      await enforce(opts.sends, conv.id, 'sends per conversation');
+      return opts.services.widget.leaveContact(request.site!, conv, request.body);
     },
   });
 

@@ -30,13 +30,37 @@ const InitResult = z
     conversation_id: z.string(),
     customer_id: z.string(),
     auth_level: z.enum(['anonymous', 'self_asserted', 'verified']),
-    agent: z.object({ id: z.string(), name: z.string() }),
+    agent: z.object({
+      id: z.string(),
+      name: z.string(),
+      greeting: z.string().optional().meta({ description: "The agent's greeting (web_chat.greeting), when set" }),
+      starters: z.array(z.string()).optional().meta({ description: "The agent's starter questions (web_chat.starters), when set" }),
+    }),
+    handoff: z
+      .object({ active: z.boolean().meta({ description: 'A person holds the conversation: the agent does not answer (a handoff frame tells of changes)' }) })
+      .meta({ description: 'Who answers the conversation' }),
+    team: z
+      .object({
+        available: z.boolean().meta({ description: 'Someone of the team is available now (not away, within business hours)' }),
+        next_available_at: z.string().nullable().meta({ description: 'The next opening when nobody is available (ISO 8601); null when available, away or none within a week' }),
+        away_message: z.string().nullable().meta({ description: "The team's away message, while away" }),
+        reply_time_minutes: z.number().int().nullable().meta({ description: "The team's typical first reply, in minutes" }),
+      })
+      .meta({ description: 'What the widget tells a visitor whose conversation a person holds (PUT /api/v1/team/availability)' }),
     capabilities: z.object({ voice_chat: z.boolean(), dial_out: z.boolean(), file_upload: z.boolean() }),
     capability_warnings: z.array(z.string()).optional(),
     response_delivery: z.enum(['stream', 'complete']),
     appearance: SiteAppearance,
   })
   .meta({ id: 'WidgetInit' });
+
+const PublicConfig = z
+  .object({
+    agent: InitResult.shape.agent.omit({ id: true }),
+    appearance: SiteAppearance,
+    capabilities: z.object({ file_upload: z.boolean() }).meta({ description: 'What the launcher may offer before a session starts' }),
+  })
+  .meta({ id: 'WidgetConfig' });
 
 /**
  * The calling page's origin. Browsers leave Origin off same-origin GETs (the /demo page
@@ -93,6 +117,20 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
       response: { 200: InitResult, ...widgetErrors },
     },
     handler: async (request) => opts.services.widget.init(request.site!, request.body),
+  });
+
+  app.get('/api/public/widget/config', {
+    config: { site: true },
+    schema: {
+      operationId: 'widgetConfig',
+      summary: "The site's look and agent, for the launcher: no session, no conversation",
+      description:
+        'What the widget shows before the visitor opens it or writes: the agent\'s name, greeting and starters, the site\'s appearance. Nothing is created; POST /init starts the session (the widget calls it on first open or first message, so page views alone open no conversation).',
+      tags,
+      security: [{ widgetSite: [] }],
+      response: { 200: PublicConfig, ...widgetErrors },
+    },
+    handler: async (request) => opts.services.widget.publicConfig(request.site!),
   });
 
   await app.register(chatRoutes, { services: opts.services, gateways: opts.gateways, sends: opts.limits.widgetSends });

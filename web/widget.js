@@ -278,7 +278,14 @@
     return frag;
   }
   /** What a screen reader hears of a reply: its text without the Markdown marks. */
-  var plain = (text) => String(text || '').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/[*_`]+/g, '').replace(/[#>|]+|-{3,}/g, ' ').replace(/\s+/g, ' ').trim();
+  var plain = (text) => String(text || '')
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .replace(/^\s*(?:[-*+]|\d{1,9}[.)])\s+/gm, '')
+    .replace(/^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$/gm, ' ')
+    .replace(/[*_`]+/g, '')
+    .replace(/[#>|]+|-{3,}/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
 
   // ---- Charts: inline SVG built from the declarative spec (bar | line | pie), never code.
   var COLORS = ['#3057d5', '#c2530a', '#217a4f', '#b3245a', '#6741d9', '#4b5563'];

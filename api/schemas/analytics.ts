@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Cursor, idString, TimestampBound, WindowBound as Bound } from './common';
+import { Cursor, TimestampBound, WindowBound as Bound } from './common';
 
 /** The canonical IANA zone names, UTC first. */
 export const TIME_ZONES = ['UTC', ...Intl.supportedValuesOf('timeZone').filter((zone) => zone !== 'UTC')];
@@ -87,13 +87,16 @@ export const Feedback = z
 
 export const FeedbackList = z.object({ feedback: z.array(Feedback), next_cursor: z.string().nullable() }).meta({ id: 'FeedbackList' });
 
+const FilterId = z.string().min(1).max(100);
+
 export const FeedbackListQuery = z.object({
   kind: z.enum(['reply', 'conversation']).optional(),
   rating: z.enum(['up', 'down']).optional().meta({ description: 'Only reply thumbs with this value' }),
   score: z.coerce.number().int().min(1).max(5).optional().meta({ description: 'Only conversation ratings with this score' }),
-  agent_id: idString('agt').optional(),
-  site_id: idString('site').optional(),
-  conversation_id: idString('conv').optional(),
+  // Filters, not references: an id of no such thing matches nothing (no pattern to refuse by).
+  agent_id: FilterId.optional().meta({ description: 'Only feedback on this agent (agt_…)' }),
+  site_id: FilterId.optional().meta({ description: 'Only feedback from this site (site_…)' }),
+  conversation_id: FilterId.optional().meta({ description: 'Only feedback on this conversation (conv_…)' }),
   since: TimestampBound.optional().meta({ description: 'Given at or after (inclusive)' }),
   until: TimestampBound.optional().meta({ description: 'Given before (exclusive)' }),
   limit: z.coerce.number().int().min(1).max(200).default(50),

@@ -315,6 +315,9 @@ describe('the widget at desktop size (1280×800)', () => {
     expect(a11y.typing.at(-1)).toBe('');
     expect(a11y.said).toHaveLength(1);
     expect(a11y.said[0]).toMatch(/^Store helper: Our opening hours are below; see the store page for details\. Day Opens Closes/);
+    // Heard as words: no Markdown marks, list bullets or table rules.
+    expect(a11y.said[0]).toContain('Closed on Sundays Holidays may differ');
+    expect(a11y.said[0]).not.toMatch(/[*_`#|]|\s-\s|--/);
     await shot(page, 'desktop-markdown-reply');
   });
 

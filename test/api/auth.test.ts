@@ -126,6 +126,8 @@ describe('deny by default', () => {
       '/healthz',
       '/webhooks/msgapp',
       '/widget.js',
+      // The versioned widget scripts (a content hash in the path; anything else under it is 404).
+      '/widget/:version/:name',
       '/widget/livekit-client.js',
     ]);
     // Widget routes answer to site id + Origin instead; every one of them is under /api/public/widget.

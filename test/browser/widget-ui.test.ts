@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContext, type Page, type WebSocketRoute } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
@@ -9,6 +8,7 @@ import { startFakeLlm } from '../support/fake-llm';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 import { startTestWorker } from '../support/temporal';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
+import { axeScan, until } from '../support/widget-page';
 
 /**
  * The prebuilt widget as a visitor meets it, in a real headless Chromium at desktop
@@ -163,24 +163,6 @@ async function say(page: Page, text: string, done: string | RegExp): Promise<voi
   await textbox(page).fill(text);
   await textbox(page).press('Enter');
   await finals(page).nth(before).filter({ hasText: done }).waitFor({ timeout: 30_000 });
-}
-
-async function until(fn: () => Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** axe-core run in the page (it scans the open shadow root too): the serious and critical violations. */
-async function axeScan(page: Page): Promise<string[]> {
-  // Evaluated, not added as an inline <script>: the demo page's Content-Security-Policy refuses inline scripts.
-  await page.evaluate(axe.source);
-  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
-  return (result.violations as Array<{ id: string; impact: string; nodes: Array<{ target: unknown[] }> }>)
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => JSON.stringify(n.target)).join(' ')}`);
 }
 
 /** A demo page, open, whose chat socket the test pushes frames into as the server would (the real socket stays connected). */

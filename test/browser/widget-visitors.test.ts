@@ -1,5 +1,4 @@
 import type { AddressInfo } from 'node:net';
-import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
@@ -7,6 +6,7 @@ import { startFakeLlm } from '../support/fake-llm';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 import { startTestWorker } from '../support/temporal';
 import { userHash } from '../../core/widget/sites';
+import { axeScan as scan, CHROMIUM, DESKTOP, finals, launcher, panel, PHONE, textbox, until as waitUntil, widget } from '../support/widget-page';
 
 /**
  * The widget, part 2, as visitors meet it in headless Chromium: page views that open no conversation, the agent's own
@@ -25,9 +25,6 @@ declare const File: any;
 declare const DragEvent: any;
 declare const localStorage: any;
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const DESKTOP = { width: 1280, height: 800 };
-const PHONE = { width: 390, height: 844 };
 const ARABIC = 'مرحبا! متاجرنا تفتح في التاسعة صباحا.';
 
 /** The fake model: a hand-off on request, Arabic on request, else an echo (with what was attached). */
@@ -100,11 +97,6 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const widget = (page: Page) => page.locator('[data-concierge-widget]');
-const launcher = (page: Page) => widget(page).locator('.launcher');
-const panel = (page: Page) => widget(page).locator('.panel');
-const textbox = (page: Page) => widget(page).getByRole('textbox', { name: 'Message' });
-const finals = (page: Page) => widget(page).locator('.msg.assistant:not(.live)');
 const api = (method: 'GET' | 'PUT' | 'PATCH' | 'POST', url: string, payload?: object) => t.app.inject({ method, url, headers: ops, payload });
 
 async function demo(page: Page, query: Record<string, string> = {}): Promise<void> {
@@ -115,25 +107,13 @@ async function openPanel(page: Page): Promise<void> {
   if (!(await panel(page).isVisible())) await launcher(page).click();
   await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
 }
-async function until(fn: () => Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = (fn: () => Promise<boolean>, what: string, ms = 15_000) => waitUntil(fn, what, ms);
 async function say(page: Page, text: string): Promise<void> {
   await textbox(page).fill(text);
   await textbox(page).press('Enter');
 }
-/** axe-core on the widget (its open shadow root): the serious and critical violations. */
-async function axeScan(page: Page): Promise<string[]> {
-  await page.evaluate(axe.source);
-  const result = await page.evaluate(() => window.axe.run({ include: [['[data-concierge-widget]']] }, { resultTypes: ['violations'] }));
-  return (result.violations as Array<{ id: string; impact: string; nodes: Array<{ target: unknown[] }> }>)
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => JSON.stringify(n.target)).join(' ')}`);
-}
+/** axe-core on the widget alone: the host page's own content (a dark demo page) is not ours to judge. */
+const axeScan = (page: Page) => scan(page, 'widget');
 const conversationCount = async () => (await api('GET', '/api/v1/conversations?limit=100')).json().conversations.length as number;
 const widgetConversation = (page: Page) => page.evaluate(() => window.ConciergeWidget.conversationId as string | null);
 async function withPage<T>(viewport: { width: number; height: number }, fn: (page: Page, context: BrowserContext) => Promise<T>): Promise<T> {

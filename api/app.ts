@@ -15,6 +15,7 @@ import { inputPlugin } from './plugins/input';
 import { registerMethodNotAllowed } from './plugins/methods';
 import { idempotencyPlugin } from './plugins/idempotency';
 import { openapiPlugin } from './plugins/openapi';
+import { metricsPlugin } from './plugins/metrics';
 import { fileRoutes } from './routes/kb/files';
 import { folderRoutes } from './routes/kb/folders';
 import { healthRoutes } from './routes/health';
@@ -59,6 +60,8 @@ export interface AppDeps {
   voiceSignalling?: VoiceSignalling | null;
   /** Temporal's remote codec for the UI and CLI (api/routes/temporal-codec.ts); absent: /api/temporal-codec answers 404. */
   temporalCodec?: TemporalCodecOptions | null;
+  /** METRICS_TOKEN: GET /metrics on this port wants it as a bearer; absent or null: /metrics answers 404 (requests are counted either way). */
+  metricsToken?: string | null;
 }
 
 /**
@@ -132,6 +135,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(inputPlugin);
   await app.register(idempotencyPlugin, { store: deps.services.idempotency });
   await app.register(openapiPlugin, { models: services.models });
+  await app.register(metricsPlugin, { token: deps.metricsToken ?? null });
 
   await app.register(healthRoutes);
   await app.register(folderRoutes, { services });

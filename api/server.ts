@@ -75,6 +75,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     logger: opts.logger ?? loggerOptions(config.LOG_LEVEL),
     chatHub,
     temporalCodec: { codec: c.payloadCodec, token: config.TEMPORAL_CODEC_TOKEN ?? null, uiOrigins: config.TEMPORAL_UI_ORIGIN },
+    metricsToken: config.METRICS_TOKEN ?? null,
   });
   let connections = 0;
   app.server.on('connection', (socket: Socket) => {

@@ -10,7 +10,7 @@ import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind, type Config } f
 import { chooseDatabase } from '../infra/postgres';
 import { pickPort } from '../infra/ports';
 import { findTemporalCli, startDevServer, type DevServer } from '../infra/temporal';
-import { connectWorker } from '../worker/connection';
+import { connectWorker, installRuntimeFor } from '../worker/connection';
 import { startWorker } from '../worker/runtime';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/search-attributes';
 import { localIceCidrs } from '../core/voice/ice';
@@ -27,6 +27,16 @@ function describeStructured(config: Config): string {
   }
   if (config.LLM_BASE_URL) return `${config.LLM_BASE_URL} (LLM_BASE_URL), model ${config.STRUCTURED_MODEL ?? config.LLM_MODEL}`;
   return 'no model (npm run models:fetch installs the local one, or set STRUCTURED_BASE_URL / LLM_BASE_URL); the endpoint answers 503 llm_not_configured';
+}
+
+/** Where Prometheus scrapes this process (README "Metrics"): nothing is served unless configured. */
+function describeMetrics(config: Config, base: string): string {
+  const where = [
+    config.METRICS_TOKEN ? `${base}/metrics (Bearer METRICS_TOKEN)` : null,
+    config.METRICS_PORT !== undefined ? `http://${config.METRICS_HOST}:${config.METRICS_PORT}/metrics` : null,
+    config.TEMPORAL_METRICS_PORT ? `Temporal SDK at http://${config.METRICS_HOST}:${config.TEMPORAL_METRICS_PORT}/metrics` : null,
+  ].filter(Boolean);
+  return where.length ? where.join(', ') : 'off (set METRICS_TOKEN or METRICS_PORT, and TEMPORAL_METRICS_PORT)';
 }
 
 /** Whether HOST is a loopback address (only this machine reaches the API). */
@@ -106,6 +116,8 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
       say(`msgapp: ${config.MSGAPP_API_BASE}`);
     }
 
+    // Temporal's runtime first (its SDK metrics exporter when TEMPORAL_METRICS_PORT is set).
+    installRuntimeFor(config);
     // One composition for both roles: one ORM, one LISTEN connection, one embedder, one extraction pool.
     const c = await compose(config, { role: 'both', databaseUrl: db.url, embedded: true, temporalAddress, connectWorker });
     stops.push(() => c.close());
@@ -119,6 +131,7 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     say(`links:       ${config.PUBLIC_BASE_URL} (PUBLIC_BASE_URL)`);
     if (dev) say(`Temporal UI: ${dev.uiUrl}   (payloads are encrypted; the UI decodes them through ${base}${CODEC_PREFIX})`);
     say(`extraction:  ${describeStructured(config)}`);
+    say(`metrics:     ${describeMetrics(config, base)}`);
     say(`first key:   npm run -s admin -- workspace create --name Demo   then   npm run -s admin -- key create --workspace <id> --name dev --scopes kb:read,kb:write`);
     return { composition: c, base, stop };
   } catch (err) {

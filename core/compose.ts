@@ -22,6 +22,8 @@ import { policyFromCidrs } from './net/ssrf';
 import { createServices, type ServiceOptions, type Services } from './services';
 import type { BlobStore } from './storage/blob-store';
 import { blobStoreFromConfig } from './storage/from-config';
+import { serveMetrics, setBacklogSource } from './metrics';
+import { backlogReader } from './metrics-backlog';
 
 /**
  * What a process is: `api` serves HTTP (key cache, chat sockets), `worker` runs workflows
@@ -277,6 +279,11 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     // Schema validation threads (started by the worker's extraction steps) stop with the process.
     onClose(() => services.structured.close(), 'schema validation threads');
     const indexing = new IndexingService({ em: orm.em, blobs, extract, embedder });
+    if (opts.role !== 'cli') {
+      // Metrics (core/metrics.ts): the database gauges read at scrape time, and METRICS_PORT's listener when set.
+      onClose(setBacklogSource(backlogReader(orm.em), (err) => log.warn({ err }, 'metrics: backlog gauges not read')), 'metrics backlog gauges');
+      if (config.METRICS_PORT !== undefined) onClose((await serveMetrics(config.METRICS_HOST, config.METRICS_PORT, config.METRICS_TOKEN ?? null)).close, 'metrics listener');
+    }
 
     // Every client and worker of the process encrypts what it hands Temporal (core/crypto/payload-codec.ts).
     const payloadCodec = serviceCodec(box, config.TEMPORAL_PAYLOAD_KEY_VERSION);

@@ -58,6 +58,14 @@ export const configSchema = z.object({
       .default('http://127.0.0.1:8233,http://localhost:8233')
       .transform((s) => s.split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean)),
   ),
+  /** Token for GET /metrics on the API's port (Bearer). Unset: /metrics answers 404 there (README "Metrics"). */
+  METRICS_TOKEN: z.preprocess(emptyToUndefined, z.string().min(32, 'must be 32 characters or more (openssl rand -hex 32)').optional()),
+  /** A metrics listener of this process's own (GET /metrics; the worker has no other). Unset: none. */
+  METRICS_PORT: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(65535).optional()),
+  /** Address of the METRICS_PORT and TEMPORAL_METRICS_PORT listeners: loopback unless the scraper is elsewhere. */
+  METRICS_HOST: z.preprocess(emptyToUndefined, z.string().default('127.0.0.1')),
+  /** The Temporal SDK's own Prometheus exporter (worker processes and npm start). Unset: off. */
+  TEMPORAL_METRICS_PORT: z.preprocess(emptyToUndefined, z.coerce.number().int().min(1).max(65535).optional()),
   /** Shared store for rate limits: `memory` (one process only), `redis` or `postgres`. */
   RATE_LIMIT_STORE: z.preprocess(emptyToUndefined, z.enum(['memory', 'redis', 'postgres']).optional()),
   REDIS_URL: optionalString,

@@ -13,10 +13,24 @@ export function installRuntime(options: RuntimeOptions): void {
   Runtime.install(options);
 }
 
-export const runtimeOptions = (level: string): RuntimeOptions => ({
+/**
+ * `metricsAddress` (host:port, from TEMPORAL_METRICS_PORT): the SDK's own worker metrics
+ * (task slots, poll and schedule-to-start latencies, sticky cache), served by the SDK's
+ * Prometheus exporter at http://<address>/metrics, durations in seconds.
+ */
+export const runtimeOptions = (level: string, metricsAddress?: string): RuntimeOptions => ({
   logger: new DefaultLogger(level === 'debug' || level === 'trace' ? 'DEBUG' : 'WARN'),
-  telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } },
+  telemetryOptions: {
+    logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) },
+    ...(metricsAddress ? { metrics: { prometheus: { bindAddress: metricsAddress, useSecondsForDurations: true } } } : {}),
+  },
 });
+
+/** A worker process's runtime from its settings (worker/main.ts, npm start): before its first connection. */
+export function installRuntimeFor(config: { LOG_LEVEL: string; METRICS_HOST: string; TEMPORAL_METRICS_PORT?: number }): void {
+  const host = config.METRICS_HOST.includes(':') ? `[${config.METRICS_HOST}]` : config.METRICS_HOST;
+  installRuntime(runtimeOptions(config.LOG_LEVEL, config.TEMPORAL_METRICS_PORT ? `${host}:${config.TEMPORAL_METRICS_PORT}` : undefined));
+}
 
 /**
  * The worker's connection to the Temporal frontend (the runtime installed first). A

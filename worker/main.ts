@@ -1,13 +1,14 @@
 // Production worker entry: one process, configured by env (TEMPORAL_ADDRESS and DATABASE_URL required).
 import { compose } from '../core/compose';
 import { DEFAULT_DATABASE_URL, loadConfig } from '../core/config';
-import { connectWorker } from './connection';
+import { connectWorker, installRuntimeFor } from './connection';
 import { startWorker } from './runtime';
 import { workflowBundleFor } from './worker';
 
 async function main() {
   const config = loadConfig();
   if (!config.TEMPORAL_ADDRESS) throw new Error('TEMPORAL_ADDRESS is required for the worker process (npm start embeds a dev server instead)');
+  installRuntimeFor(config);
   const c = await compose(config, { role: 'worker', databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS, connectWorker });
   const given = config.TEMPORAL_WORKFLOW_BUNDLE ? { codePath: config.TEMPORAL_WORKFLOW_BUNDLE } : undefined;
   const bundle = workflowBundleFor(given);

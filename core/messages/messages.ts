@@ -12,6 +12,7 @@ import { keysetFind } from '../pagination';
 import { recordMessageUsage } from '../usage/records';
 import { emitEvent } from '../webhooks/emitter';
 import { planAgentReply, planSend, type SendBody, type SendPlan } from './plan';
+import { countSend } from '../metrics';
 
 export interface MessageView {
   id: string;
@@ -174,6 +175,7 @@ export class MessageService {
         m.statusHistory = [{ status: 'sent', at: new Date().toISOString() }, ...m.statusHistory];
       }
       await em.flush();
+      if (firstMark) countSend('sent');
       await recordMessageUsage(em, { workspaceId: plan.workspaceId, messageId: m.id });
       // A message sent through the API is the business writing (a human agent, or its backend): the agent reads it
       // in the transcript from now on. An agent's reply is in the transcript already, under this id.
@@ -212,6 +214,7 @@ export class MessageService {
         m.updatedAt = new Date();
         m.statusHistory = [...m.statusHistory, { status: 'failed', at: new Date().toISOString(), error }];
         await em.flush();
+        countSend('failed');
       }
       return this.read(em, plan.workspaceId, plan.messageId);
     });

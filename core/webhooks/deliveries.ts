@@ -7,6 +7,7 @@ import { keysetFind } from '../pagination';
 import { notifyOutbox } from './emitter';
 import { DISABLE_AFTER_FAILURES } from './events';
 import { sendSigned, type SenderSettings } from './sender';
+import { countWebhookAttempt } from '../metrics';
 
 export interface DeliveryView {
   id: string;
@@ -207,7 +208,7 @@ export class DeliveryService {
       ? [rows.subscriptions.get(item.subscription_id) ?? null, rows.events.get(item.event_id) ?? null]
       : await Promise.all([em.findOne(WebhookSubscription, { id: item.subscription_id }), this.em.fork().findOne(WebhookEvent, { id: item.event_id })]);
     // Subscription and event rows cascade to their deliveries: a missing one means the delivery is going too.
-    if (!sub || !event) return { outcome: 'gone', statusCode: 0, error: null };
+    if (!sub || !event) return countWebhookAttempt({ outcome: 'gone', statusCode: 0, error: null });
     const startedAt = new Date();
     const sent = await sendSigned(this.sender, {
       url: sub.url,
@@ -256,7 +257,7 @@ export class DeliveryService {
         sent.ok,
       ],
     );
-    return { outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error, recorded: sent.ok };
+    return countWebhookAttempt({ outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error, recorded: sent.ok });
   }
 
   /** One attempt (of a retry workflow): one signed POST of the stored body, logged. */
@@ -266,7 +267,7 @@ export class DeliveryService {
     // Subscription and event rows cascade to their deliveries: a missing one means the delivery is going too.
     const sub = delivery && (await em.findOne(WebhookSubscription, { id: delivery.subscriptionId }));
     const event = delivery && sub && (await em.findOne(WebhookEvent, { id: delivery.eventId }));
-    if (!delivery || !sub || !event) return { outcome: 'gone', statusCode: 0, error: null };
+    if (!delivery || !sub || !event) return countWebhookAttempt({ outcome: 'gone', statusCode: 0, error: null });
     if (delivery.status !== 'pending' || delivery.run !== run) return { outcome: 'settled', statusCode: 0, error: null };
     const startedAt = new Date();
     const sent = await sendSigned(this.sender, {
@@ -288,7 +289,7 @@ export class DeliveryService {
     // eslint-disable-next-line no-restricted-syntax
     const counted = logged.affectedRows > 0 ? { attemptCount: sql`attempt_count + 1` } : {};
     await em.nativeUpdate(WebhookDelivery, { id: deliveryId, run }, { ...counted, lastStatusCode: sent.statusCode || null, lastError: sent.error, updatedAt: new Date() });
-    return { outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error };
+    return countWebhookAttempt({ outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error });
   }
 
   /**

@@ -124,6 +124,8 @@ describe('deny by default', () => {
       '/demo',
       '/demo.js',
       '/healthz',
+      // Prometheus metrics: the operator token (METRICS_TOKEN) as a bearer, not an API key; 404 while it is unset.
+      '/metrics',
       '/webhooks/msgapp',
       '/widget.js',
       // The versioned widget scripts (a content hash in the path; anything else under it is 404).

@@ -29,6 +29,7 @@ import { Migration20261128140000WidgetFeedback } from './Migration20261128140000
 import { Migration20261128140100SiteAppearance } from './Migration20261128140100SiteAppearance';
 import { Migration20261128140200TeamAvailability } from './Migration20261128140200TeamAvailability';
 import { Migration20261128150000KbFileTitle } from './Migration20261128150000KbFileTitle';
+import { Migration20261128160000MetricsIndexes } from './Migration20261128160000MetricsIndexes';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -63,4 +64,5 @@ export const migrations = [
   { name: 'Migration20261128140100SiteAppearance', class: Migration20261128140100SiteAppearance },
   { name: 'Migration20261128140200TeamAvailability', class: Migration20261128140200TeamAvailability },
   { name: 'Migration20261128150000KbFileTitle', class: Migration20261128150000KbFileTitle },
+  { name: 'Migration20261128160000MetricsIndexes', class: Migration20261128160000MetricsIndexes },
 ];

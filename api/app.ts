@@ -140,7 +140,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes);
   await app.register(folderRoutes, { services });
   await app.register(fileRoutes, { services, maxUploadBytes: deps.maxUploadBytes });
-  await app.register(webhookRoutes, { services });
+  await app.register(webhookRoutes, { services, gateways });
   await app.register(agentRoutes, { services });
   await app.register(customerRoutes, { services });
   await app.register(credentialRoutes, { services });

@@ -6,6 +6,7 @@ import { MessageSender } from './messages';
 import { TranscriptionGateway } from './transcriptions';
 import { UploadGateway } from './uploads';
 import { VoiceGateway } from './voice';
+import { WebhookGateway } from './webhooks';
 
 /** What the API starts, updates and signals in Temporal; built by core/compose.ts when a Temporal client is there. */
 export interface Gateways {
@@ -15,6 +16,7 @@ export interface Gateways {
   transcriptions: TranscriptionGateway;
   extractions: ExtractionGateway;
   voice: VoiceGateway;
+  webhooks: WebhookGateway;
 }
 
 /**
@@ -33,5 +35,6 @@ export function createGateways(client: Client, taskQueue: string, deps: { transc
     transcriptions: new TranscriptionGateway(client, taskQueue, eager),
     extractions: new ExtractionGateway(client, taskQueue, eager, deps.extractWaitMs),
     voice: new VoiceGateway(client, taskQueue),
+    webhooks: new WebhookGateway(client),
   };
 }

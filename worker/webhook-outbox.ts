@@ -1,9 +1,9 @@
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { AttemptRows, DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
 import { OUTBOX_CHANNEL } from '../core/webhooks/events';
 import { webhookDeliveryWorkflow } from '../workflows';
-import { deliveryWorkflowId } from '../workflows/webhook-delivery';
+import { deliveryRunSignal, deliveryWorkflowId, type NewRun, type WebhookDeliveryInput } from '../workflows/webhook-delivery';
 import type { OutboxSource } from './outbox-dispatcher';
 import { searchAttributesFor } from './search-attributes';
 
@@ -145,6 +145,7 @@ export class WebhookOutbox implements OutboxSource {
         // Settled with the attempt's own log record, or (a logged attempt found again) here: the run, the
         // subscription's failure count and the outbox, in one statement.
         if (!result.recorded) await this.deliveries.recordOutcome(item.id, item.run, true, null, { leaveOutbox: true });
+        if (item.run > 1) await this.tellWaitingRun(item, { run: item.run, outcome: 'delivered', error: null });
         return;
       }
       if (result.outcome === 'failed_attempt') await this.startRetries(item, { firstAttempt: 2, previousError: result.error });
@@ -157,24 +158,48 @@ export class WebhookOutbox implements OutboxSource {
     }
   }
 
-  /** The retry workflow of a delivery, from `firstAttempt` on. */
+  /**
+   * A retried or replayed run delivered by its attempt 1: the delivery's retry workflow, if a run of it is open (an
+   * exhausted run waits for this), records `delivered` and completes, so Temporal never keeps saying `failed`. No
+   * open run (the delivery never needed one, or it was cancelled): nothing to tell.
+   */
+  private async tellWaitingRun(item: DispatchItem, newRun: NewRun): Promise<void> {
+    try {
+      await this.client.workflow.getHandle(deliveryWorkflowId(item.id)).signal(deliveryRunSignal, newRun);
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return;
+      // The record is settled either way; only Temporal's view would lag (the run keeps `failed` until cancelled).
+      this.log?.warn({ err, deliveryId: item.id }, 'could not tell the delivery\'s waiting retry run that it was delivered');
+    }
+  }
+
+  /**
+   * The retry workflow of a delivery, from `firstAttempt` on. A retried or replayed run (run > 1) goes to the
+   * delivery's workflow by signal-with-start: an exhausted run waiting there carries on with this run (one
+   * workflow, one truth in Temporal); when none is open, a new one starts (the signal then repeats its input).
+   */
   private async startRetries(item: DispatchItem, from: { firstAttempt: number; previousError: string | null }): Promise<void> {
     const s = this.s;
     const attempts = s.backoffMs.length + 1;
     const plan = `up to ${attempts} signed POSTs, ${s.timeoutMs} ms each, waits ${s.backoffMs.join(', ')} ms`;
     try {
-      await this.client.workflow.start(webhookDeliveryWorkflow, {
+      const options = {
         workflowId: deliveryWorkflowId(item.id),
         taskQueue: s.taskQueue,
-        requestEagerStart: s.eager ?? false,
-        args: [{ deliveryId: item.id, run: item.run, backoffMs: s.backoffMs, timeoutMs: s.timeoutMs, firstAttempt: from.firstAttempt, previousError: from.previousError }],
+        args: [{ deliveryId: item.id, run: item.run, backoffMs: s.backoffMs, timeoutMs: s.timeoutMs, firstAttempt: from.firstAttempt, previousError: from.previousError }] as [WebhookDeliveryInput],
         typedSearchAttributes: searchAttributesFor({ workspaceId: item.workspace_id, subscriptionId: item.subscription_id, eventType: item.event_type }),
         staticSummary: `${item.event_type} → ${(await this.deliveries.urlHost(item.subscription_id)) ?? item.subscription_id}`,
         staticDetails:
           from.firstAttempt > 1
             ? `Delivery ${item.id} (run ${item.run}) of subscription ${item.subscription_id}: attempt 1 was made by the outbox dispatcher and failed (${from.previousError}); this workflow makes attempts ${from.firstAttempt}–${attempts} (${plan}).`
             : `Delivery ${item.id} (run ${item.run}) of subscription ${item.subscription_id}: ${plan}.`,
-      });
+      };
+      if (item.run > 1) {
+        const newRun: NewRun = { run: item.run, outcome: from.firstAttempt > 1 ? 'failed' : 'none', error: from.previousError };
+        await this.client.workflow.signalWithStart(webhookDeliveryWorkflow, { ...options, signal: deliveryRunSignal, signalArgs: [newRun] });
+      } else {
+        await this.client.workflow.start(webhookDeliveryWorkflow, { ...options, requestEagerStart: s.eager ?? false });
+      }
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     }

@@ -28,6 +28,18 @@ export const Subscription = z
   })
   .meta({ id: 'WebhookSubscription' });
 
+export const SubscriptionHealth = z
+  .object({
+    failing_since: Timestamp.nullable().meta({ description: 'The first failed attempt (or failed or cancelled delivery) since the last successful delivery; null when nothing failed since' }),
+    retrying_now: z.number().int().meta({ description: 'Deliveries in a retry run now: their first attempt failed and further attempts are under way or waiting' }),
+    failed_now: z.number().int().meta({ description: 'Deliveries failed now (all attempts failed, or cancelled by an operator) and not retried since' }),
+    last_error: z.string().nullable().meta({ description: 'The newest failed attempt\'s error (or a cancelled delivery\'s reason) since the last successful delivery; null when none' }),
+    last_delivered_at: Timestamp.nullable(),
+  })
+  .meta({ id: 'WebhookSubscriptionHealth', description: 'In-flight trouble, beside the counters of exhausted deliveries (consecutive_failures, last_error)' });
+
+export const SubscriptionWithHealth = Subscription.extend({ health: SubscriptionHealth }).meta({ id: 'WebhookSubscriptionWithHealth' });
+
 export const SubscriptionWithSecret = Subscription.extend({
   secret: z.string().meta({ description: 'Signing secret `whsec_…`: returned only here, at creation and at rotation. The HMAC key is the whole string.' }),
 }).meta({ id: 'WebhookSubscriptionWithSecret' });
@@ -36,7 +48,7 @@ export const SubscriptionUpdateResult = Subscription.extend({
   secret: z.string().optional().meta({ description: 'Present only when rotate_secret was true: the new secret, shown once' }),
 });
 
-export const SubscriptionList = z.object({ subscriptions: z.array(Subscription) }).meta({ id: 'WebhookSubscriptionList' });
+export const SubscriptionList = z.object({ subscriptions: z.array(SubscriptionWithHealth) }).meta({ id: 'WebhookSubscriptionList' });
 
 export const CreateSubscriptionBody = z
   .object({
@@ -102,6 +114,29 @@ export const ListDeliveriesQuery = z.object({
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: Cursor.optional(),
 });
+
+const DeliveryWindow = {
+  subscription_id: idString('whk').optional().meta({ description: 'Only this subscription\'s deliveries (one of another workspace matches nothing)' }),
+  since: TimestampBound.optional().meta({ description: 'Created at or after (inclusive)' }),
+  until: TimestampBound.optional().meta({ description: 'Created before (exclusive); a window with until not after since matches nothing' }),
+};
+
+export const ListAllDeliveriesQuery = z.object({
+  status: z.enum(['pending', 'delivered', 'failed']).default('failed').meta({ description: '`failed` (the default): every attempt failed, or an operator cancelled it' }),
+  ...DeliveryWindow,
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: Cursor.optional(),
+});
+
+export const RetryAllBody = z.object(DeliveryWindow).strict();
+
+export const RetryAllResult = z
+  .object({
+    retried: z.number().int(),
+    delivery_ids: z.array(z.string()).meta({ description: 'The deliveries moved back to pending as a new run, oldest first' }),
+    more: z.boolean().meta({ description: 'More failed deliveries match (at most 500 move per call): call again' }),
+  })
+  .meta({ id: 'WebhookRetryAllResult' });
 
 export const DeliveryParams = z.object({ id: idString('whk'), delivery_id: idString('dlv') });
 

@@ -50,6 +50,33 @@ export interface AttemptResult {
   outcome: 'delivered' | 'failed_attempt' | 'gone' | 'settled';
   statusCode: number;
   error: string | null;
+  /** The start of the receiver's answer (1 KB at most), when it answered. */
+  responseBody?: string | null;
+}
+
+/** At most this many deliveries move back to the outbox per POST /api/v1/webhook-deliveries/retry (call again for more). */
+export const RETRY_ALL_MAX = 500;
+
+/** What the list of a workspace's deliveries and "retry all" filter on. */
+export interface DeliveryFilter {
+  subscription_id?: string;
+  /** Created at or after (inclusive). */
+  since?: Date;
+  /** Created before (exclusive). */
+  until?: Date;
+}
+
+/** A subscription's in-flight trouble: what the counters of exhausted deliveries alone do not show. */
+export interface SubscriptionHealth {
+  /** The first failed attempt (or failed or cancelled delivery) since the last delivery; null when none failed since. */
+  failing_since: string | null;
+  /** Deliveries in a retry run now (their first attempt failed, later ones are under way or waiting). */
+  retrying_now: number;
+  /** Deliveries failed now (every attempt failed, or cancelled by an operator) that no retry has taken again. */
+  failed_now: number;
+  /** The newest failed attempt's error (or a cancelled delivery's reason) since the last delivery; null when none. */
+  last_error: string | null;
+  last_delivered_at: string | null;
 }
 
 /** The subscriptions and events of a batch of first attempts, read together. */
@@ -84,6 +111,40 @@ function view(r: IWebhookDelivery): DeliveryView {
     updated_at: iso(r.updatedAt)!,
     completed_at: iso(r.completedAt),
   };
+}
+
+/**
+ * The health of a workspace's subscriptions (all, or those named): what is failing since the last delivery and
+ * what is retrying now. Read here, by the owner of the delivery and attempt tables, for the subscription views.
+ */
+export async function subscriptionHealth(em: EntityManager, workspaceId: string, subscriptionId?: string): Promise<Map<string, SubscriptionHealth>> {
+  // raw SQL: a lateral union over failed attempts and failed (or cancelled) deliveries since the subscription's last
+  // delivery, with two counts, for every subscription of the workspace in one statement.
+  // eslint-disable-next-line no-restricted-syntax
+  const rows = await em.execute<Array<{ id: string; retrying_now: number; failed_now: number; failing_since: Date | null; last_error: string | null; last_delivered_at: Date | null }>>(
+    `select s.id, s.last_delivered_at,
+       (select count(*)::int from webhook_deliveries d where d.subscription_id = s.id and d.status = 'pending' and d.dispatched_at is not null) as retrying_now,
+       (select count(*)::int from webhook_deliveries d where d.workspace_id = s.workspace_id and d.subscription_id = s.id and d.status = 'failed') as failed_now,
+       t.failing_since, t.last_error
+     from webhook_subscriptions s
+     left join lateral (
+       select min(x.at) as failing_since, (array_agg(x.err order by x.at desc))[1] as last_error from (
+         select a.started_at as at, a.error as err from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+         where d.subscription_id = s.id and a.error is not null and a.started_at > coalesce(s.last_delivered_at, '-infinity'::timestamptz)
+         union all
+         select d.completed_at, d.last_error from webhook_deliveries d
+         where d.subscription_id = s.id and d.status = 'failed' and d.completed_at > coalesce(s.last_delivered_at, '-infinity'::timestamptz)
+       ) x
+     ) t on true
+     where s.workspace_id = ?${subscriptionId ? ' and s.id = ?' : ''}`,
+    subscriptionId ? [workspaceId, subscriptionId] : [workspaceId],
+  );
+  return new Map(
+    rows.map((r) => [
+      r.id,
+      { failing_since: iso(r.failing_since), retrying_now: r.retrying_now, failed_now: r.failed_now, last_error: r.last_error ?? null, last_delivered_at: iso(r.last_delivered_at) },
+    ]),
+  );
 }
 
 /**
@@ -289,7 +350,7 @@ export class DeliveryService {
     // eslint-disable-next-line no-restricted-syntax
     const counted = logged.affectedRows > 0 ? { attemptCount: sql`attempt_count + 1` } : {};
     await em.nativeUpdate(WebhookDelivery, { id: deliveryId, run }, { ...counted, lastStatusCode: sent.statusCode || null, lastError: sent.error, updatedAt: new Date() });
-    return countWebhookAttempt({ outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error });
+    return countWebhookAttempt({ outcome: sent.ok ? 'delivered' : 'failed_attempt', statusCode: sent.statusCode, error: sent.error, responseBody: sent.responseBody });
   }
 
   /**
@@ -410,6 +471,53 @@ export class DeliveryService {
       await notifyOutbox(em, workspaceId);
       return view(row);
     });
+  }
+
+  /** A workspace's deliveries across subscriptions (failed ones by default), newest first, keyset-paged. */
+  async listAll(
+    workspaceId: string,
+    q: DeliveryFilter & { status: DeliveryView['status']; limit: number; cursor?: string },
+  ): Promise<{ deliveries: DeliveryView[]; next_cursor: string | null }> {
+    const page = await keysetFind(this.em.fork(), WebhookDelivery, { workspaceId, status: q.status, ...this.window(q) }, q);
+    return { deliveries: page.rows.map(view), next_cursor: page.next_cursor };
+  }
+
+  private window(f: DeliveryFilter) {
+    const createdAt = { ...(f.since ? { $gte: f.since } : {}), ...(f.until ? { $lt: f.until } : {}) };
+    return { ...(f.subscription_id ? { subscriptionId: f.subscription_id } : {}), ...(f.since || f.until ? { createdAt } : {}) };
+  }
+
+  /**
+   * "Retry all": the workspace's failed deliveries matching the filter (oldest first, at most RETRY_ALL_MAX) back in
+   * the outbox, each as a new run. Idempotent: a repeat finds them pending and moves nothing; `more` says another call
+   * would move more. A subscription id of another workspace matches nothing.
+   */
+  async retryAll(workspaceId: string, f: DeliveryFilter): Promise<{ retried: number; delivery_ids: string[]; more: boolean }> {
+    return this.em.fork().transactional(async (em) => {
+      // Locked (skipping rows a concurrent call holds), so the ids returned are exactly the rows this call moves.
+      const rows = await em.find(
+        WebhookDelivery,
+        { workspaceId, status: 'failed', ...this.window(f) },
+        { lockMode: LockMode.PESSIMISTIC_PARTIAL_WRITE, orderBy: { createdAt: 'asc', id: 'asc' }, limit: RETRY_ALL_MAX + 1 },
+      );
+      const taken = rows.slice(0, RETRY_ALL_MAX);
+      for (const row of taken) startNewRun(row);
+      await em.flush();
+      if (taken.length) await notifyOutbox(em, workspaceId);
+      return { retried: taken.length, delivery_ids: taken.map((r) => r.id), more: rows.length > RETRY_ALL_MAX };
+    });
+  }
+
+  /**
+   * The delivery "retry now" applies to: one in a retry run now (pending, handed to its workflow), which the caller
+   * then signals; anything else is 409 `delivery_not_retrying`.
+   */
+  async retryNowTarget(workspaceId: string, subscriptionId: string, deliveryId: string): Promise<DeliveryView> {
+    const row = await this.deliveryRow(this.em.fork(), workspaceId, subscriptionId, deliveryId);
+    if (row.status !== 'pending' || !row.dispatchedAt) {
+      throw new ApiError(409, 'delivery_not_retrying', `Delivery '${deliveryId}' is not waiting between attempts (status ${row.status}${row.status === 'pending' ? ', first attempt under way' : ''})`);
+    }
+    return view(row);
   }
 
   /** Re-delivers every failed delivery of the subscription created in [since, until). */

@@ -7,6 +7,7 @@ import { newId } from '../ids';
 import { checkUrl, UnsafeUrlError } from '../net/ssrf';
 import type { EventEnvelope, SubscribableEvent } from './events';
 import { newSecret, sendSigned, type SenderSettings } from './sender';
+import { subscriptionHealth, type SubscriptionHealth } from './deliveries';
 
 export interface SubscriptionView {
   id: string;
@@ -39,6 +40,9 @@ export function subscriptionView(r: IWebhookSubscription): SubscriptionView {
     updated_at: iso(r.updatedAt)!,
   };
 }
+
+/** A subscription created after the health read: nothing failing yet. */
+const emptyHealth = (r: IWebhookSubscription): SubscriptionHealth => ({ failing_since: null, retrying_now: 0, failed_now: 0, last_error: null, last_delivered_at: iso(r.lastDeliveredAt) });
 
 export interface SubscriptionPatch {
   url?: string;
@@ -90,13 +94,17 @@ export class SubscriptionService {
     return { ...subscriptionView(row), secret };
   }
 
-  async list(workspaceId: string): Promise<SubscriptionView[]> {
-    const rows = await this.em.fork().find(WebhookSubscription, { workspaceId }, { orderBy: { createdAt: 'asc', id: 'asc' } });
-    return rows.map(subscriptionView);
+  /** The subscriptions with their health (what is failing or retrying now). */
+  async list(workspaceId: string): Promise<Array<SubscriptionView & { health: SubscriptionHealth }>> {
+    const em = this.em.fork();
+    const [rows, health] = await Promise.all([em.find(WebhookSubscription, { workspaceId }, { orderBy: { createdAt: 'asc', id: 'asc' } }), subscriptionHealth(this.em.fork(), workspaceId)]);
+    return rows.map((r) => ({ ...subscriptionView(r), health: health.get(r.id) ?? emptyHealth(r) }));
   }
 
-  async get(workspaceId: string, id: string): Promise<SubscriptionView> {
-    return subscriptionView(await this.row(this.em.fork(), workspaceId, id));
+  async get(workspaceId: string, id: string): Promise<SubscriptionView & { health: SubscriptionHealth }> {
+    const row = await this.row(this.em.fork(), workspaceId, id);
+    const health = await subscriptionHealth(this.em.fork(), workspaceId, id);
+    return { ...subscriptionView(row), health: health.get(id) ?? emptyHealth(row) };
   }
 
   private async row(em: EntityManager, workspaceId: string, id: string, lock = false): Promise<IWebhookSubscription> {

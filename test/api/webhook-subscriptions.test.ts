@@ -3,6 +3,9 @@ import { policyFromCidrs } from '../../core/net/ssrf';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
+import { emitEvent } from '../../core/webhooks/emitter';
+import { WebhookAttempt, WebhookDelivery } from '../../core/db/entities';
+import { DELIVERY_CANCELLED } from '../../workflows/webhook-delivery';
 
 let db: TestDatabase;
 let t: TestApp;
@@ -50,10 +53,13 @@ describe('webhook subscriptions', () => {
       updated_at: expect.any(String),
       secret: expect.stringMatching(/^whsec_[A-Za-z0-9_-]{43,}$/),
     });
+    // The list and the single read add the health; nothing is failing yet.
+    const health = { failing_since: null, retrying_now: 0, failed_now: 0, last_error: null, last_delivered_at: null };
+    const { secret: _secret, ...withoutSecret } = body;
+    expect((await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${body.id}`, headers: auth })).json()).toEqual({ ...withoutSecret, health });
     const listed = (await t.app.inject({ method: 'GET', url: '/api/v1/webhook-subscriptions', headers: auth })).json();
     const item = listed.subscriptions.find((s: { id: string }) => s.id === body.id);
-    expect(item).toBeDefined();
-    expect(item.secret).toBeUndefined();
+    expect(item).toEqual({ ...withoutSecret, health });
     expect(JSON.stringify(listed)).not.toContain(body.secret);
   });
 
@@ -181,5 +187,60 @@ describe('webhook subscriptions', () => {
     const backwards = await t.app.inject({ method: 'POST', url: `/api/v1/webhook-subscriptions/${id}/replay`, headers: auth, payload: { since: now, until: now } });
     expect(backwards.statusCode).toBe(400);
     expect(backwards.json().message).toMatch(/until/);
+  });
+
+  test('health, failed deliveries across subscriptions, retry all and retry now: each workspace sees and moves only its own', async () => {
+    // Two fresh workspaces: every delivery emitted below is of the subscription made here.
+    const wsA = await createWorkspace(db.orm);
+    const auth = bearer((await createKey(t.services, wsA, ['webhooks:read', 'webhooks:write'])).key);
+    const wsB = await createWorkspace(db.orm);
+    const authB = bearer((await createKey(t.services, wsB, ['webhooks:read', 'webhooks:write'])).key);
+    const readOnlyB = bearer((await createKey(t.services, wsB, ['webhooks:read'])).key);
+    const [subA, subB] = [(await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers: auth, payload: { url: receiver.url, events: ['message.status'] } })).json(), (await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers: authB, payload: { url: receiver.url, events: ['message.status'] } })).json()];
+    // No dispatcher runs here: the deliveries' states are set as a worker would leave them.
+    const emitIn = (ws: string) => db.orm.em.fork().transactional((tx) => emitEvent(tx, ws, 'message.status', { message_id: 'msg_h' }));
+    const [a1, a2] = [(await emitIn(wsA)).deliveryIds[0], (await emitIn(wsA)).deliveryIds[0]];
+    const b1 = (await emitIn(wsB)).deliveryIds[0];
+    const em = db.orm.em.fork();
+    const started = new Date(Date.now() - 60_000);
+    await em.insert(WebhookAttempt, { deliveryId: a1, run: 1, attempt: 1, startedAt: started, statusCode: 500, error: 'HTTP 500', latencyMs: 3, responseBody: 'down' });
+    await em.nativeUpdate(WebhookDelivery, { id: a1 }, { status: 'pending', dispatchedAt: new Date(), lastError: 'HTTP 500' });
+    await em.nativeUpdate(WebhookDelivery, { id: { $in: [a2, b1] } }, { status: 'failed', completedAt: new Date(), lastError: DELIVERY_CANCELLED, dispatchedAt: new Date() });
+
+    const read = async (id: string, headers = auth) => (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${id}`, headers })).json();
+    // A cancelled delivery counts as a failure for display; the retrying one shows with its attempt's error.
+    expect((await read(subA.id)).health).toEqual({ failing_since: started.toISOString(), retrying_now: 1, failed_now: 1, last_error: DELIVERY_CANCELLED, last_delivered_at: null });
+    expect((await read(subB.id, authB)).health).toMatchObject({ retrying_now: 0, failed_now: 1 });
+    expect(await read(subA.id, authB)).toMatchObject({ error: 'not_found' });
+    const listedA = (await t.app.inject({ method: 'GET', url: '/api/v1/webhook-subscriptions', headers: auth })).json();
+    expect(listedA.subscriptions.find((x: { id: string }) => x.id === subA.id).health.retrying_now).toBe(1);
+
+    // Failed deliveries across subscriptions: only the workspace's own, cursor-paged; a foreign subscription id matches nothing.
+    const failedA = (await t.app.inject({ method: 'GET', url: '/api/v1/webhook-deliveries?status=failed&limit=1', headers: auth })).json();
+    expect(failedA).toMatchObject({ deliveries: [{ id: a2, status: 'failed', subscription_id: subA.id }], next_cursor: null });
+    const pendingA = (await t.app.inject({ method: 'GET', url: '/api/v1/webhook-deliveries?status=pending', headers: auth })).json();
+    expect(pendingA.deliveries.map((d: { id: string }) => d.id)).toEqual([a1]);
+    expect((await t.app.inject({ method: 'GET', url: `/api/v1/webhook-deliveries?subscription_id=${subA.id}`, headers: authB })).json()).toEqual({ deliveries: [], next_cursor: null });
+    expect((await t.app.inject({ method: 'GET', url: '/api/v1/webhook-deliveries', headers: authB })).json().deliveries.map((d: { id: string }) => d.id)).toEqual([b1]);
+
+    // Retry all: scoped, filtered, idempotent, and a write.
+    const retryAll = (payload: object, headers = auth) => t.app.inject({ method: 'POST', url: '/api/v1/webhook-deliveries/retry', headers, payload });
+    expect((await retryAll({ subscription_id: subA.id }, readOnlyB)).statusCode).toBe(403);
+    expect((await retryAll({ subscription_id: subA.id }, authB)).json()).toEqual({ retried: 0, delivery_ids: [], more: false });
+    expect((await retryAll({ until: new Date(Date.now() - 3_600_000).toISOString() })).json()).toMatchObject({ retried: 0 });
+    const moved = await retryAll({ subscription_id: subA.id });
+    expect(moved.statusCode).toBe(202);
+    expect(moved.json()).toEqual({ retried: 1, delivery_ids: [a2], more: false });
+    expect((await retryAll({ subscription_id: subA.id })).json()).toMatchObject({ retried: 0 });
+    expect(await em.fork().findOneOrFail(WebhookDelivery, { id: a2 })).toMatchObject({ status: 'pending', run: 2, dispatchedAt: null });
+    expect((await em.fork().findOneOrFail(WebhookDelivery, { id: b1 })).status).toBe('failed');
+
+    // Retry now: another workspace's delivery is not found; one not waiting between attempts is a 409; without a
+    // Temporal connection (this app has none) a waiting one is 503.
+    const now = (sub: string, dlv: string, headers = auth) => t.app.inject({ method: 'POST', url: `/api/v1/webhook-subscriptions/${sub}/deliveries/${dlv}/retry-now`, headers });
+    expect((await now(subA.id, a1, authB)).statusCode).toBe(404);
+    expect((await now(subA.id, a2)).json()).toMatchObject({ error: 'delivery_not_retrying' });
+    expect((await now(subB.id, b1, authB)).statusCode).toBe(409);
+    expect((await now(subA.id, a1)).json()).toMatchObject({ error: 'workflow_unavailable' });
   });
 });

@@ -8,6 +8,7 @@ import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { ATTEMPT, DELIVERY_STATUS } from '../../worker/search-attributes';
 import { WebhookDelivery } from '../../core/db/entities';
+import { decryptPayloadsIn, EncryptionCodec } from '../../core/crypto/payload-codec';
 import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 
@@ -22,14 +23,19 @@ const receivers: HttpsReceiver[] = [];
 /** Compressed schedule: the same six attempts, waits of 50 ms instead of 1-16 s. */
 const BACKOFF = [50, 50, 50, 50, 50];
 
+/** The dispatcher's settings: a test may lengthen the schedule's last wait (read at each retry workflow's start). */
+const settings = { taskQueue: '', backoffMs: BACKOFF, timeoutMs: 1_000, inline: { overall: 4, perSubscription: 2 } };
+
 beforeAll(async () => {
   db = await createTestDatabase();
-  t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
   tw = await startTestWorker(db);
+  // With the worker's client: "retry now" signals the delivery's run.
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue } });
+  settings.taskQueue = tw.taskQueue;
   dispatcher = new OutboxDispatcher(
     tw.composition.notifications!,
     // Small inline limits, so the bounds are seen: four first attempts at once, two per subscription.
-    [webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: BACKOFF, timeoutMs: 1_000, inline: { overall: 4, perSubscription: 2 } })],
+    [webhookDeliveries(t.services.deliveries, tw.client, settings)],
     testLogger(),
     500,
   );
@@ -90,6 +96,42 @@ const retryWorkflowExists = (deliveryId: string) =>
       () => false,
     );
 
+/** Polls `read` until `ok` holds (visibility and the delivery log move a moment after the events). */
+async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await read();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
+/** The failed activities of a workflow's history, decoded as the UI shows them: message, type, first detail. */
+async function failedAttempts(workflowId: string): Promise<Array<{ message: string; type: string; details: { statusCode: number; error: string; responseBody: string | null } }>> {
+  const converter = tw.client.options.loadedDataConverter;
+  const codec = converter.payloadCodecs.find((c): c is EncryptionCodec => c instanceof EncryptionCodec);
+  const events = (await tw.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  const failures = events.flatMap((e) => (e.activityTaskFailedEventAttributes ? [e.activityTaskFailedEventAttributes.failure!] : []));
+  return Promise.all(
+    failures.map(async (f) => {
+      const [attrs, detail] = await (codec ? decryptPayloadsIn([f.encodedAttributes!, f.applicationFailureInfo!.details!.payloads![0]], codec) : [f.encodedAttributes!, f.applicationFailureInfo!.details!.payloads![0]]);
+      return {
+        message: converter.payloadConverter.fromPayload<{ message: string }>(attrs as never).message,
+        type: f.applicationFailureInfo!.type!,
+        details: converter.payloadConverter.fromPayload(detail as never),
+      };
+    }),
+  );
+}
+
+/** `describe`, or null while the workflow does not exist yet. */
+const describeOrNull = (workflowId: string) =>
+  tw.client.workflow
+    .getHandle(workflowId)
+    .describe()
+    .catch(() => null);
+
 const sub = async (id: string) =>
   (await t.app.inject({ method: 'GET', url: '/api/v1/webhook-subscriptions', headers: auth })).json().subscriptions.find((s: { id: string }) => s.id === id);
 
@@ -101,7 +143,8 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     expect(deliveryIds).toHaveLength(1);
     expect(await settled(deliveryIds[0])).toBe('delivered');
     expect(await workflowResult<string>(tw.client, deliveryWorkflowId(deliveryIds[0]))).toBe('delivered');
-    await maybeRecordHistory(tw.client, deliveryWorkflowId(deliveryIds[0]), 'webhook-delivery-retry-local-steps');
+    // The 500 and the 503 were failed activities; the attempt attribute counts the attempts made (3, the dispatcher's included).
+    expect((await tw.client.workflow.getHandle(deliveryWorkflowId(deliveryIds[0])).describe()).typedSearchAttributes.get(ATTEMPT)).toBe(3);
 
     expect(r.hits).toHaveLength(3);
     expect(new Set(r.hits.map((h) => h.headers['x-concierge-delivery']))).toEqual(new Set([deliveryIds[0]]));
@@ -136,29 +179,38 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     const s = await subscribe(r.url);
     const { deliveryIds } = await emit('message.status', { message_id: 'msg_2', status: 'delivered' });
     expect(await settled(deliveryIds[0])).toBe('failed');
+    await until('six attempts', async () => r.hits.length, (n) => n >= 6);
     expect(r.hits).toHaveLength(6);
     const detail = (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${deliveryIds[0]}`, headers: auth })).json();
     expect(detail).toMatchObject({ status: 'failed', attempt_count: 6, payload: { event: 'message.status', data: { message_id: 'msg_2', status: 'delivered' } } });
     expect(await sub(s.id)).toMatchObject({ consecutive_failures: 1, last_error: 'HTTP 500', last_failed_at: expect.any(String), status: 'active' });
 
     // What an operator sees: the exhausted delivery is findable by its status attribute, explains itself, and
-    // its steps are labelled.
-    // The record settles a moment before the workflow's last step (its final status attribute): wait for the workflow.
-    expect(await workflowResult<string>(tw.client, deliveryWorkflowId(deliveryIds[0]))).toBe('failed');
+    // its steps are labelled. The run stays open, waiting for a retry, as long as the delivery is failed.
     const handle = tw.client.workflow.getHandle(deliveryWorkflowId(deliveryIds[0]));
-    const described = await handle.describe();
-    expect(described.typedSearchAttributes.get(DELIVERY_STATUS)).toBe('failed');
+    const described = await until('the failed status attribute', () => handle.describe(), (d) => d.typedSearchAttributes.get(DELIVERY_STATUS) === 'failed');
+    expect(described.status.name).toBe('RUNNING');
     expect(described.typedSearchAttributes.get(ATTEMPT)).toBe(6);
     expect(await described.staticSummary()).toBe(`message.status → ${new URL(r.url).host}`);
-    const failed = await tw.client.workflow.count(`WorkflowId = '${deliveryWorkflowId(deliveryIds[0])}' AND ConciergeDeliveryStatus = 'failed'`);
-    expect(failed.count).toBe(1);
     const meta = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
-    expect(meta.currentDetails).toMatch(/^Failed after 6 attempts\. Last error: HTTP 500/);
+    expect(meta.currentDetails).toMatch(/^Run 1: failed after 6 attempts\. Last error: HTTP 500/);
     const summaries = await historySummaries(tw.client, handle.workflowId);
     // Attempt 1 was the dispatcher's: the workflow starts by waiting the first backoff, then attempts 2–6.
     expect(summaries.filter((x: string) => x.startsWith('POST'))).toEqual(['POST, attempt 2/6', 'POST, attempt 3/6', 'POST, attempt 4/6', 'POST, attempt 5/6', 'POST, attempt 6/6']);
     expect(summaries).toEqual(expect.arrayContaining(['backoff before attempt 2/6', 'record: failed after every attempt']));
     expect(await described.staticDetails()).toMatch(/attempt 1 was made by the outbox dispatcher and failed \(HTTP 500\)/);
+    // Each failed POST is a failed activity (red in the UI) with the status and the start of the answer.
+    const failures = await failedAttempts(handle.workflowId);
+    expect(failures).toHaveLength(5);
+    expect(failures[0]).toEqual({ message: 'HTTP 500: answer 500', type: 'WebhookHttpError', details: { statusCode: 500, error: 'HTTP 500', responseBody: 'answer 500' } });
+    const events = (await handle.fetchHistory()).events ?? [];
+    expect(events.some((e) => e.activityTaskCompletedEventAttributes)).toBe(false);
+
+    // Cancelled by an operator: the run ends `cancelled` (not `failed`); the API still says failed.
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow();
+    expect((await handle.describe()).typedSearchAttributes.get(DELIVERY_STATUS)).toBe('cancelled');
+    expect(await settled(deliveryIds[0])).toBe('failed');
   });
 
   test('only subscribers of the event type get a delivery', async () => {
@@ -206,41 +258,86 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     expect(verifyWebhook(hit.rawBody, sig, rotated.secret)).toMatchObject({ event: 'message.inbound' });
   });
 
-  test('retry re-delivers with the same delivery id as a new run; replay re-delivers a window of failures', async () => {
+  test('operator scenario: an outage shows in health and in Temporal; retry now, retry, replay and retry all clear it, and no workflow still says failed', async () => {
     let healthy = false;
-    const r = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(healthy ? 204 : 500).end() });
+    const r = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(healthy ? 204 : 500, { 'content-type': 'text/plain' }).end(healthy ? undefined : 'receiver down') });
     receivers.push(r);
     const s = await subscribe(r.url, ['message.status']);
     const since = new Date(Date.now() - 1000).toISOString();
-    const a = (await emit('message.status', { message_id: 'msg_a' })).deliveryIds[0];
-    const b = (await emit('message.status', { message_id: 'msg_b' })).deliveryIds[0];
-    expect(await settled(a)).toBe('failed');
-    expect(await settled(b)).toBe('failed');
-    healthy = true;
+    // The schedule's last wait is long, so the outage is seen while the deliveries wait in it; "retry now" skips it.
+    settings.backoffMs = [50, 50, 50, 50, 60_000];
+    let ids: string[];
+    try {
+      ids = await Promise.all(['msg_a', 'msg_b', 'msg_c'].map(async (m) => (await emit('message.status', { message_id: m })).deliveryIds[0]));
+      const [a, b, c] = ids;
+      const handles = ids.map((id) => tw.client.workflow.getHandle(deliveryWorkflowId(id)));
+      for (const h of handles) await until('the long wait', () => describeOrNull(h.workflowId), (d) => d?.typedSearchAttributes.get(ATTEMPT) === 5 && d.typedSearchAttributes.get(DELIVERY_STATUS) === 'retrying');
+      // Retrying: the subscription's health shows the outage (the exhausted-delivery counter alone would not).
+      const during = (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${s.id}`, headers: auth })).json();
+      expect(during).toMatchObject({ id: s.id, consecutive_failures: 0, health: { retrying_now: 3, failed_now: 0, failing_since: expect.any(String), last_error: 'HTTP 500', last_delivered_at: null } });
+      // "Retry now" skips the 60 s wait: attempt 6 is made at once (and fails: the receiver is still down).
+      const started = Date.now();
+      for (const id of ids) {
+        const now = await t.app.inject({ method: 'POST', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${id}/retry-now`, headers: auth });
+        expect(now.statusCode).toBe(202);
+      }
+      for (const id of ids) expect(await settled(id)).toBe('failed');
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect((await t.app.inject({ method: 'POST', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${a}/retry-now`, headers: auth })).json()).toMatchObject({ error: 'delivery_not_retrying' });
+      const failedList = (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-deliveries?status=failed&subscription_id=${s.id}`, headers: auth })).json();
+      expect(failedList.deliveries.map((d: { id: string }) => d.id).sort()).toEqual([...ids].sort());
+      expect((await sub(s.id)).health).toMatchObject({ retrying_now: 0, failed_now: 3, last_error: 'HTTP 500' });
+      // Temporal agrees: three open runs say failed, each attempt a failed activity with the status and the answer's start.
+      const failedQuery = `ConciergeWorkspaceId = '${ws}' AND ConciergeDeliveryStatus = 'failed'`;
+      await until('three failed runs in visibility', () => tw.client.workflow.count(failedQuery), (n) => n.count === 3);
+      expect((await failedAttempts(handles[0].workflowId))[0]).toEqual({ message: 'HTTP 500: receiver down', type: 'WebhookHttpError', details: { statusCode: 500, error: 'HTTP 500', responseBody: 'receiver down' } });
 
-    const retried = await t.app.inject({ method: 'POST', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${a}/retry`, headers: auth });
-    expect(retried.statusCode).toBe(202);
-    expect(retried.json()).toMatchObject({ id: a, status: 'pending' });
-    const deadline = Date.now() + 10_000;
-    const detailOf = async (id: string) => (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${id}`, headers: auth })).json();
-    while ((await detailOf(a)).status !== 'delivered' && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
-    const detail = await detailOf(a);
-    expect(detail.status).toBe('delivered');
-    expect(detail.attempts.at(-1)).toMatchObject({ run: 2, attempt: 1, status_code: 204 });
-    const lastHit = r.hits.at(-1)!;
-    expect(lastHit.headers['x-concierge-delivery']).toBe(a);
+      // The receiver is fixed: retry one, replay the subscription's window for the next, retry all for the rest.
+      healthy = true;
+      const retried = await t.app.inject({ method: 'POST', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${a}/retry`, headers: auth });
+      expect(retried.statusCode).toBe(202);
+      expect(await workflowResult<string>(tw.client, deliveryWorkflowId(a))).toBe('delivered');
+      await maybeRecordHistory(tw.client, deliveryWorkflowId(a), 'webhook-delivery-waits');
+      const replay = await t.app.inject({ method: 'POST', url: `/api/v1/webhook-subscriptions/${s.id}/replay`, headers: auth, payload: { since, until: new Date(Date.now() + 1000).toISOString() } });
+      expect(replay.json()).toMatchObject({ replayed: 2 });
+      expect(await settled(b)).toBe('delivered');
+      expect(await settled(c)).toBe('delivered');
+      // Retry all is idempotent: nothing is failed any more.
+      const all = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-deliveries/retry', headers: auth, payload: { subscription_id: s.id } });
+      expect(all.statusCode).toBe(202);
+      expect(all.json()).toEqual({ retried: 0, delivery_ids: [], more: false });
+      for (const id of ids) {
+        const d = (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${s.id}/deliveries/${id}`, headers: auth })).json();
+        expect(d.attempts.at(-1)).toMatchObject({ run: 2, attempt: 1, status_code: 204 });
+        expect(r.hits.at(-1)!.headers['x-concierge-delivery']).toBeDefined();
+      }
+      // One truth: the runs that waited complete `delivered`; no workflow of the workspace still says failed.
+      for (const h of handles) expect(await h.result()).toBe('delivered');
+      await until('no failed run in visibility', () => tw.client.workflow.count(failedQuery), (n) => n.count === 0);
+      const delivered = await until('three delivered runs', () => tw.client.workflow.count(`ConciergeWorkspaceId = '${ws}' AND ConciergeDeliveryStatus = 'delivered'`), (n) => n.count === 3);
+      expect(delivered.count).toBe(3);
+      expect((await sub(s.id)).health).toEqual({ failing_since: null, retrying_now: 0, failed_now: 0, last_error: null, last_delivered_at: expect.any(String) });
+      expect((await sub(s.id)).consecutive_failures).toBe(0);
+    } finally {
+      settings.backoffMs = BACKOFF;
+    }
+  }, 40_000);
 
-    const replay = await t.app.inject({
-      method: 'POST',
-      url: `/api/v1/webhook-subscriptions/${s.id}/replay`,
-      headers: auth,
-      payload: { since, until: new Date(Date.now() + 1000).toISOString() },
-    });
-    expect(replay.statusCode).toBe(202);
-    expect(replay.json()).toEqual({ replayed: 1, delivery_ids: [b] });
-    while ((await detailOf(b)).status !== 'delivered' && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
-    expect((await detailOf(b)).status).toBe('delivered');
-    expect((await sub(s.id)).consecutive_failures).toBe(0);
+  test('a retried run whose attempt 1 fails again continues in the waiting workflow from attempt 2; retry all moves failed deliveries back', async () => {
+    const r = await receiver([500]);
+    const s = await subscribe(r.url, ['message.status']);
+    const id = (await emit('message.status', { message_id: 'msg_again' })).deliveryIds[0];
+    expect(await settled(id)).toBe('failed');
+    const all = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-deliveries/retry', headers: auth, payload: { subscription_id: s.id } });
+    expect(all.json()).toEqual({ retried: 1, delivery_ids: [id], more: false });
+    // Run 2's attempt 1 (the dispatcher's) fails too: the waiting run carries on with run 2 from attempt 2.
+    const h = tw.client.workflow.getHandle(deliveryWorkflowId(id));
+    await until('run 2 attempt 2 in the same workflow', () => historySummaries(tw.client, h.workflowId), (x) => x.filter((y) => y === 'POST, attempt 2/6').length === 2);
+    const d = await until('run 2 retrying', () => h.query<{ currentDetails?: string }>('__temporal_workflow_metadata'), (m) => /^Run 2: attempt 2\/6 failed: HTTP 500/.test(m.currentDetails ?? ''));
+    expect(d.currentDetails).toMatch(/retry-now/);
+    const row = await db.orm.em.fork().findOneOrFail(WebhookDelivery, { id });
+    expect(row).toMatchObject({ run: 2, status: 'pending' });
+    await h.cancel();
   }, 30_000);
 
   test('a delivery whose first attempt succeeds is delivered by the dispatcher: logged as attempt 1, no workflow', async () => {

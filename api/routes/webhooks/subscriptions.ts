@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../../core/services';
+import type { Gateways } from '../../../gateways';
+import { workflowUnavailable } from '../../../gateways/uploads';
 import { z } from 'zod';
 import { authOf } from '../../types';
 import { authErrors, ErrorBody, idParam } from '../../schemas/common';
@@ -9,11 +11,15 @@ import {
   DeliveryList,
   DeliveryParams,
   Delivery,
+  ListAllDeliveriesQuery,
   ListDeliveriesQuery,
   ReplayBody,
   ReplayResult,
+  RetryAllBody,
+  RetryAllResult,
   SubscriptionList,
   SubscriptionUpdateResult,
+  SubscriptionWithHealth,
   SubscriptionWithSecret,
   TestResult,
   UpdateSubscriptionBody,
@@ -24,9 +30,15 @@ const WhkId = idParam('whk');
 const tags = ['Webhooks'];
 const notFound = ErrorBody.meta({ description: 'not_found' });
 
-export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'subscriptions' | 'deliveries'> }> = async (app, opts) => {
+const date = (s: string | undefined) => (s === undefined ? undefined : new Date(s));
+
+export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'subscriptions' | 'deliveries'>; gateways: Gateways | null }> = async (app, opts) => {
   const subs = opts.services.subscriptions;
   const deliveries = opts.services.deliveries;
+  const gateway = () => {
+    if (!opts.gateways) throw workflowUnavailable();
+    return opts.gateways.webhooks;
+  };
 
   app.post('/api/v1/webhook-subscriptions', {
     config: { scope: 'webhooks:write' },
@@ -44,6 +56,18 @@ export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'su
     config: { scope: 'webhooks:read' },
     schema: { operationId: 'listWebhookSubscriptions', summary: 'List webhook subscriptions with their delivery health', tags, response: { 200: SubscriptionList, ...authErrors } },
     handler: async (request) => ({ subscriptions: await subs.list(authOf(request).workspaceId) }),
+  });
+
+  app.get('/api/v1/webhook-subscriptions/:id', {
+    config: { scope: 'webhooks:read' },
+    schema: {
+      operationId: 'getWebhookSubscription',
+      summary: 'A webhook subscription with its delivery health (failing since, retrying now, last error)',
+      tags,
+      params: WhkId,
+      response: { 200: SubscriptionWithHealth, ...authErrors, 404: notFound },
+    },
+    handler: async (request) => subs.get(authOf(request).workspaceId, request.params.id),
   });
 
   app.patch('/api/v1/webhook-subscriptions/:id', {
@@ -121,6 +145,59 @@ export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'su
       response: { 202: Delivery, ...authErrors, 404: notFound, 409: ErrorBody.meta({ description: 'delivery_in_progress' }) },
     },
     handler: async (request, reply) => reply.code(202).send(await deliveries.retry(authOf(request).workspaceId, request.params.id, request.params.delivery_id)),
+  });
+
+  app.post('/api/v1/webhook-subscriptions/:id/deliveries/:delivery_id/retry-now', {
+    config: { scope: 'webhooks:write' },
+    schema: {
+      operationId: 'retryWebhookDeliveryNow',
+      summary: 'Skip the backoff wait of a delivery in a retry run: its next attempt is made at once',
+      tags,
+      params: DeliveryParams,
+      response: {
+        202: Delivery,
+        ...authErrors,
+        404: notFound,
+        409: ErrorBody.meta({ description: 'delivery_not_retrying: not pending in a retry run (delivered, failed, or its first attempt under way)' }),
+        503: ErrorBody.meta({ description: 'workflow_unavailable' }),
+      },
+    },
+    handler: async (request, reply) => {
+      const { workspaceId } = authOf(request);
+      const delivery = await deliveries.retryNowTarget(workspaceId, request.params.id, request.params.delivery_id);
+      await gateway().retryNow(delivery.id);
+      return reply.code(202).send(delivery);
+    },
+  });
+
+  app.get('/api/v1/webhook-deliveries', {
+    config: { scope: 'webhooks:read' },
+    schema: {
+      operationId: 'listWorkspaceWebhookDeliveries',
+      summary: "The workspace's deliveries across subscriptions, failed ones by default, newest first (keyset cursor)",
+      tags,
+      querystring: ListAllDeliveriesQuery,
+      response: { 200: DeliveryList, ...authErrors },
+    },
+    handler: async (request) => {
+      const q = request.query;
+      return deliveries.listAll(authOf(request).workspaceId, { ...q, since: date(q.since), until: date(q.until) });
+    },
+  });
+
+  app.post('/api/v1/webhook-deliveries/retry', {
+    config: { scope: 'webhooks:write' },
+    schema: {
+      operationId: 'retryWebhookDeliveries',
+      summary: 'Retry all: deliver again the failed deliveries matching the filter (oldest first, 500 per call; a repeat moves nothing)',
+      tags,
+      body: RetryAllBody,
+      response: { 202: RetryAllResult, ...authErrors },
+    },
+    handler: async (request, reply) => {
+      const b = request.body;
+      return reply.code(202).send(await deliveries.retryAll(authOf(request).workspaceId, { subscription_id: b.subscription_id, since: date(b.since), until: date(b.until) }));
+    },
   });
 
   app.post('/api/v1/webhook-subscriptions/:id/replay', {

@@ -30,6 +30,7 @@ import { Migration20261128140100SiteAppearance } from './Migration20261128140100
 import { Migration20261128140200TeamAvailability } from './Migration20261128140200TeamAvailability';
 import { Migration20261128150000KbFileTitle } from './Migration20261128150000KbFileTitle';
 import { Migration20261128160000MetricsIndexes } from './Migration20261128160000MetricsIndexes';
+import { Migration20261128160100WebhookDeliveryHealth } from './Migration20261128160100WebhookDeliveryHealth';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -65,4 +66,5 @@ export const migrations = [
   { name: 'Migration20261128140200TeamAvailability', class: Migration20261128140200TeamAvailability },
   { name: 'Migration20261128150000KbFileTitle', class: Migration20261128150000KbFileTitle },
   { name: 'Migration20261128160000MetricsIndexes', class: Migration20261128160000MetricsIndexes },
+  { name: 'Migration20261128160100WebhookDeliveryHealth', class: Migration20261128160100WebhookDeliveryHealth },
 ];

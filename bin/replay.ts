@@ -12,9 +12,11 @@ import { SecretBox } from '../core/crypto/secret-box';
 import { WORKFLOWS_PATH, workflowBundleFor } from '../worker/worker';
 
 const USAGE = `usage: npm run -s replay -- [--workflows PATH | --bundle FILE] <history.json | directory>...
-  history files: JSON exported with \`temporal workflow show -w ID --output json > ID.json\` or the Web UI's download;
+  history files: JSON exported with \`temporal workflow show -w ID --output json > ID.json\`, the Web UI's download
+                 or its JSON API's (\`{"history": {"events": [...]}}\`);
                  a directory stands for every *.json file in it
-  --workflows    the workflows to replay against (a file or directory bundled now; default: this checkout's workflows/)
+  --workflows    the workflows to replay against (a file or directory bundled now, anywhere: packages it imports
+                 resolve from its own tree, then this checkout's node_modules; default: this checkout's workflows/)
   --bundle       a prebuilt workflow bundle instead (npm run build writes dist/workflow-bundle.js)
 payloads:        encrypted ones (binary/encrypted) are decoded with the key of CONCIERGE_ENCRYPTION_KEY, or else
                  <CONCIERGE_DATA_DIR>/encryption.key, every generation up to TEMPORAL_PAYLOAD_KEY_VERSION;
@@ -34,7 +36,10 @@ export function historyFiles(args: string[]): string[] {
   });
 }
 
-/** A history as exported (`{events: [...]}`), or a bare list of events; its workflow type and id when it says. */
+/**
+ * A history as exported (`{events: [...]}`), the Web UI's JSON API download (`{history: {events: [...]}}`), or a bare
+ * list of events; its workflow type.
+ */
 export function readHistory(file: string): { history: { events: unknown[] }; workflowType: string } {
   let json: unknown;
   try {
@@ -42,7 +47,8 @@ export function readHistory(file: string): { history: { events: unknown[] }; wor
   } catch (err) {
     throw new Error(`not JSON: ${(err as Error).message}`);
   }
-  const history = Array.isArray(json) ? { events: json } : (json as { events?: unknown[] });
+  const wrapped = json as { history?: { events?: unknown[] } } | null;
+  const history = Array.isArray(json) ? { events: json } : wrapped && typeof wrapped.history === 'object' && wrapped.history && !('events' in wrapped) ? wrapped.history : (json as { events?: unknown[] });
   if (!history || !Array.isArray(history.events) || !history.events.length) throw new Error('not a workflow history (no events)');
   const first = history.events[0] as { workflowExecutionStartedEventAttributes?: { workflowType?: { name?: string } } };
   const workflowType = first.workflowExecutionStartedEventAttributes?.workflowType?.name;
@@ -87,6 +93,18 @@ function missingKeyIds(history: { events: unknown[] }, dc: DataConverter | undef
   return [...ids].filter((id) => !codec.holds(id));
 }
 
+/** The node_modules that holds this command's @temporalio/workflow (the checkout's, from source or from dist/). */
+const OUR_MODULES = path.resolve(require.resolve('@temporalio/workflow/package.json'), '../../..');
+
+/**
+ * Workflows outside the checkout (an old version checked out elsewhere, `git worktree`, an export) have no
+ * node_modules above them: the bundle resolves packages from their own tree first, then from this checkout's.
+ */
+function withOurModules<C extends { resolve?: { modules?: string[] } }>(config: C): C {
+  const modules = config.resolve?.modules ?? ['node_modules'];
+  return { ...config, resolve: { ...config.resolve, modules: [...modules, OUR_MODULES] } };
+}
+
 function replayOptions(values: { workflows?: string; bundle?: string }): ReplayWorkerOptions {
   if (values.workflows && values.bundle) throw new UsageError('give --workflows or --bundle, not both');
   if (values.bundle) {
@@ -95,7 +113,7 @@ function replayOptions(values: { workflows?: string; bundle?: string }): ReplayW
   }
   if (values.workflows) {
     if (!fs.existsSync(values.workflows)) throw new UsageError(`no such workflows path: ${values.workflows}`);
-    return { workflowsPath: require.resolve(path.resolve(values.workflows)) };
+    return { workflowsPath: require.resolve(path.resolve(values.workflows)), bundlerOptions: { webpackConfigHook: withOurModules } };
   }
   // Compiled (node dist/bin/replay.js): the prebuilt bundle beside it; from source: this checkout's workflows.
   const prebuilt = workflowBundleFor();

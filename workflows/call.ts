@@ -2,6 +2,7 @@ import { ActivityCancellationType, ActivityFailure, ApplicationFailure, Cancella
 import type { Activities } from '../activities';
 import type { CallOutcome, PhoneCallInput } from '../core/voice/phone-call';
 import type { RecordingView } from '../core/voice/sessions';
+import { recordOutcome, type Outcome } from './outcome';
 import { presets } from './presets';
 import { billVoiceMinutes } from './voice-minutes';
 
@@ -11,6 +12,8 @@ export const callWorkflowId = (callId: string) => `call:${callId}`;
 export type CallInput = PhoneCallInput;
 
 export interface CallResult {
+  /** As `ConciergeOutcome` (absent in runs before the outcome-attribute patch). */
+  outcome?: Outcome;
   status: CallOutcome['status'];
   reason: string;
   recordings: RecordingView[];
@@ -65,7 +68,14 @@ export async function callWorkflow(input: CallInput): Promise<CallResult> {
   });
   phase = 'ended';
   setCurrentDetails(`Call ${id} ended (${status}, ${outcome.reason}); ${recordings.length} recordings saved.`);
-  return { status: status!, reason: outcome.reason, recordings };
+  return { outcome: recordOutcome(callOutcome(status!, outcome.reason)), status: status!, reason: outcome.reason, recordings };
+}
+
+/** Hung up by a cancel: cancelled; the dial or the worker failed: failed; busy or no answer: nobody was reached (`unanswered`), which is not the service failing. */
+function callOutcome(status: CallOutcome['status'], reason: string): Outcome {
+  if (reason === 'cancelled') return 'cancelled';
+  if (status === 'failed') return 'failed';
+  return status === 'completed' ? 'succeeded' : 'unanswered';
 }
 
 /** The call activity ended without an outcome of its own: the status is decided from the row (answered: completed). */

@@ -1,6 +1,7 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { cancelled, recordCancelled } from './cancellation';
+import { recordOutcome } from './outcome';
 import { localPresets, presets } from './presets';
 import { shortSteps } from './short-steps';
 
@@ -8,7 +9,19 @@ export interface KbIndexInput {
   fileId: string;
 }
 
-export type KbIndexResult = 'active' | 'error' | 'gone' | 'settled';
+/** Where the file ended: `active`, `error`, `gone` (deleted before indexing began), `settled` (an earlier run finished it). */
+export type KbIndexStatus = 'active' | 'error' | 'gone' | 'settled';
+/**
+ * The run's result: the status, the outcome (as `ConciergeOutcome`) and, when it failed, the reason left on the
+ * file. Runs before the outcome-attribute patch returned the bare status.
+ */
+export type KbIndexResult = { status: Exclude<KbIndexStatus, 'error'>; outcome: 'succeeded' } | { status: 'error'; outcome: 'failed'; reason: string };
+
+/** The file's status from a run's result, either shape. */
+export const kbIndexStatus = (r: KbIndexResult | KbIndexStatus): KbIndexStatus => (typeof r === 'string' ? r : r.status);
+
+/** The text finishIndexing leaves on a file it could read no text from (core/kb/indexing.ts). */
+const NO_TEXT = 'no text could be extracted';
 
 const { extractAndChunkFile } = proxyActivities<Activities>(presets.longExtraction);
 const { embedFileChunks } = proxyActivities<Activities>(presets.embedding);
@@ -43,7 +56,7 @@ export async function kbIndexWorkflow(input: KbIndexInput): Promise<KbIndexResul
   const begun = await beginIndexing('record: processing', [fileId]);
   if (begun !== 'go') {
     setCurrentDetails(begun === 'gone' ? 'The file was deleted before indexing began.' : 'The file was already indexed (active or error): nothing to do.');
-    return begun;
+    return { status: begun, outcome: recordOutcome('succeeded') };
   }
   try {
     setCurrentDetails('Extracting the text and cutting it into passages.');
@@ -52,17 +65,18 @@ export async function kbIndexWorkflow(input: KbIndexInput): Promise<KbIndexResul
     await embedFileChunks.executeWithOptions({ ...presets.embedding, summary: `embed ${passages} passages` }, [fileId]);
     const status = await finishIndexing('record: active', [fileId]);
     setCurrentDetails(status === 'active' ? `Indexed: ${passages} passages.` : 'No text could be extracted: the file is in error.');
-    return status;
+    return status === 'error' ? { status, outcome: recordOutcome('failed'), reason: NO_TEXT } : { status, outcome: recordOutcome('succeeded') };
   } catch (err) {
     if (cancelled(err)) {
       await recordCancelled(() => failIndexing('record: error (cancelled)', [fileId, INDEXING_CANCELLED]));
+      recordOutcome('cancelled');
       setCurrentDetails(`Cancelled: the file is in error ("${INDEXING_CANCELLED}").`);
       throw err;
     }
     const reason = reasonOf(err);
     setCurrentDetails(`Failed: ${detailOf(err)}\n\nThe file is in error ("${reason}"). Uploading it again indexes it again.`);
     await failIndexing('record: error', [fileId, reason]);
-    return 'error';
+    return { status: 'error', outcome: recordOutcome('failed'), reason };
   }
 }
 

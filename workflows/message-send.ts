@@ -2,6 +2,7 @@ import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails
 import type { Activities } from '../activities';
 import type { SendPlan } from '../core/messages/plan';
 import { cancelled, recordCancelled } from './cancellation';
+import { recordOutcome } from './outcome';
 import { localPresets, presets } from './presets';
 import { shortSteps } from './short-steps';
 
@@ -20,7 +21,10 @@ export const SEND_CANCELLED = 'the send was cancelled by an operator before the 
 export const messageSendSummary = (plan: Pick<SendPlan, 'kind' | 'to' | 'templateName'>) =>
   `${plan.kind}${plan.kind === 'template' && plan.templateName ? ` ${plan.templateName}` : ''} → …${plan.to.replace(/\D/g, '').slice(-4)}`;
 
-export type MessageSendResult = { status: 'sent'; providerMessageId: string } | { status: 'failed'; error: string };
+/** `error` and `reason` are the same text (`error` kept for callers written before `outcome`/`reason`; runs before the outcome-attribute patch lack those two). */
+export type MessageSendResult =
+  | { status: 'sent'; outcome?: 'succeeded'; providerMessageId: string }
+  | { status: 'failed'; outcome?: 'failed'; error: string; reason?: string };
 
 /**
  * One workflow per outbound message (`message-send:msg_…`): record it, call the provider
@@ -44,15 +48,16 @@ export async function messageSendWorkflow(plan: SendPlan): Promise<MessageSendRe
       const error = cause instanceof ApplicationFailure ? cause.message : 'the provider could not be reached';
       setCurrentDetails(`Failed: ${error}`);
       await failed(error, 'record: failed');
-      return { status: 'failed', error };
+      return { status: 'failed', outcome: recordOutcome('failed'), error, reason: error };
     }
     await markMessageSent('record: sent', [plan, providerMessageId]);
     setCurrentDetails(`Sent: provider message id ${providerMessageId}.`);
-    return { status: 'sent', providerMessageId };
+    return { status: 'sent', outcome: recordOutcome('succeeded'), providerMessageId };
   } catch (err) {
     if (!cancelled(err)) throw err;
     // A message already marked sent stays sent: markMessageFailed moves only a `sending` one.
     await recordCancelled(() => failed(SEND_CANCELLED, 'record: failed (cancelled)'));
+    recordOutcome('cancelled');
     setCurrentDetails(`Cancelled: ${SEND_CANCELLED}.`);
     throw err;
   }

@@ -6,10 +6,13 @@ export const SUBSCRIPTION_ID = defineSearchAttributeKey('ConciergeSubscriptionId
 export const EVENT_TYPE = defineSearchAttributeKey('ConciergeEventType', SearchAttributeType.KEYWORD);
 export const FILE_ID = defineSearchAttributeKey('ConciergeFileId', SearchAttributeType.KEYWORD);
 
-/**
- * Where a delivery stands (`attempting`, `retrying`, `delivered`, `failed`, and since the webhook-failed-waits patch
- * `cancelled`), upserted as its workflow goes; a `failed` run stays open until a retry, so `failed` means failed now.
- */
+/** Where a delivery stands (`attempting`, `retrying`, `delivered`, `failed`), upserted as its workflow goes. */
 export const DELIVERY_STATUS = defineSearchAttributeKey('ConciergeDeliveryStatus', SearchAttributeType.KEYWORD);
-/** The attempts made in the delivery's current run (the dispatcher's attempt 1 included); before the webhook-failed-waits patch, the attempt it was at. */
+/** The attempt a delivery is at (1-based). */
 export const ATTEMPT = defineSearchAttributeKey('ConciergeAttempt', SearchAttributeType.INT);
+/**
+ * How a run of a send, indexing, extraction, upload, transcription, voice session or call ended (`succeeded`,
+ * `failed`, `cancelled`; a call nobody answered: `unanswered`), upserted as it ends (workflows/outcome.ts), so
+ * every failure is one query away while the run itself completes (its result carries the reason).
+ */
+export const OUTCOME = defineSearchAttributeKey('ConciergeOutcome', SearchAttributeType.KEYWORD);

@@ -2,6 +2,7 @@ import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails
 import type { Activities } from '../activities';
 import type { ChunkAnswer, ExtractionOutcome, FailureKind } from '../core/extraction/extractions';
 import { cancelled, recordCancelled } from './cancellation';
+import { recordOutcome } from './outcome';
 import { presets } from './presets';
 
 const { readExtractionText } = proxyActivities<Activities>(presets.uploadExtraction);
@@ -60,16 +61,19 @@ export async function structuredExtractionWorkflow(input: StructuredExtractionIn
     setCurrentDetails('Merging and validating the answers.');
     const outcome = await finishExtraction(id, answers);
     setCurrentDetails(outcome.status === 'succeeded' ? 'Succeeded.' : `Failed: ${outcome.reason}`);
+    recordOutcome(outcome.status);
     return outcome;
   } catch (err) {
     if (cancelled(err)) {
       await recordCancelled(() => failExtraction(id, 'internal', EXTRACTION_CANCELLED));
+      recordOutcome('cancelled');
       setCurrentDetails('Cancelled.');
       throw err;
     }
     const outcome = outcomeOf(err);
     setCurrentDetails(`Failed (${outcome.failure}): ${outcome.reason}`);
     await failExtraction(id, outcome.failure, outcome.reason);
+    recordOutcome('failed');
     return outcome;
   }
 }

@@ -1,6 +1,8 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, proxyActivities, proxyLocalActivities, setCurrentDetails, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { TranscribeOutcome, UploadFailure } from '../core/widget/uploads';
+import { cancelled } from './cancellation';
+import { recordOutcome } from './outcome';
 import { localPresets, presets } from './presets';
 
 const { transcribeVoiceNote } = proxyActivities<Activities>(presets.transcription);
@@ -49,11 +51,14 @@ export async function transcribeWorkflow(input: TranscribeInput): Promise<Transc
     setCurrentDetails(`Transcribing a voice note (${input.mime}); the visitor's POST /transcribe is waiting.`);
     const transcript = await transcribeVoiceNote.executeWithOptions({ ...presets.transcription, summary: `transcribe (${input.mime})` }, [input.blobKey, input.mime, input.workspaceId]);
     setCurrentDetails(transcript ? 'Transcribed.' : 'No speech found.');
+    recordOutcome('succeeded');
     return { status: 'done', transcript };
   } catch (err) {
     const outcome = failureOf(err);
     const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
     setCurrentDetails(`Failed (${outcome.failure}): ${(cause as Error).message}`);
+    // A cancelled run still completes here (its caller reads the error); the attribute tells the two apart.
+    recordOutcome(cancelled(err) ? 'cancelled' : 'failed');
     return outcome;
   } finally {
     // Also when the run is cancelled: the recording is not kept either way.

@@ -1,6 +1,7 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineUpdate, proxyActivities, setCurrentDetails, setHandler, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { RecordingView } from '../core/voice/sessions';
+import { recordOutcome, type Outcome } from './outcome';
 import { presets } from './presets';
 import { billVoiceMinutes } from './voice-minutes';
 
@@ -16,6 +17,8 @@ export interface VoiceSessionInput {
 }
 
 export interface VoiceOutcome {
+  /** As `ConciergeOutcome` (absent in runs before the outcome-attribute patch). */
+  outcome?: Outcome;
   reason: string;
   recordings: RecordingView[];
 }
@@ -90,7 +93,14 @@ export async function voiceSessionWorkflow(input: VoiceSessionInput): Promise<Vo
   phase = 'ended';
   finished = true;
   setCurrentDetails(`Voice session ${id} ended (${reason}); ${recordings.length} recordings saved.`);
-  return { reason, recordings };
+  return { outcome: recordOutcome(voiceOutcome(reason, stopRequested)), reason, recordings };
+}
+
+/** A lost worker or a media failure failed the session; a cancel not asked for by a stop cancelled it; any other end (left, stopped, out of credits) is a session that ran. */
+function voiceOutcome(reason: string, stopRequested: boolean): Outcome {
+  if (reason === 'worker_lost' || reason.startsWith('failed')) return 'failed';
+  if (reason === 'cancelled' && !stopRequested) return 'cancelled';
+  return 'succeeded';
 }
 
 /** Why the media activity ended without a reason of its own. */

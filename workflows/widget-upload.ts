@@ -2,6 +2,7 @@ import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails
 import type { Activities } from '../activities';
 import type { UploadOutcome } from '../core/widget/uploads';
 import { cancelled, recordCancelled } from './cancellation';
+import { recordOutcome } from './outcome';
 import { localPresets, presets } from './presets';
 import { shortSteps } from './short-steps';
 
@@ -52,10 +53,12 @@ export async function widgetUploadWorkflow(input: WidgetUploadInput): Promise<Up
     setCurrentDetails(`Extracting the text (${input.kind}) in the isolated process; the visitor's POST /upload is waiting.`);
     const done = await extractUpload.executeWithOptions({ ...presets.uploadExtraction, summary: `extract text (${input.kind})` }, [input.uploadId, input.kind]);
     setCurrentDetails(done === 'ready' ? 'Ready.' : 'Already settled by an earlier run: nothing to do.');
+    recordOutcome('succeeded');
     return { status: 'ready' };
   } catch (err) {
     if (cancelled(err)) {
       await recordCancelled(() => fail(UPLOAD_CANCELLED, 'record: error (cancelled)'));
+      recordOutcome('cancelled');
       setCurrentDetails(`Cancelled: the upload is in error ("${UPLOAD_CANCELLED}").`);
       throw err;
     }
@@ -63,6 +66,7 @@ export async function widgetUploadWorkflow(input: WidgetUploadInput): Promise<Up
     const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
     setCurrentDetails(`Failed (${outcome.failure}): ${(cause as Error).message}`);
     await fail(outcome.reason, 'record: error');
+    recordOutcome('failed');
     return outcome;
   }
 }

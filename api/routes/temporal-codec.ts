@@ -19,7 +19,8 @@ export interface TemporalCodecOptions {
 /** Payloads as protobuf JSON (Temporal's remote codec protocol): metadata values and data in base64. */
 const Base64 = z.string().max(64 * 1024 * 1024).regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64');
 const JsonPayload = z.object({ metadata: z.record(z.string(), Base64).nullish(), data: Base64.nullish() });
-const Body = z.object({ payloads: z.array(JsonPayload).max(10_000) });
+// An empty list is omitted by protobuf JSON: the CLI encodes a query without arguments as `{}` (`temporal workflow metadata`).
+const Body = z.object({ payloads: z.array(JsonPayload).max(10_000).default([]) });
 type JsonPayloadT = z.infer<typeof JsonPayload>;
 
 const fromJson = (p: JsonPayloadT): Payload => ({

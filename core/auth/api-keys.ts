@@ -4,7 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiKey, RetiredKeySecret, Workspace, type IApiKey } from '../db/entities';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
-import { isScope, type Scope } from './scopes';
+import { ALL_SCOPES, isScope, type Scope } from './scopes';
 
 /** `sk_` followed by 64 lowercase hexadecimal characters. */
 export const API_KEY_PATTERN = /^sk_[0-9a-f]{64}$/;
@@ -80,7 +80,7 @@ export function parseScopes(list: string): Scope[] {
     .filter(Boolean);
   if (scopes.length === 0) throw new ApiError(400, 'invalid_request', 'scopes: at least one scope is required');
   const unknown = scopes.filter((s) => !isScope(s));
-  if (unknown.length) throw new ApiError(400, 'invalid_request', `scopes: unknown scope(s) ${unknown.join(', ')}`);
+  if (unknown.length) throw new ApiError(400, 'invalid_request', `scopes: unknown scope(s) ${unknown.join(', ')}; valid scopes: ${ALL_SCOPES.join(', ')}`);
   return [...new Set(scopes)] as Scope[];
 }
 

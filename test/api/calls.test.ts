@@ -354,7 +354,8 @@ describe('a call that connects', () => {
     expect(res.json()).toEqual({ call_id: expect.stringMatching(/^call_/), status: 'calling', phone: '+12025550143' });
     callId = res.json().call_id;
     outcome = await result(callId);
-    await maybeRecordHistory(tw.client, callWorkflowId(callId), 'call-completed');
+    expect(outcome.outcome).toBe('succeeded');
+    await maybeRecordHistory(tw.client, callWorkflowId(callId), 'call-completed-outcome');
   }, 180_000);
 
   test('goes calling → ringing → in_progress → completed when the phone hangs up, with its duration', async () => {
@@ -479,7 +480,7 @@ describe('calls the phone network refuses (LiveKit SIP against the fake LiveKit)
     // A North American number does not say whether it is a mobile: priced as one (BILLING_CREDITS_PER_CALL_MINUTE_MOBILE, 2).
     expect((await t.services.credits.balance(wsA)).balance).toBe(before - 2);
     const done = await result(res.json().id);
-    expect(done).toEqual({ status, reason: status, recordings: [] });
+    expect(done).toEqual({ outcome: 'unanswered', status, reason: status, recordings: [] });
     expect((await t.services.credits.balance(wsA)).balance).toBe(before);
     expect(await t.services.voice.call(wsA, res.json().id)).toMatchObject({ creditsSpent: 0 });
     await maybeRecordHistory(tw.client, callWorkflowId(res.json().id), `call-${status.replace('_', '-')}`);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { StructuredExtraction } from '../../core/db/entities';
 import { MAX_SCHEMA_BYTES } from '../../core/extraction/schema';
-import { FILE_ID, WORKSPACE_ID } from '../../worker/search-attributes';
+import { FILE_ID, OUTCOME, WORKSPACE_ID } from '../../worker/search-attributes';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { makeCorruptPdf, makeDocx, makePdf, makeScannedPdf, makeTextPng, TEXT } from '../support/documents';
@@ -254,9 +254,10 @@ describe('the pipeline', () => {
     expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(wsA);
     expect(described.typedSearchAttributes.get(FILE_ID)).toBe(createHash('sha256').update('Dear team, the parcel arrived damaged.\n').digest('hex'));
     expect(row).toMatchObject({ status: 'succeeded', modelCalls: 1, chunkCount: 1 });
+    expect(described.typedSearchAttributes.get(OUTCOME)).toBe('succeeded');
     expect(row.promptTokens).toBeGreaterThan(0);
     expect(row.completionTokens).toBeGreaterThan(0);
-    await maybeRecordHistory(tw.client, `extract:${row.id}`, 'structured-extraction');
+    await maybeRecordHistory(tw.client, `extract:${row.id}`, 'structured-extraction-outcome');
   });
 
   test('a schema that strict mode cannot take as it is (optional properties) is sent with strict: false, and still validated', async () => {

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { hashApiKey } from '../../core/auth/api-keys';
+import { ALL_SCOPES } from '../../core/auth/scopes';
 import { SecretBox } from '../../core/crypto/secret-box';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
@@ -70,6 +71,14 @@ describe('API keys', () => {
     expect(await status(a, rotated.key)).toBe(200);
     expect(await status(b, rotated.key)).toBe(200);
   });
+});
+
+test("the README's scope table: one row per scope, in the order the CLI lists them; every route's scope is one of them", () => {
+  const readme = fs.readFileSync(path.join(__dirname, '../../README.md'), 'utf8');
+  const rows = [...readme.matchAll(/^\| `([a-z_]+:[a-z]+)` \| (.+) \|$/gm)].map((m) => m[1]);
+  expect(rows).toEqual(ALL_SCOPES);
+  const routeScopes = new Set(a.app.routeTable.flatMap((r) => (r.scope ? [r.scope] : [])));
+  for (const scope of routeScopes) expect(ALL_SCOPES).toContain(scope);
 });
 
 describe('admin CLI', () => {
@@ -151,6 +160,8 @@ describe('admin CLI', () => {
       expect(res.code).not.toBe(0);
       expect(res.stdout).toBe('');
       expect(res.stderr).toMatch(/^error: /);
+      // A wrong scope: the message lists the valid ones.
+      if (args.includes('kb:read,not:a-scope')) expect(res.stderr).toContain(`unknown scope(s) not:a-scope; valid scopes: ${ALL_SCOPES.join(', ')}`);
     }
   }, 60_000);
   test('credential create: the token from --token-file or stdin, stored sealed; never from the command line', async () => {

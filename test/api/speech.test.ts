@@ -11,6 +11,7 @@ import { joinWav, silence, speak, speechDir, wordErrorRate, type SpokenSample } 
 import { historySteps, maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { WORKSPACE_ID } from '../../worker/search-attributes';
+import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
 
 /**
  * The embedded speech-to-text end to end, with real components: speech spoken by
@@ -107,8 +108,8 @@ describe('POST /transcribe with the embedded whisper.cpp', () => {
     expect(workflowId).toMatch(/^transcribe:trn_[0-9a-f]{24}$/);
     const handle = tw.client.workflow.getHandle(workflowId);
     expect((await handle.describe()).typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
-    await maybeRecordHistory(tw.client, workflowId, 'transcribe');
-    expect(await historySteps(tw.client, workflowId)).toEqual({ eager: true, activities: ['transcribeVoiceNote'], localActivities: ['releaseVoiceNote'], patches: [] });
+    await maybeRecordHistory(tw.client, workflowId, 'transcribe-outcome');
+    expect(await historySteps(tw.client, workflowId)).toEqual({ eager: true, activities: ['transcribeVoiceNote'], localActivities: ['releaseVoiceNote'], patches: [OUTCOME_ATTRIBUTE_PATCH] });
     expect(blobStored(sha(order.webm))).toBe(false);
   });
 

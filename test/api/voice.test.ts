@@ -11,6 +11,7 @@ import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { joinAsBrowser, speech8k } from '../support/voice-browser';
 import { voiceWorkflowId } from '../../workflows/voice';
+import { OUTCOME } from '../../worker/search-attributes';
 import { VoiceGateway } from '../../gateways/voice';
 
 let db: TestDatabase;
@@ -123,8 +124,10 @@ describe('browser voice sessions (direct transport)', () => {
     const again = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers: widget(), payload: { voice_session_id: session.voice_session_id } });
     expect(again.json().recordings.map((r: { id: string }) => r.id).sort()).toEqual(stopped.recordings.map((r: { id: string }) => r.id).sort());
     // The workflow is visible by its id.
-    expect((await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).describe()).status.name).toBe('COMPLETED');
-    await maybeRecordHistory(tw.client, voiceWorkflowId(session.voice_session_id), 'voice-stopped');
+    const described = await tw.client.workflow.getHandle(voiceWorkflowId(session.voice_session_id)).describe();
+    expect(described.status.name).toBe('COMPLETED');
+    expect(described.typedSearchAttributes.get(OUTCOME)).toBe('succeeded');
+    await maybeRecordHistory(tw.client, voiceWorkflowId(session.voice_session_id), 'voice-stopped-outcome');
     // Operators find it by workspace, labelled.
     const listed: string[] = [];
     for await (const w of tw.client.workflow.list({ query: `ConciergeWorkspaceId = '${ws}' AND WorkflowType = 'voiceSessionWorkflow'` })) listed.push(w.workflowId);

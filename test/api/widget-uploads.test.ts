@@ -15,6 +15,7 @@ import { makeCorruptPdf, makeDocx, makePdf, makeTextPng, makeWav, randomBytes, T
 import { multipart } from '../support/kb';
 import { historySteps, maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
+import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
 import { WORKSPACE_ID } from '../../worker/search-attributes';
 
 /**
@@ -218,9 +219,9 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
     const st = (await status(res.json().upload_id)).json();
     expect(st).toMatchObject({ status: 'error', parsed_chars: null, summary: null, error_message: expect.stringMatching(/PDF/i), file_id: null, file_url: null, file_key: null });
     const workflowId = `widget-upload:${res.json().upload_id}`;
-    await maybeRecordHistory(tw.client, workflowId, 'widget-upload-failed-local-steps');
+    await maybeRecordHistory(tw.client, workflowId, 'widget-upload-failed-outcome');
     // The error was written by a local activity, behind the patch.
-    expect(await historySteps(tw.client, workflowId)).toMatchObject({ localActivities: ['failUploadExtraction'], patches: [LOCAL_DB_STEPS_PATCH] });
+    expect(await historySteps(tw.client, workflowId)).toMatchObject({ localActivities: ['failUploadExtraction'], patches: [LOCAL_DB_STEPS_PATCH, OUTCOME_ATTRIBUTE_PATCH] });
   });
 
   test("a photo with no text: 201 ready with parsed_chars 0 (not an error), and the status read has its file_id, file_url and file_key", async () => {
@@ -276,9 +277,9 @@ describe('POST /upload: stored, typed from its bytes, extracted before the answe
     const described = await handle.describe();
     expect(described.status.name).toBe('COMPLETED');
     expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
-    await maybeRecordHistory(tw.client, workflowId, 'widget-upload');
+    await maybeRecordHistory(tw.client, workflowId, 'widget-upload-outcome');
     // Its API shares the worker's native connection (as `npm start`): the upload was started eagerly.
-    expect(await historySteps(tw.client, workflowId)).toEqual({ eager: true, activities: ['extractUpload'], localActivities: [], patches: [] });
+    expect(await historySteps(tw.client, workflowId)).toEqual({ eager: true, activities: ['extractUpload'], localActivities: [], patches: [OUTCOME_ATTRIBUTE_PATCH] });
     expect((await status(res.json().upload_id)).json()).toMatchObject({ status: 'ready', summary: 'Extracted by the worker.' });
   });
 

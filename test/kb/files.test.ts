@@ -4,6 +4,7 @@ import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestA
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
+import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
 import { indexWorkflowId } from '../../worker/outbox-sources';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 
@@ -57,13 +58,13 @@ describe('knowledge-base files', () => {
       updated_at: expect.any(String),
     });
     expect(await indexed(tw, file.id)).toBe('active');
-    await maybeRecordHistory(tw.client, indexWorkflowId(file.id), 'kb-index-local-steps');
+    await maybeRecordHistory(tw.client, indexWorkflowId(file.id), 'kb-index-outcome');
     // The status writes ran as local activities (behind the patch); extraction and embedding through the task queue.
     expect(await historySteps(tw.client, indexWorkflowId(file.id))).toEqual({
       eager: false,
       activities: ['extractAndChunkFile', 'embedFileChunks'],
       localActivities: ['beginIndexing', 'finishIndexing'],
-      patches: [LOCAL_DB_STEPS_PATCH],
+      patches: [LOCAL_DB_STEPS_PATCH, OUTCOME_ATTRIBUTE_PATCH],
     });
     const done = await get(file.id);
     expect(done).toMatchObject({ status: 'active', chunk_count: 2, error_message: null });

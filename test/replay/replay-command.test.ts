@@ -90,3 +90,14 @@ test('a file that is not a history fails with a reason; a missing path is a usag
   expect(missing.out).toContain('no such file or directory');
   expect(missing.code).toBe(2);
 }, 60_000);
+
+test("the Web UI's JSON API download ({history: {events}}) replays, against --workflows copied outside the checkout (packages resolve from this checkout)", async () => {
+  const outside = path.join(dir, 'old-version', 'workflows');
+  fs.cpSync(path.join(ROOT, 'workflows'), outside, { recursive: true });
+  const events = JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, 'kb-index.json'), 'utf8')).events;
+  const file = path.join(dir, 'kb-index-ui.json');
+  fs.writeFileSync(file, JSON.stringify({ history: { events }, rawHistory: [], nextPageToken: '' }));
+  const { code, out } = await replay(['--workflows', outside, file]);
+  expect(out).toContain(`OK   ${file} (kbIndexWorkflow)`);
+  expect(code).toBe(0);
+}, 120_000);

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { indexWorkflowId, kbIndexing } from '../../worker/outbox-sources';
 import { workflowResult, type TestWorker } from './temporal';
+import { kbIndexStatus, type KbIndexResult, type KbIndexStatus } from '../../workflows/kb-index';
 
 /** A multipart/form-data body built by hand, as a client library would send it. */
 export function multipart(parts: Array<{ name: string; value: string | Buffer; filename?: string; type?: string }>): { payload: Buffer; headers: Record<string, string> } {
@@ -34,7 +35,7 @@ export async function startIndexDispatcher(tw: TestWorker): Promise<OutboxDispat
   return d;
 }
 
-/** Waits for a file's indexing workflow to finish and returns its result. */
-export function indexed(tw: TestWorker, fileId: string): Promise<string> {
-  return workflowResult<string>(tw.client, indexWorkflowId(fileId));
+/** Waits for a file's indexing workflow to finish and returns the file's status from its result. */
+export async function indexed(tw: TestWorker, fileId: string): Promise<KbIndexStatus> {
+  return kbIndexStatus(await workflowResult<KbIndexResult>(tw.client, indexWorkflowId(fileId)));
 }

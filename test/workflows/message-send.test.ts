@@ -11,7 +11,8 @@ import { newId } from '../../core/ids';
 import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { WORKSPACE_ID } from '../../worker/search-attributes';
+import { OUTCOME, WORKSPACE_ID } from '../../worker/search-attributes';
+import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
 import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { closeInOrder } from '../support/teardown';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
@@ -120,18 +121,20 @@ describe('POST /api/v1/messages', () => {
     expect(sandbox.sent.length).toBe(before + 1);
     const sent = sandbox.sent.at(-1)!;
     expect(sent.body).toMatchObject({ messaging_product: 'whatsapp', to: CUSTOMER, type: 'template', template: { name: 'order_update' } });
-    await maybeRecordHistory(tw.client, `message-send:${body.id}`, 'message-send-local-steps');
+    await maybeRecordHistory(tw.client, `message-send:${body.id}`, 'message-send-outcome');
     // Started eagerly (the first workflow task came back with the start call); the database steps ran as local
-    // activities, in the worker, behind the patch; only the provider call went through the task queue.
+    // activities, in the worker, behind the patch; only the provider call went through the task queue. The outcome
+    // attribute is upserted behind its own patch.
     expect(await historySteps(tw.client, `message-send:${body.id}`)).toEqual({
       eager: true,
       activities: ['callMsgappProvider'],
       localActivities: ['recordMessage', 'markMessageSent'],
-      patches: [LOCAL_DB_STEPS_PATCH],
+      patches: [LOCAL_DB_STEPS_PATCH, OUTCOME_ATTRIBUTE_PATCH],
     });
     // An operator filtering by workspace finds the send.
     const described = await tw.client.workflow.getHandle(`message-send:${body.id}`).describe();
     expect(described.typedSearchAttributes.get(WORKSPACE_ID)).toBe(ws);
+    expect(described.typedSearchAttributes.get(OUTCOME)).toBe('succeeded');
 
     const read = (await t.app.inject({ method: 'GET', url: `/api/v1/messages/${body.id}`, headers: auth })).json();
     // The sandbox's status callbacks may already have moved it on.

@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
@@ -17,6 +19,7 @@ import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
 import { STRANDED } from '../../activities/maintenance';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { deliveryWorkflowId, indexWorkflowId, kbIndexing, msgappInbound, webhookDeliveries } from '../../worker/outbox-sources';
+import { OUTCOME } from '../../worker/search-attributes';
 import { INDEXING_CANCELLED } from '../../workflows/kb-index';
 import { SEND_CANCELLED, messageSendWorkflowId } from '../../workflows/message-send';
 import { DELIVERY_CANCELLED } from '../../workflows/webhook-delivery';
@@ -24,7 +27,7 @@ import { UPLOAD_CANCELLED, widgetUploadWorkflowId } from '../../workflows/widget
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, testConfig, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { multipart, upload as kbUpload } from '../support/kb';
-import { makeWav } from '../support/documents';
+import { makeCorruptPdf, makeWav } from '../support/documents';
 import { inboundDone } from '../support/msgapp';
 import { testLogger } from '../support/secret-log';
 import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult, type TestWorker } from '../support/temporal';
@@ -56,6 +59,7 @@ let failFirstAttempts = false;
 const seenDeliveries = new Set<string>();
 
 const NUMBER = '+15550002222';
+const CODEC_TOKEN = 'c'.repeat(40);
 const PHONE_NUMBER_ID = '2077';
 /** A recipient whose sends the provider proxy holds open: the send waits in the provider call's retries. */
 const HANGING_RECIPIENT = '+15559990000';
@@ -115,6 +119,8 @@ beforeAll(async () => {
     serviceOptions: { msgapp: new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 }), uploadIndexChars: 500, extract, transcriber },
     temporal: { client: tw.client, taskQueue: tw.taskQueue },
     msgappWebhook: { appSecret: 'app-secret', verifyToken: 'verify-me' },
+    // The runbook's `temporal workflow metadata` decodes through the codec endpoint.
+    config: { TEMPORAL_CODEC_TOKEN: CODEC_TOKEN },
   });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   sandbox.setWebhookUrl(`http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/webhooks/msgapp`);
@@ -223,6 +229,9 @@ async function deliveryWaiting(): Promise<{ subscriptionId: string; deliveryId: 
   return { subscriptionId, deliveryId: d.id };
 }
 
+/** Ids made by the first test, for the runbook's commands (README, "Operating workflows"). */
+const seen = { subscription: '', file: '', conversation: '', message: '' };
+
 const delivery = async (subscriptionId: string, deliveryId: string) =>
   (await t.app.inject({ method: 'GET', url: `/api/v1/webhook-subscriptions/${subscriptionId}/deliveries/${deliveryId}`, headers: auth })).json();
 
@@ -234,7 +243,7 @@ describe('search attributes', () => {
     const subscriptionId = await subscribe();
     // Knowledge base: kb-index.
     const file = (await kbUpload(t.app, auth, { filename: 'returns-policy.txt', content: 'Returns are accepted within 30 days of delivery.' })).json();
-    expect(await workflowResult(tw.client, indexWorkflowId(file.id))).toBe('active');
+    expect(await workflowResult(tw.client, indexWorkflowId(file.id))).toEqual({ status: 'active', outcome: 'succeeded' });
     // msgapp: message-send, msgapp-inbound, and the retry workflow of its message.inbound's delivery.
     const sent = await sendTemplate('+15557771234');
     expect(sent.statusCode).toBe(201);
@@ -283,6 +292,7 @@ describe('search attributes', () => {
     );
     expect([...listed.keys()].sort()).toEqual(expected);
 
+    Object.assign(seen, { subscription: subscriptionId, file: file.id, conversation: conv.conversation_id, message: sent.json().id });
     const summary = async (workflowId: string) => (await tw.client.workflow.getHandle(workflowId).describe()).staticSummary();
     expect(await summary(indexWorkflowId(file.id))).toBe('returns-policy.txt');
     expect(await summary(messageSendWorkflowId(sent.json().id))).toBe('template order_update → …1234');
@@ -472,4 +482,79 @@ describe('terminate, reconcile, reset', () => {
     await tw.client.workflow.getHandle(deliveryWorkflowId(deliveryId)).cancel();
     await until('the cancelled delivery', () => delivery(subscriptionId, deliveryId), (x) => x.status === 'failed');
   }, 60_000);
+});
+
+/** The runbook's shell commands (README, "Operating workflows"), as written, with the example ids replaced by real ones. */
+const README = fs.readFileSync(path.join(__dirname, '../../README.md'), 'utf8');
+const runbook = README.slice(README.indexOf('## Operating workflows'), README.indexOf('## What is built'));
+const asWritten = (command: string, ids: Record<string, string>) =>
+  Object.entries(ids).reduce((c, [placeholder, id]) => c.replaceAll(placeholder, id), command);
+async function sh(command: string): Promise<{ code: number; out: string }> {
+  // `$T` is the test server's address, the API the test app's (the README's lines name npm start's).
+  const api = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  const env = runbook.split('\n').find((l) => l.startsWith('export TEMPORAL_CODEC_ENDPOINT='))!.replace('http://127.0.0.1:3000', api);
+  const script = `T="--address ${process.env.TEST_TEMPORAL_ADDRESS}"\n${env}\n${command}`;
+  return promisify(execFile)('bash', ['-c', script], { timeout: 30_000, env: { ...process.env, TEMPORAL_CODEC_TOKEN: CODEC_TOKEN } }).then(
+    (r) => ({ code: 0, out: r.stdout + r.stderr }),
+    (e: { code?: number; stdout?: string; stderr?: string }) => ({ code: e.code ?? -1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` }),
+  );
+}
+
+describe('every failure one query away (issue 28)', () => {
+  test("a refused send and a corrupt file end Completed with ConciergeOutcome 'failed' and the reason in their result; the runbook's one query finds both, and nothing that succeeded", async () => {
+    sandbox.failNext({ kind: 'send', status: 400, code: 131030, message: 'Recipient phone number not in allowed list' });
+    const refused = await sendTemplate('+15557770303');
+    expect(refused.statusCode).toBe(502);
+    const sendId = messageSendWorkflowId(refused.json().message_id);
+    expect(await workflowResult(tw.client, sendId)).toMatchObject({ status: 'failed', outcome: 'failed', reason: expect.stringContaining('allowed list') });
+    const corrupt = (await kbUpload(t.app, auth, { filename: 'broken.pdf', content: makeCorruptPdf(), type: 'application/pdf' })).json();
+    expect(await workflowResult(tw.client, indexWorkflowId(corrupt.id))).toEqual({ status: 'error', outcome: 'failed', reason: expect.stringMatching(/PDF/i) });
+    const described = await tw.client.workflow.getHandle(indexWorkflowId(corrupt.id)).describe();
+    expect(described.status.name).toBe('COMPLETED');
+    expect(described.typedSearchAttributes.get(OUTCOME)).toBe('failed');
+    await maybeRecordHistory(tw.client, sendId, 'message-send-refused-outcome');
+    await maybeRecordHistory(tw.client, indexWorkflowId(corrupt.id), 'kb-index-failed-outcome');
+
+    const line = runbook.split('\n').find((l) => l.includes("ConciergeOutcome = 'failed'") && l.includes('CloseTime'));
+    expect(line).toBeDefined();
+    const command = asWritten(line!, { 'ws_…': ws });
+    // Visibility is eventually consistent: the query is repeated until both runs are listed.
+    const listed = await until('both failures in the one query', () => sh(command), (r) => r.out.includes(sendId) && r.out.includes(indexWorkflowId(corrupt.id)));
+    expect(listed.code).toBe(0);
+    expect(listed.out).not.toContain(indexWorkflowId(seen.file));
+    expect(listed.out).not.toContain(messageSendWorkflowId(seen.message));
+  }, 30_000);
+
+  test('the "Finding and reading workflows" commands run as written against the dev server', async () => {
+    const start = runbook.indexOf('**Finding and reading workflows.**');
+    const block = runbook.slice(runbook.indexOf('```sh', start) + 5, runbook.indexOf('```', runbook.indexOf('```sh', start) + 5));
+    const ids = { 'ws_…': ws, 'whk_…': seen.subscription, 'file_…': seen.file, 'conv_…': seen.conversation, 'msg_…': seen.message };
+    const commands = block.split('\n').filter((l) => l.startsWith('temporal '));
+    expect(commands.length).toBeGreaterThanOrEqual(10);
+    // No schedules on the test server (they would pile up per task queue): `schedule trigger` is the one not run.
+    for (const c of commands.filter((l) => !l.startsWith('temporal schedule trigger'))) {
+      const r = await sh(asWritten(c, ids));
+      expect({ command: c, code: r.code, out: r.code ? r.out : '' }).toEqual({ command: c, code: 0, out: '' });
+    }
+  }, 60_000);
+
+  test("the runbook's cancel commands as written: one delivery, then a whole subscription with a reason", async () => {
+    const text = runbook.replace(/\n\s*/g, ' ');
+    const cancels = [...text.matchAll(/`(temporal workflow cancel [^`]+)`/g)].map((m) => m[1]);
+    const ones = cancels.filter((c) => c.includes('dlv_…'));
+    const all = cancels.find((c) => c.includes('whk_…'));
+    // Plain, and with a reason (`--reason` is refused beside `-w`: it needs `--query`).
+    expect(ones).toHaveLength(2);
+    expect(all).toBeDefined();
+    for (const one of ones) {
+      const a = await deliveryWaiting();
+      const r1 = await sh(asWritten(one, { 'dlv_…': a.deliveryId }));
+      expect({ one, ...r1 }).toMatchObject({ one, code: 0 });
+      await until('the cancelled delivery', () => delivery(a.subscriptionId, a.deliveryId), (d) => d.status === 'failed');
+    }
+    const b = await deliveryWaiting();
+    const r2 = await sh(asWritten(all!, { 'whk_…': b.subscriptionId }));
+    expect({ all, ...r2 }).toMatchObject({ all, code: 0 });
+    await until('the cancelled subscription delivery', () => delivery(b.subscriptionId, b.deliveryId), (d) => d.status === 'failed');
+  }, 40_000);
 });

@@ -6,9 +6,12 @@ export const SUBSCRIPTION_ID = defineSearchAttributeKey('ConciergeSubscriptionId
 export const EVENT_TYPE = defineSearchAttributeKey('ConciergeEventType', SearchAttributeType.KEYWORD);
 export const FILE_ID = defineSearchAttributeKey('ConciergeFileId', SearchAttributeType.KEYWORD);
 
-/** Where a delivery stands (`attempting`, `retrying`, `delivered`, `failed`), upserted as its workflow goes. */
+/**
+ * Where a delivery stands (`attempting`, `retrying`, `delivered`, `failed`, and since the webhook-failed-waits patch
+ * `cancelled`), upserted as its workflow goes; a `failed` run stays open until a retry, so `failed` means failed now.
+ */
 export const DELIVERY_STATUS = defineSearchAttributeKey('ConciergeDeliveryStatus', SearchAttributeType.KEYWORD);
-/** The attempt a delivery is at (1-based). */
+/** The attempts made in the delivery's current run (the dispatcher's attempt 1 included); before the webhook-failed-waits patch, the attempt it was at. */
 export const ATTEMPT = defineSearchAttributeKey('ConciergeAttempt', SearchAttributeType.INT);
 /**
  * How a run of a send, indexing, extraction, upload, transcription, voice session or call ended (`succeeded`,

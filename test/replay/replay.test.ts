@@ -6,6 +6,7 @@ import { DeterminismViolationError } from '@temporalio/workflow';
 import { HISTORIES_DIR, installQuietRuntime } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
+import { WEBHOOK_WAITS_PATCH } from '../../workflows/webhook-delivery';
 import { serviceCodec, temporalDataConverter } from '../../core/crypto/payload-codec';
 import { SecretBox } from '../../core/crypto/secret-box';
 
@@ -39,6 +40,16 @@ describe('stored workflow histories replay against the current code', () => {
     const after = ofType.filter((h) => h.events.some(patch) && h.events.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity'));
     expect(before.length).toBeGreaterThan(0);
     expect(after.length).toBeGreaterThan(0);
+  });
+
+  // Runs begun before WEBHOOK_WAITS_PATCH closed when exhausted and logged failed POSTs as completed activities; runs
+  // since wait for a retry and fail the activity. Both kinds are kept and replayed.
+  test('webhookDeliveryWorkflow has histories from before the webhook-failed-waits patch and one after it', () => {
+    type Event = { markerRecordedEventAttributes?: { markerName: string; details?: Record<string, { payloads: Array<{ data: string }> }> }; activityTaskFailedEventAttributes?: unknown };
+    const ofType = histories.map(load).filter((h) => h.events[0].workflowExecutionStartedEventAttributes.workflowType.name === 'webhookDeliveryWorkflow') as Array<{ events: Event[] }>;
+    const patch = (e: Event) => e.markerRecordedEventAttributes?.markerName === 'core_patch' && JSON.parse(Buffer.from(e.markerRecordedEventAttributes.details!['patch-data'].payloads[0].data, 'base64').toString()).id === WEBHOOK_WAITS_PATCH;
+    expect(ofType.filter((h) => !h.events.some(patch)).length).toBeGreaterThan(0);
+    expect(ofType.filter((h) => h.events.some(patch) && h.events.some((e) => e.activityTaskFailedEventAttributes)).length).toBeGreaterThan(0);
   });
 
   // Runs recorded before OUTCOME_ATTRIBUTE_PATCH never upserted ConciergeOutcome; runs since do, behind the marker.

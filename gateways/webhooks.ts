@@ -16,4 +16,22 @@ export class WebhookGateway {
       throw workflowUnavailable('The workflow service could not be reached; try again');
     }
   }
+
+  /**
+   * Cancels the open runs of a deleted subscription's deliveries (exhausted ones wait for a retry that can no longer
+   * come; the others would find their delivery gone at the next attempt): they end `cancelled`, so the `failed`
+   * view keeps listing only deliveries that exist and are failed. Returns how many were asked to cancel.
+   */
+  async cancelRunsOf(subscriptionId: string): Promise<number> {
+    const query = `WorkflowType = 'webhookDeliveryWorkflow' AND ConciergeSubscriptionId = '${subscriptionId.replace(/[^A-Za-z0-9_-]/g, '')}' AND ExecutionStatus = 'Running'`;
+    let n = 0;
+    for await (const wf of this.client.workflow.list({ query })) {
+      await this.client.workflow
+        .getHandle(wf.workflowId, wf.runId)
+        .cancel()
+        .catch(() => undefined);
+      n++;
+    }
+    return n;
+  }
 }

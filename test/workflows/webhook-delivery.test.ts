@@ -323,7 +323,7 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     }
   }, 40_000);
 
-  test('a retried run whose attempt 1 fails again continues in the waiting workflow from attempt 2; retry all moves failed deliveries back', async () => {
+  test('a retried run whose attempt 1 fails again continues in the waiting workflow from attempt 2; retry all moves failed deliveries back; deleting the subscription cancels its runs', async () => {
     const r = await receiver([500]);
     const s = await subscribe(r.url, ['message.status']);
     const id = (await emit('message.status', { message_id: 'msg_again' })).deliveryIds[0];
@@ -337,7 +337,10 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     expect(d.currentDetails).toMatch(/retry-now/);
     const row = await db.orm.em.fork().findOneOrFail(WebhookDelivery, { id });
     expect(row).toMatchObject({ run: 2, status: 'pending' });
-    await h.cancel();
+    // Deleting the subscription cancels its deliveries' open runs: none is left waiting, none says failed.
+    expect((await t.app.inject({ method: 'DELETE', url: `/api/v1/webhook-subscriptions/${s.id}`, headers: auth })).statusCode).toBe(204);
+    await expect(h.result()).rejects.toThrow();
+    expect((await h.describe()).typedSearchAttributes.get(DELIVERY_STATUS)).toBe('cancelled');
   }, 30_000);
 
   test('a delivery whose first attempt succeeds is delivered by the dispatcher: logged as attempt 1, no workflow', async () => {

@@ -87,13 +87,18 @@ export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'su
     config: { scope: 'webhooks:write' },
     schema: {
       operationId: 'deleteWebhookSubscription',
-      summary: 'Delete a subscription (pending deliveries stop)',
+      summary: 'Delete a subscription (pending deliveries stop; their retry runs are cancelled)',
       tags,
       params: WhkId,
       response: { 204: z.null().meta({ description: 'Deleted' }), ...authErrors, 404: notFound },
     },
     handler: async (request, reply) => {
       await subs.delete(authOf(request).workspaceId, request.params.id);
+      // Its deliveries are gone with it: their open retry runs end `cancelled` (in the background: a list and a cancel
+      // per run; a failure only leaves runs for an operator's batch cancel, as the README says).
+      if (opts.gateways) {
+        void opts.gateways.webhooks.cancelRunsOf(request.params.id).catch((err: unknown) => request.log.warn({ err }, 'could not cancel the deleted subscription\'s delivery runs'));
+      }
       return reply.code(204).send(null);
     },
   });

@@ -2,11 +2,11 @@ import { SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
 import type { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 
-import { ATTEMPT, DELIVERY_STATUS, EVENT_TYPE, FILE_ID, OUTCOME, SUBSCRIPTION_ID, WORKSPACE_ID } from '../workflows/search-attributes';
+import { ATTEMPT, DELIVERY_STATUS, EVENT_TYPE, FILE_ID, LAST_ERROR, OUTCOME, SUBSCRIPTION_ID, WORKSPACE_ID } from '../workflows/search-attributes';
 
-export { ATTEMPT, DELIVERY_STATUS, EVENT_TYPE, FILE_ID, OUTCOME, SUBSCRIPTION_ID, WORKSPACE_ID };
+export { ATTEMPT, DELIVERY_STATUS, EVENT_TYPE, FILE_ID, LAST_ERROR, OUTCOME, SUBSCRIPTION_ID, WORKSPACE_ID };
 
-export const ALL_SEARCH_ATTRIBUTES = [WORKSPACE_ID, SUBSCRIPTION_ID, EVENT_TYPE, FILE_ID, DELIVERY_STATUS, ATTEMPT, OUTCOME];
+export const ALL_SEARCH_ATTRIBUTES = [WORKSPACE_ID, SUBSCRIPTION_ID, EVENT_TYPE, FILE_ID, DELIVERY_STATUS, ATTEMPT, OUTCOME, LAST_ERROR];
 
 /** The Temporal CLI's and the server's names of our attribute types. */
 const TYPES = {

@@ -11,7 +11,7 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import { shortSteps } from './short-steps';
-import { ATTEMPT, DELIVERY_STATUS } from './search-attributes';
+import { ATTEMPT, DELIVERY_STATUS, LAST_ERROR } from './search-attributes';
 import type { Activities } from '../activities';
 import { cancelled, recordCancelled } from './cancellation';
 import { localPresets, presets, singleAttempt } from './presets';
@@ -131,6 +131,9 @@ function attemptFailure(err: unknown): WebhookAttemptFailure | null {
   return (cause.details?.[0] as WebhookAttemptFailure | undefined) ?? { statusCode: 0, error: cause.message, responseBody: null };
 }
 
+/** An error's kind for LAST_ERROR: `HTTP 500`, or what comes before the first colon (`timeout`, `connect`), 100 characters at most. */
+const errorKind = (error: string): string => error.split(':')[0].slice(0, 100);
+
 const errorOf = (err: unknown): string => attemptFailure(err)?.error ?? `attempt did not complete: ${(err as Error).message}`;
 
 /** The runs of attempts of one delivery, since WEBHOOK_WAITS_PATCH. */
@@ -140,10 +143,11 @@ async function deliver(input: WebhookDeliveryInput, state: DeliveryState): Promi
   const attempts = input.backoffMs.length + 1;
   // What an operator sees in the UI and can filter by: the status and the attempts made as search attributes, the
   // last error and the next attempt's time as the workflow's current details.
-  const status = (value: Status, made?: number) =>
-    upsertSearchAttributes(made === undefined ? [{ key: DELIVERY_STATUS, value }] : [
+  const status = (value: Status, made?: number, error?: string | null) =>
+    upsertSearchAttributes([
       { key: DELIVERY_STATUS, value },
-      { key: ATTEMPT, value: made },
+      ...(made === undefined ? [] : [{ key: ATTEMPT, value: made }]),
+      ...(error ? [{ key: LAST_ERROR, value: errorKind(error) }] : []),
     ]);
   let first = input.firstAttempt ?? 1;
   let lastError: string | null = input.previousError ?? null;
@@ -153,7 +157,7 @@ async function deliver(input: WebhookDeliveryInput, state: DeliveryState): Promi
     for (; attempt <= attempts; attempt++) {
       if (attempt > 1) {
         const waitMs = input.backoffMs[attempt - 2];
-        status('retrying', attempt - 1);
+        status('retrying', attempt - 1, lastError);
         setCurrentDetails(
           `Run ${run}: attempt ${attempt - 1}/${attempts} failed: ${lastError}\n\nNext attempt (${attempt}/${attempts}) at ${new Date(Date.now() + waitMs).toISOString()}` +
             ` (POST …/deliveries/{delivery_id}/retry-now makes it at once).`,
@@ -186,7 +190,7 @@ async function deliver(input: WebhookDeliveryInput, state: DeliveryState): Promi
     // Exhausted: findable as ConciergeDeliveryStatus = 'failed' for as long as the delivery is failed. The run stays
     // open (no timer: only a condition on the signal) until the API's retry or replay, whose attempt 1 the outbox
     // dispatcher makes and reports here; a cancel ends it `cancelled`.
-    status('failed', attempts);
+    status('failed', attempts, lastError);
     setCurrentDetails(
       `Run ${run}: failed after ${attempts} attempts. Last error: ${lastError}\n\n` +
         'POST /api/v1/webhook-subscriptions/{id}/deliveries/{delivery_id}/retry (or …/replay, or POST /api/v1/webhook-deliveries/retry) delivers it again; this run waits for it.',

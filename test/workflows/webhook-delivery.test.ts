@@ -6,7 +6,7 @@ import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { deliveryWorkflowId, webhookDeliveries } from '../../worker/outbox-sources';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { ATTEMPT, DELIVERY_STATUS } from '../../worker/search-attributes';
+import { ATTEMPT, DELIVERY_STATUS, LAST_ERROR } from '../../worker/search-attributes';
 import { WebhookDelivery } from '../../core/db/entities';
 import { decryptPayloadsIn, EncryptionCodec } from '../../core/crypto/payload-codec';
 import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
@@ -191,6 +191,8 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     const described = await until('the failed status attribute', () => handle.describe(), (d) => d.typedSearchAttributes.get(DELIVERY_STATUS) === 'failed');
     expect(described.status.name).toBe('RUNNING');
     expect(described.typedSearchAttributes.get(ATTEMPT)).toBe(6);
+    // `describe` says why (the kind only: attributes are not encrypted; the answer's start is in the failed activity).
+    expect(described.typedSearchAttributes.get(LAST_ERROR)).toBe('HTTP 500');
     expect(await described.staticSummary()).toBe(`message.status → ${new URL(r.url).host}`);
     const meta = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
     expect(meta.currentDetails).toMatch(/^Run 1: failed after 6 attempts\. Last error: HTTP 500/);

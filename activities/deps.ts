@@ -4,6 +4,7 @@ import type { Telephony } from '../core/voice/types';
 import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ConversationGateway } from '../gateways/conversations';
+import type { WebhookGateway } from '../gateways/webhooks';
 import type { MessageSender } from '../gateways/messages';
 import type { IndexingService } from '../core/kb/indexing';
 import type { Services } from '../core/services';
@@ -18,6 +19,8 @@ export interface ActivityDeps {
   indexing: IndexingService;
   /** Asks Temporal about a workflow (the maintenance reconciliation); the worker wires its client. */
   workflowState?: (workflowId: string) => Promise<WorkflowState>;
+  /** Delivery retry runs waiting `failed` (the maintenance reconciliation tells them of a later delivered run); the worker wires its client. */
+  webhookRuns?: Pick<WebhookGateway, 'waitingFailed' | 'tellDelivered'>;
   /** The conversation actors (a customer's msgapp message goes to one); the worker wires its client. */
   conversations?: Pick<ConversationGateway, 'customerMessage' | 'send'>;
   /** Voice sessions and calls (the media runner lives in the worker); absent: voice is not configured. */

@@ -17,6 +17,8 @@ const BATCH = 200;
 /** What one reconciliation settled, by kind. */
 export interface ReconcileResult {
   deliveries: number;
+  /** Retry runs waiting `failed` whose delivery a later run delivered (the dispatcher's word was lost): told, so Temporal says `delivered`. */
+  deliveryRuns: number;
   files: number;
   messages: number;
   uploads: number;
@@ -68,10 +70,19 @@ export function maintenanceActivities(deps: ActivityDeps) {
       const ended = async (workflowId: string) => (await state(workflowId)) !== 'running';
       const { deliveries, messages, uploads, tasks } = deps.services;
       const { voice, structured } = deps.services;
-      const result: ReconcileResult = { deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0, voiceNotes: 0 };
+      const result: ReconcileResult = { deliveries: 0, deliveryRuns: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0, voiceNotes: 0 };
 
       for (const d of await deliveries.dispatchedPending(before, BATCH)) {
         if ((await ended(deliveryWorkflowId(d.id))) && (await deliveries.failRun(d.id, d.run, STRANDED.delivery))) result.deliveries++;
+      }
+      // One truth: a run still saying `failed` while its delivery was delivered by a later run is told now.
+      if (deps.webhookRuns) {
+        for (const id of await deps.webhookRuns.waitingFailed(BATCH)) {
+          const current = await deliveries.current(id);
+          if (current?.status !== 'delivered') continue;
+          await deps.webhookRuns.tellDelivered(id, current.run);
+          result.deliveryRuns++;
+        }
       }
       for (const id of await deps.indexing.dispatchedUnfinished(before, BATCH)) {
         if ((await ended(indexWorkflowId(id))) && (await deps.indexing.fail(id, STRANDED.file))) result.files++;

@@ -1,6 +1,6 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApiError } from '../core/errors';
-import { deliveryWorkflowId, retryNowSignal } from '../workflows/webhook-delivery';
+import { deliveryRunSignal, deliveryWorkflowId, retryNowSignal } from '../workflows/webhook-delivery';
 import { workflowUnavailable } from './uploads';
 
 /** Webhook deliveries as the API sees them in Temporal: "retry now" skips the backoff wait of a delivery's retry run. */
@@ -15,6 +15,25 @@ export class WebhookGateway {
       if (err instanceof WorkflowNotFoundError) throw new ApiError(409, 'delivery_not_retrying', `Delivery '${deliveryId}' has no retry run waiting`);
       throw workflowUnavailable('The workflow service could not be reached; try again');
     }
+  }
+
+  /**
+   * Deliveries whose retry run waits open as `failed` (at most `limit`): the reconciliation checks each against its
+   * record, since a later run may have been delivered by the dispatcher without its word reaching the run.
+   */
+  async waitingFailed(limit: number): Promise<string[]> {
+    const ids: string[] = [];
+    const query = "WorkflowType = 'webhookDeliveryWorkflow' AND ConciergeDeliveryStatus = 'failed' AND ExecutionStatus = 'Running'";
+    for await (const wf of this.client.workflow.list({ query })) {
+      if (wf.workflowId.startsWith('webhook-delivery:')) ids.push(wf.workflowId.slice('webhook-delivery:'.length));
+      if (ids.length >= limit) break;
+    }
+    return ids;
+  }
+
+  /** Tells a delivery's waiting run that run `run` was delivered (it records `delivered` and completes; an earlier or equal run is ignored). */
+  async tellDelivered(deliveryId: string, run: number): Promise<void> {
+    await this.client.workflow.getHandle(deliveryWorkflowId(deliveryId)).signal(deliveryRunSignal, { run, outcome: 'delivered', error: null });
   }
 
   /**

@@ -4,6 +4,7 @@ import type { ActivityDeps } from '../activities';
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
 import { ConversationGateway } from '../gateways/conversations';
 import { MessageSender } from '../gateways/messages';
+import { WebhookGateway } from '../gateways/webhooks';
 import type { Worker } from '@temporalio/worker';
 import type { WorkflowState } from '../activities/deps';
 import type { Composition } from '../core/compose';
@@ -76,6 +77,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
       services: c.services,
       indexing: c.indexing,
       workflowState: workflowStateOf(client),
+      webhookRuns: new WebhookGateway(client),
       conversations,
       voice: voiceMediaOf(c, conversations, opts.onVoiceTurn),
       sender: new MessageSender(client, taskQueue, c.temporal.native !== null),

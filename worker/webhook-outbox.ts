@@ -168,8 +168,9 @@ export class WebhookOutbox implements OutboxSource {
       await this.client.workflow.getHandle(deliveryWorkflowId(item.id)).signal(deliveryRunSignal, newRun);
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return;
-      // The record is settled either way; only Temporal's view would lag (the run keeps `failed` until cancelled).
-      this.log?.warn({ err, deliveryId: item.id }, 'could not tell the delivery\'s waiting retry run that it was delivered');
+      // The record is settled either way; only Temporal's view lags until maintenance:reconcile (every 5 minutes)
+      // finds the run waiting `failed` with its delivery delivered and tells it.
+      this.log?.warn({ err, deliveryId: item.id }, 'could not tell the delivery\'s waiting retry run that it was delivered; the reconciliation will');
     }
   }
 

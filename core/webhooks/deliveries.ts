@@ -461,6 +461,12 @@ export class DeliveryService {
   }
 
   /** Re-delivers one delivery (same id, same body) as a new run of attempts. */
+  /** A delivery's current run and status (null: no such delivery), whatever its workspace: for the reconciliation. */
+  async current(id: string): Promise<{ run: number; status: string } | null> {
+    const row = await this.em.fork().findOne(WebhookDelivery, { id }, { fields: ['run', 'status'] });
+    return row ? { run: row.run, status: row.status } : null;
+  }
+
   async retry(workspaceId: string, subscriptionId: string, deliveryId: string): Promise<DeliveryView> {
     return this.em.fork().transactional(async (em) => {
       // Locked: a concurrent retry waits, then sees the run this one started and refuses.

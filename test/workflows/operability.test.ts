@@ -426,7 +426,7 @@ describe('terminate, reconcile, reset', () => {
     expect((await t.app.inject({ method: 'GET', url: `/api/v1/messages/${msg.id}`, headers: auth })).json()).toMatchObject({ status: 'failed', error: STRANDED.message });
     // A second pass finds nothing more: running workflows and final records are left alone.
     const again = await tw.client.workflow.execute(workflowTypes.reconcileStrandedWorkflow, { workflowId: `${workflowId}:2`, taskQueue: tw.taskQueue, args: [{ graceMs: 0 }] });
-    expect(again).toEqual({ deliveries: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0, voiceNotes: 0 });
+    expect(again).toEqual({ deliveries: 0, deliveryRuns: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0, voiceNotes: 0 });
   }, 60_000);
 
   test('a voice session, a call and an extraction whose workflow is gone are settled failed with the reason, and the voice slot is free again; a voice note\'s bytes are released', async () => {

@@ -4,6 +4,7 @@ import { verifyWebhook } from '../../sdk';
 import { emitEvent } from '../../core/webhooks/emitter';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { deliveryWorkflowId, webhookDeliveries } from '../../worker/outbox-sources';
+import { reconcileStrandedWorkflow } from '../../workflows';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { ATTEMPT, DELIVERY_STATUS, LAST_ERROR } from '../../worker/search-attributes';
@@ -213,6 +214,22 @@ describe('webhook delivery: the first attempt from the outbox dispatcher, a retr
     await expect(handle.result()).rejects.toThrow();
     expect((await handle.describe()).typedSearchAttributes.get(DELIVERY_STATUS)).toBe('cancelled');
     expect(await settled(deliveryIds[0])).toBe('failed');
+  });
+
+  test('one truth even when the dispatcher\'s word is lost: a run waiting `failed` whose delivery a later run delivered is told by the reconciliation', async () => {
+    const r = await receiver([500]);
+    await subscribe(r.url);
+    const { deliveryIds } = await emit('message.status', { message_id: 'msg_lost', status: 'delivered' });
+    expect(await settled(deliveryIds[0])).toBe('failed');
+    const handle = tw.client.workflow.getHandle(deliveryWorkflowId(deliveryIds[0]));
+    await until('the failed status attribute', () => handle.describe(), (d) => d.typedSearchAttributes.get(DELIVERY_STATUS) === 'failed');
+    // As if a retry's attempt 1 was delivered by the dispatcher and its signal never reached the waiting run.
+    await db.orm.em.fork().nativeUpdate(WebhookDelivery, { id: deliveryIds[0] }, { status: 'delivered', run: 2, dispatchedAt: new Date() });
+    const reconciled = await tw.client.workflow.execute(reconcileStrandedWorkflow, { workflowId: `reconcile-lost-word-${deliveryIds[0]}`, taskQueue: tw.taskQueue, args: [{ graceMs: 0 }] });
+    expect(reconciled.deliveryRuns).toBeGreaterThanOrEqual(1);
+    await expect(handle.result()).resolves.toBe('delivered');
+    expect((await handle.describe()).typedSearchAttributes.get(DELIVERY_STATUS)).toBe('delivered');
+    expect(await settled(deliveryIds[0])).toBe('delivered');
   });
 
   test('only subscribers of the event type get a delivery', async () => {

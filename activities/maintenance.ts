@@ -13,6 +13,8 @@ import type { ActivityDeps } from './deps';
 export const STRANDED_AFTER_MS = 2 * 60_000;
 /** Records looked at per kind and run: the schedule comes back every few minutes for the rest. */
 const BATCH = 200;
+/** Delivery runs waiting `failed` read per reconciliation (ids only, from Temporal's visibility). */
+const WAITING_RUNS_MAX = 10_000;
 
 /** What one reconciliation settled, by kind. */
 export interface ReconcileResult {
@@ -77,11 +79,12 @@ export function maintenanceActivities(deps: ActivityDeps) {
       }
       // One truth: a run still saying `failed` while its delivery was delivered by a later run is told now.
       if (deps.webhookRuns) {
-        for (const id of await deps.webhookRuns.waitingFailed(BATCH)) {
+        // Every waiting run is looked at (they stay open while failed, so a fixed batch would keep reading the same
+        // ones); a run that closed since the listing is skipped, never the rest of the pass.
+        for (const id of await deps.webhookRuns.waitingFailed(WAITING_RUNS_MAX)) {
           const current = await deliveries.current(id);
           if (current?.status !== 'delivered') continue;
-          await deps.webhookRuns.tellDelivered(id, current.run);
-          result.deliveryRuns++;
+          if (await deps.webhookRuns.tellDelivered(id, current.run).then(() => true, () => false)) result.deliveryRuns++;
         }
       }
       for (const id of await deps.indexing.dispatchedUnfinished(before, BATCH)) {

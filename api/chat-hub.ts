@@ -183,7 +183,9 @@ export class ChatHub {
    */
   async attach(ws: WebSocket, grant: CheckedGrant, after?: string): Promise<void> {
     const { seq, ...socketGrant } = grant;
-    const sub: Subscriber = { ws, grant: socketGrant, pending: after ? [] : null };
+    // Live frames wait while the catch-up is read (the hand-off state, then the replies missed), so none is lost or
+    // sent before an older state.
+    const sub: Subscriber = { ws, grant: socketGrant, pending: [] };
     // Registered before catch-up is read, so nothing published meanwhile is lost.
     let set = this.byConversation.get(grant.conversationId);
     if (!set) this.byConversation.set(grant.conversationId, (set = new Set()));
@@ -192,10 +194,11 @@ export class ChatHub {
     // Receive-only: whatever the client sends is ignored.
     ws.on('message', () => undefined);
     if (seq !== this.recheckSeq) void this.recheck([sub]);
-    if (!after) return;
     try {
+      // Who answers now: a hand-off or hand-back made while this client was away is never missed.
+      this.send(sub, JSON.stringify({ type: 'handoff', active: await this.transcript.handedOff(grant.conversationId) }));
       const sent = new Set<string>();
-      for (const row of await this.transcript.repliesAfter(grant.conversationId, after)) {
+      for (const row of after ? await this.transcript.repliesAfter(grant.conversationId, after) : []) {
         this.send(sub, JSON.stringify(replyFrame(row)));
         sent.add(row.id);
       }

@@ -137,7 +137,7 @@
   };
   var lang = 'en';
   function pickLanguage(wanted) {
-    var tries = [wanted, attr('language')].concat(navigator.languages || [navigator.language]);
+    var tries = [attr('language'), wanted].concat(navigator.languages || [navigator.language]);
     for (var i = 0; i < tries.length; i++) {
       var l = String(tries[i] || '').toLowerCase().split('-')[0];
       if (l && l !== 'auto' && STRINGS[l]) return l;
@@ -167,6 +167,13 @@
   var lastTop = 0;
   var isDown = false; // the socket dropped and is being dialled again
   var held = false; // a person holds the conversation (the agent does not answer)
+  // Bumped by shutdown() and by a conversation switch: a late answer of an earlier session or conversation is dropped.
+  var generation = 0;
+  function stale(gen) {
+    var e = new Error('superseded');
+    e.stale = gen !== generation;
+    return e.stale ? e : null;
+  }
 
   // ---- DOM helpers: text goes in as text nodes, never as markup.
   function h(tag, props, kids) {
@@ -1095,6 +1102,7 @@
     row.classList.remove('failed');
     note(row, t('sending'));
     toBottom();
+    var gen = generation;
     return ensureSession()
       .then(() => {
         var body = { conversation_id: session.conversation_id, customer_id: session.customer_id, text: text, client_message_id: row.cid, delivery: 'async' };
@@ -1106,6 +1114,7 @@
         return opened.then(() => postWithRetry(body, 0));
       })
       .then((res) => {
+        if (gen !== generation) return null;
         note(row, null);
         row.b.setAttribute('data-id', res.message_id);
         pending[res.reply_id] = row;
@@ -1120,6 +1129,7 @@
         return res;
       })
       .catch((e) => {
+        if (gen !== generation) return null;
         row.classList.add('failed');
         note(row, friendly(e), true, () => { void send(text, row); input.focus(); });
         if (e.code === 'conversation_closed') offerNew(row);
@@ -1178,7 +1188,7 @@
   function addFiles(list) {
     if (!canUpload()) return;
     Array.prototype.forEach.call(list || [], (file) => {
-      if (uploads.length >= 5) { showError(t('maxFiles')); return; }
+      if (uploads.filter((x) => x.state !== 'bad').length >= 5) { showError(t('maxFiles')); return; }
       var u = { file: file, file_name: file.name || 'file', state: 'up' };
       var x = h('button', { type: 'button', 'aria-label': t('remove', { name: u.file_name }), onclick: () => { dropUpload(u); } });
       x.innerHTML = ICON.x;
@@ -1189,7 +1199,7 @@
       uploads.push(u);
       syncInput();
       if (file.size > MAX_BYTES) return failUpload(u, 'too_large');
-      ensureSession().then(() => upload(u)).catch((e) => { failUpload(u, null, e); });
+      ensureSession().then(() => { if (uploads.indexOf(u) >= 0) upload(u); }).catch((e) => { if (uploads.indexOf(u) >= 0) failUpload(u, null, e); });
     });
   }
   function failUpload(u, key, e) {
@@ -1205,6 +1215,11 @@
     var data = new FormData();
     data.append('conversation_id', session.conversation_id);
     data.append('customer_id', session.customer_id);
+    // A verified visitor's conversation needs the proof (multipart fields, as the upload route takes it).
+    if (identity) {
+      data.append('external_id', identity.external_id);
+      if (identity.user_hash) data.append('user_hash', identity.user_hash);
+    }
     data.append('file', u.file, u.file_name);
     xhr.open('POST', apiBase + '/api/public/widget/upload');
     xhr.setRequestHeader('X-Concierge-Site', siteId);
@@ -1291,11 +1306,18 @@
     if (!session) return Promise.resolve();
     session.conversation_id = id;
     store.set(convKey, id);
+    generation++;
     resetView();
+    // Files uploaded to the conversation left behind belong to it (the server refuses them elsewhere).
+    uploads.forEach((u) => { if (u.xhr && u.state === 'up') u.xhr.abort(); });
+    uploads = [];
+    filesEl.textContent = '';
+    filesEl.hidden = true;
     showConversations(false);
+    // The old conversation's socket goes now: none of its frames may land in this one.
+    reconnect();
     return loadHistory(null).then(() => {
       greet();
-      reconnect();
       toBottom();
       emit('conversation', { conversation_id: id });
     }).catch((e) => { showError(friendly(e)); });
@@ -1530,7 +1552,7 @@
   /** An unknown, suspended or misconfigured site: nothing to show the visitor; the site owner reads why in the console. */
   function refused(e) {
     emit('error', { error: e.code || 'offline', message: e.message });
-    if (e.status === 404 || e.status === 403) {
+    if (e.code === 'unknown_site' || e.code === 'site_suspended' || e.code === 'origin_not_allowed' || e.code === 'no_workflow_configured') {
       host.remove();
       console.error('Concierge widget hidden: ' + e.message + ' (' + e.code + ')');
       return true;
@@ -1549,8 +1571,11 @@
     var body = {};
     if (saved) body.conversation_id = saved;
     if (identity) body.user_context = userContext();
+    var gen = generation;
+    var check = () => { var e = stale(gen); if (e) throw e; };
     starting = api('POST', 'init', body)
       .then((res) => {
+        check();
         session = res;
         store.set(convKey, res.conversation_id);
         showLauncher({ agent: res.agent, appearance: res.appearance || (config && config.appearance), capabilities: res.capabilities });
@@ -1559,6 +1584,7 @@
         return loadHistory(null);
       })
       .then(() => {
+        check();
         greet();
         setHeld(Boolean(session.handoff && session.handoff.active));
         connect();
@@ -1569,6 +1595,8 @@
         return session;
       })
       .catch((e) => {
+        // A superseded start (a shutdown or boot came between) leaves the current state alone.
+        if (e && e.stale) throw e;
         starting = null;
         if (session) session = null;
         if (!refused(e)) showError(friendly(e));
@@ -1585,6 +1613,8 @@
     var first = store.get(convKey) || wantOpen
       ? ensureSession()
       : api('GET', 'config').then((c) => {
+        // A session started meanwhile (the page called open() or send()): it has said all of this already.
+        if (session || starting) return;
         showLauncher(c);
         host.setAttribute('data-state', 'idle');
         emit('idle', { agent: c.agent });
@@ -1594,6 +1624,7 @@
 
   /** Forgets the visitor: the call, the socket, the stored conversation and the screen. The next person starts fresh. */
   function shutdown() {
+    generation++;
     if (voice) void voiceEnd(voice, 'visitor');
     var old = sock;
     sock = null;
@@ -1611,6 +1642,15 @@
     resetView();
     histBtn.hidden = true;
     showConversations(false);
+    // Nothing of theirs for the next person: the call transcript, the email, a draft, the list of their conversations.
+    vLog.textContent = '';
+    vc.hidden = true;
+    $('#cw-email').value = '';
+    input.value = '';
+    syncInput();
+    convs.querySelector('ul').textContent = '';
+    launcher.classList.remove('unread');
+    relabel();
     store.del(convKey);
     store.del(openKey);
     host.setAttribute('data-state', 'idle');

@@ -1,6 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { conversationInWorkspace, touchConversation } from '../conversations/conversations';
+import { conversationInWorkspace, conversationNeedsHuman, touchConversation } from '../conversations/conversations';
 import { ApiError } from '../errors';
 import { newId } from '../ids';
 import type { CardElement, ChartElement } from './elements';
@@ -303,6 +303,11 @@ export class ChatTranscript {
       timestamp: new Date(row.created_at).toISOString(),
       ...(attachments.length ? { attachments } : {}),
     });
+  }
+
+  /** Whether a person holds the conversation (what a socket is told first, as a `handoff` frame). */
+  async handedOff(conversationId: string): Promise<boolean> {
+    return conversationNeedsHuman(this.em.fork(), conversationId);
   }
 
   async get(id: string): Promise<ChatMessageRow | null> {

@@ -57,15 +57,24 @@ async function newConversation(siteId = site, origin = ORIGIN): Promise<string> 
   return res.json().conversation_id;
 }
 
-/** A connected socket with its received frames, or the HTTP refusal of its handshake. */
+/**
+ * A connected socket with its received frames, or the HTTP refusal of its handshake. The hand-off state every socket
+ * is told first (`{type: handoff, active}`, test/api/human-handoff.test.ts) is kept apart: these tests count the rest.
+ */
 class Socket {
   readonly frames: Array<{ at: number; frame: Record<string, unknown> }> = [];
+  handoff: Record<string, unknown> | null = null;
   private readonly waiters: Array<() => void> = [];
   readonly closed: Promise<{ code: number; reason: string }>;
 
   constructor(readonly ws: WebSocket) {
     ws.on('message', (data) => {
-      this.frames.push({ at: Date.now(), frame: JSON.parse(String(data)) });
+      const frame = JSON.parse(String(data));
+      if (this.handoff === null && frame.type === 'handoff') {
+        this.handoff = frame;
+        return;
+      }
+      this.frames.push({ at: Date.now(), frame });
       this.waiters.splice(0).forEach((w) => w());
     });
     this.closed = new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: String(reason) })));

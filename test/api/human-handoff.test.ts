@@ -118,9 +118,20 @@ describe('a human takes over a web conversation', () => {
   test('the widget is told who answers: handoff frames on take-over and hand-back, one per held turn (its reply_id), and /init says so after a reload', async () => {
     const { conversation_id: id } = await init();
     const s = await socket(id);
-    await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: true });
+    // A socket is told first who answers now (nobody has taken over yet).
     await s.until((f) => f.some((x) => x.type === 'handoff'));
-    expect(s.frames.filter((f) => f.type === 'handoff')).toEqual([{ type: 'handoff', active: true }]);
+    expect(s.frames[0]).toEqual({ type: 'handoff', active: false });
+    await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: true });
+    await s.until((f) => f.some((x) => x.type === 'handoff' && x.active));
+    expect(s.frames.filter((f) => f.type === 'handoff')).toEqual([
+      { type: 'handoff', active: false },
+      { type: 'handoff', active: true },
+    ]);
+    // A client that connects now (a reload, a reconnect) is told the conversation is held before anything else.
+    const late = await socket(id);
+    await late.until((f) => f.length > 0);
+    expect(late.frames[0]).toEqual({ type: 'handoff', active: true });
+    late.close();
     // A reload: the session says a person holds it (the widget shows no typing dots for the agent).
     expect((await widget('POST', 'init', { conversation_id: id })).json()).toMatchObject({ conversation_id: id, handoff: { active: true } });
     const held = await widget('POST', 'send', { conversation_id: id, text: 'anyone?', delivery: 'async' });

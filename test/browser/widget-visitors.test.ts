@@ -247,6 +247,18 @@ describe('a signed-in visitor', () => {
       await expect(finals(page).count()).resolves.toBe(0);
       await say(page, 'second question');
       await finals(page).filter({ hasText: 'You said: second question' }).waitFor({ timeout: 30_000 });
+      // A verified visitor's upload carries their proof: accepted, not refused as someone else's conversation.
+      await page.evaluate(() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(['Size 42 please.'], 'size.txt', { type: 'text/plain' }));
+        const target = document.querySelector('[data-concierge-widget]').shadowRoot.querySelector('.log');
+        for (const kind of ['dragenter', 'dragover', 'drop']) target.dispatchEvent(new DragEvent(kind, { dataTransfer: dt, bubbles: true, cancelable: true, composed: true }));
+      });
+      const chip = widget(page).locator('.files li', { hasText: 'size.txt' });
+      await chip.waitFor();
+      await until(async () => (await chip.locator('progress').count()) === 0, 'the verified upload');
+      await expect(chip.evaluate((el: any) => el.className)).resolves.not.toContain('bad');
+
 
       await list.click();
       const items = widget(page).locator('.convs li button');
@@ -261,12 +273,17 @@ describe('a signed-in visitor', () => {
       await finals(page).filter({ hasText: 'You said: first question about' }).waitFor();
       await expect(widgetConversation(page)).resolves.toBe(first);
 
-      // Sign-out on a shared device: nothing of theirs stays.
+      // Sign-out on a shared device: nothing of theirs stays (not the draft, the tray, the email field, the list).
+      await textbox(page).fill('my size');
       await page.evaluate(() => window.ConciergeWidget.shutdown());
       await expect(widgetConversation(page)).resolves.toBeNull();
       await expect(page.evaluate(() => Object.keys(localStorage).filter((k: string) => k.startsWith('concierge:')))).resolves.toEqual([]);
       await expect(widget(page).locator('.row.user').count()).resolves.toBe(0);
+      await expect(widget(page).locator('.files li').count()).resolves.toBe(0);
+      await expect(widget(page).locator('.convs li').count()).resolves.toBe(0);
       await openPanel(page);
+      await expect(textbox(page).inputValue()).resolves.toBe('');
+      await expect(widget(page).locator('#cw-email').inputValue()).resolves.toBe('');
       const fresh = await widgetConversation(page);
       expect(fresh).not.toBe(first);
       await expect(widget(page).locator('.row.user').count()).resolves.toBe(0);
@@ -442,7 +459,10 @@ describe('small things that matter', () => {
       await widget(page).locator('.rate', { hasText: 'Thanks for your feedback!' }).waitFor();
       expect(await axeScan(page)).toEqual([]);
       const id = await widgetConversation(page);
-      await until(async () => (await api('GET', '/api/v1/analytics/feedback')).json().feedback?.some((f: { conversation_id: string }) => f.conversation_id === id), 'the stored thumb');
+      await until(
+        async () => (await api('GET', '/api/v1/analytics/feedback')).json().feedback?.some((f: { conversation_id: string; rating: string | null }) => f.conversation_id === id && f.rating === 'up'),
+        'the stored thumb',
+      );
       const stored = (await api('GET', '/api/v1/analytics/feedback')).json().feedback.filter((f: { conversation_id: string }) => f.conversation_id === id);
       expect(stored).toEqual(expect.arrayContaining([expect.objectContaining({ rating: 'up' })]));
     });

@@ -90,13 +90,6 @@ export async function kbFileTitles(em: EntityManager, workspaceId: string, ids: 
   return new Map(rows.map((r) => [r.id, r.title!]));
 }
 
-/** A downloadable knowledge-base file's bytes as a link is signed for them; null when the version is gone or not active. */
-export async function kbFileForLink(em: EntityManager, fileId: string): Promise<{ sha256: string; mime_type: string; name: string } | null> {
-  const file = await em.findOne(KbFile, { id: fileId, status: 'active' }, { fields: ['sha256', 'mimeType', 'name'] });
-  return file ? { sha256: file.sha256, mime_type: file.mimeType, name: file.name } : null;
-}
-
-/** Files not yet handed to an indexing workflow, oldest first: the kb-indexing outbox. */
 /** Versions not yet handed to an indexing workflow; `name` labels the workflow in the Temporal UI. */
 export async function filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string; name: string }>> {
   const rows = await em.find(KbFile, { indexDispatchedAt: null }, { fields: ['id', 'workspaceId', 'name'], orderBy: { createdAt: 'asc', id: 'asc' }, limit });

@@ -12,7 +12,7 @@ import { newId } from '../ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
 import { dot, passageVectors, queryVector, type Embedder } from '../kb/embedder';
 import { NoTextExtracted, probeDurationSeconds, sniffType, TranscriberError, type Transcriber } from '../kb/extract';
-import { downloadableKbFile, kbFileForLink } from '../kb/files';
+import { downloadableKbFile } from '../kb/files';
 import type { VisitorCitation } from '../chat/transcript';
 import type { FairPool } from '../kb/fair-pool';
 import type { ExtractFn } from '../kb/indexing';
@@ -420,15 +420,18 @@ export class UploadService {
 
   /**
    * A reply's citations as /history shows them: a linked knowledge-base file gets a freshly signed
-   * link (the stored one may have expired), or none once the file version is gone; the others as
-   * they are (never linked).
+   * link (the stored one may have expired) only while the site's agent may still hand it out (the rule
+   * of POST /file_url: the business may have taken it out of the agent's selection since), else none;
+   * the others as they are (never linked).
    */
-  async resignCitations(citations: VisitorCitation[]): Promise<VisitorCitation[]> {
+  async resignCitations(site: SiteRow, citations: VisitorCitation[]): Promise<VisitorCitation[]> {
     if (!citations.some((c) => c.url)) return citations;
     const em = this.em();
+    const agent = await findAgent(em, site.workspace_id, site.agent_id);
+    const kb = agent?.spec.knowledge_base ?? { folder_ids: [], file_ids: [] };
     const out: VisitorCitation[] = [];
     for (const c of citations) {
-      const file = c.url && /^file_[0-9a-f]{24}$/.test(c.file_id) ? await kbFileForLink(em, c.file_id) : null;
+      const file = c.url && /^file_[0-9a-f]{24}$/.test(c.file_id) ? await downloadableKbFile(em, site.workspace_id, c.file_id, kb) : null;
       out.push({ file_id: c.file_id, title: c.title, ...(file ? { url: this.signKbFile(file) } : {}) });
     }
     return out;

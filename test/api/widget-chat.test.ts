@@ -638,7 +638,8 @@ describe('citations (issue 27 item 6)', () => {
       const [returnsId, dispatchId] = [returns.json().id as string, dispatch.json().id as string];
       const auth = bearer((await createKey(t.services, bootsWs, ['workflows:write', 'workflows:publish'])).key);
       // The agent selects both files: both may be handed out (POST /file_url would sign either).
-      const linked = await t.services.sites.create(bootsWs, await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Boots helper', knowledge_base: { file_ids: [returnsId, dispatchId] } }), [ORIGIN]);
+      const linkedAgent = await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Boots helper', knowledge_base: { file_ids: [returnsId, dispatchId] } });
+      const linked = await t.services.sites.create(bootsWs, linkedAgent, [ORIGIN]);
       const call = (s: { site_id: string }, url: string, payload?: object) =>
         t.app.inject({ method: payload ? 'POST' : 'GET', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': s.site_id, origin: ORIGIN }, payload });
       const conv = (await call(linked, 'init', {})).json();
@@ -683,6 +684,12 @@ describe('citations (issue 27 item 6)', () => {
       const resigned = again.messages.find((m: { id: string }) => m.id === reply.reply_id).citations[0].url;
       expect(resigned).toContain('/api/media/');
       expect((await download(resigned)).body).toContain('Unworn boots');
+      // Taken out of the agent's selection, the file is named in the history, no longer handed out.
+      expect((await t.app.inject({ method: 'PATCH', url: `/api/v1/agents/${linkedAgent}`, headers: auth, payload: { knowledge_base: { file_ids: [dispatchId] } } })).statusCode).toBe(200);
+      expect((await t.app.inject({ method: 'POST', url: `/api/v1/agents/${linkedAgent}/publish`, headers: auth })).statusCode).toBe(200);
+      const withdrawn = (await call(linked, `history?conversation_id=${conv.conversation_id}`)).json();
+      expect(withdrawn.messages.find((m: { id: string }) => m.id === reply.reply_id).citations).toEqual([{ file_id: returnsId, title: 'Boot returns and refunds' }]);
+      expect(withdrawn.messages.filter((m: { role: string }) => m.role === 'assistant')[1].citations[0].url).toContain('/api/media/');
 
       // An agent answering from the whole workspace selects nothing it may hand out: the file is named, never linked.
       const unlinked = await t.services.sites.create(bootsWs, await publishedWebAgent(t.app, auth, ORIGIN, { name: 'Whole workspace helper' }), [ORIGIN]);

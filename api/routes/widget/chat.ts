@@ -217,7 +217,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
         conv.id,
         { limit, before: q.before },
         (attachments) => opts.services.uploads.describeStored(attachments),
-        (citations) => opts.services.uploads.resignCitations(citations),
+        (citations) => opts.services.uploads.resignCitations(request.site!, citations),
       );
     },
   });

@@ -116,7 +116,8 @@ export const ListDeliveriesQuery = z.object({
 });
 
 const DeliveryWindow = {
-  subscription_id: idString('whk').optional().meta({ description: 'Only this subscription\'s deliveries (one of another workspace matches nothing)' }),
+  // A filter, not a reference: an id of no subscription (or another workspace's) matches nothing, so no pattern refuses it.
+  subscription_id: z.string().min(1).max(100).optional().meta({ description: 'Only this subscription\'s deliveries (whk_…; an id of no subscription of this workspace matches nothing)' }),
   since: TimestampBound.optional().meta({ description: 'Created at or after (inclusive)' }),
   until: TimestampBound.optional().meta({ description: 'Created before (exclusive); a window with until not after since matches nothing' }),
 };

@@ -435,7 +435,7 @@
     '.more{align-self:center}.pill{position:absolute;left:50%;transform:translateX(-50%);bottom:8px;z-index:1;border:0;border-radius:16px;padding:6px 14px;min-height:32px;background:var(--c);color:var(--on);font-size:13px;cursor:pointer;box-shadow:0 2px 8px rgba(0,0,0,.25)}' +
     '.foot{position:relative}.chips{display:flex;flex-wrap:wrap;gap:6px;padding:0 14px 8px;justify-content:flex-end}' +
     '.hs{padding:8px 14px;font-size:13px;border-top:1px solid var(--li);background:var(--sb);color:var(--sf)}.hs p{margin:0}.em{display:flex;gap:6px;margin-top:6px}.em input{flex:1;min-width:0;min-height:36px;padding:4px 10px;border:1px solid var(--fi);border-radius:18px;background:var(--bg);color:var(--fg)}' +
-    '.rate{display:flex;align-items:center;gap:4px;flex-wrap:wrap;padding:4px 14px;font-size:13px;color:var(--mu)}.rate button{border:0;background:none;cursor:pointer;font-size:20px;line-height:1;width:32px;height:32px;color:var(--fi);border-radius:6px}.rate button[aria-pressed=true]{color:#b45309}' +
+    '.rate{display:flex;align-items:center;gap:2px;flex-wrap:wrap;padding:4px 14px;font-size:13px;color:var(--mu)}.rate .rq{margin-inline-end:4px}.rate button{border:0;background:none;cursor:pointer;font-size:18px;line-height:1;width:28px;height:32px;padding:0;color:var(--fi);border-radius:6px}.rate button[aria-pressed=true]{color:#b45309}' +
     '.convs{flex:1;overflow-y:auto;padding:12px 14px;display:flex;flex-direction:column;gap:8px}.convs h3{margin:0;font-size:14px}.convs ul{list-style:none;margin:0;padding:0;display:flex;flex-direction:column;gap:6px}' +
     '.convs li button{display:block;width:100%;text-align:start;border:1px solid var(--li);background:var(--bg);border-radius:10px;padding:8px 10px;cursor:pointer}.convs li b{display:block;font-size:14px}.convs li span{display:block;font-size:12px;color:var(--mu);overflow:hidden;text-overflow:ellipsis;white-space:nowrap}' +
     '.files{list-style:none;margin:0;padding:6px 12px 0;display:flex;flex-wrap:wrap;gap:6px;font-size:12px}.files li{display:flex;align-items:center;gap:6px;background:var(--bu);border-radius:12px;padding:2px 4px 2px 10px;max-width:100%}.files li.bad{color:#c0002a}.files progress{width:60px}.files button{border:0;background:none;cursor:pointer;width:28px;height:28px;border-radius:50%;display:grid;place-items:center}.files svg{width:14px;height:14px}' +
@@ -657,7 +657,10 @@
   function who(opts) {
     if (opts.author !== 'human') return [agentName];
     var pic = https(opts.author_avatar_url);
-    return [pic ? h('img', { src: pic, alt: '', referrerpolicy: 'no-referrer' }) : null, opts.author_name || t('team')];
+    // A picture that does not load is left out (no broken-image icon beside the name).
+    var img = pic ? h('img', { src: pic, alt: '', referrerpolicy: 'no-referrer' }) : null;
+    if (img) img.addEventListener('error', () => { img.remove(); });
+    return [img, opts.author_name || t('team')];
   }
   function addRow(role, id, opts, before) {
     var user = role === 'user';

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -25,6 +27,11 @@ declare const File: any;
 declare const DragEvent: any;
 declare const localStorage: any;
 
+/** A 4×4 teal square: the human agent's picture. */
+const AVATAR = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEklEQVR4nGNgYPj/nwEVMNBEAABmKg/x1lZ1OAAAAABJRU5ErkJggg==', 'base64');
+/** Screenshots of each state, for a person to look at (test-artifacts/widget/, beside widget-ui's). */
+const ARTIFACTS = path.join(__dirname, '..', '..', 'test-artifacts', 'widget');
+const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `visitors-${name}.png`) });
 const ARABIC = 'مرحبا! متاجرنا تفتح في التاسعة صباحا.';
 
 /** The fake model: a hand-off on request, Arabic on request, else an echo (with what was attached). */
@@ -49,6 +56,7 @@ let site: { site_id: string; site_secret: string };
 let ops: Record<string, string>;
 
 beforeAll(async () => {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
   db = await createTestDatabase();
   llm = await startFakeLlm({ reply, chunkDelayMs: 10, chunkChars: 16 });
   const llmSettings = { baseUrl: llm.url, model: 'fake-model' };
@@ -177,17 +185,22 @@ describe('a hand-off people understand', () => {
       await page.waitForTimeout(1000);
       await expect(widget(page).locator('.live, .dots').count()).resolves.toBe(0);
       expect(await axeScan(page)).toEqual([]);
+      await shot(page, 'handoff-status');
 
       const id = await widgetConversation(page);
+      // The person's picture, served where its https URL points (the browser loads it; the server never does).
+      await page.route('https://cdn.example/sam.png', (route) => route.fulfill({ status: 200, contentType: 'image/png', body: AVATAR }));
       const out = await api('POST', '/api/v1/outbound', { channel: 'web', conversation_id: id!, text: 'Hi, Sam here. Your order ships today.', author_name: 'Sam Rivera', author_avatar_url: 'https://cdn.example/sam.png' });
       expect(out.statusCode).toBe(201);
       const human = widget(page).locator('.row.assistant', { hasText: 'Your order ships today.' });
       await human.waitFor();
       await expect(human.locator('.who').textContent()).resolves.toBe('Sam Rivera');
       await expect(human.locator('.who img').getAttribute('src')).resolves.toBe('https://cdn.example/sam.png');
+      await until(async () => (await human.locator('.who img').evaluate((el: any) => el.complete && el.naturalWidth)) > 0, 'the picture to load');
       await expect(widget(page).locator('.say').textContent()).resolves.toBe('Sam Rivera: Hi, Sam here. Your order ships today.');
       // No thumbs under a person's message (they rate the agent's answers).
       await expect(human.locator('.fb').count()).resolves.toBe(0);
+      await shot(page, 'handoff-person-replies');
 
       await api('PATCH', `/api/v1/conversations/${id}`, { needs_human: false });
       await until(async () => widget(page).locator('.hs').isHidden(), 'the status line to go');
@@ -212,6 +225,7 @@ describe('a hand-off people understand', () => {
         await email.fill('not an email');
         await widget(page).getByRole('button', { name: 'Save' }).click();
         await expect(email.getAttribute('aria-invalid')).resolves.toBe('true');
+        await shot(page, 'away-email-form');
         await expect(widget(page).getByRole('alert').first().textContent()).resolves.toBe('Please enter a valid email address.');
         await email.fill('Ana@Example.com');
         await widget(page).getByRole('button', { name: 'Save' }).click();
@@ -268,6 +282,7 @@ describe('a signed-in visitor', () => {
       await expect(older.locator('b').textContent()).resolves.toContain('first question about');
       // The preview is plain text: no Markdown marks.
       await expect(older.locator('span').first().textContent()).resolves.toBe('You said: first question about boots');
+      await shot(page, 'signed-in-conversations');
       expect(await axeScan(page)).toEqual([]);
       await older.click();
       await finals(page).filter({ hasText: 'You said: first question about' }).waitFor();
@@ -319,6 +334,7 @@ describe('files', () => {
       await chip.waitFor();
       await until(async () => (await chip.locator('progress').count()) === 0, 'the upload');
       await expect(widget(page).getByRole('button', { name: 'Remove order-notes.txt' }).isVisible()).resolves.toBe(true);
+      await shot(page, 'file-in-tray');
       await say(page, 'see my notes');
       const mine = widget(page).locator('.row.user', { hasText: 'see my notes' });
       await mine.getByRole('link', { name: 'order-notes.txt' }).waitFor();
@@ -332,6 +348,7 @@ describe('files', () => {
       const bad = widget(page).locator('.files li.bad', { hasText: 'tool.exe' });
       await bad.waitFor();
       await expect(bad.getByRole('alert').textContent()).resolves.toBe('This kind of file cannot be sent here.');
+      await shot(page, 'file-refused');
       expect(await axeScan(page)).toEqual([]);
     });
   });
@@ -352,6 +369,7 @@ describe('the site\'s look and language', () => {
       await answer.waitFor({ timeout: 30_000 });
       await expect(answer.getAttribute('dir')).resolves.toBe('auto');
       await expect(answer.evaluate((el: any) => getComputedStyle(el).direction)).resolves.toBe('rtl');
+      await shot(page, 'arabic-rtl');
       expect(await axeScan(page)).toEqual([]);
     });
   });
@@ -373,6 +391,7 @@ describe('the site\'s look and language', () => {
       expect(ring).not.toBe('transparent');
       const shadow = await launcher(page).evaluate((el: any) => getComputedStyle(el).boxShadow as string);
       expect(contrastOf(rgb(shadow), [17, 17, 17])).toBeGreaterThanOrEqual(3);
+      await shot(page, 'dark-page-launcher-ring');
     });
     await t.services.sites.setAppearance(site.site_id, { brand_color: '#ffcc00', position: 'left', launcher_label: 'Need help?', theme: 'dark' });
     try {
@@ -388,6 +407,7 @@ describe('the site\'s look and language', () => {
         await expect(widget(page).locator('.w').evaluate((el: any) => el.classList.contains('dark'))).resolves.toBe(true);
         await say(page, 'hello in the dark');
         await finals(page).filter({ hasText: 'You said: hello in the dark' }).waitFor({ timeout: 30_000 });
+        await shot(page, 'dark-theme-left-label');
         expect(await axeScan(page)).toEqual([]);
       });
     } finally {
@@ -408,6 +428,7 @@ describe('citations', () => {
       await expect(answer.locator('.msg').textContent()).resolves.toBe('Boots can be returned within 30 days of delivery.');
       const source = answer.getByRole('list', { name: 'Sources' }).getByRole('link', { name: 'Returns and refunds' });
       await source.waitFor();
+      await shot(page, 'citation-link');
       const href = (await source.getAttribute('href'))!;
       // The link is the signed download the visitor's browser follows (a new tab): its bytes are the document. It is
       // made by the worker on PUBLIC_BASE_URL (the default host here), so its path is fetched from this test's server.
@@ -427,6 +448,9 @@ describe('small things that matter', () => {
       await launcher(page).click();
       await page.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached' });
       await expect(panel(page).getAttribute('aria-modal')).resolves.toBe('true');
+      await say(page, 'hello from a phone');
+      await finals(page).filter({ hasText: 'You said: hello from a phone' }).waitFor({ timeout: 30_000 });
+      await shot(page, 'phone-sheet');
       const inside = () => page.evaluate(() => {
         const root = document.querySelector('[data-concierge-widget]').shadowRoot;
         return Boolean(root.activeElement && root.querySelector('.panel').contains(root.activeElement));
@@ -457,6 +481,7 @@ describe('small things that matter', () => {
       await until(async () => (await up.getAttribute('aria-pressed')) === 'true', 'the thumb');
       await widget(page).getByRole('button', { name: '4 of 5 stars' }).click();
       await widget(page).locator('.rate', { hasText: 'Thanks for your feedback!' }).waitFor();
+      await shot(page, 'thumbs-rating-times');
       expect(await axeScan(page)).toEqual([]);
       const id = await widgetConversation(page);
       await until(

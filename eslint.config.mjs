@@ -34,7 +34,7 @@ export default tseslint.config(
     // `// raw SQL: <reason>` comment with an eslint-disable-next-line, so a new raw call anywhere
     // fails lint. Temporal's client.workflow.execute() is not SQL. Tests and benches read tables
     // directly to check what the product wrote, so they are outside the rule.
-    files: ['api/**/*.ts', 'core/**/*.ts', 'activities/**/*.ts', 'worker/**/*.ts', 'gateways/**/*.ts', 'bin/**/*.ts', 'infra/**/*.ts', 'workflows/**/*.ts'],
+    files: ['api/**/*.ts', 'app/**/*.ts', 'domain/**/*.ts', 'providers/**/*.ts', 'lib/**/*.ts', 'db/**/*.ts', 'activities/**/*.ts', 'worker/**/*.ts', 'bin/**/*.ts', 'dev/**/*.ts', 'workflows/**/*.ts'],
     rules: {
       'no-restricted-syntax': ['error', {
         selector: "CallExpression[callee.property.name=/^(execute|raw)$/]:not([callee.object.property.name='workflow']), CallExpression[callee.name='raw'], TaggedTemplateExpression[tag.name='sql']",
@@ -51,7 +51,7 @@ export default tseslint.config(
         paths: nodeBuiltins.flatMap((m) => [m, `node:${m}`]).map((name) => ({ name, message: 'Node built-ins are not available in the workflow sandbox' })),
         patterns: [
           { group: ['@mikro-orm/*', 'pg', 'ioredis', 'undici', 'axios', 'node-fetch', 'fastify', '@fastify/*'], message: 'I/O belongs in activities, not workflows' },
-          { group: ['../api/*', '../api', '../core/db/*', '../worker/*', '../infra/*'], message: 'Workflows must not import service code' },
+          { group: ['../api/*', '../api', '../db/*', '../worker/*', '../dev/*', '../app/*', '../providers/*'], message: 'Workflows must not import service code' },
           { group: ['../activities', '../activities/*'], importNamePattern: '^(?!Activities$|ActivityDeps$)', message: 'Import activities as types only' },
         ],
       }],

@@ -1,9 +1,9 @@
 import { Context } from '@temporalio/activity';
-import { publishFrame } from '../core/chat/frames';
-import type { TaskStatus } from '../core/chat/tasks';
-import type { SendPlan } from '../core/messages/plan';
+import { publishFrame } from '../domain/chat/frames';
+import type { TaskStatus } from '../domain/chat/tasks';
+import type { SendPlan } from '../domain/messaging/plan';
 import type { ActivityDeps } from './deps';
-import { OperationalError } from '../core/failures';
+import { OperationalError } from '../lib/failures';
 import { withHeartbeat } from './errors';
 
 /** The conversation actor's steps: agent turns, its background tasks, what the sockets are told. */

@@ -1,13 +1,13 @@
-import type { VoiceMedia } from '../core/voice/media';
-import type { VoiceSessionService } from '../core/voice/sessions';
-import type { Telephony } from '../core/voice/types';
+import type { VoiceMedia } from '../domain/voice/media';
+import type { VoiceSessionService } from '../domain/voice/sessions';
+import type { Telephony } from '../domain/voice/types';
 import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { ConversationGateway } from '../gateways/conversations';
-import type { WebhookGateway } from '../gateways/webhooks';
-import type { MessageSender } from '../gateways/messages';
-import type { IndexingService } from '../core/kb/indexing';
-import type { Services } from '../core/services';
+import type { ConversationGateway } from '../app/temporal-clients/conversations';
+import type { WebhookGateway } from '../app/temporal-clients/webhooks';
+import type { MessageSender } from '../app/temporal-clients/messages';
+import type { IndexingService } from '../domain/kb/indexing';
+import type { Services } from '../app/services';
 
 /** Whether a workflow id's latest run is still running, closed (whatever the outcome) or unknown to Temporal. */
 export type WorkflowState = 'running' | 'closed' | 'missing';

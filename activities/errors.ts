@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { OperationalError } from '../core/failures';
+import { OperationalError } from '../lib/failures';
 
 /**
  * Longest Retry-After an activity honours before its next attempt: the one activity whose
@@ -8,7 +8,7 @@ import { OperationalError } from '../core/failures';
 const MAX_RETRY_AFTER_MS = 30_000;
 
 /**
- * What an activity's error becomes for Temporal. An OperationalError (core/failures.ts)
+ * What an activity's error becomes for Temporal. An OperationalError (lib/failures.ts)
  * says itself what it is: its code is the failure type, `retryable: false` makes it final
  * whatever the workflow's retry policy, and a Retry-After hint (capped) sets the next
  * attempt's delay. Anything else is a bug or an outage: thrown as it is, retried by policy.

@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import type { ChunkAnswer, FailureKind } from '../core/extraction/extractions';
+import type { ChunkAnswer, FailureKind } from '../domain/extraction/extractions';
 import type { ActivityDeps } from './deps';
 import { withHeartbeat } from './errors';
 

@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { ExtractionError } from '../core/kb/extract';
+import { ExtractionError } from '../lib/extract';
 import type { ActivityDeps } from './deps';
 import { withHeartbeat } from './errors';
 

@@ -1,4 +1,4 @@
-import { purgeExpiredRateLimits } from '../core/ratelimit';
+import { purgeExpiredRateLimits } from '../lib/ratelimit';
 import { indexWorkflowId } from '../workflows/kb-index';
 import { deliveryWorkflowId } from '../workflows/webhook-delivery';
 import { messageSendWorkflowId } from '../workflows/message-send';

@@ -1,6 +1,6 @@
-import type { SendPlan } from '../core/messages/plan';
-import type { InboundParty } from '../core/messages/provider-events';
-import { OperationalError } from '../core/failures';
+import type { SendPlan } from '../domain/messaging/plan';
+import type { InboundParty } from '../domain/messaging/provider-events';
+import { OperationalError } from '../lib/failures';
 import type { ActivityDeps } from './deps';
 import { withHeartbeat } from './errors';
 

@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { ExtractionError } from '../core/kb/extract';
+import { ExtractionError } from '../lib/extract';
 import type { ActivityDeps } from './deps';
 import { withHeartbeat } from './errors';
 
@@ -39,7 +39,7 @@ export function uploadActivities(deps: ActivityDeps) {
       return withHeartbeat(() => deps.services.uploads.transcribeStored(blobKey, mime, cancellationSignal, workspaceId));
     },
 
-    /** Drops a voice note's hold once transcribed, and its bytes unless another owner has the same ones (core/storage/blob-refs.ts). */
+    /** Drops a voice note's hold once transcribed, and its bytes unless another owner has the same ones (domain/storage/blob-refs.ts). */
     async releaseVoiceNote(blobKey: string, holdId?: string): Promise<void> {
       await deps.services.uploads.releaseVoiceNote(blobKey, holdId);
     },

@@ -1,8 +1,8 @@
 import { Context } from '@temporalio/activity';
-import { ApiError } from '../core/errors';
-import type { RecordingView } from '../core/voice/sessions';
-import { runPhoneCall, type CallOutcome, type PhoneCallInput } from '../core/voice/phone-call';
-import type { CallEnd } from '../core/voice/types';
+import { ApiError } from '../domain/errors';
+import type { RecordingView } from '../domain/voice/sessions';
+import { runPhoneCall, type CallOutcome, type PhoneCallInput } from '../domain/voice/phone-call';
+import type { CallEnd } from '../domain/voice/types';
 import type { ActivityDeps } from './deps';
 
 /** The steps of the `voice:` and `call:` workflows. */
@@ -12,14 +12,14 @@ export function voiceActivities(deps: ActivityDeps) {
     return deps.voice;
   };
   return {
-    /** The live session (see core/voice/media.ts): heartbeats every 2 s; the reason it ended. */
+    /** The live session (see domain/voice/media.ts): heartbeats every 2 s; the reason it ended. */
     async runVoiceSession(input: { voiceSessionId: string; workspaceId: string; conversationId: string }): Promise<string> {
       const ctx = Context.current();
       return voice().media.runSession(input, ctx.cancellationSignal, (d) => ctx.heartbeat(d));
     },
 
     /**
-     * A dial-out call (see core/voice/phone-call.ts): the dial, then the agent on the
+     * A dial-out call (see domain/voice/phone-call.ts): the dial, then the agent on the
      * answered leg; heartbeats every 2 s; cancelled: hangs up. Its outcome, with the
      * call's row already in its terminal status.
      */

@@ -2,12 +2,12 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import { z } from 'zod';
-import { CHAT_CHANNEL } from '../core/chat/frames';
-import { SocketAccess, type SocketGrant } from '../core/chat/socket-access';
-import { ChatTranscript, replyFrame } from '../core/chat/transcript';
-import type { PgNotifications, Subscription } from '../core/db/notifications';
-import { ApiError } from '../core/errors';
-import type { SiteService } from '../core/widget/sites';
+import { CHAT_CHANNEL } from '../domain/chat/frames';
+import { SocketAccess, type SocketGrant } from '../domain/chat/socket-access';
+import { ChatTranscript, replyFrame } from '../domain/chat/transcript';
+import type { PgNotifications, Subscription } from '../db/notifications';
+import { ApiError } from '../domain/errors';
+import type { SiteService } from '../domain/widget/sites';
 
 /** WebSocket close codes used here (RFC 6455 §7.4.1 and the IANA registry). */
 export const CLOSE_POLICY_VIOLATION = 1008;
@@ -25,7 +25,7 @@ export interface SocketCaps {
   perAddress: number;
 }
 
-/** The defaults of core/config.ts: a visitor's tabs and devices; many visitors behind one NAT. */
+/** The defaults of app/config.ts: a visitor's tabs and devices; many visitors behind one NAT. */
 export const DEFAULT_SOCKET_CAPS: SocketCaps = { perConversation: 10, perAddress: 100 };
 
 /** What holds a socket slot: the TCP connection of the handshake (its `close` frees the slot). */

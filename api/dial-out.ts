@@ -1,7 +1,7 @@
-import type { Services } from '../core/services';
-import type { ICall } from '../core/db/entities';
-import type { VoiceParts } from '../core/voice/from-config';
-import type { Gateways } from '../gateways';
+import type { Services } from '../app/services';
+import type { ICall } from '../db/entities';
+import type { VoiceParts } from '../app/voice';
+import type { Gateways } from '../app/temporal-clients';
 
 /**
  * Places a checked dial-out call (POST /widget/call, POST /api/v1/outbound channel voice):

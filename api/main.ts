@@ -1,7 +1,7 @@
 // Production API entry: one process, configured by env. Rate limits default to the
 // PostgreSQL store (shared by every API process) unless Redis is configured.
-import { compose } from '../core/compose';
-import { DEFAULT_DATABASE_URL, loadConfig, rateLimitStoreKind } from '../core/config';
+import { compose } from '../app/compose';
+import { DEFAULT_DATABASE_URL, loadConfig, rateLimitStoreKind } from '../app/config';
 import { startApi } from './server';
 
 async function main() {

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import { ApiError } from '../core/errors';
+import { ApiError } from '../domain/errors';
 import { assertStorable } from './plugins/input';
-import type { BlobStore, StagedBlob } from '../core/storage/blob-store';
+import type { BlobStore, StagedBlob } from '../providers/storage/blob-store';
 
 /**
  * Streams a multipart body's one `file` part into temporary blob storage (never

@@ -1,8 +1,8 @@
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import { SLOW_CLOSE_MS, type Composition } from '../core/compose';
-import { createGateways } from '../gateways';
-import { createRequestLimits, openRateStore, WINDOW_SECONDS, type RateStore } from '../core/ratelimit';
+import { SLOW_CLOSE_MS, type Composition } from '../app/compose';
+import { createGateways } from '../app/temporal-clients';
+import { createRequestLimits, openRateStore, WINDOW_SECONDS, type RateStore } from '../lib/ratelimit';
 import { buildApp, loggerOptions } from './app';
 import { VoiceSignalling } from './voice-signal';
 import { ChatHub } from './chat-hub';
@@ -22,7 +22,7 @@ export interface ApiOptions {
 }
 
 /**
- * The API's own parts on top of a composition (core/compose.ts): rate limits, this
+ * The API's own parts on top of a composition (app/compose.ts): rate limits, this
  * process's reply sockets (subscribed on the composition's LISTEN connection) and the
  * Fastify app. They stop with the composition's `close()`: sockets first (1001 going
  * away), then the HTTP server, then the rate store.

@@ -1,5 +1,5 @@
-import type { AuthenticatedKey } from '../core/auth/api-keys';
-import type { Scope } from '../core/auth/scopes';
+import type { AuthenticatedKey } from '../domain/keys/api-keys';
+import type { Scope } from '../domain/keys/scopes';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

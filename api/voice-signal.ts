@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import { z } from 'zod';
-import type { SecretBox } from '../core/crypto/secret-box';
-import type { PgNotifications } from '../core/db/notifications';
-import { ApiError } from '../core/errors';
-import { verifyRoomToken } from '../core/voice/direct';
-import { VOICE_SIGNALS, type VoiceSessionService } from '../core/voice/sessions';
+import type { SecretBox } from '../lib/crypto/secret-box';
+import type { PgNotifications } from '../db/notifications';
+import { ApiError } from '../domain/errors';
+import { verifyRoomToken } from '../providers/webrtc/direct';
+import { VOICE_SIGNALS, type VoiceSessionService } from '../domain/voice/sessions';
 
 const CLOSE_POLICY_VIOLATION = 1008;
 const CLOSE_NORMAL = 1000;

@@ -6,9 +6,9 @@
 // the window's messages). Checks: summary and conversations-over-time p50 < 50 ms.
 //
 // BENCH_ANALYTICS_CONVERSATIONS (100000), BENCH_ANALYTICS_SAMPLES (30).
-import { AnalyticsService, windowOf } from '../core/analytics/analytics';
-import { FeedbackService } from '../core/widget/feedback';
-import { ChatTranscript } from '../core/chat/transcript';
+import { AnalyticsService, windowOf } from '../domain/analytics/analytics';
+import { FeedbackService } from '../domain/widget/feedback';
+import { ChatTranscript } from '../domain/chat/transcript';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { setUpBench } from './lib/setup';

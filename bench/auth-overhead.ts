@@ -8,9 +8,9 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fa
 import { errorsPlugin } from '../api/plugins/errors';
 import { folderRoutes } from '../api/routes/kb/folders';
 import '../api/types';
-import type { AuthenticatedKey } from '../core/auth/api-keys';
-import { openRateStore } from '../core/ratelimit';
-import type { Services } from '../core/services';
+import type { AuthenticatedKey } from '../domain/keys/api-keys';
+import { openRateStore } from '../lib/ratelimit';
+import type { Services } from '../app/services';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { loadSettings, measureInterleaved, type LoadTarget } from './lib/load';
 import { benchApi, BENCH_REDIS_URL, benchCompose, createKey, listen, setUpBench, UNREACHABLE } from './lib/setup';

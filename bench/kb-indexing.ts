@@ -8,8 +8,8 @@
 // BENCH_KB_PAGES (100), BENCH_KB_WORDS_PER_PAGE (420), BENCH_KB_TIMEOUT_SECONDS (900),
 // BENCH_KB_MODELS_DIR (.data/models), CONCIERGE_EMBED_THREADS.
 import PDFDocument from 'pdfkit';
-import { loadConfig } from '../core/config';
-import { passageVectors } from '../core/kb/embedder';
+import { loadConfig } from '../app/config';
+import { passageVectors } from '../providers/embeddings/embedder';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';

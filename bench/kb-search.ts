@@ -11,10 +11,10 @@
 // BENCH_KB_SEARCH_SIZES (10000,100000), _QUERIES (200 warm searches per size and filter),
 // _COLD (3), _RECALL (50 query vectors), _EMBED (50 texts with the real model); BENCH_KB_MODELS_DIR.
 import { Client } from 'pg';
-import type { WorkspaceVectors } from '../core/kb/dense-index';
-import { DEFAULT_LOCAL_MODEL, queryVector, type Embedder } from '../core/kb/embedder';
-import type { SearchQuery } from '../core/kb/search';
-import { newId } from '../core/ids';
+import type { WorkspaceVectors } from '../domain/kb/dense-index';
+import { DEFAULT_LOCAL_MODEL, queryVector, type Embedder } from '../providers/embeddings/embedder';
+import type { SearchQuery } from '../domain/kb/search';
+import { newId } from '../lib/ids';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { benchCompose, benchEmbedder, setUpBench } from './lib/setup';

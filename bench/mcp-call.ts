@@ -14,9 +14,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpServer as SdkServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
-import { SecretBox } from '../core/crypto/secret-box';
-import { McpService } from '../core/mcp/servers';
-import { policyFromCidrs } from '../core/net/ssrf';
+import { SecretBox } from '../lib/crypto/secret-box';
+import { McpService } from '../domain/mcp/servers';
+import { policyFromCidrs } from '../lib/net/ssrf';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { setUpBench } from './lib/setup';

@@ -8,8 +8,8 @@
 // `npm start`), so sends start eagerly; default: the API has a connection of its own (API and
 // worker deployed apart; a start goes through the task queue).
 import { randomBytes } from 'node:crypto';
-import { CloudApiProvider } from '../core/msgapp/provider';
-import { startMsgappSandbox } from '../sandbox/msgapp';
+import { CloudApiProvider } from '../providers/msgapp/cloud-api';
+import { startMsgappSandbox } from '../dev/fake-msgapp';
 import { connectWorker } from '../worker/connection';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';

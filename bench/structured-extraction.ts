@@ -1,7 +1,7 @@
 // The structured-extraction section: generated documents with known values (invoices,
 // receipts, order emails, forms; as PDF, DOCX and scanned PDF) read by the isolated
 // extractors (OCR for scans) and asked of the model exactly as the `extract` workflow
-// asks it (core/extraction askModel: json_schema response format, one repair turn, ajv),
+// asks it (domain/extraction askModel: json_schema response format, one repair turn, ajv),
 // then compared field by field. Reports exact-match accuracy per field type, seconds per
 // page, and the schema-validity rate (goal 100%).
 //
@@ -14,13 +14,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { Document, Packer, Paragraph } from 'docx';
 import PDFDocument from 'pdfkit';
-import { loadConfig, modelsDir } from '../core/config';
-import { askModel } from '../core/extraction/extractions';
-import { chunkText, mergePartials } from '../core/extraction/merge';
-import { compileUserSchema } from '../core/extraction/schema';
-import { extractDocument } from '../core/kb/extract';
-import { DEFAULT_LOCAL_LLM, LocalLlmServer, llamaServerPath, localLlmPath, localServerFilesPresent } from '../core/llm/local-server';
-import { OpenAiCompatibleModel, type CompletionRequest, type CompletionResult } from '../core/llm/model';
+import { loadConfig, modelsDir } from '../app/config';
+import { askModel } from '../domain/extraction/extractions';
+import { chunkText, mergePartials } from '../domain/extraction/merge';
+import { compileUserSchema } from '../domain/extraction/schema';
+import { extractDocument } from '../lib/extract';
+import { DEFAULT_LOCAL_LLM, LocalLlmServer, llamaServerPath, localLlmPath, localServerFilesPresent } from '../providers/llm/local-server';
+import { OpenAiCompatibleModel, type CompletionRequest, type CompletionResult } from '../providers/llm/model';
 import { makeScannedPdf } from '../test/support/documents';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';

@@ -35,7 +35,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { TurnStats } from '../core/voice/agent';
+import type { TurnStats } from '../domain/voice/agent';
 import { startApi } from '../api/server';
 import { startFakeLlm } from '../test/support/fake-llm';
 import { joinAsBrowser, speech8k, type VoiceBrowser } from '../test/support/voice-browser';

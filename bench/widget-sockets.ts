@@ -9,7 +9,7 @@
 // BENCH_WIDGET_SOCKETS (200), _FRAMES (20 per conversation per round), _SOCKET_APPS (2),
 // _PUBLISHERS (10 in flight), _DRAIN_MS (5000: wait for missing frames).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { publishFrame, type ChatNotice } from '../core/chat/frames';
+import { publishFrame, type ChatNotice } from '../domain/chat/frames';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchCompose, listenOn, setUpBench, type BenchApi } from './lib/setup';

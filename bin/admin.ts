@@ -4,19 +4,19 @@ import fs from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { parseScopes } from '../core/auth/api-keys';
-import { ALL_SCOPES } from '../core/auth/scopes';
-import { dataDir, loadConfig, type Config } from '../core/config';
-import { SECRET_FIELD } from '../core/credentials';
-import { SecretBox } from '../core/crypto/secret-box';
-import { TICKET_STATUSES, Workspace, type TicketStatus } from '../core/db/entities';
-import { ApiError } from '../core/errors';
-import { newId } from '../core/ids';
-import { compose, type Composition } from '../core/compose';
-import { setDialOutPolicy } from '../core/voice/destinations';
-import { parseHoursSpec, type OpeningInterval } from '../core/team/availability';
-import type { Orm } from '../core/db/orm';
-import { resolveDatabaseUrl } from '../infra/postgres';
+import { parseScopes } from '../domain/keys/api-keys';
+import { ALL_SCOPES } from '../domain/keys/scopes';
+import { dataDir, loadConfig, type Config } from '../app/config';
+import { SECRET_FIELD } from '../domain/credentials/credentials';
+import { SecretBox } from '../lib/crypto/secret-box';
+import { TICKET_STATUSES, Workspace, type TicketStatus } from '../db/entities';
+import { ApiError } from '../domain/errors';
+import { newId } from '../lib/ids';
+import { compose, type Composition } from '../app/compose';
+import { setDialOutPolicy } from '../domain/voice/destinations';
+import { parseHoursSpec, type OpeningInterval } from '../domain/team/availability';
+import type { Orm } from '../db/orm';
+import { resolveDatabaseUrl } from '../dev/embedded/postgres';
 
 const USAGE = `usage: npm run -s admin -- <command>
   workspace create --name NAME

@@ -6,9 +6,9 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DefaultLogger, makeTelemetryFilterString, Runtime, Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import type { DataConverter } from '@temporalio/common';
-import { dataDir, loadConfig } from '../core/config';
-import { ENCODING_ENCRYPTED, EncryptionCodec, METADATA_KEY_ID, serviceCodec, temporalDataConverter } from '../core/crypto/payload-codec';
-import { SecretBox } from '../core/crypto/secret-box';
+import { dataDir, loadConfig } from '../app/config';
+import { ENCODING_ENCRYPTED, EncryptionCodec, METADATA_KEY_ID, serviceCodec, temporalDataConverter } from '../lib/crypto/payload-codec';
+import { SecretBox } from '../lib/crypto/secret-box';
 import { WORKFLOWS_PATH, workflowBundleFor } from '../worker/worker';
 
 const USAGE = `usage: npm run -s replay -- [--workflows PATH | --bundle FILE] <history.json | directory>...

@@ -5,16 +5,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { startApi } from '../api/server';
 import { CODEC_PREFIX } from '../api/routes/temporal-codec';
-import { compose, localModelFiles, type Composition } from '../core/compose';
-import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind, type Config } from '../core/config';
-import { chooseDatabase } from '../infra/postgres';
-import { pickPort } from '../infra/ports';
-import { findTemporalCli, startDevServer, type DevServer } from '../infra/temporal';
+import { compose, localModelFiles, type Composition } from '../app/compose';
+import { dataDir, loadConfig, publicBaseUrl, rateLimitStoreKind, type Config } from '../app/config';
+import { chooseDatabase } from '../dev/embedded/postgres';
+import { pickPort } from '../dev/embedded/ports';
+import { findTemporalCli, startDevServer, type DevServer } from '../dev/embedded/temporal';
 import { connectWorker, installRuntimeFor } from '../worker/connection';
 import { startWorker } from '../worker/runtime';
-import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/search-attributes';
-import { localIceCidrs } from '../core/voice/ice';
-import { startMsgappSandbox } from '../sandbox/msgapp';
+import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/namespace-attributes';
+import { localIceCidrs } from '../providers/webrtc/ice';
+import { startMsgappSandbox } from '../dev/fake-msgapp';
 
 const say = (msg: string) => console.log(`[concierge] ${msg}`);
 
@@ -64,7 +64,7 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     for (const s of stops.reverse()) await s().catch((err) => console.error(err));
   };
   try {
-    // A browser on this machine offers only local ICE candidates, which production refuses (core/voice/ice.ts): an API
+    // A browser on this machine offers only local ICE candidates, which production refuses (providers/webrtc/ice.ts): an API
     // that only this machine can reach allows them, unless the operator chose an allowance.
     if (!process.env.VOICE_ICE_ALLOW_CIDRS && isLoopback(config.HOST)) config.VOICE_ICE_ALLOW_CIDRS = localIceCidrs();
     const db = await chooseDatabase(config.DATABASE_URL, dir);

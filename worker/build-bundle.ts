@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { FAILURE_CONVERTER_PATH } from '../core/crypto/payload-codec';
+import { FAILURE_CONVERTER_PATH } from '../lib/crypto/payload-codec';
 import { PREBUILT_BUNDLE_PATH, WORKFLOWS_PATH } from './worker';
 
 // webpack's per-module report is noise in a build log; its warnings and errors are kept.

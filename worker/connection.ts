@@ -35,7 +35,7 @@ export function installRuntimeFor(config: { LOG_LEVEL: string; METRICS_HOST: str
 /**
  * The worker's connection to the Temporal frontend (the runtime installed first). A
  * process that runs a worker builds its Client on this same connection
- * (core/compose.ts): a workflow started with `requestEagerStart` is then handed to
+ * (app/compose.ts): a workflow started with `requestEagerStart` is then handed to
  * this process's worker in the start call's answer, with no task-queue round trip.
  */
 export async function connectWorker(address: string, logLevel: string): Promise<NativeConnection> {

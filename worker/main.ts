@@ -1,6 +1,6 @@
 // Production worker entry: one process, configured by env (TEMPORAL_ADDRESS and DATABASE_URL required).
-import { compose } from '../core/compose';
-import { DEFAULT_DATABASE_URL, loadConfig } from '../core/config';
+import { compose } from '../app/compose';
+import { DEFAULT_DATABASE_URL, loadConfig } from '../app/config';
 import { connectWorker, installRuntimeFor } from './connection';
 import { startWorker } from './runtime';
 import { workflowBundleFor } from './worker';

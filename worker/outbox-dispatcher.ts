@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import type { PgNotifications, Subscription } from '../core/db/notifications';
+import type { PgNotifications, Subscription } from '../db/notifications';
 import type { Logger } from 'pino';
 
 /**

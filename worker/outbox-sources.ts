@@ -1,15 +1,15 @@
 import type { Client } from '@temporalio/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { filesToIndex, KB_INDEX_OUTBOX_CHANNEL, markIndexDispatched } from '../core/kb/files';
-import { MSGAPP_INBOUND_CHANNEL, type ProviderEventService } from '../core/messages/provider-events';
+import { filesToIndex, KB_INDEX_OUTBOX_CHANNEL, markIndexDispatched } from '../domain/kb/files';
+import { MSGAPP_INBOUND_CHANNEL, type ProviderEventService } from '../domain/messaging/provider-events';
 import type { Logger } from 'pino';
-import type { DeliveryService } from '../core/webhooks/deliveries';
+import type { DeliveryService } from '../domain/webhooks/deliveries';
 import { kbIndexWorkflow, msgappInboundWorkflow } from '../workflows';
 import { indexWorkflowId } from '../workflows/kb-index';
 import { msgappInboundWorkflowId } from '../workflows/msgapp-inbound';
 import { startsWorkflows, type OutboxSource } from './outbox-dispatcher';
 import { WebhookOutbox, type WebhookOutboxSettings } from './webhook-outbox';
-import { searchAttributesFor } from './search-attributes';
+import { searchAttributesFor } from './namespace-attributes';
 
 export { deliveryWorkflowId } from '../workflows/webhook-delivery';
 export { indexWorkflowId } from '../workflows/kb-index';

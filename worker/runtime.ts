@@ -1,20 +1,20 @@
-import type { TurnStats } from '../core/voice/agent';
-import { VoiceMedia } from '../core/voice/media';
+import type { TurnStats } from '../domain/voice/agent';
+import { VoiceMedia } from '../domain/voice/media';
 import type { ActivityDeps } from '../activities';
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
-import { ConversationGateway } from '../gateways/conversations';
-import { MessageSender } from '../gateways/messages';
-import { WebhookGateway } from '../gateways/webhooks';
+import { ConversationGateway } from '../app/temporal-clients/conversations';
+import { MessageSender } from '../app/temporal-clients/messages';
+import { WebhookGateway } from '../app/temporal-clients/webhooks';
 import type { Worker } from '@temporalio/worker';
 import type { WorkflowState } from '../activities/deps';
-import type { Composition } from '../core/compose';
+import type { Composition } from '../app/compose';
 import { connectWorker } from './connection';
 import { OutboxDispatcher } from './outbox-dispatcher';
 import { kbIndexing, msgappInbound, webhookDeliveries } from './outbox-sources';
 import { ensureSchedules } from './schedules';
-import { ensureSearchAttributes } from './search-attributes';
+import { ensureSearchAttributes } from './namespace-attributes';
 import { createWorker } from './worker';
-import { temporalDataConverter } from '../core/crypto/payload-codec';
+import { temporalDataConverter } from '../lib/crypto/payload-codec';
 
 /** A workflow id's latest run as the maintenance reconciliation needs it: running, closed, or unknown. */
 export function workflowStateOf(client: Client): (workflowId: string) => Promise<WorkflowState> {
@@ -49,7 +49,7 @@ export interface WorkerRuntime {
 }
 
 /**
- * The worker's own parts on top of a composition (core/compose.ts): the Temporal worker
+ * The worker's own parts on top of a composition (app/compose.ts): the Temporal worker
  * on the composition's task queue, schedules and search attributes, and the outbox relay
  * (subscribed on the composition's LISTEN connection). They stop with the composition's
  * `close()`: the relay first, then the worker (drained), then its connection. The worker

@@ -1,11 +1,11 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
-import type { AttemptRows, DeliveryService, DispatchItem } from '../core/webhooks/deliveries';
-import { OUTBOX_CHANNEL } from '../core/webhooks/events';
+import type { AttemptRows, DeliveryService, DispatchItem } from '../domain/webhooks/deliveries';
+import { OUTBOX_CHANNEL } from '../domain/webhooks/events';
 import { webhookDeliveryWorkflow } from '../workflows';
 import { deliveryRunSignal, deliveryWorkflowId, type NewRun, type WebhookDeliveryInput } from '../workflows/webhook-delivery';
 import type { OutboxSource } from './outbox-dispatcher';
-import { searchAttributesFor } from './search-attributes';
+import { searchAttributesFor } from './namespace-attributes';
 
 
 export interface WebhookOutboxSettings {

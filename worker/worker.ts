@@ -9,7 +9,7 @@ export interface WorkerParams {
   namespace: string;
   taskQueue: string;
   deps: ActivityDeps;
-  /** The composition's (core/crypto/payload-codec.ts): what the worker writes into histories is encrypted. */
+  /** The composition's (lib/crypto/payload-codec.ts): what the worker writes into histories is encrypted. */
   dataConverter: DataConverter;
   /**
    * A prebuilt bundle (tests build one per run). Absent: the one `npm run build` wrote
@@ -38,7 +38,7 @@ export function workflowBundleFor(given?: { codePath: string }): { codePath: str
 }
 
 /**
- * Workflow-task slots: an eager start (gateways/index.ts) is handed to this worker only
+ * Workflow-task slots: an eager start (app/temporal-clients/index.ts) is handed to this worker only
  * while a slot is free, so there are plenty; a workflow task is short (its short database
  * steps run as local activities in it), so idle slots cost nothing. The workflow cache
  * and the reused V8 context stay at their defaults: a cached run's next task (an

@@ -1,7 +1,7 @@
 import { ActivityCancellationType, ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, proxyActivities, setCurrentDetails, setHandler, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { CallOutcome, PhoneCallInput } from '../core/voice/phone-call';
-import type { RecordingView } from '../core/voice/sessions';
+import type { CallOutcome, PhoneCallInput } from '../domain/voice/phone-call';
+import type { RecordingView } from '../domain/voice/sessions';
 import { recordOutcome, type Outcome } from './outcome';
 import { presets } from './presets';
 import { billVoiceMinutes } from './voice-minutes';

@@ -22,8 +22,8 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
-import type { TaskStatus } from '../core/chat/tasks';
-import type { TurnReply } from '../core/chat/turn';
+import type { TaskStatus } from '../domain/chat/tasks';
+import type { TurnReply } from '../domain/chat/turn';
 import { cancelled, recordCancelled } from './cancellation';
 import { messageSendSummary, messageSendWorkflow, messageSendWorkflowId } from './message-send';
 import { localPresets, presets } from './presets';

@@ -20,7 +20,7 @@ export type KbIndexResult = { status: Exclude<KbIndexStatus, 'error'>; outcome: 
 /** The file's status from a run's result, either shape. */
 export const kbIndexStatus = (r: KbIndexResult | KbIndexStatus): KbIndexStatus => (typeof r === 'string' ? r : r.status);
 
-/** The text finishIndexing leaves on a file it could read no text from (core/kb/indexing.ts). */
+/** The text finishIndexing leaves on a file it could read no text from (domain/kb/indexing.ts). */
 const NO_TEXT = 'no text could be extracted';
 
 const { extractAndChunkFile } = proxyActivities<Activities>(presets.longExtraction);

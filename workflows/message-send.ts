@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { SendPlan } from '../core/messages/plan';
+import type { SendPlan } from '../domain/messaging/plan';
 import { cancelled, recordCancelled } from './cancellation';
 import { recordOutcome } from './outcome';
 import { localPresets, presets } from './presets';

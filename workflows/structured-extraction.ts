@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ChunkAnswer, ExtractionOutcome, FailureKind } from '../core/extraction/extractions';
+import type { ChunkAnswer, ExtractionOutcome, FailureKind } from '../domain/extraction/extractions';
 import { cancelled, recordCancelled } from './cancellation';
 import { recordOutcome } from './outcome';
 import { presets } from './presets';
@@ -19,10 +19,10 @@ export interface StructuredExtractionInput {
 /** The reason a cancelled run leaves on the extraction. */
 export const EXTRACTION_CANCELLED = 'the extraction was cancelled by an operator; send the request again';
 
-/** Failure types of the steps (core/extraction/extractions.ts, core/kb/extract/types.ts, core/llm/model.ts). */
+/** Failure types of the steps (domain/extraction/extractions.ts, lib/extract/types.ts, providers/llm/model.ts). */
 const UNREADABLE = new Set(['ExtractionRefused', 'ExtractionError', 'ExtractionCrash']);
 const MODEL = new Set(['LlmError', 'LlmRejected']);
-/** Validation against the caller's schema past its deadline, or its thread lost (core/extraction/validate-thread.ts): 422. */
+/** Validation against the caller's schema past its deadline, or its thread lost (domain/extraction/validate-thread.ts): 422. */
 const INVALID = new Set(['ValidationTimeout', 'ValidationCrash']);
 
 function outcomeOf(err: unknown): Extract<ExtractionOutcome, { status: 'failed' }> {

@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, proxyActivities, proxyLocalActivities, setCurrentDetails, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { TranscribeOutcome, UploadFailure } from '../core/widget/uploads';
+import type { TranscribeOutcome, UploadFailure } from '../domain/widget/uploads';
 import { cancelled } from './cancellation';
 import { recordOutcome } from './outcome';
 import { localPresets, presets } from './presets';
@@ -23,7 +23,7 @@ export interface TranscribeInput {
   workspaceId?: string;
 }
 
-/** Failure types of the transcription step (core/widget/uploads.ts, core/kb/extract/types.ts). */
+/** Failure types of the transcription step (domain/widget/uploads.ts, lib/extract/types.ts). */
 const TRANSCRIBER_CREDENTIAL_REFUSED = 'TranscriberCredentialRefused';
 const TRANSCRIBER_UNAVAILABLE = 'TranscriberUnavailable';
 const MEDIA_TOO_LONG = 'MediaTooLong';

@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineUpdate, proxyActivities, setCurrentDetails, setHandler, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { RecordingView } from '../core/voice/sessions';
+import type { RecordingView } from '../domain/voice/sessions';
 import { recordOutcome, type Outcome } from './outcome';
 import { presets } from './presets';
 import { billVoiceMinutes } from './voice-minutes';

@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, setCurrentDetails, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { UploadOutcome } from '../core/widget/uploads';
+import type { UploadOutcome } from '../domain/widget/uploads';
 import { cancelled, recordCancelled } from './cancellation';
 import { recordOutcome } from './outcome';
 import { localPresets, presets } from './presets';
@@ -22,10 +22,10 @@ export interface WidgetUploadInput {
 /** The reason a cancelled run leaves on the upload (status `error`). */
 export const UPLOAD_CANCELLED = 'processing was cancelled by an operator; upload the file again';
 
-/** Failure types of the extraction step (core/widget/uploads.ts, core/kb/extract/types.ts). */
+/** Failure types of the extraction step (domain/widget/uploads.ts, lib/extract/types.ts). */
 const TRANSCRIBER_CREDENTIAL_REFUSED = 'TranscriberCredentialRefused';
 const TRANSCRIBER_UNAVAILABLE = 'TranscriberUnavailable';
-/** A recording over TRANSCRIBE_MAX_SECONDS (core/kb/extract/types.ts). */
+/** A recording over TRANSCRIBE_MAX_SECONDS (lib/extract/types.ts). */
 const MEDIA_TOO_LONG = 'MediaTooLong';
 
 function outcomeOf(err: unknown): Extract<UploadOutcome, { status: 'error' }> {

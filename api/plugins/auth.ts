@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
-import { API_KEY_PATTERN } from '../../core/auth/api-keys';
-import type { ApiKeyService } from '../../core/auth/api-keys';
-import type { RequestLimits, RateDecision } from '../../core/ratelimit';
-import { ApiError } from '../../core/errors';
+import { API_KEY_PATTERN } from '../../domain/keys/api-keys';
+import type { ApiKeyService } from '../../domain/keys/api-keys';
+import type { RequestLimits, RateDecision } from '../../lib/ratelimit';
+import { ApiError } from '../../domain/errors';
 
 export interface RegisteredRoute {
   method: string;

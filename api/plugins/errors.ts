@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from '@fastify/type-provider-zod';
-import { ApiError } from '../../core/errors';
+import { ApiError } from '../../domain/errors';
 
 /** Fastify's own client errors, mapped to the spec's envelope. */
 const FASTIFY_CLIENT_ERRORS: Record<string, (err: FastifyError) => ApiError> = {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../../core/errors';
-import { requestFingerprint, type IdempotencyStore } from '../../core/idempotency/store';
+import { ApiError } from '../../domain/errors';
+import { requestFingerprint, type IdempotencyStore } from '../../domain/idempotency/store';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../../core/errors';
+import { ApiError } from '../../domain/errors';
 
 /**
  * Bodies nested deeper than this are refused before validation. The deepest document the

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../../core/errors';
-import { bearerMatches, observeHttp, renderMetrics } from '../../core/metrics';
+import { ApiError } from '../../domain/errors';
+import { bearerMatches, observeHttp, renderMetrics } from '../../app/metrics';
 
 export interface MetricsOptions {
   /** METRICS_TOKEN; null: GET /metrics answers 404 on this port (the metrics may still have a port of their own, METRICS_PORT). */
@@ -9,7 +9,7 @@ export interface MetricsOptions {
 }
 
 /**
- * Prometheus metrics of the API (core/metrics.ts): every answered request counted and
+ * Prometheus metrics of the API (app/metrics.ts): every answered request counted and
  * timed by method, route pattern (never the raw URL: `unmatched` when no route took it)
  * and status code; and GET /metrics on the API's own port, only when METRICS_TOKEN is set
  * and only with `Authorization: Bearer <METRICS_TOKEN>` (the process's metrics name every

@@ -8,7 +8,7 @@ import { DELIVERY_HEADERS, WEBHOOK_EVENTS } from '../schemas/webhooks';
 import { ChatFrameSchema, SOCKET_UPGRADE_DESCRIPTION } from '../schemas/socket';
 import { STORED_BYTES } from '../schemas/common';
 import { SERVED_CONTENT_TYPES } from '../stored-bytes';
-import type { ModelPolicy } from '../../core/llm/policy';
+import type { ModelPolicy } from '../../domain/agents/model-policy';
 
 const DESCRIPTION = `Concierge server API. Authenticate with \`Authorization: Bearer sk_...\`; each operation names the
 scope it needs in \`x-required-scope\`. Errors are \`{error, message}\` plus documented extra fields.

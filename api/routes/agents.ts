@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
-import type { Services } from '../../core/services';
-import { generateAgentSpec } from '../../core/agents/generate';
+import type { Services } from '../../app/services';
+import { generateAgentSpec } from '../../domain/agents/generate';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { Agent, AgentList, CreateAgentBody, FromSpecBody, GenerateAgentBody, ListAgentsQuery, PatchAgentBody } from '../schemas/agents';

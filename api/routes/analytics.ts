@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
-import { windowOf } from '../../core/analytics/analytics';
-import type { Services } from '../../core/services';
+import { windowOf } from '../../domain/analytics/analytics';
+import type { Services } from '../../app/services';
 import { authOf } from '../types';
 import { AnalyticsSummary, AnalyticsWindowQuery, ChannelBreakdown, ConversationsOverTime, FeedbackList, FeedbackListQuery, OverTimeQuery } from '../schemas/analytics';
 import { authErrors, ErrorBody } from '../schemas/common';

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import type { Services } from '../../core/services';
-import type { VoiceParts } from '../../core/voice/from-config';
-import type { Gateways } from '../../gateways';
+import type { Services } from '../../app/services';
+import type { VoiceParts } from '../../app/voice';
+import type { Gateways } from '../../app/temporal-clients';
 import { placeCall } from '../dial-out';
-import { ApiError } from '../../core/errors';
-import { enforceDialOut, type DialOutLimits } from '../../core/ratelimit';
+import { ApiError } from '../../domain/errors';
+import { enforceDialOut, type DialOutLimits } from '../../lib/ratelimit';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';
 import {

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
-import type { Services } from '../../core/services';
+import type { Services } from '../../app/services';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { CreateCustomerBody, Customer, CustomerList, LinkBody, LinkResult, ListCustomersQuery, PatchCustomerBody } from '../schemas/customers';

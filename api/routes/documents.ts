@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import { ApiError } from '../../core/errors';
-import { EXTRACT_MAX_BYTES, MAX_PROMPT_CHARS } from '../../core/extraction/extractions';
-import { MAX_SCHEMA_BYTES } from '../../core/extraction/schema';
-import type { Services } from '../../core/services';
-import { workflowUnavailable } from '../../gateways/uploads';
-import type { Gateways } from '../../gateways';
+import { ApiError } from '../../domain/errors';
+import { EXTRACT_MAX_BYTES, MAX_PROMPT_CHARS } from '../../domain/extraction/extractions';
+import { MAX_SCHEMA_BYTES } from '../../domain/extraction/schema';
+import type { Services } from '../../app/services';
+import { workflowUnavailable } from '../../app/temporal-clients/uploads';
+import type { Gateways } from '../../app/temporal-clients';
 import { readSingleFile } from '../multipart';
 import { authErrors, ErrorBody } from '../schemas/common';
 import { authOf } from '../types';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import { McpServerBody, McpServerPatch } from '../../core/mcp/servers';
-import type { Services } from '../../core/services';
+import { McpServerBody, McpServerPatch } from '../../domain/mcp/servers';
+import type { Services } from '../../app/services';
 import { authOf } from '../types';
 import { authErrors, Cursor, ErrorBody, idParam } from '../schemas/common';
 

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { Services } from '../../core/services';
+import type { Services } from '../../app/services';
 import { z } from 'zod';
-import { ApiError } from '../../core/errors';
+import { ApiError } from '../../domain/errors';
 import { assertStorable } from '../plugins/input';
-import { parseWebhook, verifyHubSignature, WebhookPayloadError } from '../../core/msgapp/provider';
-import { openLink } from '../../core/storage/signed-links';
+import { parseWebhook, verifyHubSignature, WebhookPayloadError } from '../../providers/msgapp/cloud-api';
+import { openLink } from '../../domain/storage/signed-links';
 import { sendStoredBytes } from '../stored-bytes';
 
 export interface MsgappWebhookOptions {

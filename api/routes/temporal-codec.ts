@@ -3,8 +3,8 @@ import cors from '@fastify/cors';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { Payload, PayloadCodec } from '../../core/crypto/payload-codec';
-import { ApiError } from '../../core/errors';
+import type { Payload, PayloadCodec } from '../../lib/crypto/payload-codec';
+import { ApiError } from '../../domain/errors';
 
 export const CODEC_PREFIX = '/api/temporal-codec';
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Cursor } from './common';
-import { AgentSpec, EXAMPLE_SPEC } from '../../core/agents/spec';
+import { AgentSpec, EXAMPLE_SPEC } from '../../domain/agents/spec';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { USAGE_CURSOR } from '../../core/billing/credits';
+import { USAGE_CURSOR } from '../../domain/billing/credits';
 import { WindowBound } from './common';
 
 export const Credits = z

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { IdPrefix } from '../../core/ids';
-import { CURSOR_PATTERN } from '../../core/pagination';
+import type { IdPrefix } from '../../lib/ids';
+import { CURSOR_PATTERN } from '../../db/pagination';
 
 export const ErrorBody = z
   .object({

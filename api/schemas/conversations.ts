@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Cursor as PageCursor } from './common';
-import { nonBlankText } from '../../core/text';
+import { nonBlankText } from '../../lib/text';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 const Cursor = PageCursor.optional();

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { CREDENTIAL_PROVIDERS } from '../../core/db/entities';
+import { CREDENTIAL_PROVIDERS } from '../../db/entities';
 import { Cursor } from './common';
 
-export { CredentialInput as CreateCredentialBody } from '../../core/credentials';
+export { CredentialInput as CreateCredentialBody } from '../../domain/credentials/credentials';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 const Provider = z.enum(CREDENTIAL_PROVIDERS);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Cursor } from './common';
-import { NON_BLANK_WITHOUT_NUL, notBlank } from '../../core/text';
+import { NON_BLANK_WITHOUT_NUL, notBlank } from '../../lib/text';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorBody } from './common';
-import { NO_CONTROL, notBlank } from '../../core/text';
+import { NO_CONTROL, notBlank } from '../../lib/text';
 
 /** 1 to 200 characters, not blank, no control characters. */
 export const FolderName = notBlank(z.string().min(1).max(200).regex(NO_CONTROL, 'must not contain control characters')).meta({ description: 'Folder name, 1 to 200 characters; unique among its siblings (case-sensitive)' });

@@ -33,7 +33,7 @@ export const SendMessageBody = z
       .meta({ description: "A template registered and approved on the sending agent's number" }),
   })
   .strict()
-  // The send rules planSend enforces (core/messages/plan.ts), as the document states them: exactly one content kind
+  // The send rules planSend enforces (domain/messaging/plan.ts), as the document states them: exactly one content kind
   // (rule 1), `from` or `agent_id` but not both, no caption on audio and a filename only on a document (rule 5).
   .meta({
     allOf: [

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { TICKET_AUTHORS, TICKET_PRIORITIES, TICKET_STATUSES } from '../../core/db/entities';
-import { MAX_BODY_CHARS, MAX_SUBJECT_CHARS } from '../../core/support/tickets';
+import { TICKET_AUTHORS, TICKET_PRIORITIES, TICKET_STATUSES } from '../../db/entities';
+import { MAX_BODY_CHARS, MAX_SUBJECT_CHARS } from '../../domain/support/tickets';
 import { Cursor } from './common';
-import { nonBlankText, notBlank } from '../../core/text';
+import { nonBlankText, notBlank } from '../../lib/text';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 const Status = z.enum(TICKET_STATUSES).meta({

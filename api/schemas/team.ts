@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AWAY_MESSAGE_MAX, CLOSE_PATTERN, DAYS, MAX_INTERVALS, OPEN_PATTERN, REPLY_TIME_MAX_MINUTES } from '../../core/team/availability';
+import { AWAY_MESSAGE_MAX, CLOSE_PATTERN, DAYS, MAX_INTERVALS, OPEN_PATTERN, REPLY_TIME_MAX_MINUTES } from '../../domain/team/availability';
 import { TIME_ZONES } from './analytics';
 
 const TimeZone = z

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Cursor, idString, TimestampBound } from './common';
-import { SUBSCRIBABLE_EVENTS } from '../../core/webhooks/events';
+import { SUBSCRIBABLE_EVENTS } from '../../domain/webhooks/events';
 
 const Timestamp = z.string().meta({ format: 'date-time' });
 const EventName = z.enum(SUBSCRIBABLE_EVENTS);

@@ -1,4 +1,4 @@
-// The benchmarks' set-up, through the composition root (core/compose.ts) as the real
+// The benchmarks' set-up, through the composition root (app/compose.ts) as the real
 // processes build theirs: a scratch database, compositions with the section's overrides,
 // an API listening on 127.0.0.1, a worker on a Temporal dev server, keys.
 import { randomBytes } from 'node:crypto';
@@ -9,15 +9,15 @@ import path from 'node:path';
 import { DefaultLogger, makeTelemetryFilterString } from '@temporalio/worker';
 import { Client } from 'pg';
 import { startApi, type ApiOptions } from '../../api/server';
-import type { Scope } from '../../core/auth/scopes';
-import { compose, type ComposeOptions, type ComposeOverrides, type Composition, type Role } from '../../core/compose';
-import { configSchema, type Config } from '../../core/config';
-import { Workspace } from '../../core/db/entities';
-import { openDatabase, type Orm } from '../../core/db/orm';
-import { newId } from '../../core/ids';
-import { createEmbedder, type LocalEmbedder } from '../../core/kb/embedder';
-import type { Services } from '../../core/services';
-import { findTemporalCli, startDevServer, type DevServer } from '../../infra/temporal';
+import type { Scope } from '../../domain/keys/scopes';
+import { compose, type ComposeOptions, type ComposeOverrides, type Composition, type Role } from '../../app/compose';
+import { configSchema, type Config } from '../../app/config';
+import { Workspace } from '../../db/entities';
+import { openDatabase, type Orm } from '../../db/orm';
+import { newId } from '../../lib/ids';
+import { createEmbedder, type LocalEmbedder } from '../../providers/embeddings/embedder';
+import type { Services } from '../../app/services';
+import { findTemporalCli, startDevServer, type DevServer } from '../../dev/embedded/temporal';
 import { connectWorker } from '../../worker/connection';
 import { installRuntime, startWorker } from '../../worker/runtime';
 import type { Cleanup } from './child';

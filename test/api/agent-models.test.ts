@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { Agent } from '../../core/db/entities';
-import { policyFromCidrs } from '../../core/net/ssrf';
+import { Agent } from '../../db/entities';
+import { policyFromCidrs } from '../../lib/net/ssrf';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { EXAMPLE_SPEC } from '../../core/agents/spec';
+import { EXAMPLE_SPEC } from '../../domain/agents/spec';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 

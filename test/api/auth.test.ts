@@ -1,7 +1,7 @@
 import Fastify from 'fastify';
 import { authPlugin } from '../../api/plugins/auth';
-import { ALL_SCOPES, type Scope } from '../../core/auth/scopes';
-import { createRequestLimits } from '../../core/ratelimit';
+import { ALL_SCOPES, type Scope } from '../../domain/keys/scopes';
+import { createRequestLimits } from '../../lib/ratelimit';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 

@@ -1,5 +1,5 @@
 import { runTs } from '../support/cli';
-import { newId } from '../../core/ids';
+import { newId } from '../../lib/ids';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 

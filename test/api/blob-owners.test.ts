@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { ChatMessage, Conversation, Recording, StructuredExtraction, VoiceRecordingChunk, WidgetUpload } from '../../core/db/entities';
-import { newId } from '../../core/ids';
-import type { Transcriber } from '../../core/kb/extract';
-import { signLink } from '../../core/storage/signed-links';
-import { releaseSpool } from '../../core/voice/spool';
+import { ChatMessage, Conversation, Recording, StructuredExtraction, VoiceRecordingChunk, WidgetUpload } from '../../db/entities';
+import { newId } from '../../lib/ids';
+import type { Transcriber } from '../../lib/extract';
+import { signLink } from '../../domain/storage/signed-links';
+import { releaseSpool } from '../../domain/voice/spool';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 

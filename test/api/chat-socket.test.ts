@@ -5,12 +5,12 @@ import { upgrade } from '../support/socket';
 import { Client } from 'pg';
 import WebSocket from 'ws';
 import { buildApp } from '../../api/app';
-import { loadConfig } from '../../core/config';
-import { CHAT_CHANNEL, publishFrame, publishRecheck, type ChatFrame, type ChatNotice } from '../../core/chat/frames';
-import { ChatTranscript } from '../../core/chat/transcript';
-import { openDatabase, type Orm } from '../../core/db/orm';
-import { newId } from '../../core/ids';
-import { createRequestLimits } from '../../core/ratelimit';
+import { loadConfig } from '../../app/config';
+import { CHAT_CHANNEL, publishFrame, publishRecheck, type ChatFrame, type ChatNotice } from '../../domain/chat/frames';
+import { ChatTranscript } from '../../domain/chat/transcript';
+import { openDatabase, type Orm } from '../../db/orm';
+import { newId } from '../../lib/ids';
+import { createRequestLimits } from '../../lib/ratelimit';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 
@@ -445,7 +445,7 @@ describe('malformed notices and listener loss', () => {
 });
 
 describe('limits before work: socket caps and refused handshakes answer 429 before any lookup', () => {
-  /** The shipped defaults (core/config.ts), one process. */
+  /** The shipped defaults (app/config.ts), one process. */
   let capped: TestApp;
   /** Small caps: 2 per conversation, 3 per address. */
   let small: TestApp;

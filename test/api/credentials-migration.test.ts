@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { newId } from '../../core/ids';
+import { newId } from '../../lib/ids';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { recordSecret } from '../support/secret-log';

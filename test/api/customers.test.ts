@@ -1,4 +1,4 @@
-import { newId } from '../../core/ids';
+import { newId } from '../../lib/ids';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 

@@ -1,5 +1,5 @@
 import { runAdminCli } from '../support/cli';
-import { dialOutPolicy } from '../../core/voice/destinations';
+import { dialOutPolicy } from '../../domain/voice/destinations';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 
 /** The operator sets a workspace's dial-out destinations with the admin CLI; they live on the workspace row. */

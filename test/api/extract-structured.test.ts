@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { StructuredExtraction } from '../../core/db/entities';
-import { MAX_SCHEMA_BYTES } from '../../core/extraction/schema';
-import { FILE_ID, OUTCOME, WORKSPACE_ID } from '../../worker/search-attributes';
+import { StructuredExtraction } from '../../db/entities';
+import { MAX_SCHEMA_BYTES } from '../../domain/extraction/schema';
+import { FILE_ID, OUTCOME, WORKSPACE_ID } from '../../worker/namespace-attributes';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { makeCorruptPdf, makeDocx, makePdf, makeScannedPdf, makeTextPng, TEXT } from '../support/documents';

@@ -1,5 +1,5 @@
-import { Migration20261124000100SealIdempotentResponses } from '../../core/db/migrations/Migration20261124000100SealIdempotentResponses';
-import { requestFingerprint } from '../../core/idempotency/store';
+import { Migration20261124000100SealIdempotentResponses } from '../../db/migrations/Migration20261124000100SealIdempotentResponses';
+import { requestFingerprint } from '../../domain/idempotency/store';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 

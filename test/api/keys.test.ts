@@ -3,9 +3,9 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { hashApiKey } from '../../core/auth/api-keys';
-import { ALL_SCOPES } from '../../core/auth/scopes';
-import { SecretBox } from '../../core/crypto/secret-box';
+import { hashApiKey } from '../../domain/keys/api-keys';
+import { ALL_SCOPES } from '../../domain/keys/scopes';
+import { SecretBox } from '../../lib/crypto/secret-box';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 

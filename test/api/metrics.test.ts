@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { Message, WebhookDelivery } from '../../core/db/entities';
-import { newId } from '../../core/ids';
-import { serveMetrics } from '../../core/metrics';
-import { emitEvent } from '../../core/webhooks/emitter';
-import type { SendPlan } from '../../core/messages/plan';
+import { Message, WebhookDelivery } from '../../db/entities';
+import { newId } from '../../lib/ids';
+import { serveMetrics } from '../../app/metrics';
+import { emitEvent } from '../../domain/webhooks/emitter';
+import type { SendPlan } from '../../domain/messaging/plan';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';

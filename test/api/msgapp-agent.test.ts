@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CloudApiProvider, signHubPayload } from '../../core/msgapp/provider';
-import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
-import { agentReplyId } from '../../gateways/conversations';
+import { CloudApiProvider, signHubPayload } from '../../providers/msgapp/cloud-api';
+import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
+import { agentReplyId } from '../../app/temporal-clients/conversations';
 import { conversationWorkflowId, REPLY_SEND_ACTIVITY_PATCH } from '../../workflows/conversation';
 import { messageSendWorkflowId } from '../../workflows/message-send';
-import { transcriberFromConfig } from '../../core/kb/extractor';
-import { LocalWhisperTranscriber } from '../../core/kb/extract';
+import { transcriberFromConfig } from '../../app/extractor';
+import { LocalWhisperTranscriber } from '../../lib/extract';
 import { msgappInboundWorkflowId } from '../../workflows/msgapp-inbound';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testConfig, type TestApp } from '../support/app';
 import { speak, wordErrorRate } from '../support/speech';

@@ -1,4 +1,4 @@
-import { newId } from '../../core/ids';
+import { newId } from '../../lib/ids';
 import { createWorkspace } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { newId } from '../../core/ids';
-import { CloudApiProvider, signHubPayload } from '../../core/msgapp/provider';
-import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
+import { newId } from '../../lib/ids';
+import { CloudApiProvider, signHubPayload } from '../../providers/msgapp/cloud-api';
+import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
 import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { upload } from '../support/kb';
 import { createTestDatabase, type TestDatabase } from '../support/db';

@@ -1,5 +1,5 @@
-import { newId } from '../../core/ids';
-import type { InboundMessage } from '../../core/msgapp/provider';
+import { newId } from '../../lib/ids';
+import type { InboundMessage } from '../../providers/msgapp/cloud-api';
 import { createWorkspace, testServices } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { Pool } from 'pg';
-import { openDatabase, type Orm } from '../../core/db/orm';
-import type { RateStore } from '../../core/ratelimit';
+import { openDatabase, type Orm } from '../../db/orm';
+import type { RateStore } from '../../lib/ratelimit';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { downloadName, servedContentType } from '../../api/stored-bytes';
-import { signLink } from '../../core/storage/signed-links';
+import { signLink } from '../../domain/storage/signed-links';
 import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { upload } from '../support/kb';

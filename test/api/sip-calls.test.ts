@@ -2,12 +2,12 @@ import { execFileSync } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
 import { RtpPacket } from 'werift';
-import { whisperModelPath } from '../../core/config';
-import { LocalWhisperTranscriber } from '../../core/kb/extract';
-import { transcriberFromConfig } from '../../core/kb/extractor';
-import { concatFrames, decodeMulaw, encodeMulaw, pcmFromBytes } from '../../core/voice/audio';
-import { speechRecognizerFor } from '../../core/voice/stt';
-import { userHash } from '../../core/widget/sites';
+import { whisperModelPath } from '../../app/config';
+import { LocalWhisperTranscriber } from '../../lib/extract';
+import { transcriberFromConfig } from '../../app/extractor';
+import { concatFrames, decodeMulaw, encodeMulaw, pcmFromBytes } from '../../lib/audio/audio';
+import { speechRecognizerFor } from '../../providers/speech/stt';
+import { userHash } from '../../domain/widget/sites';
 import { callWorkflowId, type CallResult } from '../../workflows/call';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
@@ -18,7 +18,7 @@ import { spokenPcm } from '../support/test-phone';
 
 /**
  * Dial-out over the direct SIP trunk, end to end: the app and the worker configured with
- * SIP_TRUNK_URI (no telephony override: core/voice/from-config.ts picks the trunk) dial
+ * SIP_TRUNK_URI (no telephony override: app/voice.ts picks the trunk) dial
  * SIPp on loopback. SIPp answers, speaks a question (espeak-ng audio streamed as PCMU
  * RTP), and hangs up (BYE) a while later; the real voice agent (embedded whisper,
  * espeak-ng, the fake model) hears the question and answers on the line.

@@ -1,16 +1,16 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { WorkflowClient } from '@temporalio/client';
-import { whisperModelPath } from '../../core/config';
-import { LocalWhisperTranscriber, type Transcriber } from '../../core/kb/extract';
-import { transcriberFromConfig } from '../../core/kb/extractor';
+import { whisperModelPath } from '../../app/config';
+import { LocalWhisperTranscriber, type Transcriber } from '../../lib/extract';
+import { transcriberFromConfig } from '../../app/extractor';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, testConfig, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { indexed, multipart, startIndexDispatcher, upload as kbUpload } from '../support/kb';
 import { joinWav, silence, speak, speechDir, wordErrorRate, type SpokenSample } from '../support/speech';
 import { historySteps, maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
-import { WORKSPACE_ID } from '../../worker/search-attributes';
+import { WORKSPACE_ID } from '../../worker/namespace-attributes';
 import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
 
 /**

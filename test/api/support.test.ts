@@ -2,7 +2,7 @@ import { runAdminCli } from '../support/cli';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { newId } from '../../core/ids';
+import { newId } from '../../lib/ids';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { redactUrl } from '../../api/logging';
-import { ENCODING_ENCRYPTED } from '../../core/crypto/payload-codec';
+import { ENCODING_ENCRYPTED } from '../../lib/crypto/payload-codec';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startTestApp, type TestApp } from '../support/app';
 

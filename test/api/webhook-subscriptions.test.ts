@@ -1,10 +1,10 @@
 import { createHmac } from 'node:crypto';
-import { policyFromCidrs } from '../../core/net/ssrf';
+import { policyFromCidrs } from '../../lib/net/ssrf';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
-import { emitEvent } from '../../core/webhooks/emitter';
-import { WebhookAttempt, WebhookDelivery } from '../../core/db/entities';
+import { emitEvent } from '../../domain/webhooks/emitter';
+import { WebhookAttempt, WebhookDelivery } from '../../db/entities';
 import { DELIVERY_CANCELLED } from '../../workflows/webhook-delivery';
 
 let db: TestDatabase;

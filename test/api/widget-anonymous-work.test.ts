@@ -3,7 +3,7 @@ import os from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { OpenAiTranscriber, type Transcriber } from '../../core/kb/extract';
+import { OpenAiTranscriber, type Transcriber } from '../../lib/extract';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { makePdf, makeWav } from '../support/documents';

@@ -1,8 +1,8 @@
 import { Client as PgClient } from 'pg';
 import type { AddressInfo } from 'node:net';
 import { ChatFrameSchema } from '../../api/schemas/socket';
-import { newId } from '../../core/ids';
-import { userHash } from '../../core/widget/sites';
+import { newId } from '../../lib/ids';
+import { userHash } from '../../domain/widget/sites';
 import { conversationWorkflow, RETRY_FAILED_TURN_PATCH } from '../../workflows/conversation';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';

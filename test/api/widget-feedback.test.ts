@@ -1,5 +1,5 @@
-import { newId } from '../../core/ids';
-import { userHash } from '../../core/widget/sites';
+import { newId } from '../../lib/ids';
+import { userHash } from '../../domain/widget/sites';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 

@@ -1,4 +1,4 @@
-import { userHash } from '../../core/widget/sites';
+import { userHash } from '../../domain/widget/sites';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 

@@ -1,7 +1,7 @@
 import { upgrade } from '../support/socket';
 import type { AddressInfo } from 'node:net';
-import { newId } from '../../core/ids';
-import { userHash } from '../../core/widget/sites';
+import { newId } from '../../lib/ids';
+import { userHash } from '../../domain/widget/sites';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';

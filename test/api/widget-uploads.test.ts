@@ -4,11 +4,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { OpenAiTranscriber } from '../../core/kb/extract';
-import { OpenAiImageDescriber } from '../../core/llm/vision';
+import { OpenAiTranscriber } from '../../lib/extract';
+import { OpenAiImageDescriber } from '../../providers/llm/vision';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 import { execFileSync } from 'node:child_process';
-import type { SiteRow } from '../../core/widget/sites';
+import type { SiteRow } from '../../domain/widget/sites';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, testBlobs, type TestApp, type TestOverrides } from '../support/app';
 import { makeCorruptPdf, makeDocx, makePdf, makeTextPng, makeWav, randomBytes, TEXT } from '../support/documents';
@@ -16,7 +16,7 @@ import { multipart } from '../support/kb';
 import { historySteps, maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
-import { WORKSPACE_ID } from '../../worker/search-attributes';
+import { WORKSPACE_ID } from '../../worker/namespace-attributes';
 
 /**
  * The widget's file endpoints on the real app and database: multipart uploads typed from

@@ -7,7 +7,7 @@ import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '
 import { startFakeLlm } from '../support/fake-llm';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 import { startTestWorker } from '../support/temporal';
-import { userHash } from '../../core/widget/sites';
+import { userHash } from '../../domain/widget/sites';
 import { axeScan as scan, CHROMIUM, DESKTOP, finals, launcher, panel, PHONE, textbox, until as waitUntil, widget } from '../support/widget-page';
 
 /**

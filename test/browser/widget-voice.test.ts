@@ -8,10 +8,10 @@ import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { AccessToken } from 'livekit-server-sdk';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { DirectLeg } from '../../core/voice/direct-peer';
-import { policyFromCidrs } from '../../core/net/ssrf';
+import { DirectLeg } from '../../providers/webrtc/direct-peer';
+import { policyFromCidrs } from '../../lib/net/ssrf';
 import { LOCAL_ICE_CIDRS } from '../support/ice';
-import type { TranscriptFrame } from '../../core/voice/types';
+import type { TranscriptFrame } from '../../domain/voice/types';
 import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
 
 /**

@@ -1,6 +1,6 @@
 import { defineEntity, MikroORM, SchemaComparator, type SchemaDifference } from '@mikro-orm/postgresql';
-import { allEntities } from '../../core/db/entities';
-import { ormOptions, type Orm } from '../../core/db/orm';
+import { allEntities } from '../../db/entities';
+import { ormOptions, type Orm } from '../../db/orm';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 
 /**

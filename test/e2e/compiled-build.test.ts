@@ -4,9 +4,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { serviceCodec, temporalDataConverter } from '../../core/crypto/payload-codec';
-import { SecretBox } from '../../core/crypto/secret-box';
-import { pickPort } from '../../infra/ports';
+import { serviceCodec, temporalDataConverter } from '../../lib/crypto/payload-codec';
+import { SecretBox } from '../../lib/crypto/secret-box';
+import { pickPort } from '../../dev/embedded/ports';
 import { purgeExpiredWorkflow } from '../../workflows';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 import { eventually, WorkerProcesses } from '../support/worker-process';
@@ -39,10 +39,10 @@ afterAll(async () => {
 });
 
 test('npm run build writes the compiled entries and the workflow bundle, and no test, bench or sandbox code', () => {
-  for (const f of ['api/main.js', 'worker/main.js', 'bin/admin.js', 'core/kb/extract/child.js', 'core/extraction/validate-worker.js', 'workflow-bundle.js']) {
+  for (const f of ['api/main.js', 'worker/main.js', 'bin/admin.js', 'lib/extract/child.js', 'domain/extraction/validate-worker.js', 'workflow-bundle.js']) {
     expect(fs.existsSync(path.join(ROOT, 'dist', f))).toBe(true);
   }
-  for (const d of ['test', 'bench', 'sandbox']) expect(fs.existsSync(path.join(ROOT, 'dist', d))).toBe(false);
+  for (const d of ['test', 'bench', 'dev/fake-msgapp']) expect(fs.existsSync(path.join(ROOT, 'dist', d))).toBe(false);
 });
 
 test('the compiled worker runs under plain Node, loads the prebuilt bundle and executes workflows from it', async () => {
@@ -56,7 +56,7 @@ test('the compiled worker runs under plain Node, loads the prebuilt bundle and e
     .execute(`insert into idempotency_keys (workspace_id, key, request_hash, state, expires_at) values (?, 'old', 'h', 'completed', now() - interval '1 hour')`, [ws]);
   const connection = await Connection.connect({ address: process.env.TEST_TEMPORAL_ADDRESS });
   try {
-    // The worker encrypts what it writes (core/crypto/payload-codec.ts): the client needs the same key to read the result.
+    // The worker encrypts what it writes (lib/crypto/payload-codec.ts): the client needs the same key to read the result.
     const client = new Client({ connection, namespace, dataConverter: temporalDataConverter(serviceCodec(SecretBox.fromString(key), 1)) });
     const result = await client.workflow.execute(purgeExpiredWorkflow, { taskQueue: namespace, workflowId: `purge-${randomBytes(4).toString('hex')}` });
     expect(result.idempotencyKeys).toBe(1);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { Client as PgClient } from 'pg';
-import { SecretBox } from '../../core/crypto/secret-box';
+import { SecretBox } from '../../lib/crypto/secret-box';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';

@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { findTemporalCli, startDevServer, type DevServer } from '../../infra/temporal';
-import { ALL_SEARCH_ATTRIBUTES, SEARCH_ATTRIBUTE_FLAGS } from '../../worker/search-attributes';
+import { findTemporalCli, startDevServer, type DevServer } from '../../dev/embedded/temporal';
+import { ALL_SEARCH_ATTRIBUTES, SEARCH_ATTRIBUTE_FLAGS } from '../../worker/namespace-attributes';
 
 const CODEC = 'http://127.0.0.1:3999/api/temporal-codec/0123456789abcdef0123456789abcdef';
 let dir: string;

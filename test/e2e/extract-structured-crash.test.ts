@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { SecretBox } from '../../core/crypto/secret-box';
-import { StructuredExtraction } from '../../core/db/entities';
+import { SecretBox } from '../../lib/crypto/secret-box';
+import { StructuredExtraction } from '../../db/entities';
 import { structuredExtractionWorkflowId } from '../../workflows/structured-extraction';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';

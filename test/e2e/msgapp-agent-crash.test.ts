@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { Client as PgClient } from 'pg';
-import { SecretBox } from '../../core/crypto/secret-box';
-import { CloudApiProvider } from '../../core/msgapp/provider';
-import { startMsgappSandbox, type MsgappSandbox } from '../../sandbox/msgapp';
-import { agentReplyId } from '../../gateways/conversations';
+import { SecretBox } from '../../lib/crypto/secret-box';
+import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
+import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
+import { agentReplyId } from '../../app/temporal-clients/conversations';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm';

@@ -6,8 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { MikroORM } from '@mikro-orm/postgresql';
 import { startAll, type Started } from '../../bin/start';
-import { loadConfig } from '../../core/config';
-import { LocalEmbedder } from '../../core/kb/embedder';
+import { loadConfig } from '../../app/config';
+import { LocalEmbedder } from '../../providers/embeddings/embedder';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 import { MODELS_DIR } from '../support/app';
 import { multipart } from '../support/kb';
@@ -17,7 +17,7 @@ import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** This process's extraction children (core/kb/extract forks its child script), read from /proc. */
+/** This process's extraction children (lib/extract forks its child script), read from /proc. */
 function extractionChildren(): number {
   let n = 0;
   for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {

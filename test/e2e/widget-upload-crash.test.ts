@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { SecretBox } from '../../core/crypto/secret-box';
+import { SecretBox } from '../../lib/crypto/secret-box';
 import { widgetUploadWorkflowId } from '../../workflows/widget-upload';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';

@@ -1,4 +1,4 @@
-import { exactTopK, WorkspaceVectors, type VectorRow } from '../../core/kb/dense-index';
+import { exactTopK, WorkspaceVectors, type VectorRow } from '../../domain/kb/dense-index';
 
 const DIM = 384;
 

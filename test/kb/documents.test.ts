@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { OpenAiTranscriber } from '../../core/kb/extract';
-import { createExtractor } from '../../core/kb/extractor';
+import { OpenAiTranscriber } from '../../lib/extract';
+import { createExtractor } from '../../app/extractor';
 
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { createTestDatabase, type TestDatabase } from '../support/db';

@@ -1,5 +1,5 @@
-import { createEmbedder } from '../../core/kb/embedder';
-import { lazyEmbedder } from '../../core/compose';
+import { createEmbedder } from '../../providers/embeddings/embedder';
+import { lazyEmbedder } from '../../app/compose';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';

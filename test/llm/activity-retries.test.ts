@@ -1,8 +1,8 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities, type ActivityDeps } from '../../activities';
-import { ExtractionError } from '../../core/kb/extract';
-import { LlmError } from '../../core/llm/model';
+import { ExtractionError } from '../../lib/extract';
+import { LlmError } from '../../providers/llm/model';
 
 /**
  * How the activities turn the shared classifier's verdict (carried by LlmError and

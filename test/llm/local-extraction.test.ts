@@ -1,5 +1,5 @@
-import { LocalLlmServer, llamaServerPath, localLlmPath, localServerFilesPresent, DEFAULT_LOCAL_LLM } from '../../core/llm/local-server';
-import { StructuredExtraction } from '../../core/db/entities';
+import { LocalLlmServer, llamaServerPath, localLlmPath, localServerFilesPresent, DEFAULT_LOCAL_LLM } from '../../providers/llm/local-server';
+import { StructuredExtraction } from '../../db/entities';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { makePdf, makeTextPng } from '../support/documents';

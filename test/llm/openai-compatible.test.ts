@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { LlmError, OpenAiCompatibleModel, type ChatTurnMessage, type CompletionResult, type ToolDefinition } from '../../core/llm/model';
+import { LlmError, OpenAiCompatibleModel, type ChatTurnMessage, type CompletionResult, type ToolDefinition } from '../../providers/llm/model';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../support/fake-llm';
 
 const fakes: FakeLlm[] = [];

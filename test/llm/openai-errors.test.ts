@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { classifyOpenAiError, openAiClient, withRetries, type OpenAiFailure } from '../../core/llm/openai';
+import { classifyOpenAiError, openAiClient, withRetries, type OpenAiFailure } from '../../providers/llm/openai';
 
 /**
  * The shared client and its one classifier, against a loopback server that answers

@@ -5,8 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { SecretBox } from '../../core/crypto/secret-box';
-import { findTemporalCli } from '../../infra/temporal';
+import { SecretBox } from '../../lib/crypto/secret-box';
+import { findTemporalCli } from '../../dev/embedded/temporal';
 import { purgeExpiredWorkflow } from '../../workflows';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { HISTORIES_DIR, startTestWorker, type TestWorker } from '../support/temporal';
@@ -33,7 +33,7 @@ let tw: TestWorker;
 let dir: string;
 beforeAll(async () => {
   db = await createTestDatabase();
-  // The worker encrypts what it writes with this key (core/crypto/payload-codec.ts); the replay decodes with it.
+  // The worker encrypts what it writes with this key (lib/crypto/payload-codec.ts); the replay decodes with it.
   tw = await startTestWorker(db, { box: SecretBox.fromString(KEY) });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'replay-command-'));
 }, 60_000);

@@ -7,8 +7,8 @@ import { HISTORIES_DIR, installQuietRuntime } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
 import { WEBHOOK_WAITS_PATCH } from '../../workflows/webhook-delivery';
-import { serviceCodec, temporalDataConverter } from '../../core/crypto/payload-codec';
-import { SecretBox } from '../../core/crypto/secret-box';
+import { serviceCodec, temporalDataConverter } from '../../lib/crypto/payload-codec';
+import { SecretBox } from '../../lib/crypto/secret-box';
 
 const histories = fs.readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
 const load = (file: string) => JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, file), 'utf8'));

@@ -1,26 +1,26 @@
-import type { VoiceOverrides } from '../../core/voice/from-config';
+import type { VoiceOverrides } from '../../app/voice';
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
 import { loggerOptions } from '../../api/app';
 import type { ChatHub, SocketCaps } from '../../api/chat-hub';
 import { startApi } from '../../api/server';
-import { compose, lazyEmbedder, type Composition, type ComposeOptions, type ComposeOverrides, type Role } from '../../core/compose';
-import { configSchema, type Config } from '../../core/config';
-import type { Scope } from '../../core/auth/scopes';
-import type { Orm } from '../../core/db/orm';
-import type { RateStore, WidgetLimits } from '../../core/ratelimit';
-import type { ServiceOptions, Services } from '../../core/services';
-import { DEFAULT_STRUCTURED } from '../../core/extraction/extractions';
-import { SecretBox } from '../../core/crypto/secret-box';
-import { policyFromCidrs } from '../../core/net/ssrf';
+import { compose, lazyEmbedder, type Composition, type ComposeOptions, type ComposeOverrides, type Role } from '../../app/compose';
+import { configSchema, type Config } from '../../app/config';
+import type { Scope } from '../../domain/keys/scopes';
+import type { Orm } from '../../db/orm';
+import type { RateStore, WidgetLimits } from '../../lib/ratelimit';
+import type { ServiceOptions, Services } from '../../app/services';
+import { DEFAULT_STRUCTURED } from '../../domain/extraction/extractions';
+import { SecretBox } from '../../lib/crypto/secret-box';
+import { policyFromCidrs } from '../../lib/net/ssrf';
 import { createTestPki } from './tls';
 import { LOCAL_ICE_CIDRS } from './ice';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createEmbedder } from '../../core/kb/embedder';
-import { LocalBlobStore } from '../../core/storage/blob-store';
+import { createEmbedder } from '../../providers/embeddings/embedder';
+import { LocalBlobStore } from '../../providers/storage/blob-store';
 import { LOG_LEVEL, recordingBox, recordSecret, testLogDestination, testLogger } from './secret-log';
 
 export interface TestApp {
@@ -50,7 +50,7 @@ export function testConfig(values: Partial<Config> = {}): Config {
 }
 
 /**
- * A composition (core/compose.ts) as a test process builds one, on the test file's
+ * A composition (app/compose.ts) as a test process builds one, on the test file's
  * database: a per-process encryption key; webhook deliveries may reach loopback (the
  * test receivers) and trust the test CA. The box records every secret it seals and the
  * services log into the run's log files, for the scan that proves no secret reaches a

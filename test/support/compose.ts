@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 import { parse } from 'yaml';
-import { configSchema, loadConfig, type Config } from '../../core/config';
-import { ALL_SEARCH_ATTRIBUTES } from '../../worker/search-attributes';
+import { configSchema, loadConfig, type Config } from '../../app/config';
+import { ALL_SEARCH_ATTRIBUTES } from '../../worker/namespace-attributes';
 
 /**
  * A static check of docker-compose.yml (no Docker engine here): interpolation the way
@@ -164,7 +164,7 @@ export function buildOutputs(): Set<string> {
   return new Set(outputs);
 }
 
-/** storageDir() of core/config.ts, inside the container (relative paths from its WORKDIR, not this checkout). */
+/** storageDir() of app/config.ts, inside the container (relative paths from its WORKDIR, not this checkout). */
 const containerStorageDir = (c: Config, workdir: string) => path.posix.resolve(workdir, c.CONCIERGE_STORAGE_DIR ?? path.posix.join(c.CONCIERGE_DATA_DIR, 'blobs'));
 
 const CLI_TYPE: Record<string, string> = { TEXT: 'Text', KEYWORD: 'Keyword', INT: 'Int', DOUBLE: 'Double', BOOL: 'Bool', DATETIME: 'Datetime', KEYWORD_LIST: 'KeywordList' };
@@ -200,7 +200,7 @@ export function composeProblems(raw: ComposeDoc, env: Record<string, string | un
       continue;
     }
     const own = serviceEnv(service);
-    for (const key of Object.keys(own)) if (!known.has(key)) problems.push(`${role}: ${key} is not a setting of core/config.ts`);
+    for (const key of Object.keys(own)) if (!known.has(key)) problems.push(`${role}: ${key} is not a setting of app/config.ts`);
     const cmd = argv(service.command);
     const entry = cmd[0] === 'node' ? cmd[1] : undefined;
     const expected = path.posix.join('dist', ENTRIES[role].replace(/\.ts$/, '.js'));

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { Workspace } from '../../core/db/entities';
-import { openDatabase, type Orm } from '../../core/db/orm';
-import { newId } from '../../core/ids';
+import { Workspace } from '../../db/entities';
+import { openDatabase, type Orm } from '../../db/orm';
+import { newId } from '../../lib/ids';
 
 export const TEST_PG_URL = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 

@@ -3,9 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { devServerFlags, findTemporalCli } from '../../infra/temporal';
-import { SEARCH_ATTRIBUTE_FLAGS } from '../../worker/search-attributes';
-import { FAILURE_CONVERTER_PATH } from '../../core/crypto/payload-codec';
+import { devServerFlags, findTemporalCli } from '../../dev/embedded/temporal';
+import { SEARCH_ATTRIBUTE_FLAGS } from '../../worker/namespace-attributes';
+import { FAILURE_CONVERTER_PATH } from '../../lib/crypto/payload-codec';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 import { ensureTestServices } from './services';
 

@@ -1,4 +1,4 @@
-import { localIceCidrs } from '../../core/voice/ice';
+import { localIceCidrs } from '../../providers/webrtc/ice';
 
 /**
  * The test-only ICE allowance (VOICE_ICE_ALLOW_CIDRS, empty in production): the test

@@ -1,4 +1,4 @@
-import type { RecordingChunk, RecordingSpool, RecordingTrack } from '../../core/voice/recorder';
+import type { RecordingChunk, RecordingSpool, RecordingTrack } from '../../domain/voice/recorder';
 
 /**
  * RecordingSpool in memory, for tests only (the real one keeps rows in PostgreSQL and the

@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { findWheelBinary } from '../../infra/temporal';
-import { isListening, pickPort, waitFor } from '../../infra/ports';
+import { findWheelBinary } from '../../dev/embedded/temporal';
+import { isListening, pickPort, waitFor } from '../../dev/embedded/ports';
 
 /** moto accepts any credentials; these are what the tests' clients present. */
 export const MOTO_CREDENTIALS = { accessKeyId: 'concierge-test', secretAccessKey: 'concierge-test-secret' };

@@ -1,4 +1,4 @@
-import { agentReplyId } from '../../gateways/conversations';
+import { agentReplyId } from '../../app/temporal-clients/conversations';
 import { messageSendWorkflowId } from '../../workflows/message-send';
 import { msgappInboundWorkflowId, type MsgappInboundResult } from '../../workflows/msgapp-inbound';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';

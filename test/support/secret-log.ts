@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
-import type { SecretBox } from '../../core/crypto/secret-box';
+import type { SecretBox } from '../../lib/crypto/secret-box';
 
 /**
  * "Secrets never leave": every process of a test run logs (at info) into files under
@@ -62,7 +62,7 @@ export function testLogDestination(): pino.DestinationStream | null {
 export function testLogger(): Logger {
   const dest = testLogDestination();
   if (!dest) return pino({ level: 'silent' });
-  // A slow shutdown step (core/compose.ts names it) also goes to the console: a teardown that drags says which part.
+  // A slow shutdown step (app/compose.ts names it) also goes to the console: a teardown that drags says which part.
   const slowShutdown = { write: (line: string) => void (line.includes('"msg":"shutdown: ') && process.stderr.write(line)) };
   return pino({ level: LOG_LEVEL }, pino.multistream([{ stream: dest }, { level: 'warn', stream: slowShutdown }]));
 }

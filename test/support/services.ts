@@ -1,6 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import { isListening, waitFor } from '../../infra/ports';
+import { isListening, waitFor } from '../../dev/embedded/ports';
 
 /**
  * The test run's PostgreSQL and Redis: whatever answers at their URLs (TEST_DATABASE_URL, TEST_REDIS_URL, else

@@ -1,7 +1,7 @@
 // A process of its own that spends credits: `node --import tsx test/support/spend-credits.ts WS N PREFIX`
 // (DATABASE_URL in the environment). N spends of 1 credit at once; prints {"spent": x, "refused": y}.
-import { CreditService } from '../../core/billing/credits';
-import { openDatabase } from '../../core/db/orm';
+import { CreditService } from '../../domain/billing/credits';
+import { openDatabase } from '../../db/orm';
 
 async function main() {
   const [ws, n, prefix] = process.argv.slice(2);

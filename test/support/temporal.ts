@@ -4,15 +4,15 @@ import path from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
-import type { Composition } from '../../core/compose';
-import { decryptPayloadsIn, EncryptionCodec } from '../../core/crypto/payload-codec';
-import type { Config } from '../../core/config';
-import type { Orm } from '../../core/db/orm';
+import type { Composition } from '../../app/compose';
+import { decryptPayloadsIn, EncryptionCodec } from '../../lib/crypto/payload-codec';
+import type { Config } from '../../app/config';
+import type { Orm } from '../../db/orm';
 import { testCompose, type TestOverrides } from './app';
 import { writeTestLog } from './secret-log';
 import { connectWorker } from '../../worker/connection';
 import { installRuntime, startWorker } from '../../worker/runtime';
-import { ensureSearchAttributes } from '../../worker/search-attributes';
+import { ensureSearchAttributes } from '../../worker/namespace-attributes';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../replay/histories');
 
@@ -79,7 +79,7 @@ export async function maybeRecordHistory(client: Client, workflowId: string, nam
 
 /**
  * The summaries (user metadata) of a workflow's history events, decoded as the Temporal UI shows them through the
- * codec endpoint: they are payloads, encrypted like every other (core/crypto/payload-codec.ts).
+ * codec endpoint: they are payloads, encrypted like every other (lib/crypto/payload-codec.ts).
  */
 export async function historySummaries(client: Client, workflowId: string): Promise<string[]> {
   const codec = client.options.loadedDataConverter.payloadCodecs.find((c): c is EncryptionCodec => c instanceof EncryptionCodec);

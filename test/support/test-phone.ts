@@ -1,11 +1,11 @@
-import { concatFrames } from '../../core/voice/audio';
+import { concatFrames } from '../../lib/audio/audio';
 import { execFileSync } from 'node:child_process';
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU } from 'werift';
-import { decodeMulaw, encodeMulaw, wavToMono } from '../../core/voice/audio';
-import { DirectLeg } from '../../core/voice/direct-peer';
-import { policyFromCidrs } from '../../core/net/ssrf';
+import { decodeMulaw, encodeMulaw, wavToMono } from '../../lib/audio/audio';
+import { DirectLeg } from '../../providers/webrtc/direct-peer';
+import { policyFromCidrs } from '../../lib/net/ssrf';
 import { LOCAL_ICE_CIDRS } from './ice';
-import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE, type DialOutInput, type MediaLeg, type Telephony, type TranscriptFrame } from '../../core/voice/types';
+import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE, type DialOutInput, type MediaLeg, type Telephony, type TranscriptFrame } from '../../domain/voice/types';
 
 /**
  * The test's phone network. No SIP trunk or LiveKit media server exists here, so a dialled

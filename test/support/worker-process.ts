@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
-import { ALL_SEARCH_ATTRIBUTES, ensureSearchAttributes } from '../../worker/search-attributes';
+import { ALL_SEARCH_ATTRIBUTES, ensureSearchAttributes } from '../../worker/namespace-attributes';
 import { LOG_LEVEL, testLogFile } from './secret-log';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -25,7 +25,7 @@ export class WorkerProcesses {
 
   /**
    * Registers the namespace with the Concierge* search attributes, and waits until the server accepts them: the
-   * dev server runs without refreshing its search-attribute cache on every read (infra/temporal.ts
+   * dev server runs without refreshing its search-attribute cache on every read (dev/embedded/temporal.ts
    * devServerFlags), so attributes added at run time are refused for a few seconds.
    */
   async registerNamespace(): Promise<void> {

@@ -1,4 +1,4 @@
-import { answerWithoutModel, titleOf } from '../../core/chat/answer-without-model';
+import { answerWithoutModel, titleOf } from '../../domain/chat/answer-without-model';
 
 const returns1 = {
   file_id: 'file_returns',

@@ -5,8 +5,8 @@ import path from 'node:path';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import { HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { BlobGoneError, BlobTooLargeError, LocalBlobStore, type BlobStore } from '../../core/storage/blob-store';
-import { S3BlobStore } from '../../core/storage/s3-blob-store';
+import { BlobGoneError, BlobTooLargeError, LocalBlobStore, type BlobStore } from '../../providers/storage/blob-store';
+import { S3BlobStore } from '../../providers/storage/s3-blob-store';
 import { MOTO_CREDENTIALS, startMoto, type MotoServer } from '../support/moto';
 
 /** What a test may look at behind a driver's back: the stored objects and the temp directory. */

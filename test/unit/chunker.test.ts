@@ -1,4 +1,4 @@
-import { chunkSegments, estimateTokens } from '../../core/kb/chunker';
+import { chunkSegments, estimateTokens } from '../../domain/kb/chunker';
 
 const words = (n: number, w = 'word') => Array.from({ length: n }, (_, i) => `${w}${i}`).join(' ');
 

@@ -1,5 +1,5 @@
-import { MarkerStream, sharesRun, stripMarkers, usedFiles } from '../../core/chat/citations';
-import { documentTitle } from '../../core/kb/indexing';
+import { MarkerStream, sharesRun, stripMarkers, usedFiles } from '../../domain/chat/citations';
+import { documentTitle } from '../../domain/kb/indexing';
 
 const passages = [
   { file_id: 'file_a', file_name: 'returns.md', text: 'Unworn shoes can be returned within 30 days of delivery for a full refund.' },

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { composeProblems, interpolate, parseCompose, portHostIp, readCompose, ROOT, serviceEnv, type ComposeDoc, type Service } from '../support/compose';
 
 // docker-compose.yml cannot run here (no Docker engine): it is parsed, interpolated the way
-// compose does it, and every service's settings are checked against core/config.ts.
+// compose does it, and every service's settings are checked against app/config.ts.
 // Each rule is shown to fail on a broken copy of the file.
 
 /** What an operator exports before `docker compose up` (the README's command). */
@@ -54,7 +54,7 @@ describe('docker-compose.yml', () => {
     expect(media.services.worker.ports).toEqual(['${VOICE_RTP_PORTS}:${VOICE_RTP_PORTS}/udp', '${SIP_RTP_PORTS}:${SIP_RTP_PORTS}/udp']);
   });
 
-  test('passes every check: settings valid for core/config.ts, shared key and storage, order, entries, search attributes', () => {
+  test('passes every check: settings valid for app/config.ts, shared key and storage, order, entries, search attributes', () => {
     expect(composeProblems(real, ENV)).toEqual([]);
   });
 
@@ -72,7 +72,7 @@ describe('docker-compose.yml', () => {
 
   // Each rule, on a copy of the file broken the way a hand edit would break it.
   const cases: [string, (doc: ComposeDoc) => void, RegExp][] = [
-    ['a typo in a setting name', (d) => (env(d, 'worker').S3_BUKET = 'concierge'), /worker: S3_BUKET is not a setting of core\/config\.ts/],
+    ['a typo in a setting name', (d) => (env(d, 'worker').S3_BUKET = 'concierge'), /worker: S3_BUKET is not a setting of app\/config\.ts/],
     ['a value the config schema rejects', (d) => (env(d, 'api').PUBLIC_BASE_URL = 'concierge.example.com'), /api: Invalid configuration:\n\s+PUBLIC_BASE_URL/],
     ['an S3 flag that is not a boolean', (d) => (env(d, 'worker').S3_FORCE_PATH_STYLE = 'maybe'), /worker: Invalid configuration:\n\s+S3_FORCE_PATH_STYLE/],
     ['the worker on another key', (d) => (env(d, 'worker').CONCIERGE_ENCRYPTION_KEY = `\${WORKER_KEY:-${'cd'.repeat(32)}}`), /api and worker differ on CONCIERGE_ENCRYPTION_KEY/],

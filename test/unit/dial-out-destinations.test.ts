@@ -1,5 +1,5 @@
-import { ApiError } from '../../core/errors';
-import { checkDestination, DEFAULT_DIAL_OUT_POLICY, normaliseCountries, normaliseTypes, type DialOutPolicy } from '../../core/voice/destinations';
+import { ApiError } from '../../domain/errors';
+import { checkDestination, DEFAULT_DIAL_OUT_POLICY, normaliseCountries, normaliseTypes, type DialOutPolicy } from '../../domain/voice/destinations';
 
 /** The policy's refusal for `raw`: [status, code, message], or null when it would be dialled. */
 function refusal(raw: string, policy: DialOutPolicy = DEFAULT_DIAL_OUT_POLICY): [number, string, string] | null {

@@ -1,6 +1,6 @@
-import { ConfigError, loadConfig } from '../../core/config';
-import type { LocalEmbedder } from '../../core/kb/embedder';
-import { embedderFromConfig } from '../../core/compose';
+import { ConfigError, loadConfig } from '../../app/config';
+import type { LocalEmbedder } from '../../providers/embeddings/embedder';
+import { embedderFromConfig } from '../../app/compose';
 
 /** The local embedder's settings come from the config module, parsed at boot, not from process.env at first use. */
 describe('embedder settings', () => {

@@ -10,8 +10,8 @@ import {
   OpenAiEmbedder,
   passageVectors,
   queryVector,
-} from '../../core/kb/embedder';
-import { DEFAULT_LOCAL_MODEL, fetchModels, modelFilesPresent } from '../../scripts/fetch-models';
+} from '../../providers/embeddings/embedder';
+import { DEFAULT_LOCAL_MODEL, fetchModels, modelFilesPresent } from '../../bin/fetch-models';
 
 /**
  * The local half runs the real model. CI runs `npm run models:fetch` before the tests;

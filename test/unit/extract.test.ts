@@ -5,7 +5,7 @@ import path from 'node:path';
 import {
   ExtractionError, OpenAiTranscriber, extractDocument, sniffBuffer, sniffType,
   type DocKind, type ExtractResult, type Transcriber,
-} from '../../core/kb/extract';
+} from '../../lib/extract';
 import * as D from '../support/documents';
 import { opusTone } from '../support/speech';
 

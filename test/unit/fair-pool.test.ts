@@ -1,6 +1,6 @@
-import { FairPool } from '../../core/kb/fair-pool';
-import { WidgetWorkQuota, WIDGET_WORK_LIMITS } from '../../core/ratelimit/work-quota';
-import { ApiError } from '../../core/errors';
+import { FairPool } from '../../lib/fair-pool';
+import { WidgetWorkQuota, WIDGET_WORK_LIMITS } from '../../lib/ratelimit/work-quota';
+import { ApiError } from '../../domain/errors';
 
 /** A job that runs until released, recording when it started. */
 function gate() {

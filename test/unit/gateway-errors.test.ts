@@ -1,7 +1,7 @@
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { ApiError } from '../../core/errors';
-import { apiErrorOf } from '../../gateways/conversations';
+import { ApiError } from '../../domain/errors';
+import { apiErrorOf } from '../../app/temporal-clients/conversations';
 import { CONVERSATION_CLOSED } from '../../workflows/conversation';
 
 describe('workflow failures become API errors by their type, never their text', () => {

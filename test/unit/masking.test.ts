@@ -1,4 +1,4 @@
-import { maskPersonalDetails } from '../../core/chat/masking';
+import { maskPersonalDetails } from '../../domain/chat/masking';
 
 describe('masking personal details in a reply', () => {
   test('card numbers that pass Luhn keep their last four; other digit runs (order numbers) stay', () => {

@@ -1,5 +1,5 @@
-import { ConfigError, loadConfig } from '../../core/config';
-import { ModelPolicy } from '../../core/llm/policy';
+import { ConfigError, loadConfig } from '../../app/config';
+import { ModelPolicy } from '../../domain/agents/model-policy';
 
 describe('the operator’s model policy (LLM_ALLOWED_MODELS, LLM_MAX_TOKENS_CAP, LLM_MODEL_PRICES)', () => {
   test('a fresh install allows LLM_MODEL only, caps max_tokens at 4096 and has no per-model price', () => {

@@ -11,8 +11,8 @@ import {
   statusSupersedes,
   verifyHubSignature,
   type OutboundContent,
-} from '../../core/msgapp/provider';
-import { startMsgappSandbox, startWebhookRecorder, type MsgappSandbox, type WebhookRecorder } from '../../sandbox/msgapp';
+} from '../../providers/msgapp/cloud-api';
+import { startMsgappSandbox, startWebhookRecorder, type MsgappSandbox, type WebhookRecorder } from '../../dev/fake-msgapp';
 
 const APP_SECRET = 'app-secret-for-tests';
 const TOKEN = 'EAAG-test-token';

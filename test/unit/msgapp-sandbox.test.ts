@@ -1,8 +1,8 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { CloudApiProvider, parseWebhook, statusSupersedes, verifyHubSignature, type DeliveryStatus, type StatusUpdate } from '../../core/msgapp/provider';
-import { startMsgappSandbox, startWebhookRecorder, verifyWebhookHandshake, type MsgappSandbox, type RecordedHit, type WebhookRecorder } from '../../sandbox/msgapp';
+import { CloudApiProvider, parseWebhook, statusSupersedes, verifyHubSignature, type DeliveryStatus, type StatusUpdate } from '../../providers/msgapp/cloud-api';
+import { startMsgappSandbox, startWebhookRecorder, verifyWebhookHandshake, type MsgappSandbox, type RecordedHit, type WebhookRecorder } from '../../dev/fake-msgapp';
 
 const APP_SECRET = 'sandbox-secret';
 const PHONE_ID = '106540352242922';
@@ -291,9 +291,9 @@ describe('control API, handshake helper and CLI', () => {
     expect(get.url).toMatch(/hub\.mode=subscribe&hub\.verify_token=wrong&hub\.challenge=\d+/);
   });
 
-  test('bin/msgapp-sandbox.ts inbound posts to a running sandbox; usage errors exit 2', async () => {
+  test('dev/fake-msgapp/main.ts inbound posts to a running sandbox; usage errors exit 2', async () => {
     const run = promisify(execFile);
-    const bin = path.join(__dirname, '../../bin/msgapp-sandbox.ts');
+    const bin = path.join(__dirname, '../../dev/fake-msgapp/main.ts');
     const args = ['--import', 'tsx', bin];
     const before = receiver.posts().length;
     const [ok, bad] = await Promise.allSettled([

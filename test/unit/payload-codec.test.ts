@@ -1,8 +1,8 @@
 // The Temporal payload codec: AES-256-GCM under a sub-key of CONCIERGE_ENCRYPTION_KEY, named in each payload.
 import { randomBytes } from 'node:crypto';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
-import { decryptPayloadsIn, ENCODING_ENCRYPTED, EncryptionCodec, METADATA_KEY_ID, payloadKey, serviceCodec } from '../../core/crypto/payload-codec';
-import { SecretBox } from '../../core/crypto/secret-box';
+import { decryptPayloadsIn, ENCODING_ENCRYPTED, EncryptionCodec, METADATA_KEY_ID, payloadKey, serviceCodec } from '../../lib/crypto/payload-codec';
+import { SecretBox } from '../../lib/crypto/secret-box';
 
 const box = new SecretBox(randomBytes(32));
 const TEXT = 'my card ends in 4242 and I live at 42 Secret Lane';

@@ -1,6 +1,6 @@
-import { ConfigError, loadConfig, publicBaseUrl } from '../../core/config';
-import { signLink } from '../../core/storage/signed-links';
-import { SecretBox } from '../../core/crypto/secret-box';
+import { ConfigError, loadConfig, publicBaseUrl } from '../../app/config';
+import { signLink } from '../../domain/storage/signed-links';
+import { SecretBox } from '../../lib/crypto/secret-box';
 import { randomBytes } from 'node:crypto';
 
 describe('PUBLIC_BASE_URL: the origin of every link handed out', () => {

@@ -1,4 +1,4 @@
-import { redactSecret } from '../../core/crypto/redact';
+import { redactSecret } from '../../lib/crypto/redact';
 
 /** The secret never survives in text a provider echoed, in whatever spelling it came back. */
 const TOKEN = 'mcp-secret-token-0123456789';

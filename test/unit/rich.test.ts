@@ -1,4 +1,4 @@
-import { RichBlocks, richBlocks } from '../../core/chat/rich';
+import { RichBlocks, richBlocks } from '../../domain/chat/rich';
 
 describe('rich blocks: the reply read into a validated block list', () => {
   test('headings, bold, https links only, tables fitted to their header, lists, quotes with HTML kept as text, code', () => {

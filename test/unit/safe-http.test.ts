@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
-import { DeliveryError, safePost, type SafePostOptions } from '../../core/net/safe-http';
-import { policyFromCidrs, type Resolver } from '../../core/net/ssrf';
+import { DeliveryError, safePost, type SafePostOptions } from '../../lib/net/safe-http';
+import { policyFromCidrs, type Resolver } from '../../lib/net/ssrf';
 import { createTestPki, startHttpsReceiver, type HttpsReceiver, type ReceiverHandler } from '../support/tls';
 
 const pki = createTestPki();

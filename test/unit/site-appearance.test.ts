@@ -1,4 +1,4 @@
-import { checkAppearance, launcherLabel } from '../../core/widget/appearance';
+import { checkAppearance, launcherLabel } from '../../domain/widget/appearance';
 
 describe('a site appearance change is checked and normalised', () => {
   test('a colour is #rgb or #rrggbb in any case, stored as lower-case #rrggbb', () => {

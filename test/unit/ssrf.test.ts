@@ -6,7 +6,7 @@ import {
   systemResolver,
   UnsafeUrlError,
   type Resolver,
-} from '../../core/net/ssrf';
+} from '../../lib/net/ssrf';
 
 const empty = policyFromCidrs(undefined);
 

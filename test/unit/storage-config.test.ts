@@ -1,7 +1,7 @@
-import { ConfigError, loadConfig, s3Settings } from '../../core/config';
-import { LocalBlobStore } from '../../core/storage/blob-store';
-import { blobStoreFromConfig } from '../../core/storage/from-config';
-import { S3BlobStore } from '../../core/storage/s3-blob-store';
+import { ConfigError, loadConfig, s3Settings } from '../../app/config';
+import { LocalBlobStore } from '../../providers/storage/blob-store';
+import { blobStoreFromConfig } from '../../app/storage';
+import { S3BlobStore } from '../../providers/storage/s3-blob-store';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

@@ -1,6 +1,6 @@
-import { chunkText, mergePartials, support } from '../../core/extraction/merge';
-import { compileUserSchema, isStrictCompatible, parseUserSchema } from '../../core/extraction/schema';
-import { ApiError } from '../../core/errors';
+import { chunkText, mergePartials, support } from '../../domain/extraction/merge';
+import { compileUserSchema, isStrictCompatible, parseUserSchema } from '../../domain/extraction/schema';
+import { ApiError } from '../../domain/errors';
 
 const refusal = (f: () => unknown): { status: number; code: string; message: string } => {
   try {

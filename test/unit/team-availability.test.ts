@@ -1,4 +1,4 @@
-import { availabilityAt, checkHours, parseHoursSpec, type OpeningInterval } from '../../core/team/availability';
+import { availabilityAt, checkHours, parseHoursSpec, type OpeningInterval } from '../../domain/team/availability';
 
 const week = (open: string, close: string, days = ['mon', 'tue', 'wed', 'thu', 'fri']) => days.map((day) => ({ day, open, close })) as OpeningInterval[];
 const at = (hours: OpeningInterval[], timezone: string, iso: string, away = false) => availabilityAt({ timezone, hours, away }, new Date(iso));

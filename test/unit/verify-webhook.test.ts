@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
-import { verifyWebhook, WebhookVerificationError } from '../../sdk';
-import { signatureHeader } from '../../core/webhooks/signature';
+import { verifyWebhook, WebhookVerificationError } from '../../lib/webhook-signature';
+import { signatureHeader } from '../../lib/webhook-signature';
 
 const secret = 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA';
 const body = JSON.stringify({ id: 'evt_1', event: 'message.status', created_at: '2026-11-22T00:00:00.000Z', data: { status: 'read' } });

@@ -2,9 +2,9 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { peakWindowDbfs, tidyTranscript } from '../../core/kb/extract/whisper';
-import { extractTarGzMember, FetchModelsError } from '../../scripts/fetch-models';
-import { ct2WhisperToGgml, readNpyFloat32, readTiktoken, WhisperConversionError } from '../../scripts/whisper-ggml';
+import { peakWindowDbfs, tidyTranscript } from '../../providers/speech/whisper';
+import { extractTarGzMember, FetchModelsError } from '../../bin/fetch-models';
+import { ct2WhisperToGgml, readNpyFloat32, readTiktoken, WhisperConversionError } from '../../lib/whisper-ggml';
 
 /**
  * The CTranslate2 → GGML conversion of `npm run models:fetch` on a tiny synthetic Whisper

@@ -5,7 +5,7 @@ import path from 'node:path';
 import {
   StreamResampler, dbfs, decodeAlaw, decodeMulaw, downmix, encodeAlaw, encodeMulaw, encodeWav, float32ToInt16, int16ToFloat32,
   parseWav, pcmBytes, pcmFromBytes, resample, rms, wavToMono, WavFormatError,
-} from '../../core/voice/audio';
+} from '../../lib/audio/audio';
 
 const tone = (freq: number, rate: number, seconds: number, amplitude = 10_000) =>
   Int16Array.from({ length: Math.round(rate * seconds) }, (_, i) => Math.round(amplitude * Math.sin((2 * Math.PI * freq * i) / rate)));

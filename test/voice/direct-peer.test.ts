@@ -1,8 +1,8 @@
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU } from 'werift';
-import { DirectLeg } from '../../core/voice/direct-peer';
-import { policyFromCidrs } from '../../core/net/ssrf';
+import { DirectLeg } from '../../providers/webrtc/direct-peer';
+import { policyFromCidrs } from '../../lib/net/ssrf';
 import { LOCAL_ICE_CIDRS } from '../support/ice';
-import { decodeMulaw as ulawDecode, encodeMulaw } from '../../core/voice/audio';
+import { decodeMulaw as ulawDecode, encodeMulaw } from '../../lib/audio/audio';
 /** The test-only ICE allowance: the "browser" here is a werift peer on this machine. */
 const local = { candidatePolicy: policyFromCidrs(LOCAL_ICE_CIDRS) };
 const ulawEncode = (s: Int16Array) => Buffer.from(encodeMulaw(s));

@@ -1,9 +1,9 @@
 import dgram from 'node:dgram';
 import type { AddressInfo } from 'node:net';
 import { MediaStreamTrack, RTCPeerConnection, usePCMU } from 'werift';
-import { policyFromCidrs } from '../../core/net/ssrf';
-import { DirectLeg } from '../../core/voice/direct-peer';
-import { filterOfferCandidates, MAX_OFFER_CANDIDATES } from '../../core/voice/ice';
+import { policyFromCidrs } from '../../lib/net/ssrf';
+import { DirectLeg } from '../../providers/webrtc/direct-peer';
+import { filterOfferCandidates, MAX_OFFER_CANDIDATES } from '../../providers/webrtc/ice';
 
 const strict = { allow: null };
 const cand = (addr: string, port = 5098, n = 1) => `a=candidate:${n} 1 udp 2122260223 ${addr} ${port} typ host generation 0`;

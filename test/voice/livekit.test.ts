@@ -1,6 +1,6 @@
 import { TokenVerifier, type ClaimGrants } from 'livekit-server-sdk';
-import { ConfigError } from '../../core/config';
-import { OperationalError } from '../../core/failures';
+import { ConfigError } from '../../app/config';
+import { OperationalError } from '../../lib/failures';
 import {
   DEFAULT_EGRESS_FILEPATH,
   DialFailed,
@@ -10,9 +10,9 @@ import {
   LiveKitTransport,
   livekitFromConfig,
   type LiveKitSettings,
-} from '../../core/voice/livekit';
-import { LiveKitAgentLeg, loadRtc } from '../../core/voice/livekit-agent';
-import { MEDIA_RATE } from '../../core/voice/types';
+} from '../../providers/livekit/livekit';
+import { LiveKitAgentLeg, loadRtc } from '../../providers/livekit/livekit-agent';
+import { MEDIA_RATE } from '../../domain/voice/types';
 import { startFakeLiveKit, type FakeDialOutcome, type FakeLiveKit, type TwirpFailure } from '../support/fake-livekit';
 
 /**

@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import { dbfs, parseWav, pcmFromBytes } from '../../core/voice/audio';
-import { CallRecorder, ffmpegHasLibopus, finalizeRecordings, RecordingError, type CallRecorderOptions } from '../../core/voice/recorder';
-import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE } from '../../core/voice/types';
+import { dbfs, parseWav, pcmFromBytes } from '../../lib/audio/audio';
+import { CallRecorder, ffmpegHasLibopus, finalizeRecordings, RecordingError, type CallRecorderOptions } from '../../domain/voice/recorder';
+import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE } from '../../domain/voice/types';
 import { MemorySpool } from '../support/memory-spool';
 
 /** 20 ms of a tone, continuing the phase at `frameIndex`. */

@@ -1,11 +1,11 @@
-import { ConfigError } from '../../core/config';
-import { telephonyFromConfig } from '../../core/voice/from-config';
-import { livekitFromConfig } from '../../core/voice/livekit';
+import { ConfigError } from '../../app/config';
+import { telephonyFromConfig } from '../../app/voice';
+import { livekitFromConfig } from '../../providers/livekit/livekit';
 import { testConfig } from '../support/app';
-import { authorization, parseChallenge } from '../../core/voice/sip/digest';
-import { header, headers, param, parseMessage, serialize, uriOf } from '../../core/voice/sip/message';
-import { offerSdp, parseAnswer } from '../../core/voice/sip/sdp';
-import { parseTrunkUri, sipTrunkFromConfig } from '../../core/voice/sip/trunk';
+import { authorization, parseChallenge } from '../../lib/sip/digest';
+import { header, headers, param, parseMessage, serialize, uriOf } from '../../lib/sip/message';
+import { offerSdp, parseAnswer } from '../../lib/sip/sdp';
+import { parseTrunkUri, sipTrunkFromConfig } from '../../providers/telephony/sip-trunk';
 
 describe('SIP messages', () => {
   test('a response parses with compact headers, multi-value Via and the body cut at Content-Length', () => {

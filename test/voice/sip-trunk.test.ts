@@ -1,10 +1,10 @@
 import dgram from 'node:dgram';
-import { encodeAlaw, encodeMulaw } from '../../core/voice/audio';
-import { DialFailed } from '../../core/voice/dial';
-import { header, parseMessage } from '../../core/voice/sip/message';
-import type { RtpLeg } from '../../core/voice/sip/rtp-leg';
-import { SipTrunkTelephony, type SipTrunkSettings } from '../../core/voice/sip/trunk';
-import type { DialOutInput, MediaLeg } from '../../core/voice/types';
+import { encodeAlaw, encodeMulaw } from '../../lib/audio/audio';
+import { DialFailed } from '../../domain/voice/dial';
+import { header, parseMessage } from '../../lib/sip/message';
+import type { RtpLeg } from '../../lib/sip/rtp-leg';
+import { SipTrunkTelephony, type SipTrunkSettings } from '../../providers/telephony/sip-trunk';
+import type { DialOutInput, MediaLeg } from '../../domain/voice/types';
 import { sippInstalled, startSipp, writeMulawFile, type SippRun } from '../support/sipp';
 
 /**

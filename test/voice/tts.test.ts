@@ -2,9 +2,9 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { dbfs } from '../../core/voice/audio';
-import { EspeakSynthesizer, OpenAiSpeechSynthesizer, SpeechSynthesisError } from '../../core/voice/tts';
-import { MEDIA_RATE } from '../../core/voice/types';
+import { dbfs } from '../../lib/audio/audio';
+import { EspeakSynthesizer, OpenAiSpeechSynthesizer, SpeechSynthesisError } from '../../providers/speech/tts';
+import { MEDIA_RATE } from '../../domain/voice/types';
 import { startFakeSpeechServer, type FakeSpeechServer } from '../support/fake-speech';
 
 const seconds = (pcm: Int16Array) => pcm.length / MEDIA_RATE;

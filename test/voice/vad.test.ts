@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { dbfs, wavToMono } from '../../core/voice/audio';
-import { FRAME_SAMPLES, MEDIA_RATE } from '../../core/voice/types';
-import { Vad, type VadEvent } from '../../core/voice/vad';
+import { dbfs, wavToMono } from '../../lib/audio/audio';
+import { FRAME_SAMPLES, MEDIA_RATE } from '../../domain/voice/types';
+import { Vad, type VadEvent } from '../../lib/audio/vad';
 
 /** espeak-ng's speech at 8 kHz mono, as a caller's audio arrives. */
 const say = (text: string) => wavToMono(execFileSync('espeak-ng', ['--stdout', '-v', 'en-us', '-s', '160'], { input: text }), MEDIA_RATE);

@@ -5,12 +5,12 @@ import { ApplicationFailure } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import type { Activities } from '../../activities';
-import { ChatTranscript } from '../../core/chat/transcript';
-import type { TurnReply } from '../../core/chat/turn';
-import { ApiError } from '../../core/errors';
-import { newId } from '../../core/ids';
-import { apiErrorOf, ConversationGateway } from '../../gateways/conversations';
-import { ensureSearchAttributes } from '../../worker/search-attributes';
+import { ChatTranscript } from '../../domain/chat/transcript';
+import type { TurnReply } from '../../domain/chat/turn';
+import { ApiError } from '../../domain/errors';
+import { newId } from '../../lib/ids';
+import { apiErrorOf, ConversationGateway } from '../../app/temporal-clients/conversations';
+import { ensureSearchAttributes } from '../../worker/namespace-attributes';
 import {
   cancelTaskUpdate,
   conversationWorkflow,

@@ -1,15 +1,15 @@
 import { createHmac } from 'node:crypto';
 import { testLogger } from '../support/secret-log';
-import { verifyWebhook } from '../../sdk';
-import { emitEvent } from '../../core/webhooks/emitter';
+import { verifyWebhook } from '../../lib/webhook-signature';
+import { emitEvent } from '../../domain/webhooks/emitter';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { deliveryWorkflowId, webhookDeliveries } from '../../worker/outbox-sources';
 import { reconcileStrandedWorkflow } from '../../workflows';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { ATTEMPT, DELIVERY_STATUS, LAST_ERROR } from '../../worker/search-attributes';
-import { WebhookDelivery } from '../../core/db/entities';
-import { decryptPayloadsIn, EncryptionCodec } from '../../core/crypto/payload-codec';
+import { ATTEMPT, DELIVERY_STATUS, LAST_ERROR } from '../../worker/namespace-attributes';
+import { WebhookDelivery } from '../../db/entities';
+import { decryptPayloadsIn, EncryptionCodec } from '../../lib/crypto/payload-codec';
 import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
 

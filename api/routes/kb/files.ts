@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import type { Services } from '../../../core/services';
+import type { Services } from '../../../app/services';
 import { readSingleFile } from '../../multipart';
-import { ApiError } from '../../../core/errors';
-import { sniffType } from '../../../core/kb/extract/sniff';
-import type { StagedBlob } from '../../../core/storage/blob-store';
+import { ApiError } from '../../../domain/errors';
+import { sniffType } from '../../../lib/extract/sniff';
+import type { StagedBlob } from '../../../providers/storage/blob-store';
 import { authOf } from '../../types';
 import { sendStoredBytes } from '../../stored-bytes';
 import { authErrors, ErrorBody, idParam, StoredBytes } from '../../schemas/common';

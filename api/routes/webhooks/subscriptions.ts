@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
-import type { Services } from '../../../core/services';
-import type { Gateways } from '../../../gateways';
-import { workflowUnavailable } from '../../../gateways/uploads';
+import type { Services } from '../../../app/services';
+import type { Gateways } from '../../../app/temporal-clients';
+import { workflowUnavailable } from '../../../app/temporal-clients/uploads';
 import { z } from 'zod';
 import { authOf } from '../../types';
 import { authErrors, ErrorBody, idParam } from '../../schemas/common';

@@ -1,16 +1,16 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
-import { RichBlocks } from '../../../core/chat/rich';
-import type { Services } from '../../../core/services';
-import type { Gateways } from '../../../gateways';
+import { RichBlocks } from '../../../domain/chat/rich';
+import type { Services } from '../../../app/services';
+import type { Gateways } from '../../../app/temporal-clients';
 import { z } from 'zod';
-import { replyFrame } from '../../../core/chat/transcript';
-import { ApiError } from '../../../core/errors';
-import { newId } from '../../../core/ids';
-import { enforce, type RateLimiter } from '../../../core/ratelimit';
+import { replyFrame } from '../../../domain/chat/transcript';
+import { ApiError } from '../../../domain/errors';
+import { newId } from '../../../lib/ids';
+import { enforce, type RateLimiter } from '../../../lib/ratelimit';
 import { ErrorBody } from '../../schemas/common';
-import { Card, Chart, Citation } from '../../../core/chat/elements';
+import { Card, Chart, Citation } from '../../../domain/chat/elements';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
-import { BLANK } from '../../../core/text';
+import { BLANK } from '../../../lib/text';
 
 const Extras = {
   attachments: z.array(z.unknown()).optional(),

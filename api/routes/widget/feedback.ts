@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import type { Services } from '../../../core/services';
-import { FEEDBACK_COMMENT_MAX } from '../../../core/widget/feedback';
+import type { Services } from '../../../app/services';
+import { FEEDBACK_COMMENT_MAX } from '../../../domain/widget/feedback';
 import { ErrorBody } from '../../schemas/common';
 import { UserContext, conversationErrors, tags, widgetErrors } from './common';
 

@@ -1,18 +1,18 @@
 import cors from '@fastify/cors';
-import type { Services } from '../../../core/services';
-import type { Gateways } from '../../../gateways';
-import { enforce, type RequestLimits } from '../../../core/ratelimit';
+import type { Services } from '../../../app/services';
+import type { Gateways } from '../../../app/temporal-clients';
+import { enforce, type RequestLimits } from '../../../lib/ratelimit';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { SiteRow } from '../../../core/widget/sites';
-import { LANGUAGES, LAUNCHER_LABEL_MAX, POSITIONS, THEMES } from '../../../core/widget/appearance';
+import type { SiteRow } from '../../../domain/widget/sites';
+import { LANGUAGES, LAUNCHER_LABEL_MAX, POSITIONS, THEMES } from '../../../domain/widget/appearance';
 import { UserContext, tags, widgetErrors } from './common';
 import { chatRoutes } from './chat';
 import { uploadRoutes } from './uploads';
 import { voiceRoutes } from './voice';
 import { feedbackRoutes } from './feedback';
-import type { VoiceParts } from '../../../core/voice/from-config';
+import type { VoiceParts } from '../../../app/voice';
 
 /** The site's look and language (admin CLI `site set-appearance`); each field has its default when unset. */
 const SiteAppearance = z

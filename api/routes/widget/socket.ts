@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import { ApiError } from '../../../core/errors';
-import type { RefusalLimiter } from '../../../core/ratelimit';
+import { ApiError } from '../../../domain/errors';
+import type { RefusalLimiter } from '../../../lib/ratelimit';
 import { ErrorBody } from '../../schemas/common';
 import type { ChatHub, CheckedGrant } from '../../chat-hub';
 

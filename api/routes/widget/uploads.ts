@@ -1,14 +1,14 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
-import type { Services } from '../../../core/services';
-import type { Gateways } from '../../../gateways';
+import type { Services } from '../../../app/services';
+import type { Gateways } from '../../../app/temporal-clients';
 import { z } from 'zod';
 import { readSingleFile } from '../../multipart';
-import { WIDGET_UPLOAD_MAX_BYTES } from '../../../core/widget/uploads';
-import { ApiError } from '../../../core/errors';
-import { workflowUnavailable } from '../../../gateways/uploads';
-import type { SiteRow } from '../../../core/widget/sites';
-import type { WidgetWorkQuota } from '../../../core/ratelimit/work-quota';
+import { WIDGET_UPLOAD_MAX_BYTES } from '../../../domain/widget/uploads';
+import { ApiError } from '../../../domain/errors';
+import { workflowUnavailable } from '../../../app/temporal-clients/uploads';
+import type { SiteRow } from '../../../domain/widget/sites';
+import type { WidgetWorkQuota } from '../../../lib/ratelimit/work-quota';
 import { ErrorBody, idString } from '../../schemas/common';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
 
@@ -64,7 +64,7 @@ const FileUrlBody = z
 const TRANSCRIBER_503 =
   'file_upload_prereq_failed: no transcriber is available (neither TRANSCRIBE_BASE_URL nor the embedded model of npm run models:fetch) or it is failing; missing_credential: the transcription service refused its credential (401/403: set TRANSCRIBE_API_KEY)';
 
-/** The anonymous-work quotas (core/ratelimit/work-quota.ts), on top of the widget's request limits. */
+/** The anonymous-work quotas (lib/ratelimit/work-quota.ts), on top of the widget's request limits. */
 const FILES_429 = ErrorBody.meta({
   description:
     'rate_limited (Retry-After): more than 300 requests a minute from one client address to the site, more than 30 refused requests a minute from one address, or over the quotas of files (uploads and voice notes together): WIDGET_FILES_IN_FLIGHT_PER_ADDRESS (2) being processed at once per site and client address, WIDGET_FILES_IN_FLIGHT_PER_SITE (10) per site, WIDGET_FILES_PER_ADDRESS_PER_HOUR (60) and WIDGET_FILE_BYTES_PER_ADDRESS_PER_HOUR (200 MB) an hour per address, WIDGET_FILE_BYTES_PER_SITE_PER_DAY (5 GB) a day per site',

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import { ApiError } from '../../../core/errors';
-import { enforceDialOut, type DialOutLimits } from '../../../core/ratelimit';
-import type { Services } from '../../../core/services';
-import type { VoiceParts } from '../../../core/voice/from-config';
-import type { Gateways } from '../../../gateways';
-import type { SiteRow } from '../../../core/widget/sites';
+import { ApiError } from '../../../domain/errors';
+import { enforceDialOut, type DialOutLimits } from '../../../lib/ratelimit';
+import type { Services } from '../../../app/services';
+import type { VoiceParts } from '../../../app/voice';
+import type { Gateways } from '../../../app/temporal-clients';
+import type { SiteRow } from '../../../domain/widget/sites';
 import { placeCall } from '../../dial-out';
 import { ErrorBody } from '../../schemas/common';
 import { conversationErrors, tags, UserContext, widgetErrors } from './common';

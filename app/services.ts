@@ -1,0 +1,209 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { AgentService } from '../domain/agents/agents';
+import type { LlmSettings } from '../providers/llm/model';
+import { ApiKeyService } from '../domain/keys/api-keys';
+import { CredentialService } from '../domain/credentials/credentials';
+import { ConversationService } from '../domain/conversations/conversations';
+import { CustomerService } from '../domain/customers/customers';
+import { MessageService } from '../domain/messaging/messages';
+import { ProviderEventService } from '../domain/messaging/provider-events';
+import { WidgetSessionService } from '../domain/widget/sessions';
+import { ChatTranscript } from '../domain/chat/transcript';
+import { AnalyticsService } from '../domain/analytics/analytics';
+import { CreditService, type Prices } from '../domain/billing/credits';
+import { ModelPolicy, type ModelPolicyOptions } from '../domain/agents/model-policy';
+import { McpService } from '../domain/mcp/servers';
+import { AgentTurns } from '../domain/chat/turn';
+import { TaskService } from '../domain/chat/tasks';
+import { OpenAiCompatibleModel } from '../providers/llm/model';
+import type { Logger } from 'pino';
+import { SiteService } from '../domain/widget/sites';
+import { UploadService } from '../domain/widget/uploads';
+import { FeedbackService } from '../domain/widget/feedback';
+import { DEFAULT_STRUCTURED, StructuredExtractionService, type StructuredSettings } from '../domain/extraction/extractions';
+import type { Transcriber } from '../lib/extract';
+import type { ImageDescriber } from '../providers/llm/vision';
+import type { FairPool } from '../lib/fair-pool';
+import type { ExtractFn } from '../domain/kb/indexing';
+import type { MsgappProvider } from '../providers/msgapp/cloud-api';
+import type { KeyCache } from '../domain/keys/key-cache';
+import { configSchema, publicBaseUrl } from './config';
+import type { SecretBox } from '../lib/crypto/secret-box';
+import { IdempotencyStore } from '../domain/idempotency/store';
+import type { DenseIndex } from '../domain/kb/dense-index';
+import type { Embedder } from '../providers/embeddings/embedder';
+import { FileService } from '../domain/kb/files';
+import { FolderService } from '../domain/kb/folders';
+import { SearchService } from '../domain/kb/search';
+import type { BlobStore } from '../providers/storage/blob-store';
+import { DeliveryService } from '../domain/webhooks/deliveries';
+import type { SenderSettings } from '../domain/webhooks/sender';
+import { SubscriptionService } from '../domain/webhooks/subscriptions';
+import { SupportService } from '../domain/support/tickets';
+import { TeamService } from '../domain/team/team';
+import { VoiceSessionService } from '../domain/voice/sessions';
+import { CallService } from '../domain/voice/calls';
+import type { VoicePrereqs } from './voice';
+
+/** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by app/compose.ts. */
+export interface Services {
+  apiKeys: ApiKeyService;
+  folders: FolderService;
+  idempotency: IdempotencyStore;
+  subscriptions: SubscriptionService;
+  deliveries: DeliveryService;
+  files: FileService;
+  search: SearchService;
+  blobs: BlobStore;
+  agents: AgentService;
+  customers: CustomerService;
+  conversations: ConversationService;
+  analytics: AnalyticsService;
+  credits: CreditService;
+  mcp: McpService;
+  messages: MessageService;
+  credentials: CredentialService;
+  /** Support tickets from workspaces to the platform operator. */
+  support: SupportService;
+  /** The team's availability (business hours, away): what the widget tells a visitor a person holds. */
+  team: TeamService;
+  providerEvents: ProviderEventService;
+  sites: SiteService;
+  widget: WidgetSessionService;
+  /** Widget visitors' uploads: storage, extraction, signed links, search over long ones. */
+  uploads: UploadService;
+  /** Web conversations' messages. */
+  transcript: ChatTranscript;
+  /** Visitors' thumbs on replies and ratings of conversations (widget), read back by analytics. */
+  feedback: FeedbackService;
+  /** Agent turns: the conversation actor's activities run them. */
+  turns: AgentTurns;
+  tasks: TaskService;
+  /** Structured extraction (POST /documents/extract_structured) and its workflow's steps. */
+  structured: StructuredExtractionService;
+  /** Voice sessions, calls and their recordings (rows, limits, minutes paid). */
+  voice: VoiceSessionService;
+  /** Dial-out checks, calls and recordings with signed links, as the API shows them. */
+  calls: CallService;
+  box: SecretBox;
+  llm: LlmSettings | null;
+  /** What agents may run on the installation's model key (the OpenAPI document states it too). */
+  models: ModelPolicy;
+}
+
+export interface ServiceOptions {
+  keyCache?: KeyCache;
+  idempotencyTtlHours: number;
+  box: SecretBox;
+  sender: SenderSettings;
+  blobs: BlobStore;
+  /** Loaded on first use: a process that never searches never loads the model. */
+  embedder: () => Promise<Embedder>;
+  /** The dense index of this process (its cache is cleared by knowledge-base change notices). */
+  denseIndex: DenseIndex;
+  llm?: LlmSettings | null;
+  /** The msgapp provider; null when none is configured (sends then fail with a clear reason). */
+  msgapp?: MsgappProvider | null;
+  /** Speech-to-text for widget voice notes and audio/video uploads; null/absent: none. */
+  transcriber?: Transcriber | null;
+  /** Describes images and video frames for the agent (VISION_MODEL); null: OCR and transcripts only. */
+  vision?: ImageDescriber | null;
+  /** Usage prices (BILLING_*); default the config's defaults. */
+  prices?: Prices;
+  /** The operator's models on the installation's key (LLM_ALLOWED_MODELS, LLM_MAX_TOKENS_CAP, LLM_MODEL_PRICES); default LLM_MODEL only, cap 4,096. */
+  models?: ModelPolicyOptions;
+  /** Text extraction of widget uploads: the process's extraction pool, shared with indexing. */
+  extract: ExtractFn;
+  /** Widget uploads whose text is longer than this are also indexed for search. */
+  uploadIndexChars?: number;
+  /** Longest widget voice note taken, in seconds (WIDGET_TRANSCRIBE_MAX_SECONDS, at most TRANSCRIBE_MAX_SECONDS); absent: the transcriber's own cap. */
+  widgetMediaMaxSeconds?: number;
+  /** The process's work pool (extraction's): widget voice notes take turns in its anonymous lane. Absent: they run as they come. */
+  workPool?: FairPool;
+  /** PUBLIC_BASE_URL: the origin of every link handed out (media links). Absent: the default HOST and PORT's address. */
+  publicBaseUrl?: string;
+  /** Structured extraction's model and limits; absent: no model (503 llm_not_configured). */
+  structured?: StructuredSettings | null;
+  /** Voice limits (VOICE_MAX_CONCURRENT; credits per minute from `prices`). */
+  voiceMaxConcurrent?: number;
+  /** VOICE_MAX_SESSIONS_PER_VISITOR / _PER_ADDRESS, VOICE_SLOTS_RESERVED_FOR_API, VOICE_JOIN_TIMEOUT_SECONDS (ms); absent: the defaults. */
+  voiceCaps?: { perVisitor: number; perAddress: number; reservedForApi: number; joinWindowMs: number };
+  /** Why voice chat / dial-out cannot run here (init's capability_warnings); absent: neither can. */
+  voicePrereqs?: VoicePrereqs;
+  /** Where the services log. */
+  log: Logger;
+}
+
+const DEFAULT_PRICES: Prices = { currency: 'USD', msgapp_message: 0.005, structured_extraction_page: 0.01, llm_1k_tokens: 0.002, voice_minute_credits: 1 };
+
+export function createServices(em: EntityManager, opts: ServiceOptions): Services {
+  const baseUrl = opts.publicBaseUrl ?? publicBaseUrl(configSchema.parse({}));
+  const customers = new CustomerService(em);
+  const sites = new SiteService(em, opts.box);
+  const transcriber = opts.transcriber ?? null;
+  const search = new SearchService(em, opts.embedder, opts.denseIndex);
+  const transcript = new ChatTranscript(em);
+  const feedback = new FeedbackService(em, transcript);
+  const mcp = new McpService(em, opts.box, { policy: opts.sender.policy, resolve: opts.sender.resolve });
+  const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca });
+  const folders = new FolderService(em);
+  const uploads = new UploadService({
+    em,
+    blobs: opts.blobs,
+    box: opts.box,
+    transcriber,
+    vision: opts.vision ?? null,
+    extract: opts.extract,
+    embedder: opts.embedder,
+    indexChars: opts.uploadIndexChars,
+    maxMediaSeconds: opts.widgetMediaMaxSeconds,
+    pool: opts.workPool,
+    publicBaseUrl: baseUrl,
+  });
+  const prices = opts.prices ?? DEFAULT_PRICES;
+  const models = new ModelPolicy(opts.llm?.model ?? null, opts.models);
+  const credits = new CreditService(em, prices, models);
+  const team = new TeamService(em);
+  const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits, ...opts.voiceCaps });
+  return {
+    sites,
+    widget: new WidgetSessionService(em, sites, customers, {
+      transcriber: transcriber !== null,
+      vision: Boolean(opts.vision),
+      // Read on each init: compose decides them after the services exist.
+      voice: () => opts.voicePrereqs,
+      canPayVoice: async (workspaceId) => (await credits.balance(workspaceId)).balance >= prices.voice_minute_credits,
+      teamStatus: (workspaceId) => team.statusFor(workspaceId),
+    }),
+    voice,
+    calls: new CallService(em, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits),
+    uploads,
+    apiKeys: new ApiKeyService(em, opts.keyCache),
+    folders,
+    idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
+    subscriptions: new SubscriptionService(em, opts.box, opts.sender),
+    deliveries: new DeliveryService(em, opts.box, opts.sender),
+    files: new FileService(em, opts.blobs),
+    blobs: opts.blobs,
+    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models }),
+    customers,
+    conversations: new ConversationService(em),
+    analytics: new AnalyticsService(em, feedback),
+    credits,
+    mcp,
+    messages: new MessageService(em, credentials, opts.msgapp ?? null),
+    credentials,
+    support: new SupportService(em),
+    team,
+    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
+    box: opts.box,
+    llm: opts.llm ?? null,
+    models,
+    search,
+    transcript,
+    feedback,
+    tasks: new TaskService(em),
+    structured: new StructuredExtractionService({ em, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null } }),
+    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log, mcp, { policy: models, credentials }),
+  };
+}

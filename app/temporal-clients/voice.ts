@@ -1,0 +1,72 @@
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { ApiError } from '../../domain/errors';
+import type { RecordingView } from '../../domain/voice/sessions';
+import { searchAttributesFor } from '../../worker/namespace-attributes';
+import { stopVoiceUpdate, voiceSessionWorkflow, voiceWorkflowId, type VoiceSessionInput } from '../../workflows/voice';
+import { callWorkflow, callWorkflowId, type CallInput } from '../../workflows/call';
+import { workflowUnavailable } from './uploads';
+
+/** Voice sessions and calls as the API sees them: start `voice:vs_…`, stop it and wait for its recordings; start `call:call_…`, hang it up. */
+export class VoiceGateway {
+  constructor(
+    private readonly client: Client,
+    private readonly taskQueue: string,
+  ) {}
+
+  async start(input: VoiceSessionInput & { siteId: string | null }): Promise<void> {
+    try {
+      await this.client.workflow.start(voiceSessionWorkflow, {
+        workflowId: voiceWorkflowId(input.voiceSessionId),
+        taskQueue: this.taskQueue,
+        args: [{ voiceSessionId: input.voiceSessionId, workspaceId: input.workspaceId, conversationId: input.conversationId, ...(input.billingPeriodSeconds ? { billingPeriodSeconds: input.billingPeriodSeconds } : {}) }],
+        typedSearchAttributes: searchAttributesFor({ workspaceId: input.workspaceId }),
+        staticSummary: 'browser voice session',
+        staticDetails: `Voice session ${input.voiceSessionId} of conversation ${input.conversationId}${input.siteId ? ` (site ${input.siteId})` : ''}: the agent's media activity, minute billing, recordings when it ends.`,
+      });
+    } catch {
+      throw workflowUnavailable('The workflow service could not be reached; start the voice session again');
+    }
+  }
+
+  /** Ends the session and answers with its recordings (an ended session answers the same). */
+  async stop(voiceSessionId: string): Promise<{ ended: true; recordings: RecordingView[] }> {
+    const handle = this.client.workflow.getHandle(voiceWorkflowId(voiceSessionId));
+    try {
+      const { status } = await handle.describe();
+      if (status.name !== 'RUNNING') return { ended: true, recordings: (await handle.result()).recordings };
+      return await handle.executeUpdate(stopVoiceUpdate);
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) throw new ApiError(404, 'not_found', `No voice session '${voiceSessionId}'`);
+      // Ended between the two calls: its result has the recordings.
+      const done = await handle.result().catch(() => null);
+      if (done) return { ended: true, recordings: done.recordings };
+      throw workflowUnavailable(`The voice session could not be reached (${(err as Error).message.slice(0, 200)})`);
+    }
+  }
+
+  /** Places a dial-out call: its `call:call_…` workflow dials and runs the agent. */
+  async startCall(input: CallInput & { siteId: string | null }): Promise<void> {
+    try {
+      await this.client.workflow.start(callWorkflow, {
+        workflowId: callWorkflowId(input.callId),
+        taskQueue: this.taskQueue,
+        args: [{ callId: input.callId, workspaceId: input.workspaceId, conversationId: input.conversationId, phone: input.phone }],
+        typedSearchAttributes: searchAttributesFor({ workspaceId: input.workspaceId }),
+        staticSummary: 'dial-out call',
+        staticDetails: `Call ${input.callId} of conversation ${input.conversationId}${input.siteId ? ` (site ${input.siteId})` : ''}: the dial, the agent on the call, minute billing, recordings when it ends.`,
+      });
+    } catch {
+      throw workflowUnavailable('The workflow service could not be reached; place the call again');
+    }
+  }
+
+  /** Hangs up a call (cancels its workflow, which hangs up and saves the recordings); an ended call is left as it is. */
+  async hangUp(callId: string): Promise<void> {
+    await this.client.workflow
+      .getHandle(callWorkflowId(callId))
+      .cancel()
+      .catch((err: unknown) => {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      });
+  }
+}

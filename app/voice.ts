@@ -1,0 +1,126 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { whisperTinyEnModelPath, type Config } from './config';
+import type { SecretBox } from '../lib/crypto/secret-box';
+import type { PgNotifications } from '../db/notifications';
+import { LocalWhisperTranscriber, type Transcriber } from '../lib/extract';
+import { policyFromCidrs } from '../lib/net/ssrf';
+import { DirectTransport } from '../providers/webrtc/direct';
+import { livekitFromConfig, type LiveKitParts } from '../providers/livekit/livekit';
+import { sipTrunkFromConfig } from '../providers/telephony/sip-trunk';
+import type { VoiceSessionService } from '../domain/voice/sessions';
+import { speechRecognizerFor, type SpeechRecognizer } from '../providers/speech/stt';
+import { EspeakSynthesizer, OpenAiSpeechSynthesizer, type SpeechSynthesizer } from '../providers/speech/tts';
+import type { Telephony, VoiceTransport } from '../domain/voice/types';
+
+/** Why voice chat or dial-out cannot run here (null: it can); init reports these in capability_warnings, start answers 503 with them. */
+export interface VoicePrereqs {
+  voice: string | null;
+  dialOut: string | null;
+}
+
+/** The voice pieces of one process: speech both ways, the transport and the telephony (when any). */
+export interface VoiceParts {
+  stt: SpeechRecognizer | null;
+  tts: SpeechSynthesizer | null;
+  transport: VoiceTransport;
+  telephony: Telephony | null;
+  prereqs: VoicePrereqs;
+}
+
+/** What tests replace: a synthesizer, a recognizer, the telephony. */
+export interface VoiceOverrides {
+  stt?: SpeechRecognizer | null;
+  tts?: SpeechSynthesizer | null;
+  telephony?: Telephony | null;
+}
+
+let espeakFound: boolean | null = null;
+function espeakInstalled(): boolean {
+  espeakFound ??= spawnSync('espeak-ng', ['--version'], { stdio: 'ignore', timeout: 5000 }).status === 0;
+  return espeakFound;
+}
+
+/**
+ * The embedded models the voice agent uses (VOICE_STT_MODEL for finals, VOICE_PARTIAL_MODEL
+ * for partials) when `transcriber` is the embedded whisper: Whisper tiny.en where asked for,
+ * the callers speak English (VOICE_LANGUAGE=en) and its file is there (npm run
+ * models:fetch); else the transcriber's own model (null: use it).
+ */
+export function voiceWhisperModels(config: Config, transcriber: Transcriber | null): { final: LocalWhisperTranscriber | null; partial: LocalWhisperTranscriber | null } {
+  if (!(transcriber instanceof LocalWhisperTranscriber)) return { final: null, partial: null };
+  const wanted = config.VOICE_STT_MODEL === 'tiny.en' || config.VOICE_PARTIAL_MODEL === 'tiny.en';
+  const file = whisperTinyEnModelPath(config);
+  const tiny =
+    wanted && config.VOICE_LANGUAGE === 'en' && fs.existsSync(file)
+      ? new LocalWhisperTranscriber({ modelPath: file, maxSeconds: config.TRANSCRIBE_MAX_SECONDS, threads: config.TRANSCRIBE_THREADS, language: 'en' })
+      : null;
+  return {
+    final: config.VOICE_STT_MODEL === 'tiny.en' ? tiny : transcriber,
+    partial: config.VOICE_PARTIAL_MODEL === 'tiny.en' ? (tiny ?? transcriber) : transcriber,
+  };
+}
+
+/** The synthesizer the settings name: TTS_BASE_URL, else the embedded espeak-ng when installed, else none. */
+export function synthesizerFromConfig(config: Config): SpeechSynthesizer | null {
+  if (config.TTS_BASE_URL) return new OpenAiSpeechSynthesizer({ baseUrl: config.TTS_BASE_URL, apiKey: config.TTS_API_KEY, model: config.TTS_MODEL, voice: config.TTS_VOICE });
+  return espeakInstalled() ? new EspeakSynthesizer({ voice: config.TTS_ESPEAK_VOICE }) : null;
+}
+
+/** The signalling socket's URL on this installation's public origin (http → ws). */
+export function signalUrl(publicBaseUrl: string): string {
+  return `${publicBaseUrl.replace(/^http/, 'ws').replace(/\/$/, '')}/api/voice/rtc`;
+}
+
+/** Dial-out from the settings: LiveKit's SIP when it has a trunk (it wins), else the direct SIP trunk, else none. */
+export function telephonyFromConfig(config: Config, livekit: LiveKitParts | null): Telephony | null {
+  return livekit?.telephony ?? sipTrunkFromConfig(config);
+}
+
+/**
+ * Voice from the settings: LiveKit when LIVEKIT_URL is set (dial-out with
+ * LIVEKIT_SIP_TRUNK_ID), else the embedded direct WebRTC transport; dial-out through
+ * LiveKit when it has a trunk, else directly over the SIP trunk SIP_TRUNK_URI names
+ * (LiveKit wins when both are set); speech-to-text is the process's transcriber,
+ * speech the TTS settings'.
+ */
+export function voiceFromConfig(
+  config: Config,
+  deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string },
+  overrides: VoiceOverrides = {},
+): VoiceParts {
+  const stt = 'stt' in overrides ? (overrides.stt ?? null) : speechRecognizerFor(deps.transcriber, config.VOICE_LANGUAGE, voiceWhisperModels(config, deps.transcriber));
+  const tts = 'tts' in overrides ? (overrides.tts ?? null) : synthesizerFromConfig(config);
+  const livekit = livekitFromConfig(config);
+  const ports = config.VOICE_RTP_PORTS?.split('-').map(Number) as [number, number] | undefined;
+  const transport: VoiceTransport =
+    livekit?.transport ??
+    new DirectTransport({
+      box: deps.box,
+      sessions: deps.sessions,
+      notifications: deps.notifications,
+      signalUrl: signalUrl(deps.publicBaseUrl),
+      peer: {
+        iceServers: config.VOICE_ICE_SERVERS?.split(',').map((u) => ({ urls: u.trim() })).filter((s) => s.urls),
+        ...(ports ? { portRange: ports } : {}),
+        ...(config.VOICE_PUBLIC_IP ? { announce: [config.VOICE_PUBLIC_IP] } : {}),
+        candidatePolicy: policyFromCidrs(config.VOICE_ICE_ALLOW_CIDRS),
+      },
+    });
+  const telephony = 'telephony' in overrides ? (overrides.telephony ?? null) : telephonyFromConfig(config, livekit);
+  const speech = !stt
+    ? 'no speech-to-text (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)'
+    : !tts
+      ? 'no text-to-speech (TTS_BASE_URL, or Debian espeak-ng installed)'
+      : null;
+  return {
+    stt,
+    tts,
+    transport,
+    telephony,
+    prereqs: {
+      voice: speech,
+      dialOut: !telephony ? 'no voice provider with an outbound number (LIVEKIT_URL with LIVEKIT_SIP_TRUNK_ID, or SIP_TRUNK_URI with SIP_FROM_NUMBER)' : speech,
+    },
+  };
+}

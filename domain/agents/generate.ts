@@ -1,0 +1,47 @@
+import { ApiError } from '../errors';
+import { LlmError, OpenAiCompatibleModel, type CompletionResult, type LlmSettings } from '../../providers/llm/model';
+import { AgentSpec } from './spec';
+
+export type { LlmSettings };
+
+const SYSTEM = `You design customer-service agents. Reply with one JSON object only: an agent spec with the keys
+name (string), instructions (string: how the agent should behave), knowledge_base ({folder_ids: [], file_ids: []}),
+triggers ({}), actions (an array of {"type": "kb_search"} and {"type": "handoff"}), templates ([]).
+Do not invent phone numbers, ids or URLs.`;
+
+/**
+ * Drafts an agent spec from a plain-language description through an OpenAI-compatible
+ * chat-completions endpoint. The reply must validate as an AgentSpec; ids and triggers
+ * are never taken from the model (the caller adds them).
+ */
+export async function generateAgentSpec(llm: LlmSettings | null, description: string): Promise<AgentSpec> {
+  if (!llm) throw new ApiError(503, 'llm_not_configured', 'Agent generation needs a language model: set LLM_BASE_URL (and LLM_API_KEY, LLM_MODEL)');
+  let reply: CompletionResult;
+  try {
+    reply = await new OpenAiCompatibleModel(llm).complete({
+      temperature: 0.2,
+      response_format: { type: 'json_object' },
+      messages: [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: description },
+      ],
+    });
+  } catch (err) {
+    if (err instanceof LlmError) throw new ApiError(502, 'llm_unavailable', err.message);
+    throw err;
+  }
+  let draft: unknown;
+  try {
+    draft = JSON.parse(reply.text.replace(/^```(?:json)?\s*|\s*```$/g, ''));
+  } catch {
+    throw new ApiError(422, 'generation_failed', 'The language model did not reply with a JSON agent spec');
+  }
+  const d = (draft ?? {}) as Record<string, unknown>;
+  const parsed = AgentSpec.safeParse({
+    name: d.name,
+    instructions: d.instructions,
+    actions: Array.isArray(d.actions) ? d.actions.filter((a) => ['kb_search', 'handoff'].includes((a as { type?: string })?.type ?? '')) : [],
+  });
+  if (!parsed.success) throw new ApiError(422, 'generation_failed', `The generated spec is not valid: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
+  return parsed.data;
+}

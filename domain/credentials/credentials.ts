@@ -1,0 +1,402 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { z } from 'zod';
+import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
+import { Credential, Workspace, type CredentialProvider, type ICredential } from '../../db/entities';
+import { ApiError, notFound } from '../errors';
+import { newId } from '../../lib/ids';
+import { classifyOpenAiError, listModels, redact } from '../../providers/llm/openai';
+import { ProviderError, type MsgappProvider } from '../../providers/msgapp/cloud-api';
+import { pinnedFetch } from '../../lib/net/pinned-fetch';
+import { checkProviderUrl, systemResolver, UnsafeUrlError, type AddressPolicy, type Resolver } from '../../lib/net/ssrf';
+import { keysetFind } from '../../db/pagination';
+import { nonBlankText, notBlank } from '../../lib/text';
+
+/** The base URL of an llm credential registered without one. */
+export const DEFAULT_LLM_BASE_URL = 'https://api.openai.com/v1';
+
+/**
+ * Each provider's credential has exactly one secret field (sealed; never read back) and
+ * some non-secret settings (returned as `settings`). A voice provider's `api_key` is the
+ * public half of a LiveKit-style key pair (it names the key; `api_secret` signs), and a SIP
+ * trunk's `username` is no secret either.
+ */
+export const SECRET_FIELD = {
+  msgapp: 'access_token',
+  llm: 'api_key',
+  voice: 'api_secret',
+  telephony: 'password',
+  mcp: 'bearer_token',
+} as const satisfies Record<CredentialProvider, string>;
+
+const Name = nonBlankText(200).meta({ description: 'Your label for the credential', example: 'Support line token' });
+/** A write-only secret; `value` its own rules where it has some (e.g. HeaderSecret). */
+const Secret = (description: string, value: z.ZodString = z.string().max(8192)) =>
+  notBlank(value, 'must not be empty').meta({ description: `${description}. Write-only: sealed at rest, never returned`, writeOnly: true });
+/** A secret sent in an HTTP header (a bearer token): visible ASCII only, as a header value must be (empty is left to the blank check). */
+const HeaderSecret = (description: string) =>
+  Secret(description, z.string().max(8192).regex(/^[\x21-\x7e]*$/, 'must be visible ASCII without spaces (it is sent in an HTTP header)'));
+const HttpUrl = (protocols: RegExp) => z.url({ protocol: protocols }).max(2048);
+
+/** The body of `POST /api/v1/credentials` (and of the admin CLI's `credential create`), one shape per provider. */
+export const CredentialInput = z.discriminatedUnion(
+  'provider',
+  [
+    z
+      .object({
+        name: Name,
+        provider: z.literal('msgapp'),
+        access_token: HeaderSecret('The Cloud API access token (a system user token)'),
+        business_account_id: z
+          .string()
+          .regex(/^\d{1,30}$/, 'must be a WhatsApp Business Account id (digits)')
+          .optional()
+          .meta({ description: 'The WhatsApp Business Account (WABA) id; needed to list its phone numbers' }),
+      })
+      .strict()
+      .meta({ id: 'MsgappCredentialInput' }),
+    z
+      .object({
+        name: Name,
+        provider: z.literal('llm'),
+        api_key: HeaderSecret('The API key, sent as a bearer token'),
+        base_url: HttpUrl(/^https?$/)
+          .optional()
+          .meta({ description: `An OpenAI-compatible server, with or without /v1; default ${DEFAULT_LLM_BASE_URL}. https, or plain http to a host in the operator's CONCIERGE_WEBHOOK_ALLOW_CIDRS` }),
+      })
+      .strict()
+      .meta({ id: 'LlmCredentialInput' }),
+    z
+      .object({
+        name: Name,
+        provider: z.literal('voice'),
+        url: HttpUrl(/^(wss?|https?)$/).meta({ description: 'The voice server (LiveKit-style), wss:// or https://' }),
+        api_key: nonBlankText(200).meta({ description: 'The public key id (not secret: it names the key pair)' }),
+        api_secret: Secret('The key secret that signs access tokens'),
+      })
+      .strict()
+      .meta({ id: 'VoiceCredentialInput' }),
+    z
+      .object({
+        name: Name,
+        provider: z.literal('telephony'),
+        username: nonBlankText(200).meta({ description: 'The SIP trunk username' }),
+        password: Secret('The SIP trunk password'),
+        sip_uri: z
+          .string()
+          .max(2048)
+          .regex(/^sips?:[^\s]+$/, 'must be a sip: or sips: URI')
+          .optional()
+          .meta({ description: 'The trunk, e.g. sip:trunk.example.com' }),
+      })
+      .strict()
+      .meta({ id: 'TelephonyCredentialInput' }),
+    z
+      .object({
+        name: Name,
+        provider: z.literal('mcp'),
+        bearer_token: HeaderSecret('Sent as `Authorization: Bearer` to an MCP server'),
+        origin: HttpUrl(/^https?$/)
+          .optional()
+          .meta({ description: 'The origin (scheme, host, port) of the MCP server the token is for: it is sent there only. Default: the origin of the first server it is attached to' }),
+      })
+      .strict()
+      .meta({ id: 'McpCredentialInput' }),
+  ],
+  { error: 'must be one of msgapp, llm, voice, telephony, mcp' },
+);
+export type CredentialInput = z.infer<typeof CredentialInput>;
+
+export interface CredentialView {
+  id: string;
+  name: string;
+  provider: CredentialProvider;
+  settings: Record<string, string>;
+  /** Which field of the input is the sealed secret. */
+  secret_field: string;
+  /** The secret's last four characters; null for secrets under 16 characters (a password), where four would say too much. */
+  last4: string | null;
+  /** Keyed hash of the secret: equal for the same secret registered twice, useless to recover it. */
+  fingerprint: string;
+  created_at: string;
+}
+
+export type CredentialResource =
+  | { type: 'phone_number'; id: string; display_phone_number: string; verified_name: string | null; quality_rating: string | null }
+  | { type: 'model'; id: string; owned_by: string | null; created_at: string | null };
+
+export interface CredentialServiceOptions {
+  /** The msgapp provider (Graph API or the sandbox); null: msgapp resources answer 503. */
+  msgapp?: MsgappProvider | null;
+  /** Which addresses an llm credential's base_url may reach (the webhooks' SSRF policy). */
+  policy?: AddressPolicy;
+  resolve?: Resolver;
+  /** Extra CAs trusted for https providers (tests, self-hosted servers); the webhooks' setting. */
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** Deadline of one provider call listing resources. Default 15 s. */
+  providerTimeoutMs?: number;
+}
+
+const LAST4_MIN_LENGTH = 16;
+
+/**
+ * Provider credentials, sealed with the service's encryption key and bound to their id.
+ * Reads return metadata, a fingerprint and (for long secrets) the last four characters;
+ * only the activities that call a provider, and `resources` (which asks the provider what
+ * the credential unlocks), open a secret. Provider errors are passed on with the secret
+ * redacted.
+ */
+export class CredentialService {
+  private readonly opts: Required<Omit<CredentialServiceOptions, 'msgapp' | 'ca'>> & Pick<CredentialServiceOptions, 'ca'> & { msgapp: MsgappProvider | null };
+
+  constructor(
+    private readonly em: EntityManager,
+    private readonly box: SecretBox,
+    opts: CredentialServiceOptions = {},
+  ) {
+    this.opts = {
+      msgapp: opts.msgapp ?? null,
+      policy: opts.policy ?? { allow: null },
+      resolve: opts.resolve ?? systemResolver,
+      providerTimeoutMs: opts.providerTimeoutMs ?? 15_000,
+      ca: opts.ca,
+    };
+  }
+
+  /** Registers a credential (the API's POST and the admin CLI): input validated against CredentialInput. */
+  async register(workspaceId: string, raw: unknown): Promise<CredentialView> {
+    const parsed = CredentialInput.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const field = issue.path.join('.') || (issue.code === 'invalid_union' ? 'provider' : 'body');
+      throw new ApiError(400, 'invalid_request', `${field}: ${issue.message}`);
+    }
+    const input = parsed.data;
+    const field = SECRET_FIELD[input.provider];
+    const secret = (input as Record<string, string>)[field];
+    const settings: Record<string, string> = {};
+    for (const [k, v] of Object.entries(input)) if (k !== 'name' && k !== 'provider' && k !== field && typeof v === 'string') settings[k] = v;
+    // Stored as the bare origin, as it is compared with a server's (domain/mcp/servers.ts).
+    if (input.provider === 'mcp' && input.origin) settings.origin = new URL(input.origin).origin;
+    if (input.provider === 'llm') {
+      settings.base_url ??= DEFAULT_LLM_BASE_URL;
+      await this.checkBaseUrl(settings.base_url, { resolveNames: false }).catch((err: unknown) => {
+        throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `base_url: ${err.reason}`) : err;
+      });
+    }
+    // Voice and SIP endpoints get the same address rules before anything connects to them (an IP
+    // literal is judged now; a name is checked again by whatever connects, as for llm base_url).
+    if (input.provider === 'voice') await this.checkEndpoint('url', httpFormOfWs(input.url));
+    if (input.provider === 'telephony' && input.sip_uri) await this.checkEndpoint('sip_uri', httpsFormOfSip(input.sip_uri));
+    const em = this.em.fork();
+    if (!(await em.count(Workspace, { id: workspaceId }))) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
+    const id = newId('cred');
+    const hint = this.hint(secret);
+    await em.insert(Credential, { id, workspaceId, provider: input.provider, name: input.name, settings, secretSealed: this.box.seal(secret, id), ...hint });
+    return this.get(workspaceId, id);
+  }
+
+  /** A msgapp access token (the form tests and benchmarks use; the CLI and the API go through `register`). */
+  create(workspaceId: string, _kind: 'msgapp_access_token', name: string, secret: string): Promise<CredentialView> {
+    return this.register(workspaceId, { name, provider: 'msgapp', access_token: secret });
+  }
+
+  async get(workspaceId: string, id: string): Promise<CredentialView> {
+    const em = this.em.fork();
+    const row = await em.findOne(Credential, { id, workspaceId });
+    if (!row) throw notFound('credential', id);
+    return this.view(em, row);
+  }
+
+  async list(workspaceId: string, q: { limit: number; cursor?: string; provider?: CredentialProvider }): Promise<{ credentials: CredentialView[]; next_cursor: string | null }> {
+    const em = this.em.fork();
+    const page = await keysetFind(em, Credential, q.provider ? { workspaceId, provider: q.provider } : { workspaceId }, q);
+    const credentials: CredentialView[] = [];
+    for (const row of page.rows) credentials.push(await this.view(em, row));
+    return { credentials, next_cursor: page.next_cursor };
+  }
+
+  /** What the credential unlocks, as its provider says now: a msgapp account's numbers, an LLM server's models. */
+  async resources(workspaceId: string, id: string): Promise<{ credential_id: string; provider: CredentialProvider; resources: CredentialResource[] }> {
+    const em = this.em.fork();
+    const row = await em.findOne(Credential, { id, workspaceId });
+    if (!row) throw notFound('credential', id);
+    const out = (resources: CredentialResource[]) => ({ credential_id: row.id, provider: row.provider, resources });
+    switch (row.provider) {
+      case 'msgapp':
+        return out(await this.msgappNumbers(row));
+      case 'llm':
+        return out(await this.llmModels(row));
+      case 'voice':
+        throw new ApiError(501, 'not_implemented', 'Listing what a voice credential unlocks is not built yet: it arrives with the voice channel (rooms and SIP trunks)');
+      case 'telephony':
+        throw new ApiError(501, 'not_implemented', 'Listing what a telephony credential unlocks is not built yet: SIP trunks have no standard listing API; the numbers are configured on the trunk');
+      case 'mcp':
+        throw new ApiError(501, 'not_implemented', 'Listing what an mcp credential unlocks is not built here: an MCP server lists its own tools (GET /api/v1/mcp-servers/{id})');
+    }
+  }
+
+  /** Whether the workspace has a msgapp credential with this id (nothing is opened). */
+  async hasMsgappToken(workspaceId: string, id: string): Promise<boolean> {
+    return (await this.em.fork().count(Credential, { id, workspaceId, provider: 'msgapp' })) > 0;
+  }
+
+  /** Whether the workspace has an llm credential with this id (nothing is opened). */
+  async hasLlmCredential(workspaceId: string, id: string): Promise<boolean> {
+    return (await this.em.fork().count(Credential, { id, workspaceId, provider: 'llm' })) > 0;
+  }
+
+  /**
+   * The endpoint of a workspace's own llm credential, for an agent's turns: its base_url
+   * checked against the SSRF policy now and the connection pinned to what was checked (as
+   * for listing its models), its key opened. Null when the workspace has no such credential.
+   */
+  async llmEndpoint(workspaceId: string, id: string): Promise<{ baseUrl: string; apiKey: string; fetch: typeof fetch } | null> {
+    const row = await this.em.fork().findOne(Credential, { id, workspaceId, provider: 'llm' });
+    if (!row) return null;
+    const baseUrl = row.settings.base_url ?? DEFAULT_LLM_BASE_URL;
+    const { addresses } = await this.checkBaseUrl(baseUrl);
+    return { baseUrl, apiKey: this.box.open(row.secretSealed, row.id), fetch: pinnedFetch(addresses, { ca: this.opts.ca }) };
+  }
+
+  /** The opened token of a msgapp credential of this workspace; null when there is none. */
+  msgappToken(workspaceId: string, id: string): Promise<string | null> {
+    return openMsgappToken(this.em.fork(), this.box, workspaceId, id);
+  }
+
+  private async msgappNumbers(row: ICredential): Promise<CredentialResource[]> {
+    const waba = row.settings.business_account_id;
+    if (!waba) {
+      throw new ApiError(422, 'business_account_required', `Credential ${row.id} has no business_account_id: the phone numbers are listed per WhatsApp Business Account; register the credential again with it`);
+    }
+    if (!this.opts.msgapp) throw new ApiError(503, 'provider_unavailable', 'No msgapp provider is configured on this server (MSGAPP_API_BASE)');
+    const token = this.box.open(row.secretSealed, row.id);
+    try {
+      const numbers = await this.opts.msgapp.listPhoneNumbers(waba, token);
+      return numbers.map((n) => ({
+        type: 'phone_number' as const,
+        id: n.id,
+        display_phone_number: n.displayPhoneNumber,
+        verified_name: n.verifiedName ?? null,
+        quality_rating: n.qualityRating ?? null,
+      }));
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      throw providerError('msgapp', err.status, redact(err.message, token));
+    }
+  }
+
+  private async llmModels(row: ICredential): Promise<CredentialResource[]> {
+    const baseUrl = row.settings.base_url ?? DEFAULT_LLM_BASE_URL;
+    let addresses: string[];
+    try {
+      // Checked again at call time, and the connection pinned to what was checked: what
+      // the host resolves to may have changed since registration (DNS rebinding).
+      ({ addresses } = await this.checkBaseUrl(baseUrl));
+    } catch (err) {
+      // The stored address breaks the address rules now (checked again at every call): the caller's to fix, as at registration.
+      if (err instanceof UnsafeUrlError) throw new ApiError(422, 'invalid_url', `base_url: not called: ${err.reason}`, { reason: err.reason });
+      throw err;
+    }
+    const apiKey = this.box.open(row.secretSealed, row.id);
+    try {
+      const models = await listModels({ baseUrl, apiKey, timeoutMs: this.opts.providerTimeoutMs, fetch: pinnedFetch(addresses, { ca: this.opts.ca }) });
+      return models.map((m) => ({
+        type: 'model' as const,
+        id: m.id,
+        owned_by: m.ownedBy ?? null,
+        created_at: m.created !== undefined ? new Date(m.created * 1000).toISOString() : null,
+      }));
+    } catch (err) {
+      const f = classifyOpenAiError(err, apiKey);
+      const what = f.kind === 'status' ? `HTTP ${f.status}${f.detail ? `: ${f.detail}` : ''}` : `${f.kind}: ${f.detail}`;
+      throw providerError('llm', f.status ?? 0, what);
+    }
+  }
+
+  /** 400 invalid_url naming the field when the endpoint breaks the address rules. */
+  private async checkEndpoint(field: string, url: string): Promise<void> {
+    await this.checkBaseUrl(url, { resolveNames: false }).catch((err: unknown) => {
+      throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `${field}: ${err.reason}`) : err;
+    });
+  }
+
+  private checkBaseUrl(raw: string, opts: { resolveNames?: boolean } = {}): Promise<{ addresses: string[] }> {
+    return checkProviderUrl(raw, this.opts.policy, this.opts.resolve, opts);
+  }
+
+  private hint(secret: string): { fingerprint: string; last4: string | null } {
+    return {
+      // Domain-separated from the box's other MACs.
+      fingerprint: `fp_${this.box.mac(`credential-fingerprint:${secret}`).slice(0, 24)}`,
+      last4: secret.length >= LAST4_MIN_LENGTH ? secret.slice(-4) : null,
+    };
+  }
+
+  /** Rows registered before fingerprints existed get theirs on first read (SQL could not open the secret). */
+  private async view(em: EntityManager, row: ICredential): Promise<CredentialView> {
+    let { fingerprint, last4 } = row;
+    if (!fingerprint) {
+      ({ fingerprint, last4 } = this.hint(this.box.open(row.secretSealed, row.id)));
+      await em.nativeUpdate(Credential, { id: row.id }, { fingerprint, last4 });
+    }
+    return {
+      id: row.id,
+      name: row.name,
+      provider: row.provider,
+      settings: row.settings ?? {},
+      secret_field: SECRET_FIELD[row.provider],
+      last4: last4 ?? null,
+      fingerprint,
+      created_at: new Date(row.createdAt).toISOString(),
+    };
+  }
+}
+
+/** A voice server's ws(s):// URL as the http(s):// URL the address rules judge (same host, port and security). */
+function httpFormOfWs(raw: string): string {
+  return raw.replace(/^ws(s?):/i, 'http$1:');
+}
+
+/**
+ * A SIP URI's host and port as an https:// URL for the address rules: `sip:user@host:port;params`.
+ * https because SIP is not HTTP: only the address matters, and plain http would also demand an allow-listed host.
+ */
+function httpsFormOfSip(raw: string): string {
+  const hostPort = raw.replace(/^sips?:/i, '').replace(/^[^@]*@/, '').split(/[;?]/)[0];
+  return `https://${hostPort}/`;
+}
+
+/**
+ * The provider's reason (secret redacted) and its HTTP status (0: none). A refusal of the
+ * credential itself (a 4xx other than 429: a wrong key, an account it does not own) is the
+ * caller's to fix, 422 provider_refused; anything else (5xx, 429, no answer) is 502 provider_error.
+ */
+function providerError(provider: CredentialProvider, status: number, reason: string): ApiError {
+  if (status >= 400 && status < 500 && status !== 429) return new ApiError(422, 'provider_refused', `The ${provider} provider refused the credential: ${reason}`, { provider_status: status });
+  return new ApiError(502, 'provider_error', `The ${provider} provider failed: ${reason}`, { provider_status: status });
+}
+
+/**
+ * Binds an mcp credential to `origin` unless it is bound already (set at registration, or by
+ * the first server it was attached to); the origin it is bound to afterwards.
+ */
+export async function bindMcpCredentialOrigin(em: EntityManager, id: string, origin: string): Promise<string | null> {
+  // raw SQL: one conditional jsonb merge, atomic against a concurrent first attachment (the ORM would read, then write the whole object).
+  // eslint-disable-next-line no-restricted-syntax
+  await em.execute(`update credentials set settings = coalesce(settings, '{}'::jsonb) || jsonb_build_object('origin', ?::text) where id = ? and provider = 'mcp' and settings->>'origin' is null`, [origin, id]);
+  const row = await em.fork().findOne(Credential, { id }, { fields: ['settings'] });
+  return row?.settings?.origin ?? null;
+}
+
+/** The opened token of a msgapp credential of this workspace; null when there is none. */
+export async function openMsgappToken(em: EntityManager, box: SecretBox, workspaceId: string, id: string): Promise<string | null> {
+  const cred = await em.findOne(Credential, { id, workspaceId, provider: 'msgapp' });
+  return cred ? box.open(cred.secretSealed, cred.id) : null;
+}
+
+/** Provider credentials sealed with the service's key (the key is checked against them at start-up, before any service exists). */
+export async function sealedCredentials(em: EntityManager): Promise<SealedSecrets> {
+  const count = await em.count(Credential);
+  const [row] = count ? await em.find(Credential, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
+  return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
+}

@@ -1,0 +1,264 @@
+import type { Readable } from 'node:stream';
+import { LockMode, type FilterQuery } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { KbDocument, KbFile, type IKbFile } from '../../db/entities';
+import { ApiError } from '../errors';
+import { keysetFind } from '../../db/pagination';
+import { newId } from '../../lib/ids';
+import { folderInWorkspace, folderSubtree } from './folders';
+import type { BlobStore, StagedBlob } from '../../providers/storage/blob-store';
+import { releaseBlob } from '../storage/blob-refs';
+
+export const KB_CHANGES_CHANNEL = 'concierge_kb_changes';
+export const KB_INDEX_OUTBOX_CHANNEL = 'concierge_kb_index_outbox';
+
+export type FileStatus = 'pending' | 'processing' | 'active' | 'error';
+
+export interface FileView {
+  id: string;
+  name: string;
+  status: FileStatus;
+  mime_type: string;
+  file_size: number;
+  folder_id: string | null;
+  chunk_count: number;
+  version: number;
+  error_message: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A file version with its document's folder (the document says where every version lives). */
+type FileWithFolder = { file: IKbFile; folderId: string | null };
+
+export function fileView({ file: f, folderId }: FileWithFolder): FileView {
+  return {
+    id: f.id,
+    name: f.name,
+    status: f.status,
+    mime_type: f.mimeType,
+    file_size: Number(f.fileSize),
+    folder_id: folderId ?? null,
+    chunk_count: f.chunkCount,
+    version: f.version,
+    error_message: f.errorMessage ?? null,
+    created_at: f.createdAt.toISOString(),
+    updated_at: f.updatedAt.toISOString(),
+  };
+}
+
+/** Every change that alters what search may return wakes the dense indexes of every process at commit. */
+export async function notifyKbChange(em: EntityManager, workspaceId: string, changed: { document_id: string } | { file_id: string }): Promise<void> {
+  // raw SQL: pg_notify has no ORM form; in the caller's transaction it is sent at its commit.
+  // eslint-disable-next-line no-restricted-syntax
+  await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, kbChangePayload(workspaceId, changed)]);
+}
+
+/** A knowledge-base change notice: the workspace and the document or file whose passages changed (the dense indexes replace only those rows). */
+function kbChangePayload(workspaceId: string, changed: { document_id: string } | { file_id: string }): string {
+  return JSON.stringify({ workspace_id: workspaceId, ...changed });
+}
+
+/** Documents in the folder (each holds its current version): what a folder delete refuses to orphan. */
+export function documentsInFolder(em: EntityManager, folderId: string): Promise<number> {
+  return em.count(KbDocument, { folderId });
+}
+
+/** Which of these file ids exist in the workspace (an agent's knowledge-base selection is checked against them). */
+export async function existingFiles(em: EntityManager, workspaceId: string, ids: readonly string[]): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const rows = await em.find(KbFile, { workspaceId, id: { $in: [...ids] } }, { fields: ['id'] });
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Which of these file versions are current and active, with their name and their document's folder. */
+export async function currentActiveFiles(em: EntityManager, ids: readonly string[]): Promise<Map<string, { name: string; folderId: string | null }>> {
+  const out = new Map<string, { name: string; folderId: string | null }>();
+  if (!ids.length) return out;
+  const files = await em.find(KbFile, { id: { $in: [...ids] }, isCurrent: true, status: 'active' }, { fields: ['id', 'name', 'documentId'] });
+  if (!files.length) return out;
+  const docs = await em.find(KbDocument, { id: { $in: [...new Set(files.map((f) => f.documentId))] } }, { fields: ['id', 'folderId'] });
+  const folderOf = new Map(docs.map((d) => [d.id, d.folderId ?? null]));
+  for (const f of files) if (folderOf.has(f.documentId)) out.set(f.id, { name: f.name, folderId: folderOf.get(f.documentId)! });
+  return out;
+}
+
+/** The titles recorded at indexing of these file versions of the workspace; files with none are left out. */
+export async function kbFileTitles(em: EntityManager, workspaceId: string, ids: readonly string[]): Promise<Map<string, string>> {
+  if (!ids.length) return new Map();
+  const rows = await em.find(KbFile, { workspaceId, id: { $in: [...new Set(ids)] }, title: { $ne: null } }, { fields: ['id', 'title'] });
+  return new Map(rows.map((r) => [r.id, r.title!]));
+}
+
+/** Versions not yet handed to an indexing workflow; `name` labels the workflow in the Temporal UI. */
+export async function filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string; name: string }>> {
+  const rows = await em.find(KbFile, { indexDispatchedAt: null }, { fields: ['id', 'workspaceId', 'name'], orderBy: { createdAt: 'asc', id: 'asc' }, limit });
+  return rows.map((r) => ({ id: r.id, workspace_id: r.workspaceId, name: r.name }));
+}
+
+export async function markIndexDispatched(em: EntityManager, fileId: string): Promise<void> {
+  await em.nativeUpdate(KbFile, { id: fileId }, { indexDispatchedAt: new Date() });
+}
+
+/**
+ * A file version an agent with this knowledge-base selection may show: an active file it
+ * selects by id, or the current active version of a file under one of its folders (or
+ * their subfolders). Null otherwise.
+ */
+export async function downloadableKbFile(
+  em: EntityManager,
+  workspaceId: string,
+  fileId: string,
+  selection: { folder_ids: readonly string[]; file_ids: readonly string[] },
+): Promise<{ sha256: string; mime_type: string; name: string } | null> {
+  const file = await em.findOne(KbFile, { id: fileId, workspaceId, status: 'active' }, { fields: ['sha256', 'mimeType', 'name', 'isCurrent', 'documentId'] });
+  if (!file) return null;
+  let shown = selection.file_ids.includes(file.id);
+  if (!shown && file.isCurrent && selection.folder_ids.length) {
+    const doc = await em.findOne(KbDocument, { id: file.documentId }, { fields: ['folderId'] });
+    shown = !!doc?.folderId && (await folderSubtree(em, workspaceId, selection.folder_ids)).has(doc.folderId);
+  }
+  return shown ? { sha256: file.sha256, mime_type: file.mimeType, name: file.name } : null;
+}
+
+const folderNotFound = (id: string) => new ApiError(404, 'folder_not_found', `No folder with id '${id}' in this workspace`);
+const fileNotFound = (id: string) => new ApiError(404, 'not_found', `No file with id '${id}' in this workspace`);
+
+/**
+ * Knowledge-base files. A document is a name in a folder; uploading the same name to
+ * the same folder adds a version and makes it current; deleting the current version
+ * makes the previous one current again. Every change that alters what search may
+ * return NOTIFYs `concierge_kb_changes`, so every process drops its dense index of
+ * that workspace.
+ */
+export class FileService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly blobs: BlobStore,
+  ) {}
+
+  /** Records an uploaded (staged, sniffed) file as the new current version of its document. */
+  async create(
+    workspaceId: string,
+    input: { staged: StagedBlob; name: string; folderId: string | null; mime: string; kind: string },
+  ): Promise<FileView> {
+    if (input.folderId && !(await folderInWorkspace(this.em.fork(), workspaceId, input.folderId))) throw folderNotFound(input.folderId);
+    const sha = await this.blobs.commit(input.staged);
+    try {
+      return await this.em.fork().transactional(async (em) => {
+        // raw SQL: the conflict target is the expression index (workspace_id, coalesce(folder_id, ''), name), which
+        // the ORM's onConflict cannot name; one statement finds or creates the document, whichever upload comes first.
+        // eslint-disable-next-line no-restricted-syntax
+        const [doc] = await em.execute<{ id: string }[]>(
+          `insert into kb_documents (id, workspace_id, folder_id, name) values (?, ?, ?, ?)
+           on conflict (workspace_id, coalesce(folder_id, ''), name) do update set name = excluded.name
+           returning id`,
+          [newId('doc'), workspaceId, input.folderId, input.name],
+        );
+        // Serialises concurrent uploads of one document: versions stay gap-free and one is current.
+        await em.findOne(KbDocument, { id: doc.id }, { lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id'] });
+        const latest = await em.findOne(KbFile, { documentId: doc.id }, { orderBy: { version: 'desc' }, fields: ['version'] });
+        const now = new Date();
+        await em.nativeUpdate(KbFile, { documentId: doc.id, isCurrent: true }, { isCurrent: false, updatedAt: now });
+        const id = newId('file');
+        await em.insert(KbFile, {
+          id,
+          workspaceId,
+          documentId: doc.id,
+          version: (latest?.version ?? 0) + 1,
+          isCurrent: true,
+          name: input.name,
+          status: 'pending',
+          mimeType: input.mime,
+          kind: input.kind,
+          fileSize: input.staged.size,
+          sha256: sha,
+          createdAt: now,
+          updatedAt: now,
+        });
+        // raw SQL: pg_notify has no ORM form; both notices are sent at commit (the indexing outbox, the dense indexes).
+        // eslint-disable-next-line no-restricted-syntax
+        await em.execute('select pg_notify(?, ?), pg_notify(?, ?)', [KB_INDEX_OUTBOX_CHANNEL, id, KB_CHANGES_CHANNEL, kbChangePayload(workspaceId, { document_id: doc.id })]);
+        return fileView(await this.row(em, workspaceId, id));
+      });
+    } catch (err) {
+      await this.releaseBlob(sha);
+      const code = (err as { code?: string }).code;
+      if (code === '23503' && input.folderId) throw folderNotFound(input.folderId);
+      throw err;
+    }
+  }
+
+  async list(
+    workspaceId: string,
+    q: { folderId: string | null; status?: FileStatus; limit: number; cursor?: string },
+  ): Promise<{ files: FileView[]; next_cursor: string | null }> {
+    const em = this.em.fork();
+    const inFolder = em.createQueryBuilder(KbDocument).select('id').where({ workspaceId, folderId: q.folderId });
+    // The folder is the document's: the current versions of the documents in it (a sub-select, one statement).
+    const where: FilterQuery<IKbFile>[] = [{ workspaceId, isCurrent: true, documentId: { $in: inFolder.getKnexQuery() as never } }];
+    if (q.status) where.push({ status: q.status });
+    const page = await keysetFind(em, KbFile, { $and: where }, q);
+    return { files: page.rows.map((file) => ({ file, folderId: q.folderId })).map(fileView), next_cursor: page.next_cursor };
+  }
+
+  async get(workspaceId: string, id: string): Promise<FileView> {
+    return fileView(await this.row(this.em.fork(), workspaceId, id));
+  }
+
+  private async row(em: EntityManager, workspaceId: string, id: string): Promise<FileWithFolder> {
+    const file = await em.findOne(KbFile, { id, workspaceId }, { refresh: true });
+    if (!file) throw fileNotFound(id);
+    const doc = await em.findOne(KbDocument, { id: file.documentId }, { fields: ['folderId'], refresh: true });
+    return { file, folderId: doc?.folderId ?? null };
+  }
+
+  async download(workspaceId: string, id: string): Promise<{ file: FileView; blob: { stream: Readable; size: number } }> {
+    const row = await this.row(this.em.fork(), workspaceId, id);
+    const blob = await this.blobs.read(row.file.sha256);
+    if (!blob) throw new ApiError(410, 'content_gone', `The bytes of file '${id}' are no longer stored`);
+    return { file: fileView(row), blob };
+  }
+
+  /** Moves the document (every version of it) to another folder, or to the root. */
+  async move(workspaceId: string, id: string, folderId: string | null): Promise<FileView> {
+    try {
+      return await this.em.fork().transactional(async (em) => {
+        const { file } = await this.row(em, workspaceId, id);
+        // Share-locked: the folder cannot be deleted while the document moves into it.
+        if (folderId && !(await folderInWorkspace(em, workspaceId, folderId, { lock: true }))) throw folderNotFound(folderId);
+        await em.nativeUpdate(KbDocument, { id: file.documentId }, { folderId });
+        await em.nativeUpdate(KbFile, { id }, { updatedAt: new Date() });
+        await notifyKbChange(em, workspaceId, { document_id: file.documentId });
+        return fileView(await this.row(em, workspaceId, id));
+      });
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') {
+        throw new ApiError(409, 'file_exists', 'A file with that name already exists in the target folder');
+      }
+      throw err;
+    }
+  }
+
+  /** Deletes one version with its passages and bytes; the previous version becomes current. */
+  async delete(workspaceId: string, id: string): Promise<void> {
+    const sha = await this.em.fork().transactional(async (em) => {
+      const { file } = await this.row(em, workspaceId, id);
+      await em.findOne(KbDocument, { id: file.documentId }, { lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id'] });
+      await em.nativeDelete(KbFile, { id });
+      if (file.isCurrent) {
+        const previous = await em.findOne(KbFile, { documentId: file.documentId }, { orderBy: { version: 'desc' }, fields: ['id'] });
+        if (previous) await em.nativeUpdate(KbFile, { id: previous.id }, { isCurrent: true, updatedAt: new Date() });
+        else await em.nativeDelete(KbDocument, { id: file.documentId });
+      }
+      await notifyKbChange(em, workspaceId, { document_id: file.documentId });
+      return file.sha256;
+    });
+    await this.releaseBlob(sha);
+  }
+
+  /** Removes the stored bytes unless another owner of any kind, in any workspace, still refers to them (domain/storage/blob-refs.ts). */
+  private async releaseBlob(sha: string): Promise<void> {
+    await releaseBlob(this.em, this.blobs, sha);
+  }
+}

@@ -29,7 +29,7 @@ import type { InboundParty } from '../domain/messaging/provider-events';
 import { CloudApiProvider } from '../providers/msgapp/cloud-api';
 import { agentReplyId } from '../app/temporal-clients/conversations';
 import { startMsgappSandbox, type SentRecord } from '../dev/fake-msgapp';
-import { startFakeLlm } from '../test/support/fake-llm';
+import { startFakeLlm } from '../dev/fakes/fake-llm';
 import { connectWorker } from '../worker/connection';
 import { startWorker } from '../worker/runtime';
 import { startApi } from '../api/server';

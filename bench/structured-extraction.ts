@@ -21,7 +21,7 @@ import { compileUserSchema } from '../domain/extraction/schema';
 import { extractDocument } from '../lib/extract';
 import { DEFAULT_LOCAL_LLM, LocalLlmServer, llamaServerPath, localLlmPath, localServerFilesPresent } from '../providers/llm/local-server';
 import { OpenAiCompatibleModel, type CompletionRequest, type CompletionResult } from '../providers/llm/model';
-import { makeScannedPdf } from '../test/support/documents';
+import { makeScannedPdf } from '../dev/fakes/documents';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { prng } from './lib/prose';

@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { LocalWhisperTranscriber } from '../lib/extract';
-import { joinWav, speak, speechDir, wordErrorRate } from '../test/support/speech';
+import { joinWav, speak, speechDir, wordErrorRate } from '../dev/fakes/speech';
 import { envNumber } from './lib/load';
 import { benchModelsDir } from './lib/setup';
 import type { Check, Result } from './lib/types';

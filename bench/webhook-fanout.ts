@@ -22,7 +22,7 @@ import { policyFromCidrs } from '../lib/net/ssrf';
 import { emitEvent } from '../domain/webhooks/emitter';
 import { USER_AGENT } from '../domain/webhooks/sender';
 import { signatureHeader, verifyWebhook } from '../lib/webhook-signature';
-import { createTestPki, type TestPki } from '../test/support/tls';
+import { createTestPki, type TestPki } from '../dev/fakes/tls';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { compose } from '../app/compose';

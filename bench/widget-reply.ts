@@ -10,7 +10,7 @@
 // BENCH_WIDGET_SENDS (200), _WARMUP_SENDS (20), _CONVERSATIONS (5), _LLM_DELAY_MS (50),
 // _LLM_CHUNK_MS (5).
 import { OpenAiCompatibleModel } from '../providers/llm/model';
-import { startFakeLlm } from '../test/support/fake-llm';
+import { startFakeLlm } from '../dev/fakes/fake-llm';
 import { childMain, runInChild, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, setUpBench } from './lib/setup';

@@ -3,7 +3,7 @@ import { Agent } from '../../db/entities';
 import { policyFromCidrs } from '../../lib/net/ssrf';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { recordSecret } from '../support/secret-log';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 

@@ -12,7 +12,7 @@ import { callWorkflowId, type CallResult } from '../../workflows/call';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
-import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { lastUserText, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import { concat, spokenPcm, TestPhone, type Handset } from '../support/test-phone';
 

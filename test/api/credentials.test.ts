@@ -11,7 +11,7 @@ import { policyFromCidrs, systemResolver } from '../../lib/net/ssrf';
 import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { recordSecret } from '../support/secret-log';
 
 /**

@@ -1,6 +1,6 @@
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { startFakeLlm, type FakeLlm, type FakeLlmReply } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm, type FakeLlmReply } from '../../dev/fakes/fake-llm';
 import { multipart } from '../support/kb';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 

@@ -4,8 +4,8 @@ import { MAX_SCHEMA_BYTES } from '../../domain/extraction/schema';
 import { FILE_ID, OUTCOME, WORKSPACE_ID } from '../../worker/namespace-attributes';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { makeCorruptPdf, makeDocx, makePdf, makeScannedPdf, makeTextPng, TEXT } from '../support/documents';
-import { startFakeLlm, type FakeLlm, type FakeLlmReply } from '../support/fake-llm';
+import { makeCorruptPdf, makeDocx, makePdf, makeScannedPdf, makeTextPng, TEXT } from '../../dev/fakes/documents';
+import { startFakeLlm, type FakeLlm, type FakeLlmReply } from '../../dev/fakes/fake-llm';
 import { multipart } from '../support/kb';
 import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 

@@ -10,7 +10,7 @@ import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
 import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { echoReply, startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { echoReply, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { startTestWorker } from '../support/temporal';
 
 /**

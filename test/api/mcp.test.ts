@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { policyFromCidrs } from '../../lib/net/ssrf';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { recordSecret } from '../support/secret-log';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 

@@ -6,7 +6,7 @@ import { emitEvent } from '../../domain/webhooks/emitter';
 import type { SendPlan } from '../../domain/messaging/plan';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
+import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 
 /**
  * Prometheus metrics (issue 28 item 5): /metrics is off unless METRICS_TOKEN is set and then

@@ -7,7 +7,7 @@ import { userHash } from '../../domain/widget/sites';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { scanLogs, testLogDir, testLogFile } from '../support/secret-log';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
+import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 import { multipart } from '../support/kb';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 

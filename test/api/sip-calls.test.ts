@@ -11,7 +11,7 @@ import { userHash } from '../../domain/widget/sites';
 import { callWorkflowId, type CallResult } from '../../workflows/call';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
-import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { lastUserText, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { sippInstalled, startSipp, writeMulawFile, type SippRun } from '../support/sipp';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 import { spokenPcm } from '../support/test-phone';

@@ -7,7 +7,7 @@ import { transcriberFromConfig } from '../../app/extractor';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, testConfig, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { indexed, multipart, startIndexDispatcher, upload as kbUpload } from '../support/kb';
-import { joinWav, silence, speak, speechDir, wordErrorRate, type SpokenSample } from '../support/speech';
+import { joinWav, silence, speak, speechDir, wordErrorRate, type SpokenSample } from '../../dev/fakes/speech';
 import { historySteps, maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { WORKSPACE_ID } from '../../worker/namespace-attributes';

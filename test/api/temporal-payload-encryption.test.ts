@@ -3,7 +3,7 @@ import { temporal } from '@temporalio/proto';
 import { conversationWorkflowId } from '../../workflows/conversation';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { startTestWorker } from '../support/temporal';
 
 let db: TestDatabase;

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { policyFromCidrs } from '../../lib/net/ssrf';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
+import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 import { emitEvent } from '../../domain/webhooks/emitter';
 import { WebhookAttempt, WebhookDelivery } from '../../db/entities';
 import { DELIVERY_CANCELLED } from '../../workflows/webhook-delivery';

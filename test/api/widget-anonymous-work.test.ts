@@ -6,7 +6,7 @@ import path from 'node:path';
 import { OpenAiTranscriber, type Transcriber } from '../../lib/extract';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { makePdf, makeWav } from '../support/documents';
+import { makePdf, makeWav } from '../../dev/fakes/documents';
 import { multipart } from '../support/kb';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 

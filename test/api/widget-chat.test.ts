@@ -6,7 +6,7 @@ import { userHash } from '../../domain/widget/sites';
 import { conversationWorkflow, RETRY_FAILED_TURN_PATCH } from '../../workflows/conversation';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { frameCollector } from '../support/socket';
 import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';

@@ -4,7 +4,7 @@ import { newId } from '../../lib/ids';
 import { userHash } from '../../domain/widget/sites';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { startTestWorker } from '../support/temporal';
 import { multipart } from '../support/kb';
 

@@ -8,7 +8,7 @@ import { transcriberFromConfig } from '../../app/extractor';
 import type { TranscriptFrame } from '../../domain/voice/types';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
-import { lastUserText, startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { lastUserText, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { startTestWorker } from '../support/temporal';
 
 /**

@@ -4,7 +4,7 @@ import { Client as PgClient } from 'pg';
 import { SecretBox } from '../../lib/crypto/secret-box';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 
 const KEY = randomBytes(32).toString('hex');

@@ -6,7 +6,7 @@ import { StructuredExtraction } from '../../db/entities';
 import { structuredExtractionWorkflowId } from '../../workflows/structured-extraction';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { multipart } from '../support/kb';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { makeBigPdf } from '../support/documents';
+import { makeBigPdf } from '../../dev/fakes/documents';
 import { upload } from '../support/kb';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 

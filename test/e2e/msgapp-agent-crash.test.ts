@@ -6,7 +6,7 @@ import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
 import { agentReplyId } from '../../app/temporal-clients/conversations';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 
 /**

@@ -13,7 +13,7 @@ import { MODELS_DIR } from '../support/app';
 import { multipart } from '../support/kb';
 import { recordSecret } from '../support/secret-log';
 import { WorkerProcesses } from '../support/worker-process';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -9,9 +9,9 @@ import { transcriberFromConfig } from '../../app/extractor';
 import { voiceWorkflowId, type VoiceOutcome } from '../../workflows/voice';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testBlobs, testConfig, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { startFakeLlm, type FakeLlm } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { LOCAL_ICE_CIDRS } from '../support/ice';
-import { joinAsBrowser, speech8k } from '../support/voice-browser';
+import { joinAsBrowser, speech8k } from '../../dev/fakes/voice-browser';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 
 /**

@@ -7,7 +7,7 @@ import { SecretBox } from '../../lib/crypto/secret-box';
 import { emitEvent } from '../../domain/webhooks/emitter';
 import { createWorkspace, testServices } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { createTestPki, startHttpsReceiver, type HttpsReceiver } from '../support/tls';
+import { createTestPki, startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 
 const KEY = randomBytes(32).toString('hex');

@@ -5,7 +5,7 @@ import { SecretBox } from '../../lib/crypto/secret-box';
 import { widgetUploadWorkflowId } from '../../workflows/widget-upload';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { makeBigPdf } from '../support/documents';
+import { makeBigPdf } from '../../dev/fakes/documents';
 import { multipart } from '../support/kb';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 

@@ -23,7 +23,7 @@ import {
   TEXT,
   tempDir,
   writeZipBombDocx,
-} from '../support/documents';
+} from '../../dev/fakes/documents';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 import { startTestWorker } from '../support/temporal';
 

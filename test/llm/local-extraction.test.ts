@@ -2,7 +2,7 @@ import { LocalLlmServer, llamaServerPath, localLlmPath, localServerFilesPresent,
 import { StructuredExtraction } from '../../db/entities';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { makePdf, makeTextPng } from '../support/documents';
+import { makePdf, makeTextPng } from '../../dev/fakes/documents';
 import { multipart } from '../support/kb';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 

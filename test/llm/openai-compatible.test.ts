@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { LlmError, OpenAiCompatibleModel, type ChatTurnMessage, type CompletionResult, type ToolDefinition } from '../../providers/llm/model';
-import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../support/fake-llm';
+import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../../dev/fakes/fake-llm';
 
 const fakes: FakeLlm[] = [];
 afterAll(async () => {

@@ -13,7 +13,7 @@ import type { ServiceOptions, Services } from '../../app/services';
 import { DEFAULT_STRUCTURED } from '../../domain/extraction/extractions';
 import { SecretBox } from '../../lib/crypto/secret-box';
 import { policyFromCidrs } from '../../lib/net/ssrf';
-import { createTestPki } from './tls';
+import { createTestPki } from '../../dev/fakes/tls';
 import { LOCAL_ICE_CIDRS } from './ice';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';

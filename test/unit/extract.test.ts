@@ -6,8 +6,8 @@ import {
   ExtractionError, OpenAiTranscriber, extractDocument, sniffBuffer, sniffType,
   type DocKind, type ExtractResult, type Transcriber,
 } from '../../lib/extract';
-import * as D from '../support/documents';
-import { opusTone } from '../support/speech';
+import * as D from '../../dev/fakes/documents';
+import { opusTone } from '../../dev/fakes/speech';
 
 let dir: string;
 const files: Record<string, string> = {};

@@ -2,7 +2,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { DeliveryError, safePost, type SafePostOptions } from '../../lib/net/safe-http';
 import { policyFromCidrs, type Resolver } from '../../lib/net/ssrf';
-import { createTestPki, startHttpsReceiver, type HttpsReceiver, type ReceiverHandler } from '../support/tls';
+import { createTestPki, startHttpsReceiver, type HttpsReceiver, type ReceiverHandler } from '../../dev/fakes/tls';
 
 const pki = createTestPki();
 const allow127 = policyFromCidrs('127.0.0.1/32');

@@ -4,7 +4,7 @@ import { testLogger } from '../support/secret-log';
 import { verifyWebhook } from '../../lib/webhook-signature';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { webhookDeliveries } from '../../worker/outbox-sources';
-import { startHttpsReceiver } from '../support/tls';
+import { startHttpsReceiver } from '../../dev/fakes/tls';
 import { CloudApiProvider, signHubPayload } from '../../providers/msgapp/cloud-api';
 import { verifyWebhookHandshake } from '../../dev/fake-msgapp';
 import { newId } from '../../lib/ids';

@@ -27,11 +27,11 @@ import { UPLOAD_CANCELLED, widgetUploadWorkflowId } from '../../workflows/widget
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, testConfig, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { multipart, upload as kbUpload } from '../support/kb';
-import { makeCorruptPdf, makeWav } from '../support/documents';
+import { makeCorruptPdf, makeWav } from '../../dev/fakes/documents';
 import { inboundDone } from '../support/msgapp';
 import { testLogger } from '../support/secret-log';
 import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult, type TestWorker } from '../support/temporal';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
+import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 
 /**
  * Issue 14's operability guarantees, on the real dev server: every workflow of a

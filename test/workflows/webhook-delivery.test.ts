@@ -11,7 +11,7 @@ import { ATTEMPT, DELIVERY_STATUS, LAST_ERROR } from '../../worker/namespace-att
 import { WebhookDelivery } from '../../db/entities';
 import { decryptPayloadsIn, EncryptionCodec } from '../../lib/crypto/payload-codec';
 import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/tls';
+import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 
 let db: TestDatabase;
 let t: TestApp;

@@ -1,5 +1,5 @@
 /**
- * Generators for real documents used by the extraction tests. Everything is built at
+ * Generators for real documents used by the extraction tests and benches. Everything is built at
  * test time (no binary fixtures): PDFs with pdfkit, DOCX with docx, XLSX with exceljs,
  * XLS/ODS with SheetJS, PPTX with pptxgenjs (in a subprocess), EML with nodemailer's MailComposer, a PNG
  * with text rendered by pureimage (pure JS) in the Liberation Sans font that pdfjs-dist

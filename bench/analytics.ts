@@ -9,14 +9,13 @@
 import { AnalyticsService, windowOf } from '../domain/analytics/analytics';
 import { FeedbackService } from '../domain/widget/feedback';
 import { ChatTranscript } from '../domain/chat/transcript';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { setUpBench } from './lib/setup';
-import { percentile, runStats, summarizeTarget } from './lib/stats';
+import { now, percentile, runStats, summarizeTarget, timeEach } from './lib/stats';
 import type { Check, Result, RunStats } from './lib/types';
 
 const GOAL_P50_MS = 50;
-const now = () => performance.now();
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const conversations = Math.round(envNumber('BENCH_ANALYTICS_CONVERSATIONS', 100_000, 100));
@@ -78,13 +77,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const p50 = new Map<string, number>();
   for (const [name, run] of targets) {
     await run(); // warm
-    const lat: number[] = [];
     const started = now();
-    for (let i = 0; i < samples; i++) {
-      const t = now();
-      await run();
-      lat.push(now() - t);
-    }
+    const lat = await timeEach(samples, run);
     runs.push(runStats(name, 1, (now() - started) / 1000, samples, lat, 1, { ok: samples }));
     p50.set(name, percentile(lat, 50));
     log(`  ${name}: p50 ${percentile(lat, 50).toFixed(1)} ms, p99 ${percentile(lat, 99).toFixed(1)} ms`);
@@ -105,14 +99,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     settings: { conversations, messages, samples },
     runs,
     targets: targets.map(([name]) => summarizeTarget(runs, name)),
-    comparisons: [],
     checks,
     headlines,
   };
 }
 
-export function benchAnalytics(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'analytics', log);
-}
-
-if (require.main === module) childMain(measure);
+export const benchAnalytics = section(module, 'analytics', measure);

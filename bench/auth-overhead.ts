@@ -11,7 +11,7 @@ import '../api/types';
 import type { AuthenticatedKey } from '../domain/keys/api-keys';
 import { openRateStore } from '../lib/ratelimit';
 import type { Services } from '../app/services';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { loadSettings, measureInterleaved, type LoadTarget } from './lib/load';
 import { benchApi, BENCH_REDIS_URL, benchCompose, createKey, listen, setUpBench, UNREACHABLE } from './lib/setup';
 import { compareTargets } from './lib/stats';
@@ -105,8 +105,4 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
 }
 
-export function benchAuthOverhead(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'auth-overhead', log);
-}
-
-if (require.main === module) childMain(measure);
+export const benchAuthOverhead = section(module, 'auth-overhead', measure);

@@ -7,20 +7,17 @@
 //
 // BENCH_KB_PAGES (100), BENCH_KB_WORDS_PER_PAGE (420), BENCH_KB_TIMEOUT_SECONDS (900),
 // BENCH_KB_MODELS_DIR (.data/models), CONCIERGE_EMBED_THREADS.
-import PDFDocument from 'pdfkit';
 import { loadConfig } from '../app/config';
 import { passageVectors } from '../providers/embeddings/embedder';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
-import { around, compareTargets, round1, runStats, summarizeTarget, waitFor } from './lib/stats';
-import { passage, prng, TOPICS } from './lib/prose';
+import { around, compareTargets, now, round1, runStats, summarizeTarget, waitFor } from './lib/stats';
+import { makeHandbookPdf } from '../dev/fakes/documents';
 import type { Result, RunStats } from './lib/types';
 
 const TARGET_RATIO = 0.8;
 const WARMUP_PAGES = 3;
-
-const now = () => performance.now();
 const sec = (msValue: number) => (msValue / 1000).toFixed(msValue >= 10_000 ? 1 : 2);
 
 function settings() {
@@ -31,40 +28,6 @@ function settings() {
     rounds: loadSettings().rounds,
     embedThreads: loadConfig().CONCIERGE_EMBED_THREADS,
   };
-}
-
-/**
- * A help-centre handbook: every page a heading and 85-115% of `wordsPerPage` words of
- * paragraphs on one topic (A4, 10.5 pt). Text that would not fit is cut at the page's
- * bottom margin, so the PDF has exactly `pages` pages (checked).
- */
-async function makeHandbookPdf(pages: number, wordsPerPage: number, seed = 42): Promise<{ pdf: Buffer; words: number }> {
-  const rand = prng(seed);
-  const doc = new PDFDocument({ autoFirstPage: false, compress: true, info: { Title: 'Customer support handbook' } });
-  const done = (async () => {
-    const chunks: Buffer[] = [];
-    for await (const c of doc) chunks.push(c as Buffer);
-    return Buffer.concat(chunks);
-  })();
-  let added = 0;
-  let words = 0;
-  doc.on('pageAdded', () => added++);
-  for (let p = 0; p < pages; p++) {
-    doc.addPage({ size: 'A4', margins: { top: 56, bottom: 56, left: 64, right: 64 } });
-    const topic = TOPICS[Math.floor(p / 4) % TOPICS.length];
-    const heading = `${p + 1}. ${topic.title}`;
-    const body = passage(rand, topic, Math.round(wordsPerPage * (0.85 + 0.3 * rand())));
-    words += body.join(' ').split(/\s+/).length;
-    const width = doc.page.width - 128;
-    doc.font('Helvetica-Bold').fontSize(15).text(heading, 64, 56, { width });
-    doc.moveDown(0.6);
-    const height = doc.page.height - 56 - doc.y;
-    doc.font('Helvetica').fontSize(10.5).text(body.join('\n\n'), { width, height, ellipsis: true, lineGap: 1.5 });
-  }
-  doc.end();
-  const pdf = await done;
-  if (added !== pages) throw new Error(`the generated PDF has ${added} pages, expected ${pages}: text overflowed a page`);
-  return { pdf, words };
 }
 
 type Step = 'begin' | 'extractAndChunk' | 'embed' | 'finish';
@@ -196,8 +159,4 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
 }
 
-export function benchKbIndexing(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'kb-indexing', log);
-}
-
-if (require.main === module) childMain(measure);
+export const benchKbIndexing = section(module, 'kb-indexing', measure);

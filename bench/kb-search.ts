@@ -15,11 +15,11 @@ import type { WorkspaceVectors } from '../domain/kb/dense-index';
 import { DEFAULT_LOCAL_MODEL, queryVector, type Embedder } from '../providers/embeddings/embedder';
 import type { SearchQuery } from '../domain/kb/search';
 import { newId } from '../lib/ids';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { benchCompose, benchEmbedder, setUpBench } from './lib/setup';
-import { gaussian, passage, prng, QUESTIONS, TOPICS } from './lib/prose';
-import { mean, percentile, round1, runStats, spread, summarizeTarget } from './lib/stats';
+import { gaussian, passage, prng, QUESTIONS, TOPICS } from '../dev/fakes/prose';
+import { mean, ms, now, percentile, round1, sequentialRun, spread, summarizeTarget, timeEach } from './lib/stats';
 import type { Result, TargetSummary } from './lib/types';
 
 const DIM = 384;
@@ -47,9 +47,7 @@ function settings() {
   };
 }
 
-const now = () => performance.now();
 const took = (f: () => Promise<unknown>, t = now()) => f().then(() => now() - t);
-const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
 const sizeLabel = (n: number) => (n % 1000 === 0 ? `${n / 1000}k` : String(n));
 const mb = (bytes: number) => bytes / 1024 / 1024;
 
@@ -270,7 +268,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     log(`    matrices + ids ${mb(bytesPer100k).toFixed(1)} MB per 100k passages, process RSS ${mb(process.memoryUsage().rss).toFixed(0)} MB; folder holds ${(folderShare * 100).toFixed(1)}% of passages`);
     headlines.push(line);
     for (const [target, xs] of [[`search ${label}`, plain], [`search ${label} folder`, filtered]] as const) {
-      targets.push(summarizeTarget([{ ...runStats(target, 1, 1, 1, xs, 1, {}), requestsPerSec: 1000 / mean(xs) }], target));
+      targets.push(summarizeTarget([sequentialRun(target, xs, {}, 1)], target));
     }
     perSize.push({ size, load: loadFigures, coldSearchMs: coldSearches, coldMatrixLoadMs: coldLoads, warmMs: { all: pl, folder: fl, denseAll: d1, denseFolder: d2, fullTextAll: t1, fullTextFolder: t2 }, int8Share, bytesPer100k, recallAt10: { all: recallAll, folder: recallFolder } });
   }
@@ -281,17 +279,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   await queryVector(real, 'warm-up query');
   const modelLoadMs = now() - t;
   embedder = real;
-  const timeEach = async (f: (q: string) => Promise<unknown>) => {
-    const out: number[] = [];
-    for (let i = 0; i < s.embed; i++) {
-      const t0 = now();
-      await f(QUESTIONS[i % QUESTIONS.length]);
-      out.push(now() - t0);
-    }
-    return out;
-  };
-  const embedMs = await timeEach((q) => queryVector(real, q));
-  const fullMs = await timeEach((q) => search.search(workspaceId, { query: q, top_k: K }));
+  const question = (i: number) => QUESTIONS[i % QUESTIONS.length];
+  const embedMs = await timeEach(s.embed, (i) => queryVector(real, question(i)));
+  const fullMs = await timeEach(s.embed, (i) => search.search(workspaceId, { query: question(i), top_k: K }));
   const largest = sizeLabel(s.sizes[s.sizes.length - 1]);
   const embedLine =
     `kb-search query embedding: p50 ${ms(percentile(embedMs, 50))} ms p99 ${ms(percentile(embedMs, 99))} ms (model load ${(modelLoadMs / 1000).toFixed(2)} s); ` +
@@ -305,16 +295,10 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       `SearchService.search (full text + exact SIMD dense search, RRF) on ${s.sizes.map(sizeLabel).join(' / ')} synthetic passages in one workspace (2% in one folder); ` +
       'latency excludes query embedding (stored query vectors), which is reported separately with the real model',
     settings: { ...s, dim: DIM, clusters: CLUSTERS, filesPerStep: FILES_PER_STEP, topK: K, order: 'sequential searches, no filter / folder filter alternating' },
-    runs: [],
     targets,
-    comparisons: [],
     headlines,
     details: { sizes: perSize, queryEmbeddingMs: spread(embedMs), modelLoadMs, searchWithRealEmbeddingMs: spread(fullMs) },
   };
 }
 
-export function benchKbSearch(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'kb-search', log);
-}
-
-if (require.main === module) childMain(measure);
+export const benchKbSearch = section(module, 'kb-search', measure);

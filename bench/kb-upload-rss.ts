@@ -9,7 +9,6 @@
 // warms the path; the big file is then deleted through the API (its blob must be gone).
 //
 // BENCH_KB_UPLOAD_BYTES (200000000): the file's size (the API's limit: KB_UPLOAD_MAX_BYTES).
-import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -17,74 +16,36 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { startApi } from '../api/server';
+import { orderExportCsv } from '../dev/fakes/documents';
 import { compose } from '../app/compose';
 import { loadConfig, rateLimitStoreKind } from '../app/config';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { forkRole, section, serveRole, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
-import { prng } from './lib/prose';
 import { BENCH_KEY, benchCompose, createKey, listen, setUpBench } from './lib/setup';
 import type { Check, Result } from './lib/types';
 
 const GOAL_MB = 64;
 const SAMPLE_MS = 50;
 const WARMUP_BYTES = 4 * 1024 * 1024;
-const ROLE_ENV = 'BENCH_KB_UPLOAD_ROLE';
 const toMb = (bytes: number) => bytes / 1024 / 1024;
 
 type Usage = ReturnType<typeof process.memoryUsage>;
-type ServerMessage = { kind: 'ready'; url: string } | { kind: 'baseline'; usage: Usage } | { kind: 'error'; message: string };
-type ClientMessage = { kind: 'baseline' } | { kind: 'stop' };
 
-/** The API process. */
-async function serve(): Promise<void> {
-  const send = (m: ServerMessage) => process.send?.(m);
-  const config = loadConfig();
-  const c = await compose(config, { role: 'api', databaseUrl: config.DATABASE_URL!, embedded: false });
-  const { app } = await startApi(c, { rateStore: rateLimitStoreKind(config, 'postgres') });
-  const url = await listen(app);
-  const stop = () => c.close();
-  process.on('message', (m: ClientMessage) => {
-    void (async () => {
-      if (m.kind === 'baseline') {
-        for (let i = 0; i < 3; i++) {
-          (globalThis as { gc?: () => void }).gc?.();
-          await new Promise((r) => setTimeout(r, 100));
-        }
-        send({ kind: 'baseline', usage: process.memoryUsage() });
-      } else await stop().finally(() => process.disconnect());
-    })().catch((err: unknown) => send({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) }));
+/** The API process (ready: its URL); asked, it reports its memory after full collections. */
+const server = () =>
+  serveRole<'baseline', Usage>(async () => {
+    const config = loadConfig();
+    const c = await compose(config, { role: 'api', databaseUrl: config.DATABASE_URL!, embedded: false });
+    const { app } = await startApi(c, { rateStore: rateLimitStoreKind(config, 'postgres') });
+    const handle = async () => {
+      for (let i = 0; i < 3; i++) {
+        (globalThis as { gc?: () => void }).gc?.();
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return process.memoryUsage();
+    };
+    return { ready: await listen(app), handle, stop: () => c.close() };
   });
-  process.once('disconnect', () => void stop().finally(() => process.exit(0)));
-  send({ kind: 'ready', url });
-}
-
-/** A CSV order export of exactly `bytes` bytes, 64 KB at a time from a pool of pre-built blocks. */
-function csvStream(bytes: number): Readable {
-  const rand = prng(2024);
-  const pick = (xs: string[]) => xs[Math.floor(rand() * xs.length)];
-  const block = (b: number) => {
-    let text = '';
-    for (let i = 0; text.length < 64 * 1024; i++) {
-      text +=
-        `${100000 + b * 1000 + i},2026-${String(1 + Math.floor(rand() * 12)).padStart(2, '0')}-${String(1 + Math.floor(rand() * 28)).padStart(2, '0')},` +
-        `customer${Math.floor(rand() * 1e6)}@example.com,${pick(['standing desk', 'espresso machine', 'winter jacket', 'gift card'])},${pick(['delivered', 'shipped', 'refunded', 'returned'])},` +
-        `${(rand() * 500).toFixed(2)},"Customer asked about delivery times and the returns window for order ${b}-${i}"\n`;
-    }
-    return Buffer.from(text);
-  };
-  const pool = [Buffer.from('order_id,date,customer,product,status,amount_eur,notes\n'), ...Array.from({ length: 64 }, (_, b) => block(b))];
-  let sent = 0;
-  let n = 0;
-  return new Readable({
-    read() {
-      if (sent >= bytes) return void this.push(null);
-      const next = pool[n === 0 ? n++ : 1 + (n++ % 64)];
-      const take = Math.min(next.length, bytes - sent);
-      sent += take;
-      this.push(next.subarray(0, take));
-    },
-  });
-}
 
 interface UploadOutcome {
   status: number;
@@ -106,7 +67,7 @@ async function upload(url: string, key: string, name: string, bytes: number): Pr
   const response = new Promise<http.IncomingMessage>((resolve, reject) => req.once('response', resolve).once('error', reject));
   async function* body() {
     yield head;
-    yield* csvStream(bytes);
+    yield* orderExportCsv(bytes);
     yield tail;
   }
   // A server that answers early (an error) stops reading: its answer matters more than the send's failure.
@@ -142,36 +103,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const bench = await setUpBench(cleanup);
   const key = (await createKey((await benchCompose(bench, 'cli')).services, bench.workspaceId, ['kb:read', 'kb:write'])).key;
   const storage = path.join(bench.dir, 'api-blobs');
-  const env = { [ROLE_ENV]: 'server', NODE_ENV: 'production', DATABASE_URL: bench.db.url, CONCIERGE_ENCRYPTION_KEY: BENCH_KEY, CONCIERGE_DATA_DIR: bench.dir, CONCIERGE_STORAGE_DIR: storage, LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'postgres' };
-  const child = fork(__filename, [], { env: { ...process.env, ...env }, execArgv: [...process.execArgv, '--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  cleanup.push([
-    'API process',
-    async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
-      if (child.connected) child.send({ kind: 'stop' } satisfies ClientMessage);
-      else child.kill('SIGTERM');
-      await exited.finally(() => clearTimeout(kill));
-    },
-  ]);
-  /** Sends `m` (if any) and waits for the server's next message of `kind`. */
-  const ask = <K extends ServerMessage['kind']>(kind: K, m?: ClientMessage) =>
-    new Promise<Extract<ServerMessage, { kind: K }>>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the API process did not answer '${kind}' within 60 s`)), 60_000);
-      const onMessage = (r: ServerMessage) => {
-        if (r.kind !== kind && r.kind !== 'error') return;
-        child.off('message', onMessage);
-        clearTimeout(timer);
-        if (r.kind === 'error') reject(new Error(`the API process: ${r.message}`));
-        else resolve(r as Extract<ServerMessage, { kind: K }>);
-      };
-      child.on('message', onMessage);
-      void exited.then((code) => reject(new Error(`the API process exited (code ${code}) while waiting for '${kind}'`)));
-      if (m) child.send(m);
-    });
-  const pid = child.pid!;
-  const { url } = await ask('ready');
+  const env = { NODE_ENV: 'production', DATABASE_URL: bench.db.url, CONCIERGE_ENCRYPTION_KEY: BENCH_KEY, CONCIERGE_DATA_DIR: bench.dir, CONCIERGE_STORAGE_DIR: storage, LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'postgres' };
+  const api = await forkRole<'baseline', Usage, string>(__filename, 'server', cleanup, env, ['--expose-gc']);
+  const { pid, ready: url } = api;
   const limit = loadConfig(process.env).KB_UPLOAD_MAX_BYTES;
   if (bytes > limit) throw new Error(`BENCH_KB_UPLOAD_BYTES=${bytes} is over the API's upload limit (${limit} bytes)`);
   const del = async (id: string) => (await fetch(`${url}/api/v1/kb/files/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status;
@@ -180,7 +114,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   if (warm.status !== 201 || !warm.body.id || (await del(warm.body.id)) !== 204) throw new Error(`warm-up upload answered ${warm.status}: ${JSON.stringify(warm.body)}`);
 
   // ---- Baseline after a full collection, then the big upload with the server's RSS sampled.
-  const baseline = (await ask('baseline', { kind: 'baseline' })).usage;
+  const baseline = await api.call('baseline');
   await new Promise((r) => setTimeout(r, 300));
   const hwmReset = await fs.promises.writeFile(`/proc/${pid}/clear_refs`, '5').then(() => true, () => false);
   const baselineRss = procMemory(pid)?.rss ?? baseline.rss;
@@ -211,25 +145,10 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     section: 'kb-upload-rss',
     description: `RSS growth of an API process (compose + startApi, as api/main.ts runs it) while it receives one ${(bytes / 1e6).toFixed(0)} MB multipart upload streamed from another process`,
     settings: { bytes, sampleMs: SAMPLE_MS, warmupBytes: WARMUP_BYTES, goalMb: GOAL_MB, rateStore: 'postgres', apiUploadLimitBytes: limit },
-    runs: [],
-    targets: [],
-    comparisons: [],
     checks: [check],
     headlines: [headline],
     details: { uploadSeconds: outcome.seconds, baselineRssMb: toMb(baselineRss), peakRssMb: toMb(peakRss), sampledPeakRssMb: toMb(sampledPeak) },
   };
 }
 
-export function benchKbUploadRss(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'kb-upload-rss', log);
-}
-
-if (require.main === module) {
-  if (process.env[ROLE_ENV] !== 'server') childMain(measure);
-  else
-    serve().catch((err: unknown) => {
-      process.send?.({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) } satisfies ServerMessage);
-      process.exitCode = 1;
-      if (process.connected) process.disconnect();
-    });
-}
+export const benchKbUploadRss = section(module, 'kb-upload-rss', measure, { roles: { server } });

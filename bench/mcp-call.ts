@@ -17,13 +17,11 @@ import { z } from 'zod';
 import { SecretBox } from '../lib/crypto/secret-box';
 import { McpService } from '../domain/mcp/servers';
 import { policyFromCidrs } from '../lib/net/ssrf';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { setUpBench } from './lib/setup';
-import { percentile, runStats, summarizeTarget } from './lib/stats';
+import { now, percentile, runStats, summarizeTarget } from './lib/stats';
 import type { Result, RunStats } from './lib/types';
-
-const now = () => performance.now();
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const samples = Math.round(envNumber('BENCH_MCP_SAMPLES', 200, 10));
@@ -86,13 +84,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     settings: { samples, toolMs },
     runs,
     targets: targets.map(([n]) => summarizeTarget(runs, n)),
-    comparisons: [],
     headlines: [headline],
   };
 }
 
-export function benchMcpCall(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'mcp-call', log);
-}
-
-if (require.main === module) childMain(measure);
+export const benchMcpCall = section(module, 'mcp-call', measure);

@@ -23,21 +23,16 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { temporal } from '@temporalio/proto';
 import type { Composition } from '../app/compose';
-import { OpenAiCompatibleModel } from '../providers/llm/model';
 import type { SendPlan } from '../domain/messaging/plan';
 import type { InboundParty } from '../domain/messaging/provider-events';
 import { CloudApiProvider } from '../providers/msgapp/cloud-api';
 import { agentReplyId } from '../app/temporal-clients/conversations';
 import { startMsgappSandbox, type SentRecord } from '../dev/fake-msgapp';
-import { startFakeLlm } from '../dev/fakes/fake-llm';
-import { connectWorker } from '../worker/connection';
-import { startWorker } from '../worker/runtime';
-import { startApi } from '../api/server';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
-import { benchApi, benchCompose, benchEmbedder, benchTemporal, benchWorker, createKey, listen, setUpBench, type BenchApi } from './lib/setup';
-import { around, mean, percentile, round1, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
-import type { Check, Result, RunStats } from './lib/types';
+import { benchEmbedder, benchLlm, benchStack, setUpBench } from './lib/setup';
+import { alternate, around, ms, now, percentile, round1, sequentialRun, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
+import type { Check, Result } from './lib/types';
 import { publishAgent } from './lib/widget';
 
 const GOAL_OVERHEAD_P50_MS = 150;
@@ -51,9 +46,6 @@ const REPLY_TEXT = 'Your order shipped yesterday and should arrive within two da
 const STATUS_DELAYS_MS = { delivered: 20, read: 40 };
 /** A reply that has not reached the provider this long after the message fails the section. */
 const REPLY_TIMEOUT_MS = 30_000;
-
-const now = () => performance.now();
-const ms = (x: number) => (Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(1));
 
 function settings() {
   return {
@@ -97,19 +89,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const s = settings();
   const bench = await setUpBench(cleanup);
 
-  // ---- The fake model: when each request arrived, by its last user message (unique per sample).
-  const arrivals = new Map<string, number>();
-  const llm = await startFakeLlm({
-    reply: (body: { messages?: Array<{ role: string; content: string | null }> }) => {
-      const lastUser = [...(body.messages ?? [])].reverse().find((m) => m.role === 'user');
-      arrivals.set(lastUser?.content ?? '', now());
-      return { text: REPLY_TEXT };
-    },
-    firstByteDelayMs: s.llmDelayMs,
-  });
-  cleanup.push(['fake model', () => llm.close()]);
-  const llmSettings = { baseUrl: llm.url, model: 'fake-model' };
-  const model = new OpenAiCompatibleModel(llmSettings);
+  // ---- The fake model (when each request arrived, by its last user message: unique per sample).
+  const llm = await benchLlm(bench, REPLY_TEXT, { firstByteDelayMs: s.llmDelayMs });
 
   // ---- The provider: the sandbox, its `sent` records timed as they are pushed (the send's request handled).
   // Status callbacks (sent, delivered, read) come back as from the real API, soon enough that each sample's have all
@@ -178,27 +159,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- The service: one composition (npm start) or API and worker apart; the real local embedder for the turn's retrieval.
   const embedder = benchEmbedder(bench);
   await embedder.load();
-  const dev = await benchTemporal(bench);
   const config = { MSGAPP_API_BASE: sandbox.url, MSGAPP_APP_SECRET: APP_SECRET, MSGAPP_VERIFY_TOKEN: 'bench-verify' };
-  const overrides = { embedder: async () => embedder, services: { llm: llmSettings } };
-  let api: BenchApi;
-  if (s.oneProcess) {
-    const c = await benchCompose(bench, 'both', { config, overrides, temporalAddress: dev.address, connectWorker });
-    instrument(c);
-    await startWorker(c);
-    const { app, chatHub } = await startApi(c, { rateStore: 'memory', logger: false });
-    const url = await listen(app);
-    api = { c, app, chatHub, url, wsUrl: url.replace(/^http/, 'ws') };
-  } else {
-    await benchWorker(bench, dev, { config, overrides }, instrument);
-    api = await benchApi(bench, { config, overrides, temporalAddress: dev.address });
-    instrument(api.c);
-  }
+  const { dev, api } = await benchStack(bench, { oneProcess: s.oneProcess, config, overrides: { embedder: async () => embedder, services: { llm: llm.settings } }, instrument });
+  if (!s.oneProcess) instrument(api.c);
   sandbox.setWebhookUrl(`${api.url}/webhooks/msgapp`);
-  const workspaceId = bench.workspaceId;
-  const key = await createKey(api.c.services, workspaceId, ['workflows:write', 'workflows:publish']);
-  const credentialId = (await api.c.services.credentials.create(workspaceId, 'msgapp_access_token', 'bench number', ACCESS_TOKEN)).id;
-  const agentId = await publishAgent(api, `Bearer ${key.key}`, {
+  const credentialId = (await api.c.services.credentials.create(bench.workspaceId, 'msgapp_access_token', 'bench number', ACCESS_TOKEN)).id;
+  const { agentId } = await publishAgent(api, bench.workspaceId, {
     name: 'Bench msgapp helper',
     instructions: INSTRUCTIONS,
     triggers: { msgapp: { number: NUMBER.display, phone_number_id: NUMBER.id, credential_id: credentialId } },
@@ -211,11 +177,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   // ---- The two sides. Each sample's text is unique (the model's request is matched to it); each customer has a number of its own.
   let n = 0;
-  const modelSaw = (text: string) => {
-    const at = arrivals.get(text);
-    arrivals.delete(text);
-    return at;
-  };
+  const modelSaw = llm.saw;
   const sentTo = (to: string, t0: number) =>
     new Promise<{ record: SentRecord; at: number }>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -257,7 +219,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const text = `b${n++} where is my order?`;
     const to = `+1555900${String(n % 10_000).padStart(4, '0')}`;
     const t0 = now();
-    const out = await model.complete({ messages: [{ role: 'system', content: INSTRUCTIONS }, { role: 'user', content: text }] });
+    const out = await llm.model.complete({ messages: [{ role: 'system', content: INSTRUCTIONS }, { role: 'user', content: text }] });
     const answered = now();
     const r = await provider.send({ phoneNumberId: NUMBER.id, accessToken: ACCESS_TOKEN, to, content: { kind: 'text', text: out.text }, clientMessageId: `msg_bench${randomBytes(8).toString('hex')}` });
     const end = now();
@@ -265,16 +227,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     return { total: end - t0, marks: { modelRequest: (modelSaw(text) ?? NaN) - t0, turnEnd: answered - t0, provider: end - t0 } };
   };
 
-  /** One sample per side per customer, alternating, the side going first swapping each time. */
-  const series = async (customers: string[]) => {
-    const out = { subject: [] as Sample[], baseline: [] as Sample[] };
-    for (const [i, customer] of customers.entries()) {
-      for (const side of i % 2 === 0 ? (['subject', 'baseline'] as const) : (['baseline', 'subject'] as const)) {
-        out[side].push(side === 'subject' ? await subject(customer) : await baseline());
-      }
-    }
-    return out;
-  };
+  /** One sample per side per customer, alternating. */
+  const series = (customers: string[]) => alternate(customers.length, (i) => subject(customers[i]), baseline);
   const customersFrom = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `+1555${prefix}${String(i).padStart(4, '0')}`);
 
   // ---- Warm-up: new conversations, then the same customers again (workflow and activity code, pools, JIT).
@@ -342,10 +296,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const baseModel = spread([...cold.baseline, ...warm.baseline].map((x) => x.marks.turnEnd!));
   const baseSend = spread([...cold.baseline, ...warm.baseline].map((x) => x.total - x.marks.turnEnd!));
 
-  const run = (target: string, xs: Sample[], seconds: number, status: string): RunStats => ({
-    ...runStats(target, 1, seconds, xs.length, totals(xs), 1, { [status]: xs.length }),
-    requestsPerSec: 1000 / mean(totals(xs)),
-  });
+  const run = (target: string, xs: Sample[], seconds: number, status: string) => sequentialRun(target, totals(xs), { [status]: xs.length }, seconds);
   const runs = [
     run('msgapp reply, new conversation', cold.subject, coldSeconds, '200'),
     run('msgapp reply, running actor', warm.subject, warmSeconds, '200'),
@@ -407,15 +358,10 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     },
     runs,
     targets,
-    comparisons: [],
     checks: [check],
     headlines,
     details: { latencyMs: figures, breakdownMs: { runningActor: bWarm, newConversation: bCold } },
   };
 }
 
-export function benchMsgappAgentReply(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'msgapp-agent-reply', log, { LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' });
-}
-
-if (require.main === module) childMain(measure);
+export const benchMsgappAgentReply = section(module, 'msgapp-agent-reply', measure, { env: { LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' } });

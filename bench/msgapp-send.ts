@@ -11,10 +11,10 @@ import { randomBytes } from 'node:crypto';
 import { CloudApiProvider } from '../providers/msgapp/cloud-api';
 import { startMsgappSandbox } from '../dev/fake-msgapp';
 import { connectWorker } from '../worker/connection';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
-import { benchApi, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
-import { compareTargets, inLanes, percentile, runStats, summarizeTarget } from './lib/stats';
+import { benchApi, benchTemporal, benchWorker, setUpBench } from './lib/setup';
+import { compareTargets, inLanes, now, percentile, runStats, summarizeTarget } from './lib/stats';
 import type { Result, RunStats } from './lib/types';
 import { publishAgent } from './lib/widget';
 
@@ -22,8 +22,6 @@ const TARGET_RATIO = 0;
 const NUMBER = '+15550001111';
 const PHONE_NUMBER_ID = '1055';
 const ACCESS_TOKEN = 'token';
-
-const now = () => performance.now();
 
 function settings() {
   return {
@@ -66,18 +64,15 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   );
   const apiUrl = api.url;
   const apiServices = api.c.services;
-  const workspaceId = bench.workspaceId;
-  const key = await createKey(apiServices, workspaceId, ['conversations:write', 'workflows:write', 'workflows:publish']);
-  const headers = { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' };
-  const credentialId = (await apiServices.credentials.create(workspaceId, 'msgapp_access_token', 'n', ACCESS_TOKEN)).id;
-
-  const agentId = await publishAgent(api, headers.authorization, {
+  const credentialId = (await apiServices.credentials.create(bench.workspaceId, 'msgapp_access_token', 'n', ACCESS_TOKEN)).id;
+  const { agentId, key } = await publishAgent(api, bench.workspaceId, {
     name: 'Bench sender',
     instructions: 'x',
     triggers: { msgapp: { number: NUMBER, phone_number_id: PHONE_NUMBER_ID, credential_id: credentialId } },
     actions: [{ type: 'sender' }],
     templates: [{ name: 'hello', body: 'Hello', status: 'approved' }],
-  });
+  }, ['conversations:write']);
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), one worker${s.oneProcess ? " whose native connection the API's client shares (eager starts)" : ''}, agent ${agentId}`);
 
   // ---- The two sides. Recipients cycle through +1555777NNNN.
@@ -146,8 +141,4 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
 }
 
-export function benchMsgappSend(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'msgapp-send', log);
-}
-
-if (require.main === module) childMain(measure);
+export const benchMsgappSend = section(module, 'msgapp-send', measure);

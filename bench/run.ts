@@ -41,8 +41,10 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
 ];
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
+/** A section's Result with its runs, targets and comparisons filled in (empty when it left them out). */
+type Ran = Result & Required<Pick<Result, 'runs' | 'targets' | 'comparisons'>>;
 
-function printSummary(results: Result[]): void {
+function printSummary(results: Ran[]): void {
   console.log('\nSummary (mean over measured rounds; kb-search rows: sequential searches, req/s = 1000 / mean latency)');
   const header = ['section', 'target', 'rounds', 'req/s mean', 'req/s best', 'p50 ms', 'p99 ms'];
   const rows = results.flatMap((r) =>
@@ -74,11 +76,12 @@ async function main(): Promise<void> {
   const sections = only ? SECTIONS.filter((s) => s.name === only) : SECTIONS;
   if (sections.length === 0) throw new Error(`BENCH_ONLY=${only}: no such section (have: ${SECTIONS.map((s) => s.name).join(', ')})`);
 
-  const results: Result[] = [];
+  const results: Ran[] = [];
   for (const s of sections) {
     console.log(`[bench] ${s.name}`);
     const started = Date.now();
-    results.push({ ...(await s.run((line) => console.log(line))), finishedAt: new Date().toISOString() });
+    const r = await s.run((line) => console.log(line));
+    results.push({ ...r, runs: r.runs ?? [], targets: r.targets ?? [], comparisons: r.comparisons ?? [], finishedAt: new Date().toISOString() });
     console.log(`[bench] ${s.name} done in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   }
 
@@ -89,9 +92,9 @@ async function main(): Promise<void> {
   const file = path.join(dir, 'latest.json');
   const machine = { node: process.version, platform: `${os.platform()} ${os.release()}`, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model };
   // BENCH_ONLY replaces that section's entry and keeps the other sections' last results (each result has its own finishedAt).
-  const previous = only ? await readFile(file, 'utf8').then((t) => (JSON.parse(t) as { results?: Result[] }).results ?? [], () => []) : [];
+  const previous = only ? await readFile(file, 'utf8').then((t) => (JSON.parse(t) as { results?: Ran[] }).results ?? [], () => []) : [];
   const kept = previous.filter((r) => !results.some((x) => x.section === r.section));
-  const order = (r: Result) => SECTIONS.findIndex((s) => s.name === r.section);
+  const order = (r: Ran) => SECTIONS.findIndex((s) => s.name === r.section);
   const all = [...kept, ...results].sort((a, b) => order(a) - order(b));
   await writeFile(file, JSON.stringify({ finishedAt: new Date().toISOString(), machine, results: all }, null, 2) + '\n');
   console.log(`\n[bench] results written to ${path.relative(process.cwd(), file)}${kept.length ? ` (kept the earlier results of ${kept.map((r) => r.section).join(', ')})` : ''}`);

@@ -114,9 +114,6 @@ export async function benchTranscribe(log: (line: string) => void): Promise<Resu
       section: 'transcribe',
       description: 'Embedded speech-to-text (whisper.cpp base, worker thread) on espeak-ng speech: real-time factor, word error rate, resident memory',
       settings: { rounds, sentences, threads, language, modelPath },
-      runs: [],
-      targets: [],
-      comparisons: [],
       checks,
       headlines: [
         ...byTarget.map(

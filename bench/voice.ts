@@ -31,22 +31,17 @@
 //
 // BENCH_VOICE_TURNS (10), BENCH_VOICE_LEVELS (2,4,8), BENCH_VOICE_LEVEL_TURNS (3),
 // BENCH_VOICE_LLM_DELAY_MS (200), VOICE_SILENCE_MS (the shipped 500), TRANSCRIBE_THREADS.
-import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { TurnStats } from '../domain/voice/agent';
-import { startApi } from '../api/server';
-import { startFakeLlm } from '../dev/fakes/fake-llm';
 import { joinAsBrowser, speech8k, type VoiceBrowser } from '../dev/fakes/voice-browser';
-import { connectWorker } from '../worker/connection';
-import { startWorker } from '../worker/runtime';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { forkRole, section, serveRole, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
-import { benchCompose, benchTemporal, createKey, listen, setUpBench } from './lib/setup';
-import { percentile, round1, waitFor } from './lib/stats';
-import type { Check, Comparison, Result } from './lib/types';
-import { publishAgent, WIDGET_ORIGIN } from './lib/widget';
+import { benchLlm, benchStack, setUpBench } from './lib/setup';
+import { comparison as compare, percentile, round1, waitFor } from './lib/stats';
+import type { Check, Result } from './lib/types';
+import { createWidgetSite, WIDGET_ORIGIN } from './lib/widget';
 
 const GOAL_TURN_MS = 1200;
 /** A gap longer than this between two agent packets of one talkspurt is an underrun. */
@@ -55,7 +50,6 @@ const UNDERRUN_GAP_MS = 40;
 const TARGET_RATIO = 0.8;
 /** The bench's default per-workspace limit, for the concurrency check's goal. */
 const VOICE_MAX_CONCURRENT_DEFAULT = 5;
-const ROLE_ENV = 'BENCH_VOICE_ROLE';
 const QUESTIONS = [
   'What are your opening hours?',
   'Do you ship to Canada?',
@@ -84,12 +78,8 @@ function settings() {
 
 // ---- The browsers' process ---------------------------------------------------------------
 
-interface LevelRequest {
-  kind: 'run';
-  req: number;
-  sessions: number;
-  turns: number;
-}
+/** A level: this many sessions at once, each this many turns. */
+type LevelRequest = { sessions: number; turns: number };
 /** One session's side as its browser saw it (times: ms epoch). */
 interface SessionReport {
   /** Per turn: the last speech sample sent → the first agent packet after it; null when no answer came. */
@@ -98,7 +88,6 @@ interface SessionReport {
   underruns: number;
   maxGapMs: number;
 }
-type BrowserMessage = { kind: 'ready' } | { kind: 'done'; req: number; sessions: SessionReport[] } | { kind: 'failed'; req: number; message: string };
 
 /** Gaps inside talkspurts (a marker packet starts one: the gap before it is silence between replies). */
 function gapsOf(browser: VoiceBrowser): { underruns: number; maxGapMs: number } {
@@ -149,47 +138,15 @@ async function oneSession(url: { port: number; siteId: string }, turns: number, 
   }
 }
 
-async function browsersMain(): Promise<void> {
-  const port = Number(process.env.BENCH_VOICE_PORT);
-  const siteId = process.env.BENCH_VOICE_SITE!;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-voice-bench-'));
-  const speech = QUESTIONS.map((q) => speech8k(q, dir));
-  fs.rmSync(dir, { recursive: true, force: true });
-  process.once('disconnect', () => process.exit(0));
-  process.on('message', (m: LevelRequest) => {
-    void Promise.all(Array.from({ length: m.sessions }, (_, i) => oneSession({ port, siteId }, m.turns, speech, i)))
-      .then((sessions) => process.send!({ kind: 'done', req: m.req, sessions } satisfies BrowserMessage))
-      .catch((err: unknown) => process.send!({ kind: 'failed', req: m.req, message: err instanceof Error ? (err.stack ?? err.message) : String(err) } satisfies BrowserMessage));
+/** The browsers' process: the questions spoken once, then each level's sessions on request. */
+const browsers = () =>
+  serveRole<LevelRequest, SessionReport[]>(async () => {
+    const at = { port: Number(process.env.BENCH_VOICE_PORT), siteId: process.env.BENCH_VOICE_SITE! };
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-voice-bench-'));
+    const speech = QUESTIONS.map((q) => speech8k(q, dir));
+    fs.rmSync(dir, { recursive: true, force: true });
+    return { handle: (m) => Promise.all(Array.from({ length: m.sessions }, (_, i) => oneSession(at, m.turns, speech, i))) };
   });
-  process.send!({ kind: 'ready' } satisfies BrowserMessage);
-}
-
-function startBrowsers(port: number, siteId: string, cleanup: Cleanup): Promise<(sessions: number, turns: number) => Promise<SessionReport[]>> {
-  const child: ChildProcess = fork(__filename, [], { env: { ...process.env, [ROLE_ENV]: 'browsers', BENCH_VOICE_PORT: String(port), BENCH_VOICE_SITE: siteId }, execArgv: process.execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  cleanup.push(['browsers process', async () => void child.kill('SIGKILL')]);
-  let req = 0;
-  const pending = new Map<number, { resolve: (s: SessionReport[]) => void; reject: (e: Error) => void }>();
-  return new Promise((ready, failed) => {
-    child.once('exit', (code) => {
-      failed(new Error(`the browsers process exited (${code})`));
-      for (const p of pending.values()) p.reject(new Error(`the browsers process exited (${code})`));
-    });
-    child.on('message', (m: BrowserMessage) => {
-      if (m.kind === 'ready')
-        return ready(
-          (sessions, turns) =>
-            new Promise((resolve, reject) => {
-              pending.set(++req, { resolve, reject });
-              child.send({ kind: 'run', req, sessions, turns } satisfies LevelRequest);
-            }),
-        );
-      const p = pending.get(m.req);
-      pending.delete(m.req);
-      if (m.kind === 'done') p?.resolve(m.sessions);
-      else p?.reject(new Error(`browsers: ${m.message}`));
-    });
-  });
-}
 
 // ---- The service's process: the measurement --------------------------------------------
 
@@ -214,10 +171,11 @@ const col = (xs: TurnFigures[], k: keyof TurnFigures) => xs.map((x) => x[k]);
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = settings();
   const bench = await setUpBench(cleanup);
-  const llm = await startFakeLlm({ reply: () => ({ text: REPLY }), firstByteDelayMs: s.llmDelayMs });
-  cleanup.push(['fake model', () => llm.close()]);
-  const dev = await benchTemporal(bench);
-  const c = await benchCompose(bench, 'both', {
+  const llm = await benchLlm(bench, REPLY, { firstByteDelayMs: s.llmDelayMs });
+  const turns: Array<{ level: number; stats: TurnStats }> = [];
+  let level = 0;
+  const { dev, api } = await benchStack(bench, {
+    oneProcess: true,
     // Every simulated visitor is one werift peer on this machine: the per-visitor/address caps
     // are lifted and ICE may reach this machine's own addresses (never so in production).
     config: {
@@ -228,28 +186,16 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS: 1000,
       VOICE_ICE_ALLOW_CIDRS: ['127.0.0.0/8', '::1/128', ...Object.values(os.networkInterfaces()).flat().filter((a) => a !== undefined).map((a) => `${a.address.split('%')[0]}/${a.family === 'IPv4' ? 32 : 128}`)].join(','),
     },
-    overrides: { services: { llm: { baseUrl: llm.url, model: 'fake-model' } } },
-    temporalAddress: dev.address,
-    connectWorker,
+    overrides: { services: { llm: llm.settings } },
+    onVoiceTurn: (stats) => turns.push({ level, stats }),
   });
+  const { c, url } = api;
   const { stt, tts } = c.voice;
   if (!stt || !tts) throw new Error(`voice cannot run here: ${c.voice.prereqs.voice} (npm run models:fetch; Debian espeak-ng)`);
-  const turns: Array<{ level: number; stats: TurnStats }> = [];
-  let level = 0;
-  await startWorker(c, { onVoiceTurn: (stats) => turns.push({ level, stats }) });
-  const { app, chatHub } = await startApi(c, { rateStore: 'memory', logger: false });
-  const url = await listen(app);
-  const port = Number(new URL(url).port);
-  const api = { c, app, chatHub, url, wsUrl: url.replace(/^http/, 'ws') };
-  const { key } = await createKey(c.services, bench.workspaceId, ['workflows:write', 'workflows:publish']);
-  const agentId = await publishAgent(api, `Bearer ${key}`, {
-    name: 'Bench voice helper',
-    instructions: 'Help shoppers.',
-    triggers: { web_chat: { allowed_origins: [WIDGET_ORIGIN], voice_chat: true } },
-  });
-  const site = await c.services.sites.create(bench.workspaceId, agentId, [WIDGET_ORIGIN]);
+  const { siteId } = await createWidgetSite(api, bench.workspaceId, 'Help shoppers.', 'Bench voice helper', { voice_chat: true });
   await c.services.credits.grant(bench.workspaceId, 100_000);
-  const run = await startBrowsers(port, site.site_id, cleanup);
+  const browserProcess = await forkRole<LevelRequest, SessionReport[]>(__filename, 'browsers', cleanup, { BENCH_VOICE_PORT: new URL(url).port, BENCH_VOICE_SITE: siteId });
+  const run = (sessions: number, turns: number) => browserProcess.call({ sessions, turns });
   log(`  setup: API + worker (one composition) ${url}, Temporal dev server ${dev.address}, fake model ${llm.url} (answers after ${s.llmDelayMs} ms), VOICE_SILENCE_MS ${c.config.VOICE_SILENCE_MS}, ${os.cpus().length} cores`);
 
   /** Every session of the level ended (recordings saved) before the next level starts. */
@@ -334,20 +280,18 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   const pipelineP50 = p(pipelineShare, 50);
   const directP50 = p(directTotal, 50);
-  const comparison: Comparison = {
+  const comparison = compare({
     name: 'voice turn: pipeline (excluding VAD window and model) vs direct STT + TTS',
     subject: 'voice pipeline (turns/s)',
     baseline: 'direct STT + TTS',
     subjectRequestsPerSec: 1000 / pipelineP50,
     baselineRequestsPerSec: 1000 / directP50,
-    ratio: directP50 / pipelineP50,
     roundRatios: [],
     bestRatio: Math.min(...directTotal) / Math.min(...pipelineShare),
     target: TARGET_RATIO,
-    pass: directP50 / pipelineP50 >= TARGET_RATIO,
     subjectUnit: 'turns/s',
     baselineUnit: 'turns/s',
-  };
+  }, directP50 / pipelineP50);
   const checks: Check[] = [
     { name: 'voice turn latency excluding the model, p50', value: singleP50, unit: 'ms', goal: `< ${GOAL_TURN_MS}`, pass: singleP50 < GOAL_TURN_MS },
     { name: 'voice turn latency excluding the model, p90', value: p(exModel, 90), unit: 'ms', goal: `< ${GOAL_TURN_MS}`, pass: p(exModel, 90) < GOAL_TURN_MS },
@@ -365,8 +309,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       'Browser voice sessions (werift peers in their own process, espeak-ng questions as 8 kHz PCMU) against API + worker in one composition: VAD → whisper → conversation actor (fake model, fixed delay) → espeak-ng → paced RTP. ' +
       '(a) one session: end of speech → first agent audio by step; baseline: direct recognizer + synthesizer calls on the same audio and reply. (b) N sessions at once: underruns (gaps > 40 ms inside a talkspurt) and turn latency per N.',
     settings: { ...s, silenceMs: c.config.VOICE_SILENCE_MS, underrunGapMs: UNDERRUN_GAP_MS, reply: REPLY, loadAverage: os.loadavg().map(round1) },
-    runs: [],
-    targets: [],
     comparisons: [comparison],
     checks,
     headlines,
@@ -384,11 +326,4 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
 }
 
-export function benchVoice(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'voice', log, { LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' });
-}
-
-if (require.main === module) {
-  if (process.env[ROLE_ENV] === 'browsers') void browsersMain();
-  else childMain(measure);
-}
+export const benchVoice = section(module, 'voice', measure, { env: { LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' }, roles: { browsers } });

@@ -12,7 +12,6 @@
 // (the shipped default), _TIMEOUT_SECONDS
 // (300), _TLS (extra-ca: the test CA through NODE_EXTRA_CA_CERTS, as production trusts its CAs;
 // ca-option: the sender's `ca` setting, as the tests do, ~21 ms of CPU per connection).
-import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -23,18 +22,15 @@ import { emitEvent } from '../domain/webhooks/emitter';
 import { USER_AGENT } from '../domain/webhooks/sender';
 import { signatureHeader, verifyWebhook } from '../lib/webhook-signature';
 import { createTestPki, type TestPki } from '../dev/fakes/tls';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { forkRole, section, serveRole, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { compose } from '../app/compose';
-import type { Config } from '../app/config';
-import { BENCH_KEY, benchCompose, benchConfig, benchTemporal, benchWorker, setUpBench, type Bench } from './lib/setup';
-import { around, inLanes, mean, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
-import type { Check, Comparison, Result, RunStats } from './lib/types';
+import { BENCH_KEY, benchCompose, benchConfig, benchTemporal, benchWorker, setUpBench } from './lib/setup';
+import { around, comparison as compare, inLanes, mean, now, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
+import type { Check, Result, RunStats } from './lib/types';
 
 const PKI_FILE_ENV = 'BENCH_WEBHOOK_PKI_FILE';
 const MODE_ENV = 'BENCH_WEBHOOK_MODE';
-/** Set to 'emitter' in the API process the measuring process forks. */
-const ROLE_ENV = 'BENCH_WEBHOOK_ROLE';
 type Mode = 'inline' | 'retry-path';
 /** Goals: the production path at least half as fast as plain POSTs; the retry workflow alone a fifth. */
 const TARGET_RATIO: Record<Mode, number> = { inline: 0.5, 'retry-path': 0.2 };
@@ -42,7 +38,6 @@ const SECTION: Record<Mode, string> = { inline: 'webhook-fanout', 'retry-path': 
 /** The steady-rate run: events per second, and the goal for the 99th percentile of event -> receipt. */
 const RATE_PER_SEC = 100;
 const RATE_P99_GOAL_MS = 250;
-const now = () => performance.now();
 const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 
 function loadWebhookSettings() {
@@ -134,8 +129,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
   const admin = await benchCompose(bench, 'cli', composed);
   const subscription = await admin.services.subscriptions.create(workspaceId, hookUrl, ['message.inbound']);
-  // Events come from a process of their own, as from the API in production: the worker's process only delivers.
-  const emitter = await startEmitter(bench, composed.config);
+  // Events come from a process of their own, as from the API in production (composed as the API is): the worker's process only delivers.
+  const emitter = await forkRole<EmitRequest, Emitted[]>(__filename, 'emitter', cleanup, {
+    BENCH_WEBHOOK_DB: bench.db.url,
+    BENCH_WEBHOOK_DIR: bench.dir,
+    BENCH_WEBHOOK_WORKSPACE: workspaceId,
+    BENCH_WEBHOOK_CONFIG: JSON.stringify({ ...composed.config, CONCIERGE_ENCRYPTION_KEY: BENCH_KEY }),
+  });
   const dev = await benchTemporal(bench);
   const worker = await benchWorker(bench, dev, composed, (c) => {
     const deliveries = c.services.deliveries;
@@ -302,20 +302,18 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const ratio = webhookSummary.meanRequestsPerSec / plainSummary.meanRequestsPerSec;
   const roundRatios = webhooks.map((w, k) => w.stats.requestsPerSec / mean([plains[k].stats.requestsPerSec, plains[k + 1].stats.requestsPerSec]));
   const target = TARGET_RATIO[mode];
-  const comparison: Comparison = {
+  const comparison = compare({
     name: SECTION[mode],
     subject: 'webhook',
     baseline: 'plain',
     subjectRequestsPerSec: webhookSummary.meanRequestsPerSec,
     baselineRequestsPerSec: plainSummary.meanRequestsPerSec,
-    ratio,
     roundRatios,
     bestRatio: webhookSummary.bestRequestsPerSec / plainSummary.bestRequestsPerSec,
     target,
-    pass: ratio >= target,
     subjectUnit: 'deliveries/s',
     baselineUnit: 'posts/s',
-  };
+  });
   log(
     `  ${SECTION[mode]}: ${webhookSummary.meanRequestsPerSec.toFixed(0)} deliveries/s / plain ${plainSummary.meanRequestsPerSec.toFixed(0)} posts/s = ratio ${ratio.toFixed(2)} ` +
       `(goal >= ${target}) ${comparison.pass ? 'ok' : 'BELOW GOAL'}; latency p50 ${ms(webhookSummary.meanLatencyP50Ms)} ms vs plain ${ms(plainSummary.meanLatencyP50Ms)} ms; ` +
@@ -337,11 +335,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
 }
 
-/** The production path: the relay's first attempt (retry workflows only for failures). */
-export const benchWebhookFanout = (log: (line: string) => void = console.log) => runWebhookSection('inline', log);
-/** The retry workflow alone, every delivery from attempt 1. */
-export const benchWebhookRetryPath = (log: (line: string) => void = console.log) => runWebhookSection('retry-path', log);
-
 async function runWebhookSection(mode: Mode, log: (line: string) => void): Promise<Result> {
   const tls = process.env.BENCH_WEBHOOK_TLS ?? 'extra-ca';
   if (tls !== 'extra-ca' && tls !== 'ca-option') throw new Error(`BENCH_WEBHOOK_TLS=${tls}: expected extra-ca or ca-option`);
@@ -352,7 +345,7 @@ async function runWebhookSection(mode: Mode, log: (line: string) => void): Promi
     fs.writeFileSync(pkiFile, JSON.stringify(pki), { mode: 0o600 });
     fs.writeFileSync(path.join(dir, 'ca.pem'), pki.ca);
     // NODE_EXTRA_CA_CERTS is read once at process start: the child trusts the test CA as production trusts its CAs.
-    return await runInChild(__filename, SECTION[mode], log, { [PKI_FILE_ENV]: pkiFile, [MODE_ENV]: mode, ...(tls === 'extra-ca' ? { NODE_EXTRA_CA_CERTS: path.join(dir, 'ca.pem') } : {}) });
+    return await inChild(log, { name: SECTION[mode], env: { [PKI_FILE_ENV]: pkiFile, [MODE_ENV]: mode, ...(tls === 'extra-ca' ? { NODE_EXTRA_CA_CERTS: path.join(dir, 'ca.pem') } : {}) } });
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -364,54 +357,22 @@ type EmitRequest = { kind: 'lanes'; from: number; n: number; concurrency: number
 /** A delivery and when its event committed (epoch ms, sub-millisecond). */
 type Emitted = { id: string; at: number };
 
-/** Forks this file as the API process: it composes as the API does and emits events when asked. */
-async function startEmitter(bench: Bench, config: Partial<Config>): Promise<{ call(r: EmitRequest): Promise<Emitted[]> }> {
-  const child = fork(__filename, [], {
-    env: { ...process.env, [ROLE_ENV]: 'emitter', BENCH_WEBHOOK_DB: bench.db.url, BENCH_WEBHOOK_DIR: bench.dir, BENCH_WEBHOOK_WORKSPACE: bench.workspaceId, BENCH_WEBHOOK_CONFIG: JSON.stringify({ ...config, CONCIERGE_ENCRYPTION_KEY: BENCH_KEY }) },
-    execArgv: process.execArgv,
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  bench.cleanup.push(['emitter process', async () => void (child.connected && child.send({ kind: 'stop' }), await exited)]);
-  const waiting = new Map<number, { resolve: (v: Emitted[]) => void; reject: (e: Error) => void }>();
-  let next = 0;
-  child.on('message', (m: { kind: 'ready' } | { kind: 'done'; req: number; items: Emitted[] } | { kind: 'failed'; req: number; message: string }) => {
-    if (m.kind === 'ready') return;
-    const w = waiting.get(m.req);
-    waiting.delete(m.req);
-    if (m.kind === 'done') w?.resolve(m.items);
-    else w?.reject(new Error(`emitter: ${m.message}`));
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.once('message', () => resolve());
-    child.once('exit', (code) => reject(new Error(`the emitter process exited (${code}) before it was ready`)));
-  });
-  return {
-    call: (r) =>
-      new Promise((resolve, reject) => {
-        const req = next++;
-        waiting.set(req, { resolve, reject });
-        child.send({ req, ...r });
-      }),
-  };
-}
-
-async function emitterMain(): Promise<void> {
-  const c = await compose(benchConfig(process.env.BENCH_WEBHOOK_DIR!, JSON.parse(process.env.BENCH_WEBHOOK_CONFIG ?? '{}')), {
-    role: 'cli',
-    databaseUrl: process.env.BENCH_WEBHOOK_DB!,
-    embedded: false,
-  });
-  const workspaceId = process.env.BENCH_WEBHOOK_WORKSPACE!;
-  const emitOne = async (i: number): Promise<Emitted> => {
-    const { deliveryIds } = await c.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
-    const at = performance.timeOrigin + performance.now();
-    if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1`);
-    return { id: deliveryIds[0], at };
-  };
-  process.on('message', (m: ({ req: number } & EmitRequest) | { kind: 'stop' }) => {
-    if (m.kind === 'stop') return void c.close().finally(() => process.exit(0));
-    void (async () => {
+/** The API process: composed as the API is, it emits events when asked. */
+const emitterRole = () =>
+  serveRole<EmitRequest, Emitted[]>(async () => {
+    const c = await compose(benchConfig(process.env.BENCH_WEBHOOK_DIR!, JSON.parse(process.env.BENCH_WEBHOOK_CONFIG ?? '{}')), {
+      role: 'cli',
+      databaseUrl: process.env.BENCH_WEBHOOK_DB!,
+      embedded: false,
+    });
+    const workspaceId = process.env.BENCH_WEBHOOK_WORKSPACE!;
+    const emitOne = async (i: number): Promise<Emitted> => {
+      const { deliveryIds } = await c.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
+      const at = performance.timeOrigin + performance.now();
+      if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1`);
+      return { id: deliveryIds[0], at };
+    };
+    const handle = async (m: EmitRequest) => {
       const items: Emitted[] = [];
       if (m.kind === 'lanes') await inLanes(m.n, m.concurrency, async (i) => void items.push(await emitOne(m.from + i)));
       else {
@@ -425,17 +386,13 @@ async function emitterMain(): Promise<void> {
         }
         await Promise.all(emits);
       }
-      process.send!({ kind: 'done', req: m.req, items });
-    })().catch((err: unknown) => process.send!({ kind: 'failed', req: m.req, message: err instanceof Error ? err.message : String(err) }));
+      return items;
+    };
+    return { handle, stop: () => c.close() };
   });
-  process.on('disconnect', () => void c.close().finally(() => process.exit(0)));
-  process.send!({ kind: 'ready' });
-}
 
-if (require.main === module) {
-  if (process.env[ROLE_ENV] === 'emitter') void emitterMain().catch((err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  });
-  else childMain(measure);
-}
+const inChild = section(module, 'webhook-fanout', measure, { roles: { emitter: emitterRole } });
+/** The production path: the relay's first attempt (retry workflows only for failures). */
+export const benchWebhookFanout = (log: (line: string) => void = console.log) => runWebhookSection('inline', log);
+/** The retry workflow alone, every delivery from attempt 1. */
+export const benchWebhookRetryPath = (log: (line: string) => void = console.log) => runWebhookSection('retry-path', log);

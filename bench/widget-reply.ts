@@ -9,13 +9,11 @@
 //
 // BENCH_WIDGET_SENDS (200), _WARMUP_SENDS (20), _CONVERSATIONS (5), _LLM_DELAY_MS (50),
 // _LLM_CHUNK_MS (5).
-import { OpenAiCompatibleModel } from '../providers/llm/model';
-import { startFakeLlm } from '../dev/fakes/fake-llm';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
-import { benchApi, benchEmbedder, benchTemporal, benchWorker, setUpBench } from './lib/setup';
-import { mean, percentile, round1, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
-import type { Check, Result, RunStats } from './lib/types';
+import { benchEmbedder, benchLlm, benchStack, setUpBench } from './lib/setup';
+import { alternate, ms, now, percentile, round1, sequentialRun, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
+import type { Check, Result } from './lib/types';
 import { createWidgetSite, initConversation, openReplySocket, WIDGET_ORIGIN } from './lib/widget';
 
 const GOAL_OVERHEAD_P50_MS = 20;
@@ -25,9 +23,6 @@ const REPLY_TEXT = 'Your order shipped yesterday and should arrive within two da
 const CHUNK_CHARS = 8;
 /** A reply that has not ended this long after its send fails the section. */
 const REPLY_TIMEOUT_MS = 30_000;
-
-const now = () => performance.now();
-const ms = (x: number) => (Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(1));
 
 function settings() {
   return {
@@ -76,30 +71,14 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const s = settings();
   const bench = await setUpBench(cleanup);
 
-  // ---- The fake model: when each request arrived, by its last user message (unique per sample).
-  const arrivals = new Map<string, number>();
-  const llm = await startFakeLlm({
-    reply: (body: { messages?: Array<{ role: string; content: string | null }> }) => {
-      const lastUser = [...(body.messages ?? [])].reverse().find((m) => m.role === 'user');
-      arrivals.set(lastUser?.content ?? '', now());
-      return { text: REPLY_TEXT };
-    },
-    firstByteDelayMs: s.llmDelayMs,
-    chunkDelayMs: s.llmChunkMs,
-    chunkChars: CHUNK_CHARS,
-  });
-  cleanup.push(['fake model', () => llm.close()]);
-  const llmSettings = { baseUrl: llm.url, model: 'fake-model' };
-  const direct = new OpenAiCompatibleModel(llmSettings);
+  // ---- The fake model (when each request arrived, by its last user message: unique per sample).
+  const llm = await benchLlm(bench, REPLY_TEXT, { firstByteDelayMs: s.llmDelayMs, chunkDelayMs: s.llmChunkMs, chunkChars: CHUNK_CHARS });
 
   // ---- The embedding model the turn's retrieval uses, loaded up front; a worker whose turns call the fake model; the API.
   const embedder = benchEmbedder(bench);
   await embedder.load();
-  const dev = await benchTemporal(bench);
-  await benchWorker(bench, dev, { overrides: { embedder: async () => embedder, services: { llm: llmSettings } } });
-  const api = await benchApi(bench, { overrides: { embedder: async () => embedder }, temporalAddress: dev.address });
-  const workspaceId = bench.workspaceId;
-  const { siteId } = await createWidgetSite(api, workspaceId, INSTRUCTIONS);
+  const { dev, api } = await benchStack(bench, { overrides: { embedder: async () => embedder, services: { llm: llm.settings } }, apiOverrides: { embedder: async () => embedder } });
+  const { siteId } = await createWidgetSite(api, bench.workspaceId, INSTRUCTIONS);
   const clock = new ReplyClock();
   const conversations: string[] = [];
   for (let i = 0; i < s.conversations; i++) {
@@ -116,9 +95,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const headers = { 'x-concierge-site': siteId, origin: WIDGET_ORIGIN, 'content-type': 'application/json' };
   let n = 0;
   const modelSaw = (text: string) => {
-    const arrived = arrivals.get(text);
+    const arrived = llm.saw(text);
     if (arrived === undefined) throw new Error(`the model never saw the request for '${text}'`);
-    arrivals.delete(text);
     return arrived;
   };
   const subject = async (): Promise<Sample> => {
@@ -137,21 +115,14 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const text = `b${n++} where is my order?`;
     let first: number | undefined;
     const t0 = now();
-    const out = await direct.complete({ messages: [{ role: 'system', content: INSTRUCTIONS }, { role: 'user', content: text }] }, () => {
+    const out = await llm.model.complete({ messages: [{ role: 'system', content: INSTRUCTIONS }, { role: 'user', content: text }] }, () => {
       first ??= now();
     });
     const end = now();
     if (out.text !== REPLY_TEXT || first === undefined) throw new Error(`the direct call returned ${JSON.stringify(out.text)}${first === undefined ? ' with no fragment' : ''}`);
     return { firstDelta: first - t0, final: end - t0, modelRequest: modelSaw(text) - t0 };
   };
-  /** `count` samples per side, alternating one for one, the side going first swapping each time. */
-  const pairs = async (count: number) => {
-    const out = { subject: [] as Sample[], baseline: [] as Sample[] };
-    for (let i = 0; i < count; i++) {
-      for (const side of i % 2 === 0 ? (['subject', 'baseline'] as const) : (['baseline', 'subject'] as const)) out[side].push(await (side === 'subject' ? subject() : baseline()));
-    }
-    return out;
-  };
+  const pairs = (count: number) => alternate(count, subject, baseline);
 
   // ---- Warm-up: the first workflow starts and activity runs, model and connection pools, JIT.
   if (s.warmupSends > 0) {
@@ -185,8 +156,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
   const f = figures;
   // Sequential: req/s = replies a second one client gets, each to its end; latency: to the first fragment.
-  const run = (target: string, xs: Sample[], status: string): RunStats =>
-    ({ ...runStats(target, 1, xs.reduce((a, x) => a + x.final, 0) / 1000, xs.length, pick(xs, 'firstDelta'), 1, { [status]: xs.length }), requestsPerSec: 1000 / mean(pick(xs, 'final')) });
+  const run = (target: string, xs: Sample[], status: string) => sequentialRun(target, pick(xs, 'firstDelta'), { [status]: xs.length }, undefined, pick(xs, 'final'));
   const runs = [run('widget async send', sub, '202'), run('model direct', base, 'ok')];
   const targets = runs.map((r) => summarizeTarget(runs, r.target));
   const check: Check = { name: 'widget-reply overhead to first reply_delta p50', value: overhead.p50, unit: 'ms', goal: `< ${GOAL_OVERHEAD_P50_MS}`, pass: overhead.p50 < GOAL_OVERHEAD_P50_MS };
@@ -209,16 +179,11 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     settings: { ...s, seconds: round1(seconds), temporal: 'temporal server start-dev, SQLite file', order: 'subject and baseline samples alternate one for one' },
     runs,
     targets,
-    comparisons: [],
     checks: [check],
     headlines,
     details: { latencyMs: figures },
   };
 }
 
-export function benchWidgetReply(log: (line: string) => void = console.log): Promise<Result> {
-  // The turn's logger (services) would print a line per warning; the figures are what counts here.
-  return runInChild(__filename, 'widget-reply', log, { LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' });
-}
-
-if (require.main === module) childMain(measure);
+// The turn's logger (services) would print a line per warning; the figures are what counts here.
+export const benchWidgetReply = section(module, 'widget-reply', measure, { env: { LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' } });

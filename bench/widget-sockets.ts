@@ -10,10 +10,10 @@
 // _PUBLISHERS (10 in flight), _DRAIN_MS (5000: wait for missing frames).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { publishFrame, type ChatNotice } from '../domain/chat/frames';
-import { childMain, runInChild, type Cleanup } from './lib/child';
+import { section, type Cleanup } from './lib/child';
 import { envNumber, loadSettings } from './lib/load';
 import { benchApi, benchCompose, listenOn, setUpBench, type BenchApi } from './lib/setup';
-import { compareTargets, percentile, round1, runStats, spread, summarizeTarget } from './lib/stats';
+import { compareTargets, now, percentile, round1, runStats, spread, summarizeTarget } from './lib/stats';
 import type { Check, Result, RunStats } from './lib/types';
 import { createWidgetSite, initConversation, openReplySocket } from './lib/widget';
 
@@ -21,7 +21,6 @@ const TARGET_RATIO = 0;
 const BUS_CHANNEL = 'bench_frames';
 const ROUND_TRIP_CHANNEL = 'bench_round_trip';
 
-const now = () => performance.now();
 const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
 
 function settings() {
@@ -219,8 +218,4 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
 }
 
-export function benchWidgetSockets(log: (line: string) => void = console.log): Promise<Result> {
-  return runInChild(__filename, 'widget-sockets', log);
-}
-
-if (require.main === module) childMain(measure);
+export const benchWidgetSockets = section(module, 'widget-sockets', measure);

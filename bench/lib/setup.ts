@@ -20,6 +20,8 @@ import type { Services } from '../../app/services';
 import { findTemporalCli, startDevServer, type DevServer } from '../../dev/embedded/temporal';
 import { connectWorker } from '../../worker/connection';
 import { installRuntime, startWorker } from '../../worker/runtime';
+import { lastUserText, startFakeLlm, type FakeLlmOptions } from '../../dev/fakes/fake-llm';
+import { OpenAiCompatibleModel } from '../../providers/llm/model';
 import type { Cleanup } from './child';
 
 /** The server the scratch databases are made on (its maintenance database). */
@@ -103,8 +105,12 @@ export type BenchApi = Awaited<ReturnType<typeof startApi>> & { c: Composition; 
 
 /** An API process (startApi) listening on a free port of 127.0.0.1. */
 export async function benchApi(b: Bench, s: ComposeSettings & { rateStore?: ApiOptions['rateStore'] } = {}): Promise<BenchApi> {
-  const c = await benchCompose(b, 'api', s);
-  const { app, chatHub } = await startApi(c, { rateStore: s.rateStore ?? 'memory', logger: false });
+  return serveApi(await benchCompose(b, 'api', s), s.rateStore);
+}
+
+/** startApi on a composition, listening on a free port of 127.0.0.1 (closed with the composition). */
+async function serveApi(c: Composition, rateStore: ApiOptions['rateStore'] = 'memory'): Promise<BenchApi> {
+  const { app, chatHub } = await startApi(c, { rateStore, logger: false });
   const url = await listen(app);
   return { c, app, chatHub, url, wsUrl: url.replace(/^http/, 'ws') };
 }
@@ -124,12 +130,36 @@ export async function benchTemporal(b: Bench): Promise<DevServer> {
 }
 
 /** A worker process (startWorker: worker, outbox relay, schedules) on the dev server, composed as worker/main.ts does; `instrument` runs before it starts. */
-export async function benchWorker(b: Bench, dev: DevServer, s: ComposeSettings = {}, instrument?: (c: Composition) => void): Promise<Composition> {
+export async function benchWorker(b: Bench, dev: DevServer, s: ComposeSettings = {}, instrument?: (c: Composition) => void, run?: Parameters<typeof startWorker>[1]): Promise<Composition> {
   // As worker/main.ts: the client on the worker's native connection (the relay's starts are eager).
   const c = await benchCompose(b, 'worker', { connectWorker, ...s, temporalAddress: dev.address });
   instrument?.(c);
-  await startWorker(c);
+  await startWorker(c, run);
   return c;
+}
+
+export interface StackSettings extends ComposeSettings {
+  /** One composition (role both, the API's client on the worker's native connection) as `npm start`; else a worker and an API apart. */
+  oneProcess?: boolean;
+  /** The API's overrides when apart (default: the worker's). */
+  apiOverrides?: ComposeOverrides;
+  /** Runs on the worker's composition before the worker starts. */
+  instrument?: (c: Composition) => void;
+  onVoiceTurn?: NonNullable<Parameters<typeof startWorker>[1]>['onVoiceTurn'];
+}
+
+/** A Temporal dev server, a worker and an API on it: one composition or two (`oneProcess`). */
+export async function benchStack(b: Bench, s: StackSettings = {}): Promise<{ dev: DevServer; worker: Composition; api: BenchApi }> {
+  const dev = await benchTemporal(b);
+  const run = { onVoiceTurn: s.onVoiceTurn };
+  if (!s.oneProcess) {
+    const worker = await benchWorker(b, dev, s, s.instrument, run);
+    return { dev, worker, api: await benchApi(b, { config: s.config, overrides: s.apiOverrides ?? s.overrides, temporalAddress: dev.address }) };
+  }
+  const c = await benchCompose(b, 'both', { ...s, temporalAddress: dev.address, connectWorker });
+  s.instrument?.(c);
+  await startWorker(c, run);
+  return { dev, worker: c, api: await serveApi(c) };
 }
 
 /** The local embedding model, disposed at the end (pass it as `overrides.embedder: async () => embedder`). */
@@ -147,6 +177,23 @@ export async function listenOn(b: Bench, channel: string, on: (payload: string, 
   pg.on('notification', (msg) => msg.channel === channel && on(msg.payload ?? '', performance.now()));
   await pg.query(`listen ${channel}`);
   return pg;
+}
+
+/**
+ * The fake model (dev/fakes/fake-llm) answering `text` to everything, stopped at the end; `saw(text)`: when a
+ * request whose last user message was `text` arrived (performance.now()), once.
+ */
+export async function benchLlm(b: Bench, text: string, opts: Omit<FakeLlmOptions, 'reply'> = {}) {
+  const arrivals = new Map<string, number>();
+  const llm = await startFakeLlm({ ...opts, reply: (body) => (arrivals.set(lastUserText(body), performance.now()), { text }) });
+  b.cleanup.push(['fake model', () => llm.close()]);
+  const settings = { baseUrl: llm.url, model: 'fake-model' };
+  const saw = (sent: string) => {
+    const at = arrivals.get(sent);
+    arrivals.delete(sent);
+    return at;
+  };
+  return { url: llm.url, settings, model: new OpenAiCompatibleModel(settings), saw };
 }
 
 export async function createKey(services: Services, workspaceId: string, scopes: Scope[]): Promise<{ id: string; key: string }> {

@@ -23,6 +23,40 @@ export function spread(xs: number[]): Spread {
 }
 
 export const round1 = (n: number): number => Math.round(n * 10) / 10;
+export const now = () => performance.now();
+/** Milliseconds as the sections print them: whole from 100 up, else one decimal. */
+export const ms = (x: number) => (Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(1));
+
+/** `n` calls of `f(i)` one after another: each one's milliseconds. */
+export async function timeEach(n: number, f: (i: number) => Promise<unknown>): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = now();
+    await f(i);
+    out.push(now() - t0);
+  }
+  return out;
+}
+
+/** `count` samples per side, one for one, the side going first swapping each time. */
+export async function alternate<S>(count: number, subject: (i: number) => Promise<S>, baseline: (i: number) => Promise<S>): Promise<{ subject: S[]; baseline: S[] }> {
+  const out = { subject: [] as S[], baseline: [] as S[] };
+  for (let i = 0; i < count; i++) {
+    for (const side of i % 2 === 0 ? (['subject', 'baseline'] as const) : (['baseline', 'subject'] as const)) out[side].push(await (side === 'subject' ? subject(i) : baseline(i)));
+  }
+  return out;
+}
+
+/** A RunStats for sequential samples: req/s = 1000 / mean of `perSample` (default: the latencies). */
+export function sequentialRun(target: string, latenciesMs: number[], status: Record<string, number>, seconds?: number, perSample = latenciesMs): RunStats {
+  const r = runStats(target, 1, seconds ?? perSample.reduce((a, x) => a + x, 0) / 1000, latenciesMs.length, latenciesMs, 1, status);
+  return { ...r, requestsPerSec: 1000 / mean(perSample) };
+}
+
+/** A Comparison from two rates (a section's own figures rather than rounds of RunStats). */
+export function comparison(c: Omit<Comparison, 'ratio' | 'pass'>, ratio = c.subjectRequestsPerSec / c.baselineRequestsPerSec): Comparison {
+  return { ...c, ratio, pass: ratio >= c.target };
+}
 
 /** One target's aggregate over its measured rounds (round > 0). */
 export function summarizeTarget(runs: RunStats[], target: string): TargetSummary {

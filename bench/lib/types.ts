@@ -49,14 +49,14 @@ export interface Check {
   pass: boolean;
 }
 
-/** What each section returns to bench/run.ts (`details`: section-specific figures, kept in the JSON as they are). */
+/** What each section returns to bench/run.ts (`details`: section-specific figures, kept in the JSON as they are; runs, targets and comparisons left out are empty). */
 export interface Result {
   section: string;
   description: string;
   settings: Record<string, unknown>;
-  runs: RunStats[];
-  targets: TargetSummary[];
-  comparisons: Comparison[];
+  runs?: RunStats[];
+  targets?: TargetSummary[];
+  comparisons?: Comparison[];
   checks?: Check[];
   headlines?: string[];
   finishedAt?: string;

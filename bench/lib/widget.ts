@@ -1,24 +1,26 @@
 import WebSocket from 'ws';
 import type { Cleanup } from './child';
+import type { Scope } from '../../domain/keys/scopes';
 import { createKey, type BenchApi } from './setup';
 
 /** The page origin the benchmark widgets run on (the site's allowed origin). */
 export const WIDGET_ORIGIN = 'https://shop.example';
 
-/** An agent created and published through the API, as an operator would. */
-export async function publishAgent(api: BenchApi, authorization: string, payload: Record<string, unknown>): Promise<string> {
+/** An agent created and published through the API with a new key, as an operator would; and the key. */
+export async function publishAgent(api: BenchApi, workspaceId: string, payload: Record<string, unknown>, scopes: Scope[] = []): Promise<{ agentId: string; key: string }> {
+  const { key } = await createKey(api.c.services, workspaceId, ['workflows:write', 'workflows:publish', ...scopes]);
+  const authorization = `Bearer ${key}`;
   const created = await api.app.inject({ method: 'POST', url: '/api/v1/agents', headers: { authorization }, payload });
   if (created.statusCode !== 201) throw new Error(`POST /api/v1/agents answered ${created.statusCode}: ${created.body}`);
   const agentId = created.json().id as string;
   const published = await api.app.inject({ method: 'POST', url: `/api/v1/agents/${agentId}/publish`, headers: { authorization } });
   if (published.statusCode >= 300) throw new Error(`publish answered ${published.statusCode}: ${published.body}`);
-  return agentId;
+  return { agentId, key };
 }
 
-/** A published agent with a web_chat trigger and a site for it. */
-export async function createWidgetSite(api: BenchApi, workspaceId: string, instructions: string): Promise<{ agentId: string; siteId: string }> {
-  const { key } = await createKey(api.c.services, workspaceId, ['workflows:write', 'workflows:publish']);
-  const agentId = await publishAgent(api, `Bearer ${key}`, { name: 'Bench shop helper', instructions, triggers: { web_chat: { allowed_origins: [WIDGET_ORIGIN] } } });
+/** A published agent with a web_chat trigger (`webChat`: more of its settings) and a site for it. */
+export async function createWidgetSite(api: BenchApi, workspaceId: string, instructions: string, name = 'Bench shop helper', webChat: Record<string, unknown> = {}): Promise<{ agentId: string; siteId: string }> {
+  const { agentId } = await publishAgent(api, workspaceId, { name, instructions, triggers: { web_chat: { allowed_origins: [WIDGET_ORIGIN], ...webChat } } });
   const site = await api.c.services.sites.create(workspaceId, agentId, [WIDGET_ORIGIN]);
   return { agentId, siteId: site.site_id };
 }

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { PassThrough } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import PDFDocument from 'pdfkit';
@@ -19,6 +19,7 @@ import * as XLSX from '@e965/xlsx';
 import yazl from 'yazl';
 import * as PImage from 'pureimage';
 import MailComposer from 'nodemailer/lib/mail-composer';
+import { passage, prng, TOPICS } from './prose';
 
 const execFileAsync = promisify(execFile);
 
@@ -58,7 +59,8 @@ export function writeFile(dir: string, name: string, data: Buffer | string): str
   return p;
 }
 
-async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
+/** Everything a stream yields (a PDFDocument's bytes). */
+export async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of stream) chunks.push(Buffer.isBuffer(c) ? c : Buffer.from(c as string));
   return Buffer.concat(chunks);
@@ -602,4 +604,65 @@ export function makeDoc(paragraphs: string[]): Buffer {
     { name: 'WordDocument', data: word },
     { name: '1Table', data: table },
   ]);
+}
+
+// ---------------------------------------------------------------------------------------
+// The benchmarks' inputs: a help-centre handbook of support prose, an order export of any size.
+
+/**
+ * A help-centre handbook: every page a heading and 85-115% of `wordsPerPage` words of
+ * paragraphs on one topic (A4, 10.5 pt). Text that would not fit is cut at the page's
+ * bottom margin, so the PDF has exactly `pages` pages (checked).
+ */
+export async function makeHandbookPdf(pages: number, wordsPerPage: number, seed = 42): Promise<{ pdf: Buffer; words: number }> {
+  const rand = prng(seed);
+  const doc = new PDFDocument({ autoFirstPage: false, compress: true, info: { Title: 'Customer support handbook' } });
+  const done = collect(doc);
+  let added = 0;
+  let words = 0;
+  doc.on('pageAdded', () => added++);
+  for (let p = 0; p < pages; p++) {
+    doc.addPage({ size: 'A4', margins: { top: 56, bottom: 56, left: 64, right: 64 } });
+    const topic = TOPICS[Math.floor(p / 4) % TOPICS.length];
+    const heading = `${p + 1}. ${topic.title}`;
+    const body = passage(rand, topic, Math.round(wordsPerPage * (0.85 + 0.3 * rand())));
+    words += body.join(' ').split(/\s+/).length;
+    const width = doc.page.width - 128;
+    doc.font('Helvetica-Bold').fontSize(15).text(heading, 64, 56, { width });
+    doc.moveDown(0.6);
+    const height = doc.page.height - 56 - doc.y;
+    doc.font('Helvetica').fontSize(10.5).text(body.join('\n\n'), { width, height, ellipsis: true, lineGap: 1.5 });
+  }
+  doc.end();
+  const pdf = await done;
+  if (added !== pages) throw new Error(`the generated PDF has ${added} pages, expected ${pages}: text overflowed a page`);
+  return { pdf, words };
+}
+
+/** A CSV order export of exactly `bytes` bytes, 64 KB at a time from a pool of pre-built blocks. */
+export function orderExportCsv(bytes: number): Readable {
+  const rand = prng(2024);
+  const pick = (xs: string[]) => xs[Math.floor(rand() * xs.length)];
+  const block = (b: number) => {
+    let text = '';
+    for (let i = 0; text.length < 64 * 1024; i++) {
+      text +=
+        `${100000 + b * 1000 + i},2026-${String(1 + Math.floor(rand() * 12)).padStart(2, '0')}-${String(1 + Math.floor(rand() * 28)).padStart(2, '0')},` +
+        `customer${Math.floor(rand() * 1e6)}@example.com,${pick(['standing desk', 'espresso machine', 'winter jacket', 'gift card'])},${pick(['delivered', 'shipped', 'refunded', 'returned'])},` +
+        `${(rand() * 500).toFixed(2)},"Customer asked about delivery times and the returns window for order ${b}-${i}"\n`;
+    }
+    return Buffer.from(text);
+  };
+  const pool = [Buffer.from('order_id,date,customer,product,status,amount_eur,notes\n'), ...Array.from({ length: 64 }, (_, b) => block(b))];
+  let sent = 0;
+  let n = 0;
+  return new Readable({
+    read() {
+      if (sent >= bytes) return void this.push(null);
+      const next = pool[n === 0 ? n++ : 1 + (n++ % 64)];
+      const take = Math.min(next.length, bytes - sent);
+      sent += take;
+      this.push(next.subarray(0, take));
+    },
+  });
 }

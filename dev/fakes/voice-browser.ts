@@ -4,7 +4,7 @@ import path from 'node:path';
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU } from 'werift';
 import WebSocket from 'ws';
 import { decodeMulaw, encodeMulaw, wavToMono } from '../../lib/audio/audio';
-import type { TranscriptFrame } from '../../domain/voice/types';
+import type { TranscriptFrame } from '../../domain/ports/voice';
 
 /** espeak-ng speech at 8 kHz, as the phone line / PCMU leg carries it (the WAV is written in `dir`). */
 export function speech8k(text: string, dir: string): Int16Array {

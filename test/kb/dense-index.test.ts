@@ -1,18 +1,9 @@
 import { exactTopK, WorkspaceVectors, type VectorRow } from '../../domain/kb/dense-index';
+import { prng } from '../../dev/fakes/prose';
 
 const DIM = 384;
 
 /** Seeded, so a failure can be replayed. */
-function prng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const rand = prng(42);
 /** Box-Muller, both values of each pair used (the test makes millions). */
 let spare: number | null = null;

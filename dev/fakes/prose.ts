@@ -1,4 +1,4 @@
-/** Deterministic customer-support prose (help-centre articles from sentence templates with slots): the same seed, the same text. */
+/** Deterministic customer-support prose (help-centre articles from sentence templates with slots) for benches and tests: the same seed, the same text. */
 
 /** mulberry32: a small, fast, seedable PRNG (uniform in [0, 1)). */
 export function prng(seed: number): () => number {

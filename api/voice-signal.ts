@@ -39,7 +39,7 @@ interface Connection {
 
 /**
  * The direct transport's signalling socket (`rtc_url`, `/api/voice/rtc`). Protocol (also
- * in the README): the browser sends `{type: join, token}` (the rtc_token, never in the
+ * in docs/voice.md): the browser sends `{type: join, token}` (the rtc_token, never in the
  * URL), gets `{type: joined, room, ice_servers}`; sends `{type: offer, sdp}` (all ICE
  * candidates gathered), gets `{type: answer, sdp}` from the agent's peer, wherever the
  * worker runs (the offer and answer meet in the session's row; NOTIFY wakes each side);

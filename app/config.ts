@@ -58,7 +58,7 @@ export const configSchema = z.object({
       .default('http://127.0.0.1:8233,http://localhost:8233')
       .transform((s) => s.split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean)),
   ),
-  /** Token for GET /metrics on the API's port (Bearer). Unset: /metrics answers 404 there (README "Metrics"). */
+  /** Token for GET /metrics on the API's port (Bearer). Unset: /metrics answers 404 there (docs/operations.md "Metrics"). */
   METRICS_TOKEN: z.preprocess(emptyToUndefined, z.string().min(32, 'must be 32 characters or more (openssl rand -hex 32)').optional()),
   /** A metrics listener of this process's own (GET /metrics; the worker has no other). Unset: none. */
   METRICS_PORT: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(65535).optional()),
@@ -335,15 +335,15 @@ export const configSchema = z.object({
   MSGAPP_APP_SECRET: optionalString,
   /** What the provider's webhook verification handshake must present (hub.verify_token). */
   MSGAPP_VERIFY_TOKEN: optionalString,
-  /** Keep-alive `ping` frame interval of the widget socket (the spec's 30 s); authorization is re-checked on each tick. */
+  /** Keep-alive `ping` frame interval of the widget socket (the contract's 30 s, docs/contract.md); authorization is re-checked on each tick. */
   CHAT_PING_INTERVAL_MS: positiveInt(30_000),
   /** Reply sockets open at once to one conversation, per API process (a visitor's tabs and devices). Over it: 429 before the upgrade. */
   CHAT_MAX_SOCKETS_PER_CONVERSATION: positiveInt(10),
   /** Reply sockets open at once from one client address, per API process (room for visitors behind one NAT). */
   CHAT_MAX_SOCKETS_PER_ADDRESS: positiveInt(100),
-  /** Widget requests a minute per site and client address (DECISIONS "Widget"). */
+  /** Widget requests a minute per site and client address (docs/decisions.md "Widget"). */
   WIDGET_RATE_LIMIT_PER_CLIENT: positiveInt(300),
-  /** Widget sends a minute per conversation (DECISIONS "Widget"). */
+  /** Widget sends a minute per conversation (docs/decisions.md "Widget"). */
   WIDGET_SENDS_PER_CONVERSATION: positiveInt(30),
   /** Refused widget requests and socket handshakes (unknown site, Origin not allowed, suspended site) a minute per client
    *  address, per API process; past it, 429 before any database lookup. */

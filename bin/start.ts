@@ -29,7 +29,7 @@ function describeStructured(config: Config): string {
   return 'no model (npm run models:fetch installs the local one, or set STRUCTURED_BASE_URL / LLM_BASE_URL); the endpoint answers 503 llm_not_configured';
 }
 
-/** Where Prometheus scrapes this process (README "Metrics"): nothing is served unless configured. */
+/** Where Prometheus scrapes this process (docs/operations.md "Metrics"): nothing is served unless configured. */
 function describeMetrics(config: Config, base: string): string {
   const where = [
     config.METRICS_TOKEN ? `${base}/metrics (Bearer METRICS_TOKEN)` : null,

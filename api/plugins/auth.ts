@@ -37,7 +37,7 @@ function rateHeaders(d: RateDecision): Record<string, string> {
 /**
  * Deny by default. Registering a route that declares neither a scope nor `public`
  * throws, so the app cannot boot with an unguarded route. Each guarded request then
- * runs the spec's four checks in order: key format/known (401 invalid_api_key), key
+ * runs the contract's four checks in order (docs/contract.md): key format/known (401 invalid_api_key), key
  * active (401 revoked_api_key), scope (403 insufficient_scope), rate limits per key and
  * per workspace (429 rate_limited). It runs in onRequest, before the body is read.
  */

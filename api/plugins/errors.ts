@@ -5,7 +5,7 @@ import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from '@fastify/type-provider-zod';
 import { ApiError } from '../../domain/errors';
 
-/** Fastify's own client errors, mapped to the spec's envelope. */
+/** Fastify's own client errors, mapped to the contract's envelope (docs/contract.md). */
 const FASTIFY_CLIENT_ERRORS: Record<string, (err: FastifyError) => ApiError> = {
   FST_ERR_CTP_INVALID_JSON_BODY: () => new ApiError(400, 'invalid_request', 'body: malformed JSON'),
   FST_ERR_CTP_EMPTY_JSON_BODY: () => new ApiError(400, 'invalid_request', "body: empty, but Content-Type is 'application/json'"),
@@ -54,7 +54,7 @@ function describeValidation(err: FastifyError): string {
   return issues.join('; ') || 'request failed validation';
 }
 
-/** Any thrown value as the spec's error; 5xx bodies stay generic and the details go to the log. */
+/** Any thrown value as the contract's error (docs/contract.md); 5xx bodies stay generic and the details go to the log. */
 function toApiError(err: FastifyError, request: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
   if (hasZodFastifySchemaValidationErrors(err)) return new ApiError(400, 'invalid_request', describeValidation(err));

@@ -260,7 +260,7 @@ function documentSocket(doc: OpenAPIV3_1.Document): void {
   };
 }
 
-/** The direct voice transport's signalling socket: the frames both ways (README, "Voice"). */
+/** The direct voice transport's signalling socket: the frames both ways (docs/voice.md, "Transport direct"). */
 const VoiceSignalFrame = z
   .union([
     z.object({ type: z.literal('join'), token: z.string().meta({ description: 'browser → server, first: the rtc_token of /voice/start' }) }),

@@ -16,7 +16,7 @@ export const voiceSignalRoutes: FastifyPluginAsyncZod<{ signalling: VoiceSignall
     config: { public: true },
     schema: {
       operationId: 'voiceSignal',
-      summary: "Voice signalling socket (direct transport): WebSocket upgrade; frames join → joined, offer → answer (see the README's Voice section)",
+      summary: "Voice signalling socket (direct transport): WebSocket upgrade; frames join → joined, offer → answer (see docs/voice.md)",
       tags: ['Widget'],
       response: {
         429: ErrorBody.meta({ description: 'rate_limited: too many signalling sockets open from this client address (VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS, 20 by default), with Retry-After' }),

@@ -5,7 +5,7 @@ import { Card, Chart, Citation } from '../../domain/chat/elements';
 /**
  * The frames of the reply socket (`GET /api/chat/connect`), as JSON text messages: the
  * OpenAPI document has no socket operation type, so they are a component referenced by
- * the upgrade's 101 response (DECISIONS: the reply socket is described for generators).
+ * the upgrade's 101 response (docs/decisions.md "Everywhere": the reply socket is described for generators).
  * Mirrors `ChatFrame` in domain/chat/frames.ts.
  */
 const ReplyId = z.string().meta({ description: 'Equals the `reply_id` of the 202 that accepted the message' });

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Blob references (security report, round 2, item 7). The blob store is content-addressed
+ * Blob references (docs/security.md, "Shared bytes are deleted last"). The blob store is content-addressed
  * and shared by every owner of bytes, across workspaces; a blob may be deleted only when no
  * owner refers to it (domain/storage/blob-refs.ts asks every owner table). This adds:
  * - `blob_holds`: owners with no row of their own, whose bytes must outlive any other

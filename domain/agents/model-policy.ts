@@ -1,5 +1,5 @@
 /**
- * What the installation's language-model key may be spent on (security report, item 9):
+ * What the installation's language-model key may be spent on (docs/security.md, "The operator's model key"):
  * an operator allow-list of models and a cap on a turn's output tokens. A tenant's agent
  * names its model and `max_tokens`; on the operator's key only allowed models run, and
  * never above the cap, whatever set the spec (the API refuses such a spec with 400, and a

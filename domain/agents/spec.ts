@@ -138,7 +138,7 @@ export const AgentSpec = z
 
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
-/** A full example, shown in the OpenAPI description and the README. */
+/** A full example, shown in the OpenAPI description and docs/agents.md. */
 export const EXAMPLE_SPEC: z.input<typeof AgentSpec> = {
   name: 'Acme support',
   instructions: 'You answer questions about Acme orders politely and briefly. Cite the knowledge base.',

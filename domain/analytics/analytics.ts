@@ -10,7 +10,7 @@ import type { FeedbackCounts } from '../widget/feedback';
  * agent's and human agents' replies `out`), handoffs by the conversation's timeline.
  * Windows are half-open, `[from, to)`; the default is the last 30 days.
  *
- * Definitions (the README repeats them):
+ * Definitions (docs/analytics-billing-support.md repeats them):
  * - `conversations`: conversations started in the window;
  * - `handoffs`: those of them a human was asked to take (a `handoff` on their timeline);
  * - `resolved_without_handoff`: those the agent answered at least once and never handed over;

@@ -8,7 +8,7 @@ import { newId } from '../../lib/ids';
 export const USAGE_CURSOR = /^(\d{4}-\d{2}-\d{2})\.([A-Za-z0-9_-]{0,400})$/;
 import type { ModelPolicy } from '../agents/model-policy';
 
-/** What each usage kind costs per unit, in BILLING_CURRENCY (config defaults; documented in the README). */
+/** What each usage kind costs per unit, in BILLING_CURRENCY (config defaults; documented in docs/analytics-billing-support.md). */
 export interface Prices {
   currency: string;
   msgapp_message: number;

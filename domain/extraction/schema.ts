@@ -209,7 +209,7 @@ export function compileUserSchema(parsed: unknown): UserSchema {
   if (!isObject(parsed)) throw badSchema('must be a JSON object');
   const draft = draftOf(parsed);
   checkShape(parsed);
-  // The answer is a JSON object (DECISIONS "Structured extraction"): model servers' json_schema mode requires an object at the root.
+  // The answer is a JSON object (docs/decisions.md "Structured extraction"): model servers' json_schema mode requires an object at the root.
   if (parsed.type !== 'object') throw badSchema('the root must have "type": "object"');
   const why = unsatisfiable(parsed, '');
   if (why) throw badSchema(`unsatisfiable: ${why}`);

@@ -1,4 +1,4 @@
-/** Every scope of the spec's table, with its console label. */
+/** Every scope of the contract's table (docs/api.md), with its console label. */
 export const SCOPES = {
   'workflows:read': 'Read agents',
   'workflows:write': 'Create and edit agents',

@@ -46,7 +46,7 @@ export const SESSION_WINDOW_HOURS = 24;
 const invalid = (message: string) => new ApiError(400, 'invalid_request', message);
 
 /**
- * The send rules of the spec, in order, with their codes. Reads only: nothing is
+ * The contract's send rules (docs/contract.md), in order, with their codes. Reads only: nothing is
  * recorded until every rule passed (rule 4: "before anything is recorded").
  */
 export async function planSend(em: EntityManager, workspaceId: string, body: SendBody): Promise<SendPlan> {

@@ -86,7 +86,7 @@ export class CallService {
   }
 
   /**
-   * What every dial-out checks, in the contract's order: the agent's web_chat.dial_out
+   * What every dial-out checks, in the contract's order (docs/contract.md): the agent's web_chat.dial_out
    * toggle (403 dial_out_not_enabled), the number and its destination (400
    * invalid_phone_number), this installation's telephony and speech (503
    * dial_out_prereq_failed). The destination.

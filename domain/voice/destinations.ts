@@ -7,7 +7,7 @@ import { ApiError } from '../errors';
 /**
  * Number types a workspace may allow for dial-out (libphonenumber's types, lower case).
  * Premium-rate, shared-cost and unknown types are not among them: they are never dialled
- * (DECISIONS "Dial-out destinations"), whatever a workspace says.
+ * (docs/decisions.md "Widget": dial-out destinations), whatever a workspace says.
  */
 export const DIALABLE_TYPES = ['fixed_line', 'mobile', 'toll_free', 'voip', 'uan', 'personal_number', 'pager', 'voicemail'] as const;
 export type DialableType = (typeof DIALABLE_TYPES)[number];

@@ -137,7 +137,7 @@ export class WidgetSessionService {
     return phone;
   }
 
-  /** The identity level of a request that names no conversation (the spec's 403s). */
+  /** The identity level of a request that names no conversation (the contract's 403s, docs/contract.md). */
   async identifyOnSite(site: SiteRow, ctx: UserContext | undefined): Promise<AuthLevel> {
     return this.sites.identify(site, ctx, await this.requiresVerification(site));
   }
@@ -166,7 +166,7 @@ export class WidgetSessionService {
     return { agent: agentCard(agent), appearance: site.appearance, capabilities: { file_upload: web?.file_upload ?? false } };
   }
 
-  /** The visitor's identity level under the agent's web-chat settings (the spec's 403s). */
+  /** The visitor's identity level under the agent's web-chat settings (the contract's 403s, docs/contract.md). */
   identify(site: SiteRow, spec: AgentSpec, ctx: UserContext | undefined): AuthLevel {
     return this.sites.identify(site, ctx, requiresVerification(spec));
   }

@@ -195,7 +195,7 @@ export class SiteService {
     return { site_id: r.id, workspace_id: r.workspace_id, agent_id: r.agent_id, status: r.status, allowed_origins: r.allowed_origins, ui_commands: r.ui_commands, appearance: r.appearance };
   }
 
-  /** The checks every widget request passes, in the spec's order of codes. */
+  /** The checks every widget request passes, in the contract's order of codes (docs/contract.md). */
   async authenticate(siteId: string | undefined, origin: string | undefined): Promise<SiteRow> {
     if (!siteId) throw new ApiError(400, 'missing_site_id', 'X-Concierge-Site: required');
     const site = await this.em.fork().findOne(Site, { id: siteId });
@@ -211,7 +211,7 @@ export class SiteService {
     return (await this.em.fork().find(Site, { id: { $in: siteIds } })).map(siteRow);
   }
 
-  /** The identity level of a request; throws the spec's 403s. */
+  /** The identity level of a request; throws the contract's 403s (docs/contract.md). */
   identify(site: SiteRow, ctx: UserContext | undefined, requireVerification: boolean): AuthLevel {
     if (!ctx?.external_id) return 'anonymous';
     if (!ctx.user_hash) {

@@ -65,7 +65,7 @@ export class MediaTooLong extends ExtractionError {
 
 /**
  * Extraction worked but the file holds no text: a photo, a blank scan, a silent recording.
- * The knowledge base treats it as a failure (DECISIONS: zero text is an error); a widget
+ * The knowledge base treats it as a failure (docs/decisions.md "Knowledge base": zero text is an error); a widget
  * upload does not (a visitor's photo is a normal attachment).
  */
 export class NoTextExtracted extends ExtractionError {}

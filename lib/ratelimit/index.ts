@@ -119,7 +119,7 @@ export class RefusalLimiter {
 
 /**
  * The per-key and per-workspace limits every authenticated request counts against, and
- * the widget's (DECISIONS "Widget"): per site and client address, sends per conversation,
+ * the widget's (docs/decisions.md "Widget"): per site and client address, sends per conversation,
  * and refused site checks per client address.
  */
 export interface RequestLimits {
@@ -184,7 +184,7 @@ export interface WidgetLimits {
   work?: Partial<WidgetWorkLimits>;
 }
 
-/** DECISIONS "Widget" for the first two; refusals: a page that is set up right is never refused at all. */
+/** docs/decisions.md "Widget" for the first two; refusals: a page that is set up right is never refused at all. */
 export const WIDGET_LIMITS: Required<WidgetLimits> = { perSiteClient: 300, sendsPerConversation: 30, refusalsPerAddress: 30, work: WIDGET_WORK_LIMITS };
 
 export async function createRequestLimits(

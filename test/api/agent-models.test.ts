@@ -8,8 +8,8 @@ import { recordSecret } from '../support/secret-log';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 
 /**
- * The installation's LLM key is spent only as the operator allows (security report, item
- * 9): an allow-list of models and a max_tokens cap, refused where a request sets them and
+ * The installation's LLM key is spent only as the operator allows (docs/security.md, "The
+ * operator's model key"): an allow-list of models and a max_tokens cap, refused where a request sets them and
  * applied again when the turn runs (whatever stored the spec), per-model prices in the
  * usage report, and a workspace's own llm credential free of both.
  */

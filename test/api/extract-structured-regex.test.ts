@@ -5,7 +5,7 @@ import { multipart } from '../support/kb';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 
 /**
- * Callers' regular expressions in extraction schemas (security report, item 1): the
+ * Callers' regular expressions in extraction schemas (docs/security.md, "What a caller makes us run is bounded"): the
  * report's ReDoS (`^(a+)+(?!)$` against a run of a's copied by the model) is refused up
  * front; a pattern RE2 runs but V8 would backtrack on no longer stops the process; and
  * validation past its deadline ends in 422 extraction_failed with its thread terminated.

@@ -84,7 +84,7 @@ describe('metrics', () => {
     expect((await t.app.inject({ method: 'GET', url: '/metrics', headers: auth })).statusCode).toBe(401);
   });
 
-  test('exposes every family named in the README, typed, in valid text exposition, with process metrics', async () => {
+  test('exposes every family named in docs/operations.md, typed, in valid text exposition, with process metrics', async () => {
     const e = await scrape();
     expect(Object.fromEntries([...e.types].filter(([n]) => n.startsWith('concierge_')))).toEqual({
       concierge_http_requests_total: 'counter',

@@ -7,7 +7,7 @@ import { composeProblems, interpolate, parseCompose, portHostIp, readCompose, RO
 // compose does it, and every service's settings are checked against app/config.ts.
 // Each rule is shown to fail on a broken copy of the file.
 
-/** What an operator exports before `docker compose up` (the README's command). */
+/** What an operator exports before `docker compose up` (docs/deployment.md's command). */
 const ENV = { CONCIERGE_ENCRYPTION_KEY: randomBytes(32).toString('hex'), S3_SECRET_ACCESS_KEY: randomBytes(12).toString('hex') };
 
 const real = readCompose();

@@ -6,7 +6,7 @@ const secret = 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA';
 const body = JSON.stringify({ id: 'evt_1', event: 'message.status', created_at: '2026-11-22T00:00:00.000Z', data: { status: 'read' } });
 const now = Math.floor(Date.now() / 1000);
 
-/** An implementation independent of ours: Node's HMAC, written out as the spec words it. */
+/** An implementation independent of ours: Node's HMAC, written out as the contract words it (docs/contract.md). */
 const independent = (t: number, raw: string, key = secret) => `t=${t},v1=${createHmac('sha256', key).update(`${t}.${raw}`).digest('hex')}`;
 
 describe('signing and verifyWebhook', () => {

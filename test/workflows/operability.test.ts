@@ -229,7 +229,7 @@ async function deliveryWaiting(): Promise<{ subscriptionId: string; deliveryId: 
   return { subscriptionId, deliveryId: d.id };
 }
 
-/** Ids made by the first test, for the runbook's commands (README, "Operating workflows"). */
+/** Ids made by the first test, for the runbook's commands (docs/operations.md, "Operating workflows"). */
 const seen = { subscription: '', file: '', conversation: '', message: '' };
 
 const delivery = async (subscriptionId: string, deliveryId: string) =>
@@ -484,13 +484,13 @@ describe('terminate, reconcile, reset', () => {
   }, 60_000);
 });
 
-/** The runbook's shell commands (README, "Operating workflows"), as written, with the example ids replaced by real ones. */
-const README = fs.readFileSync(path.join(__dirname, '../../README.md'), 'utf8');
-const runbook = README.slice(README.indexOf('## Operating workflows'), README.indexOf('## What is built'));
+/** The runbook's shell commands (docs/operations.md, "Operating workflows"), as written, with the example ids replaced by real ones. */
+const OPERATIONS = fs.readFileSync(path.join(__dirname, '../../docs/operations.md'), 'utf8');
+const runbook = OPERATIONS.slice(OPERATIONS.indexOf('## Operating workflows'), OPERATIONS.indexOf('## Replaying histories'));
 const asWritten = (command: string, ids: Record<string, string>) =>
   Object.entries(ids).reduce((c, [placeholder, id]) => c.replaceAll(placeholder, id), command);
 async function sh(command: string): Promise<{ code: number; out: string }> {
-  // `$T` is the test server's address, the API the test app's (the README's lines name npm start's).
+  // `$T` is the test server's address, the API the test app's (the runbook's lines name npm start's).
   const api = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   const env = runbook.split('\n').find((l) => l.startsWith('export TEMPORAL_CODEC_ENDPOINT='))!.replace('http://127.0.0.1:3000', api);
   const script = `T="--address ${process.env.TEST_TEMPORAL_ADDRESS}"\n${env}\n${command}`;

@@ -95,7 +95,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'su
     handler: async (request, reply) => {
       await subs.delete(authOf(request).workspaceId, request.params.id);
       // Its deliveries are gone with it: their open retry runs end `cancelled` (in the background: a list and a cancel
-      // per run; a failure only leaves runs for an operator's batch cancel, as the README says).
+      // per run; a failure only leaves runs for an operator's batch cancel, as docs/operations.md says).
       if (opts.gateways) {
         void opts.gateways.webhooks.cancelRunsOf(request.params.id).catch((err: unknown) => request.log.warn({ err }, 'could not cancel the deleted subscription\'s delivery runs'));
       }

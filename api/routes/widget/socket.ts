@@ -37,7 +37,7 @@ export const chatSocketRoutes: FastifyPluginAsyncZod<{ hub: ChatHub | null; refu
     method: 'GET',
     url: '/api/chat/connect',
     config: { public: true },
-    // Documented (DECISIONS): the 101 response and its frames are added by the OpenAPI plugin.
+    // Documented (docs/decisions.md "Everywhere"): the 101 response and its frames are added by the OpenAPI plugin.
     schema: {
       operationId: 'chatConnect',
       summary: 'Reply socket: WebSocket upgrade, receive-only, bound to one conversation',

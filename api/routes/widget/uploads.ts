@@ -172,7 +172,7 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
           await uploads.failExtraction(stored.row.id, 'processing could not start; upload the file again');
         });
         const answer = uploads.answer(stored, outcome);
-        // A creation: 201 (DECISIONS "Everywhere").
+        // A creation: 201 (docs/decisions.md "Everywhere").
         reply.code(201);
         return answer;
       } finally {

@@ -35,7 +35,7 @@ const Recording = z
 
 const VoiceSession = z
   .object({
-    rtc_url: z.string().meta({ description: 'direct: our signalling WebSocket (see the README, "Voice"); livekit: the LiveKit server' }),
+    rtc_url: z.string().meta({ description: 'direct: our signalling WebSocket (see docs/voice.md); livekit: the LiveKit server' }),
     rtc_token: z.string().meta({ description: 'Short-lived: direct, a signed room token sent as the first socket frame; livekit, a LiveKit access token' }),
     room_name: z.string(),
     voice_session_id: z.string(),

@@ -92,7 +92,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     pass: p50.get(name)! < GOAL_P50_MS,
   }));
   const headlines = targets.slice(1).map(([name]) => `analytics ${name}: p50 ${p50.get(name)!.toFixed(1)} ms = ${(p50.get(name)! / base).toFixed(1)}× the baseline count (${base.toFixed(1)} ms)`);
-  for (const h of headlines) log(`  ${h}`);
   return {
     section: 'analytics',
     description: `AnalyticsService over ${conversations} conversations and ${messages} transcript messages in one workspace (90 days), sequential queries; baseline: an index-only count of the same window's messages`,

@@ -143,7 +143,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     `kb-indexing: ${s.pages}-page PDF in ${sec(totalMs)} s (${(s.pages / (totalMs / 1000)).toFixed(2)} pages/s, ${e2e.chunks} chunks); ` +
     `embedding pipeline ${pipelineRate.toFixed(1)} chunks/s / raw embedder ${rawRate.toFixed(1)} chunks/s = ratio ${ratio.toFixed(2)} (goal >= ${TARGET_RATIO}) ` +
     `${comparison.pass ? 'ok' : 'BELOW GOAL'}; in the end-to-end run the embed step did ${e2eEmbedRate.toFixed(1)} chunks/s`;
-  log(`  ${headline}`);
 
   return {
     section: 'kb-indexing',

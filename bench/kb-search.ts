@@ -286,7 +286,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const embedLine =
     `kb-search query embedding: p50 ${ms(percentile(embedMs, 50))} ms p99 ${ms(percentile(embedMs, 99))} ms (model load ${(modelLoadMs / 1000).toFixed(2)} s); ` +
     `search ${largest} with real query embedding p50 ${ms(percentile(fullMs, 50))} ms p99 ${ms(percentile(fullMs, 99))} ms`;
-  log(`  ${embedLine}`);
   headlines.push(embedLine);
 
   return {

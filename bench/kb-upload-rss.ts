@@ -22,6 +22,7 @@ import { loadConfig, rateLimitStoreKind } from '../app/config';
 import { forkRole, section, serveRole, type Cleanup } from './lib/child';
 import { envNumber } from './lib/load';
 import { BENCH_KEY, benchCompose, createKey, listen, setUpBench } from './lib/setup';
+import { procMemory, resetHwm } from './lib/stats';
 import type { Check, Result } from './lib/types';
 
 const GOAL_MB = 64;
@@ -87,17 +88,6 @@ async function upload(url: string, key: string, name: string, bytes: number): Pr
   return { status: res.statusCode ?? 0, body: parsed, seconds: (performance.now() - started) / 1000 };
 }
 
-/** VmRSS and VmHWM of a process, in bytes (Linux), or null. */
-function procMemory(pid: number): { rss: number; hwm: number } | null {
-  try {
-    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-    return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
-  } catch {
-    return null;
-  }
-}
-
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const bytes = Math.round(envNumber('BENCH_KB_UPLOAD_BYTES', 200_000_000, 1024));
   const bench = await setUpBench(cleanup);
@@ -116,7 +106,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- Baseline after a full collection, then the big upload with the server's RSS sampled.
   const baseline = await api.call('baseline');
   await new Promise((r) => setTimeout(r, 300));
-  const hwmReset = await fs.promises.writeFile(`/proc/${pid}/clear_refs`, '5').then(() => true, () => false);
+  const hwmReset = await resetHwm(pid);
   const baselineRss = procMemory(pid)?.rss ?? baseline.rss;
   const samples: number[] = [];
   const sampler = setInterval(() => samples.push(procMemory(pid)?.rss ?? 0), SAMPLE_MS);
@@ -138,7 +128,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const headline =
     `kb-upload-rss: ${(bytes / 1e6).toFixed(0)} MB streamed in ${outcome.seconds.toFixed(1)} s (${(bytes / 1e6 / outcome.seconds).toFixed(0)} MB/s), ` +
     `RSS ${toMb(baselineRss).toFixed(0)} -> peak ${toMb(peakRss).toFixed(0)} MB = +${growth.toFixed(1)} MB (goal < ${GOAL_MB} MB) ${check.pass ? 'ok' : 'MISSED'}`;
-  log(`  ${headline}`);
   log(`    peak from ${samples.length} samples: ${toMb(sampledPeak).toFixed(0)} MB; kernel high-water mark: ${hwmReset && after ? `${toMb(after.hwm).toFixed(0)} MB` : 'unavailable'}`);
   log(`    verified: 201 text/csv with file_size ${bytes}; one blob of ${bytes} bytes stored, removed by DELETE (204); no staging files left`);
   return {

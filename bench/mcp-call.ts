@@ -77,7 +77,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const [base, keptName, turnName] = targets.map(([n]) => n);
   for (const [name] of targets) log(`  ${name}: p50 ${p50(name).toFixed(1)} ms, p99 ${p99(name).toFixed(1)} ms`);
   const headline = `mcp-call: a turn's tool call adds p50 ${(p50(turnName) - p50(base)).toFixed(1)} ms, p99 ${(p99(turnName) - p50(base)).toFixed(1)} ms over the tool's own ${toolMs} ms (a kept-open client: p50 ${(p50(keptName) - p50(base)).toFixed(1)} ms)`;
-  log(`  ${headline}`);
   return {
     section: 'mcp-call',
     description: `A real MCP server (SDK, stateless Streamable HTTP) on loopback whose tool takes ${toolMs} ms; ${samples} sequential samples per target, alternating`,

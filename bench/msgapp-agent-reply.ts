@@ -322,7 +322,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     stages('new conversation', bCold),
     `msgapp-agent-reply baseline parts (p50): model ${ms(baseModel.p50)} ms, provider send ${ms(baseSend.p50)} ms; ${s.samples} customers, model answers after ${s.llmDelayMs} ms`,
   ];
-  for (const h of headlines) log(`  ${h}`);
   const table = (name: string, rows: ReturnType<typeof breakdown>) => {
     log(`  breakdown (${name}), ms since the message was injected:`);
     for (const r of rows) log(`    ${r.label.padEnd(52)} at p50 ${ms(r.atP50).padStart(6)}   gap p50 ${ms(r.gapP50).padStart(6)}  p99 ${ms(r.gapP99).padStart(6)}`);

@@ -126,7 +126,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const headline =
     `msgapp-send: ${wf.meanRequestsPerSec.toFixed(0)} sends/s (p50 ${wf.meanLatencyP50Ms.toFixed(0)} ms, p99 ${wf.meanLatencyP99Ms.toFixed(0)} ms) / ` +
     `direct ${dr.meanRequestsPerSec.toFixed(0)} sends/s (p50 ${dr.meanLatencyP50Ms.toFixed(1)} ms, p99 ${dr.meanLatencyP99Ms.toFixed(1)} ms) = ratio ${ratio.toFixed(2)}`;
-  log(`  ${headline}`);
 
   return {
     section: 'msgapp-send',

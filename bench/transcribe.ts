@@ -17,6 +17,7 @@ import { LocalWhisperTranscriber } from '../lib/extract';
 import { joinWav, speak, speechDir, wordErrorRate } from '../dev/fakes/speech';
 import { envNumber } from './lib/load';
 import { benchModelsDir } from './lib/setup';
+import { procMemory, resetHwm } from './lib/stats';
 import type { Check, Result } from './lib/types';
 
 const GOAL_RTF = 1;
@@ -35,19 +36,7 @@ const SENTENCES = [
 
 const mb = (bytes: number) => bytes / 1024 / 1024;
 
-function vm(field: 'VmRSS' | 'VmHWM'): number {
-  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(fs.readFileSync('/proc/self/status', 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
-
-/** Resets the kernel's resident-memory high-water mark (Linux: write 5 to clear_refs). */
-function resetHwm(): void {
-  try {
-    fs.writeFileSync('/proc/self/clear_refs', '5');
-  } catch {
-    // Not permitted here: VmHWM then counts from the process's start.
-  }
-}
+const vm = (field: 'VmRSS' | 'VmHWM') => mb(procMemory()?.[field === 'VmRSS' ? 'rss' : 'hwm'] ?? NaN);
 
 export async function benchTranscribe(log: (line: string) => void): Promise<Result> {
   const rounds = envNumber('BENCH_ROUNDS', 3, 1);
@@ -69,7 +58,7 @@ export async function benchTranscribe(log: (line: string) => void): Promise<Resu
 
     LocalWhisperTranscriber.unloadAll();
     const stt = new LocalWhisperTranscriber({ modelPath, maxSeconds: 600, threads, language });
-    resetHwm();
+    await resetHwm();
     const rssBefore = vm('VmRSS');
     const samples: Array<{ target: string; round: number; audioSeconds: number; decodeMs: number; transcribeMs: number; loaded: boolean; rtf: number; wer: number }> = [];
     for (let round = 0; round <= rounds; round++) {

@@ -302,7 +302,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     `voice turn (one session, ${singleTurns.length} turns): end of speech → first agent audio excluding the model p50 ${ms(singleP50)} ms, p90 ${ms(p(exModel, 90))} ms (p50 parts: ${parts} ms; the model step is the actor's turn with the fake model's ${s.llmDelayMs} ms); with the model p50 ${ms(p(col(singleTurns, 'total'), 50))} ms; at the browser p50 ${ms(p(singleE2e, 50))} ms`,
     `voice concurrency: ${levels.map((l) => `N=${l.n} p50 ${ms(l.exModelP50)} ms, ${l.underruns} underruns${l.pass ? '' : ' FAILS'}`).join('; ')} → largest N passing: ${best}`,
   ];
-  for (const h of headlines) log(`  ${h}`);
   return {
     section: 'voice',
     description:

@@ -168,7 +168,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     `widget-reply stages (p50): send → model request ${ms(f.subjectToModelRequest.p50)} ms; ` +
       `model request → first delta on the socket ${ms(f.subjectModelRequestToFirstDelta.p50)} ms vs ${ms(f.baselineModelRequestToFirstDelta.p50)} ms directly`,
   ];
-  for (const h of headlines) log(`  ${h}`);
 
   return {
     section: 'widget-reply',

@@ -201,7 +201,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     `widget-sockets: ${delivered}/${sent} frames delivered, ${ordered}/${streams} conversation streams in order; ${hub.meanRequestsPerSec.toFixed(0)} frames/s vs bus ${bus.meanRequestsPerSec.toFixed(0)} frames/s; ` +
       `bus round trip on one idle connection p50 ${ms(roundTrip.p50)} ms, p99 ${ms(roundTrip.p99)} ms`,
   ];
-  for (const h of headlines) log(`  ${h}`);
 
   return {
     section: 'widget-sockets',

@@ -19,7 +19,7 @@ const forkSelf = (file: string, env: NodeJS.ProcessEnv, execArgv: string[] = [])
 
 export type Measure = (log: (line: string) => void, cleanup: Cleanup) => Promise<Result>;
 
-/** In the child: runs the measurement, reports its result or error, always cleans up, then lets the process end. */
+/** In the child: runs the measurement, logs its headlines, reports its result or error, always cleans up, then lets the process end. */
 function childMain(measure: Measure): void {
   const log = (line: string) => send({ kind: 'log', line });
   const cleanup: Cleanup = [];
@@ -40,7 +40,9 @@ function childMain(measure: Measure): void {
   process.once('disconnect', () => void cleanUp().finally(() => process.exit(1)));
   void (async () => {
     try {
-      send({ kind: 'result', result: await measure(log, cleanup) });
+      const result = await measure(log, cleanup);
+      for (const h of result.headlines ?? []) log(`  ${h}`);
+      send({ kind: 'result', result });
     } catch (err) {
       fail(err);
       process.exitCode = 1;

@@ -1,4 +1,5 @@
-/** Small statistics helpers for sections that time events themselves. */
+/** Small statistics helpers for sections that time events themselves; a process's memory. */
+import fs from 'node:fs';
 import type { Comparison, RunStats, TargetSummary } from './types';
 
 export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
@@ -121,6 +122,20 @@ export async function inLanes(n: number, concurrency: number, one: (i: number) =
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, n) }, lane));
 }
+
+/** VmRSS and VmHWM of a process (Linux), in bytes, or null. */
+export function procMemory(pid: number | 'self' = 'self'): { rss: number; hwm: number } | null {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+    return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+  } catch {
+    return null;
+  }
+}
+
+/** Resets a process's resident-memory high-water mark (Linux: 5 to clear_refs); false where not permitted (VmHWM then counts from its start). */
+export const resetHwm = (pid: number | 'self' = 'self') => fs.promises.writeFile(`/proc/${pid}/clear_refs`, '5').then(() => true, () => false);
 
 /** Polls `cond` until it holds; throws after `timeoutMs` with `what()`. */
 export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs: number, what: () => string, everyMs = 10): Promise<void> {

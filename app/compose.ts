@@ -20,6 +20,7 @@ import { IndexingService, type ExtractFn } from '../domain/kb/indexing';
 import { CloudApiProvider } from '../providers/msgapp/cloud-api';
 import { policyFromCidrs } from '../lib/net/ssrf';
 import { createServices, type ServiceOptions, type Services } from './services';
+import { createWorkflowClients, type WorkflowClients } from './temporal-clients';
 import type { BlobStore } from '../providers/storage/blob-store';
 import { blobStoreFromConfig } from './storage';
 import { serveMetrics, setBacklogSource } from './metrics';
@@ -48,7 +49,7 @@ export interface ComposeOverrides {
    */
   temporal?: { client: Client; taskQueue: string; eagerStart?: boolean };
   /** Service settings (fake model, provider URLs, webhook sender policy, ...). */
-  services?: Partial<Omit<ServiceOptions, 'box' | 'blobs' | 'embedder' | 'extract' | 'denseIndex' | 'keyCache' | 'log'>>;
+  services?: Partial<Omit<ServiceOptions, 'box' | 'blobs' | 'embedder' | 'extract' | 'denseIndex' | 'keyCache' | 'log' | 'workflows' | 'telephonyKind'>>;
   /** Voice pieces (a synthesizer, a recognizer, telephony) in place of the settings'. */
   voice?: VoiceOverrides;
 }
@@ -108,6 +109,11 @@ export interface Composition {
      */
     eagerStart: boolean;
   } | null;
+  /**
+   * The Temporal client wrappers (app/temporal-clients/), built once on `temporal`'s client
+   * for the API, the domain services and the worker alike (null without a client).
+   */
+  workflows: WorkflowClients | null;
   /** The Temporal frontend's address, for the worker's own connection (null: none given). */
   temporalAddress: string | null;
   /**
@@ -235,6 +241,8 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     const baseUrl = s.publicBaseUrl ?? publicBaseUrl(config);
     // The voice parts need the session service, which the services hold: the prerequisites are decided first from the settings.
     let voice: VoiceParts | null = null;
+    // The Temporal client wrappers need the transcript service, so they are built after the services, which read them when used.
+    let workflows: WorkflowClients | null = null;
     const voiceDeps = { box, notifications, transcriber, publicBaseUrl: baseUrl };
     const services = createServices(orm.em, {
       idempotencyTtlHours: s.idempotencyTtlHours ?? config.IDEMPOTENCY_TTL_HOURS,
@@ -267,6 +275,12 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       get voicePrereqs() {
         return voice?.prereqs;
       },
+      get telephonyKind() {
+        return voice?.telephony?.kind ?? null;
+      },
+      get workflows() {
+        return workflows;
+      },
       box,
       blobs,
       embedder,
@@ -278,7 +292,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice }, o.voice);
     // Schema validation threads (started by the worker's extraction steps) stop with the process.
     onClose(() => services.structured.close(), 'schema validation threads');
-    const indexing = new IndexingService({ em: orm.em, blobs, extract, embedder });
+    const indexing = new IndexingService({ em: orm.em, kb: services.repos.kb, blobs, extract, embedder });
     if (opts.role !== 'cli') {
       // Metrics (app/metrics.ts): the database gauges read at scrape time, and METRICS_PORT's listener when set.
       onClose(setBacklogSource(backlogReader(orm.em), (err) => log.warn({ err }, 'metrics: backlog gauges not read')), 'metrics backlog gauges');
@@ -318,6 +332,15 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       };
     }
 
+    if (temporal) {
+      workflows = createWorkflowClients(temporal.client, temporal.taskQueue, {
+        transcript: services.transcript,
+        // Eager where a worker of this process polls over the client's native connection: `both`, and the worker's own starts.
+        eagerStart: temporal.eagerStart || temporal.native !== null,
+        extractWaitMs: config.STRUCTURED_WAIT_MS,
+      });
+    }
+
     return {
       config,
       role: opts.role,
@@ -337,6 +360,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       indexing,
       payloadCodec,
       temporal,
+      workflows,
       temporalAddress: opts.temporalAddress ?? null,
       onClose,
       close,

@@ -1,3 +1,5 @@
+import type { CarrierWebhooks } from '../domain/ports/msgapp';
+import { cloudApiWebhooks } from '../providers/msgapp/webhook';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AgentService } from '../domain/agents/agents';
 import type { LlmSettings } from '../providers/llm/model';
@@ -13,12 +15,16 @@ import { AnalyticsService } from '../domain/analytics/analytics';
 import { CreditService, type Prices } from '../domain/billing/credits';
 import { ModelPolicy, type ModelPolicyOptions } from '../domain/agents/model-policy';
 import { McpService } from '../domain/mcp/servers';
-import { AgentTurns } from '../domain/chat/turn';
+import { AgentTurns, ChatFramePublisher } from '../domain/chat/turn';
 import { TaskService } from '../domain/chat/tasks';
 import { OpenAiCompatibleModel } from '../providers/llm/model';
 import type { Logger } from 'pino';
 import { SiteService } from '../domain/widget/sites';
-import { UploadService } from '../domain/widget/uploads';
+import { agentUploads, createUploadServices, type UploadSearchService, type UploadService, type VoiceNoteService } from '../domain/widget/uploads';
+import { WidgetFiles } from '../domain/widget/uploads/widget-files';
+import { WidgetChat } from '../domain/widget/chat';
+import { DialOut } from '../domain/voice/dial-out';
+import type { WorkflowRuns } from '../domain/workflow-runs';
 import { FeedbackService } from '../domain/widget/feedback';
 import { DEFAULT_STRUCTURED, StructuredExtractionService, type StructuredSettings } from '../domain/extraction/extractions';
 import type { Transcriber } from '../lib/extract';
@@ -44,6 +50,8 @@ import { TeamService } from '../domain/team/team';
 import { VoiceSessionService } from '../domain/voice/sessions';
 import { CallService } from '../domain/voice/calls';
 import type { VoicePrereqs } from './voice';
+import { createRepositories, type Repositories } from '../domain/repositories';
+import { SendPlanner } from '../domain/messaging/plan';
 
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by app/compose.ts. */
 export interface Services {
@@ -68,10 +76,22 @@ export interface Services {
   /** The team's availability (business hours, away): what the widget tells a visitor a person holds. */
   team: TeamService;
   providerEvents: ProviderEventService;
+  /** The carrier's webhook: signature and payload (the Cloud API's). */
+  msgappWebhooks: CarrierWebhooks;
   sites: SiteService;
   widget: WidgetSessionService;
-  /** Widget visitors' uploads: storage, extraction, signed links, search over long ones. */
+  /** Widget visitors' uploads: records and their state (storage, extraction, attaching to a message). */
   uploads: UploadService;
+  /** Widget visitors' voice notes: held, transcribed in the worker, released. */
+  voiceNotes: VoiceNoteService;
+  /** Search over widget visitors' long uploads, and the signed links of uploads and knowledge-base files. */
+  uploadSearch: UploadSearchService;
+  /** The widget's file endpoints end to end: uploads, their status and links, voice notes. */
+  widgetFiles: WidgetFiles;
+  /** The visitor's side of the conversation actor: send, history, a new conversation, cancelling a task. */
+  widgetChat: WidgetChat;
+  /** Places checked dial-out calls (the widget's and the API's). */
+  dialOut: DialOut;
   /** Web conversations' messages. */
   transcript: ChatTranscript;
   /** Visitors' thumbs on replies and ratings of conversations (widget), read back by analytics. */
@@ -85,6 +105,8 @@ export interface Services {
   voice: VoiceSessionService;
   /** Dial-out checks, calls and recordings with signed links, as the API shows them. */
   calls: CallService;
+  /** The aggregates' repositories, for what the composition root wires outside the services (indexing). */
+  repos: Repositories;
   box: SecretBox;
   llm: LlmSettings | null;
   /** What agents may run on the installation's model key (the OpenAPI document states it too). */
@@ -130,6 +152,10 @@ export interface ServiceOptions {
   voiceCaps?: { perVisitor: number; perAddress: number; reservedForApi: number; joinWindowMs: number };
   /** Why voice chat / dial-out cannot run here (init's capability_warnings); absent: neither can. */
   voicePrereqs?: VoicePrereqs;
+  /** The telephony provider's kind, read when a call is placed (compose decides the voice parts after the services); absent: none. */
+  telephonyKind?: string | null;
+  /** The Temporal client wrappers, read when used (compose builds them after the services); absent: no workflow service (503 workflow_unavailable). */
+  workflows?: WorkflowRuns | null;
   /** Where the services log. */
   log: Logger;
 }
@@ -138,17 +164,19 @@ const DEFAULT_PRICES: Prices = { currency: 'USD', msgapp_message: 0.005, structu
 
 export function createServices(em: EntityManager, opts: ServiceOptions): Services {
   const baseUrl = opts.publicBaseUrl ?? publicBaseUrl(configSchema.parse({}));
-  const customers = new CustomerService(em);
-  const sites = new SiteService(em, opts.box);
+  const repos = createRepositories();
+  const customers = new CustomerService(em, repos);
+  const sites = new SiteService(em, opts.box, repos);
   const transcriber = opts.transcriber ?? null;
-  const search = new SearchService(em, opts.embedder, opts.denseIndex);
-  const transcript = new ChatTranscript(em);
+  const search = new SearchService(em, opts.embedder, opts.denseIndex, repos.kb);
+  const transcript = new ChatTranscript(em, repos.conversations);
   const feedback = new FeedbackService(em, transcript);
   const mcp = new McpService(em, opts.box, { policy: opts.sender.policy, resolve: opts.sender.resolve });
   const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca });
-  const folders = new FolderService(em);
-  const uploads = new UploadService({
+  const folders = new FolderService(em, repos.kb, repos.agents);
+  const uploadParts = createUploadServices({
     em,
+    repos,
     blobs: opts.blobs,
     box: opts.box,
     transcriber,
@@ -165,45 +193,65 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const credits = new CreditService(em, prices, models);
   const team = new TeamService(em);
   const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits, ...opts.voiceCaps });
-  return {
-    sites,
-    widget: new WidgetSessionService(em, sites, customers, {
+  const widget = new WidgetSessionService(em, sites, customers, repos, transcript, {
       transcriber: transcriber !== null,
       vision: Boolean(opts.vision),
       // Read on each init: compose decides them after the services exist.
       voice: () => opts.voicePrereqs,
       canPayVoice: async (workspaceId) => (await credits.balance(workspaceId)).balance >= prices.voice_minute_credits,
       teamStatus: (workspaceId) => team.statusFor(workspaceId),
-    }),
+  });
+  const tasks = new TaskService(em);
+  // The workflow clients are read on each use: compose builds them after the services.
+  const workflows = () => opts.workflows ?? null;
+  return {
+    sites,
+    widget,
+    widgetChat: new WidgetChat({ widget, ...uploadParts, transcript, tasks, conversations: () => workflows()?.conversations ?? null }),
+    widgetFiles: new WidgetFiles({ widget, blobs: opts.blobs, ...uploadParts, runs: workflows }),
+    dialOut: new DialOut({ sessions: voice, calls: () => workflows()?.voice ?? null, telephonyKind: () => opts.telephonyKind ?? null }),
     voice,
-    calls: new CallService(em, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits),
-    uploads,
+    calls: new CallService(em, repos, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits),
+    ...uploadParts,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders,
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
     subscriptions: new SubscriptionService(em, opts.box, opts.sender),
     deliveries: new DeliveryService(em, opts.box, opts.sender),
-    files: new FileService(em, opts.blobs),
+    files: new FileService(em, opts.blobs, repos.kb),
     blobs: opts.blobs,
-    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models }),
+    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb }),
     customers,
-    conversations: new ConversationService(em),
+    conversations: new ConversationService(em, repos.conversations),
     analytics: new AnalyticsService(em, feedback),
     credits,
     mcp,
-    messages: new MessageService(em, credentials, opts.msgapp ?? null),
+    messages: new MessageService(em, repos, new SendPlanner(repos), transcript, credentials, opts.msgapp ?? null),
     credentials,
     support: new SupportService(em),
     team,
-    providerEvents: new ProviderEventService(em, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
+    msgappWebhooks: cloudApiWebhooks,
+    providerEvents: new ProviderEventService(em, repos, transcript, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
+    repos,
     box: opts.box,
     llm: opts.llm ?? null,
     models,
     search,
     transcript,
     feedback,
-    tasks: new TaskService(em),
+    tasks,
     structured: new StructuredExtractionService({ em, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null } }),
-    turns: new AgentTurns(em, transcript, search, uploads, opts.llm ? new OpenAiCompatibleModel(opts.llm) : null, opts.log, mcp, { policy: models, credentials }),
+    turns: new AgentTurns({
+      em,
+      repos,
+      transcript,
+      search,
+      uploads: agentUploads(uploadParts),
+      model: opts.llm ? new OpenAiCompatibleModel(opts.llm) : null,
+      log: opts.log,
+      mcp,
+      models: { policy: models, credentials },
+      publisher: new ChatFramePublisher(em),
+    }),
   };
 }

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { filesToIndex, KB_INDEX_OUTBOX_CHANNEL, markIndexDispatched } from '../domain/kb/files';
+import { KB_INDEX_OUTBOX_CHANNEL } from '../domain/kb/files';
+import { KnowledgeBaseRepository } from '../domain/kb/repository';
 import { MSGAPP_INBOUND_CHANNEL, type ProviderEventService } from '../domain/messaging/provider-events';
 import type { Logger } from 'pino';
 import type { DeliveryService } from '../domain/webhooks/deliveries';
@@ -9,7 +10,7 @@ import { indexWorkflowId } from '../workflows/kb-index';
 import { msgappInboundWorkflowId } from '../workflows/msgapp-inbound';
 import { startsWorkflows, type OutboxSource } from './outbox-dispatcher';
 import { WebhookOutbox, type WebhookOutboxSettings } from './webhook-outbox';
-import { searchAttributesFor } from './namespace-attributes';
+import { searchAttributesFor } from '../app/temporal-clients/search-attributes';
 
 export { deliveryWorkflowId } from '../workflows/webhook-delivery';
 export { indexWorkflowId } from '../workflows/kb-index';
@@ -28,10 +29,12 @@ interface IndexItem {
 
 /** `eager`: the client shares this process's worker's native connection, so starts can be eager. */
 export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: string; eager?: boolean }): OutboxSource {
+  // The knowledge base's repository (stateless): the outbox reads and marks kb_files only through it.
+  const kb = new KnowledgeBaseRepository();
   return startsWorkflows<IndexItem>({
     name: 'kb-indexing',
     channel: KB_INDEX_OUTBOX_CHANNEL,
-    pending: (limit) => filesToIndex(em.fork(), limit),
+    pending: (limit) => kb.filesToIndex(em.fork(), limit),
     start: async (item) => {
       await client.workflow.start(kbIndexWorkflow, {
         workflowId: indexWorkflowId(item.id),
@@ -42,7 +45,7 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
         staticSummary: item.name,
       });
     },
-    markDispatched: (item) => markIndexDispatched(em.fork(), item.id),
+    markDispatched: (item) => kb.markIndexDispatched(em.fork(), item.id),
   });
 }
 

@@ -1,14 +1,15 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Agent, type IAgent } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { keysetFind } from '../../db/pagination';
 import type { CredentialService } from '../credentials/credentials';
 import type { FolderService } from '../kb/folders';
 import type { ModelPolicy } from './model-policy';
-import { existingFiles } from '../kb/files';
-import { ProviderError, type MsgappProvider } from '../../providers/msgapp/cloud-api';
+import type { KnowledgeBaseRepository } from '../kb/repository';
+import type { AgentRepository } from './repository';
+import { ProviderError, type MsgappProvider } from '../ports/msgapp';
 import { AgentSpec } from './spec';
 
 /** What publishing needs to check that a msgapp number is the agent's to claim. */
@@ -21,6 +22,10 @@ export interface NumberOwnershipDeps {
 /** What an agent's knowledge-base selection is checked against. */
 export interface AgentDeps extends NumberOwnershipDeps {
   folders: FolderService;
+  /** This aggregate's rows as other modules read them (the number claim is checked through it too). */
+  rows: AgentRepository;
+  /** Whether the files an agent selects exist. */
+  kb: Pick<KnowledgeBaseRepository, 'existingFiles'>;
   /** The operator's allow-list of models and max_tokens cap; absent: none applied (tests of other areas). */
   models?: ModelPolicy;
 }
@@ -61,13 +66,13 @@ function parseSpec(input: unknown): AgentSpec {
   const parsed = AgentSpec.safeParse(input);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new ApiError(400, 'invalid_request', `body.${issue.path.join('.')}: ${issue.message}`);
+    throw new DomainError('invalid_request', `body.${issue.path.join('.')}: ${issue.message}`);
   }
   return parsed.data;
 }
 
 const numberInUse = (phoneNumberId: string, agentId?: string) =>
-  new ApiError(409, 'number_in_use', `msgapp phone_number_id ${phoneNumberId} is already claimed by another published agent`, agentId ? { agent_id: agentId } : {});
+  new DomainError('number_in_use', `msgapp phone_number_id ${phoneNumberId} is already claimed by another published agent`, agentId ? { agent_id: agentId } : {});
 
 /** Runs the write that may claim a number; losing a concurrent race on the unique index is 409 number_in_use. */
 async function claiming<T>(spec: AgentSpec, write: () => Promise<T>): Promise<T> {
@@ -92,7 +97,7 @@ interface ClaimState {
 
 const snapshot = (a: IAgent): ClaimState => ({ id: a.id, status: a.status, spec: a.spec, invalidReasons: [...a.invalidReasons] });
 
-const notFound = (id: string) => new ApiError(404, 'not_found', `No agent with id '${id}' in this workspace`);
+const notFound = (id: string) => new DomainError('not_found', `No agent with id '${id}' in this workspace`);
 
 /**
  * Agents: a spec document per agent, `draft` until published. Publishing checks what
@@ -167,12 +172,12 @@ export class AgentService {
     if (credentialId !== undefined) {
       if (!(await this.numbers.credentials.hasLlmCredential(workspaceId, credentialId))) {
         // A reference to a resource that is not there, as the contract answers folder_not_found and parent_not_found: 404.
-        throw new ApiError(404, 'credential_not_found', `body.model.credential_id: no llm credential '${credentialId}' in this workspace`);
+        throw new DomainError('credential_not_found', `body.model.credential_id: no llm credential '${credentialId}' in this workspace`);
       }
       return;
     }
     const refused = this.numbers.models?.refusal(spec.model);
-    if (refused) throw new ApiError(400, 'invalid_request', `body.${refused.field}: ${refused.message}`);
+    if (refused) throw new DomainError('invalid_request', `body.${refused.field}: ${refused.message}`);
   }
 
   async publish(workspaceId: string, id: string): Promise<AgentView> {
@@ -208,7 +213,7 @@ export class AgentService {
     ) {
       return;
     }
-    const holder = await agentClaimingNumber(em, msgapp.phone_number_id, current.id);
+    const holder = await this.numbers.rows.agentClaimingNumber(em, msgapp.phone_number_id, current.id);
     // Another workspace's agent is never named.
     if (holder) throw numberInUse(msgapp.phone_number_id, holder.workspaceId === workspaceId ? holder.id : undefined);
     const token = await this.numbers.credentials.msgappToken(workspaceId, msgapp.credential_id);
@@ -218,11 +223,11 @@ export class AgentService {
     } catch (err) {
       if (err instanceof ProviderError && !err.retryable) {
         const reason = `the access token of credential ${msgapp.credential_id} does not own msgapp phone_number_id ${msgapp.phone_number_id} (provider: ${err.message})`;
-        throw new ApiError(422, 'number_not_owned', `The provider does not confirm that this agent's credential owns phone_number_id ${msgapp.phone_number_id}`, {
+        throw new DomainError('number_not_owned', `The provider does not confirm that this agent's credential owns phone_number_id ${msgapp.phone_number_id}`, {
           reasons: [reason],
         });
       }
-      throw new ApiError(502, 'provider_error', `The provider could not confirm the number's owner now; try again: ${(err as Error).message}`);
+      throw new DomainError('provider_error', `The provider could not confirm the number's owner now; try again: ${(err as Error).message}`);
     }
   }
 
@@ -241,49 +246,10 @@ export class AgentService {
       for (const f of spec.knowledge_base.folder_ids) if (!found.has(f)) out.push(`knowledge-base folder ${f} does not exist`);
     }
     if (spec.knowledge_base.file_ids.length) {
-      const found = await existingFiles(em, workspaceId, spec.knowledge_base.file_ids);
+      const found = await this.numbers.kb.existingFiles(em, workspaceId, spec.knowledge_base.file_ids);
       for (const f of spec.knowledge_base.file_ids) if (!found.has(f)) out.push(`knowledge-base file ${f} does not exist`);
     }
     if (!msgapp && !spec.triggers.web_chat) out.push('no trigger: add a msgapp number or a web_chat site');
     return out;
   }
-}
-
-/** Published agents whose knowledge-base selection names the folder (a folder delete reports them; their selections stay as they are). */
-export async function publishedAgentsSelectingFolder(em: EntityManager, workspaceId: string, folderId: string): Promise<Array<{ id: string; name: string; status: 'published' }>> {
-  // raw SQL: jsonb containment (`@>`) inside the spec has no ORM operator.
-  // eslint-disable-next-line no-restricted-syntax
-  return em.execute(
-    `select id, name, status from agents
-     where workspace_id = ? and status = 'published' and spec->'knowledge_base'->'folder_ids' @> ?::jsonb
-     order by name, id`,
-    [workspaceId, JSON.stringify([folderId])],
-  );
-}
-
-/** The agent with this id in the workspace; null when there is none. */
-export function findAgent(em: EntityManager, workspaceId: string, id: string): Promise<IAgent | null> {
-  return em.findOne(Agent, { id, workspaceId });
-}
-
-/** Every agent of the workspace (draft or published) whose msgapp trigger names this number, by id. */
-export function agentsOnNumber(em: EntityManager, workspaceId: string, number: string): Promise<IAgent[]> {
-  return em.find(Agent, { workspaceId, spec: { triggers: { msgapp: { number } } } } as never, { orderBy: { id: 'asc' } });
-}
-
-/**
- * The agent that claims this msgapp phone_number_id, installation-wide: the published agent
- * that can run (no invalid_reasons) naming it — at most one (agents_msgapp_claim_uq).
- * `exceptId`: another agent than this one. Null when none does.
- */
-export async function agentClaimingNumber(em: EntityManager, phoneNumberId: string, exceptId?: string): Promise<{ id: string; workspaceId: string } | null> {
-  // raw SQL: the expression and predicate are those of the partial unique index agents_msgapp_claim_uq, so this
-  // installation-wide look-up uses it.
-  // eslint-disable-next-line no-restricted-syntax
-  const [row] = await em.execute<{ id: string; workspace_id: string }[]>(
-    `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0
-     and spec #>> '{triggers,msgapp,phone_number_id}' = ?${exceptId !== undefined ? ' and id <> ?' : ''}`,
-    exceptId !== undefined ? [phoneNumberId, exceptId] : [phoneNumberId],
-  );
-  return row ? { id: row.id, workspaceId: row.workspace_id } : null;
 }

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { conversationsForAccess } from '../conversations/conversations';
-import { ApiError } from '../errors';
+import { ConversationRepository } from '../conversations/repository';
+import { DomainError } from '../errors';
 import { checkSite, type SiteRow, type SiteService } from '../widget/sites';
 
 /** What a reply socket was opened with; re-checked for as long as it stays open. */
@@ -37,19 +37,14 @@ export class SocketAccess {
   constructor(
     private readonly em: EntityManager,
     private readonly sites: SiteService,
+    private readonly conversationRows: ConversationRepository = new ConversationRepository(),
   ) {}
 
-  /** The handshake: every refusal is a 403 with the site check's code, or `forbidden` for the conversation. */
+  /** The handshake: refused with the site check's code, or `forbidden` for the conversation (the API answers every refusal with a 403: see ChatHub.authorize). */
   async authorize(grant: SocketGrant): Promise<void> {
-    try {
-      const site = await this.sites.authenticate(grant.siteId, grant.origin);
-      const [conv] = await this.conversations([grant.conversationId]);
-      if (!openOnSite(site, conv)) throw new ApiError(403, 'forbidden', `Conversation '${grant.conversationId}' is not an open conversation of this site`);
-    } catch (err) {
-      // unknown_site is a 404 on the HTTP API; a refused socket upgrade is always a 403.
-      if (err instanceof ApiError && err.status < 500) throw new ApiError(403, err.code, err.message);
-      throw err;
-    }
+    const site = await this.sites.authenticate(grant.siteId, grant.origin);
+    const [conv] = await this.conversations([grant.conversationId]);
+    if (!openOnSite(site, conv)) throw new DomainError('forbidden', `Conversation '${grant.conversationId}' is not an open conversation of this site`);
   }
 
   /** Whether each grant still holds, in order. Database errors propagate: unknown is not a refusal. */
@@ -73,6 +68,6 @@ export class SocketAccess {
   }
 
   private conversations(ids: string[]): Promise<ConversationRow[]> {
-    return conversationsForAccess(this.em.fork(), ids);
+    return this.conversationRows.conversationsForAccess(this.em.fork(), ids);
   }
 }

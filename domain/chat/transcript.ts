@@ -1,7 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { conversationInWorkspace, conversationNeedsHuman, touchConversation } from '../conversations/conversations';
-import { ApiError } from '../errors';
+import { ConversationRepository } from '../conversations/repository';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import type { CardElement, ChartElement } from './elements';
 import { titleOf } from './answer-without-model';
@@ -149,50 +149,6 @@ export interface NewChatMessage {
 }
 
 /**
- * Appends a message unless one with the same id (or the same client message id) is
- * there already; returns the stored row either way. In the caller's transaction when
- * `em` is one (then `touchEm` is the same `em`); else the conversation is touched on
- * `touchEm` while the row is read back.
- */
-export async function appendChatMessage(em: EntityManager, m: NewChatMessage, touchEm: EntityManager = em): Promise<{ row: ChatMessageRow; created: boolean }> {
-  // Strictly increasing per conversation (1 ms after the newest), so `before` never splits a tie.
-  const newest = await em.findOne(ChatMessage, { conversationId: m.conversationId }, { orderBy: { createdAt: 'desc' }, fields: ['createdAt'] });
-  const createdAt = new Date(Math.max(Date.now(), newest ? newest.createdAt.getTime() + 1 : 0));
-  // Without a conflict target: a second insert of the id, or of the client message id
-  // (the partial unique index chat_messages_client_uq), does nothing.
-  const inserted = await em
-    .createQueryBuilder(ChatMessage)
-    .insert({
-      id: m.id,
-      workspaceId: m.workspaceId,
-      conversationId: m.conversationId,
-      role: m.role,
-      clientMessageId: m.clientMessageId ?? null,
-      replyTo: m.replyTo ?? null,
-      text: m.text,
-      attachments: m.attachments ?? [],
-      extras: compactExtras(m.extras ?? {}) as Record<string, unknown>,
-      unsolicited: m.unsolicited ?? false,
-      createdAt,
-    })
-    .onConflict()
-    .ignore();
-  if (inserted.affectedRows) {
-    // The conversation's clock and title, and the stored row read back, at once (a visitor's send waits for this).
-    const [row] = await Promise.all([
-      em.findOneOrFail(ChatMessage, { id: m.id }),
-      touchConversation(touchEm, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null),
-    ]);
-    return { row: rowOf(row), created: true };
-  }
-  const existing =
-    (await em.findOne(ChatMessage, { id: m.id })) ??
-    (m.clientMessageId ? await em.findOne(ChatMessage, { conversationId: m.conversationId, clientMessageId: m.clientMessageId }) : null);
-  if (!existing) throw new Error(`chat message ${m.id} was neither inserted nor found`);
-  return { row: rowOf(existing), created: false };
-}
-
-/**
  * The transcript of conversations, on every channel: what the agent reads and the
  * conversation shows. Every message (visitor or customer, agent, human agent, tool
  * activity) is a row — on msgapp too, where `messages` keeps the provider's side
@@ -201,7 +157,55 @@ export async function appendChatMessage(em: EntityManager, m: NewChatMessage, to
  * Within a conversation timestamps strictly increase, so a timestamp is a safe cursor.
  */
 export class ChatTranscript {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    /** Default: the one repository of conversations (tests and the socket hub build a transcript on its own). */
+    private readonly conversations: ConversationRepository = new ConversationRepository(),
+  ) {}
+
+  /**
+   * Appends a message unless one with the same id (or the same client message id) is
+   * there already; returns the stored row either way. In the caller's transaction when
+   * `em` is one (then `touchEm` is the same `em`); else the conversation is touched on
+   * `touchEm` while the row is read back.
+   */
+  async appendIn(em: EntityManager, m: NewChatMessage, touchEm: EntityManager = em): Promise<{ row: ChatMessageRow; created: boolean }> {
+    // Strictly increasing per conversation (1 ms after the newest), so `before` never splits a tie.
+    const newest = await em.findOne(ChatMessage, { conversationId: m.conversationId }, { orderBy: { createdAt: 'desc' }, fields: ['createdAt'] });
+    const createdAt = new Date(Math.max(Date.now(), newest ? newest.createdAt.getTime() + 1 : 0));
+    // Without a conflict target: a second insert of the id, or of the client message id
+    // (the partial unique index chat_messages_client_uq), does nothing.
+    const inserted = await em
+      .createQueryBuilder(ChatMessage)
+      .insert({
+        id: m.id,
+        workspaceId: m.workspaceId,
+        conversationId: m.conversationId,
+        role: m.role,
+        clientMessageId: m.clientMessageId ?? null,
+        replyTo: m.replyTo ?? null,
+        text: m.text,
+        attachments: m.attachments ?? [],
+        extras: compactExtras(m.extras ?? {}) as Record<string, unknown>,
+        unsolicited: m.unsolicited ?? false,
+        createdAt,
+      })
+      .onConflict()
+      .ignore();
+    if (inserted.affectedRows) {
+      // The conversation's clock and title, and the stored row read back, at once (a visitor's send waits for this).
+      const [row] = await Promise.all([
+        em.findOneOrFail(ChatMessage, { id: m.id }),
+        this.conversations.touchConversation(touchEm, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null),
+      ]);
+      return { row: rowOf(row), created: true };
+    }
+    const existing =
+      (await em.findOne(ChatMessage, { id: m.id })) ??
+      (m.clientMessageId ? await em.findOne(ChatMessage, { conversationId: m.conversationId, clientMessageId: m.clientMessageId }) : null);
+    if (!existing) throw new Error(`chat message ${m.id} was neither inserted nor found`);
+    return { row: rowOf(existing), created: false };
+  }
 
   /**
    * A human agent's message into a web conversation (POST /api/v1/outbound, channel
@@ -212,10 +216,10 @@ export class ChatTranscript {
     workspaceId: string,
     m: { conversation_id: string; text: string; author_name?: string; author_avatar_url?: string },
   ): Promise<{ id: string; channel: 'web'; conversation_id: string; text: string; author: 'human'; author_name: string | null; author_avatar_url: string | null; created_at: string }> {
-    const conv = await conversationInWorkspace(this.em.fork(), workspaceId, m.conversation_id);
-    if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${m.conversation_id}' in this workspace`);
-    if (conv.channel !== 'web') throw new ApiError(400, 'invalid_request', `conversation_id: conversation '${conv.id}' is a ${conv.channel} conversation, not web (msgapp messages are sent with POST /api/v1/messages)`);
-    if (conv.status !== 'open') throw new ApiError(409, 'conversation_closed', `Conversation '${conv.id}' is closed`);
+    const conv = await this.conversations.conversationInWorkspace(this.em.fork(), workspaceId, m.conversation_id);
+    if (!conv) throw new DomainError('not_found', `No conversation with id '${m.conversation_id}' in this workspace`);
+    if (conv.channel !== 'web') throw new DomainError('invalid_request', `conversation_id: conversation '${conv.id}' is a ${conv.channel} conversation, not web (msgapp messages are sent with POST /api/v1/messages)`);
+    if (conv.status !== 'open') throw new DomainError('conversation_closed', `Conversation '${conv.id}' is closed`);
     const author = { ...(m.author_name ? { name: m.author_name } : {}), ...(m.author_avatar_url ? { avatar_url: m.author_avatar_url } : {}) };
     const { row } = await this.append({
       id: newId('msg'),
@@ -244,7 +248,7 @@ export class ChatTranscript {
    * there already; returns the stored row either way.
    */
   async append(m: NewChatMessage): Promise<{ row: ChatMessageRow; created: boolean }> {
-    return appendChatMessage(this.em.fork(), m, this.em.fork());
+    return this.appendIn(this.em.fork(), m, this.em.fork());
   }
 
   /**
@@ -307,7 +311,7 @@ export class ChatTranscript {
 
   /** Whether a person holds the conversation (what a socket is told first, as a `handoff` frame). */
   async handedOff(conversationId: string): Promise<boolean> {
-    return conversationNeedsHuman(this.em.fork(), conversationId);
+    return this.conversations.conversationNeedsHuman(this.em.fork(), conversationId);
   }
 
   async get(id: string): Promise<ChatMessageRow | null> {
@@ -377,18 +381,18 @@ export class ChatTranscript {
     }
     return { messages, has_more, next_before: page.length ? new Date(page[0].created_at).toISOString() : null };
   }
-}
 
-/** The newest message a visitor can see (tool activity is not) of each conversation: the previews of a conversation list. */
-export async function latestVisibleTexts(em: EntityManager, conversationIds: string[]): Promise<Map<string, string>> {
-  if (!conversationIds.length) return new Map();
-  // raw SQL: the newest row of each conversation (distinct on) has no ORM form; one statement for the whole page.
-  // eslint-disable-next-line no-restricted-syntax
-  const rows = await em.execute<Array<{ conversation_id: string; text: string }>>(
-    `select distinct on (conversation_id) conversation_id, text from chat_messages
-     where conversation_id in (${conversationIds.map(() => '?').join(', ')}) and role <> 'tool'
-     order by conversation_id, created_at desc, id desc`,
-    conversationIds,
-  );
-  return new Map(rows.map((r) => [r.conversation_id, r.text]));
+  /** The newest message a visitor can see (tool activity is not) of each conversation: the previews of a conversation list. */
+  async latestVisibleTexts(em: EntityManager, conversationIds: string[]): Promise<Map<string, string>> {
+    if (!conversationIds.length) return new Map();
+    // raw SQL: the newest row of each conversation (distinct on) has no ORM form; one statement for the whole page.
+    // eslint-disable-next-line no-restricted-syntax
+    const rows = await em.execute<Array<{ conversation_id: string; text: string }>>(
+      `select distinct on (conversation_id) conversation_id, text from chat_messages
+       where conversation_id in (${conversationIds.map(() => '?').join(', ')}) and role <> 'tool'
+       order by conversation_id, created_at desc, id desc`,
+      conversationIds,
+    );
+    return new Map(rows.map((r) => [r.conversation_id, r.text]));
+  }
 }

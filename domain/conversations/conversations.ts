@@ -1,10 +1,12 @@
-import { LockMode, type FilterQuery } from '@mikro-orm/core';
+import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Conversation, ConversationEvent, type IConversation } from '../../db/entities';
 import { publishFrame } from '../chat/frames';
-import { ApiError } from '../errors';
-import { newId } from '../../lib/ids';
+import { DomainError } from '../errors';
 import { keysetFind } from '../../db/pagination';
+import type { ConversationRepository } from './repository';
+
+export type { WebConversationRow } from './repository';
 
 export interface ConversationView {
   id: string;
@@ -42,12 +44,15 @@ const view = (r: IConversation): ConversationView => ({
 
 /**
  * Conversations and their timeline. Conversations are opened by the channels (an
- * inbound message, a send, the widget) through the functions below; this service reads
+ * inbound message, a send, the widget) through ConversationRepository; this service reads
  * them. `cases` are the conversations flagged for a human to follow up. This module
  * alone queries `conversations` and `conversation_events`.
  */
 export class ConversationService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    private readonly rows: ConversationRepository,
+  ) {}
 
   /**
    * Flags a conversation for a human (`needs_human: true`, with the reason) or resolves
@@ -56,14 +61,14 @@ export class ConversationService {
    */
   async setNeedsHuman(workspaceId: string, id: string, needsHuman: boolean, reason?: string): Promise<ConversationView> {
     const row = await this.em.fork().findOne(Conversation, { id, workspaceId });
-    if (!row) throw new ApiError(404, 'not_found', `No conversation with id '${id}' in this workspace`);
+    if (!row) throw new DomainError('not_found', `No conversation with id '${id}' in this workspace`);
     if (needsHuman && !row.needsHuman) {
       const why = reason?.trim() || 'flagged by an operator';
-      await flagForHuman(this.em.fork(), id, why, { reason: why, by: 'operator' });
+      await this.rows.flagForHuman(this.em.fork(), id, why, { reason: why, by: 'operator' });
     } else if (!needsHuman && row.needsHuman) {
       await this.em.fork().transactional(async (tx) => {
         await tx.nativeUpdate(Conversation, { id }, { needsHuman: false, caseReason: null, updatedAt: new Date() });
-        await addConversationEvent(tx, id, 'case_resolved', { reason: row.caseReason ?? null });
+        await this.rows.addConversationEvent(tx, id, 'case_resolved', { reason: row.caseReason ?? null });
       });
     }
     // The visitor's open widgets learn who answers now (a status line instead of the agent's typing dots).
@@ -86,7 +91,7 @@ export class ConversationService {
 
   async get(workspaceId: string, id: string): Promise<ConversationView> {
     const row = await this.em.fork().findOne(Conversation, { id, workspaceId });
-    if (!row) throw new ApiError(404, 'not_found', `No conversation with id '${id}' in this workspace`);
+    if (!row) throw new DomainError('not_found', `No conversation with id '${id}' in this workspace`);
     return view(row);
   }
 
@@ -96,190 +101,4 @@ export class ConversationService {
     const page = await keysetFind(this.em.fork(), ConversationEvent, { conversationId: id }, q, { direction: 'asc' });
     return { events: page.rows.map((r) => ({ id: r.id, type: r.type, data: r.data, created_at: iso(r.createdAt)! })), next_cursor: page.next_cursor };
   }
-}
-
-/** A tool call this reply already made with these arguments (its `mcp.tool_call` event), if any. */
-export async function recordedToolCall(em: EntityManager, conversationId: string, replyId: string, tool: string, args: Record<string, unknown>): Promise<{ ok: boolean; output: string } | null> {
-  const rows = await em.find(ConversationEvent, { conversationId, type: 'mcp.tool_call' }, { orderBy: { createdAt: 'asc' } });
-  const same = rows.find((r) => r.data.reply_id === replyId && !r.data.refused && r.data.tool === tool && JSON.stringify(r.data.arguments) === JSON.stringify(args));
-  return same ? { ok: Boolean(same.data.ok), output: String(same.data.output ?? '') } : null;
-}
-
-/** One entry of a conversation's timeline, in the caller's transaction. */
-export async function addConversationEvent(em: EntityManager, conversationId: string, type: string, data: Record<string, unknown>): Promise<void> {
-  await em.insert(ConversationEvent, { id: newId('evt'), conversationId, type, data });
-}
-
-/**
- * The newest open msgapp conversation of this customer with this agent, locked so two
- * sends share it, or a new one. In the caller's transaction. `inbound`: a customer's
- * message opens it (a new one starts with last_inbound_at set).
- */
-export async function openMsgappConversation(
-  em: EntityManager,
-  c: { workspaceId: string; customerId: string; agentId: string },
-  opts: { inbound?: boolean } = {},
-): Promise<string> {
-  const open = await em.findOne(
-    Conversation,
-    { workspaceId: c.workspaceId, customerId: c.customerId, agentId: c.agentId, channel: 'msgapp', status: 'open' },
-    { orderBy: { createdAt: 'desc' }, lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id'] },
-  );
-  if (open) return open.id;
-  const id = newId('conv');
-  await em.insert(Conversation, {
-    id,
-    workspaceId: c.workspaceId,
-    customerId: c.customerId,
-    agentId: c.agentId,
-    channel: 'msgapp',
-    status: 'open',
-    ...(opts.inbound ? { lastInboundAt: new Date() } : {}),
-  });
-  return id;
-}
-
-/** A customer's message arrived: the 24-hour window opens again from now. */
-export async function markInboundReceived(em: EntityManager, id: string): Promise<void> {
-  const now = new Date();
-  await em.nativeUpdate(Conversation, { id }, { lastInboundAt: now, updatedAt: now });
-}
-
-/** A merged customer's conversations follow it to the customer it was merged into. */
-export async function moveCustomerConversations(em: EntityManager, fromCustomerId: string, toCustomerId: string): Promise<void> {
-  await em.nativeUpdate(Conversation, { customerId: fromCustomerId }, { customerId: toCustomerId, updatedAt: new Date() });
-}
-
-/** The agent a conversation is with (null: none, or no such conversation), its channel and (web) its site. */
-export async function conversationAgent(em: EntityManager, id: string): Promise<{ agentId: string | null; channel: IConversation['channel']; siteId: string | null } | null> {
-  const row = await em.findOne(Conversation, { id }, { fields: ['agentId', 'channel', 'siteId'] });
-  return row ? { agentId: row.agentId ?? null, channel: row.channel, siteId: row.siteId ?? null } : null;
-}
-
-/** A new message in the transcript: the conversation is touched, and a visitor's first words become its title. */
-export async function touchConversation(em: EntityManager, id: string, title: string | null): Promise<void> {
-  await em.nativeUpdate(Conversation, { id }, { updatedAt: new Date() });
-  if (title) await em.nativeUpdate(Conversation, { id, title: null }, { title });
-}
-
-/** Flags the conversation for a human (a case) and records why on its timeline, in one transaction. */
-export async function flagForHuman(em: EntityManager, id: string, reason: string, data: Record<string, unknown>): Promise<void> {
-  await em.transactional(async (tx) => {
-    await tx.nativeUpdate(Conversation, { id }, { needsHuman: true, caseReason: reason, updatedAt: new Date() });
-    await addConversationEvent(tx, id, 'handoff', data);
-  });
-}
-
-/** A conversation of the workspace, as a writer into its transcript needs it (null: none with that id there). */
-export async function conversationInWorkspace(em: EntityManager, workspaceId: string, id: string): Promise<Pick<IConversation, 'id' | 'channel' | 'status'> | null> {
-  return em.findOne(Conversation, { id, workspaceId }, { fields: ['id', 'channel', 'status'] });
-}
-
-/** Whether a human has the conversation (its case is open): the agent does not answer then. */
-export async function conversationNeedsHuman(em: EntityManager, id: string): Promise<boolean> {
-  const row = await em.findOne(Conversation, { id }, { fields: ['needsHuman'] });
-  return Boolean(row?.needsHuman);
-}
-
-/** A web conversation as the widget sees it. */
-export interface WebConversationRow {
-  id: string;
-  customer_id: string;
-  status: 'open' | 'closed';
-  /** The external id of the verified visitor who started it; null when started unverified. */
-  verified_external_id: string | null;
-  /** A human has it: the agent does not answer. */
-  needs_human: boolean;
-}
-
-const webRow = (c: IConversation): WebConversationRow => ({
-  id: c.id,
-  customer_id: c.customerId!,
-  status: c.status,
-  verified_external_id: c.verifiedExternalId ?? null,
-  needs_human: c.needsHuman,
-});
-
-/**
- * A web conversation of this very site (not another site's of the same workspace and
- * agent), or null. `open`: only an open one; `lock`: locked for update until the
- * transaction ends.
- */
-export async function webConversationOnSite(em: EntityManager, siteId: string, id: string, opts: { open?: boolean; lock?: boolean } = {}): Promise<WebConversationRow | null> {
-  const where: FilterQuery<IConversation> = { id, siteId, channel: 'web' };
-  if (opts.open) where.status = 'open';
-  const row = await em.findOne(Conversation, where, { refresh: true, ...(opts.lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {}) });
-  return row ? webRow(row) : null;
-}
-
-/** The open web conversations a verified visitor started on this site, newest first (`lock`: for update). */
-export async function verifiedOpenWebConversations(
-  em: EntityManager,
-  siteId: string,
-  verifiedExternalId: string,
-  opts: { lock?: boolean; limit?: number } = {},
-): Promise<WebConversationRow[]> {
-  const rows = await em.find(
-    Conversation,
-    { siteId, channel: 'web', status: 'open', verifiedExternalId },
-    { orderBy: { createdAt: 'desc', id: 'desc' }, refresh: true, ...(opts.limit ? { limit: opts.limit } : {}), ...(opts.lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {}) },
-  );
-  return rows.map(webRow);
-}
-
-/** Closes these conversations now. */
-export async function closeConversations(em: EntityManager, ids: string[]): Promise<void> {
-  if (ids.length) await em.nativeUpdate(Conversation, { id: { $in: ids } }, { status: 'closed', closedAt: new Date() });
-}
-
-/** A new open web conversation of the site; `verifiedExternalId` when a verified visitor starts it. */
-export async function insertWebConversation(
-  em: EntityManager,
-  c: { id: string; workspaceId: string; siteId: string; agentId: string; customerId: string; verifiedExternalId: string | null },
-): Promise<void> {
-  await em.insert(Conversation, {
-    id: c.id,
-    workspaceId: c.workspaceId,
-    customerId: c.customerId,
-    agentId: c.agentId,
-    siteId: c.siteId,
-    channel: 'web',
-    status: 'open',
-    verifiedExternalId: c.verifiedExternalId,
-  });
-}
-
-/** A new open voice conversation (a dial-out call placed through the API); its id. In the caller's transaction. */
-export async function insertVoiceConversation(em: EntityManager, c: { workspaceId: string; agentId: string; customerId: string }): Promise<string> {
-  const id = newId('conv');
-  await em.insert(Conversation, { id, workspaceId: c.workspaceId, customerId: c.customerId, agentId: c.agentId, channel: 'voice', status: 'open' });
-  return id;
-}
-
-/**
- * The web conversations of these customers on this site a visitor may list: those
- * started unverified, and those `verifiedExternalId` started verified; most recently
- * touched first.
- */
-export async function webConversationsOfCustomers(
-  em: EntityManager,
-  siteId: string,
-  customerIds: string[],
-  verifiedExternalId: string | null,
-  limit: number,
-): Promise<Array<{ id: string; title: string | null; updated_at: Date }>> {
-  if (!customerIds.length) return [];
-  const rows = await em.find(
-    Conversation,
-    { siteId, channel: 'web', customerId: { $in: customerIds }, $or: [{ verifiedExternalId: null }, ...(verifiedExternalId !== null ? [{ verifiedExternalId }] : [])] },
-    { fields: ['id', 'title', 'updatedAt'], orderBy: { updatedAt: 'desc', id: 'desc' }, limit },
-  );
-  return rows.map((r) => ({ id: r.id, title: r.title ?? null, updated_at: r.updatedAt }));
-}
-
-/** What a reply socket's authorization is checked against, for many conversations in one query. */
-export async function conversationsForAccess(em: EntityManager, ids: string[]): Promise<Array<{ id: string; site_id: string | null; channel: string; status: string }>> {
-  if (!ids.length) return [];
-  const rows = await em.find(Conversation, { id: { $in: ids } }, { fields: ['id', 'siteId', 'channel', 'status'] });
-  return rows.map((r) => ({ id: r.id, site_id: r.siteId ?? null, channel: r.channel, status: r.status }));
 }

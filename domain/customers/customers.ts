@@ -1,8 +1,8 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { moveCustomerConversations } from '../conversations/conversations';
+import type { Repositories } from '../repositories';
 import { Customer, CustomerIdentity, type ICustomer } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { keysetFind } from '../../db/pagination';
 
@@ -55,7 +55,7 @@ function identitiesOf(i: Identities): Array<{ kind: IdentityKind; value: string 
   return out;
 }
 
-const notFound = (id: string) => new ApiError(404, 'not_found', `No customer with id '${id}' in this workspace`);
+const notFound = (id: string) => new DomainError('not_found', `No customer with id '${id}' in this workspace`);
 
 /**
  * Customers and their identities (phone, email, external id). An identity names at
@@ -64,7 +64,10 @@ const notFound = (id: string) => new ApiError(404, 'not_found', `No customer wit
  * belonged to.
  */
 export class CustomerService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    private readonly repos: Pick<Repositories, 'conversations'>,
+  ) {}
 
   async create(workspaceId: string, input: Identities & { name?: string | null; metadata?: Record<string, unknown> }): Promise<CustomerView> {
     try {
@@ -97,7 +100,7 @@ export class CustomerService {
     for (const i of identitiesOf(input)) {
       const owner = await this.em.fork().findOne(CustomerIdentity, { workspaceId, kind: i.kind, value: i.value });
       if (owner) {
-        throw new ApiError(409, 'identity_in_use', `${i.kind} '${i.value}' already belongs to customer ${owner.customerId}; use POST /api/v1/customer/link to merge`, {
+        throw new DomainError('identity_in_use', `${i.kind} '${i.value}' already belongs to customer ${owner.customerId}; use POST /api/v1/customer/link to merge`, {
           customer_id: owner.customerId,
         });
       }
@@ -175,7 +178,7 @@ export class CustomerService {
   async noteUnverifiedEmail(workspaceId: string, customerId: string, email: string): Promise<void> {
     await this.em.fork().transactional(async (em) => {
       const row = await em.findOne(Customer, { id: customerId, workspaceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!row) throw new ApiError(404, 'not_found', `No customer with id '${customerId}'`);
+      if (!row) throw new DomainError('not_found', `No customer with id '${customerId}'`);
       const metadata = row.metadata ?? {};
       const unverified = typeof metadata.unverified === 'object' && metadata.unverified ? (metadata.unverified as Record<string, unknown>) : {};
       row.metadata = { ...metadata, unverified: { ...unverified, email } };
@@ -197,7 +200,7 @@ export class CustomerService {
    */
   async link(workspaceId: string, input: Identities & { customer_id?: string }): Promise<{ customer: CustomerView; merged_customer_ids: string[] }> {
     const ids = identitiesOf(input);
-    if (!ids.length) throw new ApiError(400, 'invalid_request', 'body: at least one of phone, email, external_id');
+    if (!ids.length) throw new DomainError('invalid_request', 'body: at least one of phone, email, external_id');
     return this.em.fork().transactional(async (em) => {
       // Serialise links in a workspace: two concurrent merges must not cross.
       // raw SQL: advisory locks have no ORM form.
@@ -217,7 +220,7 @@ export class CustomerService {
       const merged = owners.map((o) => o.id).filter((c) => c !== target);
       for (const other of merged) {
         await em.nativeUpdate(CustomerIdentity, { customerId: other }, { customerId: target });
-        await moveCustomerConversations(em, other, target);
+        await this.repos.conversations.moveCustomerConversations(em, other, target);
         await em.nativeDelete(Customer, { id: other });
       }
       for (const i of ids) {
@@ -244,31 +247,4 @@ export class CustomerService {
       return { customer: await this.load(em, workspaceId, target), merged_customer_ids: merged };
     });
   }
-}
-
-/** Whether the customer exists in the workspace (in the caller's transaction). */
-export async function customerExists(em: EntityManager, workspaceId: string, id: string): Promise<boolean> {
-  return (await em.count(Customer, { id, workspaceId })) > 0;
-}
-
-/**
- * The customer holding this phone in the workspace, created with it (and `name`, when
- * given) when none does (in the caller's transaction). Two concurrent creations race on
- * the identity's primary key: the loser's customer stays without the identity and the
- * winner's is returned.
- */
-export async function customerForPhone(em: EntityManager, workspaceId: string, phone: string, opts: { name?: string | null } = {}): Promise<string> {
-  const held = await em.findOne(CustomerIdentity, { workspaceId, kind: 'phone', value: phone });
-  if (held) return held.customerId;
-  const id = newId('cus');
-  await em.insert(Customer, { id, workspaceId, phone, ...(opts.name !== undefined ? { name: opts.name } : {}) });
-  await em.createQueryBuilder(CustomerIdentity).insert({ workspaceId, kind: 'phone', value: phone, customerId: id }).onConflict(['workspaceId', 'kind', 'value']).ignore();
-  const owner = await em.findOneOrFail(CustomerIdentity, { workspaceId, kind: 'phone', value: phone }, { refresh: true });
-  return owner.customerId;
-}
-
-/** The customer holding this identity (stored normalised) in the workspace; null when none does. */
-export async function customerWithIdentity(em: EntityManager, workspaceId: string, kind: IdentityKind, value: string): Promise<string | null> {
-  const held = await em.findOne(CustomerIdentity, { workspaceId, kind, value }, { fields: ['customerId'] });
-  return held?.customerId ?? null;
 }

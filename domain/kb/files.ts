@@ -2,14 +2,14 @@ import type { Readable } from 'node:stream';
 import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { KbDocument, KbFile, type IKbFile } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { keysetFind } from '../../db/pagination';
 import { newId } from '../../lib/ids';
-import { folderInWorkspace, folderSubtree } from './folders';
-import type { BlobStore, StagedBlob } from '../../providers/storage/blob-store';
+import { KB_CHANGES_CHANNEL, kbChangePayload, type KnowledgeBaseRepository } from './repository';
+import type { BlobStore, StagedBlob } from '../ports/blob-store';
 import { releaseBlob } from '../storage/blob-refs';
 
-export const KB_CHANGES_CHANNEL = 'concierge_kb_changes';
+export { KB_CHANGES_CHANNEL };
 export const KB_INDEX_OUTBOX_CHANNEL = 'concierge_kb_index_outbox';
 
 export type FileStatus = 'pending' | 'processing' | 'active' | 'error';
@@ -47,82 +47,8 @@ export function fileView({ file: f, folderId }: FileWithFolder): FileView {
   };
 }
 
-/** Every change that alters what search may return wakes the dense indexes of every process at commit. */
-export async function notifyKbChange(em: EntityManager, workspaceId: string, changed: { document_id: string } | { file_id: string }): Promise<void> {
-  // raw SQL: pg_notify has no ORM form; in the caller's transaction it is sent at its commit.
-  // eslint-disable-next-line no-restricted-syntax
-  await em.execute('select pg_notify(?, ?)', [KB_CHANGES_CHANNEL, kbChangePayload(workspaceId, changed)]);
-}
-
-/** A knowledge-base change notice: the workspace and the document or file whose passages changed (the dense indexes replace only those rows). */
-function kbChangePayload(workspaceId: string, changed: { document_id: string } | { file_id: string }): string {
-  return JSON.stringify({ workspace_id: workspaceId, ...changed });
-}
-
-/** Documents in the folder (each holds its current version): what a folder delete refuses to orphan. */
-export function documentsInFolder(em: EntityManager, folderId: string): Promise<number> {
-  return em.count(KbDocument, { folderId });
-}
-
-/** Which of these file ids exist in the workspace (an agent's knowledge-base selection is checked against them). */
-export async function existingFiles(em: EntityManager, workspaceId: string, ids: readonly string[]): Promise<Set<string>> {
-  if (!ids.length) return new Set();
-  const rows = await em.find(KbFile, { workspaceId, id: { $in: [...ids] } }, { fields: ['id'] });
-  return new Set(rows.map((r) => r.id));
-}
-
-/** Which of these file versions are current and active, with their name and their document's folder. */
-export async function currentActiveFiles(em: EntityManager, ids: readonly string[]): Promise<Map<string, { name: string; folderId: string | null }>> {
-  const out = new Map<string, { name: string; folderId: string | null }>();
-  if (!ids.length) return out;
-  const files = await em.find(KbFile, { id: { $in: [...ids] }, isCurrent: true, status: 'active' }, { fields: ['id', 'name', 'documentId'] });
-  if (!files.length) return out;
-  const docs = await em.find(KbDocument, { id: { $in: [...new Set(files.map((f) => f.documentId))] } }, { fields: ['id', 'folderId'] });
-  const folderOf = new Map(docs.map((d) => [d.id, d.folderId ?? null]));
-  for (const f of files) if (folderOf.has(f.documentId)) out.set(f.id, { name: f.name, folderId: folderOf.get(f.documentId)! });
-  return out;
-}
-
-/** The titles recorded at indexing of these file versions of the workspace; files with none are left out. */
-export async function kbFileTitles(em: EntityManager, workspaceId: string, ids: readonly string[]): Promise<Map<string, string>> {
-  if (!ids.length) return new Map();
-  const rows = await em.find(KbFile, { workspaceId, id: { $in: [...new Set(ids)] }, title: { $ne: null } }, { fields: ['id', 'title'] });
-  return new Map(rows.map((r) => [r.id, r.title!]));
-}
-
-/** Versions not yet handed to an indexing workflow; `name` labels the workflow in the Temporal UI. */
-export async function filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string; name: string }>> {
-  const rows = await em.find(KbFile, { indexDispatchedAt: null }, { fields: ['id', 'workspaceId', 'name'], orderBy: { createdAt: 'asc', id: 'asc' }, limit });
-  return rows.map((r) => ({ id: r.id, workspace_id: r.workspaceId, name: r.name }));
-}
-
-export async function markIndexDispatched(em: EntityManager, fileId: string): Promise<void> {
-  await em.nativeUpdate(KbFile, { id: fileId }, { indexDispatchedAt: new Date() });
-}
-
-/**
- * A file version an agent with this knowledge-base selection may show: an active file it
- * selects by id, or the current active version of a file under one of its folders (or
- * their subfolders). Null otherwise.
- */
-export async function downloadableKbFile(
-  em: EntityManager,
-  workspaceId: string,
-  fileId: string,
-  selection: { folder_ids: readonly string[]; file_ids: readonly string[] },
-): Promise<{ sha256: string; mime_type: string; name: string } | null> {
-  const file = await em.findOne(KbFile, { id: fileId, workspaceId, status: 'active' }, { fields: ['sha256', 'mimeType', 'name', 'isCurrent', 'documentId'] });
-  if (!file) return null;
-  let shown = selection.file_ids.includes(file.id);
-  if (!shown && file.isCurrent && selection.folder_ids.length) {
-    const doc = await em.findOne(KbDocument, { id: file.documentId }, { fields: ['folderId'] });
-    shown = !!doc?.folderId && (await folderSubtree(em, workspaceId, selection.folder_ids)).has(doc.folderId);
-  }
-  return shown ? { sha256: file.sha256, mime_type: file.mimeType, name: file.name } : null;
-}
-
-const folderNotFound = (id: string) => new ApiError(404, 'folder_not_found', `No folder with id '${id}' in this workspace`);
-const fileNotFound = (id: string) => new ApiError(404, 'not_found', `No file with id '${id}' in this workspace`);
+const folderNotFound = (id: string) => new DomainError('folder_not_found', `No folder with id '${id}' in this workspace`);
+const fileNotFound = (id: string) => new DomainError('not_found', `No file with id '${id}' in this workspace`);
 
 /**
  * Knowledge-base files. A document is a name in a folder; uploading the same name to
@@ -135,6 +61,7 @@ export class FileService {
   constructor(
     private readonly em: EntityManager,
     private readonly blobs: BlobStore,
+    private readonly kb: KnowledgeBaseRepository,
   ) {}
 
   /** Records an uploaded (staged, sniffed) file as the new current version of its document. */
@@ -142,7 +69,7 @@ export class FileService {
     workspaceId: string,
     input: { staged: StagedBlob; name: string; folderId: string | null; mime: string; kind: string },
   ): Promise<FileView> {
-    if (input.folderId && !(await folderInWorkspace(this.em.fork(), workspaceId, input.folderId))) throw folderNotFound(input.folderId);
+    if (input.folderId && !(await this.kb.folderInWorkspace(this.em.fork(), workspaceId, input.folderId))) throw folderNotFound(input.folderId);
     const sha = await this.blobs.commit(input.staged);
     try {
       return await this.em.fork().transactional(async (em) => {
@@ -216,7 +143,7 @@ export class FileService {
   async download(workspaceId: string, id: string): Promise<{ file: FileView; blob: { stream: Readable; size: number } }> {
     const row = await this.row(this.em.fork(), workspaceId, id);
     const blob = await this.blobs.read(row.file.sha256);
-    if (!blob) throw new ApiError(410, 'content_gone', `The bytes of file '${id}' are no longer stored`);
+    if (!blob) throw new DomainError('content_gone', `The bytes of file '${id}' are no longer stored`);
     return { file: fileView(row), blob };
   }
 
@@ -226,15 +153,15 @@ export class FileService {
       return await this.em.fork().transactional(async (em) => {
         const { file } = await this.row(em, workspaceId, id);
         // Share-locked: the folder cannot be deleted while the document moves into it.
-        if (folderId && !(await folderInWorkspace(em, workspaceId, folderId, { lock: true }))) throw folderNotFound(folderId);
+        if (folderId && !(await this.kb.folderInWorkspace(em, workspaceId, folderId, { lock: true }))) throw folderNotFound(folderId);
         await em.nativeUpdate(KbDocument, { id: file.documentId }, { folderId });
         await em.nativeUpdate(KbFile, { id }, { updatedAt: new Date() });
-        await notifyKbChange(em, workspaceId, { document_id: file.documentId });
+        await this.kb.notifyKbChange(em, workspaceId, { document_id: file.documentId });
         return fileView(await this.row(em, workspaceId, id));
       });
     } catch (err) {
       if ((err as { code?: string }).code === '23505') {
-        throw new ApiError(409, 'file_exists', 'A file with that name already exists in the target folder');
+        throw new DomainError('file_exists', 'A file with that name already exists in the target folder');
       }
       throw err;
     }
@@ -251,7 +178,7 @@ export class FileService {
         if (previous) await em.nativeUpdate(KbFile, { id: previous.id }, { isCurrent: true, updatedAt: new Date() });
         else await em.nativeDelete(KbDocument, { id: file.documentId });
       }
-      await notifyKbChange(em, workspaceId, { document_id: file.documentId });
+      await this.kb.notifyKbChange(em, workspaceId, { document_id: file.documentId });
       return file.sha256;
     });
     await this.releaseBlob(sha);

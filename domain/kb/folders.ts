@@ -1,10 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { publishedAgentsSelectingFolder } from '../agents/agents';
-import { LockMode } from '@mikro-orm/core';
+import type { AgentRepository } from '../agents/repository';
 import { KbFolder, type IKbFolder } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
-import { documentsInFolder } from './files';
+import type { KnowledgeBaseRepository } from './repository';
 
 export interface FolderView {
   id: string;
@@ -38,7 +37,7 @@ export function folderView(f: IKbFolder): FolderView {
 const childPath = (parentPath: string | null, name: string) => `${parentPath ?? ''}/${name}`;
 
 const folderExists = (name: string) =>
-  new ApiError(409, 'folder_exists', `A folder named '${name}' already exists in that parent folder`);
+  new DomainError('folder_exists', `A folder named '${name}' already exists in that parent folder`);
 
 function pgCode(err: unknown): string | undefined {
   return (err as { code?: string }).code;
@@ -50,7 +49,11 @@ function pgCode(err: unknown): string | undefined {
  * concurrent creates cannot both win); a delete never cascades.
  */
 export class FolderService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    private readonly kb: Pick<KnowledgeBaseRepository, 'documentsInFolder'>,
+    private readonly agents: Pick<AgentRepository, 'publishedAgentsSelectingFolder'>,
+  ) {}
 
   async list(workspaceId: string, parentId: string | null): Promise<FolderView[]> {
     const em = this.em.fork();
@@ -71,7 +74,7 @@ export class FolderService {
     let parentPath: string | null = null;
     if (parentId !== null) {
       const parent = await em.findOne(KbFolder, { id: parentId, workspaceId });
-      if (!parent) throw new ApiError(404, 'parent_not_found', `No folder with id '${parentId}' to create the folder in`);
+      if (!parent) throw new DomainError('parent_not_found', `No folder with id '${parentId}' to create the folder in`);
       parentPath = parent.path;
     }
     const row = em.create(KbFolder, { id: newId('fld'), workspaceId, parentId, name, path: childPath(parentPath, name) });
@@ -81,7 +84,7 @@ export class FolderService {
       if (pgCode(err) === UNIQUE_VIOLATION) throw folderExists(name);
       // The parent was deleted between our read and our insert.
       if (pgCode(err) === FOREIGN_KEY_VIOLATION) {
-        throw new ApiError(404, 'parent_not_found', `No folder with id '${parentId}' to create the folder in`);
+        throw new DomainError('parent_not_found', `No folder with id '${parentId}' to create the folder in`);
       }
       throw err;
     }
@@ -93,7 +96,7 @@ export class FolderService {
     try {
       return await this.em.fork().transactional(async (em) => {
         const folder = await em.findOne(KbFolder, { id, workspaceId }, { lockMode: 4 /* pessimistic write */ });
-        if (!folder) throw new ApiError(404, 'not_found', `No folder with id '${id}' in this workspace`);
+        if (!folder) throw new DomainError('not_found', `No folder with id '${id}' in this workspace`);
         if (folder.name === name) return folderView(folder);
         const oldPath = folder.path;
         const parentPath = oldPath.slice(0, oldPath.length - folder.name.length - 1);
@@ -134,23 +137,23 @@ export class FolderService {
       // key-share lock on this row, was seen to come back empty about once in 150 races.
       // eslint-disable-next-line no-restricted-syntax
       const [folder] = await em.execute<{ id: string; name: string }[]>('select id, name from kb_folders where id = ? and workspace_id = ? for update', [id, workspaceId]);
-      if (!folder) throw new ApiError(404, 'not_found', `No folder with id '${id}' in this workspace`);
+      if (!folder) throw new DomainError('not_found', `No folder with id '${id}' in this workspace`);
       const subfolders = await em.count(KbFolder, { parentId: id });
-      const files = await documentsInFolder(em, id);
+      const files = await this.kb.documentsInFolder(em, id);
       if (files > 0 || subfolders > 0) {
-        throw new ApiError(409, 'folder_not_empty', `Folder '${folder.name}' holds ${files} file(s) and ${subfolders} subfolder(s); delete or move them first`, {
+        throw new DomainError('folder_not_empty', `Folder '${folder.name}' holds ${files} file(s) and ${subfolders} subfolder(s); delete or move them first`, {
           files,
           subfolders,
         });
       }
       await em.nativeDelete(KbFolder, { id });
-      return { success: true as const, affected_agents: await publishedAgentsSelectingFolder(em, workspaceId, id) };
+      return { success: true as const, affected_agents: await this.agents.publishedAgentsSelectingFolder(em, workspaceId, id) };
     });
   }
 
   private async require(em: EntityManager, workspaceId: string, id: string): Promise<IKbFolder> {
     const folder = await em.findOne(KbFolder, { id, workspaceId });
-    if (!folder) throw new ApiError(404, 'not_found', `No folder with id '${id}' in this workspace`);
+    if (!folder) throw new DomainError('not_found', `No folder with id '${id}' in this workspace`);
     return folder;
   }
 
@@ -160,33 +163,4 @@ export class FolderService {
     const rows = await em.find(KbFolder, { workspaceId, id: { $in: [...ids] } }, { fields: ['id'] });
     return new Set(rows.map((r) => r.id));
   }
-}
-
-/**
- * Whether the folder exists in the workspace. `lock`: share-locked until the transaction
- * ends, so a folder delete (which locks the row for update) waits and then sees what was
- * put into the folder.
- */
-export async function folderInWorkspace(em: EntityManager, workspaceId: string, id: string, opts: { lock?: boolean } = {}): Promise<boolean> {
-  const row = await em.findOne(KbFolder, { id, workspaceId }, { fields: ['id'], ...(opts.lock ? { lockMode: LockMode.PESSIMISTIC_READ } : {}) });
-  return row !== null;
-}
-
-/**
- * These folders of the workspace (ids of other workspaces or of no folder are left out)
- * and every folder below them.
- */
-export async function folderSubtree(em: EntityManager, workspaceId: string, rootIds: readonly string[]): Promise<Set<string>> {
-  if (!rootIds.length) return new Set();
-  // raw SQL: a recursive CTE over the tree, so the whole subtree comes back in one statement.
-  // eslint-disable-next-line no-restricted-syntax
-  const rows = await em.execute<{ id: string }[]>(
-    `with recursive sub as (
-       select id from kb_folders where workspace_id = ? and id in (${rootIds.map(() => '?').join(', ')})
-       union all
-       select f.id from kb_folders f join sub on f.parent_id = sub.id)
-     select id from sub`,
-    [workspaceId, ...rootIds],
-  );
-  return new Set(rows.map((r) => r.id));
 }

@@ -2,11 +2,11 @@ import { LockMode, type RequiredEntityData } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { KbChunk, KbFile, type IKbChunk } from '../../db/entities';
 import { newId } from '../../lib/ids';
-import type { BlobStore } from '../../providers/storage/blob-store';
+import type { BlobStore } from '../ports/blob-store';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions, type SourceSegment } from './chunker';
-import { passageVectors, type Embedder } from '../../providers/embeddings/embedder';
+import { passageVectors, type Embedder } from '../ports/embedder';
 import type { PoolOwner } from '../../lib/fair-pool';
-import { notifyKbChange } from './files';
+import type { KnowledgeBaseRepository } from './repository';
 
 /**
  * Turns a stored file into segments; throws an error whose `reason` is user-facing when it cannot.
@@ -16,6 +16,8 @@ export type ExtractFn = (input: { filePath: string; kind: string; mime: string; 
 
 export interface IndexingDeps {
   em: EntityManager;
+  /** The knowledge base's rows: a file's new passages are announced through it. */
+  kb: Pick<KnowledgeBaseRepository, 'notifyKbChange'>;
   blobs: BlobStore;
   extract: ExtractFn;
   embedder: () => Promise<Embedder>;
@@ -130,7 +132,7 @@ export class IndexingService {
       if (!file) return null;
       const status = file.chunkCount > 0 ? 'active' : 'error';
       await em.nativeUpdate(KbFile, { id: fileId }, { status, errorMessage: status === 'active' ? null : 'no text could be extracted', updatedAt: new Date() });
-      await notifyKbChange(em, file.workspaceId, { file_id: fileId });
+      await this.deps.kb.notifyKbChange(em, file.workspaceId, { file_id: fileId });
       return status;
     });
     return settled ?? 'error';
@@ -141,7 +143,7 @@ export class IndexingService {
       const file = await em.findOne(KbFile, { id: fileId, status: { $in: ['pending', 'processing'] } }, { lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['workspaceId'] });
       if (!file) return false;
       await em.nativeUpdate(KbFile, { id: fileId }, { status: 'error', errorMessage: reason.slice(0, 1000), updatedAt: new Date() });
-      await notifyKbChange(em, file.workspaceId, { file_id: fileId });
+      await this.deps.kb.notifyKbChange(em, file.workspaceId, { file_id: fileId });
       return true;
     });
   }

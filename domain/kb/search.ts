@@ -1,10 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { KbChunk } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import type { DenseIndex } from './dense-index';
-import { EmbedderError, queryVector, type Embedder } from '../../providers/embeddings/embedder';
-import { currentActiveFiles, existingFiles } from './files';
-import { folderSubtree } from './folders';
+import { EmbedderError, queryVector, type Embedder } from '../ports/embedder';
+import type { KnowledgeBaseRepository } from './repository';
 
 export interface SearchMatch {
   id: string;
@@ -41,17 +40,18 @@ export class SearchService {
     private readonly em: EntityManager,
     private readonly embedder: () => Promise<Embedder>,
     private readonly dense: DenseIndex,
+    private readonly kb: Pick<KnowledgeBaseRepository, 'currentActiveFiles' | 'existingFiles' | 'folderSubtree'>,
   ) {}
 
   async search(workspaceId: string, q: SearchQuery): Promise<SearchMatch[]> {
     const em = this.em.fork();
     let folders: Set<string> | null = null;
     if (q.folder_id) {
-      folders = await folderSubtree(em, workspaceId, [q.folder_id]);
-      if (!folders.size) throw new ApiError(404, 'folder_not_found', `No folder with id '${q.folder_id}' in this workspace`);
+      folders = await this.kb.folderSubtree(em, workspaceId, [q.folder_id]);
+      if (!folders.size) throw new DomainError('folder_not_found', `No folder with id '${q.folder_id}' in this workspace`);
     }
     if (q.kb_id) {
-      if (!(await existingFiles(em, workspaceId, [q.kb_id])).size) throw new ApiError(404, 'not_found', `No file with id '${q.kb_id}' in this workspace`);
+      if (!(await this.kb.existingFiles(em, workspaceId, [q.kb_id])).size) throw new DomainError('not_found', `No file with id '${q.kb_id}' in this workspace`);
     }
 
     const [lexical, semantic] = await Promise.all([this.fullText(em, workspaceId, q, folders), this.denseSearch(workspaceId, q, folders)]);
@@ -63,7 +63,7 @@ export class SearchService {
     const max = 2 / (RRF_K + 1);
     // The passages, then their files' state: a passage whose file is no longer the current active version is left out.
     const chunks = await em.find(KbChunk, { id: { $in: best.map(([id]) => id) } }, { fields: ['id', 'text', 'fileId'] });
-    const files = await currentActiveFiles(em, [...new Set(chunks.map((c) => c.fileId))]);
+    const files = await this.kb.currentActiveFiles(em, [...new Set(chunks.map((c) => c.fileId))]);
     const byId = new Map(chunks.filter((c) => files.has(c.fileId)).map((c) => [c.id, c]));
     return best
       .filter(([id]) => byId.has(id))
@@ -107,7 +107,7 @@ export class SearchService {
       this.dense.vectors(workspaceId, embedder.modelId),
       queryVector(embedder, q.query).catch((err: unknown) => {
         // A missing model or an unreachable embeddings provider is the operator's to fix; say so.
-        if (err instanceof EmbedderError) throw new ApiError(503, 'embeddings_unavailable', `Search by meaning is unavailable: ${err.message}`);
+        if (err instanceof EmbedderError) throw new DomainError('embeddings_unavailable', `Search by meaning is unavailable: ${err.message}`);
         throw err;
       }),
     ]);

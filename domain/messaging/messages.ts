@@ -1,18 +1,17 @@
 import { LockMode, type FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { CredentialService } from '../credentials/credentials';
-import { customerForPhone } from '../customers/customers';
-import { appendChatMessage } from '../chat/transcript';
-import { addConversationEvent, openMsgappConversation } from '../conversations/conversations';
+import type { ChatTranscript } from '../chat/transcript';
+import type { Repositories } from '../repositories';
 import { ChatMessage, Message, type IMessage } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { OperationalError } from '../../lib/failures';
-import type { MsgappProvider } from '../../providers/msgapp/cloud-api';
+import type { MsgappProvider } from '../ports/msgapp';
 import { keysetFind } from '../../db/pagination';
 import { recordMessageUsage } from '../billing/usage-records';
 import { emitEvent } from '../webhooks/emitter';
-import { planAgentReply, planSend, type SendBody, type SendPlan } from './plan';
-import { countSend } from '../../app/metrics';
+import type { SendBody, SendPlan, SendPlanner } from './plan';
+import { countSend } from '../metrics';
 
 export interface MessageView {
   id: string;
@@ -83,6 +82,9 @@ export class SendFailedError extends OperationalError {
 export class MessageService {
   constructor(
     private readonly em: EntityManager,
+    private readonly repos: Pick<Repositories, 'conversations' | 'customers'>,
+    private readonly planner: SendPlanner,
+    private readonly transcript: Pick<ChatTranscript, 'appendIn'>,
     private readonly credentials: CredentialService,
     private readonly provider: MsgappProvider | null,
   ) {}
@@ -94,15 +96,15 @@ export class MessageService {
 
   /** Applies the send rules; nothing is recorded. */
   plan(workspaceId: string, body: SendBody): Promise<SendPlan> {
-    return planSend(this.em.fork(), workspaceId, body);
+    return this.planner.planSend(this.em.fork(), workspaceId, body);
   }
 
   /** Records the message (status `sending`) with its customer and conversation, found or created. */
   async record(plan: SendPlan): Promise<void> {
     await this.em.fork().transactional(async (em) => {
       if (await em.count(Message, { id: plan.messageId })) return;
-      const customerId = plan.customerId ?? (await customerForPhone(em, plan.workspaceId, plan.to));
-      const conversationId = plan.conversationId ?? (await openMsgappConversation(em, { workspaceId: plan.workspaceId, customerId, agentId: plan.agentId }));
+      const customerId = plan.customerId ?? (await this.repos.customers.customerForPhone(em, plan.workspaceId, plan.to));
+      const conversationId = plan.conversationId ?? (await this.repos.conversations.openMsgappConversation(em, { workspaceId: plan.workspaceId, customerId, agentId: plan.agentId }));
       await em.insert(Message, {
         id: plan.messageId,
         workspaceId: plan.workspaceId,
@@ -130,8 +132,8 @@ export class MessageService {
   async planReply(conversationId: string, replyId: string): Promise<SendPlan | { skipped: string }> {
     const em = this.em.fork();
     const reply = await em.findOne(ChatMessage, { id: replyId, conversationId });
-    const plan = reply ? await planAgentReply(em, { id: reply.id, conversationId, replyTo: reply.replyTo ?? null, text: reply.text }) : { skipped: 'the reply is not stored' };
-    if ('skipped' in plan) await addConversationEvent(em, conversationId, 'reply.not_sent', { reply_id: replyId, reason: plan.skipped });
+    const plan = reply ? await this.planner.planAgentReply(em, { id: reply.id, conversationId, replyTo: reply.replyTo ?? null, text: reply.text }) : { skipped: 'the reply is not stored' };
+    if ('skipped' in plan) await this.repos.conversations.addConversationEvent(em, conversationId, 'reply.not_sent', { reply_id: replyId, reason: plan.skipped });
     return plan;
   }
 
@@ -181,7 +183,7 @@ export class MessageService {
       // in the transcript from now on. An agent's reply is in the transcript already, under this id.
       // Whether or not the provider's own callback moved the status first: the insert is idempotent on the id.
       if (m.source === 'api' && m.conversationId) {
-        await appendChatMessage(em, {
+        await this.transcript.appendIn(em, {
           id: m.id,
           workspaceId: m.workspaceId,
           conversationId: m.conversationId,
@@ -191,7 +193,7 @@ export class MessageService {
       }
       // The timeline's record of the send, once, even when the provider's callback came first.
       // `author`: the agent's reply, or a message sent through the API (a human agent or the business's backend).
-      if (firstMark && m.conversationId) await addConversationEvent(em, m.conversationId, 'message.sent', { message_id: m.id, kind: m.kind, text: m.text ?? null, author: m.source === 'agent' ? 'agent' : 'api' });
+      if (firstMark && m.conversationId) await this.repos.conversations.addConversationEvent(em, m.conversationId, 'message.sent', { message_id: m.id, kind: m.kind, text: m.text ?? null, author: m.source === 'agent' ? 'agent' : 'api' });
       if (transitions) {
         await emitEvent(em, plan.workspaceId, 'message.status', {
           message_id: m.id,
@@ -242,7 +244,7 @@ export class MessageService {
 
   private async read(em: EntityManager, workspaceId: string, id: string): Promise<MessageView> {
     const row = await em.findOne(Message, { $and: [{ id, workspaceId }, READABLE] });
-    if (!row) throw new ApiError(404, 'not_found', `No message with id '${id}' in this workspace`);
+    if (!row) throw new DomainError('not_found', `No message with id '${id}' in this workspace`);
     return messageView(row);
   }
 

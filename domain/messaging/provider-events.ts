@@ -1,22 +1,20 @@
 import { Readable } from 'node:stream';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { agentClaimingNumber, findAgent } from '../agents/agents';
-import { addConversationEvent, markInboundReceived, openMsgappConversation } from '../conversations/conversations';
+import type { Repositories } from '../repositories';
 import { openMsgappToken } from '../credentials/credentials';
-import { customerForPhone } from '../customers/customers';
 import { ChatMessage, Message, MsgappInboundEvent } from '../../db/entities';
 import { ExtractionError, NoTextExtracted, sniffType, TranscriberError } from '../../lib/extract';
 import type { ExtractFn } from '../kb/indexing';
-import { describeVisual, type ImageDescriber } from '../../providers/llm/vision';
+import { describeVisual, type ImageDescriber } from '../../lib/visual';
 import type { SecretBox } from '../../lib/crypto/secret-box';
 import { newId } from '../../lib/ids';
 import { OperationalError } from '../../lib/failures';
-import { ProviderError, type InboundMessage, type MsgappProvider, type StatusUpdate } from '../../providers/msgapp/cloud-api';
-import { statusSupersedes, type DeliveryStatus } from '../../providers/msgapp/webhook';
-import type { BlobStore } from '../../providers/storage/blob-store';
+import { ProviderError, type InboundMessage, type MsgappProvider, type StatusUpdate } from '../ports/msgapp';
+import { statusSupersedes, type DeliveryStatus } from '../ports/msgapp';
+import type { BlobStore } from '../ports/blob-store';
 import { signLink } from '../storage/signed-links';
-import { appendChatMessage } from '../chat/transcript';
+import type { ChatTranscript } from '../chat/transcript';
 import { emitEvent } from '../webhooks/emitter';
 
 const MAX_MEDIA_BYTES = 64 * 1024 * 1024;
@@ -58,6 +56,8 @@ const nowIso = () => new Date().toISOString();
 export class ProviderEventService {
   constructor(
     private readonly em: EntityManager,
+    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers'>,
+    private readonly transcript: Pick<ChatTranscript, 'appendIn'>,
     private readonly box: SecretBox,
     private readonly blobs: BlobStore,
     private readonly provider: MsgappProvider | null,
@@ -73,7 +73,7 @@ export class ProviderEventService {
     return this.em.fork().transactional(async (em) => {
       const at = update.timestamp.toISOString();
       // Only the agent that claims the number: an outbound message of any other agent is not this callback's.
-      const agent = await agentClaimingNumber(em, update.phoneNumberId);
+      const agent = await this.repos.agents.agentClaimingNumber(em, update.phoneNumberId);
       if (!agent) return 'unknown';
       const m = await em.findOne(
         Message,
@@ -96,7 +96,7 @@ export class ProviderEventService {
       if (!changes) return 'kept';
       // A message outlives its conversation (on delete set null): then there is no timeline to add to.
       if (m.conversationId) {
-        await addConversationEvent(em, m.conversationId, 'message.status', { message_id: m.id, status: update.status, ...(update.error ? { error: update.error } : {}) });
+        await this.repos.conversations.addConversationEvent(em, m.conversationId, 'message.status', { message_id: m.id, status: update.status, ...(update.error ? { error: update.error } : {}) });
       }
       await emitEvent(em, m.workspaceId, 'message.status', {
         message_id: m.id,
@@ -117,7 +117,7 @@ export class ProviderEventService {
    * Nothing slow happens here: the provider gets its 200 as soon as the row commits.
    */
   async accept(msg: InboundMessage): Promise<'accepted' | 'duplicate' | 'no_agent'> {
-    const agent = await agentClaimingNumber(this.em.fork(), msg.phoneNumberId);
+    const agent = await this.repos.agents.agentClaimingNumber(this.em.fork(), msg.phoneNumberId);
     if (!agent) return 'no_agent';
     return this.em.fork().transactional(async (em) => {
       const inserted = await em
@@ -166,8 +166,8 @@ export class ProviderEventService {
     if (!event) return null;
     const { msg, workspaceId, agentId } = event;
     return this.em.fork().transactional(async (em) => {
-      const customerId = await customerForPhone(em, workspaceId, msg.from, { name: msg.profileName });
-      const conversationId = await openMsgappConversation(em, { workspaceId, customerId, agentId }, { inbound: true });
+      const customerId = await this.repos.customers.customerForPhone(em, workspaceId, msg.from, { name: msg.profileName });
+      const conversationId = await this.repos.conversations.openMsgappConversation(em, { workspaceId, customerId, agentId }, { inbound: true });
       return { workspaceId, agentId, customerId, conversationId };
     });
   }
@@ -181,7 +181,7 @@ export class ProviderEventService {
   async downloadInboundMedia(providerMessageId: string): Promise<Record<string, unknown> | null> {
     const event = await this.inboundEvent(providerMessageId);
     if (!event?.msg.media) return null;
-    const agent = await findAgent(this.em.fork(), event.workspaceId, event.agentId);
+    const agent = await this.repos.agents.findAgent(this.em.fork(), event.workspaceId, event.agentId);
     try {
       return await this.fetchMedia(event.workspaceId, agent?.spec.triggers.msgapp?.credential_id ?? null, event.msg);
     } catch (err) {
@@ -207,7 +207,7 @@ export class ProviderEventService {
     const media = download.media ? [download.media] : undefined;
     const mediaError = download.error;
     // The event's agent, of the event's workspace (the party's).
-    const agent = await findAgent(this.em.fork(), party.workspaceId, party.agentId);
+    const agent = await this.repos.agents.findAgent(this.em.fork(), party.workspaceId, party.agentId);
     const number = agent?.spec.triggers.msgapp?.number ?? msg.displayPhoneNumber;
     return this.em.fork().transactional(async (em) => {
       const messageId = newId('msg');
@@ -223,11 +223,11 @@ export class ProviderEventService {
       );
       if (!inserted.length) return { outcome: 'duplicate' as const, messageId: null };
       // The 24-hour window opens with the customer's message.
-      await markInboundReceived(em, party.conversationId);
+      await this.repos.conversations.markInboundReceived(em, party.conversationId);
       await em.nativeUpdate(MsgappInboundEvent, { providerMessageId }, { recordedMessageId: messageId });
-      await addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
+      await this.repos.conversations.addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
       // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
-      await appendChatMessage(em, {
+      await this.transcript.appendIn(em, {
         id: messageId,
         workspaceId: party.workspaceId,
         conversationId: party.conversationId,
@@ -258,7 +258,7 @@ export class ProviderEventService {
    * same rules as any send from its number). The message is recorded and emitted either way.
    */
   async agentSilence(party: InboundParty): Promise<string | null> {
-    const agent = await findAgent(this.em.fork(), party.workspaceId, party.agentId);
+    const agent = await this.repos.agents.findAgent(this.em.fork(), party.workspaceId, party.agentId);
     if (!agent) return 'the agent was deleted';
     if (agent.status !== 'published') return 'the agent is not published';
     if (!agent.spec.actions.some((a) => a.type === 'sender')) return 'the agent has no sender action';

@@ -1,16 +1,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import type { AgentSpec } from '../agents/spec';
-import { findAgent } from '../agents/agents';
-import { conversationInWorkspace, insertVoiceConversation } from '../conversations/conversations';
+import type { Repositories } from '../repositories';
 import type { SecretBox } from '../../lib/crypto/secret-box';
-import { customerForPhone } from '../customers/customers';
 import type { CallStatus, ICall, IRecording } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { decodeCursor, encodeCursor } from '../../db/pagination';
 import { signLink } from '../storage/signed-links';
 import { checkDestination, dialOutPolicy, type Destination, type DestinationClass } from './destinations';
-import type { VoicePrereqs } from '../../app/voice';
+import type { VoicePrereqs } from '../ports/voice';
 import { recordingView, type RecordingView, type VoiceSessionService } from './sessions';
 
 export interface RecordingWithLink extends RecordingView {
@@ -43,7 +41,7 @@ const EXTENSIONS: Record<string, string> = { 'audio/ogg': 'ogg', 'audio/wav': 'w
  */
 export function e164(raw: string): string {
   const parsed = parsePhoneNumberFromString(raw.trim());
-  if (!parsed?.isValid()) throw new ApiError(400, 'invalid_phone_number', 'phone number: not a valid international number (E.164, e.g. +14155550123)');
+  if (!parsed?.isValid()) throw new DomainError('invalid_phone_number', 'phone number: not a valid international number (E.164, e.g. +14155550123)');
   return parsed.format('E.164');
 }
 
@@ -56,6 +54,7 @@ export function e164(raw: string): string {
 export class CallService {
   constructor(
     private readonly em: EntityManager,
+    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers'>,
     private readonly voice: VoiceSessionService,
     private readonly links: { box: SecretBox; publicBaseUrl: string },
     private readonly prereqs: () => VoicePrereqs | undefined,
@@ -66,7 +65,7 @@ export class CallService {
 
   /** The agent's web_chat.dial_out toggle: 403 dial_out_not_enabled when off. */
   assertDialOutEnabled(spec: AgentSpec): void {
-    if (!spec.triggers.web_chat?.dial_out) throw new ApiError(403, 'dial_out_not_enabled', 'Dial-out is not enabled for this agent (web_chat.dial_out)');
+    if (!spec.triggers.web_chat?.dial_out) throw new DomainError('dial_out_not_enabled', 'Dial-out is not enabled for this agent (web_chat.dial_out)');
   }
 
   /**
@@ -82,7 +81,7 @@ export class CallService {
   assertDialOutPrereqs(): void {
     const prereqs = this.prereqs();
     const missing = prereqs ? prereqs.dialOut : 'dial-out is not configured in this process';
-    if (missing) throw new ApiError(503, 'dial_out_prereq_failed', `Dial-out cannot run here: ${missing}`);
+    if (missing) throw new DomainError('dial_out_prereq_failed', `Dial-out cannot run here: ${missing}`);
   }
 
   /**
@@ -111,23 +110,23 @@ export class CallService {
     beforeWork: (dest: Destination) => Promise<void> = async () => undefined,
   ): Promise<{ agentId: string; phone: string; conversationId: string; destinationClass: DestinationClass; creditsPerMinute: number }> {
     const em = this.em.fork();
-    const agent = await findAgent(em, workspaceId, b.agent_id);
-    if (!agent) throw new ApiError(404, 'not_found', `No agent with id '${b.agent_id}' in this workspace`);
-    if (agent.status !== 'published') throw new ApiError(422, 'agent_not_published', `Agent ${agent.id} is a draft; publish it first`, { agent_id: agent.id });
+    const agent = await this.repos.agents.findAgent(em, workspaceId, b.agent_id);
+    if (!agent) throw new DomainError('not_found', `No agent with id '${b.agent_id}' in this workspace`);
+    if (agent.status !== 'published') throw new DomainError('agent_not_published', `Agent ${agent.id} is a draft; publish it first`, { agent_id: agent.id });
     const dest = await this.checkDialOut(workspaceId, agent.spec, b.to);
     const phone = dest.phone;
     const priced = { destinationClass: dest.class, creditsPerMinute: dest.creditsPerMinute };
     if (b.conversation_id) {
-      const conv = await conversationInWorkspace(em, workspaceId, b.conversation_id);
-      if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${b.conversation_id}' in this workspace`);
-      if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed');
+      const conv = await this.repos.conversations.conversationInWorkspace(em, workspaceId, b.conversation_id);
+      if (!conv) throw new DomainError('not_found', `No conversation with id '${b.conversation_id}' in this workspace`);
+      if (conv.status === 'closed') throw new DomainError('conversation_closed', 'This conversation is closed');
       await beforeWork(dest);
       return { agentId: agent.id, phone, conversationId: conv.id, ...priced };
     }
     await beforeWork(dest);
     const conversationId = await em.transactional(async (tx) => {
-      const customerId = await customerForPhone(tx, workspaceId, phone);
-      return insertVoiceConversation(tx, { workspaceId, agentId: agent.id, customerId });
+      const customerId = await this.repos.customers.customerForPhone(tx, workspaceId, phone);
+      return this.repos.conversations.insertVoiceConversation(tx, { workspaceId, agentId: agent.id, customerId });
     });
     return { agentId: agent.id, phone, conversationId, ...priced };
   }
@@ -148,14 +147,14 @@ export class CallService {
 
   async get(workspaceId: string, id: string): Promise<CallView> {
     const row = await this.voice.call(workspaceId, id);
-    if (!row) throw new ApiError(404, 'not_found', `No call with id '${id}' in this workspace`);
+    if (!row) throw new DomainError('not_found', `No call with id '${id}' in this workspace`);
     return this.view(row);
   }
 
   /** A conversation's recordings (its browser voice sessions' and calls'), oldest first; 404 when the conversation is not this workspace's. */
   async recordingsOfConversation(workspaceId: string, conversationId: string): Promise<RecordingWithLink[]> {
-    if (!(await conversationInWorkspace(this.em.fork(), workspaceId, conversationId))) {
-      throw new ApiError(404, 'not_found', `No conversation with id '${conversationId}' in this workspace`);
+    if (!(await this.repos.conversations.conversationInWorkspace(this.em.fork(), workspaceId, conversationId))) {
+      throw new DomainError('not_found', `No conversation with id '${conversationId}' in this workspace`);
     }
     return (await this.voice.recordingsOfConversation(workspaceId, conversationId)).map((r) => this.withLink(r));
   }

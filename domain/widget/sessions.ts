@@ -1,20 +1,12 @@
-import type { VoicePrereqs } from '../../app/voice';
+import type { VoicePrereqs } from '../ports/voice';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import type { AgentSpec } from '../agents/spec';
-import { findAgent } from '../agents/agents';
-import { latestVisibleTexts } from '../chat/transcript';
-import {
-  addConversationEvent,
-  closeConversations,
-  insertWebConversation,
-  verifiedOpenWebConversations,
-  webConversationOnSite,
-  webConversationsOfCustomers,
-  type WebConversationRow,
-} from '../conversations/conversations';
-import { customerWithIdentity, type CustomerService } from '../customers/customers';
-import { ApiError } from '../errors';
+import type { ChatTranscript } from '../chat/transcript';
+import type { WebConversationRow } from '../conversations/repository';
+import type { Repositories } from '../repositories';
+import type { CustomerService } from '../customers/customers';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { publishRecheck } from '../chat/frames';
 import { hashSubject, type AuthLevel, type SiteRow, type SiteService, type UserContext } from './sites';
@@ -52,9 +44,9 @@ const requiresVerification = (spec: AgentSpec) => spec.triggers.web_chat?.requir
 export function assertAccess(conv: Pick<WebConversation, 'verified_external_id'>, ctx: UserContext | undefined, level: AuthLevel): void {
   if (conv.verified_external_id === null) return;
   if (level !== 'verified') {
-    throw new ApiError(403, 'identity_verification_required', 'This conversation belongs to a verified visitor: send user_context (external_id and user_hash)');
+    throw new DomainError('identity_verification_required', 'This conversation belongs to a verified visitor: send user_context (external_id and user_hash)');
   }
-  if (ctx?.external_id !== conv.verified_external_id) throw new ApiError(403, 'forbidden', 'This conversation belongs to another visitor');
+  if (ctx?.external_id !== conv.verified_external_id) throw new DomainError('forbidden', 'This conversation belongs to another visitor');
 }
 
 /** Visitor sessions of the widget: who the visitor is, which conversation, what the agent offers. */
@@ -63,6 +55,8 @@ export class WidgetSessionService {
     private readonly em: EntityManager,
     private readonly sites: SiteService,
     private readonly customers: CustomerService,
+    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers'>,
+    private readonly transcript: Pick<ChatTranscript, 'latestVisibleTexts'>,
     /** What the deployment has configured: audio and video uploads need a transcriber. */
     private readonly prereqs: {
       transcriber: boolean;
@@ -81,8 +75,8 @@ export class WidgetSessionService {
    * reaches it, and a suspended site's conversations are reachable from no site.
    */
   async conversation(site: SiteRow, conversationId: string): Promise<WebConversation> {
-    const conv = await webConversationOnSite(this.em.fork(), site.id, conversationId);
-    if (!conv) throw new ApiError(404, 'not_found', `No conversation with id '${conversationId}' on this site`);
+    const conv = await this.repos.conversations.webConversationOnSite(this.em.fork(), site.id, conversationId);
+    if (!conv) throw new DomainError('not_found', `No conversation with id '${conversationId}' on this site`);
     return conv;
   }
 
@@ -104,11 +98,11 @@ export class WidgetSessionService {
    * passed `authorize`.
    */
   async leaveContact(site: SiteRow, conv: WebConversation, body: { customer_id?: string; email: string }): Promise<{ stored: true; email: string }> {
-    if (body.customer_id && body.customer_id !== conv.customer_id) throw new ApiError(403, 'forbidden', 'customer_id does not match the conversation');
-    if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
+    if (body.customer_id && body.customer_id !== conv.customer_id) throw new DomainError('forbidden', 'customer_id does not match the conversation');
+    if (conv.status === 'closed') throw new DomainError('conversation_closed', 'This conversation is closed; start a new one with conversations/new');
     const email = body.email.trim().toLowerCase();
     await this.customers.noteUnverifiedEmail(site.workspace_id, conv.customer_id, email);
-    await addConversationEvent(this.em.fork(), conv.id, 'contact_email', { email, verified: false });
+    await this.repos.conversations.addConversationEvent(this.em.fork(), conv.id, 'contact_email', { email, verified: false });
     return { stored: true, email };
   }
 
@@ -122,17 +116,16 @@ export class WidgetSessionService {
    */
   verifiedPhone(site: SiteRow, ctx: UserContext | undefined): string {
     if (!ctx?.phone || !ctx.user_hash || ctx.external_id) {
-      throw new ApiError(
-        403,
+      throw new DomainError(
         'identity_verification_required',
         "user_context: dial-out from the widget calls only the visitor's own verified phone: send user_context {phone, user_hash} (no external_id), user_hash signing <site_id>.phone:<E.164>",
       );
     }
     const parsed = parsePhoneNumberFromString(ctx.phone.trim());
-    if (!parsed?.isValid()) throw new ApiError(400, 'invalid_phone_number', 'user_context.phone: not a valid international number (E.164, e.g. +14155550123)');
+    if (!parsed?.isValid()) throw new DomainError('invalid_phone_number', 'user_context.phone: not a valid international number (E.164, e.g. +14155550123)');
     const phone = parsed.format('E.164');
     if (!this.sites.verifies(site, hashSubject('phone', phone), ctx.user_hash)) {
-      throw new ApiError(403, 'identity_verification_failed', 'user_hash does not sign <site_id>.phone:<E.164> for user_context.phone under an active or expiring secret of this site');
+      throw new DomainError('identity_verification_failed', 'user_hash does not sign <site_id>.phone:<E.164> for user_context.phone under an active or expiring secret of this site');
     }
     return phone;
   }
@@ -143,7 +136,7 @@ export class WidgetSessionService {
   }
 
   private async requiresVerification(site: SiteRow): Promise<boolean> {
-    const agent = await findAgent(this.em.fork(), site.workspace_id, site.agent_id);
+    const agent = await this.repos.agents.findAgent(this.em.fork(), site.workspace_id, site.agent_id);
     return agent ? requiresVerification(agent.spec) : false;
   }
 
@@ -154,8 +147,8 @@ export class WidgetSessionService {
 
   /** The site's published agent, or 503 no_workflow_configured. */
   async agentFor(site: SiteRow): Promise<{ id: string; name: string; spec: AgentSpec }> {
-    const agent = await findAgent(this.em.fork(), site.workspace_id, site.agent_id);
-    if (!agent || agent.status !== 'published') throw new ApiError(503, 'no_workflow_configured', 'This site is not bound to a published agent');
+    const agent = await this.repos.agents.findAgent(this.em.fork(), site.workspace_id, site.agent_id);
+    if (!agent || agent.status !== 'published') throw new DomainError('no_workflow_configured', 'This site is not bound to a published agent');
     return { id: agent.id, name: agent.name, spec: agent.spec };
   }
 
@@ -187,9 +180,9 @@ export class WidgetSessionService {
     // Identities are stored normalised (emails in lower case; see CustomerService).
     const stored = kind === 'email' ? value.trim().toLowerCase() : value.trim();
     const em = this.em.fork();
-    const customerId = await customerWithIdentity(em, site.workspace_id, kind, stored);
-    const rows = await webConversationsOfCustomers(em, site.id, customerId ? [customerId] : [], kind === 'external_id' ? value : null, q.limit);
-    const previews = await latestVisibleTexts(em, rows.map((r) => r.id));
+    const customerId = await this.repos.customers.customerWithIdentity(em, site.workspace_id, kind, stored);
+    const rows = await this.repos.conversations.webConversationsOfCustomers(em, site.id, customerId ? [customerId] : [], kind === 'external_id' ? value : null, q.limit);
+    const previews = await this.transcript.latestVisibleTexts(em, rows.map((r) => r.id));
     return rows.map((r) => ({
       conversation_id: r.id,
       title: r.title ?? 'New conversation',
@@ -214,20 +207,20 @@ export class WidgetSessionService {
     const result = await this.em.fork().transactional(async (em) => {
       const toClose: Array<{ id: string; customer_id: string }> = [];
       if (body?.conversation_id) {
-        const named = await webConversationOnSite(em, site.id, body.conversation_id, { lock: true });
+        const named = await this.repos.conversations.webConversationOnSite(em, site.id, body.conversation_id, { lock: true });
         if (named) {
           assertAccess(named, ctx, level);
           if (named.status === 'open') toClose.push(named);
         }
       }
       if (verifiedId) {
-        const own = await verifiedOpenWebConversations(em, site.id, verifiedId, { lock: true });
+        const own = await this.repos.conversations.verifiedOpenWebConversations(em, site.id, verifiedId, { lock: true });
         toClose.push(...own.filter((c) => !toClose.some((t) => t.id === c.id)));
       }
       const customerId = linked ?? toClose[0]?.customer_id ?? (await this.customers.createUnverified(site.workspace_id, { ...ctx })).id;
-      await closeConversations(em, toClose.map((c) => c.id));
+      await this.repos.conversations.closeConversations(em, toClose.map((c) => c.id));
       const id = newId('conv');
-      await insertConversation(em, site, id, customerId, verifiedId);
+      await this.insertConversation(em, site, id, customerId, verifiedId);
       return { conversation_id: id, customer_id: customerId, closed: toClose.map((c) => c.id) };
     });
     // Sockets of the closed conversations lose their authorization (closed with 1008).
@@ -253,18 +246,18 @@ export class WidgetSessionService {
 
     let conv: { id: string; customer_id: string; needs_human?: boolean } | undefined;
     if (body?.conversation_id) {
-      const named = await webConversationOnSite(em, site.id, body.conversation_id, { open: true });
+      const named = await this.repos.conversations.webConversationOnSite(em, site.id, body.conversation_id, { open: true });
       if (named && (named.verified_external_id === null || named.verified_external_id === verifiedId)) conv = named;
     }
     if (!conv && verifiedId) {
-      [conv] = await verifiedOpenWebConversations(em, site.id, verifiedId, { limit: 1 });
+      [conv] = await this.repos.conversations.verifiedOpenWebConversations(em, site.id, verifiedId, { limit: 1 });
     }
     if (!conv) {
       const customerId = verifiedId
         ? (await this.customers.link(site.workspace_id, { external_id: verifiedId })).customer.id
         : (await this.customers.createUnverified(site.workspace_id, { ...ctx })).id;
       conv = { id: newId('conv'), customer_id: customerId };
-      await insertConversation(em, site, conv.id, customerId, verifiedId);
+      await this.insertConversation(em, site, conv.id, customerId, verifiedId);
     }
     // A toggle that is on but cannot work here is reported off, with why.
     // Uploads of documents and images need nothing external; only audio and video need a transcriber.
@@ -290,6 +283,11 @@ export class WidgetSessionService {
       appearance: site.appearance,
     };
   }
+
+  /** A new open web conversation of the site; `verifiedExternalId` when a verified visitor starts it. */
+  private insertConversation(em: EntityManager, site: SiteRow, id: string, customerId: string, verifiedExternalId: string | null): Promise<void> {
+    return this.repos.conversations.insertWebConversation(em, { id, workspaceId: site.workspace_id, siteId: site.id, agentId: site.agent_id, customerId, verifiedExternalId });
+  }
 }
 
 const ALWAYS_AVAILABLE: TeamStatus = { available: true, next_available_at: null, away_message: null, reply_time_minutes: null };
@@ -298,9 +296,4 @@ const ALWAYS_AVAILABLE: TeamStatus = { available: true, next_available_at: null,
 function agentCard(agent: { name: string; spec: AgentSpec }): { name: string; greeting?: string; starters?: string[] } {
   const web = agent.spec.triggers.web_chat;
   return { name: agent.name, ...(web?.greeting ? { greeting: web.greeting } : {}), ...(web?.starters?.length ? { starters: web.starters } : {}) };
-}
-
-/** A new open web conversation of the site; `verifiedExternalId` when a verified visitor starts it. */
-function insertConversation(em: EntityManager, site: SiteRow, id: string, customerId: string, verifiedExternalId: string | null): Promise<void> {
-  return insertWebConversation(em, { id, workspaceId: site.workspace_id, siteId: site.id, agentId: site.agent_id, customerId, verifiedExternalId });
 }

@@ -1,12 +1,12 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { findAgent } from '../agents/agents';
 import { publishRecheck } from '../chat/frames';
+import type { Repositories } from '../repositories';
 import { checkCommandList } from '../chat/page-commands';
 import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
 import { Site, type ISite } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { checkAppearance, DEFAULT_APPEARANCE, type AppearancePatch, type SiteAppearance } from './appearance';
 
@@ -70,17 +70,17 @@ const normaliseOrigin = (o: string) => o.trim().replace(/\/+$/, '').toLowerCase(
 function originList(origins: string[]): string[] {
   const list = [...new Set(origins.map(normaliseOrigin))];
   for (const o of list) {
-    if (!/^https?:\/\/[^/\s?#]+$/.test(o)) throw new ApiError(400, 'invalid_request', `origins: '${o}' is not an origin such as https://shop.example`);
+    if (!/^https?:\/\/[^/\s?#]+$/.test(o)) throw new DomainError('invalid_request', `origins: '${o}' is not an origin such as https://shop.example`);
   }
-  if (!list.length) throw new ApiError(400, 'invalid_request', 'origins: at least one');
+  if (!list.length) throw new DomainError('invalid_request', 'origins: at least one');
   return list;
 }
 
 /** The site and Origin checks of every widget request (and of the reply socket, at its handshake and after). */
 export function checkSite(site: Pick<SiteRow, 'status' | 'allowed_origins'>, origin: string | undefined): void {
-  if (site.status === 'suspended') throw new ApiError(403, 'site_suspended', 'This site is suspended');
+  if (site.status === 'suspended') throw new DomainError('site_suspended', 'This site is suspended');
   if (!origin || !site.allowed_origins.includes(normaliseOrigin(origin))) {
-    throw new ApiError(403, 'origin_not_allowed', origin ? `Origin ${origin} is not allowed for this site` : 'Origin: required');
+    throw new DomainError('origin_not_allowed', origin ? `Origin ${origin} is not allowed for this site` : 'Origin: required');
   }
 }
 
@@ -108,12 +108,13 @@ export class SiteService {
   constructor(
     private readonly em: EntityManager,
     private readonly box: SecretBox,
+    private readonly repos: Pick<Repositories, 'agents'>,
   ) {}
 
   async create(workspaceId: string, agentId: string, origins: string[]): Promise<{ site_id: string; site_secret: string }> {
     const list = originList(origins);
     const em = this.em.fork();
-    if (!(await findAgent(em, workspaceId, agentId))) throw new ApiError(404, 'not_found', `No agent with id '${agentId}' in workspace '${workspaceId}'`);
+    if (!(await this.repos.agents.findAgent(em, workspaceId, agentId))) throw new DomainError('not_found', `No agent with id '${agentId}' in workspace '${workspaceId}'`);
     const id = newId('site');
     const secret = `sitesec_${randomBytes(24).toString('hex')}`;
     await em.insert(Site, { id, workspaceId, agentId, allowedOrigins: list, status: 'active', secretSealed: this.box.seal(secret, id) });
@@ -125,7 +126,7 @@ export class SiteService {
     const secret = `sitesec_${randomBytes(24).toString('hex')}`;
     return this.em.fork().transactional(async (em) => {
       const site = await em.findOne(Site, { id: siteId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!site) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+      if (!site) throw new DomainError('not_found', `No site with id '${siteId}'`);
       site.previousSecretSealed = site.secretSealed;
       site.previousExpiresAt = new Date(Date.now() + graceHours * 3_600_000);
       site.secretSealed = this.box.seal(secret, siteId);
@@ -136,7 +137,7 @@ export class SiteService {
 
   async setStatus(siteId: string, status: 'active' | 'suspended'): Promise<{ site_id: string; status: string }> {
     const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { status, updatedAt: new Date() });
-    if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
     // Open reply sockets of a suspended site close now, in every API process.
     await publishRecheck(this.em, { site: siteId });
     return { site_id: siteId, status };
@@ -146,7 +147,7 @@ export class SiteService {
   async setOrigins(siteId: string, origins: string[]): Promise<{ site_id: string; allowed_origins: string[] }> {
     const list = originList(origins);
     const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { allowedOrigins: list, updatedAt: new Date() });
-    if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
     await publishRecheck(this.em, { site: siteId });
     return { site_id: siteId, allowed_origins: list };
   }
@@ -160,10 +161,10 @@ export class SiteService {
     try {
       list = checkCommandList(names);
     } catch (err) {
-      throw new ApiError(400, 'invalid_request', (err as Error).message);
+      throw new DomainError('invalid_request', (err as Error).message);
     }
     const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { uiCommands: list, updatedAt: new Date() });
-    if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
     return { site_id: siteId, ui_commands: list };
   }
 
@@ -182,7 +183,7 @@ export class SiteService {
       ...(a.language !== undefined && { language: a.language }),
     };
     const changed = await em.nativeUpdate(Site, { id: siteId }, { ...changes, updatedAt: new Date() });
-    if (!changed) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
     const site = await em.findOneOrFail(Site, { id: siteId });
     return { site_id: siteId, appearance: siteAppearance(site) };
   }
@@ -190,16 +191,16 @@ export class SiteService {
   /** A site as the operator sees it (admin CLI `site show`): no secret, sealed or not. */
   async show(siteId: string): Promise<{ site_id: string; workspace_id: string; agent_id: string; status: string; allowed_origins: string[]; ui_commands: string[]; appearance: SiteAppearance }> {
     const site = await this.em.fork().findOne(Site, { id: siteId });
-    if (!site) throw new ApiError(404, 'not_found', `No site with id '${siteId}'`);
+    if (!site) throw new DomainError('not_found', `No site with id '${siteId}'`);
     const r = siteRow(site);
     return { site_id: r.id, workspace_id: r.workspace_id, agent_id: r.agent_id, status: r.status, allowed_origins: r.allowed_origins, ui_commands: r.ui_commands, appearance: r.appearance };
   }
 
   /** The checks every widget request passes, in the contract's order of codes (docs/contract.md). */
   async authenticate(siteId: string | undefined, origin: string | undefined): Promise<SiteRow> {
-    if (!siteId) throw new ApiError(400, 'missing_site_id', 'X-Concierge-Site: required');
+    if (!siteId) throw new DomainError('missing_site_id', 'X-Concierge-Site: required');
     const site = await this.em.fork().findOne(Site, { id: siteId });
-    if (!site) throw new ApiError(404, 'unknown_site', `No site with id '${siteId}'`);
+    if (!site) throw new DomainError('unknown_site', `No site with id '${siteId}'`);
     const row = siteRow(site);
     checkSite(row, origin);
     return row;
@@ -215,11 +216,11 @@ export class SiteService {
   identify(site: SiteRow, ctx: UserContext | undefined, requireVerification: boolean): AuthLevel {
     if (!ctx?.external_id) return 'anonymous';
     if (!ctx.user_hash) {
-      if (requireVerification) throw new ApiError(403, 'identity_verification_required', 'This site requires user_hash with external_id');
+      if (requireVerification) throw new DomainError('identity_verification_required', 'This site requires user_hash with external_id');
       return 'self_asserted';
     }
     if (!this.verifies(site, hashSubject('external_id', ctx.external_id), ctx.user_hash)) {
-      throw new ApiError(403, 'identity_verification_failed', 'user_hash matches no active or expiring secret of this site');
+      throw new DomainError('identity_verification_failed', 'user_hash matches no active or expiring secret of this site');
     }
     return 'verified';
   }

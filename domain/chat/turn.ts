@@ -31,7 +31,7 @@ export class AgentTurns {
     if ('done' in start) return start.done;
     const { ctx } = start;
     const gathered = await gather(ctx);
-    const answer = ctx.model ? await answerWithModel(ctx, gathered) : await answerFromPassages(ctx, gathered);
+    const answer = ctx.model ? await answerWithModel(ctx, ctx.model, gathered) : await answerFromPassages(ctx, gathered);
     const row = await storeReply(ctx, answer);
     await this.publish(ctx, row);
     return { ...toReply(row, answer.handoff), ...(ctx.toolCalls.length ? { tool_calls: ctx.toolCalls } : {}) };

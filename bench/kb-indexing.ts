@@ -3,7 +3,7 @@
 // timed per stage from outside (wrapped methods on the worker composition's instances), after a
 // warm-up file; then BENCH_ROUNDS rounds of IndexingService.embed(fileId) (the activity: read,
 // embed, write back) against the embedder on the same texts (passageVectors, one call), goal
-// ratio >= 0.8; the embedder fed in the pipeline's groups of 32 is timed too.
+// ratio >= 0.8.
 //
 // BENCH_KB_PAGES (100), BENCH_KB_WORDS_PER_PAGE (420), BENCH_KB_TIMEOUT_SECONDS (900),
 // BENCH_KB_MODELS_DIR (.data/models), CONCIERGE_EMBED_THREADS.

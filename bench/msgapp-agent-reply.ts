@@ -1,24 +1,18 @@
 // The msgapp-agent-reply section: what the platform adds between a customer's msgapp message
-// reaching our webhook and the agent's reply reaching the provider, over what the model and
-// one provider call take. Subject: the msgapp sandbox POSTs a customer's message to
-// /webhooks/msgapp (stored, NOTIFY) -> the worker's outbox relay starts msgapp-inbound:<wamid>
-// (party, media, record + message.inbound) -> update-with-start of the conversation actor ->
-// the agent turn (retrieval with the real local embedding model, then the fake model) -> the
-// reply planned -> message-send:<reply id> -> CloudApiProvider.send -> the sandbox's `sent`
-// record for that customer; timed from injectInbound to that record. Baseline, against the
-// same fake model (fixed first-byte delay) and the same sandbox: OpenAiCompatibleModel.complete
-// then one CloudApiProvider.send. Two series, samples alternating subject / baseline one for
-// one: `new conversation` (each customer's first message: a new conversation, a new actor
-// start) and `running actor` (the same customers write again: the actor is running). The
-// check (overhead p50 < 150 ms) is on the running-actor series. Per-step marks (the service
-// calls of the one composition, the relay's start, the actor's update, the model's request
-// arrival, the provider's receipt) give the breakdown.
+// reaching our webhook and the agent's reply reaching the provider, over the model and one
+// provider call. Subject: the msgapp sandbox POSTs the message to /webhooks/msgapp → outbox
+// relay → msgapp-inbound:<wamid> → update-with-start of the conversation actor → agent turn
+// (local embedder retrieval, fake model) → message-send:<reply id> → CloudApiProvider.send,
+// timed from injectInbound to the sandbox's `sent` record. Baseline, same fake model and
+// sandbox: OpenAiCompatibleModel.complete then one CloudApiProvider.send. Two series, samples
+// alternating one for one: `new conversation` (a new actor) and `running actor` (the same
+// customers again; the check, overhead p50 < 150 ms, is on it). Per-step marks (service calls,
+// the relay's start, the actor's update, the model's request, the provider's receipt) give the breakdown.
 //
 // BENCH_MSGAPP_AGENT_SAMPLES (60 per series), _WARMUP (10), _LLM_DELAY_MS (50);
 // BENCH_MSGAPP_AGENT_HISTORY=1 also prints the Temporal events of each series' last sample.
-// BENCH_MSGAPP_AGENT_SPLIT=1: API and worker as two compositions (deployed apart, each its own
-// Temporal connection); default: one composition (role both, the worker's native connection
-// shared with the API's client) as `npm start` runs them.
+// BENCH_MSGAPP_AGENT_SPLIT=1: API and worker as two compositions (each its own Temporal
+// connection); default: one composition (role both) as `npm start` runs them.
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { temporal } from '@temporalio/proto';

@@ -13,7 +13,7 @@
 // TRANSCRIBE_MODEL_PATH (<models dir>/whisper/ggml-base.bin).
 import fs from 'node:fs';
 import path from 'node:path';
-import { LocalWhisperTranscriber } from '../lib/extract';
+import { LocalWhisperTranscriber } from '../providers/speech/whisper';
 import { joinWav, speak, speechDir, wordErrorRate } from '../dev/fakes/speech';
 import { envNumber } from './lib/load';
 import { benchModelsDir } from './lib/setup';

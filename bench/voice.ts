@@ -1,33 +1,21 @@
-// The voice section: browser voice sessions end to end, as the widget runs them. The
-// service is one composition (API + worker, role both, as `npm start`) on a Temporal dev
-// server; the browsers are werift peers in a process of their own (their CPU is not the
-// agent's event loop), each joining through POST /widget/voice/start and the signalling
-// socket, speaking espeak-ng questions as 8 kHz PCMU and hearing the agent's RTP. The
-// agent runs the real pipeline: VAD, the embedded whisper (partials while the visitor
-// speaks, then the final), the conversation actor's turn against a fake model that answers
-// after a fixed delay, espeak-ng speech, paced RTP.
+// The voice section: browser voice sessions end to end, as the widget runs them. API + worker
+// are one composition (role both, as `npm start`) on a Temporal dev server; the browsers are
+// werift peers in a process of their own, joining through POST /widget/voice/start and the
+// signalling socket, speaking espeak-ng questions as 8 kHz PCMU and hearing the agent's RTP.
+// The agent runs the real pipeline: VAD, the embedded whisper (partials, then the final), the
+// conversation actor's turn against a fake model answering after a fixed delay, espeak-ng, paced RTP.
 //
-// (a) Turn latency: the end of the visitor's speech → the agent's first audio, from the
-//     agent's own per-turn figures (VoiceAgent onTurn, through startWorker's onVoiceTurn):
-//     VAD (speechEndedAt − lastVoiceAt: the silence window), STT (the turn's end → its final
-//     transcript: a final started early in the silence window counts only what is left of
-//     it; waiting for a partial still running included), model (the conversation actor's turn with
-//     the fake model's fixed delay: reported apart), TTS (the first sentence), and the
-//     total excluding the model against the issue's goal (< 1.2 s), median and p90 over
-//     BENCH_VOICE_TURNS turns of one session (after one warm-up turn). Also seen at the
-//     browser: the last speech sample sent → the first agent packet received.
-//     Baseline, measured in the same run: the same utterances transcribed and the reply
-//     synthesized by direct calls of the worker's recognizer and synthesizer, one after
-//     the other (the compute a turn cannot avoid). The ratio compares it with the
-//     pipeline's time excluding the VAD's silence window and the model: what the pipeline
-//     adds around whisper and espeak (partials in the way, hand-offs, pacing).
-// (b) Concurrent sessions: N sessions at once (BENCH_VOICE_LEVELS, each session
-//     BENCH_VOICE_LEVEL_TURNS turns), each browser speaking, hearing the answer out, pausing
-//     a little and speaking again. An underrun is a gap of more than 40 ms between two agent
-//     packets inside one talkspurt (a PacedLeg tick that came late: the caller hears a
-//     click or a stretch). A level passes with no underruns and a turn latency p50
-//     (excluding the model) under twice the single session's; levels stop at the first
-//     that fails. The answer: the largest N that passes.
+// (a) One session, BENCH_VOICE_TURNS turns after a warm-up: end of speech → first agent audio
+//     from the agent's own per-turn figures (startWorker's onVoiceTurn): VAD (the silence
+//     window), STT (turn end → final transcript), model (reported apart), TTS (first sentence);
+//     the total excluding the model against the goal (< 1.2 s); also at the browser. Baseline,
+//     same run: the same utterances and reply through the worker's recognizer and synthesizer
+//     called directly; the ratio compares it with the pipeline's time excluding the VAD window
+//     and the model (what the pipeline adds around whisper and espeak).
+// (b) N sessions at once (BENCH_VOICE_LEVELS, BENCH_VOICE_LEVEL_TURNS turns each): an underrun
+//     is a gap > 40 ms between two agent packets of one talkspurt (a late PacedLeg tick). A level
+//     passes with no underruns and a p50 (excluding the model) under twice the single session's;
+//     levels stop at the first that fails. The answer: the largest N that passes.
 //
 // BENCH_VOICE_TURNS (10), BENCH_VOICE_LEVELS (2,4,8), BENCH_VOICE_LEVEL_TURNS (3),
 // BENCH_VOICE_LLM_DELAY_MS (200), VOICE_SILENCE_MS (the shipped 500), TRANSCRIBE_THREADS.

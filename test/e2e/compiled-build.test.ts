@@ -1,13 +1,13 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { serviceCodec, temporalDataConverter } from '../../lib/crypto/payload-codec';
 import { SecretBox } from '../../lib/crypto/secret-box';
 import { pickPort } from '../../dev/embedded/ports';
 import { purgeExpiredWorkflow } from '../../workflows';
+import { buildOnce } from '../support/build';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 
@@ -17,7 +17,6 @@ import { eventually, WorkerProcesses } from '../support/worker-process';
  * Node 20 cannot load a .ts file without one), and the worker loads the prebuilt bundle.
  */
 const ROOT = path.resolve(__dirname, '../..');
-const run = promisify(execFile);
 
 let db: TestDatabase;
 let workers: WorkerProcesses;
@@ -26,7 +25,8 @@ const key = randomBytes(32).toString('base64');
 let api: ChildProcess | null = null;
 
 beforeAll(async () => {
-  await run('npm', ['run', '-s', 'build'], { cwd: ROOT, timeout: 300_000, maxBuffer: 16 * 1024 * 1024 });
+  // Once per run, shared with the other suites that run dist/ (cluster.test.ts).
+  await buildOnce();
   db = await createTestDatabase();
   workers = new WorkerProcesses(namespace, { DATABASE_URL: db.url, CONCIERGE_ENCRYPTION_KEY: key, NODE_ENV: 'production' });
   await workers.registerNamespace();

@@ -1,0 +1,46 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const ROOT = path.resolve(__dirname, '../..');
+const run = promisify(execFile);
+
+/**
+ * `npm run build` once per Jest run, for every suite that runs the compiled entries (compiled-build, cluster). The
+ * build starts by removing dist/, so a second build while another suite's processes run from dist/ would pull it
+ * from under them (a worker forks dist/lib/extract/child.js long after it started). The first caller builds; the
+ * others wait for its verdict, kept in the run's temporary directory (global-setup.ts), which no other run shares.
+ */
+export async function buildOnce(timeoutMs = 300_000): Promise<void> {
+  const bundle = process.env.TEST_WORKFLOW_BUNDLE;
+  if (!bundle) throw new Error('run the tests through jest (global-setup.ts)');
+  const dir = path.join(path.dirname(bundle), 'build');
+  const verdict = path.join(dir, 'verdict');
+  let mine = true;
+  try {
+    fs.mkdirSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    mine = false;
+  }
+  if (mine) {
+    let outcome = 'ok';
+    try {
+      await run('npm', ['run', '-s', 'build'], { cwd: ROOT, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 });
+    } catch (err) {
+      const e = err as Error & { stdout?: string; stderr?: string };
+      outcome = `npm run build failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`;
+    }
+    // Written whole, then renamed: a waiting suite never reads half a verdict.
+    fs.writeFileSync(`${verdict}.tmp`, outcome);
+    fs.renameSync(`${verdict}.tmp`, verdict);
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (!fs.existsSync(verdict)) {
+    if (Date.now() > deadline) throw new Error('timed out waiting for another suite to run npm run build');
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const outcome = fs.readFileSync(verdict, 'utf8');
+  if (outcome !== 'ok') throw new Error(outcome);
+}

@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { ApiError } from '../domain/errors';
+import { DomainError } from '../domain/errors';
 import type { RecordingView } from '../domain/voice/sessions';
 import { runPhoneCall, type CallOutcome, type PhoneCallInput } from '../domain/voice/phone-call';
 import type { CallEnd } from '../domain/voice/types';
@@ -49,7 +49,7 @@ export function voiceActivities(deps: ActivityDeps) {
         await voice().sessions.payMinute(workspaceId, id, n);
         return true;
       } catch (err) {
-        if (err instanceof ApiError && err.code === 'out_of_credits') return false;
+        if (err instanceof DomainError && err.code === 'out_of_credits') return false;
         throw err;
       }
     },

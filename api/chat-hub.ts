@@ -6,7 +6,8 @@ import { CHAT_CHANNEL } from '../domain/chat/frames';
 import { SocketAccess, type SocketGrant } from '../domain/chat/socket-access';
 import { ChatTranscript, replyFrame } from '../domain/chat/transcript';
 import type { PgNotifications, Subscription } from '../db/notifications';
-import { ApiError } from '../domain/errors';
+import { DomainError } from '../lib/errors';
+import { ApiError, httpAnswerOf } from './http-errors';
 import type { SiteService } from '../domain/widget/sites';
 
 /** WebSocket close codes used here (RFC 6455 §7.4.1 and the IANA registry). */
@@ -173,7 +174,12 @@ export class ChatHub {
   async authorize(grant: SocketGrant): Promise<CheckedGrant> {
     const seq = this.recheckSeq;
     if (!this.listener.listening) throw new ApiError(503, 'socket_unavailable', 'Reply sockets are unavailable right now; retry shortly');
-    await this.access.authorize(grant);
+    await this.access.authorize(grant).catch((err: unknown) => {
+      // unknown_site is a 404 on the HTTP API; a refused socket upgrade is always a 403, with the refusal's code.
+      if (!(err instanceof DomainError)) throw err;
+      const { status, error } = httpAnswerOf(err.code);
+      throw status < 500 ? new ApiError(403, error, err.message) : err;
+    });
     return { ...grant, seq };
   }
 

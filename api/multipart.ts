@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import { ApiError } from '../domain/errors';
+import { DomainError } from '../lib/errors';
+import { ApiError } from './http-errors';
 import { assertStorable } from './plugins/input';
 import type { BlobStore, StagedBlob } from '../providers/storage/blob-store';
 
@@ -44,7 +45,7 @@ export async function readSingleFile(request: FastifyRequest, blobs: BlobStore, 
     }
     if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') throw new ApiError(400, 'invalid_request', 'body: too many parts');
     // busboy's refusals of a body that is not the multipart it claims (no boundary, truncated, malformed).
-    if (!(err instanceof ApiError) && err instanceof Error && /^(Multipart|Malformed|Unexpected end|Boundary required)|terminated early/i.test(err.message)) {
+    if (!(err instanceof ApiError) && !(err instanceof DomainError) && err instanceof Error && /^(Multipart|Malformed|Unexpected end|Boundary required)|terminated early/i.test(err.message)) {
       throw new ApiError(400, 'invalid_request', `body: malformed multipart/form-data (${err.message})`);
     }
     throw err;

@@ -3,7 +3,7 @@ import type { WebSocket } from 'ws';
 import { z } from 'zod';
 import type { SecretBox } from '../lib/crypto/secret-box';
 import type { PgNotifications } from '../db/notifications';
-import { ApiError } from '../domain/errors';
+import { ApiError } from './http-errors';
 import { verifyRoomToken } from '../providers/webrtc/direct';
 import { VOICE_SIGNALS, type VoiceSessionService } from '../domain/voice/sessions';
 

@@ -10,7 +10,7 @@ import { dataDir, loadConfig, type Config } from '../app/config';
 import { SECRET_FIELD } from '../domain/credentials/credentials';
 import { SecretBox } from '../lib/crypto/secret-box';
 import { TICKET_STATUSES, Workspace, type TicketStatus } from '../db/entities';
-import { ApiError } from '../domain/errors';
+import { DomainError } from '../domain/errors';
 import { newId } from '../lib/ids';
 import { compose, type Composition } from '../app/compose';
 import { setDialOutPolicy } from '../domain/voice/destinations';
@@ -136,7 +136,7 @@ async function readBody(io: AdminIo, file: string): Promise<string> {
 
 /** The workspace's id, or 404 not_found (a read of the defaults would hide a mistyped id). */
 async function existingWorkspace(orm: Orm, id: string): Promise<string> {
-  if (!(await orm.em.fork().findOne(Workspace, { id }, { fields: ['id'] }))) throw new ApiError(404, 'not_found', `No workspace with id '${id}'`);
+  if (!(await orm.em.fork().findOne(Workspace, { id }, { fields: ['id'] }))) throw new DomainError('not_found', `No workspace with id '${id}'`);
   return id;
 }
 
@@ -348,7 +348,7 @@ export async function runAdmin(argv: string[], io: AdminIo = processIo()): Promi
       io.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
       return 2;
     }
-    io.stderr.write(`error: ${err instanceof ApiError ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err)}\n`);
+    io.stderr.write(`error: ${err instanceof DomainError ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   } finally {
     await (c as Composition | null)?.close();

@@ -1,6 +1,6 @@
 import type { EntityName, FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ApiError } from '../domain/errors';
+import { DomainError } from '../lib/errors';
 
 /**
  * Keyset cursors over (created_at desc, id desc): a position, not an offset, so rows
@@ -16,7 +16,7 @@ export function encodeCursor(row: { created_at: Date | string; id: string }): st
 }
 
 export function decodeCursor(cursor: string): [createdAt: string, id: string] {
-  if (!CURSOR_PATTERN.test(cursor)) throw new ApiError(400, 'invalid_request', 'cursor: not a cursor this endpoint returned');
+  if (!CURSOR_PATTERN.test(cursor)) throw new DomainError('invalid_request', 'cursor: not a cursor this endpoint returned');
   const dot = cursor.indexOf('.');
   return [new Date(Number(cursor.slice(0, dot))).toISOString(), cursor.slice(dot + 1)];
 }

@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import { API_KEY_PATTERN } from '../../domain/keys/api-keys';
 import type { ApiKeyService } from '../../domain/keys/api-keys';
 import type { RequestLimits, RateDecision } from '../../lib/ratelimit';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 
 export interface RegisteredRoute {
   method: string;

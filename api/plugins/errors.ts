@@ -3,7 +3,8 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from '@fastify/type-provider-zod';
-import { ApiError } from '../../domain/errors';
+import { DomainError } from '../../lib/errors';
+import { ApiError, fromDomainError } from '../http-errors';
 
 /** Fastify's own client errors, mapped to the contract's envelope (docs/contract.md). */
 const FASTIFY_CLIENT_ERRORS: Record<string, (err: FastifyError) => ApiError> = {
@@ -57,6 +58,7 @@ function describeValidation(err: FastifyError): string {
 /** Any thrown value as the contract's error (docs/contract.md); 5xx bodies stay generic and the details go to the log. */
 function toApiError(err: FastifyError, request: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
+  if (err instanceof DomainError) return fromDomainError(err);
   if (hasZodFastifySchemaValidationErrors(err)) return new ApiError(400, 'invalid_request', describeValidation(err));
   if (err.code && FASTIFY_CLIENT_ERRORS[err.code]) return FASTIFY_CLIENT_ERRORS[err.code](err);
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {

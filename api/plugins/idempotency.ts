@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 import { requestFingerprint, type IdempotencyStore } from '../../domain/idempotency/store';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 
 /**
  * Bodies nested deeper than this are refused before validation. The deepest document the

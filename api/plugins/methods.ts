@@ -1,5 +1,5 @@
 import type { FastifyInstance, HTTPMethods } from 'fastify';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 
 /** The order of the methods a path serves in `Allow` (every route serves some of these). */
 const ALLOW_ORDER: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];

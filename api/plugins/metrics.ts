@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 import { bearerMatches, observeHttp, renderMetrics } from '../../app/metrics';
 
 export interface MetricsOptions {

@@ -4,7 +4,7 @@ import type { Services } from '../../app/services';
 import type { VoiceParts } from '../../app/voice';
 import type { Gateways } from '../../app/temporal-clients';
 import { placeCall } from '../dial-out';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 import { enforceDialOut, type DialOutLimits } from '../../lib/ratelimit';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 import { EXTRACT_MAX_BYTES, MAX_PROMPT_CHARS } from '../../domain/extraction/extractions';
 import { MAX_SCHEMA_BYTES } from '../../domain/extraction/schema';
 import type { Services } from '../../app/services';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../app/services';
 import type { Gateways } from '../../app/temporal-clients';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { ListMessagesQuery, Message, MessageList, SendMessageBody, SendResult } from '../schemas/messages';

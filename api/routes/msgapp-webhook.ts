@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../../app/services';
 import { z } from 'zod';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 import { assertStorable } from '../plugins/input';
 import { parseWebhook, verifyHubSignature, WebhookPayloadError } from '../../providers/msgapp/cloud-api';
 import { openLink } from '../../domain/storage/signed-links';

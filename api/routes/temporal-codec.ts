@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Payload, PayloadCodec } from '../../lib/crypto/payload-codec';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 
 export const CODEC_PREFIX = '/api/temporal-codec';
 

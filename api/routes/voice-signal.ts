@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
-import { ApiError } from '../../domain/errors';
+import { ApiError } from '../http-errors';
 import { ErrorBody } from '../schemas/common';
 import type { VoiceSignalling } from '../voice-signal';
 

@@ -1,7 +1,7 @@
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ChatTranscript } from '../../domain/chat/transcript';
-import { ApiError } from '../../domain/errors';
+import { DomainError } from '../../domain/errors';
 import { derivedId, newId } from '../../lib/ids';
 import { searchAttributesFor } from '../../worker/namespace-attributes';
 import {
@@ -19,11 +19,11 @@ import {
 } from '../../workflows/conversation';
 
 /** Workflow failure types and the API errors they become: matched on the failure's type, never its text. */
-const API_ERRORS: Record<string, (failure: ApplicationFailure) => ApiError> = {
-  [CONVERSATION_CLOSED]: () => new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new'),
+const API_ERRORS: Record<string, (failure: ApplicationFailure) => DomainError> = {
+  [CONVERSATION_CLOSED]: () => new DomainError('conversation_closed', 'This conversation is closed; start a new one with conversations/new'),
   [TASK_IN_PROGRESS]: (failure) => {
     const { label, task_key } = failure.details?.[0] as TaskInProgress;
-    return new ApiError(409, 'task_in_progress', `Please wait: ${label}`, { label, task_key });
+    return new DomainError('task_in_progress', `Please wait: ${label}`, { label, task_key });
   },
 };
 

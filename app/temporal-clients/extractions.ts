@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { ApiError } from '../../domain/errors';
+import { DomainError } from '../../domain/errors';
 import type { Begun, ExtractionOutcome } from '../../domain/extraction/extractions';
 import { searchAttributesFor } from '../../worker/namespace-attributes';
 import { structuredExtractionWorkflow, structuredExtractionWorkflowId } from '../../workflows/structured-extraction';
@@ -48,8 +48,7 @@ export class ExtractionGateway {
     try {
       const outcome = await Promise.race([handle.result(), late]);
       if (outcome === 'late') {
-        throw new ApiError(
-          504,
+        throw new DomainError(
           'extraction_timeout',
           `The extraction did not finish within ${Math.round(this.waitMs / 1000)} s; it goes on: send the same request again later for its result`,
           { workflow_id: workflowId, extraction_id: run.id },
@@ -57,8 +56,8 @@ export class ExtractionGateway {
       }
       return outcome;
     } catch (err) {
-      if (err instanceof ApiError) throw err;
-      throw new ApiError(503, 'workflow_unavailable', 'The extraction workflow could not be followed to its end; send the same request again for its result', { workflow_id: workflowId, extraction_id: run.id });
+      if (err instanceof DomainError) throw err;
+      throw new DomainError('workflow_unavailable', 'The extraction workflow could not be followed to its end; send the same request again for its result', { workflow_id: workflowId, extraction_id: run.id });
     } finally {
       clearTimeout(timer);
     }

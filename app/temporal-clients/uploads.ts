@@ -1,12 +1,12 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
-import { ApiError } from '../../domain/errors';
+import { DomainError } from '../../domain/errors';
 import type { StoredUpload, UploadOutcome } from '../../domain/widget/uploads';
 import { searchAttributesFor } from '../../worker/namespace-attributes';
 import { UPLOAD_CANCELLED, widgetUploadWorkflow, widgetUploadWorkflowId } from '../../workflows/widget-upload';
 
 /** 503 when this API process has no workflow service to run extraction on (the widget send's code). */
-export const workflowUnavailable = (detail = 'The workflow service is not connected to this API process') => new ApiError(503, 'workflow_unavailable', detail);
+export const workflowUnavailable = (detail = 'The workflow service is not connected to this API process') => new DomainError('workflow_unavailable', detail);
 
 /**
  * Widget uploads as the API sees them: POST /upload starts `widget-upload:<upload_id>`
@@ -52,9 +52,9 @@ export class UploadGateway {
     } catch (err) {
       // Cancelled by an operator: the workflow recorded the upload in error with the reason; say so, not "still processing".
       if (err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure) {
-        throw new ApiError(409, 'upload_cancelled', `The upload's ${UPLOAD_CANCELLED}`, { upload_id: stored.row.id });
+        throw new DomainError('upload_cancelled', `The upload's ${UPLOAD_CANCELLED}`, { upload_id: stored.row.id });
       }
-      throw new ApiError(503, 'workflow_unavailable', 'The upload is still processing; read its status with GET /upload/{upload_id}', { upload_id: stored.row.id });
+      throw new DomainError('workflow_unavailable', 'The upload is still processing; read its status with GET /upload/{upload_id}', { upload_id: stored.row.id });
     }
   }
 }

@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { ApiError } from '../../domain/errors';
+import { DomainError } from '../../domain/errors';
 import type { RecordingView } from '../../domain/voice/sessions';
 import { searchAttributesFor } from '../../worker/namespace-attributes';
 import { stopVoiceUpdate, voiceSessionWorkflow, voiceWorkflowId, type VoiceSessionInput } from '../../workflows/voice';
@@ -36,7 +36,7 @@ export class VoiceGateway {
       if (status.name !== 'RUNNING') return { ended: true, recordings: (await handle.result()).recordings };
       return await handle.executeUpdate(stopVoiceUpdate);
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) throw new ApiError(404, 'not_found', `No voice session '${voiceSessionId}'`);
+      if (err instanceof WorkflowNotFoundError) throw new DomainError('not_found', `No voice session '${voiceSessionId}'`);
       // Ended between the two calls: its result has the recordings.
       const done = await handle.result().catch(() => null);
       if (done) return { ended: true, recordings: done.recordings };

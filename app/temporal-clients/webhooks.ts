@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { ApiError } from '../../domain/errors';
+import { DomainError } from '../../domain/errors';
 import { deliveryRunSignal, deliveryWorkflowId, retryNowSignal } from '../../workflows/webhook-delivery';
 import { workflowUnavailable } from './uploads';
 
@@ -12,7 +12,7 @@ export class WebhookGateway {
     try {
       await this.client.workflow.getHandle(deliveryWorkflowId(deliveryId)).signal(retryNowSignal);
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) throw new ApiError(409, 'delivery_not_retrying', `Delivery '${deliveryId}' has no retry run waiting`);
+      if (err instanceof WorkflowNotFoundError) throw new DomainError('delivery_not_retrying', `Delivery '${deliveryId}' has no retry run waiting`);
       throw workflowUnavailable('The workflow service could not be reached; try again');
     }
   }

@@ -1,4 +1,4 @@
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { LlmError, OpenAiCompatibleModel, type CompletionResult, type LlmSettings } from '../../providers/llm/model';
 import { AgentSpec } from './spec';
 
@@ -15,7 +15,7 @@ Do not invent phone numbers, ids or URLs.`;
  * are never taken from the model (the caller adds them).
  */
 export async function generateAgentSpec(llm: LlmSettings | null, description: string): Promise<AgentSpec> {
-  if (!llm) throw new ApiError(503, 'llm_not_configured', 'Agent generation needs a language model: set LLM_BASE_URL (and LLM_API_KEY, LLM_MODEL)');
+  if (!llm) throw new DomainError('llm_not_configured', 'Agent generation needs a language model: set LLM_BASE_URL (and LLM_API_KEY, LLM_MODEL)');
   let reply: CompletionResult;
   try {
     reply = await new OpenAiCompatibleModel(llm).complete({
@@ -27,14 +27,14 @@ export async function generateAgentSpec(llm: LlmSettings | null, description: st
       ],
     });
   } catch (err) {
-    if (err instanceof LlmError) throw new ApiError(502, 'llm_unavailable', err.message);
+    if (err instanceof LlmError) throw new DomainError('llm_unavailable', err.message);
     throw err;
   }
   let draft: unknown;
   try {
     draft = JSON.parse(reply.text.replace(/^```(?:json)?\s*|\s*```$/g, ''));
   } catch {
-    throw new ApiError(422, 'generation_failed', 'The language model did not reply with a JSON agent spec');
+    throw new DomainError('generation_failed', 'The language model did not reply with a JSON agent spec');
   }
   const d = (draft ?? {}) as Record<string, unknown>;
   const parsed = AgentSpec.safeParse({
@@ -42,6 +42,6 @@ export async function generateAgentSpec(llm: LlmSettings | null, description: st
     instructions: d.instructions,
     actions: Array.isArray(d.actions) ? d.actions.filter((a) => ['kb_search', 'handoff'].includes((a as { type?: string })?.type ?? '')) : [],
   });
-  if (!parsed.success) throw new ApiError(422, 'generation_failed', `The generated spec is not valid: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
+  if (!parsed.success) throw new DomainError('generation_failed', `The generated spec is not valid: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
   return parsed.data;
 }

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import type { FeedbackCounts } from '../widget/feedback';
 
 /**
@@ -34,7 +34,7 @@ const MAX_DAYS = 400;
 const MAX_BUCKETS = 2000;
 const HOURS = { hour: 1, day: 24, week: 24 * 7 } as const;
 
-const bad = (message: string) => new ApiError(400, 'invalid_request', message);
+const bad = (message: string) => new DomainError('invalid_request', message);
 
 /** The instants a window may reach: years 1 to 9999, as every stored time lies there (and PostgreSQL has no year 0). */
 const EARLIEST = Date.parse('0001-01-01T00:00:00Z');

@@ -1,7 +1,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { CreditBalance, CreditLedgerEntry, type ICreditLedgerEntry } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 
 /** A usage page's position: the UTC day and the kind (base64url) of the last row it showed. */
@@ -64,7 +64,7 @@ export class CreditService {
   }
 
   async grant(workspaceId: string, amount: number, reason = 'granted by the operator'): Promise<LedgerView> {
-    if (!Number.isSafeInteger(amount) || amount <= 0) throw new ApiError(400, 'invalid_request', 'amount: a positive whole number of credits');
+    if (!Number.isSafeInteger(amount) || amount <= 0) throw new DomainError('invalid_request', 'amount: a positive whole number of credits');
     return this.em.fork().transactional(async (em) => {
       const row = await this.locked(em, workspaceId);
       row.balance = Number(row.balance) + amount;
@@ -84,7 +84,7 @@ export class CreditService {
       const done = await em.findOne(CreditLedgerEntry, { workspaceId, reference });
       if (done) return view(done);
       if (Number(row.balance) < amount) {
-        throw new ApiError(402, 'out_of_credits', `This needs ${amount} credit${amount === 1 ? '' : 's'} and the workspace has ${row.balance}`);
+        throw new DomainError('out_of_credits', `This needs ${amount} credit${amount === 1 ? '' : 's'} and the workspace has ${row.balance}`);
       }
       row.balance = Number(row.balance) - amount;
       row.used = Number(row.used) + amount;
@@ -131,7 +131,7 @@ export class CreditService {
   async usage(workspaceId: string, q: { from?: string; to?: string; limit: number; cursor?: string }) {
     const to = q.to ? new Date(q.to) : new Date();
     const from = q.from ? new Date(q.from) : new Date(to.getTime() - 30 * 86_400_000);
-    if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime()) || from >= to) throw new ApiError(400, 'invalid_request', 'from, to: ISO 8601, from before to');
+    if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime()) || from >= to) throw new DomainError('invalid_request', 'from, to: ISO 8601, from before to');
     // Any cursor of the documented form is a position (the rows sort by day text, then kind): nothing to refuse.
     const position = q.cursor ? USAGE_CURSOR.exec(q.cursor) : null;
     const after = position ? { day: position[1], kind: Buffer.from(position[2], 'base64url').toString() } : null;

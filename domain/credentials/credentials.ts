@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
 import { Credential, Workspace, type CredentialProvider, type ICredential } from '../../db/entities';
-import { ApiError, notFound } from '../errors';
+import { DomainError, notFound } from '../errors';
 import { newId } from '../../lib/ids';
 import { classifyOpenAiError, listModels, redact } from '../../providers/llm/openai';
 import { ProviderError, type MsgappProvider } from '../../providers/msgapp/cloud-api';
@@ -168,7 +168,7 @@ export class CredentialService {
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       const field = issue.path.join('.') || (issue.code === 'invalid_union' ? 'provider' : 'body');
-      throw new ApiError(400, 'invalid_request', `${field}: ${issue.message}`);
+      throw new DomainError('invalid_request', `${field}: ${issue.message}`);
     }
     const input = parsed.data;
     const field = SECRET_FIELD[input.provider];
@@ -180,7 +180,7 @@ export class CredentialService {
     if (input.provider === 'llm') {
       settings.base_url ??= DEFAULT_LLM_BASE_URL;
       await this.checkBaseUrl(settings.base_url, { resolveNames: false }).catch((err: unknown) => {
-        throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `base_url: ${err.reason}`) : err;
+        throw err instanceof UnsafeUrlError ? new DomainError('invalid_url', `base_url: ${err.reason}`) : err;
       });
     }
     // Voice and SIP endpoints get the same address rules before anything connects to them (an IP
@@ -188,7 +188,7 @@ export class CredentialService {
     if (input.provider === 'voice') await this.checkEndpoint('url', httpFormOfWs(input.url));
     if (input.provider === 'telephony' && input.sip_uri) await this.checkEndpoint('sip_uri', httpsFormOfSip(input.sip_uri));
     const em = this.em.fork();
-    if (!(await em.count(Workspace, { id: workspaceId }))) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
+    if (!(await em.count(Workspace, { id: workspaceId }))) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
     const id = newId('cred');
     const hint = this.hint(secret);
     await em.insert(Credential, { id, workspaceId, provider: input.provider, name: input.name, settings, secretSealed: this.box.seal(secret, id), ...hint });
@@ -227,11 +227,11 @@ export class CredentialService {
       case 'llm':
         return out(await this.llmModels(row));
       case 'voice':
-        throw new ApiError(501, 'not_implemented', 'Listing what a voice credential unlocks is not built yet: it arrives with the voice channel (rooms and SIP trunks)');
+        throw new DomainError('not_implemented', 'Listing what a voice credential unlocks is not built yet: it arrives with the voice channel (rooms and SIP trunks)');
       case 'telephony':
-        throw new ApiError(501, 'not_implemented', 'Listing what a telephony credential unlocks is not built yet: SIP trunks have no standard listing API; the numbers are configured on the trunk');
+        throw new DomainError('not_implemented', 'Listing what a telephony credential unlocks is not built yet: SIP trunks have no standard listing API; the numbers are configured on the trunk');
       case 'mcp':
-        throw new ApiError(501, 'not_implemented', 'Listing what an mcp credential unlocks is not built here: an MCP server lists its own tools (GET /api/v1/mcp-servers/{id})');
+        throw new DomainError('not_implemented', 'Listing what an mcp credential unlocks is not built here: an MCP server lists its own tools (GET /api/v1/mcp-servers/{id})');
     }
   }
 
@@ -266,9 +266,9 @@ export class CredentialService {
   private async msgappNumbers(row: ICredential): Promise<CredentialResource[]> {
     const waba = row.settings.business_account_id;
     if (!waba) {
-      throw new ApiError(422, 'business_account_required', `Credential ${row.id} has no business_account_id: the phone numbers are listed per WhatsApp Business Account; register the credential again with it`);
+      throw new DomainError('business_account_required', `Credential ${row.id} has no business_account_id: the phone numbers are listed per WhatsApp Business Account; register the credential again with it`);
     }
-    if (!this.opts.msgapp) throw new ApiError(503, 'provider_unavailable', 'No msgapp provider is configured on this server (MSGAPP_API_BASE)');
+    if (!this.opts.msgapp) throw new DomainError('provider_unavailable', 'No msgapp provider is configured on this server (MSGAPP_API_BASE)');
     const token = this.box.open(row.secretSealed, row.id);
     try {
       const numbers = await this.opts.msgapp.listPhoneNumbers(waba, token);
@@ -294,7 +294,7 @@ export class CredentialService {
       ({ addresses } = await this.checkBaseUrl(baseUrl));
     } catch (err) {
       // The stored address breaks the address rules now (checked again at every call): the caller's to fix, as at registration.
-      if (err instanceof UnsafeUrlError) throw new ApiError(422, 'invalid_url', `base_url: not called: ${err.reason}`, { reason: err.reason });
+      if (err instanceof UnsafeUrlError) throw new DomainError('stored_url_unsafe', `base_url: not called: ${err.reason}`, { reason: err.reason });
       throw err;
     }
     const apiKey = this.box.open(row.secretSealed, row.id);
@@ -316,7 +316,7 @@ export class CredentialService {
   /** 400 invalid_url naming the field when the endpoint breaks the address rules. */
   private async checkEndpoint(field: string, url: string): Promise<void> {
     await this.checkBaseUrl(url, { resolveNames: false }).catch((err: unknown) => {
-      throw err instanceof UnsafeUrlError ? new ApiError(400, 'invalid_url', `${field}: ${err.reason}`) : err;
+      throw err instanceof UnsafeUrlError ? new DomainError('invalid_url', `${field}: ${err.reason}`) : err;
     });
   }
 
@@ -371,9 +371,9 @@ function httpsFormOfSip(raw: string): string {
  * credential itself (a 4xx other than 429: a wrong key, an account it does not own) is the
  * caller's to fix, 422 provider_refused; anything else (5xx, 429, no answer) is 502 provider_error.
  */
-function providerError(provider: CredentialProvider, status: number, reason: string): ApiError {
-  if (status >= 400 && status < 500 && status !== 429) return new ApiError(422, 'provider_refused', `The ${provider} provider refused the credential: ${reason}`, { provider_status: status });
-  return new ApiError(502, 'provider_error', `The ${provider} provider failed: ${reason}`, { provider_status: status });
+function providerError(provider: CredentialProvider, status: number, reason: string): DomainError {
+  if (status >= 400 && status < 500 && status !== 429) return new DomainError('provider_refused', `The ${provider} provider refused the credential: ${reason}`, { provider_status: status });
+  return new DomainError('provider_error', `The ${provider} provider failed: ${reason}`, { provider_status: status });
 }
 
 /**

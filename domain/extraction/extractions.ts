@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { StructuredExtraction, type IStructuredExtraction } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { OperationalError } from '../../lib/failures';
 import { newId } from '../../lib/ids';
 import { NoTextExtracted, sniffType } from '../../lib/extract';
@@ -89,16 +89,16 @@ export class ExtractionRefused extends OperationalError {
   }
 }
 
-function failureAnswer(failure: string | null | undefined, message: string | null | undefined): ApiError {
+function failureAnswer(failure: string | null | undefined, message: string | null | undefined): DomainError {
   const reason = message ?? 'the extraction failed';
   switch (failure) {
     case 'unreadable':
     case 'no_valid_output':
-      return new ApiError(422, 'extraction_failed', reason);
+      return new DomainError('extraction_failed', reason);
     case 'model':
-      return new ApiError(503, 'model_unavailable', `The extraction model failed: ${reason}`);
+      return new DomainError('model_unavailable', `The extraction model failed: ${reason}`);
     default:
-      return new ApiError(500, 'internal_error', 'The extraction failed (internal error)');
+      return new DomainError('internal_error', 'The extraction failed (internal error)');
   }
 }
 
@@ -239,14 +239,14 @@ export class StructuredExtractionService {
     try {
       const schema = parseUserSchema(input.schema);
       const prompt = input.prompt?.trim() || null;
-      if (prompt && prompt.length > MAX_PROMPT_CHARS) throw new ApiError(400, 'invalid_request', `prompt: at most ${MAX_PROMPT_CHARS} characters`);
-      if (staged.size === 0) throw new ApiError(400, 'invalid_request', 'file: is empty');
+      if (prompt && prompt.length > MAX_PROMPT_CHARS) throw new DomainError('invalid_request', `prompt: at most ${MAX_PROMPT_CHARS} characters`);
+      if (staged.size === 0) throw new DomainError('invalid_request', 'file: is empty');
       const fileName = input.fileName.trim().slice(0, 255) || 'document';
       const type = await sniffType(staged.tempPath, fileName);
       if (!type || !ACCEPTED.has(type.mime)) {
-        throw new ApiError(415, 'unsupported_mime', `file: '${fileName}' is not a PDF, DOCX, TXT, PNG, JPEG or WEBP file${type ? ` (it is ${type.mime})` : ''}`);
+        throw new DomainError('unsupported_mime', `file: '${fileName}' is not a PDF, DOCX, TXT, PNG, JPEG or WEBP file${type ? ` (it is ${type.mime})` : ''}`);
       }
-      if (!this.configured) throw new ApiError(503, 'llm_not_configured', 'No extraction model is configured: set STRUCTURED_BASE_URL (or LLM_BASE_URL)');
+      if (!this.configured) throw new DomainError('llm_not_configured', 'No extraction model is configured: set STRUCTURED_BASE_URL (or LLM_BASE_URL)');
 
       const requestHash = createHash('sha256').update(`${staged.sha256}\n${schema.hash}\n${prompt ?? ''}`).digest('hex');
       const em = this.em();
@@ -285,13 +285,13 @@ export class StructuredExtractionService {
     }
   }
 
-  /** The answer of a finished extraction of this workspace: 200's body, or the ApiError of its failure. */
+  /** The answer of a finished extraction of this workspace: 200's body, or the DomainError of its failure. */
   async answer(workspaceId: string, id: string): Promise<ExtractionAnswer> {
     const row = await this.em().findOne(StructuredExtraction, { id, workspaceId });
-    if (!row) throw new ApiError(500, 'internal_error', 'The extraction record is missing');
+    if (!row) throw new DomainError('internal_error', 'The extraction record is missing');
     if (row.status === 'succeeded') return { data: row.data, model: row.model ?? this.modelName };
     if (row.status === 'failed') throw failureAnswer(row.failure, row.errorMessage);
-    throw new ApiError(500, 'internal_error', 'The extraction workflow ended but its record is still running');
+    throw new DomainError('internal_error', 'The extraction workflow ended but its record is still running');
   }
 
   /** Usage of one extraction (billing, tests). */
@@ -310,7 +310,7 @@ export class StructuredExtractionService {
     try {
       return compileUserSchema(row.schema);
     } catch (err) {
-      if (err instanceof ApiError) throw new ExtractionRefused(err.message);
+      if (err instanceof DomainError) throw new ExtractionRefused(err.message);
       throw err;
     }
   }

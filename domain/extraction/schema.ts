@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { makeAjv, regexProblem, type Draft } from './regex';
 
 export { describeErrors, type Draft } from './regex';
@@ -32,7 +32,7 @@ export interface UserSchema {
   strict: boolean;
 }
 
-const badSchema = (reason: string) => new ApiError(400, 'bad_schema', `schema: ${reason}`);
+const badSchema = (reason: string) => new DomainError('bad_schema', `schema: ${reason}`);
 
 /** One ajv instance per draft (./regex.ts: formats, patterns on RE2); compiled validators cached by the schema's hash. */
 const ajvs: Record<Draft, ReturnType<typeof makeAjv>> = { '2020-12': makeAjv('2020-12'), '07': makeAjv('07') };
@@ -70,12 +70,12 @@ function checkPatterns(node: Record<string, unknown>, path: string[]): void {
   const keyword = path.includes('propertyNames') ? 'propertyNames' : 'pattern';
   if (typeof node.pattern === 'string') {
     const why = regexProblem(node.pattern);
-    if (why) throw new ApiError(400, 'bad_schema', `schema: ${keyword} at /${[...path, 'pattern'].join('/')} ${why}`);
+    if (why) throw new DomainError('bad_schema', `schema: ${keyword} at /${[...path, 'pattern'].join('/')} ${why}`);
   }
   if (isObject(node.patternProperties)) {
     for (const key of Object.keys(node.patternProperties)) {
       const why = regexProblem(key);
-      if (why) throw new ApiError(400, 'bad_schema', `schema: patternProperties key ${JSON.stringify(key.slice(0, 80))} at /${[...path, 'patternProperties'].join('/')} ${why}`);
+      if (why) throw new DomainError('bad_schema', `schema: patternProperties key ${JSON.stringify(key.slice(0, 80))} at /${[...path, 'patternProperties'].join('/')} ${why}`);
     }
   }
 }
@@ -194,7 +194,7 @@ export function isStrictCompatible(node: unknown): boolean {
 
 /** Parses and compiles the `schema` field; 400 missing_schema or bad_schema (with the reason) when it cannot be honoured. */
 export function parseUserSchema(text: string | undefined): UserSchema {
-  if (text === undefined || text.trim() === '') throw new ApiError(400, 'missing_schema', 'schema: required (a JSON Schema serialised as a JSON string)');
+  if (text === undefined || text.trim() === '') throw new DomainError('missing_schema', 'schema: required (a JSON Schema serialised as a JSON string)');
   if (Buffer.byteLength(text) > MAX_SCHEMA_BYTES) throw badSchema(`larger than ${MAX_SCHEMA_BYTES / 1024} KB`);
   let parsed: unknown;
   try {

@@ -2,7 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiKey, RetiredKeySecret, Workspace, type IApiKey } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { ALL_SCOPES, isScope, type Scope } from './scopes';
 
@@ -78,9 +78,9 @@ export function parseScopes(list: string): Scope[] {
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  if (scopes.length === 0) throw new ApiError(400, 'invalid_request', 'scopes: at least one scope is required');
+  if (scopes.length === 0) throw new DomainError('invalid_request', 'scopes: at least one scope is required');
   const unknown = scopes.filter((s) => !isScope(s));
-  if (unknown.length) throw new ApiError(400, 'invalid_request', `scopes: unknown scope(s) ${unknown.join(', ')}; valid scopes: ${ALL_SCOPES.join(', ')}`);
+  if (unknown.length) throw new DomainError('invalid_request', `scopes: unknown scope(s) ${unknown.join(', ')}; valid scopes: ${ALL_SCOPES.join(', ')}`);
   return [...new Set(scopes)] as Scope[];
 }
 
@@ -103,10 +103,10 @@ export class ApiKeyService {
   ) {}
 
   async create(workspaceId: string, name: string, scopes: Scope[]): Promise<KeyView & { key: string }> {
-    if (!name.trim()) throw new ApiError(400, 'invalid_request', 'name: must not be empty');
+    if (!name.trim()) throw new DomainError('invalid_request', 'name: must not be empty');
     const em = this.em.fork();
     const ws = await em.findOne(Workspace, { id: workspaceId });
-    if (!ws) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
+    if (!ws) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
     const key = generateApiKey();
     const row = em.create(ApiKey, {
       id: newId('key'),
@@ -133,8 +133,8 @@ export class ApiKeyService {
     const key = generateApiKey();
     await this.em.fork().transactional(async (em) => {
       const row = await em.findOne(ApiKey, { id: keyId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!row) throw new ApiError(404, 'not_found', `No API key with id '${keyId}'`);
-      if (row.status !== 'active') throw new ApiError(409, 'key_revoked', `API key '${keyId}' is deleted and cannot be rotated`);
+      if (!row) throw new DomainError('not_found', `No API key with id '${keyId}'`);
+      if (row.status !== 'active') throw new DomainError('key_revoked', `API key '${keyId}' is deleted and cannot be rotated`);
       em.create(RetiredKeySecret, { secretHash: row.secretHash, keyId: row.id });
       row.secretHash = hashApiKey(key);
       row.prefix = displayPrefix(key);
@@ -150,7 +150,7 @@ export class ApiKeyService {
   async delete(keyId: string): Promise<void> {
     await this.em.fork().transactional(async (em) => {
       const row = await em.findOne(ApiKey, { id: keyId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!row) throw new ApiError(404, 'not_found', `No API key with id '${keyId}'`);
+      if (!row) throw new DomainError('not_found', `No API key with id '${keyId}'`);
       if (row.status === 'revoked') return;
       row.status = 'revoked';
       row.revokedAt = new Date();

@@ -5,7 +5,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { z } from 'zod';
 import { Credential, McpServer, type IMcpServer } from '../../db/entities';
 import type { SecretBox } from '../../lib/crypto/secret-box';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { keysetFind } from '../../db/pagination';
 import { bindMcpCredentialOrigin } from '../credentials/credentials';
@@ -210,20 +210,20 @@ export class McpService {
     try {
       await checkProviderUrl(url, this.opts.policy, this.opts.resolve ?? systemResolver, { resolveNames: false });
     } catch (err) {
-      if (err instanceof UnsafeUrlError) throw new ApiError(400, 'invalid_url', `url: ${err.message}`);
+      if (err instanceof UnsafeUrlError) throw new DomainError('invalid_url', `url: ${err.message}`);
       throw err;
     }
     if (!auth) return;
     const em = this.em.fork();
     const cred = await em.findOne(Credential, { id: auth, workspaceId, provider: 'mcp' });
     // As an agent naming a missing llm credential: the named resource is not there.
-    if (!cred) throw new ApiError(404, 'credential_not_found', `auth: no mcp credential '${auth}' in this workspace`);
+    if (!cred) throw new DomainError('credential_not_found', `auth: no mcp credential '${auth}' in this workspace`);
     // Bound to the origin of the first server it is attached to (unless registered with one), atomically:
     // two servers attaching it at once cannot both bind it.
     const origin = originOf(url);
     const bound = await bindMcpCredentialOrigin(em, cred.id, origin);
     if (bound !== origin) {
-      throw new ApiError(400, 'invalid_request', `auth: credential ${cred.id} is bound to ${bound ?? 'another origin'}, not ${origin}: its token is sent to that origin only (register another credential for this server)`);
+      throw new DomainError('invalid_request', `auth: credential ${cred.id} is bound to ${bound ?? 'another origin'}, not ${origin}: its token is sent to that origin only (register another credential for this server)`);
     }
   }
 
@@ -276,7 +276,7 @@ export class McpService {
   }
 }
 
-const notFound = (id: string) => new ApiError(404, 'not_found', `No MCP server with id '${id}' in this workspace`);
+const notFound = (id: string) => new DomainError('not_found', `No MCP server with id '${id}' in this workspace`);
 /** Why a call failed, for last_error and the model: the server's token (and its encodings) redacted before the cut. */
 const reason = (err: unknown, token: string | null = null) => redactSecret(err instanceof Error ? err.message : String(err), token, { maxLength: 2000 }).replace(/\s+/g, ' ').slice(0, 500);
 /** True/false when both parse; null when one does not (the URL check refuses it then). */
@@ -288,7 +288,7 @@ const sameOrigin = (a: string, b: string): boolean | null => {
   }
 };
 const credentialScope = (what: string) =>
-  new ApiError(403, 'insufficient_scope', `${what} needs the 'credentials:write' scope as well as 'mcp_servers:write'`, { required_scope: 'credentials:write' });
+  new DomainError('insufficient_scope', `${what} needs the 'credentials:write' scope as well as 'mcp_servers:write'`, { required_scope: 'credentials:write' });
 
 const schemaBytes = (t: McpToolView) => Buffer.byteLength(JSON.stringify(t.input_schema ?? {}));
 

@@ -1,7 +1,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { SupportTicket, SupportTicketMessage, Workspace, type ISupportTicket, type ISupportTicketMessage, type TicketAuthor, type TicketPriority, type TicketStatus } from '../../db/entities';
-import { ApiError, notFound } from '../errors';
+import { DomainError, notFound } from '../errors';
 import { newId } from '../../lib/ids';
 import { keysetFind } from '../../db/pagination';
 
@@ -44,11 +44,11 @@ function view(t: ISupportTicket): TicketView {
 const messageView = (m: ISupportTicketMessage): TicketMessageView => ({ id: m.id, author: m.author, body: m.body, created_at: iso(m.createdAt) });
 
 const ticketClosed = (id: string) =>
-  new ApiError(409, 'ticket_closed', `Ticket ${id} is closed and takes no more replies; open a new ticket (POST /api/v1/support/tickets)`);
+  new DomainError('ticket_closed', `Ticket ${id} is closed and takes no more replies; open a new ticket (POST /api/v1/support/tickets)`);
 
 function checkBody(body: string): string {
-  if (!body.trim()) throw new ApiError(400, 'invalid_request', 'body: must not be empty');
-  if (body.length > MAX_BODY_CHARS) throw new ApiError(400, 'invalid_request', `body: at most ${MAX_BODY_CHARS} characters`);
+  if (!body.trim()) throw new DomainError('invalid_request', 'body: must not be empty');
+  if (body.length > MAX_BODY_CHARS) throw new DomainError('invalid_request', `body: at most ${MAX_BODY_CHARS} characters`);
   return body;
 }
 
@@ -66,11 +66,11 @@ export class SupportService {
 
   async create(workspaceId: string, input: { subject: string; body: string; priority?: TicketPriority }): Promise<TicketWithThread> {
     const subject = input.subject.trim();
-    if (!subject || subject.length > MAX_SUBJECT_CHARS) throw new ApiError(400, 'invalid_request', `subject: 1 to ${MAX_SUBJECT_CHARS} characters`);
+    if (!subject || subject.length > MAX_SUBJECT_CHARS) throw new DomainError('invalid_request', `subject: 1 to ${MAX_SUBJECT_CHARS} characters`);
     const body = checkBody(input.body);
     const id = newId('tkt');
     await this.em.fork().transactional(async (em) => {
-      if (!(await em.count(Workspace, { id: workspaceId }))) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
+      if (!(await em.count(Workspace, { id: workspaceId }))) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
       await em.insert(SupportTicket, { id, workspaceId, subject, priority: input.priority ?? 'normal', status: 'open' });
       await em.insert(SupportTicketMessage, { id: newId('tkm'), ticketId: id, author: 'customer', body });
     });
@@ -107,7 +107,7 @@ export class SupportService {
   async operatorGet(id: string): Promise<TicketWithThread & { workspace_id: string }> {
     const em = this.em.fork();
     const ticket = await em.findOne(SupportTicket, { id });
-    if (!ticket) throw new ApiError(404, 'not_found', `No ticket with id '${id}'`);
+    if (!ticket) throw new DomainError('not_found', `No ticket with id '${id}'`);
     return { ...(await this.withThread(em, ticket)), workspace_id: ticket.workspaceId };
   }
 
@@ -120,7 +120,7 @@ export class SupportService {
   async close(id: string): Promise<TicketWithThread> {
     return this.em.fork().transactional(async (em) => {
       const ticket = await em.findOne(SupportTicket, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!ticket) throw new ApiError(404, 'not_found', `No ticket with id '${id}'`);
+      if (!ticket) throw new DomainError('not_found', `No ticket with id '${id}'`);
       if (ticket.status !== 'closed') {
         const now = new Date();
         await em.nativeUpdate(SupportTicket, { id }, { status: 'closed', closedAt: now, updatedAt: now });
@@ -132,7 +132,7 @@ export class SupportService {
   private async addMessage(where: { id: string; workspaceId?: string }, author: TicketAuthor, body: string): Promise<TicketWithThread> {
     return this.em.fork().transactional(async (em) => {
       const ticket = await em.findOne(SupportTicket, where, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!ticket) throw where.workspaceId ? notFound('ticket', where.id) : new ApiError(404, 'not_found', `No ticket with id '${where.id}'`);
+      if (!ticket) throw where.workspaceId ? notFound('ticket', where.id) : new DomainError('not_found', `No ticket with id '${where.id}'`);
       if (ticket.status === 'closed') throw ticketClosed(ticket.id);
       await em.insert(SupportTicketMessage, { id: newId('tkm'), ticketId: ticket.id, author, body });
       await em.nativeUpdate(SupportTicket, { id: ticket.id }, { status: author === 'customer' ? 'open' : 'waiting_on_customer', updatedAt: new Date() });

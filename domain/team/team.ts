@@ -1,7 +1,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { TeamAvailability, type ITeamAvailability } from '../../db/entities/team';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import {
   availabilityAt,
   AvailabilityError,
@@ -43,7 +43,7 @@ function settingsOf(row: ITeamAvailability | null): AvailabilitySettings & { upd
 }
 
 const invalid = (err: unknown): never => {
-  if (err instanceof AvailabilityError) throw new ApiError(400, 'invalid_request', err.message);
+  if (err instanceof AvailabilityError) throw new DomainError('invalid_request', err.message);
   throw err;
 };
 
@@ -84,7 +84,7 @@ export class TeamService {
         await em.createQueryBuilder(TeamAvailability).insert({ workspaceId }).onConflict('workspaceId').ignore();
       } catch (err) {
         // A query builder's error is the driver's own: 23503, foreign key violation (no such workspace).
-        if ((err as { code?: string }).code === '23503') throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
+        if ((err as { code?: string }).code === '23503') throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
         throw err;
       }
       const locked = await em.findOneOrFail(TeamAvailability, { workspaceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });

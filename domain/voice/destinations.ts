@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 // The `max` metadata: the default (`min`) has no number-type patterns, so getType() would be undefined for every number.
 import { parsePhoneNumberFromString, type NumberType } from 'libphonenumber-js/max';
 import { Workspace } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 
 /**
  * Number types a workspace may allow for dial-out (libphonenumber's types, lower case).
@@ -39,7 +39,7 @@ export interface Destination {
 }
 
 const refuse = (why: string): never => {
-  throw new ApiError(400, 'invalid_phone_number', `phone number: ${why}`);
+  throw new DomainError('invalid_phone_number', `phone number: ${why}`);
 };
 
 /** A type libphonenumber gives, as the policy's name for it; FIXED_LINE_OR_MOBILE (US, CA, …) counts as either. */
@@ -89,7 +89,7 @@ export function checkDestination(raw: string, policy: DialOutPolicy): Destinatio
 export function normaliseCountries(list: string[]): string[] {
   const out = [...new Set(list.map((c) => c.trim().toUpperCase()).filter(Boolean))];
   for (const c of out) {
-    if (!/^[A-Z]{2}$/.test(c)) throw new ApiError(400, 'invalid_request', `dial_out_countries: '${c}' is not an ISO 3166-1 alpha-2 country code`);
+    if (!/^[A-Z]{2}$/.test(c)) throw new DomainError('invalid_request', `dial_out_countries: '${c}' is not an ISO 3166-1 alpha-2 country code`);
   }
   return out.sort();
 }
@@ -98,7 +98,7 @@ export function normaliseTypes(list: string[]): DialableType[] {
   const out = [...new Set(list.map((t) => t.trim().toLowerCase().replace(/-/g, '_')).filter(Boolean))];
   for (const t of out) {
     if (!(DIALABLE_TYPES as readonly string[]).includes(t)) {
-      throw new ApiError(400, 'invalid_request', `dial_out_number_types: '${t}' is not one of ${DIALABLE_TYPES.join(', ')} (premium-rate, shared-cost and unknown numbers are never dialled)`);
+      throw new DomainError('invalid_request', `dial_out_number_types: '${t}' is not one of ${DIALABLE_TYPES.join(', ')} (premium-rate, shared-cost and unknown numbers are never dialled)`);
     }
   }
   return out as DialableType[];
@@ -120,7 +120,7 @@ export async function dialOutPolicy(em: EntityManager, workspaceId: string): Pro
 export async function setDialOutPolicy(em: EntityManager, workspaceId: string, p: { countries?: string[] | null; types?: string[] | null }): Promise<DialOutPolicy & { workspace_id: string }> {
   const fork = em.fork();
   const ws = await fork.findOne(Workspace, { id: workspaceId });
-  if (!ws) throw new ApiError(404, 'not_found', `No workspace with id '${workspaceId}'`);
+  if (!ws) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
   if (p.countries !== undefined) ws.dialOutCountries = p.countries === null ? null : normaliseCountries(p.countries);
   if (p.types !== undefined) ws.dialOutNumberTypes = p.types === null ? null : normaliseTypes(p.types);
   await fork.flush();

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Call, Recording, VoiceRecordingChunk, VoiceSession, type CallStatus, type ICall, type IRecording, type IVoiceSession } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import type { CreditService } from '../billing/credits';
 import type { TransportKind } from './types';
@@ -137,11 +137,11 @@ export class VoiceSessionService {
     const used = await this.usage(em, workspaceId, except);
     const { maxConcurrent } = this.limits;
     if (used.total >= maxConcurrent) {
-      throw new ApiError(429, 'concurrent_voice_limit_reached', `This workspace already has ${used.total} voice sessions or calls running (limit ${maxConcurrent})`);
+      throw new DomainError('concurrent_voice_limit_reached', `This workspace already has ${used.total} voice sessions or calls running (limit ${maxConcurrent})`);
     }
     const widgetMax = maxConcurrent - this.l.reservedForApi;
     if (widget && used.widget >= widgetMax) {
-      throw new ApiError(429, 'concurrent_voice_limit_reached', `This workspace's widget voice already has ${used.widget} sessions or calls running (limit ${widgetMax}; ${this.l.reservedForApi} kept for API calls)`);
+      throw new DomainError('concurrent_voice_limit_reached', `This workspace's widget voice already has ${used.widget} sessions or calls running (limit ${widgetMax}; ${this.l.reservedForApi} kept for API calls)`);
     }
   }
 
@@ -161,7 +161,7 @@ export class VoiceSessionService {
       if (rows.length < max) continue;
       const ends = rows.filter((r) => r.status === 'starting').map((r) => new Date(r.createdAt).getTime() + this.l.joinWindowMs);
       const retry = Math.max(1, Math.ceil(((ends.length ? Math.min(...ends) : Date.now() + this.l.joinWindowMs) - Date.now()) / 1000));
-      throw new ApiError(429, 'rate_limited', `Too many voice sessions from ${who} (at most ${max} joining or live); end one first`, {}, { 'Retry-After': String(retry) });
+      throw new DomainError('rate_limited', `Too many voice sessions from ${who} (at most ${max} joining or live); end one first`, {}, { retryAfterSeconds: retry });
     }
   }
 
@@ -212,7 +212,7 @@ export class VoiceSessionService {
       try {
         await this.checkCapacity(em, ws, true, id);
       } catch (err) {
-        if (err instanceof ApiError && err.code === 'concurrent_voice_limit_reached') return false;
+        if (err instanceof DomainError && err.code === 'concurrent_voice_limit_reached') return false;
         throw err;
       }
       // Only a `starting` session goes live (one stopped meanwhile is left as it is).

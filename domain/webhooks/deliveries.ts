@@ -2,7 +2,7 @@ import { LockMode, sql } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../../lib/crypto/secret-box';
 import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription, type IWebhookDelivery, type IWebhookEvent, type IWebhookSubscription } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { keysetFind } from '../../db/pagination';
 import { notifyOutbox } from './emitter';
 import { DISABLE_AFTER_FAILURES } from './events';
@@ -419,7 +419,7 @@ export class DeliveryService {
 
   private async requireSubscription(em: EntityManager, workspaceId: string, subscriptionId: string): Promise<void> {
     if (!(await em.count(WebhookSubscription, { id: subscriptionId, workspaceId }))) {
-      throw new ApiError(404, 'not_found', `No webhook subscription with id '${subscriptionId}' in this workspace`);
+      throw new DomainError('not_found', `No webhook subscription with id '${subscriptionId}' in this workspace`);
     }
   }
 
@@ -456,7 +456,7 @@ export class DeliveryService {
 
   private async deliveryRow(em: EntityManager, workspaceId: string, subscriptionId: string, deliveryId: string, lock = false): Promise<IWebhookDelivery> {
     const row = await em.findOne(WebhookDelivery, { id: deliveryId, subscriptionId, workspaceId }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
-    if (!row) throw new ApiError(404, 'not_found', `No delivery with id '${deliveryId}' for this subscription`);
+    if (!row) throw new DomainError('not_found', `No delivery with id '${deliveryId}' for this subscription`);
     return row;
   }
 
@@ -471,7 +471,7 @@ export class DeliveryService {
     return this.em.fork().transactional(async (em) => {
       // Locked: a concurrent retry waits, then sees the run this one started and refuses.
       const row = await this.deliveryRow(em, workspaceId, subscriptionId, deliveryId, true);
-      if (row.status === 'pending') throw new ApiError(409, 'delivery_in_progress', `Delivery '${deliveryId}' is still being attempted`);
+      if (row.status === 'pending') throw new DomainError('delivery_in_progress', `Delivery '${deliveryId}' is still being attempted`);
       startNewRun(row);
       await em.flush();
       await notifyOutbox(em, workspaceId);
@@ -521,7 +521,7 @@ export class DeliveryService {
   async retryNowTarget(workspaceId: string, subscriptionId: string, deliveryId: string): Promise<DeliveryView> {
     const row = await this.deliveryRow(this.em.fork(), workspaceId, subscriptionId, deliveryId);
     if (row.status !== 'pending' || !row.dispatchedAt) {
-      throw new ApiError(409, 'delivery_not_retrying', `Delivery '${deliveryId}' is not waiting between attempts (status ${row.status}${row.status === 'pending' ? ', first attempt under way' : ''})`);
+      throw new DomainError('delivery_not_retrying', `Delivery '${deliveryId}' is not waiting between attempts (status ${row.status}${row.status === 'pending' ? ', first attempt under way' : ''})`);
     }
     return view(row);
   }

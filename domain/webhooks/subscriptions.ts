@@ -2,7 +2,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
 import { WebhookSubscription, type IWebhookSubscription } from '../../db/entities';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { checkUrl, UnsafeUrlError } from '../../lib/net/ssrf';
 import type { EventEnvelope, SubscribableEvent } from './events';
@@ -67,7 +67,7 @@ export class SubscriptionService {
     try {
       return (await checkUrl(url, this.sender.policy, this.sender.resolve)).url.toString();
     } catch (err) {
-      if (err instanceof UnsafeUrlError) throw new ApiError(400, 'invalid_url', `url: ${err.reason}`, { reason: err.reason });
+      if (err instanceof UnsafeUrlError) throw new DomainError('invalid_url', `url: ${err.reason}`, { reason: err.reason });
       throw err;
     }
   }
@@ -109,7 +109,7 @@ export class SubscriptionService {
 
   private async row(em: EntityManager, workspaceId: string, id: string, lock = false): Promise<IWebhookSubscription> {
     const row = await em.findOne(WebhookSubscription, { id, workspaceId }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
-    if (!row) throw new ApiError(404, 'not_found', `No webhook subscription with id '${id}' in this workspace`);
+    if (!row) throw new DomainError('not_found', `No webhook subscription with id '${id}' in this workspace`);
     return row;
   }
 
@@ -140,7 +140,7 @@ export class SubscriptionService {
 
   async delete(workspaceId: string, id: string): Promise<void> {
     const deleted = await this.em.fork().nativeDelete(WebhookSubscription, { id, workspaceId });
-    if (deleted === 0) throw new ApiError(404, 'not_found', `No webhook subscription with id '${id}' in this workspace`);
+    if (deleted === 0) throw new DomainError('not_found', `No webhook subscription with id '${id}' in this workspace`);
   }
 
   /** The signing secret, for the delivery activity only. */

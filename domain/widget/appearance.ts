@@ -1,4 +1,4 @@
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 
 /** A site's look and language, as the widget's init returns it (every field always present). */
 export interface SiteAppearance {
@@ -25,7 +25,7 @@ export const DEFAULT_APPEARANCE: SiteAppearance = { brand_color: '#243b6b', posi
 /** A change: the fields given are set (a null or empty label clears it); the others keep their value. */
 export type AppearancePatch = { [K in keyof SiteAppearance]?: K extends 'launcher_label' ? string | null : string };
 
-const bad = (message: string) => new ApiError(400, 'invalid_request', message);
+const bad = (message: string) => new DomainError('invalid_request', message);
 
 /** `#abc` or `#aabbcc` (any case) as `#aabbcc`. */
 export function brandColor(value: string): string {

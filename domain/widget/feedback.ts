@@ -2,7 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { WidgetFeedback, type IWidgetFeedback } from '../../db/entities';
 import type { ChatTranscript } from '../chat/transcript';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { keysetFind } from '../../db/pagination';
 import type { SiteRow } from './sites';
@@ -104,7 +104,7 @@ export class FeedbackService {
   ): Promise<{ created: boolean; feedback: ReplyFeedbackView }> {
     const reply = await this.transcript.get(f.reply_id);
     if (!reply || reply.conversation_id !== conversationId || reply.role !== 'assistant') {
-      throw new ApiError(404, 'not_found', `reply_id: no reply of the agent with id '${f.reply_id}' in conversation '${conversationId}'`);
+      throw new DomainError('not_found', `reply_id: no reply of the agent with id '${f.reply_id}' in conversation '${conversationId}'`);
     }
     const stored = await this.put(site, conversationId, reply.id, f.rating === null ? null : { rating: f.rating, score: null, comment: commentOf(f.comment) });
     return {

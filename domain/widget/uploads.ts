@@ -6,7 +6,7 @@ import type { SecretBox } from '../../lib/crypto/secret-box';
 import { KbFile, WidgetUpload, WidgetUploadChunk, type IWidgetUpload } from '../../db/entities';
 import type { AgentAttachmentElement } from '../chat/elements';
 import { describeVisual, type ImageDescriber } from '../../providers/llm/vision';
-import { ApiError } from '../errors';
+import { DomainError } from '../errors';
 import { OperationalError } from '../../lib/failures';
 import { newId } from '../../lib/ids';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../kb/chunker';
@@ -198,18 +198,18 @@ export function summarize(text: string, max = SUMMARY_CHARS): string {
  * ready"): `missing_credential` when the service refused its credential (401/403: no or a
  * wrong TRANSCRIBE_API_KEY), else `file_upload_prereq_failed`. Never the server API's codes.
  */
-function transcriberUnavailable(err: Pick<TranscriberError, 'reason' | 'credentialRefused'>): ApiError {
+function transcriberUnavailable(err: Pick<TranscriberError, 'reason' | 'credentialRefused'>): DomainError {
   if (err.credentialRefused) {
-    return new ApiError(503, 'missing_credential', `The transcription service refused its credential (${err.reason}): set TRANSCRIBE_API_KEY`);
+    return new DomainError('missing_credential', `The transcription service refused its credential (${err.reason}): set TRANSCRIBE_API_KEY`);
   }
-  return new ApiError(503, 'file_upload_prereq_failed', `The transcription service is unavailable (${err.reason}); retry later`);
+  return new DomainError('file_upload_prereq_failed', `The transcription service is unavailable (${err.reason}); retry later`);
 }
 
 /** A recording longer than TRANSCRIBE_MAX_SECONDS (the embedded transcriber's limit): 413, like a file over the size limit. */
-const mediaTooLong = (reason: string, extra?: Record<string, unknown>) => new ApiError(413, 'media_too_long', `file: ${reason}`, extra);
+const mediaTooLong = (reason: string, extra?: Record<string, unknown>) => new DomainError('media_too_long', `file: ${reason}`, extra);
 
 /** The answer for a failed voice note or upload that is the transcriber's doing, or null when it is not. */
-function transcriptionFailure(outcome: { failure: UploadFailure; reason: string }, extra?: Record<string, unknown>): ApiError | null {
+function transcriptionFailure(outcome: { failure: UploadFailure; reason: string }, extra?: Record<string, unknown>): DomainError | null {
   if (outcome.failure === 'transcriber' || outcome.failure === 'transcriber_credential') {
     return transcriberUnavailable({ reason: outcome.reason, credentialRefused: outcome.failure === 'transcriber_credential' });
   }
@@ -217,8 +217,8 @@ function transcriptionFailure(outcome: { failure: UploadFailure; reason: string 
   return null;
 }
 
-const forbidden = () => new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
-const uploadNotFound = (id: string) => new ApiError(404, 'not_found', `No upload with id '${id}' for this site`);
+const forbidden = () => new DomainError('forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
+const uploadNotFound = (id: string) => new DomainError('not_found', `No upload with id '${id}' for this site`);
 
 /**
  * Files a widget visitor uploads: stored content-addressed, typed from their bytes,
@@ -247,8 +247,8 @@ export class UploadService {
   /** The checks that need only the site, in the spec's order; run before any byte is read. */
   async admit(site: SiteRow): Promise<void> {
     const agent = await findAgent(this.em(), site.workspace_id, site.agent_id);
-    if (!agent || agent.status !== 'published') throw new ApiError(503, 'no_workflow_configured', 'This site is not bound to a published agent');
-    if (!agent.spec.triggers.web_chat?.file_upload) throw new ApiError(403, 'file_upload_not_enabled', "File upload is not enabled on this agent's web chat");
+    if (!agent || agent.status !== 'published') throw new DomainError('no_workflow_configured', 'This site is not bound to a published agent');
+    if (!agent.spec.triggers.web_chat?.file_upload) throw new DomainError('file_upload_not_enabled', "File upload is not enabled on this agent's web chat");
   }
 
   /**
@@ -264,10 +264,10 @@ export class UploadService {
     try {
       await this.admit(site);
       if (input.conversationId) await this.requireConversation(site, input.conversationId, input.customerId);
-      if (staged.size === 0) throw new ApiError(400, 'invalid_request', 'file: is empty');
+      if (staged.size === 0) throw new DomainError('invalid_request', 'file: is empty');
       const fileName = input.fileName.trim().slice(0, 255) || 'upload';
       const type = await sniffType(staged.tempPath, fileName);
-      if (!type) throw new ApiError(400, 'unsupported_type', `file: '${fileName}' is not a supported document, spreadsheet, image, audio or video type`);
+      if (!type) throw new DomainError('unsupported_type', `file: '${fileName}' is not a supported document, spreadsheet, image, audio or video type`);
 
       const row = await this.em().transactional(async (em) => {
         if (input.conversationId) {
@@ -278,11 +278,11 @@ export class UploadService {
           await webConversationOnSite(em, site.id, input.conversationId, { lock: true });
           const n = await em.count(WidgetUpload, { conversationId: input.conversationId, status: 'processing' });
           if (n >= MAX_PROCESSING_PER_CONVERSATION) {
-            throw new ApiError(400, 'too_many_files', `More than ${MAX_PROCESSING_PER_CONVERSATION} files would be processing in this conversation; wait for one to finish`);
+            throw new DomainError('too_many_files', `More than ${MAX_PROCESSING_PER_CONVERSATION} files would be processing in this conversation; wait for one to finish`);
           }
         }
         if ((type.kind === 'audio' || type.kind === 'video') && !this.deps.transcriber) {
-          throw new ApiError(503, 'file_upload_prereq_failed', `${type.kind} files need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)`);
+          throw new DomainError('file_upload_prereq_failed', `${type.kind} files need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)`);
         }
         // Bytes first: the row (visible at commit) never names a blob that is not stored.
         await this.deps.blobs.commit(staged);
@@ -379,7 +379,7 @@ export class UploadService {
     if (outcome.status === 'error') {
       const failure = transcriptionFailure(outcome, { upload_id: row.id });
       if (failure) throw failure;
-      if (outcome.failure === 'unreadable') throw new ApiError(400, 'invalid_request', `file: could not be read (${outcome.reason})`, { upload_id: row.id });
+      if (outcome.failure === 'unreadable') throw new DomainError('invalid_request', `file: could not be read (${outcome.reason})`, { upload_id: row.id });
       throw new Error(`upload ${row.id}: ${outcome.reason}`);
     }
     return {
@@ -473,15 +473,15 @@ export class UploadService {
     let committed = false;
     try {
       const type = input.staged.size ? await sniffType(input.staged.tempPath, input.fileName) : null;
-      if (type?.kind !== 'audio') throw new ApiError(400, 'not_audio', 'file: not an audio file (webm, mp3, wav, ogg, opus, m4a)');
+      if (type?.kind !== 'audio') throw new DomainError('not_audio', 'file: not an audio file (webm, mp3, wav, ogg, opus, m4a)');
       if (!this.deps.transcriber) {
-        throw new ApiError(503, 'file_upload_prereq_failed', 'Voice notes need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)');
+        throw new DomainError('file_upload_prereq_failed', 'Voice notes need a transcriber, and none is configured (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)');
       }
       // The length the recording states, read before it is stored or queued: a long one costs no transcription.
       const max = this.deps.maxMediaSeconds;
       const seconds = max === undefined ? null : await probeDurationSeconds(input.staged.tempPath);
       if (max !== undefined && seconds !== null && seconds > max) {
-        throw new ApiError(400, 'invalid_request', `file: the recording is ${Math.ceil(seconds)} s long; voice notes are at most ${max} s`);
+        throw new DomainError('invalid_request', `file: the recording is ${Math.ceil(seconds)} s long; voice notes are at most ${max} s`);
       }
       // Held before the bytes are committed: another owner's delete of the same bytes can never fall in between.
       const holdId = await holdBlob(this.deps.em, input.staged.sha256, newId('trn'));
@@ -549,10 +549,10 @@ export class UploadService {
     if (outcome.status === 'error') {
       const failure = transcriptionFailure(outcome);
       if (failure) throw failure;
-      if (outcome.failure === 'unreadable') throw new ApiError(400, 'invalid_request', `file: could not be read (${outcome.reason})`);
+      if (outcome.failure === 'unreadable') throw new DomainError('invalid_request', `file: could not be read (${outcome.reason})`);
       throw new Error(`voice note: ${outcome.reason}`);
     }
-    if (!outcome.transcript) throw new ApiError(422, 'empty_transcript', 'No speech was found in the recording');
+    if (!outcome.transcript) throw new DomainError('empty_transcript', 'No speech was found in the recording');
     return { transcript: outcome.transcript };
   }
 
@@ -603,9 +603,9 @@ export class UploadService {
       for (const id of ids) {
         const r = byId.get(id);
         if (!r || (r.conversation_id !== null && r.conversation_id !== conversationId)) {
-          throw new ApiError(400, 'invalid_request', `file_refs: '${id}' is not an upload of this conversation`);
+          throw new DomainError('invalid_request', `file_refs: '${id}' is not an upload of this conversation`);
         }
-        if (r.status !== 'ready') throw new ApiError(400, 'invalid_request', `file_refs: upload '${id}' is ${r.status === 'error' ? 'in error' : 'still processing'}`);
+        if (r.status !== 'ready') throw new DomainError('invalid_request', `file_refs: upload '${id}' is ${r.status === 'error' ? 'in error' : 'still processing'}`);
       }
       const loose = ids.filter((id) => byId.get(id)!.conversation_id === null);
       if (loose.length) {
@@ -681,8 +681,8 @@ export class UploadService {
     // The site's own conversations only: not another site's of the same workspace and agent.
     const conv = await webConversationOnSite(this.em(), site.id, conversationId);
     // A bad form field (the widget contract has no 404 for it): 400 naming the field.
-    if (!conv) throw new ApiError(400, 'invalid_request', `conversation_id: no conversation '${conversationId}' on this site`);
-    if (customerId !== undefined && conv.customer_id !== customerId) throw new ApiError(400, 'invalid_request', `customer_id: not the customer of conversation '${conversationId}'`);
+    if (!conv) throw new DomainError('invalid_request', `conversation_id: no conversation '${conversationId}' on this site`);
+    if (customerId !== undefined && conv.customer_id !== customerId) throw new DomainError('invalid_request', `customer_id: not the customer of conversation '${conversationId}'`);
   }
 
   private sign(row: Pick<UploadRow, 'blob_key' | 'mime_type' | 'file_name'>): string {

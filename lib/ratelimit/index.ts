@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ApiError } from '../../domain/errors';
+import { DomainError } from '../errors';
 import type { Pool } from 'pg';
 import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { flexibleLimiter, RATE_LIMIT_TABLE } from './store';
@@ -102,7 +102,7 @@ export class RefusalLimiter {
     const res = await this.impl.get(key);
     if (!res || res.consumedPoints < this.limit) return;
     const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
-    throw new ApiError(429, 'rate_limited', `Too many refused requests (unknown site, Origin not allowed, suspended site) from this address: at most ${this.limit} a minute; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
+    throw new DomainError('rate_limited', `Too many refused requests (unknown site, Origin not allowed, suspended site) from this address: at most ${this.limit} a minute; retry in ${retryAfter} s`, {}, { retryAfterSeconds: retryAfter });
   }
 
   /** Runs `work` (the site checks) unless `key` is over its budget; counts the refusal when it throws one. */
@@ -111,7 +111,8 @@ export class RefusalLimiter {
     try {
       return await work();
     } catch (err) {
-      if (err instanceof ApiError && REFUSAL_CODES.has(err.code)) await this.impl.penalty(key, 1);
+      // By code, whichever layer threw it: the API answers a refused socket handshake with its own 403 (ChatHub.authorize).
+      if (REFUSAL_CODES.has(String((err as { code?: unknown } | null)?.code))) await this.impl.penalty(key, 1);
       throw err;
     }
   }
@@ -170,7 +171,7 @@ export async function enforceDialOut(limits: DialOutLimits, which: 'perVisitor' 
   if (d.allowed) return;
   const retryAfter = Math.max(1, Math.ceil(d.resetMs / 1000));
   const what = { perVisitor: 'calls per visitor', perAddress: 'calls per client address', perDestination: 'calls to one number' }[which];
-  throw new ApiError(429, 'rate_limited', `Too many dial-out calls: at most ${limiter.limit} ${what} in ${limits.windowSeconds} s; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
+  throw new DomainError('rate_limited', `Too many dial-out calls: at most ${limiter.limit} ${what} in ${limits.windowSeconds} s; retry in ${retryAfter} s`, {}, { retryAfterSeconds: retryAfter });
 }
 
 export interface WidgetLimits {
@@ -211,7 +212,7 @@ export async function enforce(limiter: RateLimiter, key: string, what: string): 
   const d = await limiter.consume(key);
   if (d.allowed) return;
   const retryAfter = Math.max(1, Math.ceil(d.resetMs / 1000));
-  throw new ApiError(429, 'rate_limited', `Too many requests: at most ${limiter.limit} ${what} a minute; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
+  throw new DomainError('rate_limited', `Too many requests: at most ${limiter.limit} ${what} a minute; retry in ${retryAfter} s`, {}, { retryAfterSeconds: retryAfter });
 }
 
 /** Opens the store named by `kind`, with what closes it. */

@@ -1,5 +1,5 @@
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { ApiError } from '../../domain/errors';
+import { DomainError } from '../errors';
 import type { RateStore } from '.';
 import { flexibleLimiter } from './store';
 
@@ -44,7 +44,7 @@ export interface WorkLease {
 }
 
 const rateLimited = (message: string, retryAfter: number) =>
-  new ApiError(429, 'rate_limited', `${message}; retry in ${retryAfter} s`, {}, { 'retry-after': String(retryAfter) });
+  new DomainError('rate_limited', `${message}; retry in ${retryAfter} s`, {}, { retryAfterSeconds: retryAfter });
 
 const retryAfterOf = (res: RateLimiterRes) => Math.max(1, Math.ceil(res.msBeforeNext / 1000));
 
@@ -133,7 +133,7 @@ export class WidgetWorkQuota {
   }
 
   /** Consumes `points`; on refusal throws `refuse(res)` (and nothing is recorded as taken), else records what to give back. */
-  private async take(limiter: RateLimiterAbstract, key: string, points: number, taken: Array<[RateLimiterAbstract, string]>, refuse: (res: RateLimiterRes) => ApiError): Promise<void> {
+  private async take(limiter: RateLimiterAbstract, key: string, points: number, taken: Array<[RateLimiterAbstract, string]>, refuse: (res: RateLimiterRes) => DomainError): Promise<void> {
     try {
       await limiter.consume(key, points);
     } catch (err) {

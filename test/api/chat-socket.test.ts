@@ -13,6 +13,7 @@ import { newId } from '../../lib/ids';
 import { createRequestLimits } from '../../lib/ratelimit';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { answerOf } from '../support/http-error';
 
 const ORIGIN = 'https://shop.example';
 const OTHER_ORIGIN = 'https://other.example';
@@ -271,9 +272,9 @@ describe('rule 4: lost authorization closes the socket with 1008', () => {
   });
 
   test('setOrigins validates like create', async () => {
-    await expect(a.services.sites.setOrigins(site, ['https://shop.example/path'])).rejects.toMatchObject({ status: 400, code: 'invalid_request' });
-    await expect(a.services.sites.setOrigins(site, [])).rejects.toMatchObject({ status: 400, code: 'invalid_request' });
-    await expect(a.services.sites.setOrigins('site_000000000000000000000000', [ORIGIN])).rejects.toMatchObject({ status: 404 });
+    await expect(answerOf(a.services.sites.setOrigins(site, ['https://shop.example/path']))).resolves.toMatchObject({ status: 400, code: 'invalid_request' });
+    await expect(answerOf(a.services.sites.setOrigins(site, []))).resolves.toMatchObject({ status: 400, code: 'invalid_request' });
+    await expect(answerOf(a.services.sites.setOrigins('site_000000000000000000000000', [ORIGIN]))).resolves.toMatchObject({ status: 404 });
   });
 
   test('the conversation is closed (+ recheck notice) → 1008; another conversation of the site stays open', async () => {

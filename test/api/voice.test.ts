@@ -13,6 +13,7 @@ import { joinAsBrowser, speech8k } from '../../dev/fakes/voice-browser';
 import { voiceWorkflowId } from '../../workflows/voice';
 import { OUTCOME } from '../../worker/namespace-attributes';
 import { VoiceGateway } from '../../app/temporal-clients/voice';
+import { answerOf } from '../support/http-error';
 
 let db: TestDatabase;
 let t: TestApp;
@@ -487,7 +488,7 @@ describe('one visitor cannot take the voice of a workspace (per-visitor and per-
     await t.services.credits.grant(ws6, 100);
     const reserve = (i: number) => t.services.voice.reserveSession({ workspaceId: ws6, siteId: 'site_x', conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct', visitorKey: `cus_${i}`, clientAddress: `198.51.100.${i}` });
     for (let i = 0; i < 4; i++) expect(await t.services.voice.markLive((await reserve(i)).id)).toBe(true);
-    await expect(reserve(9)).rejects.toMatchObject({ status: 429, code: 'concurrent_voice_limit_reached' });
+    await expect(answerOf(reserve(9))).resolves.toMatchObject({ status: 429, code: 'concurrent_voice_limit_reached' });
     await expect(t.services.voice.reserveCall({ workspaceId: ws6, siteId: 'site_x', conversationId: 'conv_x', agentId: 'agt_x', phone: '+14155550123', provider: 'none' })).rejects.toMatchObject({ code: 'concurrent_voice_limit_reached' });
     const api = await t.services.voice.reserveCall({ workspaceId: ws6, siteId: null, conversationId: 'conv_x', agentId: 'agt_x', phone: '+14155550123', provider: 'none' });
     expect(api.status).toBe('calling');

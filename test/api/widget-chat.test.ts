@@ -11,6 +11,7 @@ import { frameCollector } from '../support/socket';
 import { historySteps, maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
+import { answerOf } from '../support/http-error';
 
 let db: TestDatabase;
 let t: TestApp;
@@ -738,7 +739,7 @@ describe('page commands (site setting ui_commands)', () => {
     expect(tools()).not.toContain('page_command');
 
     // Bad lists are refused; a good one turns them on.
-    await expect(t.services.sites.setPageCommands(pageSite.site_id, ['Navigate!'])).rejects.toMatchObject({ status: 400, code: 'invalid_request' });
+    await expect(answerOf(t.services.sites.setPageCommands(pageSite.site_id, ['Navigate!']))).resolves.toMatchObject({ status: 400, code: 'invalid_request' });
     expect(await t.services.sites.setPageCommands(pageSite.site_id, ['navigate', 'open_checkout', 'navigate'])).toEqual({ site_id: pageSite.site_id, ui_commands: ['navigate', 'open_checkout'] });
     const conv = (await call('init', {})).json();
     const socket = await frameCollector(`ws://${base}/api/chat/connect?site_id=${pageSite.site_id}&conversation_id=${conv.conversation_id}`, ORIGIN);

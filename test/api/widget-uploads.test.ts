@@ -17,6 +17,7 @@ import { historySteps, maybeRecordHistory, startTestWorker, type TestWorker } fr
 import { LOCAL_DB_STEPS_PATCH } from '../../workflows/short-steps';
 import { OUTCOME_ATTRIBUTE_PATCH } from '../../workflows/outcome';
 import { WORKSPACE_ID } from '../../worker/namespace-attributes';
+import { answerOf } from '../support/http-error';
 
 /**
  * The widget's file endpoints on the real app and database: multipart uploads typed from
@@ -553,8 +554,8 @@ describe('attachments for /send and history', () => {
     const s = await siteRow(site.site_id);
     const theirs = (await upload({ name: 'x.txt', content: 'theirs' }, { conversation_id: conv })).json().upload_id;
     const broken = (await upload({ name: 'broken.pdf', content: makeCorruptPdf() }, { conversation_id: c })).json().upload_id;
-    await expect(t.services.uploads.forSend(s, c, [theirs])).rejects.toMatchObject({ status: 400, code: 'invalid_request', message: expect.stringContaining(theirs) });
-    await expect(t.services.uploads.forSend(s, c, [broken])).rejects.toMatchObject({ status: 400, code: 'invalid_request', message: expect.stringContaining(broken) });
+    await expect(answerOf(t.services.uploads.forSend(s, c, [theirs]))).resolves.toMatchObject({ status: 400, code: 'invalid_request', message: expect.stringContaining(theirs) });
+    await expect(answerOf(t.services.uploads.forSend(s, c, [broken]))).resolves.toMatchObject({ status: 400, code: 'invalid_request', message: expect.stringContaining(broken) });
     const other = await siteRow((await t.services.sites.create(ws, agentId, [ORIGIN])).site_id);
     const loose = (await upload({ name: 'l.txt', content: 'loose' })).json().upload_id;
     await expect(t.services.uploads.forSend(other, c, [loose])).rejects.toMatchObject({ code: 'invalid_request' });

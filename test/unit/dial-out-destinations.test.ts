@@ -1,4 +1,4 @@
-import { ApiError } from '../../domain/errors';
+import { ApiError, asApiError } from '../../api/http-errors';
 import { checkDestination, DEFAULT_DIAL_OUT_POLICY, normaliseCountries, normaliseTypes, type DialOutPolicy } from '../../domain/voice/destinations';
 
 /** The policy's refusal for `raw`: [status, code, message], or null when it would be dialled. */
@@ -6,7 +6,8 @@ function refusal(raw: string, policy: DialOutPolicy = DEFAULT_DIAL_OUT_POLICY): 
   try {
     checkDestination(raw, policy);
     return null;
-  } catch (err) {
+  } catch (thrown) {
+    const err = asApiError(thrown);
     if (!(err instanceof ApiError)) throw err;
     return [err.status, err.code, err.message];
   }

@@ -1,11 +1,12 @@
 import { chunkText, mergePartials, support } from '../../domain/extraction/merge';
 import { compileUserSchema, isStrictCompatible, parseUserSchema } from '../../domain/extraction/schema';
-import { ApiError } from '../../domain/errors';
+import { ApiError, asApiError } from '../../api/http-errors';
 
 const refusal = (f: () => unknown): { status: number; code: string; message: string } => {
   try {
     f();
-  } catch (err) {
+  } catch (thrown) {
+    const err = asApiError(thrown);
     if (err instanceof ApiError) return { status: err.status, code: err.code, message: err.message };
     throw err;
   }

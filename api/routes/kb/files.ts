@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import type { Services } from '../../../app/services';
 import { readSingleFile } from '../../multipart';
-import { ApiError } from '../../../domain/errors';
+import { ApiError } from '../../http-errors';
 import { sniffType } from '../../../lib/extract/sniff';
 import type { StagedBlob } from '../../../providers/storage/blob-store';
 import { authOf } from '../../types';

@@ -4,7 +4,7 @@ import type { Services } from '../../../app/services';
 import type { Gateways } from '../../../app/temporal-clients';
 import { z } from 'zod';
 import { replyFrame } from '../../../domain/chat/transcript';
-import { ApiError } from '../../../domain/errors';
+import { ApiError } from '../../http-errors';
 import { newId } from '../../../lib/ids';
 import { enforce, type RateLimiter } from '../../../lib/ratelimit';
 import { ErrorBody } from '../../schemas/common';

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import { ApiError } from '../../../domain/errors';
+import { ApiError } from '../../http-errors';
 import type { RefusalLimiter } from '../../../lib/ratelimit';
 import { ErrorBody } from '../../schemas/common';
 import type { ChatHub, CheckedGrant } from '../../chat-hub';

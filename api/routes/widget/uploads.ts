@@ -5,7 +5,8 @@ import type { Gateways } from '../../../app/temporal-clients';
 import { z } from 'zod';
 import { readSingleFile } from '../../multipart';
 import { WIDGET_UPLOAD_MAX_BYTES } from '../../../domain/widget/uploads';
-import { ApiError } from '../../../domain/errors';
+import { DomainError } from '../../../lib/errors';
+import { ApiError } from '../../http-errors';
 import { workflowUnavailable } from '../../../app/temporal-clients/uploads';
 import type { SiteRow } from '../../../domain/widget/sites';
 import type { WidgetWorkQuota } from '../../../lib/ratelimit/work-quota';
@@ -158,7 +159,7 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
         await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
           await opts.services.blobs.discard(staged);
           // The upload contract has no not_found: a conversation_id not of this site is a bad field.
-          if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(400, 'invalid_request', 'conversation_id: not a conversation of this site');
+          if (err instanceof DomainError && err.code === 'not_found') throw new ApiError(400, 'invalid_request', 'conversation_id: not a conversation of this site');
           throw err;
         });
         const stored = await uploads.store(request.site!, {
@@ -228,7 +229,7 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
       const { conversation_id: conversationId, file_key: fileKey, user_context: ctx } = request.body;
       // The contract answers 403 forbidden (not 404) for a conversation that is not the site's.
       await opts.services.widget.authorize(request.site!, conversationId, ctx).catch((err: unknown) => {
-        if (err instanceof ApiError && err.code === 'not_found') throw new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
+        if (err instanceof DomainError && err.code === 'not_found') throw new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
         throw err;
       });
       return uploads.fileUrl(request.site!, conversationId, fileKey);

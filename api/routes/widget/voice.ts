@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import { ApiError } from '../../../domain/errors';
+import { ApiError } from '../../http-errors';
 import { enforceDialOut, type DialOutLimits } from '../../../lib/ratelimit';
 import type { Services } from '../../../app/services';
 import type { VoiceParts } from '../../../app/voice';

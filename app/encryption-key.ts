@@ -2,10 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { dataDir, type Config } from './config';
-import { sealedCredentials } from '../domain/credentials/credentials';
-import { sealedResponseCount } from '../domain/idempotency/store';
-import { sealedSigningSecrets } from '../domain/webhooks/subscriptions';
-import { sealedSiteSecrets } from '../domain/widget/sites';
+import { CredentialService } from '../domain/credentials/credentials';
+import { IdempotencyStore } from '../domain/idempotency/store';
+import { SubscriptionService } from '../domain/webhooks/subscriptions';
+import { SiteService } from '../domain/widget/sites';
 import { SecretBox, type SealedSecrets } from '../lib/crypto/secret-box';
 
 export class EncryptionKeyError extends Error {}
@@ -15,9 +15,9 @@ export class EncryptionKeyError extends Error {}
  * table, and what each row's ciphertext is bound to (its row id).
  */
 const SEALED_SECRETS: ReadonlyArray<{ what: string; read: (em: EntityManager) => Promise<SealedSecrets> }> = [
-  { what: 'provider credential', read: sealedCredentials },
-  { what: 'webhook signing secret', read: sealedSigningSecrets },
-  { what: 'site secret', read: sealedSiteSecrets },
+  { what: 'provider credential', read: (em) => CredentialService.sealedCredentials(em) },
+  { what: 'webhook signing secret', read: (em) => SubscriptionService.sealedSigningSecrets(em) },
+  { what: 'site secret', read: (em) => SiteService.sealedSiteSecrets(em) },
 ];
 
 /**
@@ -31,8 +31,8 @@ const SEALED_SECRETS: ReadonlyArray<{ what: string; read: (em: EntityManager) =>
  * - a key that does not open the stored secrets: refused for the same reason;
  * - no key and nothing sealed yet: a key is generated into the data directory (0600).
  *
- * The key must be settled before any service exists, so the owning modules' functions
- * are called with the bare EntityManager (they need no key to count and sample).
+ * The key must be settled before any service exists, so the owning services' static
+ * readers are called with the bare EntityManager (they need no key to count and sample).
  */
 export async function openSecretBox(config: Config, em: EntityManager, opts: { embedded: boolean }): Promise<SecretBox> {
   if (config.CONCIERGE_ENCRYPTION_KEY) {
@@ -64,7 +64,7 @@ async function countSealed(em: EntityManager): Promise<number> {
   let n = 0;
   for (const { read } of SEALED_SECRETS) n += (await read(em.fork())).count;
   // Stored idempotent responses are sealed too: a new key would turn their replays into errors.
-  return n + (await sealedResponseCount(em.fork()));
+  return n + (await IdempotencyStore.sealedResponseCount(em.fork()));
 }
 
 /** Opens one stored secret of each kind (each is bound to its row id): a wrong key fails here, not at first use. */

@@ -17,7 +17,11 @@ import { ModelPolicy, type ModelPolicyOptions } from '../domain/agents/model-pol
 import { McpService } from '../domain/mcp/servers';
 import { AgentTurns, ChatFramePublisher } from '../domain/chat/turn';
 import { TaskService } from '../domain/chat/tasks';
-import { OpenAiCompatibleModel } from '../providers/llm/model';
+import { listOpenAiModels, OpenAiCompatibleModel } from '../providers/llm/model';
+import type { ModelFactory } from '../domain/ports/llm';
+
+/** The language model the domain opens: any OpenAI-compatible server. */
+const openAiCompatible: ModelFactory = (settings) => new OpenAiCompatibleModel(settings);
 import type { Logger } from 'pino';
 import { SiteService } from '../domain/widget/sites';
 import { agentUploads, createUploadServices, type UploadSearchService, type UploadService, type VoiceNoteService } from '../domain/widget/uploads';
@@ -109,6 +113,8 @@ export interface Services {
   repos: Repositories;
   box: SecretBox;
   llm: LlmSettings | null;
+  /** Opens a language model at an endpoint (an OpenAI-compatible server). */
+  openModel: ModelFactory;
   /** What agents may run on the installation's model key (the OpenAPI document states it too). */
   models: ModelPolicy;
 }
@@ -171,8 +177,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const search = new SearchService(em, opts.embedder, opts.denseIndex, repos.kb);
   const transcript = new ChatTranscript(em, repos.conversations);
   const feedback = new FeedbackService(em, transcript);
-  const mcp = new McpService(em, opts.box, { policy: opts.sender.policy, resolve: opts.sender.resolve });
-  const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca });
+  const mcp = new McpService(em, opts.box, { policy: opts.sender.policy, resolve: opts.sender.resolve }, repos.credentials);
+  const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, listModels: listOpenAiModels, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca }, repos.credentials);
   const folders = new FolderService(em, repos.kb, repos.agents);
   const uploadParts = createUploadServices({
     em,
@@ -192,7 +198,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const models = new ModelPolicy(opts.llm?.model ?? null, opts.models);
   const credits = new CreditService(em, prices, models);
   const team = new TeamService(em);
-  const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits, ...opts.voiceCaps });
+  const voice = new VoiceSessionService(em, credits, { maxConcurrent: opts.voiceMaxConcurrent ?? 5, creditsPerMinute: prices.voice_minute_credits, ...opts.voiceCaps }, repos.blobRefs);
   const widget = new WidgetSessionService(em, sites, customers, repos, transcript, {
       transcriber: transcriber !== null,
       vision: Boolean(opts.vision),
@@ -218,7 +224,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
     subscriptions: new SubscriptionService(em, opts.box, opts.sender),
     deliveries: new DeliveryService(em, opts.box, opts.sender),
-    files: new FileService(em, opts.blobs, repos.kb),
+    files: new FileService(em, opts.blobs, repos.kb, repos.blobRefs),
     blobs: opts.blobs,
     agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb }),
     customers,
@@ -235,22 +241,23 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     repos,
     box: opts.box,
     llm: opts.llm ?? null,
+    openModel: openAiCompatible,
     models,
     search,
     transcript,
     feedback,
     tasks,
-    structured: new StructuredExtractionService({ em, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null } }),
+    structured: new StructuredExtractionService({ em, usage: repos.usage, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null }, openModel: openAiCompatible }),
     turns: new AgentTurns({
       em,
       repos,
       transcript,
       search,
       uploads: agentUploads(uploadParts),
-      model: opts.llm ? new OpenAiCompatibleModel(opts.llm) : null,
+      model: opts.llm ? openAiCompatible(opts.llm) : null,
       log: opts.log,
       mcp,
-      models: { policy: models, credentials },
+      models: { policy: models, credentials, open: openAiCompatible },
       publisher: new ChatFramePublisher(em),
     }),
   };

@@ -1,7 +1,10 @@
 import { AgentRepository } from './agents/repository';
 import { ConversationRepository } from './conversations/repository';
+import { CredentialRepository } from './credentials/repository';
 import { CustomerRepository } from './customers/repository';
 import { KnowledgeBaseRepository } from './kb/repository';
+import { BlobRefRepository } from './storage/blob-refs';
+import { UsageRecordRepository } from './billing/usage-records';
 
 /**
  * The repositories of the domain's aggregates: each is the one data path to its tables
@@ -15,6 +18,11 @@ export interface Repositories {
   /** Knowledge-base folders, documents and files. */
   kb: KnowledgeBaseRepository;
   customers: CustomerRepository;
+  /** Blob holds, and whether any owner still refers to a blob. */
+  blobRefs: BlobRefRepository;
+  credentials: CredentialRepository;
+  /** Billable events (usage_records). */
+  usage: UsageRecordRepository;
 }
 
 export function createRepositories(): Repositories {
@@ -23,5 +31,8 @@ export function createRepositories(): Repositories {
     agents: new AgentRepository(),
     kb: new KnowledgeBaseRepository(),
     customers: new CustomerRepository(),
+    blobRefs: new BlobRefRepository(),
+    credentials: new CredentialRepository(),
+    usage: new UsageRecordRepository(),
   };
 }

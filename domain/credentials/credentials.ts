@@ -4,11 +4,13 @@ import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
 import { Credential, Workspace, type CredentialProvider, type ICredential } from '../../db/entities';
 import { DomainError, notFound } from '../errors';
 import { newId } from '../../lib/ids';
-import { classifyOpenAiError, listModels, redact } from '../../providers/llm/openai';
-import { ProviderError, type MsgappProvider } from '../../providers/msgapp/cloud-api';
+import { LlmError, type ModelLister } from '../ports/llm';
+import { redactSecret } from '../../lib/crypto/redact';
+import { ProviderError, type MsgappProvider } from '../ports/msgapp';
 import { pinnedFetch } from '../../lib/net/pinned-fetch';
 import { checkProviderUrl, systemResolver, UnsafeUrlError, type AddressPolicy, type Resolver } from '../../lib/net/ssrf';
 import { keysetFind } from '../../db/pagination';
+import { CredentialRepository } from './repository';
 import { nonBlankText, notBlank } from '../../lib/text';
 
 /** The base URL of an llm credential registered without one. */
@@ -134,6 +136,8 @@ export interface CredentialServiceOptions {
   ca?: string | Buffer | Array<string | Buffer>;
   /** Deadline of one provider call listing resources. Default 15 s. */
   providerTimeoutMs?: number;
+  /** How an llm credential's models are listed (app/services.ts: an OpenAI-compatible server's); none: listing answers 503. */
+  listModels?: ModelLister | null;
 }
 
 const LAST4_MIN_LENGTH = 16;
@@ -146,15 +150,25 @@ const LAST4_MIN_LENGTH = 16;
  * redacted.
  */
 export class CredentialService {
-  private readonly opts: Required<Omit<CredentialServiceOptions, 'msgapp' | 'ca'>> & Pick<CredentialServiceOptions, 'ca'> & { msgapp: MsgappProvider | null };
+  /** Provider credentials sealed with the service's key (the key is checked against them at start-up, before any service exists). */
+  static async sealedCredentials(em: EntityManager): Promise<SealedSecrets> {
+    const count = await em.count(Credential);
+    const [row] = count ? await em.find(Credential, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
+    return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
+  }
+
+  private readonly opts: Required<Omit<CredentialServiceOptions, 'msgapp' | 'ca' | 'listModels'>> & Pick<CredentialServiceOptions, 'ca'> & { msgapp: MsgappProvider | null; listModels: ModelLister | null };
 
   constructor(
     private readonly em: EntityManager,
     private readonly box: SecretBox,
     opts: CredentialServiceOptions = {},
+    /** Default: the one repository of credentials (tests build the service on its own). */
+    private readonly rows: Pick<CredentialRepository, 'openMsgappToken'> = new CredentialRepository(),
   ) {
     this.opts = {
       msgapp: opts.msgapp ?? null,
+      listModels: opts.listModels ?? null,
       policy: opts.policy ?? { allow: null },
       resolve: opts.resolve ?? systemResolver,
       providerTimeoutMs: opts.providerTimeoutMs ?? 15_000,
@@ -260,7 +274,7 @@ export class CredentialService {
 
   /** The opened token of a msgapp credential of this workspace; null when there is none. */
   msgappToken(workspaceId: string, id: string): Promise<string | null> {
-    return openMsgappToken(this.em.fork(), this.box, workspaceId, id);
+    return this.rows.openMsgappToken(this.em.fork(), this.box, workspaceId, id);
   }
 
   private async msgappNumbers(row: ICredential): Promise<CredentialResource[]> {
@@ -281,7 +295,7 @@ export class CredentialService {
       }));
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
-      throw providerError('msgapp', err.status, redact(err.message, token));
+      throw providerError('msgapp', err.status, redactSecret(err.message, token));
     }
   }
 
@@ -299,7 +313,8 @@ export class CredentialService {
     }
     const apiKey = this.box.open(row.secretSealed, row.id);
     try {
-      const models = await listModels({ baseUrl, apiKey, timeoutMs: this.opts.providerTimeoutMs, fetch: pinnedFetch(addresses, { ca: this.opts.ca }) });
+      if (!this.opts.listModels) throw new DomainError('provider_unavailable', 'No language-model client is configured on this server');
+      const models = await this.opts.listModels({ baseUrl, apiKey, timeoutMs: this.opts.providerTimeoutMs, fetch: pinnedFetch(addresses, { ca: this.opts.ca }) });
       return models.map((m) => ({
         type: 'model' as const,
         id: m.id,
@@ -307,9 +322,8 @@ export class CredentialService {
         created_at: m.created !== undefined ? new Date(m.created * 1000).toISOString() : null,
       }));
     } catch (err) {
-      const f = classifyOpenAiError(err, apiKey);
-      const what = f.kind === 'status' ? `HTTP ${f.status}${f.detail ? `: ${f.detail}` : ''}` : `${f.kind}: ${f.detail}`;
-      throw providerError('llm', f.status ?? 0, what);
+      if (!(err instanceof LlmError)) throw err;
+      throw providerError('llm', err.status ?? 0, err.message);
     }
   }
 
@@ -374,29 +388,4 @@ function httpsFormOfSip(raw: string): string {
 function providerError(provider: CredentialProvider, status: number, reason: string): DomainError {
   if (status >= 400 && status < 500 && status !== 429) return new DomainError('provider_refused', `The ${provider} provider refused the credential: ${reason}`, { provider_status: status });
   return new DomainError('provider_error', `The ${provider} provider failed: ${reason}`, { provider_status: status });
-}
-
-/**
- * Binds an mcp credential to `origin` unless it is bound already (set at registration, or by
- * the first server it was attached to); the origin it is bound to afterwards.
- */
-export async function bindMcpCredentialOrigin(em: EntityManager, id: string, origin: string): Promise<string | null> {
-  // raw SQL: one conditional jsonb merge, atomic against a concurrent first attachment (the ORM would read, then write the whole object).
-  // eslint-disable-next-line no-restricted-syntax
-  await em.execute(`update credentials set settings = coalesce(settings, '{}'::jsonb) || jsonb_build_object('origin', ?::text) where id = ? and provider = 'mcp' and settings->>'origin' is null`, [origin, id]);
-  const row = await em.fork().findOne(Credential, { id }, { fields: ['settings'] });
-  return row?.settings?.origin ?? null;
-}
-
-/** The opened token of a msgapp credential of this workspace; null when there is none. */
-export async function openMsgappToken(em: EntityManager, box: SecretBox, workspaceId: string, id: string): Promise<string | null> {
-  const cred = await em.findOne(Credential, { id, workspaceId, provider: 'msgapp' });
-  return cred ? box.open(cred.secretSealed, cred.id) : null;
-}
-
-/** Provider credentials sealed with the service's key (the key is checked against them at start-up, before any service exists). */
-export async function sealedCredentials(em: EntityManager): Promise<SealedSecrets> {
-  const count = await em.count(Credential);
-  const [row] = count ? await em.find(Credential, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
-  return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
 }

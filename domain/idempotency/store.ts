@@ -42,6 +42,11 @@ function canonicalJson(value: unknown): string {
  * plain text at rest. Every body is sealed, so no endpoint has to declare which do.
  */
 export class IdempotencyStore {
+  /** Stored responses sealed with the service's key (`v1.` ciphertexts): a new key would turn their replays into errors. */
+  static sealedResponseCount(em: EntityManager): Promise<number> {
+    return em.count(IdempotencyKey, { responseBody: { $like: 'v1.%' } });
+  }
+
   constructor(
     private readonly em: EntityManager,
     private readonly ttlHours: number,
@@ -119,9 +124,4 @@ export class IdempotencyStore {
       if (n < batch) return total;
     }
   }
-}
-
-/** Stored responses sealed with the service's key (`v1.` ciphertexts): a new key would turn their replays into errors. */
-export function sealedResponseCount(em: EntityManager): Promise<number> {
-  return em.count(IdempotencyKey, { responseBody: { $like: 'v1.%' } });
 }

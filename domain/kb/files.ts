@@ -7,7 +7,7 @@ import { keysetFind } from '../../db/pagination';
 import { newId } from '../../lib/ids';
 import { KB_CHANGES_CHANNEL, kbChangePayload, type KnowledgeBaseRepository } from './repository';
 import type { BlobStore, StagedBlob } from '../ports/blob-store';
-import { releaseBlob } from '../storage/blob-refs';
+import type { BlobRefRepository } from '../storage/blob-refs';
 
 export { KB_CHANGES_CHANNEL };
 export const KB_INDEX_OUTBOX_CHANNEL = 'concierge_kb_index_outbox';
@@ -62,6 +62,7 @@ export class FileService {
     private readonly em: EntityManager,
     private readonly blobs: BlobStore,
     private readonly kb: KnowledgeBaseRepository,
+    private readonly blobRefs: Pick<BlobRefRepository, 'releaseBlob'>,
   ) {}
 
   /** Records an uploaded (staged, sniffed) file as the new current version of its document. */
@@ -186,6 +187,6 @@ export class FileService {
 
   /** Removes the stored bytes unless another owner of any kind, in any workspace, still refers to them (domain/storage/blob-refs.ts). */
   private async releaseBlob(sha: string): Promise<void> {
-    await releaseBlob(this.em, this.blobs, sha);
+    await this.blobRefs.releaseBlob(this.em, this.blobs, sha);
   }
 }

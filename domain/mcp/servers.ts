@@ -8,7 +8,7 @@ import type { SecretBox } from '../../lib/crypto/secret-box';
 import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { keysetFind } from '../../db/pagination';
-import { bindMcpCredentialOrigin } from '../credentials/credentials';
+import { CredentialRepository } from '../credentials/repository';
 import { redactSecret } from '../../lib/crypto/redact';
 import { pinnedFetch } from '../../lib/net/pinned-fetch';
 import { nonBlankText } from '../../lib/text';
@@ -101,6 +101,8 @@ export class McpService {
     private readonly em: EntityManager,
     private readonly box: SecretBox,
     private readonly opts: { policy: AddressPolicy; resolve?: Resolver; timeoutMs?: number },
+    /** Default: the one repository of credentials (benches build the service on its own). */
+    private readonly credentialRows: Pick<CredentialRepository, 'bindMcpCredentialOrigin'> = new CredentialRepository(),
   ) {}
 
   async create(workspaceId: string, body: z.infer<typeof McpServerBody>, access: McpWriteAccess): Promise<McpServerView> {
@@ -221,7 +223,7 @@ export class McpService {
     // Bound to the origin of the first server it is attached to (unless registered with one), atomically:
     // two servers attaching it at once cannot both bind it.
     const origin = originOf(url);
-    const bound = await bindMcpCredentialOrigin(em, cred.id, origin);
+    const bound = await this.credentialRows.bindMcpCredentialOrigin(em, cred.id, origin);
     if (bound !== origin) {
       throw new DomainError('invalid_request', `auth: credential ${cred.id} is bound to ${bound ?? 'another origin'}, not ${origin}: its token is sent to that origin only (register another credential for this server)`);
     }

@@ -2,7 +2,6 @@ import { Readable } from 'node:stream';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Repositories } from '../repositories';
-import { openMsgappToken } from '../credentials/credentials';
 import { ChatMessage, Message, MsgappInboundEvent } from '../../db/entities';
 import { ExtractionError, NoTextExtracted, sniffType, TranscriberError } from '../../lib/extract';
 import type { ExtractFn } from '../kb/indexing';
@@ -56,7 +55,7 @@ const nowIso = () => new Date().toISOString();
 export class ProviderEventService {
   constructor(
     private readonly em: EntityManager,
-    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers'>,
+    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers' | 'credentials'>,
     private readonly transcript: Pick<ChatTranscript, 'appendIn'>,
     private readonly box: SecretBox,
     private readonly blobs: BlobStore,
@@ -319,7 +318,7 @@ export class ProviderEventService {
   private async fetchMedia(workspaceId: string, credentialId: string | null, msg: InboundMessage): Promise<Record<string, unknown>> {
     if (!this.provider) throw new OperationalError('MediaUnavailable', 'no msgapp provider is configured', false);
     if (!credentialId) throw new OperationalError('MediaUnavailable', 'the number has no credential', false);
-    const token = await openMsgappToken(this.em.fork(), this.box, workspaceId, credentialId);
+    const token = await this.repos.credentials.openMsgappToken(this.em.fork(), this.box, workspaceId, credentialId);
     if (token === null) throw new OperationalError('MediaUnavailable', `credential ${credentialId} does not exist`, false);
     const got = await this.provider.downloadMedia(msg.media!.mediaId, token);
     const staged = await this.blobs.stage(Readable.from(got.bytes), MAX_MEDIA_BYTES);

@@ -1,14 +1,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { BlobHold, ChatMessage, KbFile, Recording, StructuredExtraction, VoiceRecordingChunk, WidgetUpload } from '../../db/entities';
 import { newId } from '../../lib/ids';
-import type { BlobStore } from '../../providers/storage/blob-store';
+import type { BlobStore } from '../ports/blob-store';
 
 /**
  * Who holds a blob. The store is content-addressed and shared by every workspace: the same
  * bytes stored by two owners (a knowledge-base file here, a customer's WhatsApp photo in
  * another workspace) are one blob. A blob is therefore deleted only when no owner of any
  * kind refers to it; every owner kind is listed here, once, and every delete goes through
- * `releaseBlob` (test/api/blob-owners.test.ts deletes each owner kind next to each other).
+ * `BlobRefRepository.releaseBlob` (test/api/blob-owners.test.ts deletes each owner kind next to each other).
  * Content keys rather than per-workspace keys: signed links, `file_id` and msgapp's
  * `sha256` all name the bytes' SHA-256, and existing blobs need no migration.
  */
@@ -31,49 +31,56 @@ const OWNERS: ReadonlyArray<{ name: string; uses: (em: EntityManager, sha256: st
   },
 ];
 
-/** The kinds of owner that refer to these bytes (empty: none, the blob may go). */
-export async function blobOwners(em: EntityManager, sha256: string): Promise<string[]> {
-  const counts = await Promise.all(OWNERS.map(async (o) => [o.name, await o.uses(em, sha256)] as const));
-  return counts.filter(([, n]) => n > 0).map(([name]) => name);
-}
-
 /**
- * Deletes the blob unless some owner still refers to it; whether it was deleted. Callers
- * remove their own row first. A writer commits bytes before inserting its row, so an
- * identical upload committing at this very moment could still lose them: that needs the
- * same bytes sent within milliseconds, and its reader then fails (BlobGoneError) rather
- * than reading wrong data.
+ * The one data path to `blob_holds`, and the only place that decides whether a blob may
+ * be deleted (it counts every owner kind above). Every method runs on the EntityManager
+ * it is given.
  */
-export async function releaseBlob(em: EntityManager, blobs: BlobStore, sha256: string): Promise<boolean> {
-  if ((await blobOwners(em.fork(), sha256)).length) return false;
-  await blobs.delete(sha256);
-  return true;
-}
-
-/**
- * Records an owner with no row of its own (see BlobHold); its id releases it. A voice note's hold has the id of its
- * transcription (`trn_…`, the workflow `transcribe:trn_…`), so a hold its workflow left behind can be found.
- */
-export async function holdBlob(em: EntityManager, sha256: string, id: string = newId('hold')): Promise<string> {
-  await em.fork().insert(BlobHold, { id, sha256 });
-  return id;
-}
-
-/** Holds of these owners (id prefix, such as `trn_`) made before `before`: what a reconciliation checks. */
-export async function holdsOlderThan(em: EntityManager, prefix: string, before: Date, limit: number): Promise<Array<{ id: string; sha256: string }>> {
-  return em.fork().find(BlobHold, { id: { $like: `${prefix}%` }, createdAt: { $lt: before } }, { fields: ['id', 'sha256'], orderBy: { createdAt: 'asc' }, limit });
-}
-
-/**
- * Drops a hold, then the blob if nothing else refers to it. Without an id (a run started
- * before holds existed) one hold of these bytes goes, if any.
- */
-export async function releaseHold(em: EntityManager, blobs: BlobStore, sha256: string, holdId?: string): Promise<boolean> {
-  const fork = em.fork();
-  if (holdId) await fork.nativeDelete(BlobHold, { id: holdId, sha256 });
-  else {
-    const one = await fork.findOne(BlobHold, { sha256 }, { fields: ['id'], orderBy: { createdAt: 'asc' } });
-    if (one) await fork.nativeDelete(BlobHold, { id: one.id });
+export class BlobRefRepository {
+  /** The kinds of owner that refer to these bytes (empty: none, the blob may go). */
+  async blobOwners(em: EntityManager, sha256: string): Promise<string[]> {
+    const counts = await Promise.all(OWNERS.map(async (o) => [o.name, await o.uses(em, sha256)] as const));
+    return counts.filter(([, n]) => n > 0).map(([name]) => name);
   }
-  return releaseBlob(fork, blobs, sha256);
+
+  /**
+   * Deletes the blob unless some owner still refers to it; whether it was deleted. Callers
+   * remove their own row first. A writer commits bytes before inserting its row, so an
+   * identical upload committing at this very moment could still lose them: that needs the
+   * same bytes sent within milliseconds, and its reader then fails (BlobGoneError) rather
+   * than reading wrong data.
+   */
+  async releaseBlob(em: EntityManager, blobs: BlobStore, sha256: string): Promise<boolean> {
+    if ((await this.blobOwners(em.fork(), sha256)).length) return false;
+    await blobs.delete(sha256);
+    return true;
+  }
+
+  /**
+   * Records an owner with no row of its own (see BlobHold); its id releases it. A voice note's hold has the id of its
+   * transcription (`trn_…`, the workflow `transcribe:trn_…`), so a hold its workflow left behind can be found.
+   */
+  async holdBlob(em: EntityManager, sha256: string, id: string = newId('hold')): Promise<string> {
+    await em.fork().insert(BlobHold, { id, sha256 });
+    return id;
+  }
+
+  /** Holds of these owners (id prefix, such as `trn_`) made before `before`: what a reconciliation checks. */
+  async holdsOlderThan(em: EntityManager, prefix: string, before: Date, limit: number): Promise<Array<{ id: string; sha256: string }>> {
+    return em.fork().find(BlobHold, { id: { $like: `${prefix}%` }, createdAt: { $lt: before } }, { fields: ['id', 'sha256'], orderBy: { createdAt: 'asc' }, limit });
+  }
+
+  /**
+   * Drops a hold, then the blob if nothing else refers to it. Without an id (a run started
+   * before holds existed) one hold of these bytes goes, if any.
+   */
+  async releaseHold(em: EntityManager, blobs: BlobStore, sha256: string, holdId?: string): Promise<boolean> {
+    const fork = em.fork();
+    if (holdId) await fork.nativeDelete(BlobHold, { id: holdId, sha256 });
+    else {
+      const one = await fork.findOne(BlobHold, { sha256 }, { fields: ['id'], orderBy: { createdAt: 'asc' } });
+      if (one) await fork.nativeDelete(BlobHold, { id: one.id });
+    }
+    return this.releaseBlob(fork, blobs, sha256);
+  }
 }

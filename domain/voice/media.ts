@@ -4,14 +4,14 @@ import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { PgNotifications, Subscription } from '../../db/notifications';
-import type { BlobStore } from '../../providers/storage/blob-store';
+import type { BlobStore } from '../ports/blob-store';
 import { VoiceAgent, type TurnStats } from './agent';
 import { CallRecorder, finalizeRecordings } from './recorder';
 import { recordingView, VOICE_CONTROL, type RecordingView, type VoiceSessionService } from './sessions';
-import { PgRecordingSpool, releaseSpool } from './spool';
-import type { SpeechRecognizer } from '../../providers/speech/stt';
-import type { SpeechSynthesizer } from '../../providers/speech/tts';
-import type { MediaLeg, VoiceTransport } from './types';
+import { PgRecordingSpool } from './spool';
+import type { SpeechRecognizer } from '../ports/speech';
+import type { SpeechSynthesizer } from '../ports/speech';
+import type { MediaLeg, VoiceTransport } from '../ports/voice';
 
 /** A notice on VOICE_CONTROL for one session: inject a text turn, or end (with a reason). */
 interface ControlNotice {
@@ -182,7 +182,7 @@ export class VoiceMedia {
         });
         out.push(recordingView(row));
       }
-      await releaseSpool(this.o.em, this.o.blobs, (sessionId) => this.o.sessions.dropChunks(sessionId), id);
+      await this.o.sessions.releaseSpool(this.o.blobs, id);
       return out;
     } finally {
       await fs.rm(dir, { recursive: true, force: true });

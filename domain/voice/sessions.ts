@@ -3,10 +3,12 @@ import { Call, Recording, VoiceRecordingChunk, VoiceSession, type CallStatus, ty
 import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import type { CreditService } from '../billing/credits';
-import type { TransportKind } from './types';
+import type { BlobRefRepository } from '../storage/blob-refs';
+import type { BlobStore } from '../ports/blob-store';
+import { VOICE_SIGNALS, type TransportKind } from '../ports/voice';
 
 /** The PostgreSQL channel the signalling relay wakes on (payload `offer:<vs>` or `answer:<vs>`); control notices go on VOICE_CONTROL. */
-export const VOICE_SIGNALS = 'voice_signals';
+export { VOICE_SIGNALS };
 /** Control notices to a live session's media activity: `{s: <vs>, k: 'inject'|'end', text?, reason?}`. */
 export const VOICE_CONTROL = 'voice_control';
 
@@ -52,6 +54,7 @@ export class VoiceSessionService {
     private readonly em: EntityManager,
     private readonly credits: CreditService,
     private readonly limits: VoiceLimits,
+    private readonly blobRefs: Pick<BlobRefRepository, 'releaseBlob'>,
   ) {}
 
   /**
@@ -377,6 +380,16 @@ export class VoiceSessionService {
     const still = shas.length ? await em.find(VoiceRecordingChunk, { blobSha256: { $in: shas } }, { fields: ['blobSha256'] }) : [];
     const kept = new Set(still.map((r) => r.blobSha256));
     return shas.filter((s) => !kept.has(s));
+  }
+
+  /**
+   * Drops a saved session's spool rows, then each chunk's bytes that no owner of any kind
+   * still refers to: chunks are predictable (5 s of silence is the same bytes in every call),
+   * so the same blob can be another workspace's upload, file or media. Best effort: a blob
+   * left behind costs space, never data.
+   */
+  async releaseSpool(blobs: BlobStore, sessionId: string): Promise<void> {
+    for (const sha of await this.dropChunks(sessionId)) await this.blobRefs.releaseBlob(this.em, blobs, sha).catch(() => undefined);
   }
 }
 

@@ -1,8 +1,7 @@
 import { Readable } from 'node:stream';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { VoiceRecordingChunk } from '../../db/entities';
-import type { BlobStore } from '../../providers/storage/blob-store';
-import { releaseBlob } from '../storage/blob-refs';
+import type { BlobStore } from '../ports/blob-store';
 import type { RecordingChunk, RecordingSpool, RecordingTrack } from './recorder';
 
 /** Longest chunk the recorder cuts, with room to spare (5 s of 8 kHz PCM16 is 80 KB). */
@@ -40,14 +39,4 @@ export class PgRecordingSpool implements RecordingSpool {
       yield { seq: row.seq, startSample: Number(row.startSample), pcm: Buffer.concat(parts) };
     }
   }
-}
-
-/**
- * Drops a saved session's spool rows, then each chunk's bytes that no owner of any kind
- * still refers to: chunks are predictable (5 s of silence is the same bytes in every call),
- * so the same blob can be another workspace's upload, file or media. Best effort: a blob
- * left behind costs space, never data.
- */
-export async function releaseSpool(em: EntityManager, blobs: BlobStore, dropChunks: (sessionId: string) => Promise<string[]>, sessionId: string): Promise<void> {
-  for (const sha of await dropChunks(sessionId)) await releaseBlob(em, blobs, sha).catch(() => undefined);
 }

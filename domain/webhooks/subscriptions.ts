@@ -57,6 +57,13 @@ export interface SubscriptionPatch {
  * against the SSRF policy at registration; the delivery client checks again at connect.
  */
 export class SubscriptionService {
+  /** Webhook signing secrets sealed with the service's key (the key is checked against them at start-up, before any service exists). */
+  static async sealedSigningSecrets(em: EntityManager): Promise<SealedSecrets> {
+    const count = await em.count(WebhookSubscription);
+    const [row] = count ? await em.find(WebhookSubscription, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
+    return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
+  }
+
   constructor(
     private readonly em: EntityManager,
     private readonly box: SecretBox,
@@ -167,11 +174,4 @@ export class SubscriptionService {
     if (outcome.statusCode === 0) return { delivered: false, status: 0, error: outcome.error ?? 'transport error' };
     return { delivered: outcome.ok, status: outcome.statusCode };
   }
-}
-
-/** Webhook signing secrets sealed with the service's key (the key is checked against them at start-up, before any service exists). */
-export async function sealedSigningSecrets(em: EntityManager): Promise<SealedSecrets> {
-  const count = await em.count(WebhookSubscription);
-  const [row] = count ? await em.find(WebhookSubscription, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
-  return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
 }

@@ -105,6 +105,13 @@ export const hashSubject = (kind: IdentityKind, value: string): string => (kind 
  * backend with `user_hash`; a rotated-out secret keeps verifying for a grace period.
  */
 export class SiteService {
+  /** Site secrets sealed with the service's key (the key is checked against them at start-up, before any service exists). */
+  static async sealedSiteSecrets(em: EntityManager): Promise<SealedSecrets> {
+    const count = await em.count(Site);
+    const [row] = count ? await em.find(Site, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
+    return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
+  }
+
   constructor(
     private readonly em: EntityManager,
     private readonly box: SecretBox,
@@ -240,13 +247,6 @@ export class SiteService {
     }
     return ok;
   }
-}
-
-/** Site secrets sealed with the service's key (the key is checked against them at start-up, before any service exists). */
-export async function sealedSiteSecrets(em: EntityManager): Promise<SealedSecrets> {
-  const count = await em.count(Site);
-  const [row] = count ? await em.find(Site, {}, { fields: ['id', 'secretSealed'], limit: 1 }) : [];
-  return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
 }
 
 /** The page commands a site's page handles (empty: none, or no such site). */

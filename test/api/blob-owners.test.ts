@@ -4,7 +4,6 @@ import { ChatMessage, Conversation, Recording, StructuredExtraction, VoiceRecord
 import { newId } from '../../lib/ids';
 import type { Transcriber } from '../../lib/extract';
 import { signLink } from '../../domain/storage/signed-links';
-import { releaseSpool } from '../../domain/voice/spool';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 
@@ -91,7 +90,7 @@ const OWNERS: Record<OwnerKind, (ws: string, bytes: Buffer) => Promise<Owner>> =
   'kb file': async (ws, bytes) => {
     const file = await t.services.files.create(ws, { staged: await stage(bytes), name: `${newId('doc')}.wav`, folderId: null, mime: 'audio/wav', kind: 'audio' });
     const sha256 = createHash('sha256').update(bytes).digest('hex');
-    const url = t.services.uploads.signKbFile({ sha256, mime_type: file.mime_type, name: file.name });
+    const url = t.services.uploadSearch.signKbFile({ sha256, mime_type: file.mime_type, name: file.name });
     return { readable: () => fetchLink(url), remove: () => t.services.files.delete(ws, file.id) };
   },
   'widget upload': async (ws, bytes) => {
@@ -102,8 +101,8 @@ const OWNERS: Record<OwnerKind, (ws: string, bytes: Buffer) => Promise<Owner>> =
     return { readable: () => fetchLink(att.url) };
   },
   'voice note': async (_ws, bytes) => {
-    const note = await t.services.uploads.storeVoiceNote({ staged: await stage(bytes), fileName: 'note.wav' });
-    return { readable: () => stored(note.blobKey), remove: () => t.services.uploads.releaseVoiceNote(note.blobKey, note.holdId) };
+    const note = await t.services.voiceNotes.storeVoiceNote({ staged: await stage(bytes), fileName: 'note.wav' });
+    return { readable: () => stored(note.blobKey), remove: () => t.services.voiceNotes.releaseVoiceNote(note.blobKey, note.holdId) };
   },
   'extraction input': async (ws, bytes) => {
     const sha256 = await commit(bytes);
@@ -152,7 +151,7 @@ const OWNERS: Record<OwnerKind, (ws: string, bytes: Buffer) => Promise<Owner>> =
     const sha256 = await commit(bytes);
     const sessionId = newId('vs');
     await em().insert(VoiceRecordingChunk, { sessionId, track: 'caller', seq: 0, startSample: 0, blobSha256: sha256 });
-    return { readable: () => stored(sha256), remove: () => releaseSpool(db.orm.em, testBlobs, (id) => t.services.voice.dropChunks(id), sessionId) };
+    return { readable: () => stored(sha256), remove: () => t.services.voice.releaseSpool(testBlobs, sessionId) };
   },
 };
 

@@ -10,7 +10,6 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import * as workflowTypes from '../../workflows';
 import { BlobHold, Call, StructuredExtraction, VoiceSession } from '../../db/entities';
-import { holdBlob } from '../../domain/storage/blob-refs';
 import { newId } from '../../lib/ids';
 import { extractorFromConfig, transcriberFromConfig } from '../../app/extractor';
 import type { ExtractFn } from '../../domain/kb/indexing';
@@ -441,7 +440,7 @@ describe('terminate, reconcile, reset', () => {
     em.create(StructuredExtraction, { id: ids.extraction, workspaceId: ws, requestHash: ids.extraction, blobKey: 'none', fileName: 'invoice.pdf', mimeType: 'application/pdf', kind: 'pdf', schema: { type: 'object' }, status: 'running', createdAt: long, updatedAt: long });
     // A voice note held by a `transcribe:` run terminated before its release step: a hold named after the run, and its bytes.
     const noteKey = await storeBytes(Buffer.from(`voice note ${ids.session}`));
-    const note = await holdBlob(db.orm.em, noteKey, newId('trn'));
+    const note = await t.services.repos.blobRefs.holdBlob(db.orm.em, noteKey, newId('trn'));
     await em.flush();
     await db.orm.em.fork().nativeUpdate(BlobHold, { id: note }, { createdAt: long });
     expect(await t.services.voice.activeCount(ws)).toBe(2);

@@ -18,7 +18,7 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { policyFromCidrs } from '../lib/net/ssrf';
-import { emitEvent } from '../domain/webhooks/emitter';
+import { WebhookRepository } from '../domain/webhooks/emitter';
 import { USER_AGENT } from '../domain/webhooks/sender';
 import { signatureHeader, verifyWebhook } from '../lib/webhook-signature';
 import { createTestPki, type TestPki } from '../dev/fakes/tls';
@@ -28,6 +28,9 @@ import { compose } from '../app/compose';
 import { BENCH_KEY, benchCompose, benchConfig, benchTemporal, benchWorker, setUpBench } from './lib/setup';
 import { around, comparison as compare, inLanes, mean, now, runStats, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
 import type { Check, Result, RunStats } from './lib/types';
+
+/** The webhook outbox, as the services write it (events are emitted in a transaction of the test's own). */
+const outbox = new WebhookRepository();
 
 const PKI_FILE_ENV = 'BENCH_WEBHOOK_PKI_FILE';
 const MODE_ENV = 'BENCH_WEBHOOK_MODE';
@@ -367,7 +370,7 @@ const emitterRole = () =>
     });
     const workspaceId = process.env.BENCH_WEBHOOK_WORKSPACE!;
     const emitOne = async (i: number): Promise<Emitted> => {
-      const { deliveryIds } = await c.em.fork().transactional((tx) => emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
+      const { deliveryIds } = await c.em.fork().transactional((tx) => outbox.emitEvent(tx, workspaceId, 'message.inbound', eventData(i)));
       const at = performance.timeOrigin + performance.now();
       if (deliveryIds.length !== 1) throw new Error(`event ${i} made ${deliveryIds.length} deliveries, expected 1`);
       return { id: deliveryIds[0], at };

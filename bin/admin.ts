@@ -13,7 +13,6 @@ import { TICKET_STATUSES, Workspace, type TicketStatus } from '../db/entities';
 import { DomainError } from '../domain/errors';
 import { newId } from '../lib/ids';
 import { compose, type Composition } from '../app/compose';
-import { setDialOutPolicy } from '../domain/voice/destinations';
 import { parseHoursSpec, type OpeningInterval } from '../domain/team/availability';
 import type { Orm } from '../db/orm';
 import { resolveDatabaseUrl } from '../dev/embedded/postgres';
@@ -305,7 +304,7 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
       const ws = need(target, 'WS_ID (positional)');
       if (values.countries === undefined && values.types === undefined) throw new UsageError('give --countries and/or --types');
       const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
-      return setDialOutPolicy(orm.em, ws, {
+      return services.repos.dialOut.setDialOutPolicy(orm.em, ws, {
         countries: values.countries === undefined ? undefined : values.countries.trim().toLowerCase() === 'all' ? null : list(values.countries),
         types: values.types === undefined ? undefined : values.types.trim().toLowerCase() === 'default' ? null : list(values.types),
       });

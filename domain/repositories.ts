@@ -5,6 +5,9 @@ import { CustomerRepository } from './customers/repository';
 import { KnowledgeBaseRepository } from './kb/repository';
 import { BlobRefRepository } from './storage/blob-refs';
 import { UsageRecordRepository } from './billing/usage-records';
+import { WebhookRepository } from './webhooks/emitter';
+import { SiteRepository } from './widget/site-repository';
+import { DialOutPolicyRepository } from './voice/destinations';
 
 /**
  * The repositories of the domain's aggregates: each is the one data path to its tables
@@ -23,6 +26,11 @@ export interface Repositories {
   credentials: CredentialRepository;
   /** Billable events (usage_records). */
   usage: UsageRecordRepository;
+  /** The webhook outbox (events, deliveries) and the subscriptions' health. */
+  webhooks: WebhookRepository;
+  sites: SiteRepository;
+  /** Workspaces' dial-out destinations. */
+  dialOut: DialOutPolicyRepository;
 }
 
 export function createRepositories(): Repositories {
@@ -34,5 +42,8 @@ export function createRepositories(): Repositories {
     blobRefs: new BlobRefRepository(),
     credentials: new CredentialRepository(),
     usage: new UsageRecordRepository(),
+    webhooks: new WebhookRepository(),
+    sites: new SiteRepository(),
+    dialOut: new DialOutPolicyRepository(),
   };
 }

@@ -48,7 +48,7 @@ export const UsageRecord = defineEntity({
     workspaceId: p.text(),
     kind: p.text(),
     messageId: p.text().nullable().unique('usage_records_message_id_key'),
-    /** A structured extraction's usage (domain/billing/usage-records.ts recordExtractionUsage). */
+    /** A structured extraction's usage (domain/billing/usage-records.ts UsageRecordRepository.recordExtractionUsage). */
     extractionId: p.text().nullable().unique('usage_records_extraction_id_key'),
     /** Anything else counted once (an agent reply's tokens: `reply:<id>`). */
     reference: p.text().nullable().unique('usage_records_reference_key'),

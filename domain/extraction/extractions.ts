@@ -6,9 +6,9 @@ import { OperationalError } from '../../lib/failures';
 import { newId } from '../../lib/ids';
 import { NoTextExtracted, sniffType } from '../../lib/extract';
 import type { ExtractFn } from '../kb/indexing';
-import { LlmError, OpenAiCompatibleModel, type ChatTurnMessage, type CompletionRequest, type CompletionResult, type LlmSettings } from '../../providers/llm/model';
-import type { BlobStore, StagedBlob } from '../../providers/storage/blob-store';
-import { recordExtractionUsage } from '../billing/usage-records';
+import { LlmError, type ChatModel, type ChatTurnMessage, type CompletionRequest, type CompletionResult, type LlmSettings, type ModelFactory } from '../ports/llm';
+import type { BlobStore, StagedBlob } from '../ports/blob-store';
+import type { UsageRecordRepository } from '../billing/usage-records';
 import { chunkText, mergeCandidates } from './merge';
 import { compileUserSchema, describeErrors, parseUserSchema, type UserSchema } from './schema';
 import { SchemaValidator, type ValidationResult } from './validate-thread';
@@ -178,19 +178,23 @@ export async function askModel(
 }
 
 export class StructuredExtractionService {
-  private readonly model: OpenAiCompatibleModel | null;
+  private readonly model: ChatModel | null;
   /** Model answers are validated against callers' schemas only here: in threads, with a deadline. */
   readonly validator: SchemaValidator;
 
   constructor(
     private readonly deps: {
       em: EntityManager;
+      /** A succeeded extraction is counted (usage_records) through it. */
+      usage: Pick<UsageRecordRepository, 'recordExtractionUsage'>;
       blobs: BlobStore;
       extract: ExtractFn;
       settings: StructuredSettings;
+      /** Opens the model at an endpoint (app/services.ts: the OpenAI-compatible one). */
+      openModel: ModelFactory;
     },
   ) {
-    this.model = deps.settings.llm ? new OpenAiCompatibleModel(deps.settings.llm) : null;
+    this.model = deps.settings.llm ? deps.openModel(deps.settings.llm) : null;
     this.validator = new SchemaValidator({ timeoutMs: deps.settings.validationTimeoutMs });
   }
 
@@ -219,13 +223,13 @@ export class StructuredExtractionService {
     if (!local) throw new ExtractionRefused('no extraction model is configured');
     return local.use((baseUrl) => {
       if (this.localClient?.baseUrl !== baseUrl) {
-        this.localClient = { baseUrl, model: new OpenAiCompatibleModel({ baseUrl, model: local.modelName, timeoutMs: this.deps.settings.localTimeoutMs ?? 180_000 }) };
+        this.localClient = { baseUrl, model: this.deps.openModel({ baseUrl, model: local.modelName, timeoutMs: this.deps.settings.localTimeoutMs ?? 180_000 }) };
       }
       return this.localClient.model.complete(req);
     });
   }
 
-  private localClient: { baseUrl: string; model: OpenAiCompatibleModel } | null = null;
+  private localClient: { baseUrl: string; model: ChatModel } | null = null;
 
   /**
    * The API's half: checks the request (schema, prompt, file type; the staged file is the
@@ -393,7 +397,7 @@ export class StructuredExtractionService {
     const data = merged.data;
     await this.em().transactional(async (em) => {
       const changed = await em.nativeUpdate(StructuredExtraction, { id, status: 'running' }, { status: 'succeeded', data, model: this.modelName, ...usage, updatedAt: new Date() });
-      if (changed) await recordExtractionUsage(em, { workspaceId: row.workspaceId, extractionId: id, pages: row.pages ?? null });
+      if (changed) await this.deps.usage.recordExtractionUsage(em, { workspaceId: row.workspaceId, extractionId: id, pages: row.pages ?? null });
     });
     return { status: 'succeeded' };
   }

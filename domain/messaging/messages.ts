@@ -8,8 +8,6 @@ import { DomainError } from '../errors';
 import { OperationalError } from '../../lib/failures';
 import type { MsgappProvider } from '../ports/msgapp';
 import { keysetFind } from '../../db/pagination';
-import { recordMessageUsage } from '../billing/usage-records';
-import { emitEvent } from '../webhooks/emitter';
 import type { SendBody, SendPlan, SendPlanner } from './plan';
 import { countSend } from '../metrics';
 
@@ -82,7 +80,7 @@ export class SendFailedError extends OperationalError {
 export class MessageService {
   constructor(
     private readonly em: EntityManager,
-    private readonly repos: Pick<Repositories, 'conversations' | 'customers'>,
+    private readonly repos: Pick<Repositories, 'conversations' | 'customers' | 'usage' | 'webhooks'>,
     private readonly planner: SendPlanner,
     private readonly transcript: Pick<ChatTranscript, 'appendIn'>,
     private readonly credentials: CredentialService,
@@ -178,7 +176,7 @@ export class MessageService {
       }
       await em.flush();
       if (firstMark) countSend('sent');
-      await recordMessageUsage(em, { workspaceId: plan.workspaceId, messageId: m.id });
+      await this.repos.usage.recordMessageUsage(em, { workspaceId: plan.workspaceId, messageId: m.id });
       // A message sent through the API is the business writing (a human agent, or its backend): the agent reads it
       // in the transcript from now on. An agent's reply is in the transcript already, under this id.
       // Whether or not the provider's own callback moved the status first: the insert is idempotent on the id.
@@ -195,7 +193,7 @@ export class MessageService {
       // `author`: the agent's reply, or a message sent through the API (a human agent or the business's backend).
       if (firstMark && m.conversationId) await this.repos.conversations.addConversationEvent(em, m.conversationId, 'message.sent', { message_id: m.id, kind: m.kind, text: m.text ?? null, author: m.source === 'agent' ? 'agent' : 'api' });
       if (transitions) {
-        await emitEvent(em, plan.workspaceId, 'message.status', {
+        await this.repos.webhooks.emitEvent(em, plan.workspaceId, 'message.status', {
           message_id: m.id,
           channel: 'msgapp',
           status: 'sent',

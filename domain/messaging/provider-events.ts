@@ -14,7 +14,6 @@ import { statusSupersedes, type DeliveryStatus } from '../ports/msgapp';
 import type { BlobStore } from '../ports/blob-store';
 import { signLink } from '../storage/signed-links';
 import type { ChatTranscript } from '../chat/transcript';
-import { emitEvent } from '../webhooks/emitter';
 
 const MAX_MEDIA_BYTES = 64 * 1024 * 1024;
 /** Characters of a media item's text kept for the agent (as a widget upload's attachment text). */
@@ -55,7 +54,7 @@ const nowIso = () => new Date().toISOString();
 export class ProviderEventService {
   constructor(
     private readonly em: EntityManager,
-    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers' | 'credentials'>,
+    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers' | 'credentials' | 'webhooks'>,
     private readonly transcript: Pick<ChatTranscript, 'appendIn'>,
     private readonly box: SecretBox,
     private readonly blobs: BlobStore,
@@ -97,7 +96,7 @@ export class ProviderEventService {
       if (m.conversationId) {
         await this.repos.conversations.addConversationEvent(em, m.conversationId, 'message.status', { message_id: m.id, status: update.status, ...(update.error ? { error: update.error } : {}) });
       }
-      await emitEvent(em, m.workspaceId, 'message.status', {
+      await this.repos.webhooks.emitEvent(em, m.workspaceId, 'message.status', {
         message_id: m.id,
         channel: 'msgapp',
         status: update.status,
@@ -235,7 +234,7 @@ export class ProviderEventService {
         text: transcriptText(msg),
         attachments: media ?? [],
       });
-      await emitEvent(em, party.workspaceId, 'message.inbound', {
+      await this.repos.webhooks.emitEvent(em, party.workspaceId, 'message.inbound', {
         message_id: messageId,
         channel: 'msgapp',
         from: msg.from,

@@ -7,7 +7,7 @@ import type { CallStatus, ICall, IRecording } from '../../db/entities';
 import { DomainError } from '../errors';
 import { decodeCursor, encodeCursor } from '../../db/pagination';
 import { signLink } from '../storage/signed-links';
-import { checkDestination, dialOutPolicy, type Destination, type DestinationClass } from './destinations';
+import { checkDestination, type Destination, type DestinationClass } from './destinations';
 import type { VoicePrereqs } from '../ports/voice';
 import { recordingView, type RecordingView, type VoiceSessionService } from './sessions';
 
@@ -54,7 +54,7 @@ export function e164(raw: string): string {
 export class CallService {
   constructor(
     private readonly em: EntityManager,
-    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers'>,
+    private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers' | 'dialOut'>,
     private readonly voice: VoiceSessionService,
     private readonly links: { box: SecretBox; publicBaseUrl: string },
     private readonly prereqs: () => VoicePrereqs | undefined,
@@ -73,7 +73,7 @@ export class CallService {
    * invalid_phone_number naming why), with the credits a minute to it costs.
    */
   async destination(workspaceId: string, phoneNumber: string): Promise<Destination & { creditsPerMinute: number }> {
-    const dest = checkDestination(phoneNumber, await dialOutPolicy(this.em, workspaceId));
+    const dest = checkDestination(phoneNumber, await this.repos.dialOut.dialOutPolicy(this.em, workspaceId));
     return { ...dest, creditsPerMinute: this.callPrices?.[dest.class] ?? this.defaultMinuteCredits };
   }
 

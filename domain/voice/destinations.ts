@@ -104,25 +104,31 @@ export function normaliseTypes(list: string[]): DialableType[] {
   return out as DialableType[];
 }
 
-/** The workspace's dial-out policy (its row's `dial_out_countries` / `dial_out_number_types`; null columns: the defaults). */
-export async function dialOutPolicy(em: EntityManager, workspaceId: string): Promise<DialOutPolicy> {
-  const ws = await em.fork().findOne(Workspace, { id: workspaceId }, { fields: ['dialOutCountries', 'dialOutNumberTypes'] });
-  return {
-    countries: ws?.dialOutCountries ?? null,
-    types: (ws?.dialOutNumberTypes as DialableType[] | null | undefined) ?? DEFAULT_DIALABLE_TYPES,
-  };
-}
-
 /**
- * Sets a workspace's dial-out policy (admin CLI `workspace set-dial-out`). `countries`
- * null: every country; `types` null: the defaults. 404 when there is no such workspace.
+ * The one data path to a workspace's dial-out columns (`dial_out_countries`,
+ * `dial_out_number_types`): calls read the policy, the admin CLI sets it.
  */
-export async function setDialOutPolicy(em: EntityManager, workspaceId: string, p: { countries?: string[] | null; types?: string[] | null }): Promise<DialOutPolicy & { workspace_id: string }> {
-  const fork = em.fork();
-  const ws = await fork.findOne(Workspace, { id: workspaceId });
-  if (!ws) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
-  if (p.countries !== undefined) ws.dialOutCountries = p.countries === null ? null : normaliseCountries(p.countries);
-  if (p.types !== undefined) ws.dialOutNumberTypes = p.types === null ? null : normaliseTypes(p.types);
-  await fork.flush();
-  return { workspace_id: ws.id, countries: ws.dialOutCountries ?? null, types: (ws.dialOutNumberTypes as DialableType[] | null) ?? DEFAULT_DIALABLE_TYPES };
+export class DialOutPolicyRepository {
+  /** The workspace's dial-out policy (its row's `dial_out_countries` / `dial_out_number_types`; null columns: the defaults). */
+  async dialOutPolicy(em: EntityManager, workspaceId: string): Promise<DialOutPolicy> {
+    const ws = await em.fork().findOne(Workspace, { id: workspaceId }, { fields: ['dialOutCountries', 'dialOutNumberTypes'] });
+    return {
+      countries: ws?.dialOutCountries ?? null,
+      types: (ws?.dialOutNumberTypes as DialableType[] | null | undefined) ?? DEFAULT_DIALABLE_TYPES,
+    };
+  }
+
+  /**
+   * Sets a workspace's dial-out policy (admin CLI `workspace set-dial-out`). `countries`
+   * null: every country; `types` null: the defaults. 404 when there is no such workspace.
+   */
+  async setDialOutPolicy(em: EntityManager, workspaceId: string, p: { countries?: string[] | null; types?: string[] | null }): Promise<DialOutPolicy & { workspace_id: string }> {
+    const fork = em.fork();
+    const ws = await fork.findOne(Workspace, { id: workspaceId });
+    if (!ws) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
+    if (p.countries !== undefined) ws.dialOutCountries = p.countries === null ? null : normaliseCountries(p.countries);
+    if (p.types !== undefined) ws.dialOutNumberTypes = p.types === null ? null : normaliseTypes(p.types);
+    await fork.flush();
+    return { workspace_id: ws.id, countries: ws.dialOutCountries ?? null, types: (ws.dialOutNumberTypes as DialableType[] | null) ?? DEFAULT_DIALABLE_TYPES };
+  }
 }

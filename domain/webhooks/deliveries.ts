@@ -4,10 +4,10 @@ import type { SecretBox } from '../../lib/crypto/secret-box';
 import { WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription, type IWebhookDelivery, type IWebhookEvent, type IWebhookSubscription } from '../../db/entities';
 import { DomainError } from '../errors';
 import { keysetFind } from '../../db/pagination';
-import { notifyOutbox } from './emitter';
+import type { WebhookRepository } from './emitter';
 import { DISABLE_AFTER_FAILURES } from './events';
 import { sendSigned, type SenderSettings } from './sender';
-import { countWebhookAttempt } from '../../app/metrics';
+import { countWebhookAttempt } from '../metrics';
 
 export interface DeliveryView {
   id: string;
@@ -114,40 +114,6 @@ function view(r: IWebhookDelivery): DeliveryView {
 }
 
 /**
- * The health of a workspace's subscriptions (all, or those named): what is failing since the last delivery and
- * what is retrying now. Read here, by the owner of the delivery and attempt tables, for the subscription views.
- */
-export async function subscriptionHealth(em: EntityManager, workspaceId: string, subscriptionId?: string): Promise<Map<string, SubscriptionHealth>> {
-  // raw SQL: a lateral union over failed attempts and failed (or cancelled) deliveries since the subscription's last
-  // delivery, with two counts, for every subscription of the workspace in one statement.
-  // eslint-disable-next-line no-restricted-syntax
-  const rows = await em.execute<Array<{ id: string; retrying_now: number; failed_now: number; failing_since: Date | null; last_error: string | null; last_delivered_at: Date | null }>>(
-    `select s.id, s.last_delivered_at,
-       (select count(*)::int from webhook_deliveries d where d.subscription_id = s.id and d.status = 'pending' and d.dispatched_at is not null) as retrying_now,
-       (select count(*)::int from webhook_deliveries d where d.workspace_id = s.workspace_id and d.subscription_id = s.id and d.status = 'failed') as failed_now,
-       t.failing_since, t.last_error
-     from webhook_subscriptions s
-     left join lateral (
-       select min(x.at) as failing_since, (array_agg(x.err order by x.at desc))[1] as last_error from (
-         select a.started_at as at, a.error as err from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
-         where d.subscription_id = s.id and a.error is not null and a.started_at > coalesce(s.last_delivered_at, '-infinity'::timestamptz)
-         union all
-         select d.completed_at, d.last_error from webhook_deliveries d
-         where d.subscription_id = s.id and d.status = 'failed' and d.completed_at > coalesce(s.last_delivered_at, '-infinity'::timestamptz)
-       ) x
-     ) t on true
-     where s.workspace_id = ?${subscriptionId ? ' and s.id = ?' : ''}`,
-    subscriptionId ? [workspaceId, subscriptionId] : [workspaceId],
-  );
-  return new Map(
-    rows.map((r) => [
-      r.id,
-      { failing_since: iso(r.failing_since), retrying_now: r.retrying_now, failed_now: r.failed_now, last_error: r.last_error ?? null, last_delivered_at: iso(r.last_delivered_at) },
-    ]),
-  );
-}
-
-/**
  * Deliveries: the attempt and the outcome accounting the delivery workflow calls, and the
  * log, retry and replay endpoints. Outcome accounting is one SQL statement that moves the
  * delivery out of `pending` and updates its subscription's counters: the subscription row
@@ -159,6 +125,7 @@ export class DeliveryService {
     private readonly em: EntityManager,
     private readonly box: SecretBox,
     private readonly sender: SenderSettings,
+    private readonly webhooks: Pick<WebhookRepository, 'notifyOutbox'>,
   ) {}
 
   /**
@@ -474,7 +441,7 @@ export class DeliveryService {
       if (row.status === 'pending') throw new DomainError('delivery_in_progress', `Delivery '${deliveryId}' is still being attempted`);
       startNewRun(row);
       await em.flush();
-      await notifyOutbox(em, workspaceId);
+      await this.webhooks.notifyOutbox(em, workspaceId);
       return view(row);
     });
   }
@@ -509,7 +476,7 @@ export class DeliveryService {
       const taken = rows.slice(0, RETRY_ALL_MAX);
       for (const row of taken) startNewRun(row);
       await em.flush();
-      if (taken.length) await notifyOutbox(em, workspaceId);
+      if (taken.length) await this.webhooks.notifyOutbox(em, workspaceId);
       return { retried: taken.length, delivery_ids: taken.map((r) => r.id), more: rows.length > RETRY_ALL_MAX };
     });
   }
@@ -538,7 +505,7 @@ export class DeliveryService {
       );
       for (const row of rows) startNewRun(row);
       await em.flush();
-      if (rows.length) await notifyOutbox(em, workspaceId);
+      if (rows.length) await this.webhooks.notifyOutbox(em, workspaceId);
       return { replayed: rows.length, delivery_ids: rows.map((r) => r.id) };
     });
   }

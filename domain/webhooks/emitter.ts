@@ -2,6 +2,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { WebhookDelivery, WebhookEvent, WebhookSubscription } from '../../db/entities';
 import { newId } from '../../lib/ids';
 import { OUTBOX_CHANNEL, type EventEnvelope, type SubscribableEvent } from './events';
+import type { SubscriptionHealth } from './deliveries';
+
+const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
 export interface EmittedEvent {
   eventId: string;
@@ -9,34 +12,75 @@ export interface EmittedEvent {
 }
 
 /**
- * Records an event and its deliveries in the caller's transaction (the outbox), so the
- * business write and the event commit or vanish together. One delivery per active
- * subscription of the event type, unique per (event, subscription). The NOTIFY wakes
- * the worker's outbox dispatcher at commit; its periodic sweep covers a missed wake-up
- * or a crash between commit and dispatch.
- *
- * `em` must be inside a transaction (e.g. `em.transactional(tx => emitEvent(tx, ...))`).
+ * The webhooks' shared rows: the outbox (events and their deliveries, written in the
+ * caller's transaction by whatever emits an event) and the subscriptions' health read
+ * from deliveries and attempts. Every method runs on the EntityManager it is given.
  */
-export async function emitEvent(em: EntityManager, workspaceId: string, type: SubscribableEvent, data: Record<string, unknown>): Promise<EmittedEvent> {
-  const eventId = newId('evt');
-  const createdAt = new Date();
-  const envelope: EventEnvelope = { id: eventId, event: type, created_at: createdAt.toISOString(), data };
-  await em.insert(WebhookEvent, { id: eventId, workspaceId, type, payload: JSON.stringify(envelope), createdAt });
-  const subs = await em.find(WebhookSubscription, { workspaceId, status: 'active', events: { $contains: [type] } }, { orderBy: { id: 'asc' }, fields: ['id'] });
-  const deliveryIds = subs.map(() => newId('dlv'));
-  if (subs.length) {
-    await em.insertMany(
-      WebhookDelivery,
-      subs.map((s, i) => ({ id: deliveryIds[i], workspaceId, eventId, subscriptionId: s.id, eventType: type, status: 'pending' as const })),
-    );
-    await notifyOutbox(em, workspaceId);
+export class WebhookRepository {
+  /**
+   * Records an event and its deliveries in the caller's transaction (the outbox), so the
+   * business write and the event commit or vanish together. One delivery per active
+   * subscription of the event type, unique per (event, subscription). The NOTIFY wakes
+   * the worker's outbox dispatcher at commit; its periodic sweep covers a missed wake-up
+   * or a crash between commit and dispatch.
+   *
+   * `em` must be inside a transaction (e.g. `em.transactional(tx => this.emitEvent(tx, ...))`).
+   */
+  async emitEvent(em: EntityManager, workspaceId: string, type: SubscribableEvent, data: Record<string, unknown>): Promise<EmittedEvent> {
+    const eventId = newId('evt');
+    const createdAt = new Date();
+    const envelope: EventEnvelope = { id: eventId, event: type, created_at: createdAt.toISOString(), data };
+    await em.insert(WebhookEvent, { id: eventId, workspaceId, type, payload: JSON.stringify(envelope), createdAt });
+    const subs = await em.find(WebhookSubscription, { workspaceId, status: 'active', events: { $contains: [type] } }, { orderBy: { id: 'asc' }, fields: ['id'] });
+    const deliveryIds = subs.map(() => newId('dlv'));
+    if (subs.length) {
+      await em.insertMany(
+        WebhookDelivery,
+        subs.map((s, i) => ({ id: deliveryIds[i], workspaceId, eventId, subscriptionId: s.id, eventType: type, status: 'pending' as const })),
+      );
+      await this.notifyOutbox(em, workspaceId);
+    }
+    return { eventId, deliveryIds };
   }
-  return { eventId, deliveryIds };
-}
 
-/** Wakes the worker's outbox dispatcher when the caller's transaction commits. */
-export async function notifyOutbox(em: EntityManager, workspaceId: string): Promise<void> {
-  // raw SQL: pg_notify has no ORM form; it runs in the caller's transaction so the wake-up is sent at its commit.
-  // eslint-disable-next-line no-restricted-syntax
-  await em.execute('select pg_notify(?, ?)', [OUTBOX_CHANNEL, workspaceId]);
+  /** Wakes the worker's outbox dispatcher when the caller's transaction commits. */
+  async notifyOutbox(em: EntityManager, workspaceId: string): Promise<void> {
+    // raw SQL: pg_notify has no ORM form; it runs in the caller's transaction so the wake-up is sent at its commit.
+    // eslint-disable-next-line no-restricted-syntax
+    await em.execute('select pg_notify(?, ?)', [OUTBOX_CHANNEL, workspaceId]);
+  }
+
+  /**
+   * The health of a workspace's subscriptions (all, or those named): what is failing since the last delivery and
+   * what is retrying now. Read here, by the owner of the delivery and attempt tables, for the subscription views.
+   */
+  async subscriptionHealth(em: EntityManager, workspaceId: string, subscriptionId?: string): Promise<Map<string, SubscriptionHealth>> {
+    // raw SQL: a lateral union over failed attempts and failed (or cancelled) deliveries since the subscription's last
+    // delivery, with two counts, for every subscription of the workspace in one statement.
+    // eslint-disable-next-line no-restricted-syntax
+    const rows = await em.execute<Array<{ id: string; retrying_now: number; failed_now: number; failing_since: Date | null; last_error: string | null; last_delivered_at: Date | null }>>(
+      `select s.id, s.last_delivered_at,
+         (select count(*)::int from webhook_deliveries d where d.subscription_id = s.id and d.status = 'pending' and d.dispatched_at is not null) as retrying_now,
+         (select count(*)::int from webhook_deliveries d where d.workspace_id = s.workspace_id and d.subscription_id = s.id and d.status = 'failed') as failed_now,
+         t.failing_since, t.last_error
+       from webhook_subscriptions s
+       left join lateral (
+         select min(x.at) as failing_since, (array_agg(x.err order by x.at desc))[1] as last_error from (
+           select a.started_at as at, a.error as err from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+           where d.subscription_id = s.id and a.error is not null and a.started_at > coalesce(s.last_delivered_at, '-infinity'::timestamptz)
+           union all
+           select d.completed_at, d.last_error from webhook_deliveries d
+           where d.subscription_id = s.id and d.status = 'failed' and d.completed_at > coalesce(s.last_delivered_at, '-infinity'::timestamptz)
+         ) x
+       ) t on true
+       where s.workspace_id = ?${subscriptionId ? ' and s.id = ?' : ''}`,
+      subscriptionId ? [workspaceId, subscriptionId] : [workspaceId],
+    );
+    return new Map(
+      rows.map((r) => [
+        r.id,
+        { failing_since: iso(r.failing_since), retrying_now: r.retrying_now, failed_now: r.failed_now, last_error: r.last_error ?? null, last_delivered_at: iso(r.last_delivered_at) },
+      ]),
+    );
+  }
 }

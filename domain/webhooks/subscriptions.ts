@@ -7,7 +7,8 @@ import { newId } from '../../lib/ids';
 import { checkUrl, UnsafeUrlError } from '../../lib/net/ssrf';
 import type { EventEnvelope, SubscribableEvent } from './events';
 import { newSecret, sendSigned, type SenderSettings } from './sender';
-import { subscriptionHealth, type SubscriptionHealth } from './deliveries';
+import type { SubscriptionHealth } from './deliveries';
+import type { WebhookRepository } from './emitter';
 
 export interface SubscriptionView {
   id: string;
@@ -68,6 +69,7 @@ export class SubscriptionService {
     private readonly em: EntityManager,
     private readonly box: SecretBox,
     private readonly sender: SenderSettings,
+    private readonly webhooks: Pick<WebhookRepository, 'subscriptionHealth'>,
   ) {}
 
   private async validateUrl(url: string): Promise<string> {
@@ -104,13 +106,13 @@ export class SubscriptionService {
   /** The subscriptions with their health (what is failing or retrying now). */
   async list(workspaceId: string): Promise<Array<SubscriptionView & { health: SubscriptionHealth }>> {
     const em = this.em.fork();
-    const [rows, health] = await Promise.all([em.find(WebhookSubscription, { workspaceId }, { orderBy: { createdAt: 'asc', id: 'asc' } }), subscriptionHealth(this.em.fork(), workspaceId)]);
+    const [rows, health] = await Promise.all([em.find(WebhookSubscription, { workspaceId }, { orderBy: { createdAt: 'asc', id: 'asc' } }), this.webhooks.subscriptionHealth(this.em.fork(), workspaceId)]);
     return rows.map((r) => ({ ...subscriptionView(r), health: health.get(r.id) ?? emptyHealth(r) }));
   }
 
   async get(workspaceId: string, id: string): Promise<SubscriptionView & { health: SubscriptionHealth }> {
     const row = await this.row(this.em.fork(), workspaceId, id);
-    const health = await subscriptionHealth(this.em.fork(), workspaceId, id);
+    const health = await this.webhooks.subscriptionHealth(this.em.fork(), workspaceId, id);
     return { ...subscriptionView(row), health: health.get(id) ?? emptyHealth(row) };
   }
 

@@ -248,9 +248,3 @@ export class SiteService {
     return ok;
   }
 }
-
-/** The page commands a site's page handles (empty: none, or no such site). */
-export async function sitePageCommands(em: EntityManager, siteId: string): Promise<string[]> {
-  const row = await em.findOne(Site, { id: siteId }, { fields: ['uiCommands'] });
-  return row?.uiCommands ?? [];
-}

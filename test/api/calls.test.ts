@@ -1,11 +1,11 @@
 import fs from 'node:fs';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { whisperModelPath } from '../../app/config';
-import { LocalWhisperTranscriber } from '../../lib/extract';
+import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
 import { transcriberFromConfig } from '../../app/extractor';
 import { LiveKitSipTelephony, LiveKitTransport } from '../../providers/livekit/livekit';
 import { userHash } from '../../domain/widget/sites';
-import { dialOutPolicy, setDialOutPolicy } from '../../domain/voice/destinations';
+import { DialOutPolicyRepository } from '../../domain/voice/destinations';
 import { speechRecognizerFor } from '../../providers/speech/stt';
 import { VoiceGateway } from '../../app/temporal-clients/voice';
 import { callWorkflowId, type CallResult } from '../../workflows/call';
@@ -15,6 +15,9 @@ import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
 import { lastUserText, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { maybeRecordHistory, startTestWorker, type TestWorker } from '../support/temporal';
 import { concat, spokenPcm, TestPhone, type Handset } from '../support/test-phone';
+
+/** Workspaces' dial-out policies, read and set as the admin CLI does. */
+const dialOutPolicies = new DialOutPolicyRepository();
 
 /**
  * Dial-out and the calls API, end to end: the real app, the real Temporal worker
@@ -242,23 +245,23 @@ describe('toll fraud: the destination policy, the verified phone, the caps, the 
   });
 
   test('a country the workspace has not allowed is 400 invalid_phone_number naming it; a type it has not allowed too; the defaults come back', async () => {
-    await setDialOutPolicy(db.orm.em, ws.ws, { countries: ['gb', 'US'] });
+    await dialOutPolicies.setDialOutPolicy(db.orm.em, ws.ws, { countries: ['gb', 'US'] });
     const fr = await outbound(ws.auth, { to: '+33612345678', agent_id: ws.agent });
     expect(error(fr)).toEqual([400, 'invalid_phone_number']);
     expect(fr.json().message).toContain('is in FR, a country this workspace does not allow for dial-out (allowed: GB, US)');
     const fromWidget = await callMe(ws.site, '+33612345678');
     expect(error(fromWidget)).toEqual([400, 'invalid_phone_number']);
-    await setDialOutPolicy(db.orm.em, ws.ws, { countries: null, types: ['fixed_line'] });
+    await dialOutPolicies.setDialOutPolicy(db.orm.em, ws.ws, { countries: null, types: ['fixed_line'] });
     const mobile = await outbound(ws.auth, { to: '+33612345678', agent_id: ws.agent });
     expect(error(mobile)).toEqual([400, 'invalid_phone_number']);
     expect(mobile.json().message).toContain('a mobile number, a type this workspace does not allow');
     // A UK personal number (070…) forwards anywhere at the caller's cost: not among the default types.
-    await setDialOutPolicy(db.orm.em, ws.ws, { types: null });
+    await dialOutPolicies.setDialOutPolicy(db.orm.em, ws.ws, { types: null });
     const personal = await outbound(ws.auth, { to: '+447012345678', agent_id: ws.agent });
     expect(error(personal)).toEqual([400, 'invalid_phone_number']);
     expect(personal.json().message).toContain('personal-number');
-    expect(await dialOutPolicy(db.orm.em, ws.ws)).toEqual({ countries: null, types: ['fixed_line', 'mobile', 'toll_free', 'voip', 'uan'] });
-    await expect(setDialOutPolicy(db.orm.em, ws.ws, { types: ['premium_rate'] })).rejects.toMatchObject({ code: 'invalid_request' });
+    expect(await dialOutPolicies.dialOutPolicy(db.orm.em, ws.ws)).toEqual({ countries: null, types: ['fixed_line', 'mobile', 'toll_free', 'voip', 'uan'] });
+    await expect(dialOutPolicies.setDialOutPolicy(db.orm.em, ws.ws, { types: ['premium_rate'] })).rejects.toMatchObject({ code: 'invalid_request' });
     expect(await callRows(ws.ws)).toBe(0);
     nothingDialled('+33612345678', '+447012345678');
   });

@@ -2,11 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { Message, WebhookDelivery } from '../../db/entities';
 import { newId } from '../../lib/ids';
 import { serveMetrics } from '../../app/metrics';
-import { emitEvent } from '../../domain/webhooks/emitter';
+import { WebhookRepository } from '../../domain/webhooks/emitter';
 import type { SendPlan } from '../../domain/messaging/plan';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
+
+/** The webhook outbox, as the services write it (events are emitted in a transaction of the test's own). */
+const webhooks = new WebhookRepository();
 
 /**
  * Prometheus metrics (issue 28 item 5): /metrics is off unless METRICS_TOKEN is set and then
@@ -124,7 +127,7 @@ describe('metrics', () => {
     const created = await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers: auth, payload: { url: `${receiver.url}/hooks`, events: ['message.status'] } });
     expect(created.statusCode).toBe(201);
     const before = await scrape();
-    await emitEvent(db.orm.em.fork(), ws, 'message.status', { message_id: 'msg_metrics', status: 'sent' });
+    await webhooks.emitEvent(db.orm.em.fork(), ws, 'message.status', { message_id: 'msg_metrics', status: 'sent' });
     const [item] = await t.services.deliveries.undispatched(10);
     expect(item).toBeDefined();
     const pending = await scrape();

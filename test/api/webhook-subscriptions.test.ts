@@ -3,9 +3,12 @@ import { policyFromCidrs } from '../../lib/net/ssrf';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
-import { emitEvent } from '../../domain/webhooks/emitter';
+import { WebhookRepository } from '../../domain/webhooks/emitter';
 import { WebhookAttempt, WebhookDelivery } from '../../db/entities';
 import { DELIVERY_CANCELLED } from '../../workflows/webhook-delivery';
+
+/** The webhook outbox, as the services write it (events are emitted in a transaction of the test's own). */
+const webhooks = new WebhookRepository();
 
 let db: TestDatabase;
 let t: TestApp;
@@ -198,7 +201,7 @@ describe('webhook subscriptions', () => {
     const readOnlyB = bearer((await createKey(t.services, wsB, ['webhooks:read'])).key);
     const [subA, subB] = [(await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers: auth, payload: { url: receiver.url, events: ['message.status'] } })).json(), (await t.app.inject({ method: 'POST', url: '/api/v1/webhook-subscriptions', headers: authB, payload: { url: receiver.url, events: ['message.status'] } })).json()];
     // No dispatcher runs here: the deliveries' states are set as a worker would leave them.
-    const emitIn = (ws: string) => db.orm.em.fork().transactional((tx) => emitEvent(tx, ws, 'message.status', { message_id: 'msg_h' }));
+    const emitIn = (ws: string) => db.orm.em.fork().transactional((tx) => webhooks.emitEvent(tx, ws, 'message.status', { message_id: 'msg_h' }));
     const [a1, a2] = [(await emitIn(wsA)).deliveryIds[0], (await emitIn(wsA)).deliveryIds[0]];
     const b1 = (await emitIn(wsB)).deliveryIds[0];
     const em = db.orm.em.fork();

@@ -14,7 +14,7 @@ import { temporal } from '@temporalio/proto';
 import { pickPort } from '../../dev/embedded/ports';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { createTestPki, startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
-import { emitEvent } from '../../domain/webhooks/emitter';
+import { WebhookRepository } from '../../domain/webhooks/emitter';
 import { OUTBOX_CHANNEL } from '../../domain/webhooks/events';
 import { SecretBox } from '../../lib/crypto/secret-box';
 import { indexWorkflowId } from '../../worker/outbox-sources';
@@ -27,6 +27,9 @@ import { startMoto, MOTO_CREDENTIALS, type MotoServer } from '../support/moto';
 import { LOG_LEVEL, recordSecret, testLogFile } from '../support/secret-log';
 import { frameCollector } from '../support/socket';
 import { eventually, WorkerProcesses } from '../support/worker-process';
+
+/** The webhook outbox, as the services write it (events are emitted in a transaction of the test's own). */
+const webhooks = new WebhookRepository();
 
 const ROOT = path.resolve(__dirname, '../..');
 const KEY = randomBytes(32).toString('hex');
@@ -189,7 +192,7 @@ const deliveryStatuses = async (ids: string[]) =>
 const emit = async (n: number, tag: string) =>
   (
     await Promise.all(
-      Array.from({ length: n }, (_, i) => db.orm.em.fork().transactional((tx) => emitEvent(tx, ws, 'message.inbound', { message_id: `msg_${tag}_${i}` }))),
+      Array.from({ length: n }, (_, i) => db.orm.em.fork().transactional((tx) => webhooks.emitEvent(tx, ws, 'message.inbound', { message_id: `msg_${tag}_${i}` }))),
     )
   ).flatMap((e) => e.deliveryIds);
 

@@ -4,11 +4,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SecretBox } from '../../lib/crypto/secret-box';
-import { emitEvent } from '../../domain/webhooks/emitter';
+import { WebhookRepository } from '../../domain/webhooks/emitter';
 import { createWorkspace, testServices } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { createTestPki, startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 import { eventually, WorkerProcesses } from '../support/worker-process';
+
+/** The webhook outbox, as the services write it (events are emitted in a transaction of the test's own). */
+const webhooks = new WebhookRepository();
 
 const KEY = randomBytes(32).toString('hex');
 
@@ -68,7 +71,7 @@ const attemptLog = async (id: string) =>
 const heldOnce = () => new Promise<string>((resolve) => (held = resolve));
 
 async function emitOne(messageId: string): Promise<string> {
-  const { deliveryIds } = await db.orm.em.fork().transactional((tx) => emitEvent(tx, ws, 'message.inbound', { message_id: messageId }));
+  const { deliveryIds } = await db.orm.em.fork().transactional((tx) => webhooks.emitEvent(tx, ws, 'message.inbound', { message_id: messageId }));
   expect(deliveryIds).toHaveLength(1);
   return deliveryIds[0];
 }

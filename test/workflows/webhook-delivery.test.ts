@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { testLogger } from '../support/secret-log';
 import { verifyWebhook } from '../../lib/webhook-signature';
-import { emitEvent } from '../../domain/webhooks/emitter';
+import { WebhookRepository } from '../../domain/webhooks/emitter';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { deliveryWorkflowId, webhookDeliveries } from '../../worker/outbox-sources';
 import { reconcileStrandedWorkflow } from '../../workflows';
@@ -12,6 +12,9 @@ import { WebhookDelivery } from '../../db/entities';
 import { decryptPayloadsIn, EncryptionCodec } from '../../lib/crypto/payload-codec';
 import { historySummaries, maybeRecordHistory, startTestWorker, workflowResult } from '../support/temporal';
 import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
+
+/** The webhook outbox, as the services write it (events are emitted in a transaction of the test's own). */
+const webhooks = new WebhookRepository();
 
 let db: TestDatabase;
 let t: TestApp;
@@ -75,7 +78,7 @@ async function subscribe(url: string, events = ['message.inbound', 'message.stat
 }
 
 const emit = (type: 'message.inbound' | 'message.status', data: Record<string, unknown>) =>
-  db.orm.em.fork().transactional((tx) => emitEvent(tx, ws, type, data));
+  db.orm.em.fork().transactional((tx) => webhooks.emitEvent(tx, ws, type, data));
 
 /** Waits for the delivery's current run to settle (delivered by the dispatcher's first attempt, or by or after its retry workflow). */
 /** Waits for a delivery to leave `pending`; polled every 100 ms (tests wait on 20 at once: faster polling loads the database they wait on). */

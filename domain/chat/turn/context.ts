@@ -7,7 +7,7 @@ import type { SearchService } from '../../kb/search';
 import type { McpService } from '../../mcp/servers';
 import type { Repositories } from '../../repositories';
 import type { AgentUploads } from '../../widget/uploads';
-import type { ChatModel } from '../../../providers/llm/model';
+import type { ChatModel, ModelFactory } from '../../ports/llm';
 import type { ElementKind, ReplyElements } from '../elements';
 import type { ChatMessageRow, ChatTranscript, ReplyExtras } from '../transcript';
 import type { TurnPublisher } from './publisher';
@@ -83,7 +83,7 @@ export interface TurnModelChoice {
 /** What every turn runs on: built once in the composition root (app/services.ts). */
 export interface TurnDeps {
   em: EntityManager;
-  repos: Pick<Repositories, 'conversations' | 'agents' | 'kb'>;
+  repos: Pick<Repositories, 'conversations' | 'agents' | 'kb' | 'usage' | 'sites'>;
   transcript: ChatTranscript;
   search: Pick<SearchService, 'search'>;
   /** The visitor's attachments, passages of the conversation's long uploads, links to knowledge-base files. */
@@ -92,8 +92,11 @@ export interface TurnDeps {
   model: ChatModel | null;
   log: Pick<Logger, 'warn'>;
   mcp: Pick<McpService, 'toolsFor' | 'call'> | null;
-  /** The operator's model allow-list and cap, and the workspaces' own llm credentials; null: the spec's settings as they are. */
-  models: { policy: ModelPolicy; credentials: Pick<CredentialService, 'llmEndpoint'> } | null;
+  /**
+   * The operator's model allow-list and cap, the workspaces' own llm credentials, and how a credential's
+   * endpoint is opened as a model; null: the spec's settings as they are.
+   */
+  models: { policy: ModelPolicy; credentials: Pick<CredentialService, 'llmEndpoint'>; open: ModelFactory } | null;
   /** The frames the turn sends to the conversation's sockets. */
   publisher: TurnPublisher;
 }

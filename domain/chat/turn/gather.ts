@@ -1,6 +1,5 @@
 import type { AgentSpec } from '../../agents/spec';
 import type { SearchMatch } from '../../kb/search';
-import { sitePageCommands } from '../../widget/sites';
 import type { ChatMessageRow } from '../transcript';
 import { HISTORY_MESSAGES, UPLOAD_PASSAGES, type AttachmentText, type Passage, type TurnContext, type TurnDeps, type TurnInput } from './context';
 
@@ -37,7 +36,7 @@ export async function agentOf(deps: TurnDeps, input: TurnInput) {
   const conv = await deps.repos.conversations.conversationAgent(em, input.conversationId);
   const [agent, commands] = await Promise.all([
     conv?.agentId ? deps.repos.agents.findAgent(em, input.workspaceId, conv.agentId) : null,
-    conv?.channel === 'web' && conv.siteId ? sitePageCommands(deps.em.fork(), conv.siteId) : [],
+    conv?.channel === 'web' && conv.siteId ? deps.repos.sites.sitePageCommands(deps.em.fork(), conv.siteId) : [],
   ]);
   return { agent, channel: conv?.channel ?? 'web', commands };
 }

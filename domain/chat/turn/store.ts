@@ -1,4 +1,3 @@
-import { recordTokenUsage } from '../../billing/usage-records';
 import { titleOf } from '../answer-without-model';
 import { maskPersonalDetails } from '../masking';
 import { richBlocks } from '../rich';
@@ -34,7 +33,7 @@ export async function storeReply(ctx: TurnContext, answer: Answer): Promise<Chat
   });
   // Metered (GET /billing/usage), once per reply: a retried turn that stored its reply counts nothing again.
   const usageKind = ctx.model?.usageKind;
-  if (usageKind) await recordTokenUsage(deps.em.fork(), { workspaceId: input.workspaceId, replyId: row.id, tokens: answer.tokens, kind: usageKind });
+  if (usageKind) await deps.repos.usage.recordTokenUsage(deps.em.fork(), { workspaceId: input.workspaceId, replyId: row.id, tokens: answer.tokens, kind: usageKind });
   return row;
 }
 

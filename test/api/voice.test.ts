@@ -13,6 +13,7 @@ import { joinAsBrowser, speech8k } from '../../dev/fakes/voice-browser';
 import { voiceWorkflowId } from '../../workflows/voice';
 import { OUTCOME } from '../../worker/namespace-attributes';
 import { VoiceGateway } from '../../app/temporal-clients/voice';
+import { asApiError } from '../../api/http-errors';
 import { answerOf } from '../support/http-error';
 
 let db: TestDatabase;
@@ -424,7 +425,7 @@ describe('credits during a session', () => {
     const reserve = (visitorKey?: string) => t.services.voice.reserveSession({ workspaceId: ws3, siteId: 'site_x', conversationId: 'conv_x', agentId: 'agt_x', customerId: null, transport: 'direct', visitorKey });
     const attempts = await Promise.allSettled(Array.from({ length: 12 }, () => reserve('cus_racer')));
     expect(attempts.filter((a) => a.status === 'fulfilled')).toHaveLength(2);
-    for (const a of attempts) if (a.status === 'rejected') expect(a.reason).toMatchObject({ code: 'rate_limited', status: 429 });
+    for (const a of attempts) if (a.status === 'rejected') expect(asApiError(a.reason)).toMatchObject({ code: 'rate_limited', status: 429 });
     expect((await t.services.credits.balance(ws3)).balance).toBe(98);
     // Twelve joining sessions of different visitors: all open, but only four connect.
     const rows = await Promise.all(Array.from({ length: 12 }, (_, i) => reserve(`cus_${i}`)));

@@ -6,7 +6,7 @@ const Timestamp = z.string().meta({ format: 'date-time' });
 
 export const SendMessageBody = z
   .object({
-    // A string, not a literal: planSend refuses any other value with the contract's pointer to POST /api/v1/outbound.
+    // A string, not a literal: SendPlanner.planSend refuses any other value with the contract's pointer to POST /api/v1/outbound.
     channel: z.string().optional().meta({ enum: ['msgapp'], description: "Optional; if present it must be 'msgapp' (other channels use POST /api/v1/outbound)" }),
     from: E164.optional().meta({ description: 'The number the message goes out on; the published agent that owns it sends it' }),
     agent_id: z.string().min(1).max(100).optional().meta({ description: 'Alternative to from; sending both is refused' }),
@@ -33,7 +33,7 @@ export const SendMessageBody = z
       .meta({ description: "A template registered and approved on the sending agent's number" }),
   })
   .strict()
-  // The send rules planSend enforces (domain/messaging/plan.ts), as the document states them: exactly one content kind
+  // The send rules SendPlanner.planSend enforces (domain/messaging/plan.ts), as the document states them: exactly one content kind
   // (rule 1), `from` or `agent_id` but not both, no caption on audio and a filename only on a document (rule 5).
   .meta({
     allOf: [

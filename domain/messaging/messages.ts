@@ -124,7 +124,7 @@ export class MessageService {
   }
 
   /**
-   * An agent's stored reply in a msgapp conversation as a send (see planAgentReply), or
+   * An agent's stored reply in a msgapp conversation as a send (see SendPlanner.planAgentReply), or
    * why it is not sent, which the conversation's timeline records (`reply.not_sent`).
    */
   async planReply(conversationId: string, replyId: string): Promise<SendPlan | { skipped: string }> {

@@ -24,7 +24,7 @@ export class WebhookRepository {
    * the worker's outbox dispatcher at commit; its periodic sweep covers a missed wake-up
    * or a crash between commit and dispatch.
    *
-   * `em` must be inside a transaction (e.g. `em.transactional(tx => this.emitEvent(tx, ...))`).
+   * `em` must be inside a transaction (e.g. `em.transactional(tx => webhooks.emitEvent(tx, ...))`).
    */
   async emitEvent(em: EntityManager, workspaceId: string, type: SubscribableEvent, data: Record<string, unknown>): Promise<EmittedEvent> {
     const eventId = newId('evt');

@@ -56,7 +56,7 @@ export function conversationActivities(deps: ActivityDeps) {
 
     /** A long upload's passages, for search in its conversation. */
     async indexUploadForSearch(uploadId: string): Promise<number> {
-      return withHeartbeat(() => deps.services.uploads.indexForSearch(uploadId));
+      return withHeartbeat(() => deps.services.uploadSearch.indexForSearch(uploadId));
     },
   };
 }

@@ -70,7 +70,7 @@ export function maintenanceActivities(deps: ActivityDeps) {
       if (!state) throw new Error('reconcileStranded needs the Temporal client (ActivityDeps.workflowState)');
       const before = new Date(Date.now() - (input.graceMs ?? STRANDED_AFTER_MS));
       const ended = async (workflowId: string) => (await state(workflowId)) !== 'running';
-      const { deliveries, messages, uploads, tasks } = deps.services;
+      const { deliveries, messages, uploads, voiceNotes, tasks } = deps.services;
       const { voice, structured } = deps.services;
       const result: ReconcileResult = { deliveries: 0, deliveryRuns: 0, files: 0, messages: 0, uploads: 0, tasks: 0, voiceSessions: 0, calls: 0, extractions: 0, voiceNotes: 0 };
 
@@ -122,9 +122,9 @@ export function maintenanceActivities(deps: ActivityDeps) {
         }
       }
       // A voice note is not kept: a transcription terminated before its release step leaves its hold, and its bytes.
-      for (const hold of await uploads.voiceNotesHeld(before, BATCH)) {
+      for (const hold of await voiceNotes.voiceNotesHeld(before, BATCH)) {
         if (await ended(transcribeWorkflowId(hold.id))) {
-          await uploads.releaseVoiceNote(hold.sha256, hold.id);
+          await voiceNotes.releaseVoiceNote(hold.sha256, hold.id);
           result.voiceNotes++;
         }
       }

@@ -36,12 +36,12 @@ export function uploadActivities(deps: ActivityDeps) {
      */
     async transcribeVoiceNote(blobKey: string, mime: string, workspaceId?: string): Promise<string> {
       const { cancellationSignal } = Context.current();
-      return withHeartbeat(() => deps.services.uploads.transcribeStored(blobKey, mime, cancellationSignal, workspaceId));
+      return withHeartbeat(() => deps.services.voiceNotes.transcribeStored(blobKey, mime, cancellationSignal, workspaceId));
     },
 
     /** Drops a voice note's hold once transcribed, and its bytes unless another owner has the same ones (domain/storage/blob-refs.ts). */
     async releaseVoiceNote(blobKey: string, holdId?: string): Promise<void> {
-      await deps.services.uploads.releaseVoiceNote(blobKey, holdId);
+      await deps.services.voiceNotes.releaseVoiceNote(blobKey, holdId);
     },
   };
 }

@@ -7,7 +7,7 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fa
 import type { RequestLimits } from '../lib/ratelimit';
 import type { Services } from '../app/services';
 import './types';
-import type { Gateways } from '../app/temporal-clients';
+import type { WorkflowClients } from '../app/temporal-clients';
 import { authPlugin } from './plugins/auth';
 import { clientErrorHandler, errorsPlugin, frameworkErrors } from './plugins/errors';
 import { REDACT_PATHS, REDACTED, serializeRequest } from './logging';
@@ -46,7 +46,7 @@ export interface AppDeps {
   limits: RequestLimits;
   bodyLimitBytes: number;
   /** What the API starts in Temporal (sends, the conversation actor); null: those endpoints answer 503. */
-  gateways?: Gateways | null;
+  workflows?: WorkflowClients | null;
   /** The provider webhook's secrets; absent: /webhooks/msgapp answers 503. */
   msgappWebhook?: Omit<MsgappWebhookOptions, 'services'>;
   /** Largest knowledge-base upload (streamed, never buffered). */
@@ -102,7 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   // Each route plugin receives the services it uses as options (encapsulated), never a locator on the app.
   const services = deps.services;
-  const gateways = deps.gateways ?? null;
+  const workflows = deps.workflows ?? null;
   const inFlight = new Map<string, { method: string; url: string; since: number }>();
   app.decorate('inFlightRequests', () => [...inFlight.values()].map((r) => ({ method: r.method, url: r.url.split('?')[0], seconds: (Date.now() - r.since) / 1000 })));
   app.addHook('onRequest', async (request, reply) => {
@@ -140,23 +140,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes);
   await app.register(folderRoutes, { services });
   await app.register(fileRoutes, { services, maxUploadBytes: deps.maxUploadBytes });
-  await app.register(webhookRoutes, { services, gateways });
+  await app.register(webhookRoutes, { services, workflows });
   await app.register(agentRoutes, { services });
   await app.register(customerRoutes, { services });
   await app.register(credentialRoutes, { services });
   await app.register(supportRoutes, { services });
   await app.register(teamRoutes, { services });
-  await app.register(conversationRoutes, { services, gateways, voice: deps.voice ?? null, dialOut: deps.limits.dialOut });
+  await app.register(conversationRoutes, { services, dialOut: deps.limits.dialOut });
   await app.register(analyticsRoutes, { services });
   await app.register(billingRoutes, { services });
   await app.register(mcpServerRoutes, { services });
-  await app.register(messageRoutes, { services, gateways });
-  await app.register(widgetRoutes, { services, gateways, limits: deps.limits, voice: deps.voice ?? null });
+  await app.register(messageRoutes, { services, workflows });
+  await app.register(widgetRoutes, { services, workflows, limits: deps.limits, voice: deps.voice ?? null });
   await app.register(voiceSignalRoutes, { signalling: deps.voiceSignalling ?? null });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
-  await app.register(documentRoutes, { services, gateways });
+  await app.register(documentRoutes, { services, workflows });
   if (deps.temporalCodec) await app.register(temporalCodecRoutes, { prefix: CODEC_PREFIX, ...deps.temporalCodec });
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every

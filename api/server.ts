@@ -1,7 +1,6 @@
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import { SLOW_CLOSE_MS, type Composition } from '../app/compose';
-import { createGateways } from '../app/temporal-clients';
 import { createRequestLimits, openRateStore, WINDOW_SECONDS, type RateStore } from '../lib/ratelimit';
 import { buildApp, loggerOptions } from './app';
 import { VoiceSignalling } from './voice-signal';
@@ -67,7 +66,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     services: c.services,
     voice: c.voice,
     voiceSignalling,
-    gateways: c.temporal ? createGateways(c.temporal.client, c.temporal.taskQueue, { transcript: c.services.transcript, eagerStart: c.temporal.eagerStart, extractWaitMs: config.STRUCTURED_WAIT_MS }) : null,
+    workflows: c.workflows,
     msgappWebhook: { appSecret: config.MSGAPP_APP_SECRET ?? null, verifyToken: config.MSGAPP_VERIFY_TOKEN ?? null },
     limits,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,

@@ -2,9 +2,7 @@ import type { TurnStats } from '../domain/voice/agent';
 import { VoiceMedia } from '../domain/voice/media';
 import type { ActivityDeps } from '../activities';
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
-import { ConversationGateway } from '../app/temporal-clients/conversations';
-import { MessageSender } from '../app/temporal-clients/messages';
-import { WebhookGateway } from '../app/temporal-clients/webhooks';
+import type { ConversationGateway } from '../app/temporal-clients/conversations';
 import type { Worker } from '@temporalio/worker';
 import type { WorkflowState } from '../activities/deps';
 import type { Composition } from '../app/compose';
@@ -58,7 +56,7 @@ export interface WorkerRuntime {
  * of the worker's own.
  */
 export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {}): Promise<WorkerRuntime> {
-  if (!c.temporal || !c.temporalAddress) throw new Error('the worker needs a composition connected to Temporal (temporalAddress)');
+  if (!c.temporal || !c.workflows || !c.temporalAddress) throw new Error('the worker needs a composition connected to Temporal (temporalAddress)');
   if (!c.notifications) throw new Error('the worker needs a composition with notifications (role worker or both)');
   const { client, taskQueue, namespace } = c.temporal;
   if (opts.setUp !== false) {
@@ -71,16 +69,17 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
     c.onClose(() => own.close(), 'worker Temporal connection');
     connection = own;
   }
-  const conversations = new ConversationGateway(client, taskQueue, c.services.transcript);
+  // The composition's Temporal client wrappers: the same the API process uses.
+  const { conversations, webhooks, messages } = c.workflows;
   const worker = await createWorker({ connection, namespace, taskQueue, dataConverter: temporalDataConverter(c.payloadCodec), deps: {
       em: c.em,
       services: c.services,
       indexing: c.indexing,
       workflowState: workflowStateOf(client),
-      webhookRuns: new WebhookGateway(client),
+      webhookRuns: webhooks,
       conversations,
       voice: voiceMediaOf(c, conversations, opts.onVoiceTurn),
-      sender: new MessageSender(client, taskQueue, c.temporal.native !== null),
+      sender: messages,
     }, workflowBundle: opts.workflowBundle });
   const running = worker.run();
   c.onClose(async () => {

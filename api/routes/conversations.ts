@@ -1,10 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import type { Services } from '../../app/services';
-import type { VoiceParts } from '../../app/voice';
-import type { Gateways } from '../../app/temporal-clients';
-import { placeCall } from '../dial-out';
-import { ApiError } from '../http-errors';
 import { enforceDialOut, type DialOutLimits } from '../../lib/ratelimit';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';
@@ -27,13 +23,9 @@ const ConvId = idParam('conv');
 
 const tags = ['Conversations'];
 
-export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations' | 'transcript' | 'calls' | 'voice'>; gateways: Gateways | null; voice: VoiceParts | null; dialOut: DialOutLimits }> = async (app, opts) => {
+export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'conversations' | 'transcript' | 'calls' | 'dialOut'>; dialOut: DialOutLimits }> = async (app, opts) => {
   const conversations = opts.services.conversations;
   const calls = opts.services.calls;
-  const gateways = () => {
-    if (!opts.gateways) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
-    return opts.gateways;
-  };
 
   app.get('/api/v1/conversations', {
     config: { scope: 'conversations:read' },
@@ -90,7 +82,7 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
       if (body.channel === 'voice') {
         // The per-number cap counts every workspace's calls to that number, once the number is accepted.
         const call = await calls.prepareOutbound(workspaceId, body, (dest) => enforceDialOut(opts.dialOut, 'perDestination', dest.phone));
-        const row = await placeCall(opts.services, gateways(), opts.voice, { workspaceId, siteId: null, ...call });
+        const row = await opts.services.dialOut.place({ workspaceId, siteId: null, ...call });
         return reply.code(201).send(await calls.get(workspaceId, row.id));
       }
       return reply.code(201).send(await opts.services.transcript.humanMessage(workspaceId, body));

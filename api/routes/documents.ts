@@ -5,7 +5,7 @@ import { EXTRACT_MAX_BYTES, MAX_PROMPT_CHARS } from '../../domain/extraction/ext
 import { MAX_SCHEMA_BYTES } from '../../domain/extraction/schema';
 import type { Services } from '../../app/services';
 import { workflowUnavailable } from '../../app/temporal-clients/uploads';
-import type { Gateways } from '../../app/temporal-clients';
+import type { WorkflowClients } from '../../app/temporal-clients';
 import { readSingleFile } from '../multipart';
 import { authErrors, ErrorBody } from '../schemas/common';
 import { authOf } from '../types';
@@ -36,7 +36,7 @@ const ExtractResult = z
   .meta({ id: 'ExtractStructuredResult' });
 
 /** POST /api/v1/documents/extract_structured. */
-export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'structured' | 'blobs'>; gateways: Gateways | null }> = async (app, opts) => {
+export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'structured' | 'blobs'>; workflows: WorkflowClients | null }> = async (app, opts) => {
   const structured = opts.services.structured;
 
   app.post('/api/v1/documents/extract_structured', {
@@ -74,7 +74,7 @@ export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 's
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request) => {
       const ws = authOf(request).workspaceId;
-      const gateway = opts.gateways?.extractions;
+      const gateway = opts.workflows?.extractions;
       if (!gateway) throw workflowUnavailable();
       // One byte over the limit tells a schema that is too large from one that fits.
       const { staged, fileName, fields, truncated } = await readSingleFile(request, opts.services.blobs, EXTRACT_MAX_BYTES, { fieldSize: MAX_SCHEMA_BYTES + 1 });

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../app/services';
-import type { Gateways } from '../../app/temporal-clients';
+import type { WorkflowClients } from '../../app/temporal-clients';
 import { ApiError } from '../http-errors';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
@@ -10,7 +10,7 @@ const MsgId = idParam('msg');
 
 const tags = ['Messages'];
 
-export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'messages'>; gateways: Gateways | null }> = async (app, opts) => {
+export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'messages'>; workflows: WorkflowClients | null }> = async (app, opts) => {
   app.post('/api/v1/messages', {
     config: { scope: 'conversations:write' },
     schema: {
@@ -31,11 +31,11 @@ export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'me
     },
     handler: async (request, reply) => {
       const ws = authOf(request).workspaceId;
-      if (!opts.gateways || !opts.services.messages.configured) {
+      if (!opts.workflows || !opts.services.messages.configured) {
         throw new ApiError(503, 'messaging_unavailable', 'Sending is not configured on this server (MSGAPP_API_BASE and a Temporal connection are needed)');
       }
       const plan = await opts.services.messages.plan(ws, request.body);
-      const result = await opts.gateways.messages.send(plan);
+      const result = await opts.workflows.messages.send(plan);
       if (result.status === 'failed') {
         throw new ApiError(502, 'provider_error', `The provider did not accept the message: ${result.error}`, { message_id: plan.messageId });
       }

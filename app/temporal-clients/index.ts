@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { ChatTranscript } from '../../domain/chat/transcript';
+import type { WorkflowRuns } from '../../domain/workflow-runs';
 import { ConversationGateway } from './conversations';
 import { ExtractionGateway } from './extractions';
 import { MessageSender } from './messages';
@@ -8,8 +9,12 @@ import { UploadGateway } from './uploads';
 import { VoiceGateway } from './voice';
 import { WebhookGateway } from './webhooks';
 
-/** What the API starts, updates and signals in Temporal; built by app/compose.ts when a Temporal client is there. */
-export interface Gateways {
+/**
+ * The Temporal client wrappers: everything the API, the domain services (through their
+ * ports, domain/workflow-runs.ts) and the worker start, update and signal in Temporal.
+ * Built once per process, by app/compose.ts, when a Temporal client is there.
+ */
+export interface WorkflowClients extends WorkflowRuns {
   conversations: ConversationGateway;
   messages: MessageSender;
   uploads: UploadGateway;
@@ -26,7 +31,7 @@ export interface Gateways {
  * start call's answer, to this process's worker. The conversation's update-with-start
  * cannot ask (the server refuses eager execution in a multi-operation).
  */
-export function createGateways(client: Client, taskQueue: string, deps: { transcript: ChatTranscript; eagerStart?: boolean; extractWaitMs?: number }): Gateways {
+export function createWorkflowClients(client: Client, taskQueue: string, deps: { transcript: ChatTranscript; eagerStart?: boolean; extractWaitMs?: number }): WorkflowClients {
   const eager = deps.eagerStart ?? false;
   return {
     conversations: new ConversationGateway(client, taskQueue, deps.transcript),

@@ -5,6 +5,7 @@ import { KbDocument, KbFile, type IKbFile } from '../../db/entities';
 import { DomainError } from '../errors';
 import { keysetFind } from '../../db/pagination';
 import { newId } from '../../lib/ids';
+import { sniffType } from '../../lib/extract/sniff';
 import { KB_CHANGES_CHANNEL, kbChangePayload, type KnowledgeBaseRepository } from './repository';
 import type { BlobStore, StagedBlob } from '../ports/blob-store';
 import type { BlobRefRepository } from '../storage/blob-refs';
@@ -64,6 +65,31 @@ export class FileService {
     private readonly kb: KnowledgeBaseRepository,
     private readonly blobRefs: Pick<BlobRefRepository, 'releaseBlob'>,
   ) {}
+
+  /**
+   * POST /kb/files: an uploaded file checked (not empty; its name 1 to 255 characters as
+   * sent, not blank, stored trimmed; a supported type, decided from its bytes: 415
+   * unsupported_mime) and recorded as the new current version of its document. Takes
+   * ownership of `staged`: committed, or discarded when refused.
+   */
+  async upload(workspaceId: string, input: { staged: StagedBlob; fileName: string; name?: string; folderId: string | null }): Promise<FileView> {
+    const { staged, fileName } = input;
+    let pending: StagedBlob | null = staged;
+    try {
+      if (staged.size === 0) throw new DomainError('invalid_request', 'file: is empty');
+      // As the document says: at most 255 characters as sent, not blank; stored trimmed.
+      const given = input.name ?? fileName;
+      const name = given.trim();
+      if (!name || given.length > 255) throw new DomainError('invalid_request', 'name: 1 to 255 characters, not blank');
+      const type = await sniffType(staged.tempPath, fileName || name);
+      if (!type) throw new DomainError('unsupported_mime', `file: '${fileName || name}' is not a supported document, image, audio or video type`);
+      const created = await this.create(workspaceId, { staged, name, folderId: input.folderId, mime: type.mime, kind: type.kind });
+      pending = null;
+      return created;
+    } finally {
+      if (pending) await this.blobs.discard(pending);
+    }
+  }
 
   /** Records an uploaded (staged, sniffed) file as the new current version of its document. */
   async create(

@@ -586,21 +586,21 @@ describe('search over long uploads', () => {
 
     const uploads = t.services.uploads;
     const [longFile, shortFile] = await uploads.forSend(await siteRow(site.site_id), c, [long, short]);
-    expect(uploads.needsIndexing(longFile)).toBe(true);
-    expect(uploads.needsIndexing(shortFile)).toBe(false);
+    expect(t.services.uploadSearch.needsIndexing(longFile)).toBe(true);
+    expect(t.services.uploadSearch.needsIndexing(shortFile)).toBe(false);
 
-    const n = await uploads.indexForSearch(long);
+    const n = await t.services.uploadSearch.indexForSearch(long);
     expect(n).toBeGreaterThan(1);
-    expect(await uploads.indexForSearch(long)).toBe(n);
+    expect(await t.services.uploadSearch.indexForSearch(long)).toBe(n);
     const [{ count }] = await db.orm.em.fork().execute<{ count: string }[]>('select count(*) from widget_upload_chunks where upload_id = ?', [long]);
     expect(Number(count)).toBe(n);
 
-    const hits = await uploads.search(c, 'where are the bike tyres stored?', 3);
+    const hits = await t.services.uploadSearch.search(c, 'where are the bike tyres stored?', 3);
     expect(hits).toHaveLength(3);
     expect(hits[0]).toMatchObject({ upload_id: long, file_name: 'handbook.txt', text: expect.stringContaining('locker number 42') });
     expect(hits[0].score).toBeGreaterThan(hits[1].score);
     // Another conversation sees none of them.
-    expect(await uploads.search(await newConversation(site.site_id), 'bike tyres', 3)).toEqual([]);
+    expect(await t.services.uploadSearch.search(await newConversation(site.site_id), 'bike tyres', 3)).toEqual([]);
   });
 });
 

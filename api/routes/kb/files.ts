@@ -2,9 +2,6 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import type { Services } from '../../../app/services';
 import { readSingleFile } from '../../multipart';
-import { ApiError } from '../../http-errors';
-import { sniffType } from '../../../lib/extract/sniff';
-import type { StagedBlob } from '../../../providers/storage/blob-store';
 import { authOf } from '../../types';
 import { sendStoredBytes } from '../../stored-bytes';
 import { authErrors, ErrorBody, idParam, StoredBytes } from '../../schemas/common';
@@ -37,23 +34,8 @@ export const fileRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'files
     // The multipart stream is read by the handler, not validated as a JSON body.
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request, reply) => {
-      const ws = authOf(request).workspaceId;
       const { staged, fileName, fields } = await readSingleFile(request, opts.services.blobs, maxBytes);
-      let pending: StagedBlob | null = staged;
-      try {
-        if (staged.size === 0) throw new ApiError(400, 'invalid_request', 'file: is empty');
-        // As the document says: at most 255 characters as sent, not blank; stored trimmed.
-        const given = fields.name ?? fileName;
-        const name = given.trim();
-        if (!name || given.length > 255) throw new ApiError(400, 'invalid_request', 'name: 1 to 255 characters, not blank');
-        const type = await sniffType(staged.tempPath, fileName || name);
-        if (!type) throw new ApiError(415, 'unsupported_mime', `file: '${fileName || name}' is not a supported document, image, audio or video type`);
-        const created = await files.create(ws, { staged, name, folderId: fields.folder_id || null, mime: type.mime, kind: type.kind });
-        pending = null;
-        return reply.code(201).send(created);
-      } finally {
-        if (pending) await opts.services.blobs.discard(pending);
-      }
+      return reply.code(201).send(await files.upload(authOf(request).workspaceId, { staged, fileName, name: fields.name, folderId: fields.folder_id || null }));
     },
   });
 

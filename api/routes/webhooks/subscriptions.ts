@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../../app/services';
-import type { Gateways } from '../../../app/temporal-clients';
+import type { WorkflowClients } from '../../../app/temporal-clients';
 import { workflowUnavailable } from '../../../app/temporal-clients/uploads';
 import { z } from 'zod';
 import { authOf } from '../../types';
@@ -32,12 +32,12 @@ const notFound = ErrorBody.meta({ description: 'not_found' });
 
 const date = (s: string | undefined) => (s === undefined ? undefined : new Date(s));
 
-export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'subscriptions' | 'deliveries'>; gateways: Gateways | null }> = async (app, opts) => {
+export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'subscriptions' | 'deliveries'>; workflows: WorkflowClients | null }> = async (app, opts) => {
   const subs = opts.services.subscriptions;
   const deliveries = opts.services.deliveries;
   const gateway = () => {
-    if (!opts.gateways) throw workflowUnavailable();
-    return opts.gateways.webhooks;
+    if (!opts.workflows) throw workflowUnavailable();
+    return opts.workflows.webhooks;
   };
 
   app.post('/api/v1/webhook-subscriptions', {
@@ -96,8 +96,8 @@ export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'su
       await subs.delete(authOf(request).workspaceId, request.params.id);
       // Its deliveries are gone with it: their open retry runs end `cancelled` (in the background: a list and a cancel
       // per run; a failure only leaves runs for an operator's batch cancel, as docs/operations.md says).
-      if (opts.gateways) {
-        void opts.gateways.webhooks.cancelRunsOf(request.params.id).catch((err: unknown) => request.log.warn({ err }, 'could not cancel the deleted subscription\'s delivery runs'));
+      if (opts.workflows) {
+        void opts.workflows.webhooks.cancelRunsOf(request.params.id).catch((err: unknown) => request.log.warn({ err }, 'could not cancel the deleted subscription\'s delivery runs'));
       }
       return reply.code(204).send(null);
     },

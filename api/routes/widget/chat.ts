@@ -1,11 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { RichBlocks } from '../../../domain/chat/rich';
 import type { Services } from '../../../app/services';
-import type { Gateways } from '../../../app/temporal-clients';
 import { z } from 'zod';
-import { replyFrame } from '../../../domain/chat/transcript';
-import { ApiError } from '../../http-errors';
-import { newId } from '../../../lib/ids';
 import { enforce, type RateLimiter } from '../../../lib/ratelimit';
 import { ErrorBody } from '../../schemas/common';
 import { Card, Chart, Citation } from '../../../domain/chat/elements';
@@ -102,12 +98,7 @@ const CancelBody = z.object({ conversation_id: z.string().min(1).max(100), task_
 const HISTORY_MAX = 200;
 
 /** Send, history, conversations, tasks: the visitor's side of the conversation actor. */
-export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'tasks' | 'uploads' | 'transcript'>; gateways: Gateways | null; sends: RateLimiter }> = async (app, opts) => {
-  const actors = () => {
-    if (!opts.gateways) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
-    return opts.gateways.conversations;
-  };
-
+export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'widgetChat' | 'tasks'>; sends: RateLimiter }> = async (app, opts) => {
   app.post('/api/public/widget/send', {
     config: { site: true },
     schema: {
@@ -127,49 +118,8 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       },
     },
     handler: async (request, reply) => {
-      const site = request.site!;
-      const body = request.body;
-      const agent = await opts.services.widget.agentFor(site);
-      const conv = await opts.services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec);
-      if (body.customer_id && body.customer_id !== conv.customer_id) throw new ApiError(403, 'forbidden', 'customer_id does not match the conversation');
-      if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
-      await enforce(opts.sends, conv.id, 'sends per conversation');
-      const refs = [...new Set(body.file_refs ?? [])];
-      if (!body.text.trim() && !refs.length) throw new ApiError(400, 'invalid_request', 'text: may be empty only when file_refs is present');
-      const uploads = refs.length ? await opts.services.uploads.forSend(site, conv.id, refs) : [];
-
-      // Stored, then handed to the actor, whose validator answers 409 task_in_progress while a blocking task runs.
-      const clientMessageId = body.client_message_id ?? newId('msg');
-      const result = await actors().send(
-        { id: conv.id, workspaceId: site.workspace_id },
-        {
-          clientMessageId,
-          text: body.text,
-          uploadIds: uploads.map((u) => u.id),
-          indexUploads: uploads.filter((u) => opts.services.uploads.needsIndexing(u)).map((u) => ({ uploadId: u.id, fileName: u.file_name })),
-          delivery: body.delivery,
-        },
-      );
-      // The visitor's other tabs show the message too (a repeat was announced the first time). The message is taken
-      // already: a failed announcement is logged, never the send's failure.
-      if (!result.duplicate) {
-        await opts.services.transcript
-          .announceVisitorMessage(conv.id, { message_id: result.message_id, reply_id: result.reply_id, client_message_id: clientMessageId }, (a) => opts.services.uploads.describeStored(a))
-          .catch((err: Error) => request.log.warn({ err: err.message, conversationId: conv.id }, 'visitor message not announced to the other sockets'));
-      }
-      if (body.delivery === 'async') {
-        return reply.code(202).send({ accepted: true as const, message_id: result.message_id, reply_id: result.reply_id, server_time: new Date().toISOString() });
-      }
-      if (result.error) throw new ApiError(502, 'workflow_execution_failed', 'The agent could not answer this message; please try again');
-      // A human has the conversation: the message is taken, the agent does not answer; the human's reply comes unsolicited.
-      if (result.reply?.held) return reply.code(200).send({ message_id: result.message_id, text: '' });
-      // A repeated send whose first answer is no longer in the actor's memory: read it back.
-      const answer = result.reply ?? (await opts.services.transcript.get(result.reply_id));
-      if (!answer && conv.needs_human) return reply.code(200).send({ message_id: result.message_id, text: '' });
-      if (!answer) throw new ApiError(409, 'message_in_progress', 'This message is still being answered; the reply will follow');
-      // The same optional fields, non-empty only, as the socket's reply frame.
-      const { type: _type, reply_id: _replyId, ...optional } = replyFrame({ id: result.reply_id, text: answer.text, attachments: answer.attachments ?? [], extras: answer.extras ?? {}, unsolicited: false });
-      return reply.code(200).send({ message_id: result.reply_id, ...optional });
+      const answer = await opts.services.widgetChat.send(request.site!, request.body, { limitSends: (id) => enforce(opts.sends, id, 'sends per conversation'), log: request.log });
+      return answer.status === 202 ? reply.code(202).send(answer.body) : reply.code(200).send(answer.body);
     },
   });
 
@@ -210,15 +160,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
     },
     handler: async (request) => {
       const q = request.query;
-      if (!q.conversation_id) throw new ApiError(400, 'invalid_request', 'conversation_id: required');
-      const conv = await opts.services.widget.authorize(request.site!, q.conversation_id, identityOf(q));
-      const limit = Math.min(q.limit ?? 20, HISTORY_MAX);
-      return opts.services.transcript.history(
-        conv.id,
-        { limit, before: q.before },
-        (attachments) => opts.services.uploads.describeStored(attachments),
-        (citations) => opts.services.uploads.resignCitations(request.site!, citations),
-      );
+      return opts.services.widgetChat.history(request.site!, { conversation_id: q.conversation_id, before: q.before, user_context: identityOf(q) }, Math.min(q.limit ?? 20, HISTORY_MAX));
     },
   });
 
@@ -245,12 +187,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       body: NewBody.optional(),
       response: { 201: ConversationRef.meta({ description: 'The fresh conversation (created)' }), ...widgetErrors, ...conversationErrors },
     },
-    handler: async (request, reply) => {
-      const site = request.site!;
-      const { closed, ...ref } = await opts.services.widget.startNew(site, request.body);
-      await opts.gateways?.conversations.closed(closed);
-      return reply.code(201).send(ref);
-    },
+    handler: async (request, reply) => reply.code(201).send(await opts.services.widgetChat.startNew(request.site!, request.body)),
   });
 
   app.get('/api/public/widget/tasks', {
@@ -279,11 +216,6 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       body: CancelBody,
       response: { 200: z.object({ cancelled: z.boolean() }), ...widgetErrors, ...conversationErrors },
     },
-    handler: async (request) => {
-      const conv = await opts.services.widget.authorize(request.site!, request.body.conversation_id, request.body.user_context);
-      const task = (await opts.services.tasks.open(conv.id)).find((t) => t.task_key === request.body.task_key);
-      if (!task) return { cancelled: false };
-      return { cancelled: await actors().cancelTask(conv.id, task.task_key) };
-    },
+    handler: async (request) => opts.services.widgetChat.cancelTask(request.site!, request.body.conversation_id, request.body.task_key, request.body.user_context),
   });
 };

@@ -1,6 +1,6 @@
 import cors from '@fastify/cors';
 import type { Services } from '../../../app/services';
-import type { Gateways } from '../../../app/temporal-clients';
+import type { WorkflowClients } from '../../../app/temporal-clients';
 import { enforce, type RequestLimits } from '../../../lib/ratelimit';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
@@ -89,8 +89,8 @@ declare module 'fastify' {
  * origin without credentials: init here; chat, uploads and voice (sessions and dial-out) in their modules.
  */
 export const widgetRoutes: FastifyPluginAsyncZod<{
-  services: Pick<Services, 'sites' | 'widget' | 'tasks' | 'uploads' | 'transcript' | 'blobs' | 'voice' | 'calls' | 'feedback'>;
-  gateways: Gateways | null;
+  services: Pick<Services, 'sites' | 'widget' | 'widgetChat' | 'widgetFiles' | 'dialOut' | 'tasks' | 'blobs' | 'voice' | 'calls' | 'feedback'>;
+  workflows: WorkflowClients | null;
   limits: RequestLimits;
   voice: VoiceParts | null;
 }> = async (app, opts) => {
@@ -133,8 +133,8 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
     handler: async (request) => opts.services.widget.publicConfig(request.site!),
   });
 
-  await app.register(chatRoutes, { services: opts.services, gateways: opts.gateways, sends: opts.limits.widgetSends });
-  await app.register(uploadRoutes, { services: opts.services, gateways: opts.gateways, work: opts.limits.widgetWork });
-  await app.register(voiceRoutes, { services: opts.services, gateways: opts.gateways, voice: opts.voice, dialOut: opts.limits.dialOut });
+  await app.register(chatRoutes, { services: opts.services, sends: opts.limits.widgetSends });
+  await app.register(uploadRoutes, { services: opts.services, work: opts.limits.widgetWork });
+  await app.register(voiceRoutes, { services: opts.services, workflows: opts.workflows, voice: opts.voice, dialOut: opts.limits.dialOut });
   await app.register(feedbackRoutes, { services: opts.services });
 };

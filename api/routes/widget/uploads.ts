@@ -1,14 +1,10 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../../../app/services';
-import type { Gateways } from '../../../app/temporal-clients';
 import { z } from 'zod';
 import { readSingleFile } from '../../multipart';
 import { WIDGET_UPLOAD_MAX_BYTES } from '../../../domain/widget/uploads';
-import { DomainError } from '../../../lib/errors';
-import { ApiError } from '../../http-errors';
-import { workflowUnavailable } from '../../../app/temporal-clients/uploads';
-import type { SiteRow } from '../../../domain/widget/sites';
+import type { ReceivedFile } from '../../../domain/widget/uploads/widget-files';
 import type { WidgetWorkQuota } from '../../../lib/ratelimit/work-quota';
 import { ErrorBody, idString } from '../../schemas/common';
 import { IdentityQuery, UserContext, conversationErrors, identityOf, tags, widgetErrors } from './common';
@@ -101,16 +97,15 @@ const field = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
 const formIdentity = (fields: Record<string, string>) => identityOf({ external_id: field(fields.external_id), user_hash: field(fields.user_hash) });
 
 /** Upload, upload status, file_url, transcribe. */
-export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'uploads' | 'widget' | 'blobs'>; gateways: Gateways | null; work: WidgetWorkQuota }> = async (app, opts) => {
-  const uploads = opts.services.uploads;
+export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widgetFiles' | 'blobs'>; work: WidgetWorkQuota }> = async (app, opts) => {
 
   /**
    * Reads the request's one file within the anonymous-work quotas: a place in flight
    * (per site and client address, and per site) and the address's hourly count are taken
    * before a byte is read, the bytes charged once read; 429 rate_limited past any. The
-   * lease is the caller's to release when the file's processing ends.
+   * lease is the service's to release when the file's processing ends.
    */
-  const readWithinQuota = async (request: FastifyRequest) => {
+  const readWithinQuota = async (request: FastifyRequest): Promise<ReceivedFile> => {
     const site = request.site!;
     const lease = await opts.work.admit(site.id, request.ip);
     try {
@@ -119,20 +114,12 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
         await opts.services.blobs.discard(read.staged);
         throw err;
       });
-      return { ...read, lease };
+      const { staged, fileName, fields } = read;
+      return { staged, fileName, conversationId: field(fields.conversation_id), customerId: field(fields.customer_id), identity: formIdentity(fields), lease };
     } catch (err) {
       await lease.release();
       throw err;
     }
-  };
-
-  /**
-   * The identity rules of a request about a conversation (404 when it is not the site's,
-   * the 403s of a verified visitor's conversation); without one, the identity alone.
-   */
-  const checkIdentity = async (site: SiteRow, conversationId: string | undefined, ctx: ReturnType<typeof identityOf>): Promise<void> => {
-    if (conversationId) await opts.services.widget.authorize(site, conversationId, ctx);
-    else if (ctx) await opts.services.widget.identifyOnSite(site, ctx);
   };
 
   app.post('/api/public/widget/upload', {
@@ -149,36 +136,9 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
     // The multipart stream is read by the handler, not validated as a JSON body.
     validatorCompiler: () => (data) => ({ value: data }),
     handler: async (request, reply) => {
-      // Refused before a byte is read when the agent or its toggle does not allow uploads,
-      // or when this process has no workflow service to extract on.
-      await uploads.admit(request.site!);
-      const extraction = opts.gateways?.uploads;
-      if (!extraction) throw workflowUnavailable();
-      const { staged, fileName, fields, lease } = await readWithinQuota(request);
-      try {
-        await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
-          await opts.services.blobs.discard(staged);
-          // The upload contract has no not_found: a conversation_id not of this site is a bad field.
-          if (err instanceof DomainError && err.code === 'not_found') throw new ApiError(400, 'invalid_request', 'conversation_id: not a conversation of this site');
-          throw err;
-        });
-        const stored = await uploads.store(request.site!, {
-          staged,
-          fileName,
-          conversationId: field(fields.conversation_id),
-          customerId: field(fields.customer_id),
-        });
-        // Extraction runs in the worker (`widget-upload:<upload_id>`); the answer waits for it.
-        const outcome = await extraction.extract(stored, async () => {
-          await uploads.failExtraction(stored.row.id, 'processing could not start; upload the file again');
-        });
-        const answer = uploads.answer(stored, outcome);
-        // A creation: 201 (docs/decisions.md "Everywhere").
-        reply.code(201);
-        return answer;
-      } finally {
-        await lease.release();
-      }
+      const answer = await opts.services.widgetFiles.upload(request.site!, () => readWithinQuota(request));
+      // A creation: 201 (docs/decisions.md "Everywhere").
+      return reply.code(201).send(answer);
     },
   });
 
@@ -198,14 +158,8 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
         404: ErrorBody.meta({ description: 'unknown_site, not_found (no such upload for this site and conversation)' }),
       },
     },
-    handler: async (request) => {
-      const { upload_id: uploadId } = request.params;
-      const ctx = identityOf(request.query);
-      // The upload's own conversation decides, named or not: a verified visitor's upload needs their identity.
-      const owner = await uploads.conversationOf(request.site!, uploadId);
-      await checkIdentity(request.site!, owner ?? request.query.conversation_id, ctx);
-      return uploads.status(request.site!, uploadId, request.query.conversation_id);
-    },
+    handler: async (request) =>
+      opts.services.widgetFiles.status(request.site!, request.params.upload_id, { conversationId: request.query.conversation_id, identity: identityOf(request.query) }),
   });
 
   app.post('/api/public/widget/file_url', {
@@ -225,15 +179,7 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
         }),
       },
     },
-    handler: async (request) => {
-      const { conversation_id: conversationId, file_key: fileKey, user_context: ctx } = request.body;
-      // The contract answers 403 forbidden (not 404) for a conversation that is not the site's.
-      await opts.services.widget.authorize(request.site!, conversationId, ctx).catch((err: unknown) => {
-        if (err instanceof DomainError && err.code === 'not_found') throw new ApiError(403, 'forbidden', 'file_key: not a file of this conversation nor a downloadable knowledge-base file');
-        throw err;
-      });
-      return uploads.fileUrl(request.site!, conversationId, fileKey);
-    },
+    handler: async (request) => opts.services.widgetFiles.fileUrl(request.site!, request.body.conversation_id, request.body.file_key, request.body.user_context),
   });
 
   app.post('/api/public/widget/transcribe', {
@@ -270,22 +216,7 @@ export const uploadRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'upl
       },
     },
     validatorCompiler: () => (data) => ({ value: data }),
-    handler: async (request) => {
-      // Transcription runs in the worker (`transcribe:<trn_id>`), never here: refused before a byte is read without a workflow service.
-      const transcriptions = opts.gateways?.transcriptions;
-      if (!transcriptions) throw workflowUnavailable();
-      const { staged, fileName, fields, lease } = await readWithinQuota(request);
-      try {
-        await checkIdentity(request.site!, field(fields.conversation_id), formIdentity(fields)).catch(async (err: unknown) => {
-          await opts.services.blobs.discard(staged);
-          throw err;
-        });
-        const note = await uploads.storeVoiceNote({ staged, fileName });
-        const outcome = await transcriptions.transcribe(note, request.site!, () => uploads.releaseVoiceNote(note.blobKey, note.holdId));
-        return uploads.transcriptAnswer(outcome);
-      } finally {
-        await lease.release();
-      }
-    },
+    // Transcription runs in the worker (`transcribe:<trn_id>`), never here.
+    handler: async (request) => opts.services.widgetFiles.transcribe(request.site!, () => readWithinQuota(request)),
   });
 };

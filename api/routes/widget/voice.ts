@@ -4,9 +4,8 @@ import { ApiError } from '../../http-errors';
 import { enforceDialOut, type DialOutLimits } from '../../../lib/ratelimit';
 import type { Services } from '../../../app/services';
 import type { VoiceParts } from '../../../app/voice';
-import type { Gateways } from '../../../app/temporal-clients';
+import type { WorkflowClients } from '../../../app/temporal-clients';
 import type { SiteRow } from '../../../domain/widget/sites';
-import { placeCall } from '../../dial-out';
 import { ErrorBody } from '../../schemas/common';
 import { conversationErrors, tags, UserContext, widgetErrors } from './common';
 
@@ -57,11 +56,11 @@ const TOKEN_TTL_SECONDS = 120;
  * session's conversation's identity like /send does. `/call` (dial-out) checks the same
  * way, with the number (400) after the toggle, and starts a `call:call_…` workflow.
  */
-export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'voice' | 'calls'>; gateways: Gateways | null; voice: VoiceParts | null; dialOut: DialOutLimits }> = async (app, opts) => {
+export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'voice' | 'calls' | 'dialOut'>; workflows: WorkflowClients | null; voice: VoiceParts | null; dialOut: DialOutLimits }> = async (app, opts) => {
   const { services } = opts;
-  const gateways = () => {
-    if (!opts.gateways) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
-    return opts.gateways;
+  const workflows = () => {
+    if (!opts.workflows) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
+    return opts.workflows;
   };
 
   app.post('/api/public/widget/voice/start', {
@@ -97,7 +96,7 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
       if (missing || !opts.voice) throw new ApiError(503, 'voice_chat_prereq_failed', `Voice chat cannot run here: ${missing ?? 'voice is not configured in this process'}`);
       const conv = named ?? (await services.widget.authorize(site, (await services.widget.init(site, { user_context: body.user_context })).conversation_id, body.user_context, agent.spec));
       if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
-      const gw = gateways();
+      const gw = workflows();
       const row = await services.voice.reserveSession({
         workspaceId: site.workspace_id,
         siteId: site.id,
@@ -169,7 +168,7 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
       await enforceDialOut(opts.dialOut, 'perDestination', dest.phone);
       const conv = named ?? (await services.widget.authorize(site, (await services.widget.init(site, { user_context: body.user_context })).conversation_id, body.user_context, agent.spec));
       if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
-      const row = await placeCall(services, gateways(), opts.voice, {
+      const row = await services.dialOut.place({
         workspaceId: site.workspace_id,
         siteId: site.id,
         conversationId: conv.id,
@@ -232,7 +231,7 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
     },
     handler: async (request) => {
       const row = await liveSession(request.site!, request.body.voice_session_id, request.body.user_context);
-      return gateways().voice.stop(row.id);
+      return workflows().voice.stop(row.id);
     },
   });
 };

@@ -1,0 +1,64 @@
+import type { TurnReply } from './chat/turn';
+import type { PhoneCallInput } from './voice/phone-call';
+import type { StoredUpload, TranscribeOutcome, UploadOutcome, VoiceNote } from './widget/uploads';
+
+/**
+ * What the domain starts, updates and signals in Temporal, as ports: the domain names what
+ * it needs, the Temporal client wrappers (app/temporal-clients/) implement it, and the
+ * composition root (app/compose.ts) wires them in. No Temporal client is imported here.
+ * A port read as `() => … | null` is absent in a process without a workflow service (the
+ * admin CLI, an API started without TEMPORAL_ADDRESS): the caller answers 503 workflow_unavailable.
+ */
+
+/** A visitor's message as the send hands it to the conversation's actor. */
+export interface VisitorSend {
+  clientMessageId: string;
+  text: string;
+  uploadIds: string[];
+  /** Uploads long enough to be indexed for search first: each becomes a blocking task. */
+  indexUploads: Array<{ uploadId: string; fileName: string }>;
+  delivery: 'sync' | 'async';
+}
+
+/** What the actor answers a visitor's message (the `visitorMessage` update's result). */
+export interface VisitorMessageResult {
+  message_id: string;
+  reply_id: string;
+  /** The actor had this client message id already: no new turn. */
+  duplicate: boolean;
+  /** Sync delivery: the reply, or why there is none. */
+  reply?: TurnReply;
+  error?: string;
+}
+
+/** The conversation actor (`conversation:<id>`). */
+export interface ConversationRuns {
+  send(conv: { id: string; workspaceId: string }, send: VisitorSend): Promise<VisitorMessageResult>;
+  /** Tells the actors of conversations closed in the database to finish. */
+  closed(conversationIds: string[]): Promise<void>;
+  /** Cancels a background task of the conversation; false when the actor does not know it. */
+  cancelTask(conversationId: string, taskKey: string): Promise<boolean>;
+}
+
+/** A widget upload's extraction (`widget-upload:<upload_id>`): `notStarted` runs when the workflow could not be started. */
+export interface UploadRuns {
+  extract(stored: StoredUpload, notStarted: () => Promise<void>): Promise<UploadOutcome>;
+}
+
+/** A voice note's transcription (`transcribe:<trn_id>`): `notStarted` runs when the workflow could not be started. */
+export interface TranscriptionRuns {
+  transcribe(note: VoiceNote, site: { id: string; workspace_id: string }, notStarted: () => Promise<void>): Promise<TranscribeOutcome>;
+}
+
+/** A dial-out call (`call:call_…`). */
+export interface CallRuns {
+  startCall(input: PhoneCallInput & { siteId: string | null }): Promise<void>;
+}
+
+/** The workflow clients the domain services use; app/temporal-clients' WorkflowClients is one. */
+export interface WorkflowRuns {
+  conversations: ConversationRuns;
+  uploads: UploadRuns;
+  transcriptions: TranscriptionRuns;
+  voice: CallRuns;
+}

@@ -150,7 +150,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(analyticsRoutes, { services });
   await app.register(billingRoutes, { services });
   await app.register(mcpServerRoutes, { services });
-  await app.register(messageRoutes, { services, workflows });
+  await app.register(messageRoutes, { services });
   await app.register(widgetRoutes, { services, workflows, limits: deps.limits, voice: deps.voice ?? null });
   await app.register(voiceSignalRoutes, { signalling: deps.voiceSignalling ?? null });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });

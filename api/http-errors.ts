@@ -104,6 +104,7 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   no_workflow_configured: 503,
   provider_unavailable: 503,
   workflow_unavailable: 503,
+  messaging_unavailable: 503,
   workflow_execution_failed: 502,
   extraction_timeout: 504,
 };

@@ -28,6 +28,7 @@ import { agentUploads, createUploadServices, type UploadSearchService, type Uplo
 import { WidgetFiles } from '../domain/widget/uploads/widget-files';
 import { WidgetChat } from '../domain/widget/chat';
 import { DialOut } from '../domain/voice/dial-out';
+import { OutboundMessages } from '../domain/messaging/outbound';
 import type { WorkflowRuns } from '../domain/workflow-runs';
 import { FeedbackService } from '../domain/widget/feedback';
 import { DEFAULT_STRUCTURED, StructuredExtractionService, type StructuredSettings } from '../domain/extraction/extractions';
@@ -96,6 +97,8 @@ export interface Services {
   widgetChat: WidgetChat;
   /** Places checked dial-out calls (the widget's and the API's). */
   dialOut: DialOut;
+  /** POST /api/v1/messages: planned, sent by its workflow, answered. */
+  outbound: OutboundMessages;
   /** Web conversations' messages. */
   transcript: ChatTranscript;
   /** Visitors' thumbs on replies and ratings of conversations (widget), read back by analytics. */
@@ -208,6 +211,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
       teamStatus: (workspaceId) => team.statusFor(workspaceId),
   });
   const tasks = new TaskService(em);
+  const messages = new MessageService(em, repos, new SendPlanner(repos), transcript, credentials, opts.msgapp ?? null);
   // The workflow clients are read on each use: compose builds them after the services.
   const workflows = () => opts.workflows ?? null;
   return {
@@ -232,7 +236,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     analytics: new AnalyticsService(em, feedback),
     credits,
     mcp,
-    messages: new MessageService(em, repos, new SendPlanner(repos), transcript, credentials, opts.msgapp ?? null),
+    messages,
+    outbound: new OutboundMessages({ messages, runs: () => workflows()?.messages ?? null }),
     credentials,
     support: new SupportService(em),
     team,

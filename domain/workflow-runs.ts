@@ -1,4 +1,5 @@
 import type { TurnReply } from './chat/turn';
+import type { SendPlan } from './messaging/plan';
 import type { PhoneCallInput } from './voice/phone-call';
 import type { StoredUpload, TranscribeOutcome, UploadOutcome, VoiceNote } from './widget/uploads';
 
@@ -55,10 +56,16 @@ export interface CallRuns {
   startCall(input: PhoneCallInput & { siteId: string | null }): Promise<void>;
 }
 
+/** An outbound msgapp message (`message-send:<message_id>`), waited for. */
+export interface MessageRuns {
+  send(plan: SendPlan): Promise<{ status: 'sent'; providerMessageId: string } | { status: 'failed'; error: string }>;
+}
+
 /** The workflow clients the domain services use; app/temporal-clients' WorkflowClients is one. */
 export interface WorkflowRuns {
   conversations: ConversationRuns;
   uploads: UploadRuns;
   transcriptions: TranscriptionRuns;
   voice: CallRuns;
+  messages: MessageRuns;
 }

@@ -89,6 +89,8 @@ export type DomainErrorCode =
   | 'no_workflow_configured'
   | 'provider_unavailable'
   | 'workflow_unavailable'
+  /** Outbound messaging needs a msgapp provider and a workflow service, and this process lacks one. */
+  | 'messaging_unavailable'
   /** The agent's turn failed: the conversation's actor answered a sync send with an error. */
   | 'workflow_execution_failed'
   | 'extraction_timeout';

@@ -1,7 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../app/services';
-import type { WorkflowClients } from '../../app/temporal-clients';
-import { ApiError } from '../http-errors';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { ListMessagesQuery, Message, MessageList, SendMessageBody, SendResult } from '../schemas/messages';
@@ -10,7 +8,7 @@ const MsgId = idParam('msg');
 
 const tags = ['Messages'];
 
-export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'messages'>; workflows: WorkflowClients | null }> = async (app, opts) => {
+export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'messages' | 'outbound'> }> = async (app, opts) => {
   app.post('/api/v1/messages', {
     config: { scope: 'conversations:write' },
     schema: {
@@ -29,29 +27,7 @@ export const messageRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'me
         503: ErrorBody.meta({ description: 'messaging_unavailable: no provider or workflow service configured' }),
       },
     },
-    handler: async (request, reply) => {
-      const ws = authOf(request).workspaceId;
-      if (!opts.workflows || !opts.services.messages.configured) {
-        throw new ApiError(503, 'messaging_unavailable', 'Sending is not configured on this server (MSGAPP_API_BASE and a Temporal connection are needed)');
-      }
-      const plan = await opts.services.messages.plan(ws, request.body);
-      const result = await opts.workflows.messages.send(plan);
-      if (result.status === 'failed') {
-        throw new ApiError(502, 'provider_error', `The provider did not accept the message: ${result.error}`, { message_id: plan.messageId });
-      }
-      const message = await opts.services.messages.get(ws, plan.messageId);
-      return reply.code(201).send({
-        id: message.id,
-        conversation_id: message.conversation_id,
-        agent_id: plan.agentId,
-        channel: 'msgapp' as const,
-        to: message.to,
-        from: message.from,
-        send_authorized: true,
-        status: 'sent' as const,
-        provider_message_id: result.providerMessageId,
-      });
-    },
+    handler: async (request, reply) => reply.code(201).send(await opts.services.outbound.send(authOf(request).workspaceId, request.body)),
   });
 
   app.get('/api/v1/messages', {

@@ -1,10 +1,11 @@
 // @ts-check
 import tseslint from 'typescript-eslint';
+import boundaries from 'eslint-plugin-boundaries';
 
 const nodeBuiltins = ['assert', 'buffer', 'child_process', 'cluster', 'crypto', 'dgram', 'dns', 'events', 'fs', 'http', 'http2', 'https', 'net', 'os', 'path', 'process', 'readline', 'stream', 'tls', 'url', 'util', 'v8', 'vm', 'worker_threads', 'zlib'];
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', '.data/**', 'coverage/**', '**/*.js', '**/*.mjs', 'test/replay/histories/**'] },
+  { ignores: ['node_modules/**', 'dist/**', '.data/**', 'coverage/**', '**/*.js', '**/*.mjs', '**/*.cjs', 'test/replay/histories/**'] },
   ...tseslint.configs.recommended,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
@@ -56,6 +57,74 @@ export default tseslint.config(
         ],
       }],
       'no-restricted-globals': ['error', { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow' }, { name: 'fetch', message: 'I/O belongs in activities' }],
+    },
+  },
+
+  {
+    // The domain, the providers, the libraries and the schema speak neither HTTP nor Temporal's client: the API maps
+    // domain errors to statuses at the edge (api/http-errors.ts), and workflows start through ports the composition
+    // root fills with app/temporal-clients/.
+    files: ['domain/**/*.ts', 'providers/**/*.ts', 'lib/**/*.ts', 'db/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [
+          { group: ['fastify', '@fastify/*', 'fastify-plugin'], message: 'HTTP belongs in api/' },
+          { group: ['@temporalio/client', '@temporalio/worker'], message: 'Temporal is reached through app/temporal-clients/ (ports) and worker/' },
+        ],
+      }],
+    },
+  },
+  {
+    // The layers (issue 29): what each folder may import, by kind. Deny by default; type-only imports are allowed
+    // where a layer names another's shapes without running its code. docs/architecture.md draws the same rules.
+    //   lib/        libraries (document extraction, audio, SIP, crypto, safe HTTP, rate limits): nothing of ours but lib/
+    //   db/         entities, migrations, the ORM: lib/, and the domain's types
+    //   domain/     the services per aggregate: the domain, its ports, db/, lib/ — no provider, no app/, no api/
+    //   providers/  clients of the outside world (LLM, msgapp, storage, speech, LiveKit, SIP, WebRTC): the ports
+    //               they implement (domain/ports/), lib/, db/ types — no domain service
+    //   app/        the composition root: builds everything, so it imports every layer but api/
+    //   api/        Fastify routes: app/, the domain, db/ types, lib/ — no provider
+    //   activities/ Temporal activities: the domain, app/ and provider types, lib/; workflows/ for their constants
+    //   workflows/  deterministic code: workflows/, activities and the domain as types only
+    files: ['api/**/*.ts', 'app/**/*.ts', 'domain/**/*.ts', 'providers/**/*.ts', 'lib/**/*.ts', 'db/**/*.ts', 'activities/**/*.ts', 'workflows/**/*.ts', 'worker/**/*.ts', 'bin/**/*.ts', 'dev/**/*.ts', 'bench/**/*.ts'],
+    plugins: { boundaries },
+    settings: {
+      'boundaries/include': ['api/**', 'app/**', 'domain/**', 'providers/**', 'lib/**', 'db/**', 'activities/**', 'workflows/**', 'worker/**', 'bin/**', 'dev/**', 'bench/**', 'test/**'],
+      'boundaries/elements': [
+        { type: 'ports', pattern: 'domain/ports/**', partialMatch: false },
+        ...['api', 'app', 'domain', 'providers', 'lib', 'db', 'activities', 'workflows', 'worker', 'bin', 'dev', 'bench', 'test'].map((t) => ({ type: t, pattern: `${t}/**`, partialMatch: false })),
+      ],
+      'import/resolver': { node: { extensions: ['.ts', '.d.ts', '.js'] } },
+    },
+    rules: {
+      'boundaries/dependencies': ['error', {
+        default: 'disallow',
+        policies: [
+          ...[
+            ['lib', ['lib']],
+            ['db', ['db', 'lib']],
+            ['ports', ['ports', 'lib']],
+            ['domain', ['domain', 'ports', 'db', 'lib']],
+            ['providers', ['providers', 'ports', 'lib']],
+            ['app', ['app', 'domain', 'ports', 'providers', 'db', 'lib', 'workflows']],
+            ['api', ['api', 'app', 'domain', 'ports', 'db', 'lib']],
+            ['activities', ['activities', 'domain', 'ports', 'db', 'lib', 'workflows']],
+            ['workflows', ['workflows']],
+            ['worker', ['worker', 'app', 'activities', 'workflows', 'domain', 'ports', 'providers', 'db', 'lib']],
+            ['bin', ['bin', 'api', 'app', 'worker', 'dev', 'activities', 'workflows', 'domain', 'ports', 'providers', 'db', 'lib']],
+            ['dev', ['dev', 'app', 'domain', 'ports', 'providers', 'db', 'lib']],
+            ['bench', ['bench', 'dev', 'api', 'app', 'worker', 'activities', 'workflows', 'domain', 'ports', 'providers', 'db', 'lib']],
+          ].map(([from, to]) => ({ from: { element: { type: from } }, allow: { to: { element: { types: { anyOf: to } } } } })),
+          // Names of another layer's shapes, without its code.
+          ...[
+            ['db', ['domain', 'ports']],
+            ['providers', ['db']],
+            ['api', ['providers']],
+            ['activities', ['app', 'providers']],
+            ['workflows', ['activities', 'domain', 'ports', 'lib']],
+          ].map(([from, to]) => ({ from: { element: { type: from } }, allow: { to: { element: { types: { anyOf: to } } }, dependency: { kind: 'type' } } })),
+        ],
+      }],
     },
   },
 );

@@ -1,6 +1,6 @@
 import type { VoiceMedia } from '../domain/voice/media';
 import type { VoiceSessionService } from '../domain/voice/sessions';
-import type { Telephony } from '../domain/voice/types';
+import type { Telephony } from '../domain/ports/voice';
 import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ConversationGateway } from '../app/temporal-clients/conversations';

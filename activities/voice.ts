@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import { DomainError } from '../domain/errors';
 import type { RecordingView } from '../domain/voice/sessions';
 import { runPhoneCall, type CallOutcome, type PhoneCallInput } from '../domain/voice/phone-call';
-import type { CallEnd } from '../domain/voice/types';
+import type { CallEnd } from '../domain/ports/voice';
 import type { ActivityDeps } from './deps';
 
 /** The steps of the `voice:` and `call:` workflows. */

@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { DomainError } from '../lib/errors';
 import { ApiError } from './http-errors';
 import { assertStorable } from './plugins/input';
-import type { BlobStore, StagedBlob } from '../providers/storage/blob-store';
+import type { BlobStore, StagedBlob } from '../domain/ports/blob-store';
 
 /**
  * Streams a multipart body's one `file` part into temporary blob storage (never

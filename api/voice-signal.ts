@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { SecretBox } from '../lib/crypto/secret-box';
 import type { PgNotifications } from '../db/notifications';
 import { ApiError } from './http-errors';
-import { verifyRoomToken } from '../providers/webrtc/direct';
+import { verifyRoomToken } from '../lib/crypto/room-tokens';
 import { VOICE_SIGNALS, type VoiceSessionService } from '../domain/voice/sessions';
 
 const CLOSE_POLICY_VIOLATION = 1008;

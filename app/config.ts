@@ -1,3 +1,4 @@
+import type { S3Settings } from '../providers/storage/s3-blob-store';
 import path from 'node:path';
 import { z } from 'zod';
 import { policyFromCidrs } from '../lib/net/ssrf';
@@ -409,7 +410,9 @@ export type Config = z.infer<typeof configSchema>;
 
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/concierge';
 
-export class ConfigError extends Error {}
+import { ConfigError } from '../lib/config-error';
+
+export { ConfigError };
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = configSchema.safeParse(env);
@@ -451,14 +454,6 @@ export function s3Settings(config: Config): S3Settings {
   };
 }
 
-export interface S3Settings {
-  bucket: string;
-  endpoint?: string;
-  region: string;
-  forcePathStyle: boolean;
-  /** Absent: the AWS SDK's default credential chain. */
-  credentials?: { accessKeyId: string; secretAccessKey: string };
-}
 
 export function modelsDir(config: Config): string {
   return path.resolve(config.CONCIERGE_MODELS_DIR ?? path.join(dataDir(config), 'models'));

@@ -1,6 +1,8 @@
 import fs from 'node:fs';
 import { whisperModelPath, type Config } from './config';
-import { extractDocument, LocalWhisperTranscriber, OpenAiTranscriber, type DocKind, type Transcriber } from '../lib/extract';
+import { extractDocument, type DocKind, type Transcriber } from '../lib/extract';
+import { LocalWhisperTranscriber } from '../providers/speech/whisper';
+import { OpenAiTranscriber } from '../providers/speech/openai-transcriber';
 import { FairPool } from '../lib/fair-pool';
 import type { ExtractFn } from '../domain/kb/indexing';
 

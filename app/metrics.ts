@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 
 /**
  * The process's Prometheus metrics (issue 28 item 5): one registry per process, in the
@@ -12,8 +12,10 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * PostgreSQL when scraped (backlogSource). Every label's values are bounded: a route is
  * its pattern, never the URL.
  */
-export const registry = new Registry();
-collectDefaultMetrics({ register: registry });
+import { registry } from '../lib/metrics-registry';
+
+export { registry };
+export { countSend, countWebhookAttempt } from '../domain/metrics';
 
 const httpLabels = ['method', 'route', 'status_code'] as const;
 const httpRequests = new Counter({ name: 'concierge_http_requests_total', help: 'HTTP requests answered, by method, route pattern and status code', labelNames: httpLabels, registers: [registry] });
@@ -31,38 +33,6 @@ export function observeHttp(method: string, route: string | undefined, statusCod
   const labels = { method, route: route ?? 'unmatched', status_code: String(statusCode) };
   httpRequests.inc(labels);
   httpDuration.observe(labels, seconds);
-}
-
-const webhookAttempts = new Counter({
-  name: 'concierge_webhook_attempts_total',
-  help: 'Webhook delivery attempts, by outcome: delivered (2xx), failed (non-2xx or transport error), gone (subscription or event deleted)',
-  labelNames: ['outcome'] as const,
-  registers: [registry],
-});
-for (const outcome of ['delivered', 'failed', 'gone']) webhookAttempts.inc({ outcome }, 0);
-
-/**
- * Counts one webhook attempt by the outcome the delivery service recorded (`failed_attempt`
- * counts as failed; `settled` is not an attempt: nothing was sent) and hands the result back,
- * so the call wraps a return.
- */
-export function countWebhookAttempt<T extends { outcome: 'delivered' | 'failed_attempt' | 'gone' | 'settled' }>(result: T): T {
-  const outcome = result.outcome === 'failed_attempt' ? 'failed' : result.outcome;
-  if (outcome === 'delivered' || outcome === 'failed' || outcome === 'gone') webhookAttempts.inc({ outcome });
-  return result;
-}
-
-const sends = new Counter({
-  name: 'concierge_message_sends_total',
-  help: 'Outbound messages settled, by channel and outcome (sent: the provider took it; failed: it refused or the send gave up)',
-  labelNames: ['channel', 'outcome'] as const,
-  registers: [registry],
-});
-for (const outcome of ['sent', 'failed']) sends.inc({ channel: 'msgapp', outcome }, 0);
-
-/** One outbound message settled (called once per message, where the status moves). */
-export function countSend(outcome: 'sent' | 'failed', channel = 'msgapp'): void {
-  sends.inc({ channel, outcome });
 }
 
 /** What the database holds that an operator alerts on, read when scraped (app/metrics-backlog.ts). */

@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import { whisperTinyEnModelPath, type Config } from './config';
 import type { SecretBox } from '../lib/crypto/secret-box';
 import type { PgNotifications } from '../db/notifications';
-import { LocalWhisperTranscriber, type Transcriber } from '../lib/extract';
+import { type Transcriber } from '../lib/extract';
+import { LocalWhisperTranscriber } from '../providers/speech/whisper';
 import { policyFromCidrs } from '../lib/net/ssrf';
 import { DirectTransport } from '../providers/webrtc/direct';
 import { livekitFromConfig, type LiveKitParts } from '../providers/livekit/livekit';
@@ -11,13 +12,9 @@ import { sipTrunkFromConfig } from '../providers/telephony/sip-trunk';
 import type { VoiceSessionService } from '../domain/voice/sessions';
 import { speechRecognizerFor, type SpeechRecognizer } from '../providers/speech/stt';
 import { EspeakSynthesizer, OpenAiSpeechSynthesizer, type SpeechSynthesizer } from '../providers/speech/tts';
-import type { Telephony, VoiceTransport } from '../domain/voice/types';
-
-/** Why voice chat or dial-out cannot run here (null: it can); init reports these in capability_warnings, start answers 503 with them. */
-export interface VoicePrereqs {
-  voice: string | null;
-  dialOut: string | null;
-}
+import type { Telephony, VoiceTransport } from '../domain/ports/voice';
+import { type VoicePrereqs } from '../domain/ports/voice';
+export { type VoicePrereqs } from '../domain/ports/voice';
 
 /** The voice pieces of one process: speech both ways, the transport and the telephony (when any). */
 export interface VoiceParts {

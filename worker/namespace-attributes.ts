@@ -1,4 +1,4 @@
-import { SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
+import { SearchAttributeType } from '@temporalio/common';
 import type { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 
@@ -16,14 +16,6 @@ const TYPES = {
 
 /** The attributes as the `temporal` CLI's `--search-attribute NAME=TYPE` names them. */
 export const SEARCH_ATTRIBUTE_FLAGS = ALL_SEARCH_ATTRIBUTES.map((k) => ({ name: k.name, type: TYPES[k.type].cli }));
-
-export function searchAttributesFor(v: { workspaceId: string; subscriptionId?: string; eventType?: string; fileId?: string }): TypedSearchAttributes {
-  const pairs: ConstructorParameters<typeof TypedSearchAttributes>[0] = [{ key: WORKSPACE_ID, value: v.workspaceId }];
-  if (v.subscriptionId) pairs.push({ key: SUBSCRIPTION_ID, value: v.subscriptionId });
-  if (v.eventType) pairs.push({ key: EVENT_TYPE, value: v.eventType });
-  if (v.fileId) pairs.push({ key: FILE_ID, value: v.fileId });
-  return new TypedSearchAttributes(pairs);
-}
 
 /** Registers the attributes on the namespace (idempotent), at every worker boot. */
 export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<void> {

@@ -5,7 +5,7 @@ import { OUTBOX_CHANNEL } from '../domain/webhooks/events';
 import { webhookDeliveryWorkflow } from '../workflows';
 import { deliveryRunSignal, deliveryWorkflowId, type NewRun, type WebhookDeliveryInput } from '../workflows/webhook-delivery';
 import type { OutboxSource } from './outbox-dispatcher';
-import { searchAttributesFor } from './namespace-attributes';
+import { searchAttributesFor } from '../app/temporal-clients/search-attributes';
 
 
 export interface WebhookOutboxSettings {

@@ -20,7 +20,7 @@ const notFound = ErrorBody.meta({ description: 'not_found' });
 const credentialNotFound = ErrorBody.meta({ description: 'credential_not_found: model.credential_id names no llm credential of this workspace' });
 const agentNotFound = ErrorBody.meta({ description: 'not_found: no such agent; credential_not_found: model.credential_id names no llm credential of this workspace' });
 
-export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agents' | 'llm'> }> = async (app, opts) => {
+export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agents' | 'llm' | 'openModel'> }> = async (app, opts) => {
   const agents = opts.services.agents;
 
   app.get('/api/v1/agents', {
@@ -63,7 +63,7 @@ export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agen
       },
     },
     handler: async (request, reply) => {
-      const spec = await generateAgentSpec(opts.services.llm, request.body.description);
+      const spec = await generateAgentSpec(opts.services.llm, request.body.description, opts.services.openModel);
       return reply.code(201).send(await agents.create(authOf(request).workspaceId, spec));
     },
   });

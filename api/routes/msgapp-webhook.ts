@@ -3,12 +3,12 @@ import type { Services } from '../../app/services';
 import { z } from 'zod';
 import { ApiError } from '../http-errors';
 import { assertStorable } from '../plugins/input';
-import { parseWebhook, verifyHubSignature, WebhookPayloadError } from '../../providers/msgapp/cloud-api';
+import { WebhookPayloadError } from '../../domain/ports/msgapp';
 import { openLink } from '../../domain/storage/signed-links';
 import { sendStoredBytes } from '../stored-bytes';
 
 export interface MsgappWebhookOptions {
-  services: Pick<Services, 'providerEvents' | 'box' | 'blobs'>;
+  services: Pick<Services, 'providerEvents' | 'msgappWebhooks' | 'box' | 'blobs'>;
   /** The app secret that signs the provider's callbacks (X-Hub-Signature-256). */
   appSecret: string | null;
   /** What the provider's verification handshake must present. */
@@ -46,7 +46,7 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
     handler: async (request, reply) => {
       if (!opts.appSecret) throw new ApiError(503, 'messaging_unavailable', 'MSGAPP_APP_SECRET is not configured');
       const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      if (!verifyHubSignature(raw, request.headers['x-hub-signature-256'] as string | undefined, opts.appSecret)) {
+      if (!opts.services.msgappWebhooks.verifySignature(raw, request.headers['x-hub-signature-256'] as string | undefined, opts.appSecret)) {
         throw new ApiError(401, 'invalid_signature', 'X-Hub-Signature-256 does not match the body');
       }
       let parsed;
@@ -54,7 +54,7 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
         const json: unknown = JSON.parse(raw.toString('utf8'));
         // Signed, but still input: a NUL or lone surrogate PostgreSQL cannot store is a 400, not a 500.
         assertStorable(json, 'body');
-        parsed = parseWebhook(json);
+        parsed = opts.services.msgappWebhooks.parse(json);
       } catch (err) {
         if (err instanceof SyntaxError || err instanceof WebhookPayloadError) throw new ApiError(400, 'invalid_request', `body: ${(err as Error).message}`);
         throw err;

@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ChatTranscript } from '../../domain/chat/transcript';
 import { DomainError } from '../../domain/errors';
 import { derivedId, newId } from '../../lib/ids';
-import { searchAttributesFor } from '../../worker/namespace-attributes';
+import { searchAttributesFor } from './search-attributes';
 import {
   cancelTaskUpdate,
   closeSignal,

@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { DomainError } from '../../domain/errors';
 import type { Begun, ExtractionOutcome } from '../../domain/extraction/extractions';
-import { searchAttributesFor } from '../../worker/namespace-attributes';
+import { searchAttributesFor } from './search-attributes';
 import { structuredExtractionWorkflow, structuredExtractionWorkflowId } from '../../workflows/structured-extraction';
 import { workflowUnavailable } from './uploads';
 

@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client } from '@temporalio/client';
 import { CancelledFailure, TerminatedFailure } from '@temporalio/common';
 import type { SendPlan } from '../../domain/messaging/plan';
-import { searchAttributesFor } from '../../worker/namespace-attributes';
+import { searchAttributesFor } from './search-attributes';
 import { messageSendSummary, messageSendWorkflow, messageSendWorkflowId, SEND_CANCELLED, type MessageSendResult } from '../../workflows/message-send';
 
 /** Outbound msgapp sends as the API sees them: one `message-send:<id>` workflow per message, waited for. */

@@ -1,6 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type { TranscribeOutcome, VoiceNote } from '../../domain/widget/uploads';
-import { searchAttributesFor } from '../../worker/namespace-attributes';
+import { searchAttributesFor } from './search-attributes';
 import { transcribeWorkflow, transcribeWorkflowId } from '../../workflows/transcribe';
 import { workflowUnavailable } from './uploads';
 

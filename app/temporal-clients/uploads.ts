@@ -2,7 +2,7 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client,
 import { CancelledFailure } from '@temporalio/common';
 import { DomainError } from '../../domain/errors';
 import type { StoredUpload, UploadOutcome } from '../../domain/widget/uploads';
-import { searchAttributesFor } from '../../worker/namespace-attributes';
+import { searchAttributesFor } from './search-attributes';
 import { UPLOAD_CANCELLED, widgetUploadWorkflow, widgetUploadWorkflowId } from '../../workflows/widget-upload';
 
 /** 503 when this API process has no workflow service to run extraction on (the widget send's code). */

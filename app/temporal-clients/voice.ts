@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { DomainError } from '../../domain/errors';
 import type { RecordingView } from '../../domain/voice/sessions';
-import { searchAttributesFor } from '../../worker/namespace-attributes';
+import { searchAttributesFor } from './search-attributes';
 import { stopVoiceUpdate, voiceSessionWorkflow, voiceWorkflowId, type VoiceSessionInput } from '../../workflows/voice';
 import { callWorkflow, callWorkflowId, type CallInput } from '../../workflows/call';
 import { workflowUnavailable } from './uploads';

@@ -1,5 +1,5 @@
 import { DomainError } from '../errors';
-import { LlmError, OpenAiCompatibleModel, type CompletionResult, type LlmSettings } from '../../providers/llm/model';
+import { LlmError, type CompletionResult, type LlmSettings, type ModelFactory } from '../ports/llm';
 import { AgentSpec } from './spec';
 
 export type { LlmSettings };
@@ -14,11 +14,11 @@ Do not invent phone numbers, ids or URLs.`;
  * chat-completions endpoint. The reply must validate as an AgentSpec; ids and triggers
  * are never taken from the model (the caller adds them).
  */
-export async function generateAgentSpec(llm: LlmSettings | null, description: string): Promise<AgentSpec> {
+export async function generateAgentSpec(llm: LlmSettings | null, description: string, openModel: ModelFactory): Promise<AgentSpec> {
   if (!llm) throw new DomainError('llm_not_configured', 'Agent generation needs a language model: set LLM_BASE_URL (and LLM_API_KEY, LLM_MODEL)');
   let reply: CompletionResult;
   try {
-    reply = await new OpenAiCompatibleModel(llm).complete({
+    reply = await openModel(llm).complete({
       temperature: 0.2,
       response_format: { type: 'json_object' },
       messages: [

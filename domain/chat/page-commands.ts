@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ToolDefinition } from '../../providers/llm/model';
+import type { ToolDefinition } from '../ports/llm';
 
 /**
  * Page commands: `ui:command` frames the agent may send to the widget's page, which

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { concatFrames } from '../../lib/audio/audio';
 import type { CallRecorder } from './recorder';
-import type { SpeechRecognizer } from '../../providers/speech/stt';
-import type { SpeechSynthesizer } from '../../providers/speech/tts';
-import { FRAME_MS, MEDIA_RATE, type MediaLeg, type TranscriptFrame } from './types';
+import type { SpeechRecognizer } from '../ports/speech';
+import type { SpeechSynthesizer } from '../ports/speech';
+import { FRAME_MS, MEDIA_RATE, type MediaLeg, type TranscriptFrame } from '../ports/voice';
 import { Vad, type VadOptions } from '../../lib/audio/vad';
 
 /** Audio kept before the VAD's decision, so the turn heard by STT includes its onset. */

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { OperationalError } from '../../lib/failures';
 import type { VoiceMedia } from './media';
 import type { VoiceSessionService } from './sessions';
-import type { CallEnd, MediaLeg, Telephony } from './types';
+import type { CallEnd, MediaLeg, Telephony } from '../ports/voice';
 
 export interface PhoneCallInput {
   callId: string;

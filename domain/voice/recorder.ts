@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { OperationalError } from '../../lib/failures';
 import { pcmBytes } from '../../lib/audio/audio';
-import { MEDIA_RATE } from './types';
+import { MEDIA_RATE } from '../ports/voice';
 
 /**
  * Call recording in two steps, so that a worker that dies mid-call loses seconds, not the

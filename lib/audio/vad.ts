@@ -1,5 +1,5 @@
 import { dbfs } from './audio';
-import { FRAME_SAMPLES, MEDIA_RATE } from '../../domain/voice/types';
+import { FRAME_SAMPLES, MEDIA_RATE } from './media-leg';
 
 /**
  * Voice activity detection on the caller's audio: where a turn starts and ends, so the

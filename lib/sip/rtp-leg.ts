@@ -1,8 +1,8 @@
 import dgram from 'node:dgram';
 import { RtpHeader, RtpPacket } from 'werift';
 import { decodeAlaw, decodeMulaw, encodeAlaw, encodeMulaw } from '../audio/audio';
-import { PacedLeg } from '../../domain/voice/paced-leg';
-import { FRAME_MS, FRAME_SAMPLES, type TranscriptFrame } from '../../domain/voice/types';
+import { PacedLeg } from '../audio/paced-leg';
+import { FRAME_MS, FRAME_SAMPLES, type TranscriptFrame } from '../audio/media-leg';
 import { PCMA, PCMU, type G711 } from './sdp';
 
 /** Where our RTP goes and in which codec (the SDP answer). */

@@ -1,5 +1,5 @@
 import type { AudioSource, RemoteParticipant, RemoteTrack, Room } from '@livekit/rtc-node' with { 'resolution-mode': 'import' };
-import { FRAME_SAMPLES, MEDIA_RATE, type MediaLeg, type TranscriptFrame } from '../../domain/voice/types';
+import { FRAME_SAMPLES, MEDIA_RATE, type MediaLeg, type TranscriptFrame } from '../../domain/ports/voice';
 
 /**
  * The agent's side of a LiveKit room, over @livekit/rtc-node (LiveKit's Rust SDK through

@@ -11,11 +11,11 @@ import {
   TwirpError,
   type VideoGrant,
 } from 'livekit-server-sdk';
-import { ConfigError } from '../../app/config';
+import { ConfigError } from '../../lib/config-error';
 import { OperationalError } from '../../lib/failures';
 import { type LiveKitAgentLeg, connectAgent } from './livekit-agent';
-import { DialFailed, dialStatus } from '../../domain/voice/dial';
-import type { CreateRoomInput, DialOutInput, MediaLeg, Telephony, VoiceRoom, VoiceTransport } from '../../domain/voice/types';
+import { DialFailed, dialStatus } from '../../domain/ports/voice';
+import type { CreateRoomInput, DialOutInput, MediaLeg, Telephony, VoiceRoom, VoiceTransport } from '../../domain/ports/voice';
 
 /**
  * LiveKit, the production voice transport: the contract's rtc_url / rtc_token /

@@ -1,8 +1,9 @@
 import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsBase, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { OperationalError } from '../../lib/failures';
 import { cappedFetch } from '../../lib/net/pinned-fetch';
-import { classifyOpenAiError, openAiClient, redact } from './openai';
+import { classifyOpenAiError, listModels, openAiClient, redact } from './openai';
+import { LlmError, type LlmSettings, type ToolCall, type CompletionRequest, type CompletionResult, type ChatModel, type ModelLister } from '../../domain/ports/llm';
+export { LlmError, type LlmSettings, type ToolCall, type ChatTurnMessage, type ToolDefinition, type CompletionRequest, type CompletionResult, type ChatModel } from '../../domain/ports/llm';
 
 /**
  * Chat completions from an OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama,
@@ -13,20 +14,6 @@ import { classifyOpenAiError, openAiClient, redact } from './openai';
  * (classified in ./openai), and the caller (an activity) decides.
  */
 
-/** An OpenAI-compatible endpoint: LLM_BASE_URL, LLM_API_KEY, LLM_MODEL. */
-export interface LlmSettings {
-  /** With or without a trailing `/v1`. */
-  baseUrl: string;
-  apiKey?: string;
-  model: string;
-  /** Deadline for a whole call, a streamed reply included. Default 60 s. */
-  timeoutMs?: number;
-  /** Replaces the SDK's fetch: a connection pinned to checked addresses, for a workspace's own base_url (domain/credentials/credentials.ts). */
-  fetch?: typeof fetch;
-  /** Bytes of one answer (a streamed reply's whole SSE body) read at most. Default LLM_MAX_RESPONSE_BYTES. */
-  maxResponseBytes?: number;
-}
-
 /**
  * A streamed reply spends roughly 150–250 bytes of SSE per token: 32 MiB holds the longest
  * reply a model writes (over 100 000 tokens), and stops a server that never stops.
@@ -34,73 +21,6 @@ export interface LlmSettings {
 export const LLM_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 
 export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
-
-export interface ToolCall {
-  id: string;
-  name: string;
-  /** JSON text as the model wrote it ('{}' when it wrote none). */
-  arguments: string;
-}
-
-export interface ChatTurnMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string | null;
-  /** Assistant messages that called tools. */
-  tool_calls?: ToolCall[];
-  /** Tool results: the id of the call they answer. */
-  tool_call_id?: string;
-}
-
-export interface ToolDefinition {
-  name: string;
-  description: string;
-  /** JSON Schema of the arguments. */
-  parameters: Record<string, unknown>;
-}
-
-export interface CompletionRequest {
-  messages: ChatTurnMessage[];
-  tools?: ToolDefinition[];
-  /** Overrides the configured model. */
-  model?: string;
-  temperature?: number;
-  max_tokens?: number;
-  /**
-   * `json_object` asks the model for one JSON object (OpenAI's JSON mode); `json_schema`
-   * for one that matches a schema (structured outputs; llama.cpp turns it into a grammar).
-   */
-  response_format?: { type: 'json_object' | 'text' } | { type: 'json_schema'; json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean } };
-  /** The caller's cancellation; when it fires, the call rejects with the signal's own reason. */
-  signal?: AbortSignal;
-}
-
-export interface CompletionResult {
-  text: string;
-  tool_calls: ToolCall[];
-  finish_reason: string;
-  usage?: { prompt_tokens: number; completion_tokens: number };
-}
-
-export interface ChatModel {
-  /** Streams when onDelta is given (SSE), calling it with each text fragment in order; resolves with the whole turn. */
-  complete(req: CompletionRequest, onDelta?: (text: string) => void | Promise<void>): Promise<CompletionResult>;
-}
-
-/** A model call that failed; its code is `LlmError` when a retry may succeed, `LlmRejected` when not. */
-export class LlmError extends OperationalError {
-  constructor(
-    message: string,
-    /** As classified in ./openai: transport failures, timeouts, 408, 409, 429, 5xx and broken streams; not other 4xx. */
-    retryable: boolean,
-    /** The HTTP status, when the endpoint answered one. */
-    readonly status?: number,
-    /** The Retry-After hint of a retryable status. */
-    retryAfterMs?: number,
-  ) {
-    super(retryable ? 'LlmError' : 'LlmRejected', message, retryable, { retryAfterMs });
-    this.name = 'LlmError';
-  }
-}
 
 /** An error thrown by the caller's onDelta: passed through untouched, never classified as ours. */
 class CallerError {
@@ -291,3 +211,14 @@ function usageOf(body: WireBody): Pick<CompletionResult, 'usage'> {
   if (!u || typeof u !== 'object') return {};
   return { usage: { prompt_tokens: u.prompt_tokens ?? 0, completion_tokens: u.completion_tokens ?? 0 } };
 }
+
+/** The models an OpenAI-compatible server offers a key, failures as the port's LlmError (the key redacted). */
+export const listOpenAiModels: ModelLister = async (endpoint) => {
+  try {
+    return await listModels(endpoint);
+  } catch (err) {
+    const f = classifyOpenAiError(err, endpoint.apiKey);
+    const what = f.kind === 'status' ? `HTTP ${f.status}${f.detail ? `: ${f.detail}` : ''}` : `${f.kind}: ${f.detail}`;
+    throw new LlmError(what, f.retryable, f.status);
+  }
+};

@@ -1,5 +1,8 @@
 import { redactSecret } from '../../lib/crypto/redact';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, OpenAIError } from 'openai';
+import type { ListedModel } from '../../domain/ports/llm';
+
+export type { ListedModel };
 
 /**
  * The one place that talks to OpenAI-compatible servers (OpenAI, vLLM, llama.cpp, Ollama,
@@ -67,12 +70,6 @@ export interface OpenAiFailure {
 }
 
 /** A model an OpenAI-compatible server offers (`GET /v1/models`). */
-export interface ListedModel {
-  id: string;
-  ownedBy?: string;
-  /** Unix seconds, when the server says. */
-  created?: number;
-}
 
 /**
  * The models the server offers to this key (`GET /v1/models`). Throws what the SDK

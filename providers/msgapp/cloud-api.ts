@@ -5,100 +5,11 @@
  * Re-exports the webhook half (signature check, schemas, parseWebhook) from ./webhook.
  */
 export * from './webhook';
-
-export type OutboundContent =
-  | { kind: 'text'; text: string }
-  | { kind: 'image' | 'video'; url: string; caption?: string }
-  | { kind: 'audio'; url: string }
-  | { kind: 'document'; url: string; caption?: string; filename?: string }
-  | { kind: 'location'; latitude: number; longitude: number; name?: string; address?: string }
-  | { kind: 'template'; name: string; language?: string; variables?: string[] };
-
-export interface SendRequest {
-  phoneNumberId: string;
-  accessToken: string;
-  /** E.164. */
-  to: string;
-  content: OutboundContent;
-  /**
-   * Our message id. The Cloud API has no idempotency key; this travels as
-   * `biz_opaque_callback_data`, which Meta echoes in every status callback, so a message
-   * whose send response was lost can still be matched to its statuses.
-   */
-  clientMessageId: string;
-}
-
-export interface SendResult {
-  providerMessageId: string;
-}
-
-export interface DownloadedMedia {
-  bytes: Buffer;
-  mimeType: string;
-  filename?: string;
-}
-
-/** Graph error details beyond status and code. */
-export interface ProviderErrorDetails {
-  subcode?: number;
-  type?: string;
-  fbtraceId?: string;
-  details?: string;
-}
-
-/**
- * A failed provider call. `status` is the HTTP status, 0 when no response arrived;
- * `code` the Graph error code (a number), or `'timeout'`, `'transport'`,
- * `'invalid_response'`, `'too_large'`.
- *
- * `retryable` means trying again later may succeed. A transport error or time-out on a
- * send is retryable but ambiguous: Meta may have accepted the message, so a retry can
- * deliver it twice (the Cloud API cannot de-duplicate).
- */
-export class ProviderError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string | number | undefined,
-    message: string,
-    readonly retryable: boolean,
-    readonly graph: ProviderErrorDetails = {},
-  ) {
-    super(message);
-    this.name = 'ProviderError';
-  }
-}
-
-/** What `GET /{phone-number-id}` says about a business number the token can see. */
-export interface PhoneNumberInfo {
-  id: string;
-  displayPhoneNumber: string;
-  verifiedName?: string;
-}
-
-/** A number of a business account, as `GET /{waba-id}/phone_numbers` lists it. */
-export interface BusinessPhoneNumber extends PhoneNumberInfo {
-  qualityRating?: string;
-}
+import { ProviderError, type OutboundContent, type SendRequest, type SendResult, type DownloadedMedia, type ProviderErrorDetails, type PhoneNumberInfo, type BusinessPhoneNumber, type MsgappProvider } from '../../domain/ports/msgapp';
+export { ProviderError, type OutboundContent, type SendRequest, type SendResult, type DownloadedMedia, type ProviderErrorDetails, type PhoneNumberInfo, type BusinessPhoneNumber, type MsgappProvider } from '../../domain/ports/msgapp';
 
 /** Pages of `GET /{waba-id}/phone_numbers` followed at most; a business account has a handful of numbers. */
 export const MAX_PHONE_NUMBER_PAGES = 10;
-
-export interface MsgappProvider {
-  send(req: SendRequest): Promise<SendResult>;
-  /**
-   * The phone numbers of a WhatsApp Business Account, as the token sees them (Graph's
-   * `GET /{waba-id}/phone_numbers`, every page). A token without access to the account
-   * gets a Graph error (100/33, 190): a non-retryable ProviderError.
-   */
-  listPhoneNumbers(businessAccountId: string, accessToken: string): Promise<BusinessPhoneNumber[]>;
-  downloadMedia(mediaId: string, accessToken: string): Promise<DownloadedMedia>;
-  /**
-   * The number as the token sees it. A token that does not own the number gets a Graph
-   * error (code 100 subcode 33 "does not exist, cannot be loaded due to missing
-   * permissions", 10/200 permission, 190 bad token): a non-retryable ProviderError.
-   */
-  getPhoneNumber(phoneNumberId: string, accessToken: string): Promise<PhoneNumberInfo>;
-}
 
 export interface CloudApiProviderOptions {
   /** MSGAPP_API_BASE, e.g. https://graph.facebook.com/v21.0 (or the sandbox's `url`). */

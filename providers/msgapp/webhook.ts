@@ -1,5 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import type { CarrierWebhooks, DeliveryStatus, InboundKind, InboundMessage, StatusUpdate } from '../../domain/ports/msgapp';
+import { WebhookPayloadError, type ParsedWebhook } from '../../domain/ports/msgapp';
+export { WebhookPayloadError, type ParsedWebhook } from '../../domain/ports/msgapp';
+export { statusSupersedes, type InboundMessage, type StatusUpdate } from '../../domain/ports/msgapp';
 
 /**
  * The inbound side of the WhatsApp Cloud API as msgapp sees it: the `X-Hub-Signature-256`
@@ -148,57 +152,12 @@ export type WebhookLocation = z.infer<typeof WebhookLocationSchema>;
 // ---------------------------------------------------------------------------------------
 // Our shapes
 
-export type InboundKind = (typeof KNOWN_MESSAGE_TYPES)[number] | 'unsupported';
-export type DeliveryStatus = z.infer<typeof WebhookStatusValueSchema>;
-
-export interface InboundMessage {
-  /** Our business number that received it. */
-  phoneNumberId: string;
-  displayPhoneNumber: string;
-  /** The customer, E.164 (`+` and the wa_id digits). */
-  from: string;
-  /** The customer's WhatsApp profile name, when Meta sent one. */
-  profileName: string | null;
-  providerMessageId: string;
-  timestamp: Date;
-  kind: InboundKind;
-  /** The type Meta sent, e.g. `interactive` for a message whose kind is `unsupported`. */
-  rawType: string;
-  /** The body of a text message, or the caption of a media message; null otherwise. */
-  text: string | null;
-  media?: { mediaId: string; mimeType: string; sha256?: string; filename?: string; caption?: string };
-  location?: { latitude: number; longitude: number; name?: string; address?: string };
-  /** The wamid this message replies to (WhatsApp "reply" context). */
-  replyTo?: string;
-}
-
-export interface StatusUpdate {
-  phoneNumberId: string;
-  providerMessageId: string;
-  status: DeliveryStatus;
-  timestamp: Date;
-  /** E.164. */
-  recipient: string;
-  /** Echo of `biz_opaque_callback_data`: the clientMessageId we sent it with. */
-  clientMessageId?: string;
-  /** Failures: a readable reason, e.g. `(#131026) Message undeliverable: Receiver is incapable...`. */
-  error?: string;
-  errorCode?: number;
-}
-
-export interface ParsedWebhook {
-  inbound: InboundMessage[];
-  statuses: StatusUpdate[];
-  /** Items that could not be used (malformed message or status, unknown status value...). */
-  skipped: Array<{ where: string; reason: string }>;
-}
-
-export class WebhookPayloadError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'WebhookPayloadError';
-  }
-}
+// The ports name the kinds and statuses; the schemas above must parse exactly those.
+export type { InboundKind, DeliveryStatus };
+const _kinds: readonly InboundKind[] = KNOWN_MESSAGE_TYPES;
+const _statuses: readonly DeliveryStatus[] = WebhookStatusValueSchema.options;
+void _kinds;
+void _statuses;
 
 const e164 = (waId: string) => (waId.startsWith('+') ? waId : `+${waId}`);
 const toDate = (t: string | number) => new Date(Number(t) * 1000);
@@ -333,15 +292,7 @@ function normaliseMessage(m: WebhookMessage, metadata: z.infer<typeof WebhookMet
 // ---------------------------------------------------------------------------------------
 // Ordering
 
-const RANK: Record<DeliveryStatus, number> = { sent: 1, delivered: 2, read: 3, failed: 4 };
 
-/**
- * Whether a status update should replace the one we hold. Meta neither orders nor
- * de-duplicates its callbacks (and timestamps have one-second resolution), so a status only
- * ever moves forward: sent < delivered < read, and failed is final.
- */
-export function statusSupersedes(current: DeliveryStatus | null | undefined, next: DeliveryStatus): boolean {
-  if (!current) return true;
-  if (current === 'failed') return false;
-  return RANK[next] > RANK[current];
-}
+
+/** The Cloud API's webhook behind the domain's port (wired in app/services.ts). */
+export const cloudApiWebhooks: CarrierWebhooks = { verifySignature: verifyHubSignature, parse: parseWebhook };

@@ -1,32 +1,11 @@
-import { LocalWhisperTranscriber, OpenAiTranscriber, type Transcriber } from '../../lib/extract';
+import { type Transcriber } from '../../lib/extract';
+import { LocalWhisperTranscriber } from './whisper';
+import { OpenAiTranscriber } from './openai-transcriber';
 import { SAMPLE_RATE as WHISPER_RATE } from './whisper';
 import { encodeWav, int16ToFloat32, resample } from '../../lib/audio/audio';
-import { MEDIA_RATE } from '../../domain/voice/types';
-
-/**
- * Speech-to-text of one caller turn (what the VAD cut between speech_start and
- * speech_end), as MEDIA_RATE mono PCM. Both implementations reuse the knowledge base's
- * transcribers (lib/extract), so a deployment configures speech-to-text once
- * (TRANSCRIBE_BASE_URL or the embedded model) for voice notes, files and calls alike.
- *
- * Silence answers '' (the embedded one checks the loudness first: Whisper invents
- * " you" for silence). Failures are TranscriberError (an OperationalError); cancelling
- * through `signal` stops the work.
- */
-export interface SpeechRecognizer {
-  transcribe(samples: Int16Array, signal?: AbortSignal, options?: RecognizeOptions): Promise<string>;
-}
-
-export interface RecognizeOptions {
-  /** The words so far while the caller speaks: may go to a faster, less accurate model. */
-  partial?: boolean;
-  /**
-   * Aborted while the work still waits its turn (the embedded model does one at a time):
-   * it is dropped, failing with a cancellation. Unlike `signal` it never stops running work
-   * (which would cost the embedded model a reload).
-   */
-  whileQueued?: AbortSignal;
-}
+import { MEDIA_RATE } from '../../domain/ports/voice';
+import { type SpeechRecognizer, type RecognizeOptions } from '../../domain/ports/speech';
+export { type SpeechRecognizer, type RecognizeOptions } from '../../domain/ports/speech';
 
 /** Silence put around a turn before Whisper hears it (see WhisperSpeechRecognizer). */
 const PAD_MS = 300;

@@ -3,20 +3,9 @@ import type OpenAI from 'openai';
 import { OperationalError } from '../../lib/failures';
 import { classifyOpenAiError, openAiClient, withDeadline } from '../llm/openai';
 import { WavFormatError, wavToMono } from '../../lib/audio/audio';
-import { MEDIA_RATE } from '../../domain/voice/types';
-
-/**
- * Text-to-speech for the agent's side of a call. Synthesizers answer whole utterances
- * (the pipeline speaks a reply sentence by sentence, so the first sentence plays while the
- * next is synthesized) as MEDIA_RATE mono PCM, whatever rate the engine speaks.
- *
- * Cancelling (`signal`, on barge-in or hang-up) stops the work and rejects with the
- * signal's own reason, so a caller tells its own cancellation from a failure.
- */
-export interface SpeechSynthesizer {
-  /** `text` spoken as 8 kHz (MEDIA_RATE) mono 16-bit PCM. */
-  synthesize(text: string, signal?: AbortSignal): Promise<Int16Array>;
-}
+import { MEDIA_RATE } from '../../domain/ports/voice';
+import { type SpeechSynthesizer } from '../../domain/ports/speech';
+export { type SpeechSynthesizer } from '../../domain/ports/speech';
 
 /** Synthesis failed: `SpeechSynthesisError` when a retry may succeed, `SpeechSynthesisRejected` when not. */
 export class SpeechSynthesisError extends OperationalError {

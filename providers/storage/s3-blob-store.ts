@@ -3,8 +3,18 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import type { S3Settings } from '../../app/config';
 import { BlobGoneError, checkSha256, stageToFile, tempFileIn, type BlobStore, type StagedBlob } from './blob-store';
+
+
+/** The S3 driver's settings (STORAGE_DRIVER=s3), read from app/config.ts by s3Settings. */
+export interface S3Settings {
+  bucket: string;
+  endpoint?: string;
+  region: string;
+  forcePathStyle: boolean;
+  /** Absent: the AWS SDK's default credential chain. */
+  credentials?: { accessKeyId: string; secretAccessKey: string };
+}
 
 /**
  * Multipart part size (S3's minimum is 5 MiB). An upload holds a few parts at once (the one being filled, the

@@ -2,8 +2,8 @@ import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket, usePCMU, typ
 import type { AddressPolicy } from '../../lib/net/ssrf';
 import { decodeMulaw, encodeMulaw } from '../../lib/audio/audio';
 import { filterOfferCandidates } from './ice';
-import { PacedLeg } from '../../domain/voice/paced-leg';
-import { FRAME_SAMPLES, type TranscriptFrame } from '../../domain/voice/types';
+import { PacedLeg } from '../../lib/audio/paced-leg';
+import { FRAME_SAMPLES, type TranscriptFrame } from '../../domain/ports/voice';
 
 /** PCMU's static RTP payload type (RFC 3551). */
 const PCMU_PT = 0;

@@ -7,7 +7,7 @@ import { agentReplyId } from '../../app/temporal-clients/conversations';
 import { conversationWorkflowId, REPLY_SEND_ACTIVITY_PATCH } from '../../workflows/conversation';
 import { messageSendWorkflowId } from '../../workflows/message-send';
 import { transcriberFromConfig } from '../../app/extractor';
-import { LocalWhisperTranscriber } from '../../lib/extract';
+import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
 import { msgappInboundWorkflowId } from '../../workflows/msgapp-inbound';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testConfig, type TestApp } from '../support/app';
 import { speak, wordErrorRate } from '../../dev/fakes/speech';

@@ -3,7 +3,7 @@ import dgram from 'node:dgram';
 import fs from 'node:fs';
 import { RtpPacket } from 'werift';
 import { whisperModelPath } from '../../app/config';
-import { LocalWhisperTranscriber } from '../../lib/extract';
+import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
 import { transcriberFromConfig } from '../../app/extractor';
 import { concatFrames, decodeMulaw, encodeMulaw, pcmFromBytes } from '../../lib/audio/audio';
 import { speechRecognizerFor } from '../../providers/speech/stt';

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
 import { transcriberFromConfig } from '../../app/extractor';
-import { LocalWhisperTranscriber } from '../../lib/extract';
+import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { lastUserText, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';

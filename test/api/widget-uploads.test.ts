@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { OpenAiTranscriber } from '../../lib/extract';
+import { OpenAiTranscriber } from '../../providers/speech/openai-transcriber';
 import { OpenAiImageDescriber } from '../../providers/llm/vision';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { execFileSync } from 'node:child_process';

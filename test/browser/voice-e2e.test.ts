@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { transcriberFromConfig } from '../../app/extractor';
-import type { TranscriptFrame } from '../../domain/voice/types';
+import type { TranscriptFrame } from '../../domain/ports/voice';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { lastUserText, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';

@@ -11,7 +11,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { DirectLeg } from '../../providers/webrtc/direct-peer';
 import { policyFromCidrs } from '../../lib/net/ssrf';
 import { LOCAL_ICE_CIDRS } from '../support/ice';
-import type { TranscriptFrame } from '../../domain/voice/types';
+import type { TranscriptFrame } from '../../domain/ports/voice';
 import { startFakeLiveKit, type FakeLiveKit } from '../support/fake-livekit';
 
 /**

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { OpenAiTranscriber } from '../../lib/extract';
+import { OpenAiTranscriber } from '../../providers/speech/openai-transcriber';
 import { createExtractor } from '../../app/extractor';
 
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';

@@ -5,7 +5,7 @@ import { decodeMulaw, encodeMulaw, wavToMono } from '../../lib/audio/audio';
 import { DirectLeg } from '../../providers/webrtc/direct-peer';
 import { policyFromCidrs } from '../../lib/net/ssrf';
 import { LOCAL_ICE_CIDRS } from './ice';
-import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE, type DialOutInput, type MediaLeg, type Telephony, type TranscriptFrame } from '../../domain/voice/types';
+import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE, type DialOutInput, type MediaLeg, type Telephony, type TranscriptFrame } from '../../domain/ports/voice';
 
 /**
  * The test's phone network. No SIP trunk or LiveKit media server exists here, so a dialled

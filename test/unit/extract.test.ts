@@ -2,10 +2,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import {
-  ExtractionError, OpenAiTranscriber, extractDocument, sniffBuffer, sniffType,
-  type DocKind, type ExtractResult, type Transcriber,
-} from '../../lib/extract';
+import { ExtractionError, extractDocument, sniffBuffer, sniffType, type DocKind, type ExtractResult, type Transcriber } from '../../lib/extract';
+import { OpenAiTranscriber } from '../../providers/speech/openai-transcriber';
 import * as D from '../../dev/fakes/documents';
 import { opusTone } from '../../dev/fakes/speech';
 

@@ -12,7 +12,7 @@ import {
   type LiveKitSettings,
 } from '../../providers/livekit/livekit';
 import { LiveKitAgentLeg, loadRtc } from '../../providers/livekit/livekit-agent';
-import { MEDIA_RATE } from '../../domain/voice/types';
+import { MEDIA_RATE } from '../../domain/ports/voice';
 import { startFakeLiveKit, type FakeDialOutcome, type FakeLiveKit, type TwirpFailure } from '../support/fake-livekit';
 
 /**

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { dbfs, parseWav, pcmFromBytes } from '../../lib/audio/audio';
 import { CallRecorder, ffmpegHasLibopus, finalizeRecordings, RecordingError, type CallRecorderOptions } from '../../domain/voice/recorder';
-import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE } from '../../domain/voice/types';
+import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE } from '../../domain/ports/voice';
 import { MemorySpool } from '../support/memory-spool';
 
 /** 20 ms of a tone, continuing the phase at `frameIndex`. */

@@ -1,10 +1,10 @@
 import dgram from 'node:dgram';
 import { encodeAlaw, encodeMulaw } from '../../lib/audio/audio';
-import { DialFailed } from '../../domain/voice/dial';
+import { DialFailed } from '../../domain/ports/voice';
 import { header, parseMessage } from '../../lib/sip/message';
 import type { RtpLeg } from '../../lib/sip/rtp-leg';
 import { SipTrunkTelephony, type SipTrunkSettings } from '../../providers/telephony/sip-trunk';
-import type { DialOutInput, MediaLeg } from '../../domain/voice/types';
+import type { DialOutInput, MediaLeg } from '../../domain/ports/voice';
 import { sippInstalled, startSipp, writeMulawFile, type SippRun } from '../support/sipp';
 
 /**

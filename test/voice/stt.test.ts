@@ -3,12 +3,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { configSchema, whisperModelPath, whisperTinyEnModelPath, type Config } from '../../app/config';
-import { LocalWhisperTranscriber, MediaTooLong, OpenAiTranscriber, TranscriberError } from '../../lib/extract';
+import { MediaTooLong, TranscriberError } from '../../lib/extract';
+import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
+import { OpenAiTranscriber } from '../../providers/speech/openai-transcriber';
 import { transcriberFromConfig } from '../../app/extractor';
 import { decodeMulaw, encodeMulaw, parseWav, wavToMono } from '../../lib/audio/audio';
 import { voiceWhisperModels } from '../../app/voice';
 import { HttpSpeechRecognizer, speechRecognizerFor, WhisperSpeechRecognizer, type SpeechRecognizer } from '../../providers/speech/stt';
-import { MEDIA_RATE } from '../../domain/voice/types';
+import { MEDIA_RATE } from '../../domain/ports/voice';
 import { CONVERTED_SOURCES, modelFilesPresent, TINY_EN_WHISPER_MODEL } from '../../bin/fetch-models';
 import { startFakeSpeechServer, type FakeSpeechServer } from '../support/fake-speech';
 

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { dbfs } from '../../lib/audio/audio';
 import { EspeakSynthesizer, OpenAiSpeechSynthesizer, SpeechSynthesisError } from '../../providers/speech/tts';
-import { MEDIA_RATE } from '../../domain/voice/types';
+import { MEDIA_RATE } from '../../domain/ports/voice';
 import { startFakeSpeechServer, type FakeSpeechServer } from '../support/fake-speech';
 
 const seconds = (pcm: Int16Array) => pcm.length / MEDIA_RATE;

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { dbfs, wavToMono } from '../../lib/audio/audio';
-import { FRAME_SAMPLES, MEDIA_RATE } from '../../domain/voice/types';
+import { FRAME_SAMPLES, MEDIA_RATE } from '../../domain/ports/voice';
 import { Vad, type VadEvent } from '../../lib/audio/vad';
 
 /** espeak-ng's speech at 8 kHz mono, as a caller's audio arrives. */

@@ -1,4 +1,4 @@
-import type { ToolCall, ToolDefinition } from '../../../providers/llm/model';
+import type { ToolCall, ToolDefinition } from '../../ports/llm';
 import type { TurnContext } from '../turn/context';
 import { attachFile } from './attach-file';
 import { handoff } from './handoff';

@@ -1,5 +1,5 @@
 import { applyElementTool, ELEMENT_KINDS, elementTools, type ElementKind } from '../elements';
-import type { ToolDefinition } from '../../../providers/llm/model';
+import type { ToolDefinition } from '../../ports/llm';
 import type { TurnTool } from './types';
 
 /** The element tools' definitions, built once from their zod schemas (elements.ts). */

@@ -1,4 +1,4 @@
-import type { ToolDefinition } from '../../../providers/llm/model';
+import type { ToolDefinition } from '../../ports/llm';
 import type { TurnContext } from '../turn/context';
 
 /**

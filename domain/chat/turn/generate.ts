@@ -1,4 +1,4 @@
-import type { ToolCall, ChatTurnMessage } from '../../../providers/llm/model';
+import type { ToolCall, ChatTurnMessage } from '../../ports/llm';
 import { answerWithoutModel } from '../answer-without-model';
 import { MarkerStream, stripMarkers, usedFiles } from '../citations';
 import { TurnTools } from '../tools';

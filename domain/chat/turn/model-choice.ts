@@ -1,6 +1,6 @@
 import type { AgentSpec } from '../../agents/spec';
 import type { CredentialService } from '../../credentials/credentials';
-import { LlmError, OpenAiCompatibleModel } from '../../../providers/llm/model';
+import { LlmError } from '../../ports/llm';
 import { UnsafeUrlError } from '../../../lib/net/ssrf';
 import type { TurnDeps, TurnModelChoice } from './context';
 
@@ -24,7 +24,7 @@ export async function chooseModel(deps: TurnDeps, workspaceId: string, agentId: 
     }
     if (endpoint) {
       const name = spec.model.name ?? models.policy.defaultModel ?? 'default';
-      return { model: new OpenAiCompatibleModel({ ...endpoint, model: name }), name, max_tokens: spec.model.max_tokens, usageKind: null };
+      return { model: models.open({ ...endpoint, model: name }), name, max_tokens: spec.model.max_tokens, usageKind: null };
     }
     // Deleted since the spec was written: the installation's key, under its policy.
     log.warn({ agentId, credentialId }, "the agent's llm credential is gone: the installation's model answers");

@@ -1,5 +1,5 @@
 import type { AgentSpec } from '../../agents/spec';
-import type { ChatTurnMessage } from '../../../providers/llm/model';
+import type { ChatTurnMessage } from '../../ports/llm';
 import { UNTRUSTED_TOOL_NOTE } from '../tools/mcp';
 import type { Gathered } from './gather';
 import type { AttachmentText, Passage, TurnContext } from './context';

@@ -1,4 +1,4 @@
-import { FRAME_MS, FRAME_SAMPLES, type MediaLeg, type TranscriptFrame } from './types';
+import { FRAME_MS, FRAME_SAMPLES, type MediaLeg, type TranscriptFrame } from './media-leg';
 
 /** 5 s of audio received before the agent listens. */
 const EARLY_FRAMES = 250;

@@ -1,6 +1,5 @@
 /**
- * Voice: the shapes shared by the transports (direct WebRTC, LiveKit, SIP), the media
- * pipeline (VAD → STT → the conversation actor's turn → TTS) and the recorder.
+ * The agent's side of a live call, whatever carries it (direct WebRTC, LiveKit, SIP).
  *
  * Audio inside the service is 16-bit signed PCM, mono, at MEDIA_RATE (8 kHz, 20 ms
  * frames of 160 samples): what G.711 carries on the direct WebRTC leg (PCMU) and on SIP
@@ -13,16 +12,6 @@ export const MEDIA_RATE = 8000;
 /** One frame: 20 ms. */
 export const FRAME_SAMPLES = 160;
 export const FRAME_MS = 20;
-
-export type TransportKind = 'livekit' | 'direct';
-
-/** What /voice/start hands the browser (the contract's voice-session fields plus `transport`). */
-export interface VoiceRoom {
-  transport: TransportKind;
-  room_name: string;
-  rtc_url: string;
-  rtc_token: string;
-}
 
 /** The transcript frame of the contract, sent on the data channel / topic `transcript`. */
 export interface TranscriptFrame {
@@ -55,43 +44,3 @@ export interface MediaLeg {
   readonly ended: Promise<string>;
   close(): Promise<void>;
 }
-
-export interface CreateRoomInput {
-  voiceSessionId: string;
-  workspaceId: string;
-  /** The visitor's identity in the room (customer id). */
-  identity: string;
-  /** How long the browser's token is valid for joining. */
-  ttlSeconds: number;
-}
-
-export interface DialOutInput {
-  callId: string;
-  workspaceId: string;
-  /** E.164. */
-  to: string;
-  room_name: string;
-}
-
-export interface VoiceTransport {
-  readonly kind: TransportKind;
-  /** Creates the room (or its record) and mints the browser's join token. */
-  createRoom(input: CreateRoomInput): Promise<VoiceRoom>;
-  /**
-   * Joins the room as the agent (in the worker's media activity) and resolves once a
-   * remote party is connected, or rejects when `signal` aborts first.
-   */
-  joinAsAgent(room: string, signal: AbortSignal): Promise<MediaLeg>;
-  /** Removes the room; an unknown room is not an error. */
-  deleteRoom(room: string): Promise<void>;
-}
-
-/** A phone-call leg: dials out and, once answered, is a MediaLeg like any other. */
-export interface Telephony {
-  readonly kind: 'livekit-sip' | 'sip';
-  /** Places the call; progress callbacks as the remote side rings and answers. */
-  dial(input: DialOutInput, progress: (status: 'ringing' | 'in_progress') => void, signal: AbortSignal): Promise<MediaLeg>;
-}
-
-/** Outcome statuses of a dial-out call (the call workflow's terminal states). */
-export type CallEnd = 'completed' | 'failed' | 'no_answer' | 'busy';

@@ -1,7 +1,4 @@
-// The auth-overhead section: authenticated GET /api/v1/kb/folders through the real API
-// (key look-up through the key cache, per-key and per-workspace limiters; once with the
-// in-memory limiter store, once with Redis) against the same handler with the auth and
-// rate-limit hooks bypassed. Runs in a child process of its own (bench/lib/child.ts).
+// What this measures and how to read it: docs/benchmarks.md#auth-overhead
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fastify/type-provider-zod';
@@ -21,21 +18,10 @@ const PATH = '/api/v1/kb/folders';
 const FOLDERS = 20;
 const TARGET_RATIO = 0.8;
 
-/**
- * The baseline: a bare Fastify with buildApp's constructor options, compilers and
- * decorations, the errors plugin and the folder routes, and one hook that sets
- * `request.auth` (no header parsing, hashing, cache or limiter). buildApp's other plugins
- * (request id, idempotency, OpenAPI) are charged to the authenticated side.
- */
+/** The baseline: buildApp's Fastify options, errors plugin and folder routes; one hook sets `request.auth` (docs/benchmarks.md#auth-overhead). */
 async function buildBaseline(services: Services, auth: AuthenticatedKey): Promise<FastifyInstance> {
-  const app = Fastify({
-    logger: false,
-    bodyLimit: 1024 * 1024,
-    genReqId: () => `req_${randomBytes(12).toString('hex')}`,
-    requestIdHeader: false,
-    return503OnClosing: true,
-    routerOptions: { ignoreTrailingSlash: true },
-  }).withTypeProvider<ZodTypeProvider>();
+  const genReqId = () => `req_${randomBytes(12).toString('hex')}`;
+  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, genReqId, requestIdHeader: false, return503OnClosing: true, routerOptions: { ignoreTrailingSlash: true } }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.removeContentTypeParser('text/plain');

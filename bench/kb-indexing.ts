@@ -1,16 +1,8 @@
-// The kb-indexing section: a generated N-page PDF uploaded through the API and indexed by the
-// worker (outbox relay -> kbIndexWorkflow -> IndexingService) until its file row is active,
-// timed per stage from outside (wrapped methods on the worker composition's instances), after a
-// warm-up file; then BENCH_ROUNDS rounds of IndexingService.embed(fileId) (the activity: read,
-// embed, write back) against the embedder on the same texts (passageVectors, one call), goal
-// ratio >= 0.8.
-//
-// BENCH_KB_PAGES (100), BENCH_KB_WORDS_PER_PAGE (420), BENCH_KB_TIMEOUT_SECONDS (900),
-// BENCH_KB_MODELS_DIR (.data/models), CONCIERGE_EMBED_THREADS.
+// What this measures and how to read it: docs/benchmarks.md#kb-indexing
 import { loadConfig } from '../app/config';
 import { passageVectors } from '../providers/embeddings/embedder';
 import { section, type Cleanup } from './lib/child';
-import { envNumber, loadSettings } from './lib/load';
+import { envInt, envNumber, loadSettings } from './lib/load';
 import { benchApi, benchEmbedder, benchTemporal, benchWorker, createKey, setUpBench } from './lib/setup';
 import { around, compareTargets, now, round1, runStats, summarizeTarget, waitFor } from './lib/stats';
 import { makeHandbookPdf } from '../dev/fakes/documents';
@@ -20,15 +12,10 @@ const TARGET_RATIO = 0.8;
 const WARMUP_PAGES = 3;
 const sec = (msValue: number) => (msValue / 1000).toFixed(msValue >= 10_000 ? 1 : 2);
 
-function settings() {
-  return {
-    pages: Math.round(envNumber('BENCH_KB_PAGES', 100, 1)),
-    wordsPerPage: Math.round(envNumber('BENCH_KB_WORDS_PER_PAGE', 420, 20)),
-    timeoutSeconds: envNumber('BENCH_KB_TIMEOUT_SECONDS', 900, 1),
-    rounds: loadSettings().rounds,
-    embedThreads: loadConfig().CONCIERGE_EMBED_THREADS,
-  };
-}
+const settings = () => ({
+  pages: envInt('BENCH_KB_PAGES', 100, 1), wordsPerPage: envInt('BENCH_KB_WORDS_PER_PAGE', 420, 20), timeoutSeconds: envNumber('BENCH_KB_TIMEOUT_SECONDS', 900, 1),
+  rounds: loadSettings().rounds, embedThreads: loadConfig().CONCIERGE_EMBED_THREADS,
+});
 
 type Step = 'begin' | 'extractAndChunk' | 'embed' | 'finish';
 
@@ -44,7 +31,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- An API process, and a worker process whose indexing steps and workflow starts are timed from outside.
   const embedder = benchEmbedder(bench, loadConfig().CONCIERGE_EMBED_THREADS);
   const api = await benchApi(bench);
-  const apiUrl = api.url;
+  const { url: apiUrl } = api;
   const key = await createKey(api.c.services, workspaceId, ['kb:read', 'kb:write']);
   type Mark = `${Step}:${'start' | 'end'}` | 'dispatch:start' | 'dispatch:end';
   const marks = new Map<string, Partial<Record<Mark, number>>>();
@@ -85,8 +72,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   // ---- Warm-up: the model loaded, one small file through the whole path.
   const t = now();
-  await embedder.load();
-  const modelLoadMs = now() - t;
+  const modelLoadMs = await embedder.load().then(() => now() - t);
   const warm = await uploadAndWait('warm-up.pdf', warmup.pdf);
   log(`  warm-up: model loaded in ${sec(modelLoadMs)} s; a ${WARMUP_PAGES}-page PDF (${warm.chunks} passages) indexed in ${sec(now() - t - modelLoadMs)} s`);
 
@@ -146,9 +132,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   return {
     section: 'kb-indexing',
-    description:
-      `A ${s.pages}-page PDF (${words} words) uploaded through the API and indexed by outbox dispatcher + Temporal kbIndexWorkflow until active; ` +
-      'then IndexingService.embed on its passages vs the embedder called directly on the same texts, interleaved',
+    description: `A ${s.pages}-page PDF (${words} words) uploaded and indexed until active; then IndexingService.embed vs the embedder on the same texts`,
     settings: { ...s, warmupPages: WARMUP_PAGES, temporal: 'temporal server start-dev, SQLite file', order: 'per round raw / pipeline alternating; mean over rounds' },
     runs,
     targets: ['pipeline embed', 'raw embedder'].map((t) => summarizeTarget(runs, t)),

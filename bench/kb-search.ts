@@ -1,24 +1,14 @@
-// The kb-search section: SearchService.search (full text + DenseIndex's exact SIMD dense search,
-// fused) of an API composition on a workspace of synthetic passages, at each size in
-// BENCH_KB_SEARCH_SIZES (reached one after another in the same workspace). Passages are
-// inserted straight into kb_documents / kb_files / kb_chunks: support prose (full text matches
-// some) and clustered random unit vectors labelled with the default model's id; one file of
-// each step of 50 lies in a folder (2% of the passages). The query's embedding is left out (a
-// stored vector per query): cold search (matrix dropped, as a NOTIFY does) and the matrix load
-// alone; warm p50 / p99 without and with the folder filter, whole and each side apart; recall@10 of
-// the dense side against a brute force; bytes per 100k. Then the real model: query embedding, whole search.
-//
-// BENCH_KB_SEARCH_SIZES (10000,100000), _QUERIES (200 warm searches per size and filter),
-// _COLD (3), _RECALL (50 query vectors), _EMBED (50 texts with the real model); BENCH_KB_MODELS_DIR.
+// What this measures and how to read it: docs/benchmarks.md#kb-search
 import { Client } from 'pg';
 import type { WorkspaceVectors } from '../domain/kb/dense-index';
 import { DEFAULT_LOCAL_MODEL, queryVector, type Embedder } from '../providers/embeddings/embedder';
 import type { SearchQuery } from '../domain/kb/search';
 import { newId } from '../lib/ids';
 import { section, type Cleanup } from './lib/child';
-import { envNumber } from './lib/load';
+import { envInt } from './lib/load';
 import { benchCompose, benchEmbedder, setUpBench } from './lib/setup';
-import { gaussian, passage, prng, QUESTIONS, TOPICS } from '../dev/fakes/prose';
+import { passage, prng, QUESTIONS, TOPICS } from '../dev/fakes/prose';
+import { StoredQueryEmbedder, VectorCorpus, type StoredQuery as Query } from '../dev/fakes/vectors';
 import { mean, ms, now, percentile, round1, sequentialRun, spread, summarizeTarget, timeEach } from './lib/stats';
 import type { Result, TargetSummary } from './lib/types';
 
@@ -26,8 +16,6 @@ const DIM = 384;
 const MODEL_ID = DEFAULT_LOCAL_MODEL;
 const FILES_PER_STEP = 50;
 const CLUSTERS = 256;
-/** Noise relative to the centroid (cosine to it ≈ 1 / sqrt(1 + NOISE²) ≈ 0.7). */
-const NOISE = 1;
 const ROWS_PER_INSERT = 500;
 const WARMUP_QUERIES = 10;
 const K = 10;
@@ -38,70 +26,16 @@ function settings() {
   if (!sizes.length || sizes.some((n) => !Number.isInteger(n) || n < FILES_PER_STEP) || sizes.some((n, i) => i > 0 && n <= sizes[i - 1])) {
     throw new Error(`BENCH_KB_SEARCH_SIZES=${raw}: expected ascending integers >= ${FILES_PER_STEP}`);
   }
-  return {
-    sizes,
-    queries: Math.round(envNumber('BENCH_KB_SEARCH_QUERIES', 200, 1)),
-    cold: Math.round(envNumber('BENCH_KB_SEARCH_COLD', 3, 1)),
-    recall: Math.round(envNumber('BENCH_KB_SEARCH_RECALL', 50, 1)),
-    embed: Math.round(envNumber('BENCH_KB_SEARCH_EMBED', 50, 1)),
-  };
+  const [queries, cold, recall, embed] = [envInt('BENCH_KB_SEARCH_QUERIES', 200, 1), envInt('BENCH_KB_SEARCH_COLD', 3, 1), envInt('BENCH_KB_SEARCH_RECALL', 50, 1), envInt('BENCH_KB_SEARCH_EMBED', 50, 1)];
+  return { sizes, queries, cold, recall, embed };
 }
 
 const took = (f: () => Promise<unknown>, t = now()) => f().then(() => now() - t);
 const sizeLabel = (n: number) => (n % 1000 === 0 ? `${n / 1000}k` : String(n));
 const mb = (bytes: number) => bytes / 1024 / 1024;
 
-function unit(v: Float32Array): Float32Array {
-  let s = 0;
-  for (let i = 0; i < v.length; i++) s += v[i] * v[i];
-  const n = Math.sqrt(s);
-  for (let i = 0; i < v.length; i++) v[i] /= n;
-  return v;
-}
-
-/** The passages' vectors as the bench generated them (row i = passage i), the ground truth for recall. */
-class Corpus {
-  ids: string[] = [];
-  inFolder: boolean[] = [];
-  vectors = new Float32Array(0);
-  private readonly rand = prng(0x5ea7c4);
-  readonly centroids: Float32Array[] = [];
-
-  constructor() {
-    for (let c = 0; c < CLUSTERS; c++) this.centroids.push(unit(Float32Array.from({ length: DIM }, () => gaussian(this.rand))));
-  }
-
-  /** A unit vector near a random centroid. */
-  near(rand: () => number = this.rand): Float32Array {
-    const c = this.centroids[Math.floor(rand() * CLUSTERS)];
-    const scale = NOISE / Math.sqrt(DIM);
-    return unit(Float32Array.from(c, (x) => x + scale * gaussian(rand)));
-  }
-
-  grow(n: number): void {
-    const next = new Float32Array((this.ids.length + n) * DIM);
-    next.set(this.vectors);
-    this.vectors = next;
-  }
-
-  get size() { return this.ids.length; }
-
-  /** Brute force, written apart from exactTopK: every score, then a full sort (ties by row). */
-  bruteTopK(query: Float32Array, k: number, folderOnly: boolean): string[] {
-    const scored: Array<[number, number]> = [];
-    for (let i = 0; i < this.ids.length; i++) {
-      if (folderOnly && !this.inFolder[i]) continue;
-      let s = 0;
-      for (let j = 0, base = i * DIM; j < DIM; j++) s += this.vectors[base + j] * query[j];
-      scored.push([s, i]);
-    }
-    scored.sort((a, b) => b[0] - a[0] || a[1] - b[1]);
-    return scored.slice(0, k).map(([, i]) => this.ids[i]);
-  }
-}
-
 /** Adds passages until the workspace holds `target`: FILES_PER_STEP active files (the first in the folder), in one transaction, the GIN index rebuilt after. */
-async function load(pg: Client, corpus: Corpus, workspaceId: string, folderId: string, target: number, step: number, log: (line: string) => void): Promise<Record<string, number>> {
+async function load(pg: Client, corpus: VectorCorpus, workspaceId: string, folderId: string, target: number, step: number, log: (line: string) => void): Promise<Record<string, number>> {
   const started = now();
   const add = target - corpus.size;
   const perFile = Math.floor(add / FILES_PER_STEP);
@@ -132,12 +66,8 @@ async function load(pg: Client, corpus: Corpus, workspaceId: string, folderId: s
         const t = rand() < 0.8 ? topic : TOPICS[Math.floor(rand() * TOPICS.length)];
         const text = passage(rand, t, 150 + Math.floor(rand() * 80)).join('\n\n');
         textBytes += text.length;
-        const v = corpus.near(rand);
-        const row = corpus.ids.length;
         const id = newId('psg');
-        corpus.ids.push(id);
-        corpus.inFolder.push(inFolder);
-        corpus.vectors.set(v, row * DIM);
+        const v = corpus.add(id, inFolder, rand);
         const p = params.length;
         tuples.push(`($${p + 1}, $${p + 2}, $${p + 3}, $${p + 4}, $${p + 5}, $${p + 6}, 0, $${p + 7}, $${p + 8}, ${DIM})`);
         params.push(id, workspaceId, fileId, o + r, text, rand() < 0.5 ? t.title : null, Buffer.from(v.buffer, v.byteOffset, v.byteLength), MODEL_ID);
@@ -156,20 +86,6 @@ async function load(pg: Client, corpus: Corpus, workspaceId: string, folderId: s
   return figures;
 }
 
-type Query = { text: string; vector: Float32Array };
-
-/** An Embedder that hands out the query vector set before each search (searches run one at a time here). */
-class StoredQueryEmbedder implements Embedder {
-  readonly modelId = MODEL_ID;
-  readonly dimension = DIM;
-  next: Query | null = null;
-  embed = (texts: string[]) => Promise.all(texts.map((t) => this.embedQuery(t)));
-  embedQuery = async (text: string) => {
-    if (this.next?.text !== text) throw new Error(`StoredQueryEmbedder: no stored vector for '${text}'`);
-    return this.next.vector;
-  };
-}
-
 /** SearchService's two sides (private): timed apart, and the dense ranking for recall against the brute force. */
 type Side = (workspaceId: string, q: SearchQuery, folders: Set<string> | null) => Promise<string[]>;
 type Internals = { denseSearch: Side; fullText: (em: unknown, ...args: Parameters<Side>) => Promise<string[]> };
@@ -182,12 +98,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   await pg.connect();
   cleanup.push(['pg client', () => pg.end()]);
 
-  const corpus = new Corpus();
+  const corpus = new VectorCorpus(DIM, CLUSTERS);
   const queryRand = prng(0x9e3779b9);
   const queries: Query[] = Array.from({ length: Math.max(s.queries, s.recall) }, (_, i) => ({ text: QUESTIONS[i % QUESTIONS.length], vector: corpus.near(queryRand) }));
 
   // An API process's search, its query embedder the stored vectors (the real model at the end).
-  const stored = new StoredQueryEmbedder();
+  const stored = new StoredQueryEmbedder(MODEL_ID, DIM);
   let embedder: Embedder = stored;
   const c = await benchCompose(bench, 'api', { overrides: { embedder: async () => embedder } });
   const dense = c.denseIndex;
@@ -290,9 +206,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   return {
     section: 'kb-search',
-    description:
-      `SearchService.search (full text + exact SIMD dense search, RRF) on ${s.sizes.map(sizeLabel).join(' / ')} synthetic passages in one workspace (2% in one folder); ` +
-      'latency excludes query embedding (stored query vectors), which is reported separately with the real model',
+    description: `SearchService.search on ${s.sizes.map(sizeLabel).join(' / ')} synthetic passages (2% in one folder); latency excludes query embedding, reported apart`,
     settings: { ...s, dim: DIM, clusters: CLUSTERS, filesPerStep: FILES_PER_STEP, topK: K, order: 'sequential searches, no filter / folder filter alternating' },
     targets,
     headlines,

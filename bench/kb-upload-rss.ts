@@ -1,29 +1,15 @@
-// The kb-upload-rss section: resident memory of an API process while it receives a ~200 MB
-// knowledge-base upload (POST /api/v1/kb/files, multipart), goal: growth < 64 MB.
-//
-// The API runs in a process of its own built as api/main.ts builds one (compose + startApi
-// from a Config read from the environment, PostgreSQL rate-limit store), with --expose-gc so
-// its idle baseline is taken after a full collection. This process streams the multipart
-// body (a CSV generated on the fly) and reads the server's VmRSS every 50 ms; the kernel's
-// high-water mark (VmHWM, reset just before) catches a peak between samples. A small upload
-// warms the path; the big file is then deleted through the API (its blob must be gone).
-//
-// BENCH_KB_UPLOAD_BYTES (200000000): the file's size (the API's limit: KB_UPLOAD_MAX_BYTES).
-import { randomBytes } from 'node:crypto';
+// What this measures and how to read it: docs/benchmarks.md#kb-upload-rss
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { startApi } from '../api/server';
-import { orderExportCsv } from '../dev/fakes/documents';
+import { uploadOrderExport as upload } from '../dev/fakes/uploads';
 import { compose } from '../app/compose';
 import { loadConfig, rateLimitStoreKind } from '../app/config';
 import { forkRole, section, serveRole, type Cleanup } from './lib/child';
-import { envNumber } from './lib/load';
+import { envInt } from './lib/load';
 import { BENCH_KEY, benchCompose, createKey, listen, setUpBench } from './lib/setup';
-import { procMemory, resetHwm } from './lib/stats';
-import type { Check, Result } from './lib/types';
+import { below, procMemory, resetHwm } from './lib/stats';
+import type { Result } from './lib/types';
 
 const GOAL_MB = 64;
 const SAMPLE_MS = 50;
@@ -48,48 +34,8 @@ const server = () =>
     return { ready: await listen(app), handle, stop: () => c.close() };
   });
 
-interface UploadOutcome {
-  status: number;
-  body: { id?: string; file_size?: number; mime_type?: string; message?: string };
-  seconds: number;
-}
-
-/** A multipart/form-data POST with a Content-Length (as `curl -F` sends it) whose file part streams `bytes` bytes of CSV. */
-async function upload(url: string, key: string, name: string, bytes: number): Promise<UploadOutcome> {
-  const boundary = `----concierge-bench-${randomBytes(8).toString('hex')}`;
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\nContent-Type: text/csv\r\n\r\n`);
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  const started = performance.now();
-  const req = http.request(`${url}/api/v1/kb/files`, {
-    method: 'POST',
-    agent: false,
-    headers: { authorization: `Bearer ${key}`, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(head.length + bytes + tail.length) },
-  });
-  const response = new Promise<http.IncomingMessage>((resolve, reject) => req.once('response', resolve).once('error', reject));
-  async function* body() {
-    yield head;
-    yield* orderExportCsv(bytes);
-    yield tail;
-  }
-  // A server that answers early (an error) stops reading: its answer matters more than the send's failure.
-  const sending = pipeline(Readable.from(body(), { objectMode: false }), req).catch((err: unknown) => err);
-  const res = await response;
-  const chunks: Buffer[] = [];
-  for await (const c of res) chunks.push(c as Buffer);
-  const sendError = await sending;
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (sendError && res.statusCode === 201) throw sendError;
-  let parsed: UploadOutcome['body'];
-  try {
-    parsed = JSON.parse(text) as UploadOutcome['body'];
-  } catch {
-    parsed = { message: text.slice(0, 300) };
-  }
-  return { status: res.statusCode ?? 0, body: parsed, seconds: (performance.now() - started) / 1000 };
-}
-
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
-  const bytes = Math.round(envNumber('BENCH_KB_UPLOAD_BYTES', 200_000_000, 1024));
+  const bytes = envInt('BENCH_KB_UPLOAD_BYTES', 200_000_000, 1024);
   const bench = await setUpBench(cleanup);
   const key = (await createKey((await benchCompose(bench, 'cli')).services, bench.workspaceId, ['kb:read', 'kb:write'])).key;
   const storage = path.join(bench.dir, 'api-blobs');
@@ -124,7 +70,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const sampledPeak = Math.max(baselineRss, ...samples);
   const peakRss = Math.max(sampledPeak, hwmReset && after ? after.hwm : 0);
   const growth = toMb(peakRss - baselineRss);
-  const check: Check = { name: 'kb-upload-rss growth', value: growth, unit: 'MB', goal: `< ${GOAL_MB}`, pass: growth < GOAL_MB };
+  const check = below('kb-upload-rss growth', growth, 'MB', GOAL_MB);
   const headline =
     `kb-upload-rss: ${(bytes / 1e6).toFixed(0)} MB streamed in ${outcome.seconds.toFixed(1)} s (${(bytes / 1e6 / outcome.seconds).toFixed(0)} MB/s), ` +
     `RSS ${toMb(baselineRss).toFixed(0)} -> peak ${toMb(peakRss).toFixed(0)} MB = +${growth.toFixed(1)} MB (goal < ${GOAL_MB} MB) ${check.pass ? 'ok' : 'MISSED'}`;

@@ -1,49 +1,24 @@
-// The mcp-call section: what a turn's MCP tool call costs above the tool's own latency.
-// A real MCP server (the SDK's McpServer over stateless Streamable HTTP) on 127.0.0.1 whose
-// tool waits BENCH_MCP_TOOL_MS (10) then answers. Targets, sequential samples alternating:
-// the tool's own function (baseline), a kept-open SDK client's callTool (the protocol alone),
-// and McpService.call as a turn makes it (address check, pinned connection, initialize,
-// call, close). Overhead = McpService.call p50 − the tool's own p50.
-//
-// BENCH_MCP_SAMPLES (200), BENCH_MCP_TOOL_MS (10).
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+// What this measures and how to read it: docs/benchmarks.md#mcp-call
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpServer as SdkServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { z } from 'zod';
 import { SecretBox } from '../lib/crypto/secret-box';
 import { McpService } from '../domain/mcp/servers';
 import { policyFromCidrs } from '../lib/net/ssrf';
+import { startOrderStatusServer } from '../dev/fakes/mcp-server';
 import { section, type Cleanup } from './lib/child';
-import { envNumber } from './lib/load';
+import { envInt, envNumber } from './lib/load';
 import { setUpBench } from './lib/setup';
 import { now, percentile, runStats, summarizeTarget } from './lib/stats';
 import type { Result, RunStats } from './lib/types';
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
-  const samples = Math.round(envNumber('BENCH_MCP_SAMPLES', 200, 10));
+  const samples = envInt('BENCH_MCP_SAMPLES', 200, 10);
   const toolMs = envNumber('BENCH_MCP_TOOL_MS', 10, 0);
   const bench = await setUpBench(cleanup);
-  const tool = async (id: string) => {
-    await sleep(toolMs);
-    return `Order ${id} shipped.`;
-  };
-  const server = http.createServer((req, res) => {
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    const mcp = new SdkServer({ name: 'bench', version: '1.0.0' });
-    mcp.registerTool('order_status', { description: 'status', inputSchema: { order_id: z.string() } }, async ({ order_id }) => ({ content: [{ type: 'text', text: await tool(order_id) }] }));
-    res.on('close', () => {
-      void transport.close();
-      void mcp.close();
-    });
-    void mcp.connect(transport).then(() => transport.handleRequest(req, res));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanup.push(['mcp server', () => new Promise<void>((r) => server.close(() => r()))]);
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+  const tool = (id: string) => sleep(toolMs).then(() => `Order ${id} shipped.`);
+  const { url, close } = await startOrderStatusServer(tool);
+  cleanup.push(['mcp server', close]);
 
   const service = new McpService(bench.db.orm.em, SecretBox.fromString('0'.repeat(64)), { policy: policyFromCidrs('127.0.0.0/8') });
   const registered = await service.create(bench.workspaceId, { name: 'bench', url, enabled: true }, { mayUseCredentials: false });

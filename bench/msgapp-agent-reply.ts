@@ -1,18 +1,4 @@
-// The msgapp-agent-reply section: what the platform adds between a customer's msgapp message
-// reaching our webhook and the agent's reply reaching the provider, over the model and one
-// provider call. Subject: the msgapp sandbox POSTs the message to /webhooks/msgapp → outbox
-// relay → msgapp-inbound:<wamid> → update-with-start of the conversation actor → agent turn
-// (local embedder retrieval, fake model) → message-send:<reply id> → CloudApiProvider.send,
-// timed from injectInbound to the sandbox's `sent` record. Baseline, same fake model and
-// sandbox: OpenAiCompatibleModel.complete then one CloudApiProvider.send. Two series, samples
-// alternating one for one: `new conversation` (a new actor) and `running actor` (the same
-// customers again; the check, overhead p50 < 150 ms, is on it). Per-step marks (service calls,
-// the relay's start, the actor's update, the model's request, the provider's receipt) give the breakdown.
-//
-// BENCH_MSGAPP_AGENT_SAMPLES (60 per series), _WARMUP (10), _LLM_DELAY_MS (50);
-// BENCH_MSGAPP_AGENT_HISTORY=1 also prints the Temporal events of each series' last sample.
-// BENCH_MSGAPP_AGENT_SPLIT=1: API and worker as two compositions (each its own Temporal
-// connection); default: one composition (role both) as `npm start` runs them.
+// What this measures and how to read it: docs/benchmarks.md#msgapp-agent-reply
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { temporal } from '@temporalio/proto';
@@ -23,10 +9,10 @@ import { CloudApiProvider } from '../providers/msgapp/cloud-api';
 import { agentReplyId } from '../app/temporal-clients/conversations';
 import { startMsgappSandbox, type SentRecord } from '../dev/fake-msgapp';
 import { section, type Cleanup } from './lib/child';
-import { envNumber } from './lib/load';
+import { envInt, envNumber } from './lib/load';
 import { benchEmbedder, benchLlm, benchStack, setUpBench } from './lib/setup';
-import { alternate, around, ms, now, percentile, round1, sequentialRun, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
-import type { Check, Result } from './lib/types';
+import { alternate, around, below, ms, now, overhead, p50p99, percentile, round1, sequentialRun, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
+import type { Result } from './lib/types';
 import { publishAgent } from './lib/widget';
 
 const GOAL_OVERHEAD_P50_MS = 150;
@@ -41,37 +27,23 @@ const STATUS_DELAYS_MS = { delivered: 20, read: 40 };
 /** A reply that has not reached the provider this long after the message fails the section. */
 const REPLY_TIMEOUT_MS = 30_000;
 
-function settings() {
-  return {
-    samples: Math.round(envNumber('BENCH_MSGAPP_AGENT_SAMPLES', 60, 1)),
-    warmup: Math.round(envNumber('BENCH_MSGAPP_AGENT_WARMUP', 10, 0)),
-    llmDelayMs: envNumber('BENCH_MSGAPP_AGENT_LLM_DELAY_MS', 50, 0),
-    oneProcess: process.env.BENCH_MSGAPP_AGENT_SPLIT !== '1',
-  };
-}
+const settings = () => ({
+  samples: envInt('BENCH_MSGAPP_AGENT_SAMPLES', 60, 1), warmup: envInt('BENCH_MSGAPP_AGENT_WARMUP', 10, 0),
+  llmDelayMs: envNumber('BENCH_MSGAPP_AGENT_LLM_DELAY_MS', 50, 0), oneProcess: process.env.BENCH_MSGAPP_AGENT_SPLIT !== '1',
+});
 
 /** The steps of one subject sample, in path order (performance.now() of each, first occurrence). */
 const STEPS = [
-  ['webhookStored', 'webhook: event stored (accept returned)'],
-  ['webhook200', 'webhook 200 at the provider'],
-  ['relayStart', 'relay: workflow.start called'],
-  ['relayStarted', 'relay: workflow.start returned'],
-  ['partyStart', 'inbound wf: resolve party starts'],
-  ['partyEnd', 'inbound wf: party resolved'],
-  ['recordStart', 'inbound wf: record starts'],
-  ['recordEnd', 'inbound wf: recorded (+ message.inbound)'],
+  ['webhookStored', 'webhook: event stored (accept returned)'], ['webhook200', 'webhook 200 at the provider'],
+  ['relayStart', 'relay: workflow.start called'], ['relayStarted', 'relay: workflow.start returned'],
+  ['partyStart', 'inbound wf: resolve party starts'], ['partyEnd', 'inbound wf: party resolved'],
+  ['recordStart', 'inbound wf: record starts'], ['recordEnd', 'inbound wf: recorded (+ message.inbound)'],
   ['handStart', 'inbound wf: hand to actor starts (agentSilence)'],
-  ['updateStart', 'update-with-start of the actor called'],
-  ['updateEnd', 'update-with-start returned (actor took it)'],
-  ['turnStart', 'actor: agent turn starts'],
-  ['modelRequest', 'model: request arrives at the fake LLM'],
-  ['turnEnd', 'actor: agent turn ends'],
-  ['planStart', 'actor: reply send planned (starts)'],
-  ['planEnd', 'actor: reply send planned (ends)'],
-  ['sendRecord', 'message-send child: record activity starts'],
-  ['providerCall', 'message-send child: provider call starts'],
-  ['provider', 'provider: send received (the end)'],
-  ['sendMarked', 'message-send child: marked sent (after the end)'],
+  ['updateStart', 'update-with-start of the actor called'], ['updateEnd', 'update-with-start returned (actor took it)'],
+  ['turnStart', 'actor: agent turn starts'], ['modelRequest', 'model: request arrives at the fake LLM'], ['turnEnd', 'actor: agent turn ends'],
+  ['planStart', 'actor: reply send planned (starts)'], ['planEnd', 'actor: reply send planned (ends)'],
+  ['sendRecord', 'message-send child: record activity starts'], ['providerCall', 'message-send child: provider call starts'],
+  ['provider', 'provider: send received (the end)'], ['sendMarked', 'message-send child: marked sent (after the end)'],
 ] as const;
 type Step = (typeof STEPS)[number][0];
 type Marks = Partial<Record<Step, number>>;
@@ -89,11 +61,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- The provider: the sandbox, its `sent` records timed as they are pushed (the send's request handled).
   // Status callbacks (sent, delivered, read) come back as from the real API, soon enough that each sample's have all
   // been POSTed (sandbox.idle) before the next sample starts: samples do not overlap another reply's callbacks.
-  const sandbox = await startMsgappSandbox({
-    appSecret: APP_SECRET,
-    statusDelaysMs: STATUS_DELAYS_MS,
-    numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: ACCESS_TOKEN }],
-  });
+  const numbers = [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: ACCESS_TOKEN }];
+  const sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, statusDelaysMs: STATUS_DELAYS_MS, numbers });
   cleanup.push(['msgapp sandbox', () => sandbox.close()]);
   const waiting = new Map<string, (r: SentRecord, at: number) => void>();
   const push = sandbox.sent.push.bind(sandbox.sent);
@@ -266,12 +235,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   // ---- Figures.
   const totals = (xs: Sample[]) => xs.map((x) => x.total);
-  const figuresOf = (sub: Sample[], base: Sample[]) => {
-    const baseP50 = percentile(totals(base), 50);
-    return { subject: spread(totals(sub)), baseline: spread(totals(base)), overhead: spread(totals(sub).map((x) => x - baseP50)) };
-  };
-  const fCold = figuresOf(cold.subject, cold.baseline);
-  const fWarm = figuresOf(warm.subject, warm.baseline);
+  const fCold = overhead(totals(cold.subject), totals(cold.baseline));
+  const fWarm = overhead(totals(warm.subject), totals(warm.baseline));
   /** Per step: p50 of its time since the message, and p50 of the gap from the step before it (samples having both). */
   const breakdown = (xs: Sample[]) => {
     const rows: Array<{ step: Step; label: string; atP50: number; gapP50: number; gapP99: number; n: number }> = [];
@@ -291,22 +256,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const baseSend = spread([...cold.baseline, ...warm.baseline].map((x) => x.total - x.marks.turnEnd!));
 
   const run = (target: string, xs: Sample[], seconds: number, status: string) => sequentialRun(target, totals(xs), { [status]: xs.length }, seconds);
-  const runs = [
-    run('msgapp reply, new conversation', cold.subject, coldSeconds, '200'),
-    run('msgapp reply, running actor', warm.subject, warmSeconds, '200'),
-    run('model + send direct', [...cold.baseline, ...warm.baseline], coldSeconds + warmSeconds, 'ok'),
-  ];
+  const runs = [run('msgapp reply, new conversation', cold.subject, coldSeconds, '200'), run('msgapp reply, running actor', warm.subject, warmSeconds, '200')];
+  runs.push(run('model + send direct', [...cold.baseline, ...warm.baseline], coldSeconds + warmSeconds, 'ok'));
   const targets = runs.map((r) => summarizeTarget(runs, r.target));
-  const check: Check = {
-    name: 'msgapp-agent-reply overhead p50 (running actor)',
-    value: fWarm.overhead.p50,
-    unit: 'ms',
-    goal: `< ${GOAL_OVERHEAD_P50_MS}`,
-    pass: fWarm.overhead.p50 < GOAL_OVERHEAD_P50_MS,
-  };
+  const check = below('msgapp-agent-reply overhead p50 (running actor)', fWarm.overhead.p50, 'ms', GOAL_OVERHEAD_P50_MS);
   const line = (name: string, f: typeof fCold) =>
-    `msgapp-agent-reply (${name}): message → reply at the provider p50 ${ms(f.subject.p50)} ms, p99 ${ms(f.subject.p99)} ms / model + send direct p50 ${ms(f.baseline.p50)} ms, p99 ${ms(f.baseline.p99)} ms ` +
-    `→ overhead p50 ${ms(f.overhead.p50)} ms, p99 ${ms(f.overhead.p99)} ms`;
+    `msgapp-agent-reply (${name}): message → reply at the provider ${p50p99(f.subject)} / model + send direct ${p50p99(f.baseline)} → overhead ${p50p99(f.overhead)}`;
   const stages = (name: string, rows: ReturnType<typeof breakdown>) =>
     `msgapp-agent-reply stages (${name}, p50 gap from the step before): ${rows.map((r) => `${r.step} +${ms(r.gapP50)}`).join(', ')}`;
   const headlines = [
@@ -324,31 +279,13 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   table('new conversation', bCold);
 
   const figures: Record<string, Spread> = {
-    warmSubject: fWarm.subject,
-    warmBaseline: fWarm.baseline,
-    warmOverhead: fWarm.overhead,
-    coldSubject: fCold.subject,
-    coldBaseline: fCold.baseline,
-    coldOverhead: fCold.overhead,
-    baselineModel: baseModel,
-    baselineSend: baseSend,
+    warmSubject: fWarm.subject, warmBaseline: fWarm.baseline, warmOverhead: fWarm.overhead,
+    coldSubject: fCold.subject, coldBaseline: fCold.baseline, coldOverhead: fCold.overhead, baselineModel: baseModel, baselineSend: baseSend,
   };
   return {
     section: 'msgapp-agent-reply',
-    description:
-      `${s.samples} customers, two sequential series (each customer's first message: a new conversation and actor; then a second message: the actor running): ` +
-      'the msgapp sandbox POSTs the message to /webhooks/msgapp → outbox relay → msgapp-inbound workflow → conversation actor (update-with-start) → agent turn ' +
-      '(local embedder retrieval, fake model) → message-send child → CloudApiProvider.send, timed to the sandbox receiving the reply; against ' +
-      'OpenAiCompatibleModel.complete on the same fake model then one CloudApiProvider.send to the sandbox; req/s = 1000 / mean time; overhead = sample − baseline p50 of its series',
-    settings: {
-      ...s,
-      coldSeconds: round1(coldSeconds),
-      warmSeconds: round1(warmSeconds),
-      temporal: 'temporal server start-dev, SQLite file',
-      statusDelaysMs: STATUS_DELAYS_MS,
-      loadAverage: os.loadavg().map(round1),
-      order: 'subject and baseline samples alternate one for one within each series',
-    },
+    description: `${s.samples} customers' msgapp messages, new conversation then running actor → the agent's reply at the provider, against the model + one provider send; req/s = 1000 / mean time`,
+    settings: { ...s, coldSeconds: round1(coldSeconds), warmSeconds: round1(warmSeconds), statusDelaysMs: STATUS_DELAYS_MS, loadAverage: os.loadavg().map(round1) },
     runs,
     targets,
     checks: [check],

@@ -1,18 +1,10 @@
-// The msgapp-send section: template sends through the workflow path (POST /api/v1/messages
-// -> messageSendWorkflow on a Temporal dev server -> the send activity's CloudApiProvider)
-// against CloudApiProvider.send called directly, both to the msgapp sandbox, N sends per side
-// with C in flight, sides alternating per round (informational ratio, target 0).
-//
-// BENCH_MSGAPP_SENDS (300), BENCH_MSGAPP_CONCURRENCY (10), BENCH_MSGAPP_WARMUP_SENDS (30).
-// BENCH_MSGAPP_ONE_PROCESS=1: the API's client is the worker's, on its native connection (as
-// `npm start`), so sends start eagerly; default: the API has a connection of its own (API and
-// worker deployed apart; a start goes through the task queue).
+// What this measures and how to read it: docs/benchmarks.md#msgapp-send
 import { randomBytes } from 'node:crypto';
 import { CloudApiProvider } from '../providers/msgapp/cloud-api';
 import { startMsgappSandbox } from '../dev/fake-msgapp';
 import { connectWorker } from '../worker/connection';
 import { section, type Cleanup } from './lib/child';
-import { envNumber, loadSettings } from './lib/load';
+import { envInt, loadSettings } from './lib/load';
 import { benchApi, benchTemporal, benchWorker, setUpBench } from './lib/setup';
 import { compareTargets, inLanes, now, percentile, runStats, summarizeTarget } from './lib/stats';
 import type { Result, RunStats } from './lib/types';
@@ -23,15 +15,10 @@ const NUMBER = '+15550001111';
 const PHONE_NUMBER_ID = '1055';
 const ACCESS_TOKEN = 'token';
 
-function settings() {
-  return {
-    sends: Math.round(envNumber('BENCH_MSGAPP_SENDS', 300, 1)),
-    concurrency: Math.round(envNumber('BENCH_MSGAPP_CONCURRENCY', 10, 1)),
-    warmupSends: Math.round(envNumber('BENCH_MSGAPP_WARMUP_SENDS', 30, 0)),
-    rounds: loadSettings().rounds,
-    oneProcess: process.env.BENCH_MSGAPP_ONE_PROCESS === '1',
-  };
-}
+const settings = () => ({
+  sends: envInt('BENCH_MSGAPP_SENDS', 300, 1), concurrency: envInt('BENCH_MSGAPP_CONCURRENCY', 10, 1), warmupSends: envInt('BENCH_MSGAPP_WARMUP_SENDS', 30, 0), rounds: loadSettings().rounds,
+  oneProcess: process.env.BENCH_MSGAPP_ONE_PROCESS === '1',
+});
 
 /** `n` calls of `one(i)` with `concurrency` in flight; every call must resolve. */
 async function batch(n: number, concurrency: number, one: (i: number) => Promise<void>): Promise<{ seconds: number; sendsPerSec: number; latenciesMs: number[] }> {
@@ -56,22 +43,14 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const overrides = { services: { msgapp: provider } };
   const dev = await benchTemporal(bench);
   const worker = await benchWorker(bench, dev, { overrides, ...(s.oneProcess ? { connectWorker } : {}) });
-  const api = await benchApi(
-    bench,
-    s.oneProcess
-      ? { overrides: { ...overrides, temporal: { client: worker.temporal!.client, taskQueue: worker.temporal!.taskQueue, eagerStart: true } } }
-      : { overrides, temporalAddress: dev.address },
-  );
+  const shared = { client: worker.temporal!.client, taskQueue: worker.temporal!.taskQueue, eagerStart: true };
+  const api = await benchApi(bench, s.oneProcess ? { overrides: { ...overrides, temporal: shared } } : { overrides, temporalAddress: dev.address });
   const apiUrl = api.url;
   const apiServices = api.c.services;
   const credentialId = (await apiServices.credentials.create(bench.workspaceId, 'msgapp_access_token', 'n', ACCESS_TOKEN)).id;
-  const { agentId, key } = await publishAgent(api, bench.workspaceId, {
-    name: 'Bench sender',
-    instructions: 'x',
-    triggers: { msgapp: { number: NUMBER, phone_number_id: PHONE_NUMBER_ID, credential_id: credentialId } },
-    actions: [{ type: 'sender' }],
-    templates: [{ name: 'hello', body: 'Hello', status: 'approved' }],
-  }, ['conversations:write']);
+  const triggers = { msgapp: { number: NUMBER, phone_number_id: PHONE_NUMBER_ID, credential_id: credentialId } };
+  const templates = [{ name: 'hello', body: 'Hello', status: 'approved' }];
+  const { agentId, key } = await publishAgent(api, bench.workspaceId, { name: 'Bench sender', instructions: 'x', triggers, actions: [{ type: 'sender' }], templates }, ['conversations:write']);
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), one worker${s.oneProcess ? " whose native connection the API's client shares (eager starts)" : ''}, agent ${agentId}`);
 
@@ -84,13 +63,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     if (res.status !== 201) throw new Error(`POST /api/v1/messages answered ${res.status}: ${text}`);
   };
   const direct = async () => {
-    const r = await provider.send({
-      phoneNumberId: PHONE_NUMBER_ID,
-      accessToken: ACCESS_TOKEN,
-      to: recipient(),
-      content: { kind: 'template', name: 'hello', language: 'en' },
-      clientMessageId: `msg_bench${randomBytes(8).toString('hex')}`,
-    });
+    const clientMessageId = `msg_bench${randomBytes(8).toString('hex')}`;
+    const r = await provider.send({ phoneNumberId: PHONE_NUMBER_ID, accessToken: ACCESS_TOKEN, to: recipient(), content: { kind: 'template', name: 'hello', language: 'en' }, clientMessageId });
     if (!r.providerMessageId) throw new Error('direct send returned no provider message id');
   };
 
@@ -129,9 +103,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
 
   return {
     section: 'msgapp-send',
-    description:
-      `${s.sends} template sends per side per round, ${s.concurrency} in flight: POST /api/v1/messages (HTTP on loopback → messageSendWorkflow on a Temporal dev server → ` +
-      'CloudApiProvider.send) vs CloudApiProvider.send directly, both to the msgapp sandbox',
+    description: `${s.sends} template sends per side per round, ${s.concurrency} in flight: POST /api/v1/messages (→ messageSendWorkflow) vs CloudApiProvider.send directly`,
     settings: { ...s, temporal: 'temporal server start-dev, SQLite file', order: 'per round workflow / direct alternating; mean over rounds' },
     runs,
     targets: [wf, dr],

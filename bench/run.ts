@@ -1,8 +1,5 @@
-// `npm run bench`: runs each section, prints a summary, writes bench/results/latest.json.
-// BENCH_DURATION_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10), BENCH_ROUNDS (2),
-// BENCH_PG_URL, BENCH_REDIS_URL; BENCH_ONLY=name runs one section (replacing only its entry in
-// latest.json); BENCH_STRICT=1 exits 1 when a ratio or check misses its goal. Section settings
-// are at the top of each section's file.
+// `npm run bench`: each section in a child process, a summary, bench/results/latest.json. Settings, and how to read
+// the output: docs/benchmarks.md.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,12 +49,7 @@ function printSummary(results: Ran[]): void {
   );
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  if (rows.length) {
-    console.log(line(header));
-    console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-    for (const row of rows) console.log(line(row));
-    console.log('');
-  }
+  if (rows.length) console.log(`${[header, widths.map((w) => '-'.repeat(w)), ...rows].map(line).join('\n')}\n`);
   for (const r of results) {
     for (const h of r.headlines ?? []) console.log(h);
     for (const c of r.checks ?? []) console.log(`${c.name}: ${fmt(c.value, 1)} ${c.unit} (goal ${c.goal} ${c.unit}) ${c.pass ? 'ok' : 'MISSED'}`);

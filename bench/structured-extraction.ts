@@ -1,14 +1,4 @@
-// The structured-extraction section: generated documents with known values (invoices,
-// receipts, order emails, forms; as PDF, DOCX and scanned PDF) read by the isolated
-// extractors (OCR for scans) and asked of the model exactly as the `extract` workflow
-// asks it (domain/extraction askModel: json_schema response format, one repair turn, ajv),
-// then compared field by field. Reports exact-match accuracy per field type, seconds per
-// page, and the schema-validity rate (goal 100%).
-//
-// BENCH_EXTRACT_DOCS (32), BENCH_EXTRACT_SEED (7). The model: the local one from
-// `npm run models:fetch` (BENCH_EXTRACT_LOCAL_MODEL, default qwen2.5-coder-1.5b-instruct-q4_k_m;
-// threads CONCIERGE_BENCH_THREADS or 2), or an OpenAI-compatible server with
-// BENCH_EXTRACT_BASE_URL / BENCH_EXTRACT_API_KEY / BENCH_EXTRACT_MODEL.
+// What this measures and how to read it: docs/benchmarks.md#structured-extraction
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,7 +11,7 @@ import { DEFAULT_LOCAL_LLM, LocalLlmServer, llamaServerPath, localLlmPath, local
 import { OpenAiCompatibleModel, type CompletionRequest, type CompletionResult } from '../providers/llm/model';
 import { generate, render, type FieldType, type Format } from '../dev/fakes/extraction-cases';
 import { section, type Cleanup } from './lib/child';
-import { envNumber } from './lib/load';
+import { envInt } from './lib/load';
 import type { Check, Result } from './lib/types';
 
 const same = (got: unknown, want: unknown, type: FieldType) => {
@@ -32,8 +22,8 @@ const same = (got: unknown, want: unknown, type: FieldType) => {
 };
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
-  const n = Math.round(envNumber('BENCH_EXTRACT_DOCS', 32, 1));
-  const seed = Math.round(envNumber('BENCH_EXTRACT_SEED', 7, 0));
+  const n = envInt('BENCH_EXTRACT_DOCS', 32, 1);
+  const seed = envInt('BENCH_EXTRACT_SEED', 7, 0);
   const config = loadConfig();
   let complete: (req: CompletionRequest) => Promise<CompletionResult>;
   let modelName: string;
@@ -48,7 +38,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const binary = llamaServerPath(dir);
     const weights = localLlmPath(dir, modelName);
     if (!localServerFilesPresent(binary, weights)) throw new Error(`The local model is not installed under ${dir}: run npm run models:fetch (or set BENCH_EXTRACT_BASE_URL)`);
-    const threads = Math.round(envNumber('CONCIERGE_BENCH_THREADS', 2, 1));
+    const threads = envInt('CONCIERGE_BENCH_THREADS', 2, 1);
     const local = new LocalLlmServer({ binary, model: weights, modelName, threads, contextTokens: 4096, idleMs: 600_000 });
     cleanup.push(['local model server', () => local.stop()]);
     const started = performance.now();
@@ -61,24 +51,22 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-extract-'));
   cleanup.push(['documents', async () => fs.rmSync(tmp, { recursive: true, force: true })]);
   const cases = generate(n, seed);
-  const perType = new Map<FieldType, { right: number; total: number }>();
-  const perKind = new Map<string, { right: number; total: number }>();
+  type Tally = { right: number; total: number };
+  const perType = new Map<FieldType, Tally>();
+  const perKind = new Map<string, Tally>();
+  const tally = <K>(m: Map<K, Tally>, k: K, right: number, total: number) => {
+    const t = m.get(k) ?? { right: 0, total: 0 };
+    m.set(k, { right: t.right + right, total: t.total + total });
+  };
   const perFormat = new Map<Format, { seconds: number; pages: number }>();
-  let valid = 0;
-  let modelSeconds = 0;
-  let pages = 0;
-  let calls = 0;
+  let [valid, modelSeconds, pages, calls] = [0, 0, 0, 0];
   const misses: string[] = [];
   for (const [i, c] of cases.entries()) {
     const file = path.join(tmp, `doc${i}.${c.format === 'docx' ? 'docx' : 'pdf'}`);
     fs.writeFileSync(file, await render(c));
     const t0 = performance.now();
-    const { segments } = await extractDocument({
-      filePath: file,
-      kind: c.format === 'docx' ? 'docx' : 'pdf',
-      mime: c.format === 'docx' ? 'application/vnd.openxmlformats-officedocument.wordprocessingml.document' : 'application/pdf',
-      fileName: path.basename(file),
-    });
+    const [kind, mime] = c.format === 'docx' ? (['docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'] as const) : (['pdf', 'application/pdf'] as const);
+    const { segments } = await extractDocument({ filePath: file, kind, mime, fileName: path.basename(file) });
     const docPages = Math.max(1, new Set(segments.map((s) => s.page).filter(Boolean)).size);
     const schema = compileUserSchema(c.schema);
     const text = segments.map((s) => s.text).join('\n\n');
@@ -89,34 +77,23 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
       answers.push({ ...(await askModel(complete, schema, { text: chunk, prompt: null, part: chunks.length > 1 ? { index, count: chunks.length } : undefined })), index, chunk });
     }
     const t2 = performance.now();
-    const merged = mergePartials(
-      answers.filter((a) => a.data !== null).map((a) => ({ data: a.data, text: a.chunk })),
-      (d) => schema.validate(d) as boolean,
-    );
+    const merged = mergePartials(answers.filter((a) => a.data !== null).map((a) => ({ data: a.data, text: a.chunk })), (d) => schema.validate(d) as boolean);
     const ok = merged !== null && (schema.validate(merged.data) as boolean);
     if (ok) valid++;
     calls += answers.reduce((k, a) => k + a.calls, 0);
     modelSeconds += (t2 - t1) / 1000;
     pages += docPages;
     const f = perFormat.get(c.format) ?? { seconds: 0, pages: 0 };
-    f.seconds += (t2 - t0) / 1000;
-    f.pages += docPages;
-    perFormat.set(c.format, f);
+    perFormat.set(c.format, { seconds: f.seconds + (t2 - t0) / 1000, pages: f.pages + docPages });
     const data = (ok ? merged.data : {}) as Record<string, unknown>;
     let right = 0;
     for (const [field, want] of Object.entries(c.expected)) {
       const hit = same(data[field], want.value, want.type);
       if (hit) right++;
       else misses.push(`${c.kind}/${c.format} ${field}: got ${JSON.stringify(data[field])}, want ${JSON.stringify(want.value)}`);
-      const t = perType.get(want.type) ?? { right: 0, total: 0 };
-      t.right += hit ? 1 : 0;
-      t.total++;
-      perType.set(want.type, t);
+      tally(perType, want.type, hit ? 1 : 0, 1);
     }
-    const k = perKind.get(c.kind) ?? { right: 0, total: 0 };
-    k.right += right;
-    k.total += Object.keys(c.expected).length;
-    perKind.set(c.kind, k);
+    tally(perKind, c.kind, right, Object.keys(c.expected).length);
     log(`  ${String(i + 1).padStart(2)}/${cases.length} ${c.kind} (${c.format}): ${right}/${Object.keys(c.expected).length} fields, ${ok ? 'valid' : 'INVALID'}, read ${((t1 - t0) / 1000).toFixed(1)} s, model ${((t2 - t1) / 1000).toFixed(1)} s`);
   }
 

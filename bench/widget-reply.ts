@@ -1,19 +1,9 @@
-// The widget-reply section: what the platform adds between a visitor's async send and the
-// first streamed fragment of the reply on the widget's socket, over what the model takes.
-// Subject: POST /api/public/widget/send (delivery 'async') -> the conversation actor on a
-// Temporal dev server -> the agent turn (query retrieval with the real local embedding model,
-// then the model streaming) -> NOTIFY -> the API's ChatHub -> the open socket; timed to the
-// first reply_delta, to the final reply, and to the 202. Baseline, against the same fake model
-// (fixed first-byte delay): OpenAiCompatibleModel.complete called directly. Samples alternate
-// one for one; overhead = subject - baseline p50, its p50 a check (< 20 ms).
-//
-// BENCH_WIDGET_SENDS (200), _WARMUP_SENDS (20), _CONVERSATIONS (5), _LLM_DELAY_MS (50),
-// _LLM_CHUNK_MS (5).
+// What this measures and how to read it: docs/benchmarks.md#widget-reply
 import { section, type Cleanup } from './lib/child';
-import { envNumber } from './lib/load';
+import { envInt, envNumber } from './lib/load';
 import { benchEmbedder, benchLlm, benchStack, setUpBench } from './lib/setup';
-import { alternate, ms, now, percentile, round1, sequentialRun, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
-import type { Check, Result } from './lib/types';
+import { alternate, below, ms, now, overhead, p50p99, round1, sequentialRun, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
+import type { Result } from './lib/types';
 import { createWidgetSite, initConversation, openReplySocket, WIDGET_ORIGIN } from './lib/widget';
 
 const GOAL_OVERHEAD_P50_MS = 20;
@@ -24,15 +14,10 @@ const CHUNK_CHARS = 8;
 /** A reply that has not ended this long after its send fails the section. */
 const REPLY_TIMEOUT_MS = 30_000;
 
-function settings() {
-  return {
-    sends: Math.round(envNumber('BENCH_WIDGET_SENDS', 200, 1)),
-    warmupSends: Math.round(envNumber('BENCH_WIDGET_WARMUP_SENDS', 20, 0)),
-    conversations: Math.round(envNumber('BENCH_WIDGET_CONVERSATIONS', 5, 1)),
-    llmDelayMs: envNumber('BENCH_WIDGET_LLM_DELAY_MS', 50, 0),
-    llmChunkMs: envNumber('BENCH_WIDGET_LLM_CHUNK_MS', 5, 0),
-  };
-}
+const settings = () => ({
+  sends: envInt('BENCH_WIDGET_SENDS', 200, 1), warmupSends: envInt('BENCH_WIDGET_WARMUP_SENDS', 20, 0), conversations: envInt('BENCH_WIDGET_CONVERSATIONS', 5, 1),
+  llmDelayMs: envNumber('BENCH_WIDGET_LLM_DELAY_MS', 50, 0), llmChunkMs: envNumber('BENCH_WIDGET_LLM_CHUNK_MS', 5, 0),
+});
 
 /** First-fragment and end times of the replies seen on any socket, by reply_id. */
 class ReplyClock {
@@ -132,50 +117,36 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   }
 
   const t0 = now();
-  const measured = await pairs(s.sends);
+  const { subject: sub, baseline: base } = await pairs(s.sends);
   const seconds = (now() - t0) / 1000;
-  const sub = measured.subject;
-  const base = measured.baseline;
 
   const pick = (xs: Sample[], k: keyof Sample) => xs.map((x) => x[k] ?? NaN);
-  const baseDeltaP50 = percentile(pick(base, 'firstDelta'), 50);
-  const baseFinalP50 = percentile(pick(base, 'final'), 50);
-  const overhead = spread(pick(sub, 'firstDelta').map((x) => x - baseDeltaP50));
-  const finalOverhead = spread(pick(sub, 'final').map((x) => x - baseFinalP50));
+  const delta = overhead(pick(sub, 'firstDelta'), pick(base, 'firstDelta'));
+  const final = overhead(pick(sub, 'final'), pick(base, 'final'));
+  const requestToDelta = (xs: Sample[]) => spread(xs.map((x) => x.firstDelta - x.modelRequest));
   const figures: Record<string, Spread> = {
-    subjectFirstDelta: spread(pick(sub, 'firstDelta')),
-    subjectFinal: spread(pick(sub, 'final')),
-    subjectAccepted: spread(pick(sub, 'accepted')),
-    subjectToModelRequest: spread(pick(sub, 'modelRequest')),
-    subjectModelRequestToFirstDelta: spread(sub.map((x) => x.firstDelta - x.modelRequest)),
-    baselineFirstDelta: spread(pick(base, 'firstDelta')),
-    baselineFinal: spread(pick(base, 'final')),
-    baselineModelRequestToFirstDelta: spread(base.map((x) => x.firstDelta - x.modelRequest)),
-    overheadFirstDelta: overhead,
-    overheadFinal: finalOverhead,
+    subjectFirstDelta: delta.subject, subjectFinal: final.subject, subjectAccepted: spread(pick(sub, 'accepted')), subjectToModelRequest: spread(pick(sub, 'modelRequest')),
+    subjectModelRequestToFirstDelta: requestToDelta(sub), baselineFirstDelta: delta.baseline, baselineFinal: final.baseline,
+    baselineModelRequestToFirstDelta: requestToDelta(base), overheadFirstDelta: delta.overhead, overheadFinal: final.overhead,
   };
   const f = figures;
   // Sequential: req/s = replies a second one client gets, each to its end; latency: to the first fragment.
   const run = (target: string, xs: Sample[], status: string) => sequentialRun(target, pick(xs, 'firstDelta'), { [status]: xs.length }, undefined, pick(xs, 'final'));
   const runs = [run('widget async send', sub, '202'), run('model direct', base, 'ok')];
   const targets = runs.map((r) => summarizeTarget(runs, r.target));
-  const check: Check = { name: 'widget-reply overhead to first reply_delta p50', value: overhead.p50, unit: 'ms', goal: `< ${GOAL_OVERHEAD_P50_MS}`, pass: overhead.p50 < GOAL_OVERHEAD_P50_MS };
+  const check = below('widget-reply overhead to first reply_delta p50', delta.overhead.p50, 'ms', GOAL_OVERHEAD_P50_MS);
   const headlines = [
-    `widget-reply: send → first reply_delta p50 ${ms(f.subjectFirstDelta.p50)} ms, p99 ${ms(f.subjectFirstDelta.p99)} ms / model's own first delta p50 ${ms(f.baselineFirstDelta.p50)} ms, p99 ${ms(f.baselineFirstDelta.p99)} ms ` +
-      `→ overhead p50 ${ms(overhead.p50)} ms, p99 ${ms(overhead.p99)} ms (${s.sends} sequential sends, model first byte after ${s.llmDelayMs} ms)`,
-    `widget-reply: 202 accepted p50 ${ms(f.subjectAccepted.p50)} ms, p99 ${ms(f.subjectAccepted.p99)} ms; send → final reply p50 ${ms(f.subjectFinal.p50)} ms, p99 ${ms(f.subjectFinal.p99)} ms ` +
-      `/ model's whole reply p50 ${ms(f.baselineFinal.p50)} ms → overhead p50 ${ms(finalOverhead.p50)} ms, p99 ${ms(finalOverhead.p99)} ms`,
+    `widget-reply: send → first reply_delta ${p50p99(delta.subject)} / model's own first delta ${p50p99(delta.baseline)} ` +
+      `→ overhead ${p50p99(delta.overhead)} (${s.sends} sequential sends, model first byte after ${s.llmDelayMs} ms)`,
+    `widget-reply: 202 accepted ${p50p99(f.subjectAccepted)}; send → final reply ${p50p99(final.subject)} / model's whole reply p50 ${ms(final.baseline.p50)} ms → overhead ${p50p99(final.overhead)}`,
     `widget-reply stages (p50): send → model request ${ms(f.subjectToModelRequest.p50)} ms; ` +
       `model request → first delta on the socket ${ms(f.subjectModelRequestToFirstDelta.p50)} ms vs ${ms(f.baselineModelRequestToFirstDelta.p50)} ms directly`,
   ];
 
   return {
     section: 'widget-reply',
-    description:
-      `${s.sends} sequential async widget sends (POST /api/public/widget/send → conversation actor on a Temporal dev server → agent turn → ` +
-      'NOTIFY → ChatHub → open socket), timed to the first reply_delta, against OpenAiCompatibleModel.complete called directly on the same fake model; ' +
-      'req/s = 1000 / mean time to the end of the reply',
-    settings: { ...s, seconds: round1(seconds), temporal: 'temporal server start-dev, SQLite file', order: 'subject and baseline samples alternate one for one' },
+    description: `${s.sends} sequential async widget sends timed to the first reply_delta on the socket, against the same fake model called directly; req/s = 1000 / mean time to the end of the reply`,
+    settings: { ...s, seconds: round1(seconds), order: 'subject and baseline samples alternate one for one' },
     runs,
     targets,
     checks: [check],

@@ -1,10 +1,7 @@
 import { fork } from 'node:child_process';
 import type { Result } from './types';
 
-/**
- * Each section runs in a child process of its own (its memory, the model's arena and the
- * Temporal Runtime go with it): see `section` below.
- */
+// Each section runs in a child process of its own (its memory, the model's arena and the Temporal Runtime go with it).
 
 export type ChildMessage = { kind: 'log'; line: string } | { kind: 'result'; result: Result } | { kind: 'error'; message: string };
 
@@ -54,11 +51,7 @@ function childMain(measure: Measure): void {
   })();
 }
 
-/**
- * A section: `benchX = section(module, 'x', measure)` in the section's file. Run as its own main module, the
- * file measures (childMain), or, with BENCH_ROLE set, plays that helper role (forkRole); the returned function
- * runs it in a child process from bench/run.ts.
- */
+/** `benchX = section(module, 'x', measure)`: run as main module the file measures (or, with BENCH_ROLE, plays that helper role); the returned function runs it in a child. */
 export function section(mod: NodeModule, name: string, measure: Measure, opts: { env?: NodeJS.ProcessEnv; roles?: Record<string, () => void> } = {}) {
   if (require.main === mod) {
     const role = process.env.BENCH_ROLE;
@@ -71,10 +64,7 @@ export function section(mod: NodeModule, name: string, measure: Measure, opts: {
 
 type RoleMessage = { kind: 'ready'; ready: unknown } | { kind: 'done'; req: number; result: unknown } | { kind: 'failed'; req: number; message: string };
 
-/**
- * A helper process (the section's file again, BENCH_ROLE=`role`, answering with serveRole): its `ready`
- * value, and `call` to ask it something. Cleanup disconnects it (it stops itself), killing it after 15 s.
- */
+/** A helper process (the section's file, BENCH_ROLE=`role`, serveRole): its `ready` value and `call`. Cleanup disconnects it, killing it after 15 s. */
 export async function forkRole<Req, Res, Ready = undefined>(file: string, role: string, cleanup: Cleanup, env: NodeJS.ProcessEnv = {}, execArgv: string[] = []) {
   const child = forkSelf(file, { ...env, BENCH_ROLE: role }, execArgv);
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));

@@ -10,6 +10,9 @@ export function envNumber(name: string, fallback: number, min: number): number {
   return value;
 }
 
+/** envNumber, rounded. */
+export const envInt = (name: string, fallback: number, min: number) => Math.round(envNumber(name, fallback, min));
+
 export type LoadSettings = ReturnType<typeof loadSettings>;
 
 /** Settings shared by every section (see bench/run.ts). */
@@ -17,8 +20,8 @@ export function loadSettings() {
   return {
     durationSeconds: envNumber('BENCH_DURATION_SECONDS', 10, 1),
     warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 2, 0),
-    connections: Math.round(envNumber('BENCH_CONNECTIONS', 10, 1)),
-    rounds: Math.round(envNumber('BENCH_ROUNDS', 2, 1)),
+    connections: envInt('BENCH_CONNECTIONS', 10, 1),
+    rounds: envInt('BENCH_ROUNDS', 2, 1),
   };
 }
 
@@ -38,19 +41,12 @@ export async function runLoad(target: LoadTarget, opts: { seconds: number; conne
         `(2xx ${twoXx} of ${completed} completed, non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts})`,
     );
   }
+  // durationSeconds: autocannon stops on its first one-second sample after the duration, so a run can last a second longer;
+  // requestsPerSec: autocannon's mean of its one-second samples (≈ total / duration).
+  const { latency } = result;
   return {
-    target: target.name,
-    round: opts.round,
-    // autocannon stops on its first one-second sample after the duration, so a run can last a second longer.
-    durationSeconds: result.duration,
-    connections: opts.connections,
-    // autocannon's mean of its one-second samples (≈ total / duration).
-    requestsPerSec: result.requests.mean,
-    latencyP50Ms: result.latency.p50,
-    latencyP99Ms: result.latency.p99,
-    latencyMeanMs: result.latency.average,
-    totalRequests: completed,
-    statusCodes,
+    target: target.name, round: opts.round, durationSeconds: result.duration, connections: opts.connections, requestsPerSec: result.requests.mean,
+    latencyP50Ms: latency.p50, latencyP99Ms: latency.p99, latencyMeanMs: latency.average, totalRequests: completed, statusCodes,
   };
 }
 

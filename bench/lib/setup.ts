@@ -66,6 +66,9 @@ export async function setUpBench(cleanup: Cleanup): Promise<Bench> {
   return { cleanup, dir, db: { url: url.toString(), orm }, workspaceId: ws.id };
 }
 
+/** Set to UNREACHABLE in every bench composition. */
+const LIFTED_LIMITS = ['RATE_LIMIT_PER_KEY', 'RATE_LIMIT_PER_WORKSPACE', 'WIDGET_RATE_LIMIT_PER_CLIENT', 'WIDGET_SENDS_PER_CONVERSATION', 'WIDGET_REFUSALS_PER_ADDRESS', 'CHAT_MAX_SOCKETS_PER_CONVERSATION', 'CHAT_MAX_SOCKETS_PER_ADDRESS'];
+
 /** The shipped defaults, quiet, limits lifted (a benchmark of 429s is worthless), data in the bench's directory. */
 export function benchConfig(dir: string, values: Partial<Config> = {}): Config {
   return {
@@ -75,13 +78,7 @@ export function benchConfig(dir: string, values: Partial<Config> = {}): Config {
     CONCIERGE_ENCRYPTION_KEY: BENCH_KEY,
     CONCIERGE_MODELS_DIR: benchModelsDir(),
     REDIS_URL: BENCH_REDIS_URL,
-    RATE_LIMIT_PER_KEY: UNREACHABLE,
-    RATE_LIMIT_PER_WORKSPACE: UNREACHABLE,
-    WIDGET_RATE_LIMIT_PER_CLIENT: UNREACHABLE,
-    WIDGET_SENDS_PER_CONVERSATION: UNREACHABLE,
-    WIDGET_REFUSALS_PER_ADDRESS: UNREACHABLE,
-    CHAT_MAX_SOCKETS_PER_CONVERSATION: UNREACHABLE,
-    CHAT_MAX_SOCKETS_PER_ADDRESS: UNREACHABLE,
+    ...Object.fromEntries(LIFTED_LIMITS.map((k) => [k, UNREACHABLE])),
     ...values,
   };
 }

@@ -1,6 +1,6 @@
 /** Small statistics helpers for sections that time events themselves; a process's memory. */
 import fs from 'node:fs';
-import type { Comparison, RunStats, TargetSummary } from './types';
+import type { Check, Comparison, RunStats, TargetSummary } from './types';
 
 export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
@@ -11,13 +11,7 @@ export function percentile(xs: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
-export interface Spread {
-  n: number;
-  p50: number;
-  p99: number;
-  max: number;
-  mean: number;
-}
+export type Spread = Record<'n' | 'p50' | 'p99' | 'max' | 'mean', number>;
 
 export function spread(xs: number[]): Spread {
   return { n: xs.length, p50: percentile(xs, 50), p99: percentile(xs, 99), max: xs.length ? Math.max(...xs) : NaN, mean: mean(xs) };
@@ -27,6 +21,14 @@ export const round1 = (n: number): number => Math.round(n * 10) / 10;
 export const now = () => performance.now();
 /** Milliseconds as the sections print them: whole from 100 up, else one decimal. */
 export const ms = (x: number) => (Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(1));
+/** `p50 X ms, p99 Y ms`. */
+export const p50p99 = (s: Pick<Spread, 'p50' | 'p99'>, f: (x: number) => string = ms) => `p50 ${f(s.p50)} ms, p99 ${f(s.p99)} ms`;
+
+/** Subject and baseline samples, and the overhead: each subject sample minus the baseline's p50. */
+export function overhead(subject: number[], baseline: number[]): { subject: Spread; baseline: Spread; overhead: Spread } {
+  const baseP50 = percentile(baseline, 50);
+  return { subject: spread(subject), baseline: spread(baseline), overhead: spread(subject.map((x) => x - baseP50)) };
+}
 
 /** `n` calls of `f(i)` one after another: each one's milliseconds. */
 export async function timeEach(n: number, f: (i: number) => Promise<unknown>): Promise<number[]> {
@@ -54,10 +56,17 @@ export function sequentialRun(target: string, latenciesMs: number[], status: Rec
   return { ...r, requestsPerSec: 1000 / mean(perSample) };
 }
 
-/** A Comparison from two rates (a section's own figures rather than rounds of RunStats). */
-export function comparison(c: Omit<Comparison, 'ratio' | 'pass'>, ratio = c.subjectRequestsPerSec / c.baselineRequestsPerSec): Comparison {
-  return { ...c, ratio, pass: ratio >= c.target };
+/** A Comparison from two rates (a section's own figures rather than rounds of RunStats); `ratio`: subject ÷ baseline unless given. */
+export function comparison(
+  names: Pick<Comparison, 'name' | 'subject' | 'baseline' | 'subjectUnit' | 'baselineUnit'>,
+  r: { subject: number; baseline: number; target: number; best: number; rounds?: number[] },
+  ratio = r.subject / r.baseline,
+): Comparison {
+  return { ...names, subjectRequestsPerSec: r.subject, baselineRequestsPerSec: r.baseline, ratio, roundRatios: r.rounds ?? [], bestRatio: r.best, target: r.target, pass: ratio >= r.target };
 }
+
+/** A figure against an upper limit. */
+export const below = (name: string, value: number, unit: string, limit: number): Check => ({ name, value, unit, goal: `< ${limit}`, pass: value < limit });
 
 /** One target's aggregate over its measured rounds (round > 0). */
 export function summarizeTarget(runs: RunStats[], target: string): TargetSummary {
@@ -78,20 +87,10 @@ export function compareTargets(runs: RunStats[], name: string, subject: string, 
   const b = summarizeTarget(runs, baseline);
   const inRound = (t: string, round: number) => runs.find((r) => r.target === t && r.round === round)!.requestsPerSec;
   const rounds = [...new Set(runs.filter((r) => r.round > 0).map((r) => r.round))];
-  const ratio = s.meanRequestsPerSec / b.meanRequestsPerSec;
-  return {
-    name,
-    subject,
-    baseline,
-    subjectRequestsPerSec: s.meanRequestsPerSec,
-    baselineRequestsPerSec: b.meanRequestsPerSec,
-    ratio,
-    roundRatios: rounds.map((k) => inRound(subject, k) / inRound(baseline, k)),
-    bestRatio: s.bestRequestsPerSec / b.bestRequestsPerSec,
-    target,
-    pass: ratio >= target,
-    ...(unit ? { subjectUnit: unit, baselineUnit: unit } : {}),
-  };
+  return comparison(
+    { name, subject, baseline, ...(unit ? { subjectUnit: unit, baselineUnit: unit } : {}) },
+    { subject: s.meanRequestsPerSec, baseline: b.meanRequestsPerSec, target, best: s.bestRequestsPerSec / b.bestRequestsPerSec, rounds: rounds.map((k) => inRound(subject, k) / inRound(baseline, k)) },
+  );
 }
 
 /** A RunStats for `n` events timed by the section itself. */

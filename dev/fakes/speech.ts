@@ -82,3 +82,27 @@ export function wordErrorRate(reference: string, hypothesis: string): number {
   }
   return r.length ? prev[h.length] / r.length : h.length ? 1 : 0;
 }
+
+/** What customers say to a support line, one sentence each. */
+export const CUSTOMER_SENTENCES = [
+  'Hello, I would like to change the delivery address of my order.',
+  'Please cancel my subscription and refund the last payment.',
+  'My parcel arrived damaged and the box was open.',
+  'Can you tell me when the store opens on Sunday morning?',
+  'I forgot my password and the reset email never came.',
+  'The invoice shows the wrong company name and tax number.',
+  'We need twenty more chairs delivered before Friday.',
+  'Is there a discount for students or for large orders?',
+  'The app crashes every time I try to upload a photo.',
+  'Thank you, that solved my problem, have a nice day.',
+];
+
+/** A voice note (the first sentence, WebM/Opus as Chrome records it) and a WAV recording of `sentences` sentences, as files in `dir` with their text. */
+export function spokenRecordings(sentences: number, dir: string): { note: { file: string; text: string }; long: { file: string; text: string } } {
+  const parts = Array.from({ length: sentences }, (_, i) => speak(CUSTOMER_SENTENCES[i % CUSTOMER_SENTENCES.length], dir));
+  const note = { file: path.join(dir, 'note.webm'), text: parts[0].text };
+  fs.writeFileSync(note.file, parts[0].webm);
+  const long = { file: path.join(dir, 'long.wav'), text: parts.map((p) => p.text).join(' ') };
+  fs.writeFileSync(long.file, joinWav(parts, dir));
+  return { note, long };
+}

@@ -82,11 +82,12 @@ export type ReceiverHandler = (req: IncomingMessage & { rawBody: Buffer }, res: 
 /**
  * An HTTPS server with the test certificate that records every request (headers and raw
  * body) before handing it to `handler`. `port` 0 (default) picks a free port; a fixed port
- * lets two receivers share one port on different loopback addresses.
+ * lets two receivers share one port on different loopback addresses. `pki`: another process's
+ * (default: this process's test PKI).
  */
-export async function startHttpsReceiver(opts: { host?: string; port?: number; handler: ReceiverHandler }): Promise<HttpsReceiver> {
+export async function startHttpsReceiver(opts: { host?: string; port?: number; handler: ReceiverHandler; pki?: TestPki }): Promise<HttpsReceiver> {
   const host = opts.host ?? '127.0.0.1';
-  const pki = createTestPki();
+  const pki = opts.pki ?? createTestPki();
   const hits: ReceiverHit[] = [];
   const server = https.createServer({ cert: pki.cert, key: pki.key }, (req, res) => {
     const chunks: Buffer[] = [];

@@ -1,17 +1,8 @@
-// The widget-sockets section: fan-out of chat frames to many open widget sockets. C
-// conversations with an open reply socket each, split across A API processes (startApi: a
-// ChatHub each); a publisher with its own pool (as a worker) publishes K reply_delta frames
-// per conversation with publishFrame, P at once, each conversation's frames in order. Measured:
-// frames delivered / sent and in order (goal: all), publish -> socket latency, frames/s.
-// Baselines: the same frames on another channel to one plain LISTEN connection (bus, same
-// load), and NOTIFY -> LISTEN one at a time on one connection (the bus's floor).
-//
-// BENCH_WIDGET_SOCKETS (200), _FRAMES (20 per conversation per round), _SOCKET_APPS (2),
-// _PUBLISHERS (10 in flight), _DRAIN_MS (5000: wait for missing frames).
+// What this measures and how to read it: docs/benchmarks.md#widget-sockets
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { publishFrame, type ChatNotice } from '../domain/chat/frames';
 import { section, type Cleanup } from './lib/child';
-import { envNumber, loadSettings } from './lib/load';
+import { envInt, envNumber, loadSettings } from './lib/load';
 import { benchApi, benchCompose, listenOn, setUpBench, type BenchApi } from './lib/setup';
 import { compareTargets, now, percentile, round1, runStats, spread, summarizeTarget } from './lib/stats';
 import type { Check, Result, RunStats } from './lib/types';
@@ -25,12 +16,8 @@ const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.
 
 function settings() {
   const s = {
-    sockets: Math.round(envNumber('BENCH_WIDGET_SOCKETS', 200, 1)),
-    frames: Math.round(envNumber('BENCH_WIDGET_FRAMES', 20, 1)),
-    apps: Math.round(envNumber('BENCH_WIDGET_SOCKET_APPS', 2, 1)),
-    publishers: Math.round(envNumber('BENCH_WIDGET_PUBLISHERS', 10, 1)),
-    drainMs: envNumber('BENCH_WIDGET_DRAIN_MS', 5_000, 100),
-    rounds: loadSettings().rounds,
+    sockets: envInt('BENCH_WIDGET_SOCKETS', 200, 1), frames: envInt('BENCH_WIDGET_FRAMES', 20, 1), apps: envInt('BENCH_WIDGET_SOCKET_APPS', 2, 1),
+    publishers: envInt('BENCH_WIDGET_PUBLISHERS', 10, 1), drainMs: envNumber('BENCH_WIDGET_DRAIN_MS', 5_000, 100), rounds: loadSettings().rounds,
   };
   if (s.apps > s.sockets) throw new Error(`BENCH_WIDGET_SOCKET_APPS=${s.apps}: more apps than sockets (${s.sockets})`);
   return s;
@@ -49,9 +36,7 @@ class Receipts {
     this.seqs = Array.from({ length: conversations }, () => []);
   }
 
-  get received() {
-    return this.latenciesMs.length;
-  }
+  get received() { return this.latenciesMs.length; }
 
   add(conversation: number, text: string, at: number): void {
     const [seq, sentAt] = text.split(' ').map(Number);

@@ -3,9 +3,9 @@ import type { VoiceSessionService } from '../domain/voice/sessions';
 import type { Telephony } from '../domain/ports/voice';
 import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { ConversationGateway } from '../app/temporal-clients/conversations';
-import type { WebhookGateway } from '../app/temporal-clients/webhooks';
-import type { MessageSender } from '../app/temporal-clients/messages';
+import type { ConversationWorkflows } from '../app/temporal-clients/conversations';
+import type { WebhookWorkflows } from '../app/temporal-clients/webhooks';
+import type { MessageWorkflows } from '../app/temporal-clients/messages';
 import type { IndexingService } from '../domain/kb/indexing';
 import type { Services } from '../app/services';
 
@@ -20,11 +20,11 @@ export interface ActivityDeps {
   /** Asks Temporal about a workflow (the maintenance reconciliation); the worker wires its client. */
   workflowState?: (workflowId: string) => Promise<WorkflowState>;
   /** Delivery retry runs waiting `failed` (the maintenance reconciliation tells them of a later delivered run); the worker wires its client. */
-  webhookRuns?: Pick<WebhookGateway, 'waitingFailed' | 'tellDelivered'>;
+  webhookRuns?: Pick<WebhookWorkflows, 'waitingFailed' | 'tellDelivered'>;
   /** The conversation actors (a customer's msgapp message goes to one); the worker wires its client. */
-  conversations?: Pick<ConversationGateway, 'customerMessage' | 'send'>;
+  conversations?: Pick<ConversationWorkflows, 'customerMessage' | 'send'>;
   /** Voice sessions and calls (the media runner lives in the worker); absent: voice is not configured. */
   voice?: { media: VoiceMedia; sessions: VoiceSessionService; telephony: Telephony | null; log: Logger };
   /** Starts message-send workflows (eagerly, on this worker, when its client shares the worker's connection). */
-  sender?: Pick<MessageSender, 'send'>;
+  sender?: Pick<MessageWorkflows, 'send'>;
 }

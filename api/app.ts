@@ -7,7 +7,6 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fa
 import type { RequestLimits } from '../lib/ratelimit';
 import type { Services } from '../app/services';
 import './types';
-import type { WorkflowClients } from '../app/temporal-clients';
 import { authPlugin } from './plugins/auth';
 import { clientErrorHandler, errorsPlugin, frameworkErrors } from './plugins/errors';
 import { REDACT_PATHS, REDACTED, serializeRequest } from './logging';
@@ -34,7 +33,6 @@ import { widgetRoutes } from './routes/widget';
 import { chatSocketRoutes } from './routes/widget/socket';
 import { voiceSignalRoutes } from './routes/voice-signal';
 import type { VoiceSignalling } from './voice-signal';
-import type { VoiceParts } from '../app/voice';
 import type { ChatHub } from './chat-hub';
 import { widgetAssetRoutes } from './routes/widget-assets';
 import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
@@ -45,8 +43,6 @@ export interface AppDeps {
   services: Services;
   limits: RequestLimits;
   bodyLimitBytes: number;
-  /** What the API starts in Temporal (sends, the conversation actor); null: those endpoints answer 503. */
-  workflows?: WorkflowClients | null;
   /** The provider webhook's secrets; absent: /webhooks/msgapp answers 503. */
   msgappWebhook?: Omit<MsgappWebhookOptions, 'services'>;
   /** Largest knowledge-base upload (streamed, never buffered). */
@@ -54,8 +50,6 @@ export interface AppDeps {
   logger?: FastifyServerOptions['logger'];
   /** This process's widget reply sockets; absent: /api/chat/connect answers 503 socket_unavailable. */
   chatHub?: ChatHub | null;
-  /** Voice: the transport and what is missing (null: voice answers 503). */
-  voice?: VoiceParts | null;
   /** The direct voice transport's signalling; absent: /api/voice/rtc answers 503. */
   voiceSignalling?: VoiceSignalling | null;
   /** Temporal's remote codec for the UI and CLI (api/routes/temporal-codec.ts); absent: /api/temporal-codec answers 404. */
@@ -102,7 +96,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   // Each route plugin receives the services it uses as options (encapsulated), never a locator on the app.
   const services = deps.services;
-  const workflows = deps.workflows ?? null;
   const inFlight = new Map<string, { method: string; url: string; since: number }>();
   app.decorate('inFlightRequests', () => [...inFlight.values()].map((r) => ({ method: r.method, url: r.url.split('?')[0], seconds: (Date.now() - r.since) / 1000 })));
   app.addHook('onRequest', async (request, reply) => {
@@ -140,7 +133,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes);
   await app.register(folderRoutes, { services });
   await app.register(fileRoutes, { services, maxUploadBytes: deps.maxUploadBytes });
-  await app.register(webhookRoutes, { services, workflows });
+  await app.register(webhookRoutes, { services });
   await app.register(agentRoutes, { services });
   await app.register(customerRoutes, { services });
   await app.register(credentialRoutes, { services });
@@ -151,12 +144,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(billingRoutes, { services });
   await app.register(mcpServerRoutes, { services });
   await app.register(messageRoutes, { services });
-  await app.register(widgetRoutes, { services, workflows, limits: deps.limits, voice: deps.voice ?? null });
+  await app.register(widgetRoutes, { services, limits: deps.limits });
   await app.register(voiceSignalRoutes, { signalling: deps.voiceSignalling ?? null });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
   await app.register(widgetAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
-  await app.register(documentRoutes, { services, workflows });
+  await app.register(documentRoutes, { services });
   if (deps.temporalCodec) await app.register(temporalCodecRoutes, { prefix: CODEC_PREFIX, ...deps.temporalCodec });
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every

@@ -46,6 +46,7 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   forbidden: 403,
   insufficient_scope: 403,
   dial_out_not_enabled: 403,
+  voice_chat_not_enabled: 403,
   file_upload_not_enabled: 403,
   identity_verification_failed: 403,
   identity_verification_required: 403,
@@ -72,6 +73,7 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   ticket_closed: 409,
   upload_cancelled: 409,
   message_in_progress: 409,
+  voice_session_not_live: 409,
 
   agent_not_published: 422,
   ambiguous_sender: 422,
@@ -96,6 +98,7 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   llm_unavailable: 502,
   provider_error: 502,
   dial_out_prereq_failed: 503,
+  voice_chat_prereq_failed: 503,
   embeddings_unavailable: 503,
   file_upload_prereq_failed: 503,
   llm_not_configured: 503,

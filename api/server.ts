@@ -64,9 +64,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     : null;
   const app = await buildApp({
     services: c.services,
-    voice: c.voice,
     voiceSignalling,
-    workflows: c.workflows,
     msgappWebhook: { appSecret: config.MSGAPP_APP_SECRET ?? null, verifyToken: config.MSGAPP_VERIFY_TOKEN ?? null },
     limits,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,

@@ -278,6 +278,9 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       get telephonyKind() {
         return voice?.telephony?.kind ?? null;
       },
+      get voiceTransport() {
+        return voice?.transport ?? null;
+      },
       get workflows() {
         return workflows;
       },

@@ -9,6 +9,7 @@ import { ConversationService } from '../domain/conversations/conversations';
 import { CustomerService } from '../domain/customers/customers';
 import { MessageService } from '../domain/messaging/messages';
 import { ProviderEventService } from '../domain/messaging/provider-events';
+import { ProviderWebhook } from '../domain/messaging/provider-webhook';
 import { WidgetSessionService } from '../domain/widget/sessions';
 import { ChatTranscript } from '../domain/chat/transcript';
 import { AnalyticsService } from '../domain/analytics/analytics';
@@ -28,8 +29,12 @@ import { agentUploads, createUploadServices, type UploadSearchService, type Uplo
 import { WidgetFiles } from '../domain/widget/uploads/widget-files';
 import { WidgetChat } from '../domain/widget/chat';
 import { DialOut } from '../domain/voice/dial-out';
+import { WidgetVoice } from '../domain/widget/voice';
+import { DocumentExtractions } from '../domain/extraction/documents';
+import { WebhookRetryRuns } from '../domain/webhooks/retry-runs';
+import type { VoiceTransport } from '../domain/ports/voice';
 import { OutboundMessages } from '../domain/messaging/outbound';
-import type { WorkflowRuns } from '../domain/workflow-runs';
+import type { WorkflowRuns } from '../domain/ports/workflow-runs';
 import { FeedbackService } from '../domain/widget/feedback';
 import { DEFAULT_STRUCTURED, StructuredExtractionService, type StructuredSettings } from '../domain/extraction/extractions';
 import type { Transcriber } from '../lib/extract';
@@ -81,6 +86,8 @@ export interface Services {
   /** The team's availability (business hours, away): what the widget tells a visitor a person holds. */
   team: TeamService;
   providerEvents: ProviderEventService;
+  /** POST /webhooks/msgapp's events, once signed and parsed: statuses applied, inbound messages stored. */
+  providerWebhook: ProviderWebhook;
   /** The carrier's webhook: signature and payload (the Cloud API's). */
   msgappWebhooks: CarrierWebhooks;
   sites: SiteService;
@@ -95,8 +102,14 @@ export interface Services {
   widgetFiles: WidgetFiles;
   /** The visitor's side of the conversation actor: send, history, a new conversation, cancelling a task. */
   widgetChat: WidgetChat;
-  /** Places checked dial-out calls (the widget's and the API's). */
+  /** Places checked dial-out calls (the widget's and the API's; POST /api/v1/outbound channel voice end to end). */
   dialOut: DialOut;
+  /** The widget's voice endpoints end to end: a session started, a text turn, stopped; a dial-out to the visitor's phone. */
+  widgetVoice: WidgetVoice;
+  /** POST /documents/extract_structured end to end: recorded, run by its workflow, answered. */
+  documents: DocumentExtractions;
+  /** Deliveries' retry runs as the API drives them: retry now, cancelled with their subscription. */
+  webhookRetryRuns: WebhookRetryRuns;
   /** POST /api/v1/messages: planned, sent by its workflow, answered. */
   outbound: OutboundMessages;
   /** Web conversations' messages. */
@@ -163,6 +176,8 @@ export interface ServiceOptions {
   voicePrereqs?: VoicePrereqs;
   /** The telephony provider's kind, read when a call is placed (compose decides the voice parts after the services); absent: none. */
   telephonyKind?: string | null;
+  /** The voice transport (rooms of browser sessions), read when a session starts (compose decides the voice parts after the services); absent: none (503 voice_chat_prereq_failed). */
+  voiceTransport?: VoiceTransport | null;
   /** The Temporal client wrappers, read when used (compose builds them after the services); absent: no workflow service (503 workflow_unavailable). */
   workflows?: WorkflowRuns | null;
   /** Where the services log. */
@@ -214,20 +229,29 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const messages = new MessageService(em, repos, new SendPlanner(repos), transcript, credentials, opts.msgapp ?? null);
   // The workflow clients are read on each use: compose builds them after the services.
   const workflows = () => opts.workflows ?? null;
+  const calls = new CallService(em, repos, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits);
+  const dialOut = new DialOut({ sessions: voice, calls, runs: () => workflows()?.voice ?? null, telephonyKind: () => opts.telephonyKind ?? null });
+  const structured = new StructuredExtractionService({ em, usage: repos.usage, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null }, openModel: openAiCompatible });
+  const subscriptions = new SubscriptionService(em, opts.box, opts.sender, repos.webhooks);
+  const deliveries = new DeliveryService(em, opts.box, opts.sender, repos.webhooks);
+  const providerEvents = new ProviderEventService(em, repos, transcript, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null);
   return {
     sites,
     widget,
     widgetChat: new WidgetChat({ widget, ...uploadParts, transcript, tasks, conversations: () => workflows()?.conversations ?? null }),
     widgetFiles: new WidgetFiles({ widget, blobs: opts.blobs, ...uploadParts, runs: workflows }),
-    dialOut: new DialOut({ sessions: voice, calls: () => workflows()?.voice ?? null, telephonyKind: () => opts.telephonyKind ?? null }),
+    dialOut,
+    widgetVoice: new WidgetVoice({ widget, sessions: voice, calls, dialOut, transport: () => opts.voiceTransport ?? null, runs: () => workflows()?.voice ?? null }),
+    documents: new DocumentExtractions({ structured, runs: () => workflows()?.extractions ?? null }),
+    webhookRetryRuns: new WebhookRetryRuns({ subscriptions, deliveries, runs: () => workflows()?.webhooks ?? null }),
     voice,
-    calls: new CallService(em, repos, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits),
+    calls,
     ...uploadParts,
     apiKeys: new ApiKeyService(em, opts.keyCache),
     folders,
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
-    subscriptions: new SubscriptionService(em, opts.box, opts.sender, repos.webhooks),
-    deliveries: new DeliveryService(em, opts.box, opts.sender, repos.webhooks),
+    subscriptions,
+    deliveries,
     files: new FileService(em, opts.blobs, repos.kb, repos.blobRefs),
     blobs: opts.blobs,
     agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb }),
@@ -242,7 +266,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     support: new SupportService(em),
     team,
     msgappWebhooks: cloudApiWebhooks,
-    providerEvents: new ProviderEventService(em, repos, transcript, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null),
+    providerEvents,
+    providerWebhook: new ProviderWebhook(providerEvents),
     repos,
     box: opts.box,
     llm: opts.llm ?? null,
@@ -252,7 +277,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     transcript,
     feedback,
     tasks,
-    structured: new StructuredExtractionService({ em, usage: repos.usage, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null }, openModel: openAiCompatible }),
+    structured,
     turns: new AgentTurns({
       em,
       repos,

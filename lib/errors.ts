@@ -30,6 +30,7 @@ export type DomainErrorCode =
   | 'forbidden'
   | 'insufficient_scope'
   | 'dial_out_not_enabled'
+  | 'voice_chat_not_enabled'
   | 'file_upload_not_enabled'
   | 'identity_verification_failed'
   | 'identity_verification_required'
@@ -57,6 +58,7 @@ export type DomainErrorCode =
   | 'upload_cancelled'
   /** A sent message the agent is still answering (a repeated sync send whose reply is not stored yet). */
   | 'message_in_progress'
+  | 'voice_session_not_live'
   // Understood, but cannot be done with what is stored or given.
   | 'agent_not_published'
   | 'ambiguous_sender'
@@ -81,6 +83,7 @@ export type DomainErrorCode =
   | 'llm_unavailable'
   | 'provider_error'
   | 'dial_out_prereq_failed'
+  | 'voice_chat_prereq_failed'
   | 'embeddings_unavailable'
   | 'file_upload_prereq_failed'
   | 'llm_not_configured'

@@ -2,7 +2,7 @@ import type { TurnStats } from '../domain/voice/agent';
 import { VoiceMedia } from '../domain/voice/media';
 import type { ActivityDeps } from '../activities';
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
-import type { ConversationGateway } from '../app/temporal-clients/conversations';
+import type { ConversationWorkflows } from '../app/temporal-clients/conversations';
 import type { Worker } from '@temporalio/worker';
 import type { WorkflowState } from '../activities/deps';
 import type { Composition } from '../app/compose';
@@ -118,7 +118,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
 }
 
 /** The worker's voice media runner (null when speech is missing either way: /voice/start answers 503 then). */
-function voiceMediaOf(c: Composition, conversations: ConversationGateway, onTurn?: (stats: TurnStats) => void): ActivityDeps['voice'] {
+function voiceMediaOf(c: Composition, conversations: ConversationWorkflows, onTurn?: (stats: TurnStats) => void): ActivityDeps['voice'] {
   const { stt, tts, transport } = c.voice;
   if (!stt || !tts) return undefined;
   const media = new VoiceMedia({

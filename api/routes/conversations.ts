@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
 import type { Services } from '../../app/services';
-import { enforceDialOut, type DialOutLimits } from '../../lib/ratelimit';
+import type { DialOutLimits } from '../../lib/ratelimit';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, IdParam, idParam } from '../schemas/common';
 import {
@@ -79,13 +79,9 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
     handler: async (request, reply) => {
       const body = request.body;
       const workspaceId = authOf(request).workspaceId;
-      if (body.channel === 'voice') {
-        // The per-number cap counts every workspace's calls to that number, once the number is accepted.
-        const call = await calls.prepareOutbound(workspaceId, body, (dest) => enforceDialOut(opts.dialOut, 'perDestination', dest.phone));
-        const row = await opts.services.dialOut.place({ workspaceId, siteId: null, ...call });
-        return reply.code(201).send(await calls.get(workspaceId, row.id));
-      }
-      return reply.code(201).send(await opts.services.transcript.humanMessage(workspaceId, body));
+      // One call per channel: the call placed and read back (voice), the human's message stored and pushed (web).
+      const created = body.channel === 'voice' ? await opts.services.dialOut.fromApi(workspaceId, body, opts.dialOut) : await opts.services.transcript.humanMessage(workspaceId, body);
+      return reply.code(201).send(created);
     },
   });
 

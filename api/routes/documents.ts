@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { ApiError } from '../http-errors';
 import { EXTRACT_MAX_BYTES, MAX_PROMPT_CHARS } from '../../domain/extraction/extractions';
 import { MAX_SCHEMA_BYTES } from '../../domain/extraction/schema';
+import type { FastifyRequest } from 'fastify';
 import type { Services } from '../../app/services';
-import { workflowUnavailable } from '../../app/temporal-clients/uploads';
-import type { WorkflowClients } from '../../app/temporal-clients';
+import type { ReceivedDocument } from '../../domain/extraction/documents';
 import { readSingleFile } from '../multipart';
 import { authErrors, ErrorBody } from '../schemas/common';
 import { authOf } from '../types';
@@ -36,8 +36,26 @@ const ExtractResult = z
   .meta({ id: 'ExtractStructuredResult' });
 
 /** POST /api/v1/documents/extract_structured. */
-export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'structured' | 'blobs'>; workflows: WorkflowClients | null }> = async (app, opts) => {
-  const structured = opts.services.structured;
+export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'documents' | 'blobs'> }> = async (app, opts) => {
+  const { blobs } = opts.services;
+
+  /** The form's one file and its fields: over-long fields and unknown parts are refused here, the staged file discarded. */
+  const readForm = async (request: FastifyRequest): Promise<ReceivedDocument> => {
+    // One byte over the limit tells a schema that is too large from one that fits.
+    const { staged, fileName, fields, truncated } = await readSingleFile(request, blobs, EXTRACT_MAX_BYTES, { fieldSize: MAX_SCHEMA_BYTES + 1 });
+    if (truncated.length) {
+      await blobs.discard(staged);
+      if (truncated.includes('schema')) throw new ApiError(400, 'bad_schema', `schema: larger than ${MAX_SCHEMA_BYTES / 1024} KB`);
+      throw new ApiError(400, 'invalid_request', `${truncated[0]}: too long`);
+    }
+    // (`file` sent as a text field is no file: "file: required" says so.)
+    const unknown = Object.keys(fields).find((name) => name !== 'schema' && name !== 'prompt' && name !== 'file');
+    if (unknown !== undefined) {
+      await blobs.discard(staged);
+      throw new ApiError(400, 'invalid_request', `body.${unknown.slice(0, 60)}: unknown field (the form takes file, schema and prompt)`);
+    }
+    return { staged, fileName, schema: fields.schema, prompt: fields.prompt };
+  };
 
   app.post('/api/v1/documents/extract_structured', {
     config: { scope: 'documents:extract' },
@@ -72,28 +90,6 @@ export const documentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 's
     },
     // The multipart stream is read by the handler, not validated as a JSON body.
     validatorCompiler: () => (data) => ({ value: data }),
-    handler: async (request) => {
-      const ws = authOf(request).workspaceId;
-      const gateway = opts.workflows?.extractions;
-      if (!gateway) throw workflowUnavailable();
-      // One byte over the limit tells a schema that is too large from one that fits.
-      const { staged, fileName, fields, truncated } = await readSingleFile(request, opts.services.blobs, EXTRACT_MAX_BYTES, { fieldSize: MAX_SCHEMA_BYTES + 1 });
-      if (truncated.length) {
-        await opts.services.blobs.discard(staged);
-        if (truncated.includes('schema')) throw new ApiError(400, 'bad_schema', `schema: larger than ${MAX_SCHEMA_BYTES / 1024} KB`);
-        throw new ApiError(400, 'invalid_request', `${truncated[0]}: too long`);
-      }
-      // (`file` sent as a text field is no file: "file: required" below says so.)
-      const unknown = Object.keys(fields).find((name) => name !== 'schema' && name !== 'prompt' && name !== 'file');
-      if (unknown !== undefined) {
-        await opts.services.blobs.discard(staged);
-        throw new ApiError(400, 'invalid_request', `body.${unknown.slice(0, 60)}: unknown field (the form takes file, schema and prompt)`);
-      }
-      const begun = await structured.begin(ws, { staged, fileName, schema: fields.schema, prompt: fields.prompt });
-      if (begun.kind === 'stored') return begun.answer;
-      // The row holds the answer (or why there is none); the workflow's outcome only says it is settled.
-      await gateway.run(begun);
-      return structured.answer(ws, begun.id);
-    },
+    handler: async (request) => opts.services.documents.extract(authOf(request).workspaceId, () => readForm(request)),
   });
 };

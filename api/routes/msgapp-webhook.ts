@@ -8,7 +8,7 @@ import { openLink } from '../../domain/storage/signed-links';
 import { sendStoredBytes } from '../stored-bytes';
 
 export interface MsgappWebhookOptions {
-  services: Pick<Services, 'providerEvents' | 'msgappWebhooks' | 'box' | 'blobs'>;
+  services: Pick<Services, 'providerWebhook' | 'msgappWebhooks' | 'box' | 'blobs'>;
   /** The app secret that signs the provider's callbacks (X-Hub-Signature-256). */
   appSecret: string | null;
   /** What the provider's verification handshake must present. */
@@ -59,13 +59,8 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
         if (err instanceof SyntaxError || err instanceof WebhookPayloadError) throw new ApiError(400, 'invalid_request', `body: ${(err as Error).message}`);
         throw err;
       }
-      const events = opts.services.providerEvents;
-      for (const s of parsed.statuses) await events.applyStatus(s);
       // Statuses inline (one idempotent transaction each); messages stored once, each then its own workflow.
-      for (const m of parsed.inbound) {
-        const outcome = await events.accept(m);
-        if (outcome === 'no_agent') request.log.warn({ phoneNumberId: m.phoneNumberId }, 'inbound message for a number no published agent owns');
-      }
+      await opts.services.providerWebhook.receive(parsed, request.log);
       return reply.code(200).send({ received: true });
     },
   });

@@ -17,6 +17,7 @@ import {
   type TaskInProgress,
   type VisitorMessageResult,
 } from '../../workflows/conversation';
+import type { ConversationRuns } from '../../domain/ports/workflow-runs';
 
 /** Workflow failure types and the API errors they become: matched on the failure's type, never its text. */
 const API_ERRORS: Record<string, (failure: ApplicationFailure) => DomainError> = {
@@ -56,7 +57,7 @@ export interface VisitorSend {
  * The conversation actor as the API sees it: every start, update and signal of the
  * `conversation:<id>` workflow goes through here, so routes never touch Temporal.
  */
-export class ConversationGateway {
+export class ConversationWorkflows implements ConversationRuns {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,

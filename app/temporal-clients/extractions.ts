@@ -4,6 +4,7 @@ import type { Begun, ExtractionOutcome } from '../../domain/extraction/extractio
 import { searchAttributesFor } from './search-attributes';
 import { structuredExtractionWorkflow, structuredExtractionWorkflowId } from '../../workflows/structured-extraction';
 import { workflowUnavailable } from './uploads';
+import type { ExtractionRuns } from '../../domain/ports/workflow-runs';
 
 /** How long POST /documents/extract_structured waits by default (STRUCTURED_WAIT_MS). */
 export const DEFAULT_EXTRACT_WAIT_MS = 300_000;
@@ -14,7 +15,7 @@ export const DEFAULT_EXTRACT_WAIT_MS = 300_000;
  * 504 extraction_timeout with the workflow id, and the run goes on: the same request
  * later is answered from its stored result.
  */
-export class ExtractionGateway {
+export class ExtractionWorkflows implements ExtractionRuns {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,

@@ -1,27 +1,27 @@
 import type { Client } from '@temporalio/client';
 import type { ChatTranscript } from '../../domain/chat/transcript';
-import type { WorkflowRuns } from '../../domain/workflow-runs';
-import { ConversationGateway } from './conversations';
-import { ExtractionGateway } from './extractions';
-import { MessageSender } from './messages';
-import { TranscriptionGateway } from './transcriptions';
-import { UploadGateway } from './uploads';
-import { VoiceGateway } from './voice';
-import { WebhookGateway } from './webhooks';
+import type { WorkflowRuns } from '../../domain/ports/workflow-runs';
+import { ConversationWorkflows } from './conversations';
+import { ExtractionWorkflows } from './extractions';
+import { MessageWorkflows } from './messages';
+import { TranscriptionWorkflows } from './transcriptions';
+import { UploadWorkflows } from './uploads';
+import { VoiceWorkflows } from './voice';
+import { WebhookWorkflows } from './webhooks';
 
 /**
  * The Temporal client wrappers: everything the API, the domain services (through their
- * ports, domain/workflow-runs.ts) and the worker start, update and signal in Temporal.
+ * ports, domain/ports/workflow-runs.ts) and the worker start, update and signal in Temporal.
  * Built once per process, by app/compose.ts, when a Temporal client is there.
  */
 export interface WorkflowClients extends WorkflowRuns {
-  conversations: ConversationGateway;
-  messages: MessageSender;
-  uploads: UploadGateway;
-  transcriptions: TranscriptionGateway;
-  extractions: ExtractionGateway;
-  voice: VoiceGateway;
-  webhooks: WebhookGateway;
+  conversations: ConversationWorkflows;
+  messages: MessageWorkflows;
+  uploads: UploadWorkflows;
+  transcriptions: TranscriptionWorkflows;
+  extractions: ExtractionWorkflows;
+  voice: VoiceWorkflows;
+  webhooks: WebhookWorkflows;
 }
 
 /**
@@ -34,12 +34,12 @@ export interface WorkflowClients extends WorkflowRuns {
 export function createWorkflowClients(client: Client, taskQueue: string, deps: { transcript: ChatTranscript; eagerStart?: boolean; extractWaitMs?: number }): WorkflowClients {
   const eager = deps.eagerStart ?? false;
   return {
-    conversations: new ConversationGateway(client, taskQueue, deps.transcript),
-    messages: new MessageSender(client, taskQueue, eager),
-    uploads: new UploadGateway(client, taskQueue, eager),
-    transcriptions: new TranscriptionGateway(client, taskQueue, eager),
-    extractions: new ExtractionGateway(client, taskQueue, eager, deps.extractWaitMs),
-    voice: new VoiceGateway(client, taskQueue),
-    webhooks: new WebhookGateway(client),
+    conversations: new ConversationWorkflows(client, taskQueue, deps.transcript),
+    messages: new MessageWorkflows(client, taskQueue, eager),
+    uploads: new UploadWorkflows(client, taskQueue, eager),
+    transcriptions: new TranscriptionWorkflows(client, taskQueue, eager),
+    extractions: new ExtractionWorkflows(client, taskQueue, eager, deps.extractWaitMs),
+    voice: new VoiceWorkflows(client, taskQueue),
+    webhooks: new WebhookWorkflows(client),
   };
 }

@@ -3,9 +3,10 @@ import { CancelledFailure, TerminatedFailure } from '@temporalio/common';
 import type { SendPlan } from '../../domain/messaging/plan';
 import { searchAttributesFor } from './search-attributes';
 import { messageSendSummary, messageSendWorkflow, messageSendWorkflowId, SEND_CANCELLED, type MessageSendResult } from '../../workflows/message-send';
+import type { MessageRuns } from '../../domain/ports/workflow-runs';
 
 /** Outbound msgapp sends as the API sees them: one `message-send:<id>` workflow per message, waited for. */
-export class MessageSender {
+export class MessageWorkflows implements MessageRuns {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,

@@ -3,12 +3,13 @@ import type { TranscribeOutcome, VoiceNote } from '../../domain/widget/uploads';
 import { searchAttributesFor } from './search-attributes';
 import { transcribeWorkflow, transcribeWorkflowId } from '../../workflows/transcribe';
 import { workflowUnavailable } from './uploads';
+import type { TranscriptionRuns } from '../../domain/ports/workflow-runs';
 
 /**
  * Voice notes as the API sees them: POST /transcribe starts `transcribe:<trn_id>` (the
  * transcription runs in the worker, never in the API process) and waits for its outcome.
  */
-export class TranscriptionGateway {
+export class TranscriptionWorkflows implements TranscriptionRuns {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,

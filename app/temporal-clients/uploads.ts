@@ -4,6 +4,7 @@ import { DomainError } from '../../domain/errors';
 import type { StoredUpload, UploadOutcome } from '../../domain/widget/uploads';
 import { searchAttributesFor } from './search-attributes';
 import { UPLOAD_CANCELLED, widgetUploadWorkflow, widgetUploadWorkflowId } from '../../workflows/widget-upload';
+import type { UploadRuns } from '../../domain/ports/workflow-runs';
 
 /** 503 when this API process has no workflow service to run extraction on (the widget send's code). */
 export const workflowUnavailable = (detail = 'The workflow service is not connected to this API process') => new DomainError('workflow_unavailable', detail);
@@ -12,7 +13,7 @@ export const workflowUnavailable = (detail = 'The workflow service is not connec
  * Widget uploads as the API sees them: POST /upload starts `widget-upload:<upload_id>`
  * (extraction runs in the worker) and waits for its outcome.
  */
-export class UploadGateway {
+export class UploadWorkflows implements UploadRuns {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,

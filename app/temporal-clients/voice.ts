@@ -5,9 +5,10 @@ import { searchAttributesFor } from './search-attributes';
 import { stopVoiceUpdate, voiceSessionWorkflow, voiceWorkflowId, type VoiceSessionInput } from '../../workflows/voice';
 import { callWorkflow, callWorkflowId, type CallInput } from '../../workflows/call';
 import { workflowUnavailable } from './uploads';
+import type { CallRuns, VoiceSessionRuns } from '../../domain/ports/workflow-runs';
 
 /** Voice sessions and calls as the API sees them: start `voice:vs_…`, stop it and wait for its recordings; start `call:call_…`, hang it up. */
-export class VoiceGateway {
+export class VoiceWorkflows implements CallRuns, VoiceSessionRuns {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,

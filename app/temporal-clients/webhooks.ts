@@ -2,9 +2,10 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { DomainError } from '../../domain/errors';
 import { deliveryRunSignal, deliveryWorkflowId, retryNowSignal } from '../../workflows/webhook-delivery';
 import { workflowUnavailable } from './uploads';
+import type { DeliveryRuns } from '../../domain/ports/workflow-runs';
 
 /** Webhook deliveries as the API sees them in Temporal: "retry now" skips the backoff wait of a delivery's retry run. */
-export class WebhookGateway {
+export class WebhookWorkflows implements DeliveryRuns {
   constructor(private readonly client: Client) {}
 
   /** Signals the delivery's open run; its next attempt is made at once (a run between attempts makes it after the one under way). */

@@ -1,5 +1,5 @@
 import { DomainError } from '../errors';
-import type { MessageRuns } from '../workflow-runs';
+import type { MessageRuns } from '../ports/workflow-runs';
 import type { MessageService } from './messages';
 import type { SendBody } from './plan';
 

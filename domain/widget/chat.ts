@@ -3,7 +3,7 @@ import { replyFrame, type ChatTranscript } from '../chat/transcript';
 import type { TaskService } from '../chat/tasks';
 import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
-import type { ConversationRuns } from '../workflow-runs';
+import { noWorkflowService, type ConversationRuns } from '../ports/workflow-runs';
 import type { WidgetSessionService } from './sessions';
 import type { SiteRow } from './sites';
 import type { UploadSearchService, UploadService } from './uploads';
@@ -36,8 +36,6 @@ export interface WidgetChatDeps {
   conversations: () => ConversationRuns | null;
 }
 
-const workflowUnavailable = () => new DomainError('workflow_unavailable', 'The workflow service is not connected to this API process');
-
 /**
  * The visitor's side of the conversation actor (the widget's send, history, new
  * conversation and task cancelling): the identity rules, the uploads attached, the actor's
@@ -48,7 +46,7 @@ export class WidgetChat {
 
   private actors(): ConversationRuns {
     const runs = this.deps.conversations();
-    if (!runs) throw workflowUnavailable();
+    if (!runs) throw noWorkflowService();
     return runs;
   }
 

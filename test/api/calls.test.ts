@@ -7,7 +7,7 @@ import { LiveKitSipTelephony, LiveKitTransport } from '../../providers/livekit/l
 import { userHash } from '../../domain/widget/sites';
 import { DialOutPolicyRepository } from '../../domain/voice/destinations';
 import { speechRecognizerFor } from '../../providers/speech/stt';
-import { VoiceGateway } from '../../app/temporal-clients/voice';
+import { VoiceWorkflows } from '../../app/temporal-clients/voice';
 import { callWorkflowId, type CallResult } from '../../workflows/call';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, MODELS_DIR, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
@@ -336,10 +336,10 @@ describe('toll fraud: the destination policy, the verified phone, the caps, the 
     expect(spent[`${a.json().id}:minute:1`]).toBe(1);
     expect(spent[`${b.json().id}:minute:1`]).toBe(2);
     expect(spent[`${b.json().id}:minute:2`]).toBe(2);
-    const gw = new VoiceGateway(tw.client, tw.taskQueue);
+    const voiceWorkflows = new VoiceWorkflows(tw.client, tw.taskQueue);
     for (const id of [a.json().id, b.json().id]) {
       for (let i = 0; i < 100 && (await get(ws.auth, `/api/v1/calls/${id}`)).json().status === 'calling'; i++) await new Promise((r) => setTimeout(r, 100));
-      await gw.hangUp(id);
+      await voiceWorkflows.hangUp(id);
       await result(id);
     }
   }, 120_000);
@@ -442,7 +442,7 @@ describe('POST /api/v1/outbound voice', () => {
     for (let i = 0; i < 100 && (await get(authA, `/api/v1/calls/${placed.id}`)).json().status !== 'in_progress'; i++) await new Promise((r) => setTimeout(r, 100));
     await new Promise((r) => setTimeout(r, 1000));
     const hungUpAt = Date.now();
-    await new VoiceGateway(tw.client, tw.taskQueue).hangUp(placed.id);
+    await new VoiceWorkflows(tw.client, tw.taskQueue).hangUp(placed.id);
     const done = await result(placed.id);
     expect(done).toMatchObject({ status: 'completed', reason: 'cancelled' });
     await maybeRecordHistory(tw.client, callWorkflowId(placed.id), 'call-hung-up');

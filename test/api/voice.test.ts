@@ -12,7 +12,7 @@ import { maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { joinAsBrowser, speech8k } from '../../dev/fakes/voice-browser';
 import { voiceWorkflowId } from '../../workflows/voice';
 import { OUTCOME } from '../../worker/namespace-attributes';
-import { VoiceGateway } from '../../app/temporal-clients/voice';
+import { VoiceWorkflows } from '../../app/temporal-clients/voice';
 import { asApiError } from '../../api/http-errors';
 import { answerOf } from '../support/http-error';
 
@@ -408,7 +408,7 @@ describe('credits during a session', () => {
     expect((await t.services.credits.balance(ws2)).balance).toBe(0);
     const room = await t.composition.voice.transport.createRoom({ voiceSessionId: row.id, workspaceId: ws2, identity: conv.customer_id, ttlSeconds: 60 });
     // A 2-second billing period instead of a minute, so the second payment comes quickly.
-    await new VoiceGateway(tw.client, tw.taskQueue).start({ voiceSessionId: row.id, workspaceId: ws2, conversationId: conv.conversation_id, siteId: site2.site_id, billingPeriodSeconds: 2 });
+    await new VoiceWorkflows(tw.client, tw.taskQueue).start({ voiceSessionId: row.id, workspaceId: ws2, conversationId: conv.conversation_id, siteId: site2.site_id, billingPeriodSeconds: 2 });
     const browser = await joinAsBrowser(room, port);
     const result = await tw.client.workflow.getHandle(voiceWorkflowId(row.id)).result();
     expect(result.reason).toBe('out_of_credits');

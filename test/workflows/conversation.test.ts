@@ -9,7 +9,7 @@ import { ChatTranscript } from '../../domain/chat/transcript';
 import type { TurnReply } from '../../domain/chat/turn';
 import { ApiError, asApiError } from '../../api/http-errors';
 import { newId } from '../../lib/ids';
-import { apiErrorOf, ConversationGateway } from '../../app/temporal-clients/conversations';
+import { apiErrorOf, ConversationWorkflows } from '../../app/temporal-clients/conversations';
 import { ensureSearchAttributes } from '../../worker/namespace-attributes';
 import {
   cancelTaskUpdate,
@@ -108,19 +108,19 @@ test('recording fails, the client retries: the message stored before the failure
   // The first attempt stores the message, then cannot reach Temporal: the update never arrives.
   const lost = await Connection.connect({ address: env.address });
   await lost.close();
-  const unreachable = new ConversationGateway(new Client({ connection: lost }), taskQueue, transcript);
+  const unreachable = new ConversationWorkflows(new Client({ connection: lost }), taskQueue, transcript);
   const send = { clientMessageId: 'retry-me', text: 'where is my order?', uploadIds: [], indexUploads: [], delivery: 'sync' as const };
   await expect(unreachable.send({ id: conv, workspaceId: ws }, send)).rejects.toThrow();
   const [stored] = await db.orm.em.fork().execute<{ id: string }[]>(`select id from chat_messages where conversation_id = ? and client_message_id = 'retry-me'`, [conv]);
   expect(stored).toBeDefined();
 
-  const gateway = new ConversationGateway(env.client, taskQueue, transcript);
+  const workflows = new ConversationWorkflows(env.client, taskQueue, transcript);
   const before = turns.length;
   // The retry (sync) is answered, not left waiting on a turn that was never queued.
-  const retried = await gateway.send({ id: conv, workspaceId: ws }, send);
+  const retried = await workflows.send({ id: conv, workspaceId: ws }, send);
   expect(retried).toMatchObject({ message_id: stored.id, duplicate: false, reply: { text: `reply to ${stored.id}` } });
   // A second retry (async) is the same message: its first ids, no second turn.
-  const again = await gateway.send({ id: conv, workspaceId: ws }, { ...send, delivery: 'async' });
+  const again = await workflows.send({ id: conv, workspaceId: ws }, { ...send, delivery: 'async' });
   expect(again).toEqual({ message_id: stored.id, reply_id: retried.reply_id, duplicate: true });
   expect(turns.slice(before).map((t) => t.messageId)).toEqual([stored.id]);
   // Nothing was left pending: after its one turn per run, the actor continued as new.
@@ -161,21 +161,21 @@ test('continue-as-new with updates in flight: every waiting sync caller gets its
 
 test('a blocking task: sends are refused as task_in_progress (label, task_key), the turn waits; cancelled, the task ends and the turn runs', async () => {
   const conv = await conversation();
-  const gateway = new ConversationGateway(env.client, taskQueue, new ChatTranscript(db.orm.em));
+  const workflows = new ConversationWorkflows(env.client, taskQueue, new ChatTranscript(db.orm.em));
   const before = turns.length;
-  const first = gateway.send({ id: conv, workspaceId: ws }, { clientMessageId: 'with-file', text: 'read this', uploadIds: [], indexUploads: [{ uploadId: 'upl_1', fileName: 'lease.txt' }], delivery: 'sync' });
+  const first = workflows.send({ id: conv, workspaceId: ws }, { clientMessageId: 'with-file', text: 'read this', uploadIds: [], indexUploads: [{ uploadId: 'upl_1', fileName: 'lease.txt' }], delivery: 'sync' });
   await eventually(10_000, 'the task to start', async () => tasksStarted.includes('index:upl_1'));
   const handle = env.client.workflow.getHandle(conversationWorkflowId(conv));
   expect((await handle.query(tasksQuery)).map((t) => [t.task_key, t.status, t.blocking])).toEqual([['index:upl_1', 'running', true]]);
 
-  // The validator refuses, with a typed failure the gateway maps; the refused message is taken back.
+  // The validator refuses, with a typed failure the workflow client maps; the refused message is taken back.
   const refused = await update(conv, message('meanwhile', 'sync')).catch((err: unknown) => err);
   expect(refused).toBeInstanceOf(WorkflowUpdateFailedError);
   const cause = (refused as WorkflowUpdateFailedError).cause as ApplicationFailure;
   expect(cause).toBeInstanceOf(ApplicationFailure);
   expect(cause.type).toBe(TASK_IN_PROGRESS);
   expect(cause.details).toEqual([{ label: 'Reading lease.txt', task_key: 'index:upl_1' }]);
-  const viaApi = await gateway.send({ id: conv, workspaceId: ws }, { clientMessageId: 'hello', text: 'hello?', uploadIds: [], indexUploads: [], delivery: 'sync' }).catch((err: unknown) => asApiError(err));
+  const viaApi = await workflows.send({ id: conv, workspaceId: ws }, { clientMessageId: 'hello', text: 'hello?', uploadIds: [], indexUploads: [], delivery: 'sync' }).catch((err: unknown) => asApiError(err));
   expect(viaApi).toBeInstanceOf(ApiError);
   expect((viaApi as ApiError).body()).toEqual({ error: 'task_in_progress', message: 'Please wait: Reading lease.txt', label: 'Reading lease.txt', task_key: 'index:upl_1' });
   expect(asApiError(apiErrorOf(refused))).toMatchObject({ status: 409, code: 'task_in_progress' });

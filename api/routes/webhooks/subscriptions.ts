@@ -1,7 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../../app/services';
-import type { WorkflowClients } from '../../../app/temporal-clients';
-import { workflowUnavailable } from '../../../app/temporal-clients/uploads';
 import { z } from 'zod';
 import { authOf } from '../../types';
 import { authErrors, ErrorBody, idParam } from '../../schemas/common';
@@ -32,13 +30,10 @@ const notFound = ErrorBody.meta({ description: 'not_found' });
 
 const date = (s: string | undefined) => (s === undefined ? undefined : new Date(s));
 
-export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'subscriptions' | 'deliveries'>; workflows: WorkflowClients | null }> = async (app, opts) => {
+export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'subscriptions' | 'deliveries' | 'webhookRetryRuns'> }> = async (app, opts) => {
   const subs = opts.services.subscriptions;
   const deliveries = opts.services.deliveries;
-  const gateway = () => {
-    if (!opts.workflows) throw workflowUnavailable();
-    return opts.workflows.webhooks;
-  };
+  const retryRuns = opts.services.webhookRetryRuns;
 
   app.post('/api/v1/webhook-subscriptions', {
     config: { scope: 'webhooks:write' },
@@ -93,12 +88,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'su
       response: { 204: z.null().meta({ description: 'Deleted' }), ...authErrors, 404: notFound },
     },
     handler: async (request, reply) => {
-      await subs.delete(authOf(request).workspaceId, request.params.id);
-      // Its deliveries are gone with it: their open retry runs end `cancelled` (in the background: a list and a cancel
-      // per run; a failure only leaves runs for an operator's batch cancel, as docs/operations.md says).
-      if (opts.workflows) {
-        void opts.workflows.webhooks.cancelRunsOf(request.params.id).catch((err: unknown) => request.log.warn({ err }, 'could not cancel the deleted subscription\'s delivery runs'));
-      }
+      await retryRuns.deleteSubscription(authOf(request).workspaceId, request.params.id, request.log);
       return reply.code(204).send(null);
     },
   });
@@ -167,12 +157,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'su
         503: ErrorBody.meta({ description: 'workflow_unavailable' }),
       },
     },
-    handler: async (request, reply) => {
-      const { workspaceId } = authOf(request);
-      const delivery = await deliveries.retryNowTarget(workspaceId, request.params.id, request.params.delivery_id);
-      await gateway().retryNow(delivery.id);
-      return reply.code(202).send(delivery);
-    },
+    handler: async (request, reply) => reply.code(202).send(await retryRuns.retryNow(authOf(request).workspaceId, request.params.id, request.params.delivery_id)),
   });
 
   app.get('/api/v1/webhook-deliveries', {

@@ -1,6 +1,5 @@
 import cors from '@fastify/cors';
 import type { Services } from '../../../app/services';
-import type { WorkflowClients } from '../../../app/temporal-clients';
 import { enforce, type RequestLimits } from '../../../lib/ratelimit';
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
@@ -12,7 +11,6 @@ import { chatRoutes } from './chat';
 import { uploadRoutes } from './uploads';
 import { voiceRoutes } from './voice';
 import { feedbackRoutes } from './feedback';
-import type { VoiceParts } from '../../../app/voice';
 
 /** The site's look and language (admin CLI `site set-appearance`); each field has its default when unset. */
 const SiteAppearance = z
@@ -89,10 +87,8 @@ declare module 'fastify' {
  * origin without credentials: init here; chat, uploads and voice (sessions and dial-out) in their modules.
  */
 export const widgetRoutes: FastifyPluginAsyncZod<{
-  services: Pick<Services, 'sites' | 'widget' | 'widgetChat' | 'widgetFiles' | 'dialOut' | 'tasks' | 'blobs' | 'voice' | 'calls' | 'feedback'>;
-  workflows: WorkflowClients | null;
+  services: Pick<Services, 'sites' | 'widget' | 'widgetChat' | 'widgetFiles' | 'widgetVoice' | 'tasks' | 'blobs' | 'feedback'>;
   limits: RequestLimits;
-  voice: VoiceParts | null;
 }> = async (app, opts) => {
   // Any origin may call (the site check decides); never with credentials; the origin is echoed.
   await app.register(cors, { origin: true, credentials: false, allowedHeaders: ['Content-Type', 'X-Concierge-Site'], maxAge: 600 });
@@ -135,6 +131,6 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
 
   await app.register(chatRoutes, { services: opts.services, sends: opts.limits.widgetSends });
   await app.register(uploadRoutes, { services: opts.services, work: opts.limits.widgetWork });
-  await app.register(voiceRoutes, { services: opts.services, workflows: opts.workflows, voice: opts.voice, dialOut: opts.limits.dialOut });
+  await app.register(voiceRoutes, { services: opts.services, dialOut: opts.limits.dialOut });
   await app.register(feedbackRoutes, { services: opts.services });
 };

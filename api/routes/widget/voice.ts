@@ -1,11 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import { z } from 'zod';
-import { ApiError } from '../../http-errors';
-import { enforceDialOut, type DialOutLimits } from '../../../lib/ratelimit';
+import type { DialOutLimits } from '../../../lib/ratelimit';
 import type { Services } from '../../../app/services';
-import type { VoiceParts } from '../../../app/voice';
-import type { WorkflowClients } from '../../../app/temporal-clients';
-import type { SiteRow } from '../../../domain/widget/sites';
 import { ErrorBody } from '../../schemas/common';
 import { conversationErrors, tags, UserContext, widgetErrors } from './common';
 
@@ -45,9 +41,6 @@ const VoiceSession = z
   })
   .meta({ id: 'VoiceSession' });
 
-/** How long the browser's room token is good for joining. */
-const TOKEN_TTL_SECONDS = 120;
-
 /**
  * Browser voice sessions (`/voice/start`, `/voice/inject_text`, `/voice/stop`): the
  * agent's toggle (403), what this installation lacks (503), the workspace's concurrent
@@ -55,13 +48,10 @@ const TOKEN_TTL_SECONDS = 120;
  * that order; then the room and the `voice:vs_…` workflow. Every call names the
  * session's conversation's identity like /send does. `/call` (dial-out) checks the same
  * way, with the number (400) after the toggle, and starts a `call:call_…` workflow.
+ * Each handler is one call into WidgetVoice (domain/widget/voice.ts).
  */
-export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'voice' | 'calls' | 'dialOut'>; workflows: WorkflowClients | null; voice: VoiceParts | null; dialOut: DialOutLimits }> = async (app, opts) => {
-  const { services } = opts;
-  const workflows = () => {
-    if (!opts.workflows) throw new ApiError(503, 'workflow_unavailable', 'The workflow service is not connected to this API process');
-    return opts.workflows;
-  };
+export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widgetVoice'>; dialOut: DialOutLimits }> = async (app, opts) => {
+  const voice = opts.services.widgetVoice;
 
   app.post('/api/public/widget/voice/start', {
     config: { site: true },
@@ -85,39 +75,7 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
         503: ErrorBody.meta({ description: 'voice_chat_prereq_failed (with the reason: no speech-to-text or text-to-speech here), no_workflow_configured, workflow_unavailable' }),
       },
     },
-    handler: async (request) => {
-      const site = request.site!;
-      const body = request.body ?? {};
-      const agent = await services.widget.agentFor(site);
-      // A named conversation's identity rules first: an impostor learns nothing, not even the agent's settings.
-      const named = body.conversation_id ? await services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec) : null;
-      if (!agent.spec.triggers.web_chat?.voice_chat) throw new ApiError(403, 'voice_chat_not_enabled', 'Voice chat is not enabled for this agent (web_chat.voice_chat)');
-      const missing = services.widget.voicePrereqs().voice;
-      if (missing || !opts.voice) throw new ApiError(503, 'voice_chat_prereq_failed', `Voice chat cannot run here: ${missing ?? 'voice is not configured in this process'}`);
-      const conv = named ?? (await services.widget.authorize(site, (await services.widget.init(site, { user_context: body.user_context })).conversation_id, body.user_context, agent.spec));
-      if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
-      const gw = workflows();
-      const row = await services.voice.reserveSession({
-        workspaceId: site.workspace_id,
-        siteId: site.id,
-        conversationId: conv.id,
-        agentId: agent.id,
-        customerId: conv.customer_id,
-        transport: opts.voice.transport.kind,
-        // Counted per visitor and per client address (a joining session holds no workspace slot).
-        visitorKey: conv.customer_id ?? conv.id,
-        clientAddress: request.ip,
-      });
-      try {
-        const room = await opts.voice.transport.createRoom({ voiceSessionId: row.id, workspaceId: site.workspace_id, identity: conv.customer_id, ttlSeconds: TOKEN_TTL_SECONDS });
-        if (room.room_name !== row.roomName) await services.voice.setRoom(row.id, room.room_name);
-        await gw.voice.start({ voiceSessionId: row.id, workspaceId: site.workspace_id, conversationId: conv.id, siteId: site.id });
-        return { ...room, voice_session_id: row.id, voice_mode: 'hands_free' as const, voice_animation_style: 'orb' as const, conversation_id: conv.id };
-      } catch (err) {
-        await services.voice.markEnded(row.id, 'failed to start', true);
-        throw err;
-      }
-    },
+    handler: async (request) => voice.start(request.site!, request.body ?? {}, request.ip),
   });
 
   app.post('/api/public/widget/call', {
@@ -148,46 +106,8 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
         503: ErrorBody.meta({ description: 'dial_out_prereq_failed (with the reason), no_workflow_configured, workflow_unavailable' }),
       },
     },
-    handler: async (request) => {
-      const site = request.site!;
-      const body = request.body;
-      const agent = await services.widget.agentFor(site);
-      // A named conversation's identity rules come first: an impostor learns nothing, not even the agent's settings.
-      const named = body.conversation_id ? await services.widget.authorize(site, body.conversation_id, body.user_context, agent.spec) : null;
-      services.calls.assertDialOutEnabled(agent.spec);
-      // Toll fraud: the widget is anonymous, so it dials only the visitor's own phone, signed by the site's backend.
-      const own = services.widget.verifiedPhone(site, body.user_context);
-      const dest = await services.calls.destination(site.workspace_id, body.phone_number);
-      if (dest.phone !== own) {
-        throw new ApiError(403, 'identity_verification_required', "phone_number: the widget calls only the visitor's own verified phone (user_context.phone, signed by user_hash)");
-      }
-      services.calls.assertDialOutPrereqs();
-      // Caps before any row or workflow: per client address, per visitor (site and phone), per number across workspaces.
-      await enforceDialOut(opts.dialOut, 'perAddress', request.ip);
-      await enforceDialOut(opts.dialOut, 'perVisitor', `${site.id}:${own}`);
-      await enforceDialOut(opts.dialOut, 'perDestination', dest.phone);
-      const conv = named ?? (await services.widget.authorize(site, (await services.widget.init(site, { user_context: body.user_context })).conversation_id, body.user_context, agent.spec));
-      if (conv.status === 'closed') throw new ApiError(409, 'conversation_closed', 'This conversation is closed; start a new one with conversations/new');
-      const row = await services.dialOut.place({
-        workspaceId: site.workspace_id,
-        siteId: site.id,
-        conversationId: conv.id,
-        agentId: agent.id,
-        phone: dest.phone,
-        destinationClass: dest.class,
-        creditsPerMinute: dest.creditsPerMinute,
-      });
-      return { call_id: row.id, status: 'calling' as const, phone: row.phone };
-    },
+    handler: async (request) => voice.call(request.site!, request.body, request.ip, opts.dialOut),
   });
-
-  /** The session of this site, with the identity rules of its conversation. */
-  const liveSession = async (site: SiteRow, id: string, ctx: z.infer<typeof UserContext> | undefined) => {
-    const row = await services.voice.session(site.workspace_id, id);
-    if (!row || row.siteId !== site.id) throw new ApiError(404, 'not_found', `No voice session '${id}' on this site`);
-    await services.widget.authorize(site, row.conversationId, ctx);
-    return row;
-  };
 
   app.post('/api/public/widget/voice/inject_text', {
     config: { site: true },
@@ -205,12 +125,7 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
         409: ErrorBody.meta({ description: 'voice_session_not_live: the session is still joining or has ended' }),
       },
     },
-    handler: async (request) => {
-      const row = await liveSession(request.site!, request.body.voice_session_id, request.body.user_context);
-      if (row.status !== 'live') throw new ApiError(409, 'voice_session_not_live', row.status === 'starting' ? 'The voice session has not connected yet' : 'The voice session has ended');
-      await services.voice.control(row.id, { k: 'inject', text: request.body.text });
-      return { ok: true as const };
-    },
+    handler: async (request) => voice.injectText(request.site!, request.body),
   });
 
   app.post('/api/public/widget/voice/stop', {
@@ -229,9 +144,6 @@ export const voiceRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widg
         503: ErrorBody.meta({ description: 'workflow_unavailable' }),
       },
     },
-    handler: async (request) => {
-      const row = await liveSession(request.site!, request.body.voice_session_id, request.body.user_context);
-      return workflows().voice.stop(row.id);
-    },
+    handler: async (request) => voice.stop(request.site!, request.body),
   });
 };

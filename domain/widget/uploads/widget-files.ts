@@ -1,6 +1,6 @@
 import { DomainError } from '../../errors';
 import type { BlobStore, StagedBlob } from '../../ports/blob-store';
-import type { TranscriptionRuns, UploadRuns } from '../../workflow-runs';
+import type { TranscriptionRuns, UploadRuns } from '../../ports/workflow-runs';
 import type { WidgetSessionService } from '../sessions';
 import type { SiteRow } from '../sites';
 import type { UploadResult, UploadService, UploadStatus } from './records';

@@ -1,7 +1,10 @@
-import type { TurnReply } from './chat/turn';
-import type { SendPlan } from './messaging/plan';
-import type { PhoneCallInput } from './voice/phone-call';
-import type { StoredUpload, TranscribeOutcome, UploadOutcome, VoiceNote } from './widget/uploads';
+import { DomainError } from '../../lib/errors';
+import type { TurnReply } from '../chat/turn';
+import type { Begun, ExtractionOutcome } from '../extraction/extractions';
+import type { SendPlan } from '../messaging/plan';
+import type { PhoneCallInput } from '../voice/phone-call';
+import type { RecordingView } from '../voice/sessions';
+import type { StoredUpload, TranscribeOutcome, UploadOutcome, VoiceNote } from '../widget/uploads';
 
 /**
  * What the domain starts, updates and signals in Temporal, as ports: the domain names what
@@ -10,6 +13,9 @@ import type { StoredUpload, TranscribeOutcome, UploadOutcome, VoiceNote } from '
  * A port read as `() => … | null` is absent in a process without a workflow service (the
  * admin CLI, an API started without TEMPORAL_ADDRESS): the caller answers 503 workflow_unavailable.
  */
+
+/** What a service answers when its port is absent: this process has no workflow service. */
+export const noWorkflowService = () => new DomainError('workflow_unavailable', 'The workflow service is not connected to this API process');
 
 /** A visitor's message as the send hands it to the conversation's actor. */
 export interface VisitorSend {
@@ -56,6 +62,26 @@ export interface CallRuns {
   startCall(input: PhoneCallInput & { siteId: string | null }): Promise<void>;
 }
 
+/** A browser voice session (`voice:vs_…`): started once its room exists; stopped, answering its recordings. */
+export interface VoiceSessionRuns {
+  start(input: { voiceSessionId: string; workspaceId: string; conversationId: string; siteId: string | null }): Promise<void>;
+  /** Ends the session and answers with its recordings (an ended session answers the same; 404 not_found when there is none). */
+  stop(voiceSessionId: string): Promise<{ ended: true; recordings: RecordingView[] }>;
+}
+
+/** A structured extraction (`extract:ext_…`), started or joined and waited for (504 extraction_timeout past the wait). */
+export interface ExtractionRuns {
+  run(run: Extract<Begun, { kind: 'run' }>): Promise<ExtractionOutcome>;
+}
+
+/** A webhook delivery's retry runs (`webhook-delivery:dlv_…`). */
+export interface DeliveryRuns {
+  /** Skips the backoff wait of the delivery's open run (409 delivery_not_retrying when none waits). */
+  retryNow(deliveryId: string): Promise<void>;
+  /** Cancels the open runs of a deleted subscription's deliveries; how many were asked to. */
+  cancelRunsOf(subscriptionId: string): Promise<number>;
+}
+
 /** An outbound msgapp message (`message-send:<message_id>`), waited for. */
 export interface MessageRuns {
   send(plan: SendPlan): Promise<{ status: 'sent'; providerMessageId: string } | { status: 'failed'; error: string }>;
@@ -66,6 +92,8 @@ export interface WorkflowRuns {
   conversations: ConversationRuns;
   uploads: UploadRuns;
   transcriptions: TranscriptionRuns;
-  voice: CallRuns;
+  voice: CallRuns & VoiceSessionRuns;
   messages: MessageRuns;
+  extractions: ExtractionRuns;
+  webhooks: DeliveryRuns;
 }

@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { publishFrame } from '../domain/chat/frames';
+import { ChatFrames } from '../domain/chat/frames';
 import type { TaskStatus } from '../domain/chat/tasks';
 import type { SendPlan } from '../domain/messaging/plan';
 import type { ActivityDeps } from './deps';
@@ -8,6 +8,7 @@ import { withHeartbeat } from './errors';
 
 /** The conversation actor's steps: agent turns, its background tasks, what the sockets are told. */
 export function conversationActivities(deps: ActivityDeps) {
+  const frames = new ChatFrames(deps.em);
   return {
     /**
      * One agent turn: retrieval, the model (streamed to the sockets), tools, the stored
@@ -40,18 +41,18 @@ export function conversationActivities(deps: ActivityDeps) {
 
     /** Tells the conversation's sockets that a turn failed. */
     async publishTurnError(input: { conversationId: string; replyId: string; code: 'workflow_provisioning' | 'workflow_execution_failed'; text: string }) {
-      await publishFrame(deps.em, input.conversationId, { type: 'error', reply_id: input.replyId, code: input.code, text: input.text });
+      await frames.publish(input.conversationId, { type: 'error', reply_id: input.replyId, code: input.code, text: input.text });
     },
 
     /** A background task began: its row (what the widget lists) and a `task_status` frame. */
     async recordTaskStarted(input: { conversationId: string; workspaceId: string; taskKey: string; kind: string; label: string; blocking: boolean; workflowId: string }) {
       await deps.services.tasks.started(input);
-      await publishFrame(deps.em, input.conversationId, { type: 'task_status', task_key: input.taskKey, label: input.label, status: 'running' });
+      await frames.publish(input.conversationId, { type: 'task_status', task_key: input.taskKey, label: input.label, status: 'running' });
     },
 
     async recordTaskFinished(input: { conversationId: string; taskKey: string; label: string; status: TaskStatus; error: string | null }) {
       await deps.services.tasks.finished(input);
-      await publishFrame(deps.em, input.conversationId, { type: 'task_status', task_key: input.taskKey, label: input.label, status: input.status });
+      await frames.publish(input.conversationId, { type: 'task_status', task_key: input.taskKey, label: input.label, status: input.status });
     },
 
     /** A long upload's passages, for search in its conversation. */

@@ -24,7 +24,7 @@ import { createWorkflowClients, type WorkflowClients } from './temporal-clients'
 import type { BlobStore } from '../providers/storage/blob-store';
 import { blobStoreFromConfig } from './storage';
 import { serveMetrics, setBacklogSource } from './metrics';
-import { backlogReader } from './metrics-backlog';
+import { BacklogReader } from './metrics-backlog';
 
 /**
  * What a process is: `api` serves HTTP (key cache, chat sockets), `worker` runs workflows
@@ -298,7 +298,8 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     const indexing = new IndexingService({ em: orm.em, kb: services.repos.kb, blobs, extract, embedder });
     if (opts.role !== 'cli') {
       // Metrics (app/metrics.ts): the database gauges read at scrape time, and METRICS_PORT's listener when set.
-      onClose(setBacklogSource(backlogReader(orm.em), (err) => log.warn({ err }, 'metrics: backlog gauges not read')), 'metrics backlog gauges');
+      const backlog = new BacklogReader(orm.em, { webhooks: services.repos.webhooks, kb: services.repos.kb, voice: services.voice });
+      onClose(setBacklogSource(() => backlog.read(), (err) => log.warn({ err }, 'metrics: backlog gauges not read')), 'metrics backlog gauges');
       if (config.METRICS_PORT !== undefined) onClose((await serveMetrics(config.METRICS_HOST, config.METRICS_PORT, config.METRICS_TOKEN ?? null)).close, 'metrics listener');
     }
 

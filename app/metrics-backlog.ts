@@ -1,32 +1,39 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { KbFile, VoiceSession, WebhookDelivery } from '../db/entities';
+import type { KnowledgeBaseRepository } from '../domain/kb/repository';
+import type { VoiceSessionService } from '../domain/voice/sessions';
+import type { WebhookRepository } from '../domain/webhooks/emitter';
 import type { Backlog } from './metrics';
 
-const ageSeconds = (row: { createdAt: Date } | null, now: number) => (row ? Math.max(0, (now - new Date(row.createdAt).getTime()) / 1000) : 0);
+const ageSeconds = (createdAt: Date | null, now: number) => (createdAt ? Math.max(0, (now - new Date(createdAt).getTime()) / 1000) : 0);
+
+/** Whom the gauges ask: each table's owner counts its own rows that are not settled. */
+export interface BacklogOwners {
+  webhooks: Pick<WebhookRepository, 'deliveryBacklog'>;
+  kb: Pick<KnowledgeBaseRepository, 'indexingBacklog'>;
+  voice: Pick<VoiceSessionService, 'activeCounts'>;
+}
 
 /**
  * The database gauges of app/metrics.ts, read when Prometheus scrapes. Read-only counts
- * through the owners' entities, each served by a partial index over the rows that are not
- * settled (Migration20261128160000MetricsIndexes; voice_sessions_active_idx), so a scrape
- * costs the size of the backlog, never of the tables.
+ * asked of the tables' owners (the webhook outbox, the knowledge base, voice sessions),
+ * each served by a partial index over the rows that are not settled
+ * (Migration20261128160000MetricsIndexes; voice_sessions_active_idx), so a scrape costs
+ * the size of the backlog, never of the tables.
  */
-export function backlogReader(em: EntityManager): () => Promise<Backlog> {
-  return async () => {
+export class BacklogReader {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly owners: BacklogOwners,
+  ) {}
+
+  /** One read of every gauge (the owners' reads run at once). */
+  async read(): Promise<Backlog> {
     const now = Date.now();
-    const [whPending, whRetrying, whOldest, kbPending, kbProcessing, kbOldest, vStarting, vLive] = await Promise.all([
-      em.fork().count(WebhookDelivery, { status: 'pending', dispatchedAt: null }),
-      em.fork().count(WebhookDelivery, { status: 'pending', dispatchedAt: { $ne: null } }),
-      em.fork().findOne(WebhookDelivery, { status: 'pending' }, { orderBy: { createdAt: 'asc' }, fields: ['createdAt'] }),
-      em.fork().count(KbFile, { status: 'pending' }),
-      em.fork().count(KbFile, { status: 'processing' }),
-      em.fork().findOne(KbFile, { status: { $in: ['pending', 'processing'] } }, { orderBy: { createdAt: 'asc' }, fields: ['createdAt'] }),
-      em.fork().count(VoiceSession, { status: 'starting' }),
-      em.fork().count(VoiceSession, { status: 'live' }),
-    ]);
+    const [webhooks, indexing, voice] = await Promise.all([this.owners.webhooks.deliveryBacklog(this.em), this.owners.kb.indexingBacklog(this.em), this.owners.voice.activeCounts()]);
     return {
-      webhooks: { pending: whPending, retrying: whRetrying, oldestPendingSeconds: ageSeconds(whOldest, now) },
-      indexing: { pending: kbPending, processing: kbProcessing, oldestSeconds: ageSeconds(kbOldest, now) },
-      voice: { starting: vStarting, live: vLive },
+      webhooks: { pending: webhooks.pending, retrying: webhooks.retrying, oldestPendingSeconds: ageSeconds(webhooks.oldestPendingAt, now) },
+      indexing: { pending: indexing.pending, processing: indexing.processing, oldestSeconds: ageSeconds(indexing.oldestAt, now) },
+      voice,
     };
-  };
+  }
 }

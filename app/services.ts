@@ -196,7 +196,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const transcript = new ChatTranscript(em, repos.conversations);
   const feedback = new FeedbackService(em, transcript);
   const mcp = new McpService(em, opts.box, { policy: opts.sender.policy, resolve: opts.sender.resolve }, repos.credentials);
-  const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, listModels: listOpenAiModels, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca }, repos.credentials);
+  const credentials = new CredentialService(em, opts.box, { msgapp: opts.msgapp ?? null, listModels: listOpenAiModels, policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca }, repos.credentials, repos.workspaces);
   const folders = new FolderService(em, repos.kb, repos.agents);
   const uploadParts = createUploadServices({
     em,
@@ -247,7 +247,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     voice,
     calls,
     ...uploadParts,
-    apiKeys: new ApiKeyService(em, opts.keyCache),
+    apiKeys: new ApiKeyService(em, opts.keyCache, repos.workspaces),
     folders,
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
     subscriptions,
@@ -257,13 +257,13 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb }),
     customers,
     conversations: new ConversationService(em, repos.conversations),
-    analytics: new AnalyticsService(em, feedback),
+    analytics: new AnalyticsService(em, feedback, transcript),
     credits,
     mcp,
     messages,
     outbound: new OutboundMessages({ messages, runs: () => workflows()?.messages ?? null }),
     credentials,
-    support: new SupportService(em),
+    support: new SupportService(em, repos.workspaces),
     team,
     msgappWebhooks: cloudApiWebhooks,
     providerEvents,

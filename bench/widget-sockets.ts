@@ -1,6 +1,6 @@
 // What this measures and how to read it: docs/benchmarks.md#widget-sockets
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { publishFrame, type ChatNotice } from '../domain/chat/frames';
+import { ChatFrames, type ChatNotice } from '../domain/chat/frames';
 import { section, type Cleanup } from './lib/child';
 import { envInt, envNumber, loadSettings } from './lib/load';
 import { benchApi, benchCompose, listenOn, setUpBench, type BenchApi } from './lib/setup';
@@ -97,7 +97,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     current = { replyId, receipts };
     const publish =
       side === 'hub'
-        ? (c: string, text: string) => publishFrame(publisher, c, { type: 'reply_delta', reply_id: replyId, text })
+        ? (c: string, text: string) => new ChatFrames(publisher).publish(c, { type: 'reply_delta', reply_id: replyId, text })
         : async (c: string, text: string) => {
             const notice: ChatNotice = { k: 'frame', c, f: { type: 'reply_delta', reply_id: replyId, text } };
             await publisher.getConnection().execute('select pg_notify(?, ?)', [BUS_CHANNEL, JSON.stringify(notice)]);
@@ -192,7 +192,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     section: 'widget-sockets',
     description:
       `${s.sockets} conversations with an open reply socket on ${s.apps} API app(s) (ChatHub each); ${s.frames} reply_delta frames per conversation published with ` +
-      `publishFrame from a separate pool (${s.publishers} in flight), vs the same notices received by one plain LISTEN connection; req/s = frames/s, latency = publish → arrival`,
+      `ChatFrames.publish from a separate pool (${s.publishers} in flight), vs the same notices received by one plain LISTEN connection; req/s = frames/s, latency = publish → arrival`,
     settings: { ...s, order: 'per round hub / bus alternating; mean over rounds' },
     runs,
     targets: [hub, bus],

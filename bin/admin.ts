@@ -9,12 +9,10 @@ import { ALL_SCOPES } from '../domain/keys/scopes';
 import { dataDir, loadConfig, type Config } from '../app/config';
 import { SECRET_FIELD } from '../domain/credentials/credentials';
 import { SecretBox } from '../lib/crypto/secret-box';
-import { TICKET_STATUSES, Workspace, type TicketStatus } from '../db/entities';
+import { TICKET_STATUSES, type TicketStatus } from '../db/entities';
 import { DomainError } from '../domain/errors';
-import { newId } from '../lib/ids';
 import { compose, type Composition } from '../app/compose';
 import { parseHoursSpec, type OpeningInterval } from '../domain/team/availability';
-import type { Orm } from '../db/orm';
 import { resolveDatabaseUrl } from '../dev/embedded/postgres';
 
 const USAGE = `usage: npm run -s admin -- <command>
@@ -134,8 +132,8 @@ async function readBody(io: AdminIo, file: string): Promise<string> {
 }
 
 /** The workspace's id, or 404 not_found (a read of the defaults would hide a mistyped id). */
-async function existingWorkspace(orm: Orm, id: string): Promise<string> {
-  if (!(await orm.em.fork().findOne(Workspace, { id }, { fields: ['id'] }))) throw new DomainError('not_found', `No workspace with id '${id}'`);
+async function existingWorkspace(c: Composition, id: string): Promise<string> {
+  if (!(await c.services.repos.workspaces.workspaceExists(c.orm.em.fork(), id))) throw new DomainError('not_found', `No workspace with id '${id}'`);
   return id;
 }
 
@@ -196,14 +194,10 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
   switch (command) {
     case 'workspace create': {
       const name = need(values.name, 'name');
-      const em = orm.em.fork();
-      const ws = em.create(Workspace, { id: newId('ws'), name });
-      await em.flush();
-      return { id: ws.id, name: ws.name };
+      return services.repos.workspaces.createWorkspace(orm.em.fork(), name);
     }
     case 'workspace list': {
-      const rows = await orm.em.fork().find(Workspace, {}, { orderBy: { createdAt: 'asc' } });
-      return { workspaces: rows.map((w) => ({ id: w.id, name: w.name, created_at: w.createdAt.toISOString() })) };
+      return { workspaces: await services.repos.workspaces.listWorkspaces(orm.em.fork()) };
     }
     case 'key create': {
       const created = await services.apiKeys.create(need(values.workspace, 'workspace'), need(values.name, 'name'), parseScopes(need(values.scopes, 'scopes')));
@@ -253,7 +247,7 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
     case 'site show':
       return services.sites.show(need(target, 'SITE_ID (positional)'));
     case 'team availability':
-      return services.team.availability(await existingWorkspace(orm, need(target, 'WS_ID (positional)')));
+      return services.team.availability(await existingWorkspace(c, need(target, 'WS_ID (positional)')));
     case 'team away': {
       const ws = need(target, 'WS_ID (positional)');
       if (Boolean(values.on) === Boolean(values.off)) throw new UsageError('give exactly one of --on or --off');

@@ -4,10 +4,16 @@ import { CredentialRepository } from './credentials/repository';
 import { CustomerRepository } from './customers/repository';
 import { KnowledgeBaseRepository } from './kb/repository';
 import { BlobRefRepository } from './storage/blob-refs';
+import { ChatTranscript } from './chat/transcript';
+import { StructuredExtractionService } from './extraction/extractions';
+import { PgRecordingSpool } from './voice/spool';
+import { VoiceSessionService } from './voice/sessions';
+import { UploadService } from './widget/uploads/records';
 import { UsageRecordRepository } from './billing/usage-records';
 import { WebhookRepository } from './webhooks/emitter';
 import { SiteRepository } from './widget/site-repository';
 import { DialOutPolicyRepository } from './voice/destinations';
+import { WorkspaceRepository } from './workspaces/repository';
 
 /**
  * The repositories of the domain's aggregates: each is the one data path to its tables
@@ -31,19 +37,33 @@ export interface Repositories {
   sites: SiteRepository;
   /** Workspaces' dial-out destinations. */
   dialOut: DialOutPolicyRepository;
+  /** Workspaces: whether one exists, the admin CLI's create and list, the dial-out columns. */
+  workspaces: WorkspaceRepository;
 }
 
 export function createRepositories(): Repositories {
+  const kb = new KnowledgeBaseRepository();
+  const workspaces = new WorkspaceRepository();
   return {
     conversations: new ConversationRepository(),
     agents: new AgentRepository(),
-    kb: new KnowledgeBaseRepository(),
+    kb,
     customers: new CustomerRepository(),
-    blobRefs: new BlobRefRepository(),
+    // Every kind of owner of blobs, once; each module counts its own rows (a blob no owner refers to may go).
+    blobRefs: new BlobRefRepository([
+      { name: 'knowledge-base file', uses: (em, sha256) => kb.filesOfBlob(em, sha256) },
+      { name: 'widget upload', uses: (em, sha256) => UploadService.blobUses(em, sha256) },
+      // Only while it runs: a finished extraction keeps its text, not its bytes.
+      { name: 'structured extraction', uses: (em, sha256) => StructuredExtractionService.blobUses(em, sha256) },
+      { name: 'recording', uses: (em, sha256) => VoiceSessionService.blobUses(em, sha256) },
+      { name: 'voice spool chunk', uses: (em, sha256) => PgRecordingSpool.blobUses(em, sha256) },
+      { name: 'inbound msgapp media', uses: (em, sha256) => ChatTranscript.blobUses(em, sha256) },
+    ]),
     credentials: new CredentialRepository(),
     usage: new UsageRecordRepository(),
     webhooks: new WebhookRepository(),
     sites: new SiteRepository(),
-    dialOut: new DialOutPolicyRepository(),
+    dialOut: new DialOutPolicyRepository(workspaces),
+    workspaces,
   };
 }

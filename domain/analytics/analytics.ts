@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from '../errors';
+import { ChatTranscript } from '../chat/transcript';
 import type { FeedbackCounts } from '../widget/feedback';
 
 /**
@@ -60,6 +61,8 @@ export class AnalyticsService {
     private readonly em: EntityManager,
     /** widget_feedback's owner counts it (domain/widget/feedback.ts). */
     private readonly feedback: { counts(workspaceId: string, w: Window): Promise<FeedbackCounts> },
+    /** chat_messages' owner counts a window's messages (its partial hours). Default: a transcript on `em` (benches build the service on its own). */
+    private readonly transcript: Pick<ChatTranscript, 'messageCounts'> = new ChatTranscript(em),
   ) {}
 
   private sql<T>(query: string, params: unknown[]): Promise<T[]> {
@@ -77,14 +80,7 @@ export class AnalyticsService {
     const HOUR = 3_600_000;
     const h0 = new Date(Math.ceil(w.from.getTime() / HOUR) * HOUR);
     const h1 = new Date(Math.floor(w.to.getTime() / HOUR) * HOUR);
-    const fromMessages = (from: Date, to: Date) =>
-      this.sql<{ channel: string; direction: 'in' | 'out'; n: string }>(
-        `select c.channel, case when m.role = 'user' then 'in' else 'out' end as direction, count(*) as n
-         from chat_messages m join conversations c on c.id = m.conversation_id
-         where m.workspace_id = ? and m.created_at >= ? and m.created_at < ? and m.role <> 'tool'
-         group by 1, 2`,
-        [workspaceId, from, to],
-      );
+    const fromMessages = (from: Date, to: Date) => this.transcript.messageCounts(workspaceId, from, to);
     const parts =
       h0 >= h1
         ? [await fromMessages(w.from, w.to)]

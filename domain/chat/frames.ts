@@ -55,31 +55,42 @@ export type ChatNotice =
 
 const MAX_PAYLOAD = 7900;
 
-async function notify(em: EntityManager, notice: ChatNotice): Promise<void> {
-  // raw SQL: pg_notify has no ORM form (on the connection: a frame is sent now, not at a transaction's commit).
-  // eslint-disable-next-line no-restricted-syntax
-  await em.getConnection().execute(`select pg_notify(?, ?)`, [CHAT_CHANNEL, JSON.stringify(notice)]);
-}
+/**
+ * The one way to publish on the chat channel: frames for a conversation's sockets and
+ * re-check requests, whoever produces them (the turn's ChatFramePublisher, the transcript,
+ * conversations, sites, widget sessions, the conversation actor's activities). Holds only
+ * the EntityManager whose connection sends the NOTIFY: a frame is sent now, not at a
+ * transaction's commit.
+ */
+export class ChatFrames {
+  constructor(private readonly em: EntityManager) {}
 
-/** Publishes one frame to every socket of the conversation, wherever it is held. */
-export async function publishFrame(em: EntityManager, conversationId: string, frame: ChatFrame, messageId?: string): Promise<void> {
-  const notice: ChatNotice = { k: 'frame', c: conversationId, f: frame };
-  if (Buffer.byteLength(JSON.stringify(notice)) <= MAX_PAYLOAD) return notify(em, notice);
-  if (frame.type === 'reply' && messageId) return notify(em, { k: 'ref', c: conversationId, m: messageId });
-  if (frame.type === 'reply_delta') {
-    // Split a (rare) huge delta into pieces that fit.
-    const step = 1500;
-    for (let i = 0; i < frame.text.length; i += step) {
-      // `reset` belongs to the first piece only: the later ones append to it.
-      const piece = { type: frame.type, reply_id: frame.reply_id, text: frame.text.slice(i, i + step), ...(i === 0 && frame.reset ? { reset: true as const } : {}) };
-      await notify(em, { k: 'frame', c: conversationId, f: piece });
+  /** Publishes one frame to every socket of the conversation, wherever it is held. */
+  async publish(conversationId: string, frame: ChatFrame, messageId?: string): Promise<void> {
+    const notice: ChatNotice = { k: 'frame', c: conversationId, f: frame };
+    if (Buffer.byteLength(JSON.stringify(notice)) <= MAX_PAYLOAD) return this.notify(notice);
+    if (frame.type === 'reply' && messageId) return this.notify({ k: 'ref', c: conversationId, m: messageId });
+    if (frame.type === 'reply_delta') {
+      // Split a (rare) huge delta into pieces that fit.
+      const step = 1500;
+      for (let i = 0; i < frame.text.length; i += step) {
+        // `reset` belongs to the first piece only: the later ones append to it.
+        const piece = { type: frame.type, reply_id: frame.reply_id, text: frame.text.slice(i, i + step), ...(i === 0 && frame.reset ? { reset: true as const } : {}) };
+        await this.notify({ k: 'frame', c: conversationId, f: piece });
+      }
+      return;
     }
-    return;
+    throw new Error(`chat frame ${frame.type} is too large to publish`);
   }
-  throw new Error(`chat frame ${frame.type} is too large to publish`);
-}
 
-/** Asks every API process to re-check the authorization of the matching sockets now. */
-export async function publishRecheck(em: EntityManager, target: { site?: string; conversation?: string }): Promise<void> {
-  await notify(em, { k: 'recheck', site: target.site, c: target.conversation });
+  /** Asks every API process to re-check the authorization of the matching sockets now. */
+  async recheck(target: { site?: string; conversation?: string }): Promise<void> {
+    await this.notify({ k: 'recheck', site: target.site, c: target.conversation });
+  }
+
+  private async notify(notice: ChatNotice): Promise<void> {
+    // raw SQL: pg_notify has no ORM form (on the connection: a frame is sent now, not at a transaction's commit).
+    // eslint-disable-next-line no-restricted-syntax
+    await this.em.getConnection().execute(`select pg_notify(?, ?)`, [CHAT_CHANNEL, JSON.stringify(notice)]);
+  }
 }

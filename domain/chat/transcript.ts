@@ -5,7 +5,7 @@ import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import type { CardElement, ChartElement } from './elements';
 import { titleOf } from './answer-without-model';
-import { publishFrame } from './frames';
+import { ChatFrames } from './frames';
 import type { RichBlockValue } from './rich';
 import { ChatMessage, type IChatMessage } from '../../db/entities';
 
@@ -157,11 +157,23 @@ export interface NewChatMessage {
  * Within a conversation timestamps strictly increase, so a timestamp is a safe cursor.
  */
 export class ChatTranscript {
+  /** A blob owner kind (BlobRefRepository): how many messages carry these bytes as an attachment (inbound msgapp media). */
+  static async blobUses(em: EntityManager, sha256: string): Promise<number> {
+    // raw SQL: jsonb containment (an element of the attachments array with this sha256) has no ORM form; the GIN index answers it.
+    // eslint-disable-next-line no-restricted-syntax
+    const [row] = await em.execute<{ n: string }[]>(`select count(*) as n from ${em.getMetadata(ChatMessage).tableName} where attachments @> ?::jsonb`, [JSON.stringify([{ sha256 }])]);
+    return Number(row.n);
+  }
+
+  private readonly frames: ChatFrames;
+
   constructor(
     private readonly em: EntityManager,
     /** Default: the one repository of conversations (tests and the socket hub build a transcript on its own). */
     private readonly conversations: ConversationRepository = new ConversationRepository(),
-  ) {}
+  ) {
+    this.frames = new ChatFrames(em);
+  }
 
   /**
    * Appends a message unless one with the same id (or the same client message id) is
@@ -230,7 +242,7 @@ export class ChatTranscript {
       unsolicited: true,
       ...(Object.keys(author).length ? { extras: { author } } : {}),
     });
-    await publishFrame(this.em, conv.id, replyFrame(row), row.id);
+    await this.frames.publish(conv.id, replyFrame(row), row.id);
     return {
       id: row.id,
       channel: 'web',
@@ -298,7 +310,7 @@ export class ChatTranscript {
     const row = await this.get(ids.message_id);
     if (!row) return;
     const attachments = row.attachments?.length ? await describeAttachments(row.attachments) : [];
-    await publishFrame(this.em, conversationId, {
+    await this.frames.publish(conversationId, {
       type: 'visitor_message',
       message_id: row.id,
       client_message_id: ids.client_message_id,
@@ -317,6 +329,11 @@ export class ChatTranscript {
   async get(id: string): Promise<ChatMessageRow | null> {
     const row = await this.em.fork().findOne(ChatMessage, { id });
     return row ? rowOf(row) : null;
+  }
+
+  /** Replaces a message's attachments (an inbound media item's text, once read). */
+  async replaceAttachments(messageId: string, attachments: unknown[]): Promise<void> {
+    await this.em.fork().nativeUpdate(ChatMessage, { id: messageId }, { attachments });
   }
 
   /** The stored reply to a visitor message, if any. */
@@ -380,6 +397,22 @@ export class ChatTranscript {
       });
     }
     return { messages, has_more, next_before: page.length ? new Date(page[0].created_at).toISOString() : null };
+  }
+
+  /**
+   * The workspace's messages in `[from, to)` by their conversation's channel and direction (the customer's `in`, the
+   * agent's and human agents' replies `out`; tool activity left out): analytics' partial hours (domain/analytics).
+   */
+  async messageCounts(workspaceId: string, from: Date, to: Date): Promise<Array<{ channel: string; direction: 'in' | 'out'; n: string }>> {
+    // raw SQL: a count grouped by a computed direction over a join has no ORM form.
+    // eslint-disable-next-line no-restricted-syntax
+    return this.em.fork().getConnection().execute<Array<{ channel: string; direction: 'in' | 'out'; n: string }>>(
+      `select c.channel, case when m.role = 'user' then 'in' else 'out' end as direction, count(*) as n
+       from chat_messages m join conversations c on c.id = m.conversation_id
+       where m.workspace_id = ? and m.created_at >= ? and m.created_at < ? and m.role <> 'tool'
+       group by 1, 2`,
+      [workspaceId, from, to],
+    );
   }
 
   /** The newest message a visitor can see (tool activity is not) of each conversation: the previews of a conversation list. */

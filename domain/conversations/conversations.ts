@@ -1,7 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Conversation, ConversationEvent, type IConversation } from '../../db/entities';
-import { publishFrame } from '../chat/frames';
+import { ChatFrames } from '../chat/frames';
 import { DomainError } from '../errors';
 import { keysetFind } from '../../db/pagination';
 import type { ConversationRepository } from './repository';
@@ -49,10 +49,14 @@ const view = (r: IConversation): ConversationView => ({
  * alone queries `conversations` and `conversation_events`.
  */
 export class ConversationService {
+  private readonly frames: ChatFrames;
+
   constructor(
     private readonly em: EntityManager,
     private readonly rows: ConversationRepository,
-  ) {}
+  ) {
+    this.frames = new ChatFrames(em);
+  }
 
   /**
    * Flags a conversation for a human (`needs_human: true`, with the reason) or resolves
@@ -72,7 +76,7 @@ export class ConversationService {
       });
     }
     // The visitor's open widgets learn who answers now (a status line instead of the agent's typing dots).
-    if (row.channel === 'web' && needsHuman !== row.needsHuman) await publishFrame(this.em, id, { type: 'handoff', active: needsHuman });
+    if (row.channel === 'web' && needsHuman !== row.needsHuman) await this.frames.publish(id, { type: 'handoff', active: needsHuman });
     return this.get(workspaceId, id);
   }
 

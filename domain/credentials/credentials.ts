@@ -1,7 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
-import { Credential, Workspace, type CredentialProvider, type ICredential } from '../../db/entities';
+import { Credential, type CredentialProvider, type ICredential } from '../../db/entities';
+import { WorkspaceRepository } from '../workspaces/repository';
 import { DomainError, notFound } from '../errors';
 import { newId } from '../../lib/ids';
 import { LlmError, type ModelLister } from '../ports/llm';
@@ -165,6 +166,8 @@ export class CredentialService {
     opts: CredentialServiceOptions = {},
     /** Default: the one repository of credentials (tests build the service on its own). */
     private readonly rows: Pick<CredentialRepository, 'openMsgappToken'> = new CredentialRepository(),
+    /** Default: the one repository of workspaces (tests build the service on its own). */
+    private readonly workspaces: Pick<WorkspaceRepository, 'workspaceExists'> = new WorkspaceRepository(),
   ) {
     this.opts = {
       msgapp: opts.msgapp ?? null,
@@ -202,7 +205,7 @@ export class CredentialService {
     if (input.provider === 'voice') await this.checkEndpoint('url', httpFormOfWs(input.url));
     if (input.provider === 'telephony' && input.sip_uri) await this.checkEndpoint('sip_uri', httpsFormOfSip(input.sip_uri));
     const em = this.em.fork();
-    if (!(await em.count(Workspace, { id: workspaceId }))) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
+    if (!(await this.workspaces.workspaceExists(em, workspaceId))) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
     const id = newId('cred');
     const hint = this.hint(secret);
     await em.insert(Credential, { id, workspaceId, provider: input.provider, name: input.name, settings, secretSealed: this.box.seal(secret, id), ...hint });

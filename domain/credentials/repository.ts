@@ -3,7 +3,7 @@ import type { SecretBox } from '../../lib/crypto/secret-box';
 import { Credential } from '../../db/entities';
 
 /**
- * The one data path to `credentials` for other modules: an mcp server binds its credential
+ * The one data path to `credentials` for other modules: an mcp server finds its credential and binds it
  * to its origin, inbound media is fetched with a msgapp token. CredentialService owns the
  * rest. Every method runs on the EntityManager it is given.
  */
@@ -18,6 +18,12 @@ export class CredentialRepository {
     await em.execute(`update credentials set settings = coalesce(settings, '{}'::jsonb) || jsonb_build_object('origin', ?::text) where id = ? and provider = 'mcp' and settings->>'origin' is null`, [origin, id]);
     const row = await em.fork().findOne(Credential, { id }, { fields: ['settings'] });
     return row?.settings?.origin ?? null;
+  }
+
+  /** An mcp credential of this workspace: its sealed token and the origin it is bound to (none yet: null); null when there is none. */
+  async findMcpCredential(em: EntityManager, workspaceId: string, id: string): Promise<{ id: string; origin: string | null; secretSealed: string } | null> {
+    const cred = await em.findOne(Credential, { id, workspaceId, provider: 'mcp' });
+    return cred ? { id: cred.id, origin: cred.settings?.origin ?? null, secretSealed: cred.secretSealed } : null;
   }
 
   /** The opened token of a msgapp credential of this workspace; null when there is none. */

@@ -178,6 +178,11 @@ export async function askModel(
 }
 
 export class StructuredExtractionService {
+  /** A blob owner kind (BlobRefRepository): how many running extractions read these bytes (a finished one keeps its text, not its bytes). */
+  static blobUses(em: EntityManager, sha256: string): Promise<number> {
+    return em.count(StructuredExtraction, { blobKey: sha256, status: 'running' });
+  }
+
   private readonly model: ChatModel | null;
   /** Model answers are validated against callers' schemas only here: in threads, with a deadline. */
   readonly validator: SchemaValidator;

@@ -86,6 +86,34 @@ export class KnowledgeBaseRepository {
     return new Map(rows.map((r) => [r.id, r.title!]));
   }
 
+  /**
+   * These file versions' bytes and names, whatever their state (a stored message's attachments name them:
+   * the ones deleted since are left out).
+   */
+  async filesById(em: EntityManager, ids: readonly string[]): Promise<Map<string, { id: string; sha256: string; mimeType: string; name: string }>> {
+    if (!ids.length) return new Map();
+    const rows = await em.find(KbFile, { id: { $in: [...ids] } }, { fields: ['id', 'sha256', 'mimeType', 'name'] });
+    return new Map(rows.map((f) => [f.id, { id: f.id, sha256: f.sha256, mimeType: f.mimeType, name: f.name }]));
+  }
+
+  /** A blob owner kind (BlobRefRepository): how many file versions hold these bytes. */
+  filesOfBlob(em: EntityManager, sha256: string): Promise<number> {
+    return em.count(KbFile, { sha256 });
+  }
+
+  /**
+   * The file versions waiting for or in indexing, for the operator's gauges (app/metrics-backlog.ts), and when the
+   * oldest of them was created. Each read on its own fork, all at once; a partial index answers them.
+   */
+  async indexingBacklog(em: EntityManager): Promise<{ pending: number; processing: number; oldestAt: Date | null }> {
+    const [pending, processing, oldest] = await Promise.all([
+      em.fork().count(KbFile, { status: 'pending' }),
+      em.fork().count(KbFile, { status: 'processing' }),
+      em.fork().findOne(KbFile, { status: { $in: ['pending', 'processing'] } }, { orderBy: { createdAt: 'asc' }, fields: ['createdAt'] }),
+    ]);
+    return { pending, processing, oldestAt: oldest?.createdAt ?? null };
+  }
+
   /** Versions not yet handed to an indexing workflow; `name` labels the workflow in the Temporal UI. */
   async filesToIndex(em: EntityManager, limit: number): Promise<Array<{ id: string; workspace_id: string; name: string }>> {
     const rows = await em.find(KbFile, { indexDispatchedAt: null }, { fields: ['id', 'workspaceId', 'name'], orderBy: { createdAt: 'asc', id: 'asc' }, limit });

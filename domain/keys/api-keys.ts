@@ -1,7 +1,8 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ApiKey, RetiredKeySecret, Workspace, type IApiKey } from '../../db/entities';
+import { ApiKey, RetiredKeySecret, type IApiKey } from '../../db/entities';
+import { WorkspaceRepository } from '../workspaces/repository';
 import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { ALL_SCOPES, isScope, type Scope } from './scopes';
@@ -100,13 +101,14 @@ export class ApiKeyService {
   constructor(
     private readonly em: EntityManager,
     private readonly cache?: KeyLookupCache,
+    /** Default: the one repository of workspaces (tests build the service on its own). */
+    private readonly workspaces: Pick<WorkspaceRepository, 'workspaceExists'> = new WorkspaceRepository(),
   ) {}
 
   async create(workspaceId: string, name: string, scopes: Scope[]): Promise<KeyView & { key: string }> {
     if (!name.trim()) throw new DomainError('invalid_request', 'name: must not be empty');
     const em = this.em.fork();
-    const ws = await em.findOne(Workspace, { id: workspaceId });
-    if (!ws) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
+    if (!(await this.workspaces.workspaceExists(em, workspaceId))) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
     const key = generateApiKey();
     const row = em.create(ApiKey, {
       id: newId('key'),

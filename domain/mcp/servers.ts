@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { z } from 'zod';
-import { Credential, McpServer, type IMcpServer } from '../../db/entities';
+import { McpServer, type IMcpServer } from '../../db/entities';
 import type { SecretBox } from '../../lib/crypto/secret-box';
 import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
@@ -102,7 +102,7 @@ export class McpService {
     private readonly box: SecretBox,
     private readonly opts: { policy: AddressPolicy; resolve?: Resolver; timeoutMs?: number },
     /** Default: the one repository of credentials (benches build the service on its own). */
-    private readonly credentialRows: Pick<CredentialRepository, 'bindMcpCredentialOrigin'> = new CredentialRepository(),
+    private readonly credentialRows: Pick<CredentialRepository, 'bindMcpCredentialOrigin' | 'findMcpCredential'> = new CredentialRepository(),
   ) {}
 
   async create(workspaceId: string, body: z.infer<typeof McpServerBody>, access: McpWriteAccess): Promise<McpServerView> {
@@ -217,7 +217,7 @@ export class McpService {
     }
     if (!auth) return;
     const em = this.em.fork();
-    const cred = await em.findOne(Credential, { id: auth, workspaceId, provider: 'mcp' });
+    const cred = await this.credentialRows.findMcpCredential(em, workspaceId, auth);
     // As an agent naming a missing llm credential: the named resource is not there.
     if (!cred) throw new DomainError('credential_not_found', `auth: no mcp credential '${auth}' in this workspace`);
     // Bound to the origin of the first server it is attached to (unless registered with one), atomically:
@@ -232,9 +232,9 @@ export class McpService {
   /** The bearer token of the server's credential, opened only for the origin it is bound to; null without one. */
   private async tokenOf(row: IMcpServer): Promise<string | null> {
     if (!row.credentialId) return null;
-    const cred = await this.em.fork().findOne(Credential, { id: row.credentialId, workspaceId: row.workspaceId, provider: 'mcp' });
+    const cred = await this.credentialRows.findMcpCredential(this.em.fork(), row.workspaceId, row.credentialId);
     if (!cred) throw new Error(`credential ${row.credentialId} is gone`);
-    if (cred.settings?.origin !== originOf(row.url)) throw new Error(`credential ${cred.id} is bound to ${cred.settings?.origin ?? 'no origin'}, not this server's; it was not sent`);
+    if (cred.origin !== originOf(row.url)) throw new Error(`credential ${cred.id} is bound to ${cred.origin ?? 'no origin'}, not this server's; it was not sent`);
     return this.box.open(cred.secretSealed, cred.id);
   }
 

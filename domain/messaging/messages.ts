@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { CredentialService } from '../credentials/credentials';
 import type { ChatTranscript } from '../chat/transcript';
 import type { Repositories } from '../repositories';
-import { ChatMessage, Message, type IMessage } from '../../db/entities';
+import { Message, type IMessage } from '../../db/entities';
 import { DomainError } from '../errors';
 import { OperationalError } from '../../lib/failures';
 import type { MsgappProvider } from '../ports/msgapp';
@@ -82,7 +82,7 @@ export class MessageService {
     private readonly em: EntityManager,
     private readonly repos: Pick<Repositories, 'conversations' | 'customers' | 'usage' | 'webhooks'>,
     private readonly planner: SendPlanner,
-    private readonly transcript: Pick<ChatTranscript, 'appendIn'>,
+    private readonly transcript: Pick<ChatTranscript, 'appendIn' | 'get'>,
     private readonly credentials: CredentialService,
     private readonly provider: MsgappProvider | null,
   ) {}
@@ -129,8 +129,9 @@ export class MessageService {
    */
   async planReply(conversationId: string, replyId: string): Promise<SendPlan | { skipped: string }> {
     const em = this.em.fork();
-    const reply = await em.findOne(ChatMessage, { id: replyId, conversationId });
-    const plan = reply ? await this.planner.planAgentReply(em, { id: reply.id, conversationId, replyTo: reply.replyTo ?? null, text: reply.text }) : { skipped: 'the reply is not stored' };
+    const stored = await this.transcript.get(replyId);
+    const reply = stored?.conversation_id === conversationId ? stored : null;
+    const plan = reply ? await this.planner.planAgentReply(em, { id: reply.id, conversationId, replyTo: reply.reply_to, text: reply.text }) : { skipped: 'the reply is not stored' };
     if ('skipped' in plan) await this.repos.conversations.addConversationEvent(em, conversationId, 'reply.not_sent', { reply_id: replyId, reason: plan.skipped });
     return plan;
   }

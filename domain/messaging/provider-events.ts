@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Repositories } from '../repositories';
-import { ChatMessage, Message, MsgappInboundEvent } from '../../db/entities';
+import { Message, MsgappInboundEvent } from '../../db/entities';
 import { ExtractionError, NoTextExtracted, sniffType, TranscriberError } from '../../lib/extract';
 import type { ExtractFn } from '../kb/indexing';
 import { describeVisual, type ImageDescriber } from '../../lib/visual';
@@ -55,7 +55,7 @@ export class ProviderEventService {
   constructor(
     private readonly em: EntityManager,
     private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers' | 'credentials' | 'webhooks'>,
-    private readonly transcript: Pick<ChatTranscript, 'appendIn'>,
+    private readonly transcript: Pick<ChatTranscript, 'appendIn' | 'get' | 'replaceAttachments'>,
     private readonly box: SecretBox,
     private readonly blobs: BlobStore,
     private readonly provider: MsgappProvider | null,
@@ -273,8 +273,7 @@ export class ProviderEventService {
    * its text is not read twice.
    */
   async readInboundMedia(messageId: string): Promise<{ chars: number }> {
-    const em = this.em.fork();
-    const row = await em.findOne(ChatMessage, { id: messageId });
+    const row = await this.transcript.get(messageId);
     const attachments = (row?.attachments ?? []) as Array<Record<string, unknown>>;
     const item = attachments.find((a) => typeof a.sha256 === 'string' && typeof a.text !== 'string');
     if (!row || !item || !this.extract) return { chars: 0 };
@@ -286,7 +285,7 @@ export class ProviderEventService {
         const type = await sniffType(filePath, fileName);
         if (!type) return '';
         // Media anyone may send to the number: the pool's anonymous lane, in the workspace's turn.
-        const read = await extract({ filePath, kind: type.kind, mime: type.mime, fileName, owner: { workspaceId: row.workspaceId, anonymous: true } })
+        const read = await extract({ filePath, kind: type.kind, mime: type.mime, fileName, owner: { workspaceId: row.workspace_id, anonymous: true } })
           .then(({ segments }) => segments.map((seg) => seg.text).join('\n\n'))
           .catch((err: unknown) => {
             if (err instanceof NoTextExtracted) return '';
@@ -302,7 +301,7 @@ export class ProviderEventService {
       if (!(err instanceof ExtractionError)) throw err;
     }
     text = text.slice(0, MAX_MEDIA_TEXT);
-    await em.nativeUpdate(ChatMessage, { id: messageId }, { attachments: attachments.map((a) => (a === item ? { ...a, text } : a)) });
+    await this.transcript.replaceAttachments(messageId, attachments.map((a) => (a === item ? { ...a, text } : a)));
     return { chars: text.length };
   }
 

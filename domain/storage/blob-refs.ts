@@ -1,45 +1,42 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { BlobHold, ChatMessage, KbFile, Recording, StructuredExtraction, VoiceRecordingChunk, WidgetUpload } from '../../db/entities';
+import { BlobHold } from '../../db/entities';
 import { newId } from '../../lib/ids';
 import type { BlobStore } from '../ports/blob-store';
 
 /**
- * Who holds a blob. The store is content-addressed and shared by every workspace: the same
- * bytes stored by two owners (a knowledge-base file here, a customer's WhatsApp photo in
- * another workspace) are one blob. A blob is therefore deleted only when no owner of any
- * kind refers to it; every owner kind is listed here, once, and every delete goes through
- * `BlobRefRepository.releaseBlob` (test/api/blob-owners.test.ts deletes each owner kind next to each other).
- * Content keys rather than per-workspace keys: signed links, `file_id` and msgapp's
- * `sha256` all name the bytes' SHA-256, and existing blobs need no migration.
+ * An owner kind of blobs, as its own module answers for it: the store is content-addressed
+ * and shared by every workspace, so the same bytes stored by two owners (a knowledge-base
+ * file here, a customer's WhatsApp photo in another workspace) are one blob, and a blob is
+ * deleted only when no owner of any kind refers to it. Each owner module counts its own rows
+ * (KnowledgeBaseRepository.filesOfBlob, UploadService.blobUses, …); the list of every kind is
+ * built once, in createRepositories (domain/repositories.ts), and every delete goes through
+ * `BlobRefRepository.releaseBlob` (test/api/blob-owners.test.ts deletes each owner kind next
+ * to each other). Content keys rather than per-workspace keys: signed links, `file_id` and
+ * msgapp's `sha256` all name the bytes' SHA-256, and existing blobs need no migration.
  */
-const OWNERS: ReadonlyArray<{ name: string; uses: (em: EntityManager, sha256: string) => Promise<number> }> = [
-  { name: 'knowledge-base file', uses: (em, sha256) => em.count(KbFile, { sha256 }) },
-  { name: 'widget upload', uses: (em, sha256) => em.count(WidgetUpload, { blobKey: sha256 }) },
-  // Only while it runs: a finished extraction keeps its text, not its bytes.
-  { name: 'structured extraction', uses: (em, sha256) => em.count(StructuredExtraction, { blobKey: sha256, status: 'running' }) },
-  { name: 'recording', uses: (em, sha256) => em.count(Recording, { blobSha256: sha256 }) },
-  { name: 'voice spool chunk', uses: (em, sha256) => em.count(VoiceRecordingChunk, { blobSha256: sha256 }) },
-  { name: 'hold (voice note being transcribed)', uses: (em, sha256) => em.count(BlobHold, { sha256 }) },
-  {
-    name: 'inbound msgapp media',
-    // raw SQL: jsonb containment (an element of the attachments array with this sha256) has no ORM form; the GIN index answers it.
-    uses: async (em, sha256) => {
-      // eslint-disable-next-line no-restricted-syntax
-      const [row] = await em.execute<{ n: string }[]>(`select count(*) as n from ${em.getMetadata(ChatMessage).tableName} where attachments @> ?::jsonb`, [JSON.stringify([{ sha256 }])]);
-      return Number(row.n);
-    },
-  },
-];
+export interface BlobOwner {
+  /** What blobOwners() calls it. */
+  name: string;
+  /** How many of the owner's rows refer to these bytes (run on the EntityManager given). */
+  uses(em: EntityManager, sha256: string): Promise<number>;
+}
 
 /**
  * The one data path to `blob_holds`, and the only place that decides whether a blob may
- * be deleted (it counts every owner kind above). Every method runs on the EntityManager
- * it is given.
+ * be deleted (it asks every owner kind it was given, and its own holds). Every method runs
+ * on the EntityManager it is given.
  */
 export class BlobRefRepository {
+  private readonly owners: readonly BlobOwner[];
+
+  /** `owners`: every other kind of owner of blobs (createRepositories lists them). */
+  constructor(owners: readonly BlobOwner[]) {
+    this.owners = [...owners, { name: 'hold (voice note being transcribed)', uses: (em, sha256) => em.count(BlobHold, { sha256 }) }];
+  }
+
   /** The kinds of owner that refer to these bytes (empty: none, the blob may go). */
   async blobOwners(em: EntityManager, sha256: string): Promise<string[]> {
-    const counts = await Promise.all(OWNERS.map(async (o) => [o.name, await o.uses(em, sha256)] as const));
+    const counts = await Promise.all(this.owners.map(async (o) => [o.name, await o.uses(em, sha256)] as const));
     return counts.filter(([, n]) => n > 0).map(([name]) => name);
   }
 

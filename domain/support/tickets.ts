@@ -1,6 +1,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { SupportTicket, SupportTicketMessage, Workspace, type ISupportTicket, type ISupportTicketMessage, type TicketAuthor, type TicketPriority, type TicketStatus } from '../../db/entities';
+import { SupportTicket, SupportTicketMessage, type ISupportTicket, type ISupportTicketMessage, type TicketAuthor, type TicketPriority, type TicketStatus } from '../../db/entities';
+import { WorkspaceRepository } from '../workspaces/repository';
 import { DomainError, notFound } from '../errors';
 import { newId } from '../../lib/ids';
 import { keysetFind } from '../../db/pagination';
@@ -62,7 +63,11 @@ function checkBody(body: string): string {
  * customer reply → `open`; `close` → `closed`, which takes no replies (409 ticket_closed).
  */
 export class SupportService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    /** Default: the one repository of workspaces (tests build the service on its own). */
+    private readonly workspaces: Pick<WorkspaceRepository, 'workspaceExists'> = new WorkspaceRepository(),
+  ) {}
 
   async create(workspaceId: string, input: { subject: string; body: string; priority?: TicketPriority }): Promise<TicketWithThread> {
     const subject = input.subject.trim();
@@ -70,7 +75,7 @@ export class SupportService {
     const body = checkBody(input.body);
     const id = newId('tkt');
     await this.em.fork().transactional(async (em) => {
-      if (!(await em.count(Workspace, { id: workspaceId }))) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
+      if (!(await this.workspaces.workspaceExists(em, workspaceId))) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
       await em.insert(SupportTicket, { id, workspaceId, subject, priority: input.priority ?? 'normal', status: 'open' });
       await em.insert(SupportTicketMessage, { id: newId('tkm'), ticketId: id, author: 'customer', body });
     });

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 // The `max` metadata: the default (`min`) has no number-type patterns, so getType() would be undefined for every number.
 import { parsePhoneNumberFromString, type NumberType } from 'libphonenumber-js/max';
-import { Workspace } from '../../db/entities';
+import { WorkspaceRepository } from '../workspaces/repository';
 import { DomainError } from '../errors';
 
 /**
@@ -105,16 +105,22 @@ export function normaliseTypes(list: string[]): DialableType[] {
 }
 
 /**
- * The one data path to a workspace's dial-out columns (`dial_out_countries`,
- * `dial_out_number_types`): calls read the policy, the admin CLI sets it.
+ * A workspace's dial-out policy, kept in its row's dial-out columns (`dial_out_countries`,
+ * `dial_out_number_types`, read and written through WorkspaceRepository): calls read the
+ * policy, the admin CLI sets it.
  */
 export class DialOutPolicyRepository {
+  constructor(
+    /** Default: the one repository of workspaces (tests build the policy on its own). */
+    private readonly workspaces: Pick<WorkspaceRepository, 'dialOutColumns' | 'setDialOutColumns'> = new WorkspaceRepository(),
+  ) {}
+
   /** The workspace's dial-out policy (its row's `dial_out_countries` / `dial_out_number_types`; null columns: the defaults). */
   async dialOutPolicy(em: EntityManager, workspaceId: string): Promise<DialOutPolicy> {
-    const ws = await em.fork().findOne(Workspace, { id: workspaceId }, { fields: ['dialOutCountries', 'dialOutNumberTypes'] });
+    const ws = await this.workspaces.dialOutColumns(em.fork(), workspaceId);
     return {
-      countries: ws?.dialOutCountries ?? null,
-      types: (ws?.dialOutNumberTypes as DialableType[] | null | undefined) ?? DEFAULT_DIALABLE_TYPES,
+      countries: ws?.countries ?? null,
+      types: (ws?.types as DialableType[] | null | undefined) ?? DEFAULT_DIALABLE_TYPES,
     };
   }
 
@@ -124,11 +130,14 @@ export class DialOutPolicyRepository {
    */
   async setDialOutPolicy(em: EntityManager, workspaceId: string, p: { countries?: string[] | null; types?: string[] | null }): Promise<DialOutPolicy & { workspace_id: string }> {
     const fork = em.fork();
-    const ws = await fork.findOne(Workspace, { id: workspaceId });
+    const ws = await this.workspaces.dialOutColumns(fork, workspaceId);
     if (!ws) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
-    if (p.countries !== undefined) ws.dialOutCountries = p.countries === null ? null : normaliseCountries(p.countries);
-    if (p.types !== undefined) ws.dialOutNumberTypes = p.types === null ? null : normaliseTypes(p.types);
-    await fork.flush();
-    return { workspace_id: ws.id, countries: ws.dialOutCountries ?? null, types: (ws.dialOutNumberTypes as DialableType[] | null) ?? DEFAULT_DIALABLE_TYPES };
+    const countries = p.countries === undefined ? ws.countries : p.countries === null ? null : normaliseCountries(p.countries);
+    const types = p.types === undefined ? ws.types : p.types === null ? null : normaliseTypes(p.types);
+    await this.workspaces.setDialOutColumns(fork, workspaceId, {
+      ...(p.countries !== undefined ? { countries } : {}),
+      ...(p.types !== undefined ? { types } : {}),
+    });
+    return { workspace_id: workspaceId, countries: countries ?? null, types: (types as DialableType[] | null) ?? DEFAULT_DIALABLE_TYPES };
   }
 }

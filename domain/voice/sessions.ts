@@ -50,12 +50,23 @@ export interface RecordingView {
  * (recordings, duration, why it ended).
  */
 export class VoiceSessionService {
+  /** A blob owner kind (BlobRefRepository): how many recordings refer to these bytes. */
+  static blobUses(em: EntityManager, sha256: string): Promise<number> {
+    return em.count(Recording, { blobSha256: sha256 });
+  }
+
   constructor(
     private readonly em: EntityManager,
     private readonly credits: CreditService,
     private readonly limits: VoiceLimits,
     private readonly blobRefs: Pick<BlobRefRepository, 'releaseBlob'>,
   ) {}
+
+  /** Sessions starting and live in every workspace, for the operator's gauges (app/metrics-backlog.ts; voice_sessions_active_idx answers them). */
+  async activeCounts(): Promise<{ starting: number; live: number }> {
+    const [starting, live] = await Promise.all([this.em.fork().count(VoiceSession, { status: 'starting' }), this.em.fork().count(VoiceSession, { status: 'live' })]);
+    return { starting, live };
+  }
 
   /**
    * Opens a browser session (`starting`) and pays the first minute. A joining session

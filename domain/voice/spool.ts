@@ -13,6 +13,11 @@ const MAX_CHUNK_BYTES = 4 * 1024 * 1024;
  * whose worker died keeps its audio up to the last spooled chunk.
  */
 export class PgRecordingSpool implements RecordingSpool {
+  /** A blob owner kind (BlobRefRepository): how many spooled chunks refer to these bytes. */
+  static blobUses(em: EntityManager, sha256: string): Promise<number> {
+    return em.count(VoiceRecordingChunk, { blobSha256: sha256 });
+  }
+
   constructor(
     private readonly em: EntityManager,
     private readonly blobs: BlobStore,

@@ -51,6 +51,20 @@ export class WebhookRepository {
   }
 
   /**
+   * The deliveries not settled, for the operator's gauges (app/metrics-backlog.ts): pending ones never handed out,
+   * pending ones handed out (retrying), and when the oldest pending one was created. Each read on its own fork, all
+   * at once; the partial index over pending rows answers them.
+   */
+  async deliveryBacklog(em: EntityManager): Promise<{ pending: number; retrying: number; oldestPendingAt: Date | null }> {
+    const [pending, retrying, oldest] = await Promise.all([
+      em.fork().count(WebhookDelivery, { status: 'pending', dispatchedAt: null }),
+      em.fork().count(WebhookDelivery, { status: 'pending', dispatchedAt: { $ne: null } }),
+      em.fork().findOne(WebhookDelivery, { status: 'pending' }, { orderBy: { createdAt: 'asc' }, fields: ['createdAt'] }),
+    ]);
+    return { pending, retrying, oldestPendingAt: oldest?.createdAt ?? null };
+  }
+
+  /**
    * The health of a workspace's subscriptions (all, or those named): what is failing since the last delivery and
    * what is retrying now. Read here, by the owner of the delivery and attempt tables, for the subscription views.
    */

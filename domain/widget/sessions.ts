@@ -8,7 +8,7 @@ import type { Repositories } from '../repositories';
 import type { CustomerService } from '../customers/customers';
 import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
-import { publishRecheck } from '../chat/frames';
+import { ChatFrames } from '../chat/frames';
 import { hashSubject, type AuthLevel, type SiteRow, type SiteService, type UserContext } from './sites';
 import type { SiteAppearance } from './appearance';
 import type { TeamStatus } from '../team/team';
@@ -51,6 +51,8 @@ export function assertAccess(conv: Pick<WebConversation, 'verified_external_id'>
 
 /** Visitor sessions of the widget: who the visitor is, which conversation, what the agent offers. */
 export class WidgetSessionService {
+  private readonly frames: ChatFrames;
+
   constructor(
     private readonly em: EntityManager,
     private readonly sites: SiteService,
@@ -67,7 +69,9 @@ export class WidgetSessionService {
       /** Whether someone of the team is available now (business hours, away): the hand-off status a visitor sees. */
       teamStatus?: (workspaceId: string) => Promise<TeamStatus>;
     } = { transcriber: false },
-  ) {}
+  ) {
+    this.frames = new ChatFrames(em);
+  }
 
   /**
    * A web conversation of this site, or 404. Filtered on the site (not its workspace and
@@ -224,7 +228,7 @@ export class WidgetSessionService {
       return { conversation_id: id, customer_id: customerId, closed: toClose.map((c) => c.id) };
     });
     // Sockets of the closed conversations lose their authorization (closed with 1008).
-    for (const id of result.closed) await publishRecheck(this.em, { conversation: id });
+    for (const id of result.closed) await this.frames.recheck({ conversation: id });
     return result;
   }
 

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { publishRecheck } from '../chat/frames';
+import { ChatFrames } from '../chat/frames';
 import type { Repositories } from '../repositories';
 import { checkCommandList } from '../chat/page-commands';
 import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
@@ -112,11 +112,15 @@ export class SiteService {
     return { count, sample: row ? { id: row.id, sealed: row.secretSealed } : null };
   }
 
+  private readonly frames: ChatFrames;
+
   constructor(
     private readonly em: EntityManager,
     private readonly box: SecretBox,
     private readonly repos: Pick<Repositories, 'agents'>,
-  ) {}
+  ) {
+    this.frames = new ChatFrames(em);
+  }
 
   async create(workspaceId: string, agentId: string, origins: string[]): Promise<{ site_id: string; site_secret: string }> {
     const list = originList(origins);
@@ -146,7 +150,7 @@ export class SiteService {
     const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { status, updatedAt: new Date() });
     if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
     // Open reply sockets of a suspended site close now, in every API process.
-    await publishRecheck(this.em, { site: siteId });
+    await this.frames.recheck({ site: siteId });
     return { site_id: siteId, status };
   }
 
@@ -155,7 +159,7 @@ export class SiteService {
     const list = originList(origins);
     const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { allowedOrigins: list, updatedAt: new Date() });
     if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
-    await publishRecheck(this.em, { site: siteId });
+    await this.frames.recheck({ site: siteId });
     return { site_id: siteId, allowed_origins: list };
   }
 

@@ -6,7 +6,7 @@ import { Client } from 'pg';
 import WebSocket from 'ws';
 import { buildApp } from '../../api/app';
 import { loadConfig } from '../../app/config';
-import { CHAT_CHANNEL, publishFrame, publishRecheck, type ChatFrame, type ChatNotice } from '../../domain/chat/frames';
+import { CHAT_CHANNEL, ChatFrames, type ChatFrame, type ChatNotice } from '../../domain/chat/frames';
 import { ChatTranscript } from '../../domain/chat/transcript';
 import { openDatabase, type Orm } from '../../db/orm';
 import { newId } from '../../lib/ids';
@@ -227,8 +227,8 @@ describe('rule 3: bound to one conversation, receive-only', () => {
     s.ws.send(JSON.stringify({ type: 'join', conversation_id: other }));
     s.ws.send('not even json');
     s.ws.send(Buffer.from([0, 1, 2]));
-    await publishFrame(db.orm.em, other, { type: 'reply_delta', reply_id: 'msg_other', text: 'for someone else' });
-    await publishFrame(db.orm.em, mine, { type: 'reply_delta', reply_id: 'msg_mine', text: 'for me' });
+    await new ChatFrames(db.orm.em).publish(other, { type: 'reply_delta', reply_id: 'msg_other', text: 'for someone else' });
+    await new ChatFrames(db.orm.em).publish(mine, { type: 'reply_delta', reply_id: 'msg_mine', text: 'for me' });
     // Notices arrive in publish order on the one LISTEN connection: had the first been delivered, it would come first.
     expect(await s.frame(0)).toEqual({ type: 'reply_delta', reply_id: 'msg_mine', text: 'for me' });
     expect(s.frames).toHaveLength(1);
@@ -245,7 +245,7 @@ describe('rule 3: bound to one conversation, receive-only', () => {
       { type: 'error', reply_id: 'msg_2', code: 'workflow_execution_failed', text: 'Sorry' },
       { type: 'task_status', task_key: 'refund', label: 'Refund', status: 'running' },
     ] satisfies ChatFrame[];
-    for (const f of frames) await publishFrame(db.orm.em, conv, f);
+    for (const f of frames) await new ChatFrames(db.orm.em).publish(conv, f);
     for (let i = 0; i < frames.length; i++) expect(await s.frame(i)).toEqual(frames[i]);
     s.ws.close();
   });
@@ -283,7 +283,7 @@ describe('rule 4: lost authorization closes the socket with 1008', () => {
     const s = await open(baseA, conv);
     const keep = await open(baseA, other);
     await db.orm.em.fork().execute(`update conversations set status = 'closed', closed_at = now() where id = ?`, [conv]);
-    await publishRecheck(db.orm.em, { conversation: conv });
+    await new ChatFrames(db.orm.em).recheck({ conversation: conv });
     expect((await s.closedWithin(2_000)).code).toBe(1008);
     await sleep(200);
     expect(keep.open).toBe(true);
@@ -316,7 +316,7 @@ describe('cross-process fan-out through LISTEN/NOTIFY', () => {
     const conv = await newConversation();
     const onA = await open(baseA, conv);
     const onB = await open(baseB, conv);
-    await publishFrame(ormB.em, conv, { type: 'reply', reply_id: 'msg_fan', text: 'from B' });
+    await new ChatFrames(ormB.em).publish(conv, { type: 'reply', reply_id: 'msg_fan', text: 'from B' });
     expect(await onA.frame(0)).toEqual({ type: 'reply', reply_id: 'msg_fan', text: 'from B' });
     const seenOnB = async (match: Record<string, unknown>) => {
       for (let i = 0; ; i++) {
@@ -350,7 +350,7 @@ describe('a reply too big for NOTIFY travels as a ref', () => {
         text,
         extras: { suggested_actions: ['Track it'], cards: [] },
       });
-      await publishFrame(db.orm.em, conv, { type: 'reply', reply_id: row.id, text, suggested_actions: ['Track it'] }, row.id);
+      await new ChatFrames(db.orm.em).publish(conv, { type: 'reply', reply_id: row.id, text, suggested_actions: ['Track it'] }, row.id);
       expect(await s.frame(0)).toEqual({ type: 'reply', reply_id: row.id, text, suggested_actions: ['Track it'] });
       // The observer's copy of the notice may arrive after the socket's frame (two connections).
       for (let i = 0; i < 100 && notices.length === 0; i++) await sleep(20);
@@ -367,7 +367,7 @@ describe('a reply too big for NOTIFY travels as a ref', () => {
     const { row } = await transcript.append({ id: newId('msg'), workspaceId: ws, conversationId: other, role: 'assistant', text: 'not yours' });
     const s = await open(baseA, conv);
     await db.orm.em.getConnection().execute('select pg_notify(?, ?)', [CHAT_CHANNEL, JSON.stringify({ k: 'ref', c: conv, m: row.id })]);
-    await publishFrame(db.orm.em, conv, { type: 'reply_delta', reply_id: 'msg_after', text: 'next' });
+    await new ChatFrames(db.orm.em).publish(conv, { type: 'reply_delta', reply_id: 'msg_after', text: 'next' });
     expect(await s.frame(0)).toEqual({ type: 'reply_delta', reply_id: 'msg_after', text: 'next' });
     s.ws.close();
   });
@@ -386,7 +386,7 @@ describe('catch-up with after', () => {
     const m6 = await add('assistant', 'You are welcome.');
 
     const s = await open(baseA, conv, { after: m1 });
-    await publishFrame(db.orm.em, conv, { type: 'reply_delta', reply_id: 'msg_live', text: 'live' });
+    await new ChatFrames(db.orm.em).publish(conv, { type: 'reply_delta', reply_id: 'msg_live', text: 'live' });
     expect(await s.frame(0)).toEqual({ type: 'reply', reply_id: m2, text: 'It ships today.', cards: [{ title: 'Order 42' }], attachments: [{ file_key: 'k1' }] });
     expect(await s.frame(1)).toEqual({ type: 'reply', reply_id: m4, text: 'Hi, Sam here.', author: 'human', unsolicited: true });
     expect(await s.frame(2)).toEqual({ type: 'reply', reply_id: m6, text: 'You are welcome.' });
@@ -395,7 +395,7 @@ describe('catch-up with after', () => {
 
     // Up to date: nothing to catch up, live frames only.
     const current = await open(baseA, conv, { after: m6 });
-    await publishFrame(db.orm.em, conv, { type: 'reply_delta', reply_id: 'msg_live2', text: 'live 2' });
+    await new ChatFrames(db.orm.em).publish(conv, { type: 'reply_delta', reply_id: 'msg_live2', text: 'live 2' });
     expect(await current.frame(0)).toEqual({ type: 'reply_delta', reply_id: 'msg_live2', text: 'live 2' });
     current.ws.close();
   });
@@ -408,7 +408,7 @@ describe('malformed notices and listener loss', () => {
     for (const junk of ['not json', '{"k":"frame"}', JSON.stringify({ k: 'frame', c: conv, f: 'x' }), '[]']) {
       await db.orm.em.getConnection().execute('select pg_notify(?, ?)', [CHAT_CHANNEL, junk]);
     }
-    await publishFrame(db.orm.em, conv, { type: 'reply_delta', reply_id: 'msg_ok', text: 'still here' });
+    await new ChatFrames(db.orm.em).publish(conv, { type: 'reply_delta', reply_id: 'msg_ok', text: 'still here' });
     expect(await s.frame(0)).toEqual({ type: 'reply_delta', reply_id: 'msg_ok', text: 'still here' });
     s.ws.close();
     // Dropped notices are logged, but never with the conversation id: it is the socket's capability.
@@ -439,7 +439,7 @@ describe('malformed notices and listener loss', () => {
       else await sleep(100);
     }
     expect(again).not.toBeNull();
-    await publishFrame(db.orm.em, conv, { type: 'reply_delta', reply_id: 'msg_back', text: 'back' });
+    await new ChatFrames(db.orm.em).publish(conv, { type: 'reply_delta', reply_id: 'msg_back', text: 'back' });
     expect(await again!.frame(0)).toEqual({ type: 'reply_delta', reply_id: 'msg_back', text: 'back' });
     again!.ws.close();
   });

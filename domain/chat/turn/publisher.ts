@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { publishFrame } from '../frames';
+import { ChatFrames } from '../frames';
 import { replyFrame, type ChatMessageRow } from '../transcript';
 
 /**
@@ -25,26 +25,30 @@ export interface TurnPublisher {
 
 /** The publisher of the API and the worker: PostgreSQL NOTIFY on `chat_frames` (frames.ts), which every API process forwards. */
 export class ChatFramePublisher implements TurnPublisher {
-  constructor(private readonly em: EntityManager) {}
+  private readonly frames: ChatFrames;
+
+  constructor(em: EntityManager) {
+    this.frames = new ChatFrames(em);
+  }
 
   replyDelta(conversationId: string, replyId: string, text: string, reset: boolean): Promise<void> {
-    return publishFrame(this.em, conversationId, { type: 'reply_delta', reply_id: replyId, text, ...(reset ? { reset: true as const } : {}) });
+    return this.frames.publish(conversationId, { type: 'reply_delta', reply_id: replyId, text, ...(reset ? { reset: true as const } : {}) });
   }
 
   reply(conversationId: string, row: ChatMessageRow): Promise<void> {
     // Too large for a notification: sent as a reference to the stored row.
-    return publishFrame(this.em, conversationId, replyFrame(row), row.id);
+    return this.frames.publish(conversationId, replyFrame(row), row.id);
   }
 
   suggestedActions(conversationId: string, replyId: string, chips: string[]): Promise<void> {
-    return publishFrame(this.em, conversationId, { type: 'suggested_actions', reply_id: replyId, suggested_actions: chips });
+    return this.frames.publish(conversationId, { type: 'suggested_actions', reply_id: replyId, suggested_actions: chips });
   }
 
   handoff(conversationId: string, replyId?: string): Promise<void> {
-    return publishFrame(this.em, conversationId, replyId === undefined ? { type: 'handoff', active: true } : { type: 'handoff', active: true, reply_id: replyId });
+    return this.frames.publish(conversationId, replyId === undefined ? { type: 'handoff', active: true } : { type: 'handoff', active: true, reply_id: replyId });
   }
 
   pageCommand(conversationId: string, command: string, args: Record<string, unknown>): Promise<void> {
-    return publishFrame(this.em, conversationId, { type: 'ui:command', command, args });
+    return this.frames.publish(conversationId, { type: 'ui:command', command, args });
   }
 }

@@ -214,6 +214,11 @@ const uploadNotFound = (id: string) => new DomainError('not_found', `No upload w
  * embedded for search, as a background task of the conversation (indexForSearch).
  */
 export class UploadService {
+  /** A blob owner kind (BlobRefRepository): how many uploads refer to these bytes. */
+  static blobUses(em: EntityManager, sha256: string): Promise<number> {
+    return em.count(WidgetUpload, { blobKey: sha256 });
+  }
+
   constructor(private readonly deps: UploadRecordDeps) {}
 
   private em() {

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { KbFile, WidgetUploadChunk } from '../../../db/entities';
+import { WidgetUploadChunk } from '../../../db/entities';
 import type { AgentAttachmentElement } from '../../chat/elements';
 import type { VisitorCitation } from '../../chat/transcript';
 import { chunkSegments, DEFAULT_CHUNKING, type ChunkOptions } from '../../kb/chunker';
@@ -145,7 +145,7 @@ export class UploadSearchService {
     const items = attachments.filter((a): a is Record<string, unknown> => typeof a === 'object' && a !== null);
     const uploads = new Map((await this.deps.records.describe(items.map((a) => a.upload_id).filter((id): id is string => typeof id === 'string'))).map((u) => [u.upload_id, u]));
     const kbIds = items.map((a) => (typeof a.file_key === 'string' ? /^kb\/(file_[0-9a-f]{24})$/.exec(a.file_key)?.[1] : undefined)).filter((id): id is string => !!id);
-    const files = kbIds.length ? new Map((await this.em().find(KbFile, { id: { $in: kbIds } }, { fields: ['id', 'sha256', 'mimeType', 'name'] })).map((f) => [f.id, f])) : new Map();
+    const files = await this.deps.repos.kb.filesById(this.em(), kbIds);
     const out: Array<Attachment | AgentAttachmentElement> = [];
     for (const a of items) {
       if (typeof a.upload_id === 'string' && uploads.has(a.upload_id)) out.push(uploads.get(a.upload_id)!);

@@ -27,7 +27,7 @@ export type WidgetSendAnswer =
   | { status: 200; body: { message_id: string } & Partial<Omit<ReturnType<typeof replyFrame>, 'type' | 'reply_id'>> & { text: string } };
 
 export interface WidgetChatDeps {
-  widget: Pick<WidgetSessionService, 'agentFor' | 'authorize' | 'startNew'>;
+  widget: Pick<WidgetSessionService, 'agentFor' | 'authorize' | 'startNew' | 'leaveContact'>;
   uploads: Pick<UploadService, 'forSend'>;
   uploadSearch: Pick<UploadSearchService, 'needsIndexing' | 'describeStored' | 'resignCitations'>;
   transcript: Pick<ChatTranscript, 'announceVisitorMessage' | 'get' | 'history'>;
@@ -117,6 +117,23 @@ export class WidgetChat {
     const { closed, ...ref } = await this.deps.widget.startNew(site, body);
     await this.deps.conversations()?.closed(closed);
     return ref;
+  }
+
+  /** The conversation's open background tasks (the identity rules first). */
+  async openTasks(site: SiteRow, conversationId: string, ctx: UserContext | undefined) {
+    const conv = await this.deps.widget.authorize(site, conversationId, ctx);
+    return { tasks: await this.deps.tasks.open(conv.id) };
+  }
+
+  /** An email the visitor leaves for the team: the identity rules, the conversation's send rate (`limitSends`), then stored. */
+  async leaveContact(
+    site: SiteRow,
+    body: { conversation_id: string; customer_id?: string; email: string; user_context?: UserContext },
+    limitSends: (conversationId: string) => Promise<void>,
+  ): Promise<{ stored: true; email: string }> {
+    const conv = await this.deps.widget.authorize(site, body.conversation_id, body.user_context);
+    await limitSends(conv.id);
+    return this.deps.widget.leaveContact(site, conv, body);
   }
 
   /** Cancels an open background task of the conversation; false when it has none by that key. */

@@ -98,7 +98,7 @@ const CancelBody = z.object({ conversation_id: z.string().min(1).max(100), task_
 const HISTORY_MAX = 200;
 
 /** Send, history, conversations, tasks: the visitor's side of the conversation actor. */
-export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'widgetChat' | 'tasks'>; sends: RateLimiter }> = async (app, opts) => {
+export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'widgetChat'>; sends: RateLimiter }> = async (app, opts) => {
   app.post('/api/public/widget/send', {
     config: { site: true },
     schema: {
@@ -141,11 +141,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
         429: ErrorBody.meta({ description: 'rate_limited: more than 30 sends a minute in the conversation, or 300 requests a minute from one client address (Retry-After)' }),
       },
     },
-    handler: async (request) => {
-      const conv = await opts.services.widget.authorize(request.site!, request.body.conversation_id, request.body.user_context);
-      await enforce(opts.sends, conv.id, 'sends per conversation');
-      return opts.services.widget.leaveContact(request.site!, conv, request.body);
-    },
+    handler: async (request) => opts.services.widgetChat.leaveContact(request.site!, request.body, (id) => enforce(opts.sends, id, 'sends per conversation')),
   });
 
   app.get('/api/public/widget/history', {
@@ -200,10 +196,7 @@ export const chatRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widge
       querystring: TasksQuery,
       response: { 200: z.object({ tasks: z.array(Task) }).meta({ id: 'WidgetTasks' }), ...widgetErrors, ...conversationErrors },
     },
-    handler: async (request) => {
-      const conv = await opts.services.widget.authorize(request.site!, request.query.conversation_id, identityOf(request.query));
-      return { tasks: await opts.services.tasks.open(conv.id) };
-    },
+    handler: async (request) => opts.services.widgetChat.openTasks(request.site!, request.query.conversation_id, identityOf(request.query)),
   });
 
   app.post('/api/public/widget/tasks/cancel', {

@@ -238,7 +238,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   return {
     sites,
     widget,
-    widgetChat: new WidgetChat({ widget, ...uploadParts, transcript, tasks, conversations: () => workflows()?.conversations ?? null }),
+    widgetChat: new WidgetChat({ widget, ...uploadParts, transcript, tasks, feedback, conversations: () => workflows()?.conversations ?? null }),
     widgetFiles: new WidgetFiles({ widget, blobs: opts.blobs, ...uploadParts, runs: workflows }),
     dialOut,
     widgetVoice: new WidgetVoice({ widget, sessions: voice, calls, dialOut, transport: () => opts.voiceTransport ?? null, runs: () => workflows()?.voice ?? null }),
@@ -254,7 +254,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     deliveries,
     files: new FileService(em, opts.blobs, repos.kb, repos.blobRefs),
     blobs: opts.blobs,
-    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb }),
+    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb, writer: { llm: opts.llm ?? null, openModel: openAiCompatible } }),
     customers,
     conversations: new ConversationService(em, repos.conversations),
     analytics: new AnalyticsService(em, feedback, transcript),

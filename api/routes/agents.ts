@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../app/services';
-import { generateAgentSpec } from '../../domain/agents/generate';
 import { authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { Agent, AgentList, CreateAgentBody, FromSpecBody, GenerateAgentBody, ListAgentsQuery, PatchAgentBody } from '../schemas/agents';
@@ -20,7 +19,7 @@ const notFound = ErrorBody.meta({ description: 'not_found' });
 const credentialNotFound = ErrorBody.meta({ description: 'credential_not_found: model.credential_id names no llm credential of this workspace' });
 const agentNotFound = ErrorBody.meta({ description: 'not_found: no such agent; credential_not_found: model.credential_id names no llm credential of this workspace' });
 
-export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agents' | 'llm' | 'openModel'> }> = async (app, opts) => {
+export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agents'> }> = async (app, opts) => {
   const agents = opts.services.agents;
 
   app.get('/api/v1/agents', {
@@ -62,10 +61,7 @@ export const agentRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'agen
         503: ErrorBody.meta({ description: 'llm_not_configured: no LLM_BASE_URL' }),
       },
     },
-    handler: async (request, reply) => {
-      const spec = await generateAgentSpec(opts.services.llm, request.body.description, opts.services.openModel);
-      return reply.code(201).send(await agents.create(authOf(request).workspaceId, spec));
-    },
+    handler: async (request, reply) => reply.code(201).send(await agents.generate(authOf(request).workspaceId, request.body.description)),
   });
 
   app.patch('/api/v1/agents/:id', {

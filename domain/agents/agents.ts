@@ -11,6 +11,8 @@ import type { KnowledgeBaseRepository } from '../kb/repository';
 import type { AgentRepository } from './repository';
 import { ProviderError, type MsgappProvider } from '../ports/msgapp';
 import { AgentSpec } from './spec';
+import { generateAgentSpec } from './generate';
+import type { LlmSettings, ModelFactory } from '../ports/llm';
 
 /** What publishing needs to check that a msgapp number is the agent's to claim. */
 export interface NumberOwnershipDeps {
@@ -28,6 +30,8 @@ export interface AgentDeps extends NumberOwnershipDeps {
   kb: Pick<KnowledgeBaseRepository, 'existingFiles'>;
   /** The operator's allow-list of models and max_tokens cap; absent: none applied (tests of other areas). */
   models?: ModelPolicy;
+  /** The model that writes a draft from a description (POST /agents/generate); `llm` null: 503 llm_not_configured. */
+  writer: { llm: LlmSettings | null; openModel: ModelFactory };
 }
 
 const UNIQUE_VIOLATION = '23505';
@@ -118,6 +122,12 @@ export class AgentService {
     private readonly em: EntityManager,
     private readonly numbers: AgentDeps,
   ) {}
+
+  /** A draft written by the model from a description (503 llm_not_configured, 502 llm_unavailable, 422 generation_failed), created as `create` does. */
+  async generate(workspaceId: string, description: string): Promise<AgentView> {
+    const { llm, openModel } = this.numbers.writer;
+    return this.create(workspaceId, await generateAgentSpec(llm, description, openModel));
+  }
 
   async create(workspaceId: string, input: unknown): Promise<AgentView> {
     const spec = parseSpec(input);

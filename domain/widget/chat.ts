@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { replyFrame, type ChatTranscript } from '../chat/transcript';
 import type { TaskService } from '../chat/tasks';
+import type { FeedbackService } from './feedback';
 import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import { noWorkflowService, type ConversationRuns } from '../ports/workflow-runs';
@@ -32,6 +33,7 @@ export interface WidgetChatDeps {
   uploadSearch: Pick<UploadSearchService, 'needsIndexing' | 'describeStored' | 'resignCitations'>;
   transcript: Pick<ChatTranscript, 'announceVisitorMessage' | 'get' | 'history'>;
   tasks: Pick<TaskService, 'open'>;
+  feedback: Pick<FeedbackService, 'rateReply' | 'rateConversation'>;
   /** The conversation actors' client; null in a process without a workflow service. */
   conversations: () => ConversationRuns | null;
 }
@@ -134,6 +136,18 @@ export class WidgetChat {
     const conv = await this.deps.widget.authorize(site, body.conversation_id, body.user_context);
     await limitSends(conv.id);
     return this.deps.widget.leaveContact(site, conv, body);
+  }
+
+  /** A thumb on an agent's reply (the identity rules first); `created`: the reply had none before. */
+  async rateReply(site: SiteRow, body: Parameters<FeedbackService['rateReply']>[2] & { conversation_id: string; user_context?: UserContext }) {
+    const conv = await this.deps.widget.authorize(site, body.conversation_id, body.user_context);
+    return this.deps.feedback.rateReply(site, conv.id, body);
+  }
+
+  /** The visitor's rating of the conversation (the identity rules first; a closed conversation may be rated); `created`: it had none before. */
+  async rateConversation(site: SiteRow, body: Parameters<FeedbackService['rateConversation']>[2] & { conversation_id: string; user_context?: UserContext }) {
+    const conv = await this.deps.widget.authorize(site, body.conversation_id, body.user_context);
+    return this.deps.feedback.rateConversation(site, conv.id, body);
   }
 
   /** Cancels an open background task of the conversation; false when it has none by that key. */

@@ -57,7 +57,7 @@ const noReply = {
  * One of each per subject, replaced by the next one sent (201 the first time, 200 after);
  * allowed on a closed conversation too (the rating is often given at the end).
  */
-export const feedbackRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widget' | 'feedback'> }> = async (app, opts) => {
+export const feedbackRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'widgetChat'> }> = async (app, opts) => {
   app.post('/api/public/widget/feedback', {
     config: { site: true },
     schema: {
@@ -76,10 +76,7 @@ export const feedbackRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'w
       },
     },
     handler: async (request, reply) => {
-      const site = request.site!;
-      const body = request.body;
-      const conv = await opts.services.widget.authorize(site, body.conversation_id, body.user_context);
-      const { created, feedback } = await opts.services.feedback.rateReply(site, conv.id, body);
+      const { created, feedback } = await opts.services.widgetChat.rateReply(request.site!, request.body);
       return reply.code(created ? 201 : 200).send(feedback);
     },
   });
@@ -101,10 +98,7 @@ export const feedbackRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'w
       },
     },
     handler: async (request, reply) => {
-      const site = request.site!;
-      const body = request.body;
-      const conv = await opts.services.widget.authorize(site, body.conversation_id, body.user_context);
-      const { created, rating } = await opts.services.feedback.rateConversation(site, conv.id, body);
+      const { created, rating } = await opts.services.widgetChat.rateConversation(request.site!, request.body);
       return reply.code(created ? 201 : 200).send(rating);
     },
   });

@@ -87,7 +87,7 @@ declare module 'fastify' {
  * origin without credentials: init here; chat, uploads and voice (sessions and dial-out) in their modules.
  */
 export const widgetRoutes: FastifyPluginAsyncZod<{
-  services: Pick<Services, 'sites' | 'widget' | 'widgetChat' | 'widgetFiles' | 'widgetVoice' | 'blobs' | 'feedback'>;
+  services: Pick<Services, 'sites' | 'widget' | 'widgetChat' | 'widgetFiles' | 'widgetVoice' | 'blobs'>;
   limits: RequestLimits;
 }> = async (app, opts) => {
   // Any origin may call (the site check decides); never with credentials; the origin is echoed.

@@ -321,7 +321,8 @@ describe('OpenAiCompatibleModel', () => {
       expect(streamed.message).toMatch(/larger than 1048576 bytes/);
       const plain = await llmError(model.complete({ messages: USER }));
       expect(plain.message).toMatch(/larger than 1048576 bytes/);
-      await new Promise((r) => setTimeout(r, 50));
+      // The server hears each socket close a moment later (longer on a busy machine): waited for, up to 5 s.
+      for (let waited = 0; waited < 5_000 && !(seen.length === 2 && seen.every((s) => s.closed)); waited += 20) await new Promise((r) => setTimeout(r, 20));
       expect(seen).toHaveLength(2);
       for (const s of seen) {
         expect(s).toMatchObject({ closed: true, finished: false });

@@ -1,6 +1,6 @@
 import { DomainError } from '../../errors';
 import type { BlobStore, StagedBlob } from '../../ports/blob-store';
-import type { TranscriptionRuns, UploadRuns } from '../../ports/workflow-runs';
+import { noWorkflowService, type TranscriptionRuns, type UploadRuns } from '../../ports/workflow-runs';
 import type { WidgetSessionService } from '../sessions';
 import type { SiteRow } from '../sites';
 import type { UploadResult, UploadService, UploadStatus } from './records';
@@ -30,7 +30,6 @@ export interface WidgetFilesDeps {
   runs: () => { uploads: UploadRuns; transcriptions: TranscriptionRuns } | null;
 }
 
-const workflowUnavailable = () => new DomainError('workflow_unavailable', 'The workflow service is not connected to this API process');
 
 /**
  * The widget's file endpoints end to end (POST /upload, GET /upload/{id}, POST /file_url,
@@ -56,7 +55,7 @@ export class WidgetFiles {
     // or when this process has no workflow service to extract on.
     await this.deps.uploads.admit(site);
     const extraction = this.deps.runs()?.uploads;
-    if (!extraction) throw workflowUnavailable();
+    if (!extraction) throw noWorkflowService();
     const file = await read();
     try {
       await this.checkIdentity(site, file.conversationId, file.identity).catch(async (err: unknown) => {
@@ -96,7 +95,7 @@ export class WidgetFiles {
   async transcribe(site: SiteRow, read: () => Promise<ReceivedFile>): Promise<{ transcript: string }> {
     // Refused before a byte is read without a workflow service.
     const transcriptions = this.deps.runs()?.transcriptions;
-    if (!transcriptions) throw workflowUnavailable();
+    if (!transcriptions) throw noWorkflowService();
     const file = await read();
     try {
       await this.checkIdentity(site, file.conversationId, file.identity).catch(async (err: unknown) => {

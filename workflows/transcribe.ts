@@ -23,7 +23,7 @@ export interface TranscribeInput {
   workspaceId?: string;
 }
 
-/** Failure types of the transcription step (domain/widget/uploads.ts, lib/extract/types.ts). */
+/** Failure types of the transcription step (domain/widget/uploads/voice-notes.ts, lib/extract/types.ts). */
 const TRANSCRIBER_CREDENTIAL_REFUSED = 'TranscriberCredentialRefused';
 const TRANSCRIBER_UNAVAILABLE = 'TranscriberUnavailable';
 const MEDIA_TOO_LONG = 'MediaTooLong';

@@ -22,7 +22,7 @@ export interface WidgetUploadInput {
 /** The reason a cancelled run leaves on the upload (status `error`). */
 export const UPLOAD_CANCELLED = 'processing was cancelled by an operator; upload the file again';
 
-/** Failure types of the extraction step (domain/widget/uploads.ts, lib/extract/types.ts). */
+/** Failure types of the extraction step (domain/widget/uploads/records.ts, lib/extract/types.ts). */
 const TRANSCRIBER_CREDENTIAL_REFUSED = 'TranscriberCredentialRefused';
 const TRANSCRIBER_UNAVAILABLE = 'TranscriberUnavailable';
 /** A recording over TRANSCRIBE_MAX_SECONDS (lib/extract/types.ts). */

@@ -19,7 +19,7 @@ export interface CallOutcome {
   error?: string;
 }
 
-/** The failure a dial reports when it ends unanswered with a status of its own (busy, no answer): domain/voice/dial.ts DialFailed. */
+/** The failure a dial reports when it ends unanswered with a status of its own (busy, no answer): domain/ports/voice.ts DialFailed. */
 interface DialFailure {
   status: Exclude<CallEnd, 'completed'>;
   message: string;

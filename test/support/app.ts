@@ -197,7 +197,7 @@ export async function startTestApp(opts: {
     CHAT_PING_INTERVAL_MS: opts.chatPingIntervalMs ?? 30_000,
     CHAT_MAX_SOCKETS_PER_CONVERSATION: caps.perConversation,
     CHAT_MAX_SOCKETS_PER_ADDRESS: caps.perAddress,
-    // Dial-out caps: generous unless a test checks them (test/api/dial-out-policy.test.ts).
+    // Dial-out caps: generous unless a test checks them (test/api/calls.test.ts).
     DIAL_OUT_CALLS_PER_VISITOR: 10_000,
     DIAL_OUT_CALLS_PER_ADDRESS: 10_000,
     DIAL_OUT_CALLS_PER_DESTINATION: 10_000,

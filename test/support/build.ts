@@ -44,3 +44,16 @@ export async function buildOnce(timeoutMs = 300_000): Promise<void> {
   const outcome = fs.readFileSync(verdict, 'utf8');
   if (outcome !== 'ok') throw new Error(outcome);
 }
+
+/**
+ * The console's build (console/dist), once per machine rather than per run: `npm run setup` makes it, and so does
+ * `npm run build`; a suite that serves the console builds it here only when it is missing or older than its sources.
+ * Building twice at once is harmless (scripts/console-build.ts swaps files in, the folder never disappears).
+ */
+export async function buildConsoleOnce(timeoutMs = 300_000): Promise<void> {
+  const index = path.join(ROOT, 'console', 'dist', 'index.html');
+  const built = fs.statSync(index, { throwIfNoEntry: false })?.mtimeMs ?? 0;
+  const sources = [path.join(ROOT, 'console', 'index.html'), ...fs.readdirSync(path.join(ROOT, 'console', 'src'), { recursive: true }).map((f) => path.join(ROOT, 'console', 'src', String(f)))];
+  if (built && sources.every((f) => (fs.statSync(f, { throwIfNoEntry: false })?.mtimeMs ?? 0) <= built)) return;
+  await run(process.execPath, ['--import', 'tsx', 'scripts/console-build.ts'], { cwd: ROOT, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 });
+}

@@ -1,0 +1,56 @@
+import { useSyncExternalStore, type AnchorHTMLAttributes, type MouseEvent } from 'react';
+
+/**
+ * A small path router: the console has a handful of pages, each a path under /console/. The server answers
+ * index.html for every such path (api/routes/console-assets.ts), so a reload or a shared link lands on the page.
+ */
+export const BASE = '/console';
+const CHANGE = 'console:navigate';
+
+function subscribe(onChange: () => void): () => void {
+  window.addEventListener('popstate', onChange);
+  window.addEventListener(CHANGE, onChange);
+  return () => {
+    window.removeEventListener('popstate', onChange);
+    window.removeEventListener(CHANGE, onChange);
+  };
+}
+
+/** The page's path below /console, starting with '/' ('/' for the console's home). */
+export function usePath(): string {
+  const pathname = useSyncExternalStore(subscribe, () => window.location.pathname);
+  const rest = pathname.startsWith(BASE) ? pathname.slice(BASE.length) : pathname;
+  return rest.replace(/\/+$/, '') || '/';
+}
+
+/** The query string's parameters. */
+export function useSearch(): URLSearchParams {
+  const search = useSyncExternalStore(subscribe, () => window.location.search);
+  return new URLSearchParams(search);
+}
+
+let navigated = false;
+/** Whether the person has moved between pages (then a new page takes the focus to its heading). */
+export const hasNavigated = () => navigated;
+
+export function navigate(to: string, opts: { replace?: boolean } = {}): void {
+  const url = `${BASE}${to === '/' ? '/' : to}`;
+  navigated = true;
+  if (opts.replace) window.history.replaceState(null, '', url);
+  else window.history.pushState(null, '', url);
+  window.dispatchEvent(new Event(CHANGE));
+  window.scrollTo(0, 0);
+}
+
+type LinkProps = Omit<AnchorHTMLAttributes<HTMLAnchorElement>, 'href'> & { to: string };
+
+/** A real link (open in a new tab works), followed in place when clicked plainly. */
+export function Link({ to, onClick, ...rest }: LinkProps) {
+  const handle = (event: MouseEvent<HTMLAnchorElement>) => {
+    onClick?.(event);
+    if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    navigate(to);
+  };
+  return <a href={`${BASE}${to === '/' ? '/' : to}`} onClick={handle} {...rest} />;
+}

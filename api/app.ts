@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import multipart from '@fastify/multipart';
 import websocket from '@fastify/websocket';
+import cookie from '@fastify/cookie';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from '@fastify/type-provider-zod';
 import type { RequestLimits } from '../lib/ratelimit';
 import type { Services } from '../app/services';
@@ -39,6 +40,7 @@ import { consoleAssetRoutes } from './routes/console-assets';
 import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-webhook';
 import { documentRoutes } from './routes/documents';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
+import { consoleRoutes } from './routes/console';
 
 export interface AppDeps {
   services: Services;
@@ -125,7 +127,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // 64 KB: a browser's SDP offer with its candidates (voice signalling); the chat socket is receive-only.
   await app.register(websocket, { options: { maxPayload: 65_536 } });
   await app.register(errorsPlugin);
-  await app.register(authPlugin, { apiKeys: deps.services.apiKeys, limits: deps.limits });
+  // The console's session cookie, parsed before the auth guard reads it (api/plugins/auth.ts).
+  await app.register(cookie);
+  await app.register(authPlugin, { apiKeys: deps.services.apiKeys, sessions: deps.services.sessions, limits: deps.limits, publicBaseUrl: deps.services.publicBaseUrl });
   await app.register(inputPlugin);
   await app.register(idempotencyPlugin, { store: deps.services.idempotency });
   await app.register(openapiPlugin, { models: services.models });
@@ -152,6 +156,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(consoleAssetRoutes);
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
   await app.register(documentRoutes, { services });
+  await app.register(consoleRoutes, { services, limits: deps.limits.console });
   if (deps.temporalCodec) await app.register(temporalCodecRoutes, { prefix: CODEC_PREFIX, ...deps.temporalCodec });
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every

@@ -41,6 +41,10 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   unsupported_type: 400,
   unsupported_mime: 415,
   media_too_long: 413,
+  weak_password: 400,
+
+  invalid_credentials: 401,
+  not_signed_in: 401,
 
   out_of_credits: 402,
   forbidden: 403,
@@ -52,6 +56,7 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   identity_verification_required: 403,
   origin_not_allowed: 403,
   site_suspended: 403,
+  csrf_failed: 403,
 
   not_found: 404,
   credential_not_found: 404,
@@ -59,6 +64,8 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   parent_not_found: 404,
   unknown_site: 404,
   content_gone: 410,
+  link_not_found: 404,
+  link_expired: 410,
 
   conversation_closed: 409,
   delivery_in_progress: 409,
@@ -74,6 +81,10 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   upload_cancelled: 409,
   message_in_progress: 409,
   voice_session_not_live: 409,
+  last_owner: 409,
+  email_taken: 409,
+  key_not_copyable: 409,
+  workspace_required: 409,
 
   agent_not_published: 422,
   ambiguous_sender: 422,

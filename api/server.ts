@@ -50,6 +50,10 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     perAddress: config.DIAL_OUT_CALLS_PER_ADDRESS,
     perDestination: config.DIAL_OUT_CALLS_PER_DESTINATION,
     windowSeconds: config.DIAL_OUT_WINDOW_SECONDS,
+  }, {
+    attemptsPerAddress: config.CONSOLE_SIGNIN_ATTEMPTS_PER_ADDRESS,
+    failuresPerAccount: config.CONSOLE_SIGNIN_FAILURES_PER_ACCOUNT,
+    windowSeconds: config.CONSOLE_SIGNIN_WINDOW_SECONDS,
   });
   const chatHub = new ChatHub({
     em: c.em,

@@ -1,3 +1,4 @@
+import { SmtpMailer } from '../providers/mail/smtp';
 import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -291,6 +292,8 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       denseIndex,
       keyCache: keyCache ?? undefined,
       log,
+      sessions: s.sessions ?? { idleMs: config.CONSOLE_SESSION_IDLE_MINUTES * 60_000, absoluteMs: config.CONSOLE_SESSION_ABSOLUTE_HOURS * 3_600_000 },
+      mailer: 'mailer' in s ? s.mailer : mailerFromConfig(config, onClose),
     });
     voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice }, o.voice);
     // Schema validation threads (started by the worker's extraction steps) stop with the process.
@@ -380,4 +383,12 @@ function visionFromConfig(config: Config): OpenAiImageDescriber | null {
   const baseUrl = config.VISION_BASE_URL ?? config.LLM_BASE_URL;
   if (!config.VISION_MODEL || !baseUrl) return null;
   return new OpenAiImageDescriber({ baseUrl, apiKey: config.VISION_BASE_URL ? config.VISION_API_KEY : (config.VISION_API_KEY ?? config.LLM_API_KEY), model: config.VISION_MODEL });
+}
+
+/** The console's mail (invitations, password resets) over SMTP_URL; null when it is unset. */
+function mailerFromConfig(config: Config, onClose: (step: () => void, name: string) => void): SmtpMailer | null {
+  if (!config.SMTP_URL) return null;
+  const mailer = new SmtpMailer(config.SMTP_URL, config.SMTP_FROM);
+  onClose(() => mailer.close(), 'SMTP transport');
+  return mailer;
 }

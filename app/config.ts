@@ -72,6 +72,19 @@ export const configSchema = z.object({
   REDIS_URL: optionalString,
   RATE_LIMIT_PER_KEY: positiveInt(600),
   RATE_LIMIT_PER_WORKSPACE: positiveInt(3000),
+  /** The console (docs/security.md "The console"): a session ends after this many minutes without a request. */
+  CONSOLE_SESSION_IDLE_MINUTES: positiveInt(720),
+  /** ... and this many hours after sign-in, whatever its use. */
+  CONSOLE_SESSION_ABSOLUTE_HOURS: positiveInt(168),
+  /** Sign-in, link and password-reset requests per client address per CONSOLE_SIGNIN_WINDOW_SECONDS. */
+  CONSOLE_SIGNIN_ATTEMPTS_PER_ADDRESS: positiveInt(30),
+  /** Failed sign-ins per account (email) per window; then the account is locked until the window ends. */
+  CONSOLE_SIGNIN_FAILURES_PER_ACCOUNT: positiveInt(10),
+  CONSOLE_SIGNIN_WINDOW_SECONDS: positiveInt(900),
+  /** SMTP server for the console's invitations and password resets (smtp://user:pass@host:587, smtps://…). Unset: links are shown to the inviter only, and reset requests send nothing. */
+  SMTP_URL: optionalString,
+  /** The From of those mails. */
+  SMTP_FROM: z.preprocess(emptyToUndefined, z.string().default('Concierge <no-reply@localhost>')),
   /** Largest JSON body accepted, in bytes (uploads have their own limit). */
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   /** How long an Idempotency-Key's stored response is replayed. */

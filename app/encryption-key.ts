@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { dataDir, type Config } from './config';
 import { CredentialService } from '../domain/credentials/credentials';
+import { ApiKeyService } from '../domain/keys/api-keys';
 import { IdempotencyStore } from '../domain/idempotency/store';
 import { SubscriptionService } from '../domain/webhooks/subscriptions';
 import { SiteService } from '../domain/widget/sites';
@@ -18,6 +19,7 @@ const SEALED_SECRETS: ReadonlyArray<{ what: string; read: (em: EntityManager) =>
   { what: 'provider credential', read: (em) => CredentialService.sealedCredentials(em) },
   { what: 'webhook signing secret', read: (em) => SubscriptionService.sealedSigningSecrets(em) },
   { what: 'site secret', read: (em) => SiteService.sealedSiteSecrets(em) },
+  { what: 'API key value (kept for the console\'s copy)', read: (em) => ApiKeyService.sealedKeyValues(em) },
 ];
 
 /**

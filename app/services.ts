@@ -4,6 +4,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { AgentService } from '../domain/agents/agents';
 import type { LlmSettings } from '../providers/llm/model';
 import { ApiKeyService } from '../domain/keys/api-keys';
+import { AuditLog } from '../domain/audit/audit-log';
+import { PeopleService } from '../domain/people/users';
+import { DEFAULT_SESSION_SETTINGS, SessionService, type SessionSettings } from '../domain/people/sessions';
+import { LinkService } from '../domain/people/links';
+import type { Mailer } from '../domain/ports/mailer';
 import { CredentialService } from '../domain/credentials/credentials';
 import { ConversationService } from '../domain/conversations/conversations';
 import { CustomerService } from '../domain/customers/customers';
@@ -66,6 +71,14 @@ import { SendPlanner } from '../domain/messaging/plan';
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by app/compose.ts. */
 export interface Services {
   apiKeys: ApiKeyService;
+  /** The console's people: users, roles, sign-in, one-time links. */
+  people: PeopleService;
+  /** The console's server-side sessions. */
+  sessions: SessionService;
+  /** The audit log (append-only). */
+  audit: AuditLog;
+  /** PUBLIC_BASE_URL, or the default HOST and PORT's address: the origin the console is served from and links point to. */
+  publicBaseUrl: string;
   folders: FolderService;
   idempotency: IdempotencyStore;
   subscriptions: SubscriptionService;
@@ -182,6 +195,10 @@ export interface ServiceOptions {
   workflows?: WorkflowRuns | null;
   /** Where the services log. */
   log: Logger;
+  /** The console's session lifetimes (CONSOLE_SESSION_*); absent: 12 hours idle, 7 days in all. */
+  sessions?: SessionSettings;
+  /** Sends the console's invitations and password resets (SMTP_URL); absent or null: none are mailed. */
+  mailer?: Mailer | null;
 }
 
 const DEFAULT_PRICES: Prices = { currency: 'USD', msgapp_message: 0.005, structured_extraction_page: 0.01, llm_1k_tokens: 0.002, voice_minute_credits: 1 };
@@ -233,6 +250,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const dialOut = new DialOut({ sessions: voice, calls, runs: () => workflows()?.voice ?? null, telephonyKind: () => opts.telephonyKind ?? null });
   const structured = new StructuredExtractionService({ em, usage: repos.usage, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null }, openModel: openAiCompatible });
   const subscriptions = new SubscriptionService(em, opts.box, opts.sender, repos.webhooks);
+  const sessions = new SessionService(em, opts.sessions ?? DEFAULT_SESSION_SETTINGS);
+  const people = new PeopleService(em, sessions, new LinkService(baseUrl), { mailer: opts.mailer ?? null, log: opts.log, workspaces: repos.workspaces });
   const deliveries = new DeliveryService(em, opts.box, opts.sender, repos.webhooks);
   const providerEvents = new ProviderEventService(em, repos, transcript, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null);
   return {
@@ -247,7 +266,11 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     voice,
     calls,
     ...uploadParts,
-    apiKeys: new ApiKeyService(em, opts.keyCache, repos.workspaces),
+    apiKeys: new ApiKeyService(em, opts.keyCache, repos.workspaces, opts.box),
+    people,
+    sessions,
+    audit: new AuditLog(em),
+    publicBaseUrl: baseUrl,
     folders,
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),
     subscriptions,

@@ -47,7 +47,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const key = await createKey(setup.services, workspaceId, ['kb:read']);
   for (let i = 0; i < FOLDERS; i++) await setup.services.folders.create(workspaceId, `Folder ${String(i + 1).padStart(2, '0')}`, null);
 
-  const baseline = await buildBaseline(setup.services, { id: key.id, workspaceId, scopes: new Set(['kb:read']) });
+  const baseline = await buildBaseline(setup.services, { kind: 'key', id: key.id, workspaceId, scopes: new Set(['kb:read']) });
   cleanup.push(['baseline', () => baseline.close()]);
   const baselineUrl = await listen(baseline);
   const memory = await benchApi(b, { rateStore: 'memory' });

@@ -14,6 +14,8 @@ import { DomainError } from '../domain/errors';
 import { compose, type Composition } from '../app/compose';
 import { parseHoursSpec, type OpeningInterval } from '../domain/team/availability';
 import { resolveDatabaseUrl } from '../dev/embedded/postgres';
+import { CLI_CONTEXT } from '../domain/audit/audit-log';
+import { CONSOLE_ROLES, isRole } from '../domain/people/roles';
 
 const USAGE = `usage: npm run -s admin -- <command>
   workspace create --name NAME
@@ -23,9 +25,17 @@ const USAGE = `usage: npm run -s admin -- <command>
                     fixed_line,mobile,toll_free,voip,uan; premium-rate, shared-cost, unknown and satellite/global
                     network numbers are never dialled)
   key create --workspace WS_ID --name NAME --scopes SCOPE[,SCOPE...]
+                    (the value is printed once, and kept sealed with the encryption key for the console's copy)
   key list --workspace WS_ID
   key rotate KEY_ID
   key delete KEY_ID
+  user create --workspace WS_ID --email EMAIL --role owner|admin|agent|viewer [--name NAME]
+                    (a console user, with a one-time sign_in_url valid 24 h: open it to choose a password and sign in)
+  user list --workspace WS_ID
+  user link --workspace WS_ID USER_ID   (a new one-time link: sign-in while the user has no password, else a
+                    password reset valid 1 h)
+  user set-role --workspace WS_ID USER_ID --role ROLE   (the last owner cannot be demoted)
+  user remove --workspace WS_ID USER_ID   (the last owner cannot be removed)
   credential create --workspace WS_ID --name NAME [--provider msgapp|llm|voice|telephony|mcp]
                     [--setting KEY=VALUE ...] [--token-file PATH]
                     (the provider's secret — msgapp access_token, llm api_key, voice api_secret, telephony
@@ -69,7 +79,7 @@ function need(value: string | undefined, flag: string): string {
 }
 
 /** The commands that seal a secret. The others never read, nor generate, the encryption key. */
-const SEALING = new Set(['credential create', 'site create', 'site rotate-secret']);
+const SEALING = new Set(['credential create', 'site create', 'site rotate-secret', 'key create', 'key rotate']);
 
 /** The box of commands that seal nothing: a use would be a bug here, never a silent second key. */
 class NoKeyBox extends SecretBox {
@@ -161,6 +171,8 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
       body: { type: 'string' },
       'body-file': { type: 'string' },
       amount: { type: 'string' },
+      email: { type: 'string' },
+      role: { type: 'string' },
       countries: { type: 'string' },
       types: { type: 'string' },
       reason: { type: 'string' },
@@ -200,13 +212,34 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
       return { workspaces: await services.repos.workspaces.listWorkspaces(orm.em.fork()) };
     }
     case 'key create': {
-      const created = await services.apiKeys.create(need(values.workspace, 'workspace'), need(values.name, 'name'), parseScopes(need(values.scopes, 'scopes')));
+      const created = await services.apiKeys.create(need(values.workspace, 'workspace'), need(values.name, 'name'), parseScopes(need(values.scopes, 'scopes')), CLI_CONTEXT);
       return { id: created.id, key: created.key, prefix: created.prefix, scopes: created.scopes };
     }
+    case 'user create': {
+      const role = need(values.role, 'role');
+      if (!isRole(role)) throw new UsageError(`--role must be one of ${CONSOLE_ROLES.join(', ')}`);
+      const ws = need(values.workspace, 'workspace');
+      const made = await services.people.create({ cli: true }, ws, { email: need(values.email, 'email'), name: values.name, role }, CLI_CONTEXT, 'sign_in');
+      return { ...made.user, workspace_id: ws, sign_in_url: made.link.url, sign_in_url_expires_at: made.link.expires_at };
+    }
+    case 'user list':
+      return services.people.list(await existingWorkspace(c, need(values.workspace, 'workspace')));
+    case 'user link': {
+      const issued = await services.people.issueLink({ cli: true }, need(values.workspace, 'workspace'), need(target, 'USER_ID (positional)'), CLI_CONTEXT);
+      return { ...issued.link, user_id: target };
+    }
+    case 'user set-role': {
+      const role = need(values.role, 'role');
+      if (!isRole(role)) throw new UsageError(`--role must be one of ${CONSOLE_ROLES.join(', ')}`);
+      return services.people.changeRole({ cli: true }, need(values.workspace, 'workspace'), need(target, 'USER_ID (positional)'), role, CLI_CONTEXT);
+    }
+    case 'user remove':
+      await services.people.remove({ cli: true }, need(values.workspace, 'workspace'), need(target, 'USER_ID (positional)'), CLI_CONTEXT);
+      return { id: target, removed: true };
     case 'key list':
       return { keys: await services.apiKeys.list(need(values.workspace, 'workspace')) };
     case 'key rotate': {
-      const rotated = await services.apiKeys.rotate(need(target, 'KEY_ID (positional)'));
+      const rotated = await services.apiKeys.rotate(need(target, 'KEY_ID (positional)'), { ctx: CLI_CONTEXT });
       return { id: rotated.id, key: rotated.key };
     }
     case 'credential create': {
@@ -225,14 +258,14 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
       const name = need(values.name, 'name');
       const secret = await readToken(io, values['token-file'], secretField.replace('_', ' '));
       // The same service and validation as POST /api/v1/credentials.
-      return services.credentials.register(workspace, { name, provider, ...settings, [secretField]: secret });
+      return services.credentials.register(workspace, { name, provider, ...settings, [secretField]: secret }, CLI_CONTEXT);
     }
     case 'site create':
       return services.sites.create(need(values.workspace, 'workspace'), need(values.agent, 'agent'), need(values.origins, 'origins').split(','));
     case 'site rotate-secret': {
       const grace = values['grace-hours'] === undefined ? undefined : Number(values['grace-hours']);
       if (grace !== undefined && !(Number.isFinite(grace) && grace >= 0)) throw new UsageError('--grace-hours must be a non-negative number');
-      return services.sites.rotateSecret(need(target, 'SITE_ID (positional)'), grace);
+      return services.sites.rotateSecret(need(target, 'SITE_ID (positional)'), grace, CLI_CONTEXT);
     }
     case 'site set-origins':
       return services.sites.setOrigins(need(target, 'SITE_ID (positional)'), need(values.origins, 'origins').split(','));
@@ -313,7 +346,7 @@ async function run(config: Config, io: AdminIo, argv: string[], opened: (c: Comp
     case 'support close':
       return services.support.close(need(target, 'TICKET_ID (positional)'));
     case 'key delete':
-      await services.apiKeys.delete(need(target, 'KEY_ID (positional)'));
+      await services.apiKeys.delete(need(target, 'KEY_ID (positional)'), { ctx: CLI_CONTEXT });
       return { id: target, deleted: true };
     default:
       throw new UsageError(area ? `unknown command '${positionals.join(' ')}'` : 'no command given');

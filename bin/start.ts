@@ -15,6 +15,7 @@ import { startWorker } from '../worker/runtime';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/namespace-attributes';
 import { localIceCidrs } from '../providers/webrtc/ice';
 import { startMsgappSandbox } from '../dev/fake-msgapp';
+import { CLI_CONTEXT } from '../domain/audit/audit-log';
 
 const say = (msg: string) => console.log(`[concierge] ${msg}`);
 
@@ -41,6 +42,20 @@ function describeMetrics(config: Config, base: string): string {
 
 /** Whether HOST is a loopback address (only this machine reaches the API). */
 const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
+
+/** The email of the first owner npm start makes on a fresh install (change it in the console once signed in). */
+export const FIRST_OWNER_EMAIL = 'owner@localhost';
+
+/**
+ * A fresh install is claimed from the terminal that started it: while the default workspace (the oldest; one named
+ * "Default" is made when there is none) has no signed-in user, a one-time sign-in link for its first owner is printed.
+ */
+export async function claimFreshInstall(c: Composition): Promise<{ user: { email: string }; link: { url: string; expires_at: string } } | null> {
+  const em = c.em.fork();
+  const workspaces = c.services.repos.workspaces;
+  const ws = (await workspaces.listWorkspaces(em))[0] ?? (await workspaces.createWorkspace(em, 'Default'));
+  return c.services.people.claimLink(ws.id, FIRST_OWNER_EMAIL, CLI_CONTEXT);
+}
 
 export interface Started {
   composition: Composition;
@@ -134,6 +149,9 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     say(`extraction:  ${describeStructured(config)}`);
     say(`metrics:     ${describeMetrics(config, base)}`);
     say(`first key:   npm run -s admin -- workspace create --name Demo   then   npm run -s admin -- key create --workspace <id> --name dev --scopes kb:read,kb:write`);
+    const claim = await claimFreshInstall(c);
+    if (claim) say(`console:     ${config.PUBLIC_BASE_URL}/console/   first owner ${claim.user.email}: sign in once at ${claim.link.url} (valid until ${claim.link.expires_at}; choose a password there)`);
+    else say(`console:     ${config.PUBLIC_BASE_URL}/console/`);
     return { composition: c, base, stop };
   } catch (err) {
     await stop();

@@ -25,7 +25,14 @@ export type DomainErrorCode =
   | 'unsupported_type'
   | 'unsupported_mime'
   | 'media_too_long'
+  /** A console password that is too short, too common or too repetitive. */
+  | 'weak_password'
+  // Not who they say (the console's sign-in and session).
+  | 'invalid_credentials'
+  | 'not_signed_in'
   // Not allowed.
+  /** An unsafe console request without the session's CSRF token, or from another origin. */
+  | 'csrf_failed'
   | 'out_of_credits'
   | 'forbidden'
   | 'insufficient_scope'
@@ -43,6 +50,10 @@ export type DomainErrorCode =
   | 'parent_not_found'
   | 'unknown_site'
   | 'content_gone'
+  /** A one-time link (sign-in, invitation, password reset) that was never issued. */
+  | 'link_not_found'
+  /** A one-time link already used or past its expiry. */
+  | 'link_expired'
   // The state forbids it.
   | 'conversation_closed'
   | 'delivery_in_progress'
@@ -59,6 +70,13 @@ export type DomainErrorCode =
   /** A sent message the agent is still answering (a repeated sync send whose reply is not stored yet). */
   | 'message_in_progress'
   | 'voice_session_not_live'
+  /** The workspace's last owner cannot be removed or demoted. */
+  | 'last_owner'
+  | 'email_taken'
+  /** A key made before keys were sealed for copy: rotate it first. */
+  | 'key_not_copyable'
+  /** The email and password match users of several workspaces: name one. */
+  | 'workspace_required'
   // Understood, but cannot be done with what is stored or given.
   | 'agent_not_published'
   | 'ambiguous_sender'

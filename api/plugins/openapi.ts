@@ -31,7 +31,14 @@ Input: a string anywhere in a body, query or path parameter (or in \`X-Concierge
 NUL character (U+0000) or a lone UTF-16 surrogate is 400 \`invalid_request\` naming the field (request string schemas carry
 the pattern \`^[^\\u0000]*$\` for it; a value of any JSON is \`AnyJsonWithoutNul\`), as is a body nested deeper than 32
 levels and a repeated query parameter where one value is expected. Unknown query parameters are ignored.
-Ids are opaque: the documented patterns are the form this server issues, and any other id is 404 \`not_found\`.`;
+Ids are opaque: the documented patterns are the form this server issues, and any other id is 404 \`not_found\`.
+
+The console: its people sign in (\`POST /api/console/sign-in\`) and get a session cookie (\`consoleSession\`). The
+session calls the /api/v1 operations with the scopes of the user's role (owner and admin: every scope; agent:
+conversations:*, customers:*, kb:read, workflows:read; viewer: every :read scope); a session lacking the scope is 403
+\`insufficient_scope\`, an expired one 401 \`not_signed_in\`. Its POST, PUT, PATCH and DELETE must come from the
+console's own origin and carry \`X-CSRF-Token\` (403 \`csrf_failed\`). The operations under /api/console/ (people,
+sign-in, one-time links, the key console, the audit log) take a session only: an API key gets 401 there.`;
 
 /**
  * OpenAPI 3.1 generated from the same zod schemas that validate requests. The
@@ -47,6 +54,19 @@ export const openapiPlugin = fp(async (app: FastifyInstance, opts: { models?: Pi
       components: {
         securitySchemes: {
           bearerApiKey: { type: 'http', scheme: 'bearer', description: "API key: 'sk_' followed by 64 hexadecimal characters" },
+          consoleSession: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: 'concierge_session',
+            description:
+              "The console's session (HttpOnly, SameSite=Lax; set by POST /api/console/sign-in and POST /api/console/links/redeem). It authorizes the /api/console/ operations and, without an Authorization header, the /api/v1 operations whose scope the user's role holds (403 insufficient_scope otherwise). Unsafe methods must be same-origin and carry the session's CSRF token (consoleCsrf), else 403 csrf_failed.",
+          },
+          consoleCsrf: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-CSRF-Token',
+            description: "The session's csrf_token (GET /api/console/session): required with consoleSession on POST, PUT, PATCH and DELETE",
+          },
           widgetSite: {
             type: 'apiKey',
             in: 'header',
@@ -77,9 +97,13 @@ function finish(raw: OpenAPIV3_1.Document, app: FastifyInstance, models: Pick<Mo
     const path = route.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
     const op = (doc.paths?.[path] as Record<string, OpenAPIV3_1.OperationObject> | undefined)?.[route.method.toLowerCase()];
     if (!op) continue;
+    const session: OpenAPIV3_1.SecurityRequirementObject = ['GET', 'HEAD'].includes(route.method) ? { consoleSession: [] } : { consoleSession: [], consoleCsrf: [] };
     if (route.scope) {
-      op.security = [{ bearerApiKey: [] }];
+      // A key, or (the console) a session whose role holds the scope.
+      op.security = [{ bearerApiKey: [] }, session];
       (op as Record<string, unknown>)['x-required-scope'] = route.scope;
+    } else if (route.console === 'session') {
+      op.security = [session];
     } else if (route.site) {
       op.security = [{ widgetSite: [] }];
     } else {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../app/services';
-import { authOf } from '../types';
+import { auditOf, authOf } from '../types';
 import { authErrors, ErrorBody, idParam } from '../schemas/common';
 import { CreateCredentialBody, Credential, CredentialList, CredentialResources, ListCredentialsQuery } from '../schemas/credentials';
 
@@ -24,7 +24,7 @@ export const credentialRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 
         400: ErrorBody.meta({ description: 'invalid_request (the message names the field), or invalid_url: an llm base_url, a voice url or a telephony sip_uri that breaks the address rules (not https, or a private, loopback or link-local address); the message names the field' }),
       },
     },
-    handler: async (request, reply) => reply.code(201).send(await credentials.register(authOf(request).workspaceId, request.body)),
+    handler: async (request, reply) => reply.code(201).send(await credentials.register(authOf(request).workspaceId, request.body, auditOf(request))),
   });
 
   app.get('/api/v1/credentials', {

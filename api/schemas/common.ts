@@ -13,8 +13,8 @@ export const ErrorBody = z
 /** Error responses every authenticated operation can give. */
 export const authErrors = {
   400: ErrorBody.meta({ description: 'invalid_request: body, query or a header failed validation' }),
-  401: ErrorBody.meta({ description: 'invalid_api_key or revoked_api_key' }),
-  403: ErrorBody.meta({ description: 'insufficient_scope' }),
+  401: ErrorBody.meta({ description: 'invalid_api_key or revoked_api_key; with a console session instead of a key, not_signed_in (expired or signed out)' }),
+  403: ErrorBody.meta({ description: "insufficient_scope (the key's scopes, or the session's role's); with a console session, csrf_failed on an unsafe request without its X-CSRF-Token or from another origin" }),
   429: ErrorBody.meta({ description: 'rate_limited; see Retry-After and X-RateLimit-* headers' }),
 } as const;
 

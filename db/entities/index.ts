@@ -26,6 +26,8 @@ import { Workspace } from './workspaces';
 import { Call, Recording, VoiceRecordingChunk, VoiceSession } from './voice';
 import { BlobHold } from './storage';
 import { TeamAvailability } from './team';
+import { ConsoleLink, ConsoleSession, ConsoleUser } from './people';
+import { AuditEvent } from './audit';
 
 export * from './agents';
 export * from './analytics';
@@ -47,6 +49,8 @@ export * from './workspaces';
 export * from './voice';
 export * from './storage';
 export * from './team';
+export * from './people';
+export * from './audit';
 
 export const allEntities = [
   AnalyticsConversation,
@@ -91,4 +95,8 @@ export const allEntities = [
   VoiceRecordingChunk,
   BlobHold,
   TeamAvailability,
+  ConsoleUser,
+  ConsoleSession,
+  ConsoleLink,
+  AuditEvent,
 ];

@@ -17,6 +17,10 @@ export const ApiKey = defineEntity({
     createdAt: createdAt(),
     rotatedAt: p.datetime().nullable(),
     revokedAt: p.datetime().nullable(),
+    /** The whole key sealed with the service's key (bound to the key's id), for the console's copy; null on keys made before it (not copyable until rotated). */
+    sealedValue: p.text().nullable(),
+    /** Recorded at most once a minute per key (domain/keys/api-keys.ts), not on every request. */
+    lastUsedAt: p.datetime().nullable(),
   },
 });
 export type IApiKey = InferEntity<typeof ApiKey>;

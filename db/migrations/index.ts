@@ -31,6 +31,7 @@ import { Migration20261128140200TeamAvailability } from './Migration202611281402
 import { Migration20261128150000KbFileTitle } from './Migration20261128150000KbFileTitle';
 import { Migration20261128160000MetricsIndexes } from './Migration20261128160000MetricsIndexes';
 import { Migration20261128160100WebhookDeliveryHealth } from './Migration20261128160100WebhookDeliveryHealth';
+import { Migration20261128190000Console } from './Migration20261128190000Console';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -67,4 +68,5 @@ export const migrations = [
   { name: 'Migration20261128150000KbFileTitle', class: Migration20261128150000KbFileTitle },
   { name: 'Migration20261128160000MetricsIndexes', class: Migration20261128160000MetricsIndexes },
   { name: 'Migration20261128160100WebhookDeliveryHealth', class: Migration20261128160100WebhookDeliveryHealth },
+  { name: 'Migration20261128190000Console', class: Migration20261128190000Console },
 ];

@@ -1,3 +1,4 @@
+import { recordAudit, SYSTEM_CONTEXT, type AuditContext } from '../audit/audit-log';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
@@ -180,7 +181,7 @@ export class CredentialService {
   }
 
   /** Registers a credential (the API's POST and the admin CLI): input validated against CredentialInput. */
-  async register(workspaceId: string, raw: unknown): Promise<CredentialView> {
+  async register(workspaceId: string, raw: unknown, ctx: AuditContext = SYSTEM_CONTEXT): Promise<CredentialView> {
     const parsed = CredentialInput.safeParse(raw);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
@@ -208,7 +209,10 @@ export class CredentialService {
     if (!(await this.workspaces.workspaceExists(em, workspaceId))) throw new DomainError('not_found', `No workspace with id '${workspaceId}'`);
     const id = newId('cred');
     const hint = this.hint(secret);
-    await em.insert(Credential, { id, workspaceId, provider: input.provider, name: input.name, settings, secretSealed: this.box.seal(secret, id), ...hint });
+    await em.transactional(async (tx) => {
+      await tx.insert(Credential, { id, workspaceId, provider: input.provider, name: input.name, settings, secretSealed: this.box.seal(secret, id), ...hint });
+      await recordAudit(tx, ctx, { workspaceId, action: 'credential.added', target: { type: 'credential', id }, details: { name: input.name, provider: input.provider } });
+    });
     return this.get(workspaceId, id);
   }
 

@@ -1,3 +1,4 @@
+import { recordAudit, SYSTEM_CONTEXT, type AuditContext } from '../audit/audit-log';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SealedSecrets, SecretBox } from '../../lib/crypto/secret-box';
@@ -122,7 +123,7 @@ export class SubscriptionService {
     return row;
   }
 
-  async update(workspaceId: string, id: string, patch: SubscriptionPatch): Promise<SubscriptionView & { secret?: string }> {
+  async update(workspaceId: string, id: string, patch: SubscriptionPatch, ctx: AuditContext = SYSTEM_CONTEXT): Promise<SubscriptionView & { secret?: string }> {
     const url = patch.url === undefined ? undefined : await this.validateUrl(patch.url);
     return this.em.fork().transactional(async (em) => {
       const row = await this.row(em, workspaceId, id, true);
@@ -143,6 +144,7 @@ export class SubscriptionService {
       }
       row.updatedAt = new Date();
       await em.flush();
+      if (secret) await recordAudit(em, ctx, { workspaceId, action: 'webhook_subscription.secret_rotated', target: { type: 'webhook_subscription', id } });
       return secret ? { ...subscriptionView(row), secret } : subscriptionView(row);
     });
   }

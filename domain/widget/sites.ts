@@ -1,3 +1,4 @@
+import { recordAudit, SYSTEM_CONTEXT, type AuditContext } from '../audit/audit-log';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -133,7 +134,7 @@ export class SiteService {
   }
 
   /** A new secret; the old one keeps verifying as "expiring" for `graceHours`. */
-  async rotateSecret(siteId: string, graceHours = DEFAULT_ROTATION_GRACE_HOURS): Promise<{ site_id: string; site_secret: string; previous_expires_at: string }> {
+  async rotateSecret(siteId: string, graceHours = DEFAULT_ROTATION_GRACE_HOURS, ctx: AuditContext = SYSTEM_CONTEXT): Promise<{ site_id: string; site_secret: string; previous_expires_at: string }> {
     const secret = `sitesec_${randomBytes(24).toString('hex')}`;
     return this.em.fork().transactional(async (em) => {
       const site = await em.findOne(Site, { id: siteId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
@@ -142,6 +143,7 @@ export class SiteService {
       site.previousExpiresAt = new Date(Date.now() + graceHours * 3_600_000);
       site.secretSealed = this.box.seal(secret, siteId);
       await em.flush();
+      await recordAudit(em, ctx, { workspaceId: site.workspaceId, action: 'site.secret_rotated', target: { type: 'site', id: siteId }, details: { grace_hours: graceHours } });
       return { site_id: siteId, site_secret: secret, previous_expires_at: site.previousExpiresAt.toISOString() };
     });
   }

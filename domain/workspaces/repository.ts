@@ -20,6 +20,12 @@ export class WorkspaceRepository {
     return (await em.count(Workspace, { id })) > 0;
   }
 
+  /** The workspace's id and name; null when there is none. */
+  async findWorkspace(em: EntityManager, id: string): Promise<{ id: string; name: string } | null> {
+    const ws = await em.findOne(Workspace, { id }, { fields: ['id', 'name'] });
+    return ws ? { id: ws.id, name: ws.name } : null;
+  }
+
   async createWorkspace(em: EntityManager, name: string): Promise<{ id: string; name: string }> {
     const id = newId('ws');
     await em.insert(Workspace, { id, name });

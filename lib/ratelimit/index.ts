@@ -119,6 +119,64 @@ export class RefusalLimiter {
 }
 
 /**
+ * Failures counted per key over a window, across processes when the store is shared (the console's sign-in lockout
+ * per account): `check` refuses once `limit` failures are counted, without counting anything itself; `fail` counts
+ * one; `reset` forgets them (a success).
+ */
+export class FailureLimiter {
+  private constructor(
+    readonly limit: number,
+    readonly windowSeconds: number,
+    private readonly impl: RateLimiterAbstract,
+  ) {}
+
+  static async create(store: RateStore, name: string, limit: number, windowSeconds: number): Promise<FailureLimiter> {
+    return new FailureLimiter(limit, windowSeconds, await flexibleLimiter(store, name, limit, windowSeconds));
+  }
+
+  /** 429 `rate_limited` (Retry-After: until the window of failures ends) once `key` has `limit` failures. */
+  async check(key: string, what: string): Promise<void> {
+    const res = await this.impl.get(key);
+    if (!res || res.consumedPoints < this.limit) return;
+    const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+    throw new DomainError('rate_limited', `Too many failed attempts for ${what}: locked for ${retryAfter} s`, {}, { retryAfterSeconds: retryAfter });
+  }
+
+  async fail(key: string): Promise<void> {
+    await this.impl.penalty(key, 1);
+  }
+
+  async reset(key: string): Promise<void> {
+    await this.impl.delete(key);
+  }
+}
+
+/** The console's sign-in limits (docs/security.md "The console"): attempts per client address, failures per account. */
+export interface ConsoleCaps {
+  /** Sign-in, link and password-reset requests per client address per window. */
+  attemptsPerAddress: number;
+  /** Failed sign-ins per account (email) per window before it is locked until the window ends. */
+  failuresPerAccount: number;
+  windowSeconds: number;
+}
+
+export const CONSOLE_CAPS: ConsoleCaps = { attemptsPerAddress: 30, failuresPerAccount: 10, windowSeconds: 900 };
+
+export interface ConsoleLimits {
+  attemptsPerAddress: RateLimiter;
+  failuresPerAccount: FailureLimiter;
+  windowSeconds: number;
+}
+
+export async function createConsoleLimits(store: RateStore, caps: ConsoleCaps = CONSOLE_CAPS): Promise<ConsoleLimits> {
+  return {
+    attemptsPerAddress: await createRateLimiter(store, 'console_address', caps.attemptsPerAddress, caps.windowSeconds),
+    failuresPerAccount: await FailureLimiter.create(store, 'console_account_failures', caps.failuresPerAccount, caps.windowSeconds),
+    windowSeconds: caps.windowSeconds,
+  };
+}
+
+/**
  * The per-key and per-workspace limits every authenticated request counts against, and
  * the widget's (docs/decisions.md "Widget"): per site and client address, sends per conversation,
  * and refused site checks per client address.
@@ -133,6 +191,8 @@ export interface RequestLimits {
   widgetWork: WidgetWorkQuota;
   /** Dial-out caps (toll fraud): longer windows than the per-minute request limits. */
   dialOut: DialOutLimits;
+  /** The console's sign-in: attempts per address, failures per account. */
+  console: ConsoleLimits;
 }
 
 export interface DialOutCaps {
@@ -195,6 +255,7 @@ export async function createRequestLimits(
   windowSeconds = WINDOW_SECONDS,
   widget: WidgetLimits = WIDGET_LIMITS,
   dialOut: DialOutCaps = DIAL_OUT_CAPS,
+  consoleCaps: ConsoleCaps = CONSOLE_CAPS,
 ): Promise<RequestLimits> {
   return {
     perKey: await createRateLimiter(store, 'key', perKey, windowSeconds),
@@ -204,6 +265,7 @@ export async function createRequestLimits(
     widgetRefusals: new RefusalLimiter(widget.refusalsPerAddress ?? WIDGET_LIMITS.refusalsPerAddress, windowSeconds),
     widgetWork: await WidgetWorkQuota.create(store, { ...WIDGET_WORK_LIMITS, ...widget.work }),
     dialOut: await createDialOutLimits(store, dialOut),
+    console: await createConsoleLimits(store, consoleCaps),
   };
 }
 

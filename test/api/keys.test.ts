@@ -14,12 +14,16 @@ let db: TestDatabase;
 let a: TestApp;
 let b: TestApp;
 let ws: string;
+/** The installation's encryption key: the API processes' and the CLI's (its data directory's key file). */
+const SHARED_KEY = randomBytes(32).toString('hex');
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  // Two API processes' worth of state: each has its own key cache and listener.
-  a = await startTestApp({ orm: db.orm, databaseUrl: db.url });
-  b = await startTestApp({ orm: db.orm, databaseUrl: db.url });
+  // Two API processes' worth of state: each has its own key cache and listener. They seal with the key the admin
+  // CLI below finds in its data directory, as an installation's processes share one key (new keys' values are sealed).
+  const box = SecretBox.fromString(SHARED_KEY);
+  a = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { box } });
+  b = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { box } });
   ws = await createWorkspace(db.orm);
 });
 afterAll(async () => {
@@ -85,6 +89,7 @@ describe('admin CLI', () => {
   // The CLI's own data directory (its encryption key is generated there on first use), so
   // the run never depends on, nor writes, the checkout's .data.
   const cliDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-cli-'));
+  fs.writeFileSync(path.join(cliDataDir, 'encryption.key'), SHARED_KEY, { mode: 0o600 });
   afterAll(() => fs.rmSync(cliDataDir, { recursive: true, force: true }));
 
   const adminWith = (opts: { env?: Record<string, string>; input?: string }, ...args: string[]) =>

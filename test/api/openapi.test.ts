@@ -40,7 +40,7 @@ describe('GET /api/v1/openapi.json', () => {
   test('describes every API route, each with operationId, bearer security and its scope', async () => {
     const ops = operations();
     const documented = new Set(ops.map((o) => `${o.method.toUpperCase()} ${o.path}`));
-    const routes = t.app.routeTable.filter((r) => (r.url.startsWith('/api/v1/') || r.url.startsWith('/api/public/')) && r.url !== '/api/v1/openapi.json' && r.method !== 'HEAD');
+    const routes = t.app.routeTable.filter((r) => (r.url.startsWith('/api/v1/') || r.url.startsWith('/api/public/') || r.url.startsWith('/api/console/')) && r.url !== '/api/v1/openapi.json' && r.method !== 'HEAD');
     for (const r of routes) expect(documented).toContain(`${r.method} ${r.url.replace(/:(\w+)/g, '{$1}')}`);
     const ids = new Set<string>();
     for (const { op, path, method } of ops) {
@@ -56,7 +56,17 @@ describe('GET /api/v1/openapi.json', () => {
         expect(op.security).toEqual([{ widgetSite: [] }]);
         continue;
       }
-      expect(op.security).toEqual([{ bearerApiKey: [] }]);
+      // The console's session: GETs with the cookie alone, unsafe methods with the CSRF token too.
+      const session = method === 'get' ? { consoleSession: [] } : { consoleSession: [], consoleCsrf: [] };
+      if (route?.console === 'public') {
+        expect({ at: `${method} ${path}`, security: op.security }).toEqual({ at: `${method} ${path}`, security: [] });
+        continue;
+      }
+      if (route?.console === 'session') {
+        expect({ at: `${method} ${path}`, security: op.security }).toEqual({ at: `${method} ${path}`, security: [session] });
+        continue;
+      }
+      expect(op.security).toEqual([{ bearerApiKey: [] }, session]);
       expect(op['x-required-scope']).toBe(route?.scope);
     }
     expect(ids.size).toBe(ops.length);

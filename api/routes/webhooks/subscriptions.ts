@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { Services } from '../../../app/services';
 import { z } from 'zod';
-import { authOf } from '../../types';
+import { auditOf, authOf } from '../../types';
 import { authErrors, ErrorBody, idParam } from '../../schemas/common';
 import {
   CreateSubscriptionBody,
@@ -75,7 +75,7 @@ export const webhookRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'su
       body: UpdateSubscriptionBody,
       response: { 200: SubscriptionUpdateResult, ...authErrors, 404: notFound },
     },
-    handler: async (request) => subs.update(authOf(request).workspaceId, request.params.id, request.body),
+    handler: async (request) => subs.update(authOf(request).workspaceId, request.params.id, request.body, auditOf(request)),
   });
 
   app.delete('/api/v1/webhook-subscriptions/:id', {

@@ -1,0 +1,15 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { Services } from '../../../app/services';
+import type { ConsoleLimits } from '../../../lib/ratelimit';
+import { consoleAuditRoutes } from './audit';
+import { consoleKeyRoutes } from './keys';
+import { consoleSessionRoutes } from './session';
+import { consoleUserRoutes } from './users';
+
+/** The console's own operations, under /api/console/ (shared/spec/DECISIONS.md "The console"). */
+export const consoleRoutes: FastifyPluginAsync<{ services: Services; limits: ConsoleLimits }> = async (app, opts) => {
+  await app.register(consoleSessionRoutes, opts);
+  await app.register(consoleUserRoutes, { services: opts.services });
+  await app.register(consoleKeyRoutes, { services: opts.services });
+  await app.register(consoleAuditRoutes, { services: opts.services });
+};

@@ -1,0 +1,39 @@
+import { CONSOLE_ROLES, type ConsoleRole } from '../../db/entities';
+import { ALL_SCOPES, type Scope } from '../keys/scopes';
+
+export { CONSOLE_ROLES, type ConsoleRole };
+
+/**
+ * Roles → the contract's scopes (shared/spec/DECISIONS.md "The console"): `owner` and `admin` every scope; `agent`
+ * conversations:*, customers:*, kb:read, workflows:read; `viewer` every `:read` scope. A signed-in user calls the
+ * /api/v1 operations with these, through the same deny-by-default check as a key.
+ */
+export const ROLE_SCOPES: Readonly<Record<ConsoleRole, readonly Scope[]>> = {
+  owner: ALL_SCOPES,
+  admin: ALL_SCOPES,
+  agent: ALL_SCOPES.filter((s) => s.startsWith('conversations:') || s.startsWith('customers:') || s === 'kb:read' || s === 'workflows:read'),
+  viewer: ALL_SCOPES.filter((s) => s.endsWith(':read')),
+};
+
+export function scopesOf(role: ConsoleRole): ReadonlySet<string> {
+  return new Set(ROLE_SCOPES[role]);
+}
+
+export function isRole(value: string): value is ConsoleRole {
+  return (CONSOLE_ROLES as readonly string[]).includes(value);
+}
+
+/** The console's own operations (under /api/console/): who may do what, beyond holding a session. */
+export const CONSOLE_PERMISSIONS = {
+  /** People: list, invite, change roles, remove (only an owner touches owners). */
+  manageUsers: ['owner', 'admin'],
+  /** The key console: list, create, copy, rotate, delete. */
+  manageKeys: ['owner', 'admin'],
+  /** The audit log. */
+  readAudit: ['owner', 'admin'],
+} as const satisfies Record<string, readonly ConsoleRole[]>;
+export type ConsolePermission = keyof typeof CONSOLE_PERMISSIONS;
+
+export function may(role: ConsoleRole, permission: ConsolePermission): boolean {
+  return (CONSOLE_PERMISSIONS[permission] as readonly ConsoleRole[]).includes(role);
+}

@@ -122,6 +122,9 @@ describe('deny by default', () => {
       '/api/temporal-codec/encode',
       '/api/v1/openapi.json',
       '/api/voice/rtc',
+      // The console's web app: static files (api/routes/console-assets.ts); its data comes through /api/console/ and /api/v1.
+      '/console',
+      '/console/*',
       '/demo',
       '/demo.js',
       '/healthz',

@@ -45,6 +45,8 @@ REFUSALS = {
     ],
     # Business hours: an interval may not be empty (open = close) nor overlap another, across midnight included.
     "PUT /api/v1/team/availability": [(400, "invalid_request", r"^hours\b")],
+    # A console password is also checked against the common-password list, which no schema can state.
+    "POST /api/console/links/redeem": [(400, "weak_password", r"^password: ")],
     # The signalling path is a WebSocket: a plain GET is told to upgrade.
     "GET /api/voice/rtc": [(426, "upgrade_required", r"")],
     # Bytes are sniffed, never trusted from a name or a declared type.

@@ -1,7 +1,4 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { z } from 'zod';
 import { McpServer, type IMcpServer } from '../../db/entities';
 import type { SecretBox } from '../../lib/crypto/secret-box';
@@ -240,6 +237,7 @@ export class McpService {
 
   /** A connected client (Streamable HTTP, then SSE), pinned to the addresses checked now, closed after `fn`. */
   private async withClient<T>(row: IMcpServer, token: string | null, fn: (client: Client) => Promise<T>): Promise<T> {
+    const { Client, SSEClientTransport, StreamableHTTPClientTransport } = await loadMcpClient();
     const { addresses } = await checkProviderUrl(row.url, this.opts.policy, this.opts.resolve ?? systemResolver);
     const pinned = pinnedFetch(addresses, { maxBytes: MAX_MCP_RESPONSE_BYTES });
     // Every request of one connection attempt ends with it: a transport that gives up on a response
@@ -305,3 +303,22 @@ function checkToolList(tools: McpToolView[]): void {
   }
   if (total > MAX_TOOLS_BYTES) throw new Error(`tools: the list is ${total} bytes; at most ${MAX_TOOLS_BYTES} are accepted`);
 }
+
+/**
+ * The MCP client library, loaded at the first connection rather than with this module: a large module graph that a
+ * process which never calls a tool server (the API, most tests) need not load.
+ */
+function importMcpClient() {
+  return Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/sse.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+  ]).then(([index, sse, streamable]) => ({
+    Client: index.Client,
+    SSEClientTransport: sse.SSEClientTransport,
+    StreamableHTTPClientTransport: streamable.StreamableHTTPClientTransport,
+  }));
+}
+let mcpClient: ReturnType<typeof importMcpClient> | undefined;
+const loadMcpClient = () => (mcpClient ??= importMcpClient());
+type Client = InstanceType<Awaited<ReturnType<typeof importMcpClient>>['Client']>;

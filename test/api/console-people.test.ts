@@ -3,6 +3,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SecretBox } from '../../lib/crypto/secret-box';
+import { CLI_CONTEXT } from '../../domain/audit/audit-log';
+import { LinkService } from '../../domain/people/links';
+import { PeopleService } from '../../domain/people/users';
+import { claimFreshInstall, FIRST_OWNER_EMAIL } from '../../bin/start';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { runAdminCli } from '../support/cli';
@@ -241,5 +245,46 @@ describe('the audit log', () => {
     expect(hours).toBeGreaterThan(23.9);
     const created = (await as(ownerA).get('/api/console/audit-events?action=user.created')).json().events;
     expect(created[0]).toMatchObject({ actor: { type: 'cli' }, target: { id: made.id } });
+  });
+});
+
+describe('claiming a fresh install', () => {
+  test("npm start's first owner: a sign-in link while nobody has signed in, a new one (the old one dead) each start, none after", async () => {
+    const ws = await createWorkspace(db.orm, 'Fresh');
+    const first = await t.services.people.claimLink(ws, FIRST_OWNER_EMAIL, CLI_CONTEXT);
+    expect(first).toMatchObject({ user: { email: 'owner@localhost', role: 'owner', status: 'invited' }, link: { kind: 'sign_in' } });
+    const again = await t.services.people.claimLink(ws, FIRST_OWNER_EMAIL, CLI_CONTEXT);
+    expect(again!.user.id).toBe(first!.user.id);
+    expect(again!.link.url).not.toBe(first!.link.url);
+    const redeem = (url: string) => t.app.inject({ method: 'POST', url: '/api/console/links/redeem', remoteAddress: randomAddress(), headers: { origin: CONSOLE_ORIGIN }, payload: { token: tokenOf(url), password: PASSWORD } });
+    expect((await redeem(first!.link.url)).statusCode).toBe(410);
+    expect((await redeem(again!.link.url)).statusCode).toBe(200);
+    expect(await t.services.people.claimLink(ws, FIRST_OWNER_EMAIL, CLI_CONTEXT)).toBeNull();
+    // The start-up step itself: the oldest workspace (A) has signed-in users, so nothing is printed.
+    expect(await claimFreshInstall(t.composition)).toBeNull();
+  });
+});
+
+describe('mail', () => {
+  test('with SMTP set up, an invitation and a password reset are mailed; the reset answers the same for any email', async () => {
+    const sent: Array<{ to: string; subject: string; text: string }> = [];
+    const people = new PeopleService(t.composition.em, t.services.sessions, new LinkService(CONSOLE_ORIGIN), { mailer: { send: async (m) => void sent.push(m) } });
+    const invited = await people.create({ cli: true }, wsA, { email: 'mailed@example.com', role: 'agent' }, CLI_CONTEXT, 'invitation');
+    expect(invited.emailed).toBe(true);
+    expect(sent[0]).toMatchObject({ to: 'mailed@example.com' });
+    expect(sent[0].text).toContain(invited.link.url);
+    const guard = { admit: async () => undefined };
+    await people.requestPasswordReset('nobody-here@example.com', {}, guard);
+    expect(sent).toHaveLength(1);
+    await people.requestPasswordReset('owner-a@example.com', {}, guard);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(sent).toHaveLength(2);
+    expect(sent[1].to).toBe('owner-a@example.com');
+    expect(sent[1].text).toMatch(new RegExp(`${CONSOLE_ORIGIN}/console/link#token=`));
+    // A refused mail is not a refused invitation: the link is still returned.
+    const failing = new PeopleService(t.composition.em, t.services.sessions, new LinkService(CONSOLE_ORIGIN), { mailer: { send: async () => Promise.reject(new Error('550 no')) } });
+    const res = await failing.create({ cli: true }, wsA, { email: 'bounced@example.com', role: 'viewer' }, CLI_CONTEXT, 'invitation');
+    expect(res.emailed).toBe(false);
+    expect(res.link.url).toMatch(/#token=/);
   });
 });

@@ -3,10 +3,14 @@ import { createRoot } from 'react-dom/client';
 import { MutationCache, QueryCache, QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { ApiError } from './lib/api';
 import { AnnouncerProvider } from './components/feedback';
+import { endSession } from './features/auth/api';
 import { App } from './app/App';
 import './styles.css';
 
-const onError = (_err: unknown) => undefined;
+/** A 401 not_signed_in anywhere: the session ended on the server (idle, signed out elsewhere), so back to sign-in. */
+const onError = (err: unknown) => {
+  if (err instanceof ApiError && err.code === 'not_signed_in') endSession(queryClient);
+};
 
 const queryClient: QueryClient = new QueryClient({
   queryCache: new QueryCache({ onError }),

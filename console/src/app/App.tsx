@@ -1,18 +1,67 @@
+import { ErrorAlert, Loading } from '../components/feedback';
 import { Page } from '../components/Page';
+import { Link, useHash, usePath } from '../lib/router';
+import { useSession, type Session } from '../features/auth/api';
+import { SignIn } from '../features/auth/SignIn';
+import { LinkPage, linkToken } from '../features/auth/LinkPage';
+import { KeysPage } from '../features/keys/KeysPage';
+import { PeoplePage } from '../features/people/PeoplePage';
+import { AuditPage } from '../features/audit/AuditPage';
+import { Overview } from '../features/home/Overview';
+import { Shell } from './Shell';
+import { sectionsFor } from './sections';
 
-/** The console's first page, until its sign-in lands with the console's API (docs/console.md). */
+/**
+ * The console: a one-time link's page for anyone holding one, the sign-in form for anyone signed out (on whatever
+ * page they asked for, shown once they are in), else the page in the signed-in frame.
+ */
 export function App() {
-  return (
-    <main className="auth" id="main">
-      <div className="card auth-card">
-        <p className="brand">
-          <span className="brand-mark" aria-hidden="true" />
-          Concierge
-        </p>
-        <Page title="Concierge console">
-          <p>Sign-in opens here once the console&apos;s API is in place.</p>
+  const path = usePath();
+  const hash = useHash();
+  const session = useSession();
+  if (path === '/link' || path.startsWith('/link/')) return <LinkPage token={linkToken(path, hash)} />;
+  if (session.isPending) {
+    return (
+      <main className="auth" id="main">
+        <Loading what="the console" />
+      </main>
+    );
+  }
+  if (session.isError) {
+    return (
+      <main className="auth" id="main">
+        <Page title="The console cannot start">
+          <ErrorAlert error={session.error} />
         </Page>
-      </div>
-    </main>
+      </main>
+    );
+  }
+  if (!session.data) return <SignIn />;
+  const sections = sectionsFor(session.data);
+  return (
+    <Shell session={session.data} sections={sections}>
+      <Route path={path} session={session.data} />
+    </Shell>
   );
+}
+
+function Route({ path, session }: { path: string; session: Session }) {
+  switch (path) {
+    case '/':
+      return <Overview session={session} sections={sectionsFor(session)} />;
+    case '/keys':
+      return <KeysPage session={session} />;
+    case '/people':
+      return <PeoplePage session={session} />;
+    case '/audit-log':
+      return <AuditPage session={session} />;
+    default:
+      return (
+        <Page title="Page not found">
+          <p>
+            There is no console page at this address. <Link to="/">Go to the overview</Link>.
+          </p>
+        </Page>
+      );
+  }
 }

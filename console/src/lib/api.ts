@@ -29,6 +29,8 @@ export class ApiError extends Error {
     readonly code: string,
     message: string,
     readonly retryAfter: number | null = null,
+    /** The whole envelope: some errors carry more than `{error, message}` (sign-in's `workspaces`). */
+    readonly body: Record<string, unknown> = {},
   ) {
     super(message);
   }
@@ -53,6 +55,7 @@ export async function call<A extends Answer>(request: Promise<A>): Promise<NonNu
       typeof envelope.error === 'string' ? envelope.error : 'http_error',
       typeof envelope.message === 'string' ? envelope.message : `The service answered ${response.status}.`,
       Number.isFinite(retry) && retry > 0 ? retry : null,
+      envelope as Record<string, unknown>,
     );
   }
   return data as NonNullable<A['data']>;
@@ -71,7 +74,11 @@ export function describeError(err: unknown): string {
     case 'insufficient_role':
       return 'Your role does not allow this.';
     case 'link_not_found':
+      return 'This link is not known here. Check that it was copied whole.';
+    case 'link_expired':
       return 'This link is no longer valid: it was used already, or it expired.';
+    case 'forbidden':
+      return 'Your role does not allow this.';
     default:
       return err.message;
   }

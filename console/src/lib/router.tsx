@@ -9,9 +9,11 @@ const CHANGE = 'console:navigate';
 
 function subscribe(onChange: () => void): () => void {
   window.addEventListener('popstate', onChange);
+  window.addEventListener('hashchange', onChange);
   window.addEventListener(CHANGE, onChange);
   return () => {
     window.removeEventListener('popstate', onChange);
+    window.removeEventListener('hashchange', onChange);
     window.removeEventListener(CHANGE, onChange);
   };
 }
@@ -23,10 +25,9 @@ export function usePath(): string {
   return rest.replace(/\/+$/, '') || '/';
 }
 
-/** The query string's parameters. */
-export function useSearch(): URLSearchParams {
-  const search = useSyncExternalStore(subscribe, () => window.location.search);
-  return new URLSearchParams(search);
+/** The fragment, with its '#' (a one-time link carries its token there: never sent to a server, never in a Referer). */
+export function useHash(): string {
+  return useSyncExternalStore(subscribe, () => window.location.hash);
 }
 
 let navigated = false;

@@ -1,0 +1,22 @@
+import { managesWorkspace, type Session } from '../features/auth/api';
+
+export interface Section {
+  path: string;
+  label: string;
+  about: string;
+  /** Whether this person's role lets them see the page (the API enforces the same). */
+  visible: (session: Session) => boolean;
+}
+
+const always = () => true;
+const managers = (session: Session) => managesWorkspace(session.user.role);
+
+/** The console's pages, in the navigation's order; each role sees those it may use. */
+export const SECTIONS: Section[] = [
+  { path: '/', label: 'Overview', about: 'Your workspace and your role.', visible: always },
+  { path: '/keys', label: 'API keys', about: 'Create, copy, rotate and delete the keys your backend calls the API with.', visible: managers },
+  { path: '/people', label: 'People', about: 'Invite people, change their roles, remove them.', visible: managers },
+  { path: '/audit-log', label: 'Audit log', about: 'Every sign-in, key and people change, with who, when and from where.', visible: managers },
+];
+
+export const sectionsFor = (session: Session) => SECTIONS.filter((s) => s.visible(session));

@@ -1,0 +1,93 @@
+import { useState } from 'react';
+import { ErrorAlert, Loading } from '../../components/feedback';
+import { NotAllowed, Page } from '../../components/Page';
+import { when } from '../../lib/format';
+import { managesWorkspace, type Session } from '../auth/api';
+import { useAuditLog, type AuditEvent } from './api';
+
+export function AuditPage({ session }: { session: Session }) {
+  if (!managesWorkspace(session.user.role)) return <NotAllowed title="Audit log" why="Only owners and admins read the audit log." />;
+  return <Audit />;
+}
+
+/** Every security-relevant act, newest first, a page at a time (the cursors of the pages seen are kept for "Newer"). */
+function Audit() {
+  const [cursors, setCursors] = useState<Array<string | null>>([null]);
+  const [action, setAction] = useState('');
+  const cursor = cursors[cursors.length - 1];
+  const log = useAuditLog(cursor, action);
+  const next = log.data?.next_cursor ?? null;
+  return (
+    <Page title="Audit log">
+      <p className="lead">Who did what, when and from where: sign-ins, people, keys and settings. The log cannot be changed.</p>
+      <form
+        className="filters"
+        onSubmit={(event) => {
+          event.preventDefault();
+          const value = new FormData(event.currentTarget).get('action');
+          setAction(typeof value === 'string' ? value.trim() : '');
+          setCursors([null]);
+        }}
+      >
+        <label htmlFor="audit-action">Action</label>
+        <input id="audit-action" name="action" className="input" placeholder="e.g. key.created" defaultValue={action} />
+        <button type="submit" className="button">
+          Filter
+        </button>
+      </form>
+      {log.isPending ? <Loading what="the audit log" /> : log.isError ? <ErrorAlert error={log.error} /> : <AuditTable events={log.data.events} />}
+      <nav className="pager" aria-label="Audit log pages">
+        <button type="button" className="button" disabled={cursors.length === 1} onClick={() => setCursors((c) => c.slice(0, -1))}>
+          Newer
+        </button>
+        <span className="muted">Page {cursors.length}</span>
+        <button type="button" className="button" disabled={!next || log.isPlaceholderData} onClick={() => next && setCursors((c) => [...c, next])}>
+          Older
+        </button>
+      </nav>
+    </Page>
+  );
+}
+
+const ACTORS = { user: 'a person', key: 'an API key', cli: 'the admin CLI', anonymous: 'someone not signed in', system: 'the service' } as const;
+
+function actorOf(event: AuditEvent): string {
+  if (event.actor.email) return event.actor.email;
+  const who: string = ACTORS[event.actor.type] ?? event.actor.type;
+  return event.actor.id ? `${who} (${event.actor.id})` : who;
+}
+
+function AuditTable({ events }: { events: AuditEvent[] }) {
+  if (events.length === 0) return <p className="empty">Nothing recorded{' '}yet.</p>;
+  return (
+    <div className="table-wrap" role="region" aria-label="Audit events" tabIndex={0}>
+      <table className="table">
+        <thead>
+          <tr>
+            <th scope="col">When</th>
+            <th scope="col">Action</th>
+            <th scope="col">Who</th>
+            <th scope="col">On what</th>
+            <th scope="col">From</th>
+          </tr>
+        </thead>
+        <tbody>
+          {events.map((event) => (
+            <tr key={event.id}>
+              <td>{when(event.created_at)}</td>
+              <th scope="row" className="mono">
+                {event.action}
+              </th>
+              <td>{actorOf(event)}</td>
+              <td>{event.target ? `${event.target.type} ${event.target.id}` : '—'}</td>
+              <td>
+                {event.ip ?? '—'}
+                {event.user_agent ? <span className="muted small block">{event.user_agent}</span> : null}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}

@@ -248,6 +248,29 @@ describe('the audit log', () => {
   });
 });
 
+describe('the audit log, across the domain', () => {
+  test('a webhook secret rotated by a session and a site secret rotated by the CLI are recorded with who did it', async () => {
+    const sub = await as(ownerA).post('/api/v1/webhook-subscriptions', { url: 'https://127.0.0.1:9/hooks', events: ['message.status'] });
+    expect(sub.statusCode).toBe(201);
+    recordSecret('webhook secret', sub.json().secret);
+    const rotated = await as(ownerA).patch(`/api/v1/webhook-subscriptions/${sub.json().id}`, { rotate_secret: true });
+    expect(rotated.statusCode).toBe(200);
+    recordSecret('webhook secret', rotated.json().secret);
+    const hook = (await as(ownerA).get('/api/console/audit-events?action=webhook_subscription.secret_rotated')).json().events;
+    expect(hook[0]).toMatchObject({ actor: { type: 'user', id: ownerA.userId }, target: { type: 'webhook_subscription', id: sub.json().id } });
+    expect(JSON.stringify(hook)).not.toContain(rotated.json().secret);
+
+    const agent = await t.services.agents.create(wsA, { name: 'Site agent' });
+    const site = await t.services.sites.create(wsA, agent.id, ['https://shop.example']);
+    recordSecret('site secret', site.site_secret);
+    const res = await admin('site', 'rotate-secret', site.site_id);
+    expect(res.code).toBe(0);
+    recordSecret('site secret', JSON.parse(res.stdout).site_secret);
+    const siteEvents = (await as(ownerA).get('/api/console/audit-events?action=site.secret_rotated')).json().events;
+    expect(siteEvents[0]).toMatchObject({ actor: { type: 'cli' }, target: { type: 'site', id: site.site_id } });
+  });
+});
+
 describe('claiming a fresh install', () => {
   test("npm start's first owner: a sign-in link while nobody has signed in, a new one (the old one dead) each start, none after", async () => {
     const ws = await createWorkspace(db.orm, 'Fresh');

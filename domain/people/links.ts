@@ -30,6 +30,9 @@ export class LinkService {
   async issue(em: EntityManager, kind: LinkKind, user: { id: string; workspaceId: string }): Promise<IssuedLink> {
     const token = newToken();
     const expiresAt = new Date(Date.now() + LINK_TTL_MS[kind]);
+    // The user's links used or expired over a day ago go when a new one is issued.
+    const dayAgo = new Date(Date.now() - 86_400_000);
+    await em.nativeDelete(ConsoleLink, { userId: user.id, $or: [{ expiresAt: { $lt: dayAgo } }, { usedAt: { $lt: dayAgo } }] });
     await em.insert(ConsoleLink, { id: newId('lnk'), tokenHash: hashToken(token), kind, userId: user.id, workspaceId: user.workspaceId, expiresAt });
     return { kind, url: linkUrl(this.baseUrl, token), expires_at: expiresAt.toISOString() };
   }

@@ -59,6 +59,9 @@ export class SessionService {
     const id = newId('ses');
     const now = new Date();
     const expiresAt = new Date(now.getTime() + this.settings.absoluteMs);
+    // The user's sessions that ended over a day ago go at each sign-in: the table holds live sessions and recent ones.
+    const dayAgo = new Date(now.getTime() - 86_400_000);
+    await em.nativeDelete(ConsoleSession, { userId: user.id, $or: [{ expiresAt: { $lt: dayAgo } }, { revokedAt: { $lt: dayAgo } }] });
     await em.insert(ConsoleSession, {
       id,
       tokenHash: hashToken(token),
@@ -124,10 +127,5 @@ export class SessionService {
   /** Every live session of the user (sign out everywhere, a password reset), on the caller's EntityManager. */
   async revokeAllOf(em: EntityManager, userId: string): Promise<number> {
     return em.nativeUpdate(ConsoleSession, { userId, revokedAt: null }, { revokedAt: new Date() });
-  }
-
-  /** Sessions ended over a day ago (expired or revoked): the maintenance schedule may purge them. */
-  async purgeEnded(olderThan = new Date(Date.now() - 86_400_000)): Promise<number> {
-    return this.em.fork().nativeDelete(ConsoleSession, { $or: [{ expiresAt: { $lt: olderThan } }, { revokedAt: { $lt: olderThan } }] });
   }
 }

@@ -30,8 +30,8 @@ export interface SignedIn {
 
 /** The limits of sign-in (api/ builds it from lib/ratelimit's console limits): per address, and the account lockout. */
 export interface SignInGuard {
-  /** Counts one attempt from `address`; 429 rate_limited when the address is over its budget or `email` is locked. */
-  admit(address: string, email: string): Promise<void>;
+  /** Counts one attempt from `address`; 429 rate_limited when the address is over its budget or (sign-in) `email` is locked. */
+  admit(address: string, email?: string): Promise<void>;
   failed(email: string): Promise<void>;
   succeeded(email: string): Promise<void>;
 }
@@ -249,7 +249,8 @@ export class PeopleService {
    */
   async requestPasswordReset(rawEmail: string, ctx: Omit<AuditContext, 'actor'>, guard: Pick<SignInGuard, 'admit'>): Promise<void> {
     const email = rawEmail.trim().toLowerCase();
-    await guard.admit(ctx.ip ?? 'unknown', email);
+    // Per address only: a locked account may still ask for a reset (the lockout is what it is for).
+    await guard.admit(ctx.ip ?? 'unknown');
     const em = this.em.fork();
     const users = await em.find(ConsoleUser, { email, status: 'active' }, { limit: 10 });
     for (const user of users) {
@@ -296,7 +297,7 @@ export class PeopleService {
    * invited user, and signs in with a new session. A password reset also ends every other session of the user.
    */
   async redeemLink(token: string, input: { password: string; name?: string | null }, ctx: Omit<AuditContext, 'actor'>, guard: Pick<SignInGuard, 'admit'>): Promise<SignedIn> {
-    await guard.admit(ctx.ip ?? 'unknown', `link:${token.slice(0, 8)}`);
+    await guard.admit(ctx.ip ?? 'unknown');
     const em = this.em.fork();
     const peeked = await this.links.peek(em, token);
     const user = await em.findOne(ConsoleUser, { id: peeked.userId });

@@ -58,7 +58,7 @@ export function signInGuard(limits: ConsoleLimits): SignInGuard {
         const retryAfter = Math.max(1, Math.ceil(d.resetMs / 1000));
         throw new DomainError('rate_limited', `Too many sign-in, link and password-reset requests from this address: at most ${d.limit} in ${limits.windowSeconds} s; retry in ${retryAfter} s`, {}, { retryAfterSeconds: retryAfter });
       }
-      await limits.failuresPerAccount.check(`account:${email}`, 'this account');
+      if (email !== undefined) await limits.failuresPerAccount.check(`account:${email}`, 'this account');
     },
     failed: (email) => limits.failuresPerAccount.fail(`account:${email}`),
     succeeded: (email) => limits.failuresPerAccount.reset(`account:${email}`),

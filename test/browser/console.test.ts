@@ -6,6 +6,9 @@ import { createTestDatabase, createWorkspace, type TestDatabase } from '../suppo
 import { startTestApp, type TestApp } from '../support/app';
 import { CLI_CONTEXT } from '../../domain/audit/audit-log';
 import { DEFAULT_SCOPES } from '../../domain/keys/scopes';
+import { WebhookRepository } from '../../domain/webhooks/emitter';
+import { WebhookAttempt, WebhookDelivery } from '../../db/entities';
+import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 import { buildConsoleOnce } from '../support/build';
 import { axeScan, CHROMIUM, DESKTOP, PHONE } from '../support/widget-page';
 
@@ -21,6 +24,7 @@ let t: TestApp;
 let base: string;
 let browser: Browser;
 let workspaceId: string;
+let receiver: HttpsReceiver;
 
 // Page functions run in the browser; the project type-checks without the DOM lib.
 declare const window: any;
@@ -36,11 +40,13 @@ beforeAll(async () => {
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   workspaceId = await createWorkspace(db.orm, 'Acme support');
+  receiver = await startHttpsReceiver({ handler: (_req, res) => res.writeHead(200).end('ok') });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 300_000);
 
 afterAll(async () => {
   await browser?.close();
+  await receiver?.close();
   await t?.close();
   await db?.drop();
 });
@@ -144,6 +150,8 @@ describe('signed in', () => {
   let owner: BrowserContext;
   let page: Page;
   let problems: string[];
+  /** The webhook endpoint's page, once made. */
+  let endpoint = '/webhooks';
 
   beforeAll(async () => {
     owner = await browser.newContext({ viewport: DESKTOP });
@@ -278,7 +286,7 @@ describe('signed in', () => {
       await mine.getByRole('button', { name: 'Menu' }).click();
       const nav = mine.getByRole('navigation', { name: 'Console' });
       await nav.getByRole('link', { name: 'Overview' }).waitFor();
-      for (const name of ['API keys', 'People', 'Audit log']) expect(await nav.getByRole('link', { name }).count()).toBe(0);
+      for (const name of ['API keys', 'People', 'Audit log', 'Webhooks']) expect(await nav.getByRole('link', { name }).count()).toBe(0);
       expect(await axeScan(mine)).toEqual([]);
 
       // By page: a refusal; by request: 403.
@@ -314,10 +322,51 @@ describe('signed in', () => {
     expect(await page.getByRole('button', { name: 'Older' }).isDisabled()).toBe(true);
   });
 
+  test('webhooks: an endpoint added with its secret shown once, a test event, the delivery log with attempts and a retry of a failed delivery', async () => {
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Webhooks' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Webhooks' }).waitFor();
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    const add = page.getByRole('dialog', { name: 'Add a webhook endpoint' });
+    await add.getByRole('textbox', { name: 'URL' }).fill(`${receiver.url}/hooks`);
+    expect(await add.getByRole('checkbox', { checked: true }).count()).toBe(2);
+    expect(await axeScan(page)).toEqual([]);
+    await add.getByRole('button', { name: 'Add endpoint' }).click();
+    const added = page.getByRole('dialog', { name: 'Endpoint added' });
+    expect(await added.getByRole('textbox', { name: 'Signing secret' }).inputValue()).toMatch(/^whsec_/);
+    await added.getByRole('button', { name: 'Done' }).click();
+    await page.getByRole('link', { name: `${receiver.url}/hooks` }).click();
+    await page.getByRole('heading', { level: 1, name: 'Webhook endpoint' }).waitFor();
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    await page.getByRole('status').filter({ hasText: 'Test event delivered: the endpoint answered 200.' }).waitFor();
+
+    // A delivery whose attempts all failed, as the worker leaves one.
+    endpoint = new URL(page.url()).pathname.replace(/^\/console/, '');
+    const subscriptionId = endpoint.split('/').pop()!;
+    const emitted = await db.orm.em.fork().transactional((tx) => new WebhookRepository().emitEvent(tx, workspaceId, 'message.status', { message_id: 'msg_console' }));
+    const deliveryId = emitted.deliveryIds[0];
+    const em = db.orm.em.fork();
+    await em.insert(WebhookAttempt, { deliveryId, run: 1, attempt: 1, startedAt: new Date(Date.now() - 60_000), statusCode: 500, error: 'HTTP 500', latencyMs: 12, responseBody: 'down for maintenance' });
+    await em.nativeUpdate(WebhookDelivery, { id: deliveryId }, { status: 'failed', completedAt: new Date(), lastError: 'HTTP 500', lastStatusCode: 500, attemptCount: 1, dispatchedAt: new Date() });
+    await page.reload();
+    const row = page.getByRole('row', { name: new RegExp(deliveryId) });
+    await row.getByText('failed').waitFor();
+    expect(await axeScan(page)).toEqual([]);
+    await row.getByRole('button', { name: `Details of ${deliveryId}` }).click();
+    const details = page.getByRole('dialog', { name: `Delivery ${deliveryId}` });
+    await details.getByText('down for maintenance').waitFor();
+    await expect(details.getByRole('region', { name: 'Payload' }).textContent()).resolves.toContain('msg_console');
+    expect(await axeScan(page)).toEqual([]);
+    await details.getByRole('button', { name: 'Close' }).click();
+    await row.getByRole('button', { name: `Retry ${deliveryId}` }).click();
+    await row.getByText('pending').waitFor();
+    expect(await em.fork().findOneOrFail(WebhookDelivery, { id: deliveryId })).toMatchObject({ status: 'pending', run: 2, subscriptionId });
+  });
+
   test('every signed-in page is axe-clean at phone size', async () => {
     await page.setViewportSize(PHONE);
     try {
-      for (const [path, title] of [['/', 'Overview'], ['/keys', 'API keys'], ['/people', 'People'], ['/audit-log', 'Audit log'], ['/nowhere', 'Page not found']]) {
+      const pages = [['/', 'Overview'], ['/keys', 'API keys'], ['/people', 'People'], ['/audit-log', 'Audit log'], ['/webhooks', 'Webhooks'], [endpoint, 'Webhook endpoint'], ['/nowhere', 'Page not found']];
+      for (const [path, title] of pages) {
         await page.goto(`${base}/console${path}`);
         await page.getByRole('heading', { level: 1, name: title }).waitFor();
         await page.waitForLoadState('networkidle');

@@ -8,6 +8,8 @@ import { KeysPage } from '../features/keys/KeysPage';
 import { PeoplePage } from '../features/people/PeoplePage';
 import { AuditPage } from '../features/audit/AuditPage';
 import { Overview } from '../features/home/Overview';
+import { WebhooksPage } from '../features/webhooks/WebhooksPage';
+import { WebhookPage } from '../features/webhooks/WebhookPage';
 import { Shell } from './Shell';
 import { sectionsFor } from './sections';
 
@@ -46,6 +48,8 @@ export function App() {
 }
 
 function Route({ path, session }: { path: string; session: Session }) {
+  const webhook = /^\/webhooks\/([^/]+)$/.exec(path);
+  if (webhook) return <WebhookPage session={session} id={decodeURIComponent(webhook[1])} />;
   switch (path) {
     case '/':
       return <Overview session={session} sections={sectionsFor(session)} />;
@@ -53,6 +57,8 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <KeysPage session={session} />;
     case '/people':
       return <PeoplePage session={session} />;
+    case '/webhooks':
+      return <WebhooksPage session={session} />;
     case '/audit-log':
       return <AuditPage session={session} />;
     default:

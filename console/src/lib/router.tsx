@@ -33,6 +33,8 @@ export function useHash(): string {
 let navigated = false;
 /** Whether the person has moved between pages (then a new page takes the focus to its heading). */
 export const hasNavigated = () => navigated;
+/** A new page without a new address (signed in, signed out): it too takes the focus to its heading. */
+export const pageChanged = () => void (navigated = true);
 
 export function navigate(to: string, opts: { replace?: boolean } = {}): void {
   const url = `${BASE}${to === '/' ? '/' : to}`;

@@ -1,4 +1,5 @@
 import { useState } from 'react';
+import { DataTable } from '../../components/DataTable';
 import { ErrorAlert, Loading } from '../../components/feedback';
 import { NotAllowed, Page } from '../../components/Page';
 import { when } from '../../lib/format';
@@ -58,36 +59,27 @@ function actorOf(event: AuditEvent): string {
 }
 
 function AuditTable({ events }: { events: AuditEvent[] }) {
-  if (events.length === 0) return <p className="empty">Nothing recorded{' '}yet.</p>;
+  if (events.length === 0) return <p className="empty">Nothing recorded yet.</p>;
   return (
-    <div className="table-wrap" role="region" aria-label="Audit events" tabIndex={0}>
-      <table className="table">
-        <thead>
-          <tr>
-            <th scope="col">When</th>
-            <th scope="col">Action</th>
-            <th scope="col">Who</th>
-            <th scope="col">On what</th>
-            <th scope="col">From</th>
-          </tr>
-        </thead>
-        <tbody>
-          {events.map((event) => (
-            <tr key={event.id}>
-              <td>{when(event.created_at)}</td>
-              <th scope="row" className="mono">
-                {event.action}
-              </th>
-              <td>{actorOf(event)}</td>
-              <td>{event.target ? `${event.target.type} ${event.target.id}` : '—'}</td>
-              <td>
-                {event.ip ?? '—'}
-                {event.user_agent ? <span className="muted small block">{event.user_agent}</span> : null}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <DataTable
+      label="Audit events"
+      rows={events}
+      rowKey={(event) => event.id}
+      columns={[
+        { header: 'When', cell: (event) => when(event.created_at) },
+        { header: 'Action', rowHeader: true, className: 'mono', cell: (event) => event.action },
+        { header: 'Who', className: 'wrap-anywhere', cell: actorOf },
+        { header: 'On what', className: 'wrap-anywhere', cell: (event) => (event.target ? `${event.target.type} ${event.target.id}` : '—') },
+        {
+          header: 'From',
+          cell: (event) => (
+            <>
+              {event.ip ?? '—'}
+              {event.user_agent ? <span className="muted small block">{event.user_agent}</span> : null}
+            </>
+          ),
+        },
+      ]}
+    />
   );
 }

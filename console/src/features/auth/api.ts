@@ -1,5 +1,6 @@
 import { useMutation, useQuery, useQueryClient, type QueryClient } from '@tanstack/react-query';
 import { api, ApiError, call, setCsrfToken, type Body, type RequestBody } from '../../lib/api';
+import { pageChanged } from '../../lib/router';
 
 export type Session = Body<'/api/console/session', 'get'>;
 export type Role = Session['user']['role'];
@@ -42,6 +43,7 @@ export function endSession(client: QueryClient): void {
 
 /** The session's own entry is replaced (its observers see the change); every other answer was someone else's. */
 function forgetAllBut(client: QueryClient, session: Session | null): void {
+  pageChanged();
   void client.cancelQueries({ predicate: (q) => q.queryKey[0] !== sessionKey[0] });
   client.removeQueries({ predicate: (q) => q.queryKey[0] !== sessionKey[0] });
   client.getMutationCache().clear();

@@ -1,4 +1,5 @@
 import { useState, type FormEvent } from 'react';
+import { DataTable, type Column } from '../../components/DataTable';
 import { ConfirmDialog, Dialog } from '../../components/Dialog';
 import { ErrorAlert, Loading, useAnnounce } from '../../components/feedback';
 import { Field } from '../../components/Field';
@@ -45,57 +46,48 @@ function Keys() {
 
 function KeyTable({ keys, onRotate, onDelete }: { keys: ApiKey[]; onRotate: (key: ApiKey) => void; onDelete: (key: ApiKey) => void }) {
   if (keys.length === 0) return <p className="empty">No keys yet. Create one to call the API.</p>;
-  return (
-    <div className="table-wrap" role="region" aria-label="API keys" tabIndex={0}>
-      <table className="table">
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Key</th>
-            <th scope="col">Scopes</th>
-            <th scope="col">Created</th>
-            <th scope="col">Last used</th>
-            <th scope="col">
-              <span className="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {keys.map((key) => (
-            <tr key={key.id}>
-              <th scope="row">
-                {key.name}
-                {key.status === 'revoked' ? <span className="tag danger-tag">Deleted</span> : null}
-              </th>
-              <td className="mono">{key.prefix}…</td>
-              <td>
-                <ul className="tags">
-                  {key.scopes.map((scope) => (
-                    <li key={scope}>{scope}</li>
-                  ))}
-                </ul>
-              </td>
-              <td>{when(key.created_at)}</td>
-              <td>{when(key.last_used_at)}</td>
-              <td>
-                {key.status === 'revoked' ? null : (
-                  <div className="row-actions">
-                    {key.copyable ? <CopyKeyButton apiKey={key} /> : null}
-                    <button type="button" className="button small" onClick={() => onRotate(key)} aria-label={`Rotate ${key.name}`}>
-                      Rotate
-                    </button>
-                    <button type="button" className="button small danger" onClick={() => onDelete(key)} aria-label={`Delete ${key.name}`}>
-                      Delete
-                    </button>
-                  </div>
-                )}
-              </td>
-            </tr>
+  const columns: Array<Column<ApiKey>> = [
+    {
+      header: 'Name',
+      rowHeader: true,
+      cell: (key) => (
+        <>
+          {key.name}
+          {key.status === 'revoked' ? <span className="tag danger-tag">Deleted</span> : null}
+        </>
+      ),
+    },
+    { header: 'Key', className: 'mono', cell: (key) => `${key.prefix}…` },
+    {
+      header: 'Scopes',
+      cell: (key) => (
+        <ul className="tags">
+          {key.scopes.map((scope) => (
+            <li key={scope}>{scope}</li>
           ))}
-        </tbody>
-      </table>
-    </div>
-  );
+        </ul>
+      ),
+    },
+    { header: 'Created', cell: (key) => when(key.created_at) },
+    { header: 'Last used', cell: (key) => when(key.last_used_at) },
+    {
+      header: 'Actions',
+      hideHeader: true,
+      cell: (key) =>
+        key.status === 'revoked' ? null : (
+          <div className="row-actions">
+            {key.copyable ? <CopyKeyButton apiKey={key} /> : null}
+            <button type="button" className="button small" onClick={() => onRotate(key)} aria-label={`Rotate ${key.name}`}>
+              Rotate
+            </button>
+            <button type="button" className="button small danger" onClick={() => onDelete(key)} aria-label={`Delete ${key.name}`}>
+              Delete
+            </button>
+          </div>
+        ),
+    },
+  ];
+  return <DataTable label="API keys" columns={columns} rows={keys} rowKey={(key) => key.id} />;
 }
 
 /** Copy: the value goes from the API's answer to the clipboard, never into the page. */

@@ -1,4 +1,5 @@
 import { useState, type FormEvent } from 'react';
+import { DataTable } from '../../components/DataTable';
 import { ConfirmDialog, Dialog } from '../../components/Dialog';
 import { ErrorAlert, Loading, useAnnounce } from '../../components/feedback';
 import { Field } from '../../components/Field';
@@ -44,50 +45,43 @@ function People({ me }: { me: Session['user'] }) {
       ) : users.isError ? (
         <ErrorAlert error={users.error} />
       ) : (
-        <div className="table-wrap" role="region" aria-label="People" tabIndex={0}>
-          <table className="table">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Email</th>
-                <th scope="col">Role</th>
-                <th scope="col">Status</th>
-                <th scope="col">Last sign-in</th>
-                <th scope="col">
-                  <span className="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {users.data.users.map((user) => (
-                <tr key={user.id}>
-                  <th scope="row">
-                    {user.name || '—'}
-                    {user.id === me.id ? <span className="muted"> (you)</span> : null}
-                  </th>
-                  <td>{user.email}</td>
-                  <td>
-                    <RoleSelect user={user} me={me} />
-                  </td>
-                  <td>{user.status === 'invited' ? <span className="tag">Invited</span> : 'Active'}</td>
-                  <td>{when(user.last_sign_in_at)}</td>
-                  <td>
-                    <div className="row-actions">
-                      <button type="button" className="button small" onClick={() => setOpen({ kind: 'link', user })} aria-label={`${user.status === 'invited' ? 'New invitation link' : 'Password reset link'} for ${user.email}`}>
-                        {user.status === 'invited' ? 'New invitation link' : 'Reset link'}
-                      </button>
-                      {user.id !== me.id ? (
-                        <button type="button" className="button small danger" onClick={() => setOpen({ kind: 'remove', user })} aria-label={`Remove ${user.email}`}>
-                          Remove
-                        </button>
-                      ) : null}
-                    </div>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          label="People"
+          rows={users.data.users}
+          rowKey={(user) => user.id}
+          columns={[
+            {
+              header: 'Name',
+              rowHeader: true,
+              cell: (user) => (
+                <>
+                  {user.name || '—'}
+                  {user.id === me.id ? <span className="muted"> (you)</span> : null}
+                </>
+              ),
+            },
+            { header: 'Email', className: 'wrap-anywhere', cell: (user) => user.email },
+            { header: 'Role', cell: (user) => <RoleSelect user={user} me={me} /> },
+            { header: 'Status', cell: (user) => (user.status === 'invited' ? <span className="tag">Invited</span> : 'Active') },
+            { header: 'Last sign-in', cell: (user) => when(user.last_sign_in_at) },
+            {
+              header: 'Actions',
+              hideHeader: true,
+              cell: (user) => (
+                <div className="row-actions">
+                  <button type="button" className="button small" onClick={() => setOpen({ kind: 'link', user })} aria-label={`${user.status === 'invited' ? 'New invitation link' : 'Password reset link'} for ${user.email}`}>
+                    {user.status === 'invited' ? 'New invitation link' : 'Reset link'}
+                  </button>
+                  {user.id !== me.id ? (
+                    <button type="button" className="button small danger" onClick={() => setOpen({ kind: 'remove', user })} aria-label={`Remove ${user.email}`}>
+                      Remove
+                    </button>
+                  ) : null}
+                </div>
+              ),
+            },
+          ]}
+        />
       )}
       {open?.kind === 'invite' ? <InviteDialog me={me} onClose={close} /> : null}
       {open?.kind === 'remove' ? <RemoveDialog user={open.user} onClose={close} /> : null}

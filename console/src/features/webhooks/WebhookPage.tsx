@@ -1,4 +1,5 @@
 import { useState, type FormEvent } from 'react';
+import { DataTable } from '../../components/DataTable';
 import { ConfirmDialog, Dialog } from '../../components/Dialog';
 import { ErrorAlert, Loading, useAnnounce } from '../../components/feedback';
 import { Field } from '../../components/Field';
@@ -181,57 +182,41 @@ function Deliveries({ id, canWrite }: { id: string; canWrite: boolean }) {
       ) : deliveries.data.deliveries.length === 0 ? (
         <p className="empty">No deliveries{status ? ` ${status}` : ''} yet.</p>
       ) : (
-        <div className="table-wrap" role="region" aria-labelledby="deliveries-title" tabIndex={0}>
-          <table className="table">
-            <thead>
-              <tr>
-                <th scope="col">Delivery</th>
-                <th scope="col">Event</th>
-                <th scope="col">Status</th>
-                <th scope="col">Attempts</th>
-                <th scope="col">Last answer</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span className="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {deliveries.data.deliveries.map((d) => (
-                <tr key={d.id}>
-                  <th scope="row" className="mono">
-                    {d.id}
-                  </th>
-                  <td>{d.event_type}</td>
-                  <td>
-                    <span className={d.status === 'failed' ? 'tag danger-tag' : 'tag'}>{d.status}</span>
-                  </td>
-                  <td>{d.attempt_count}</td>
-                  <td>{lastAnswer(d)}</td>
-                  <td>{when(d.created_at)}</td>
-                  <td>
-                    <div className="row-actions">
-                      <button type="button" className="button small" onClick={() => setShown(d.id)} aria-label={`Details of ${d.id}`}>
-                        Details
-                      </button>
-                      {canWrite && d.status === 'failed' ? (
-                        <button
-                          type="button"
-                          className="button small"
-                          disabled={retry.isPending}
-                          aria-label={`Retry ${d.id}`}
-                          onClick={() => retry.mutate(d.id, { onSuccess: () => announce(`Delivery ${d.id} is being sent again.`), onError: (err) => announce(describeError(err)) })}
-                        >
-                          Retry
-                        </button>
-                      ) : null}
-                    </div>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          label="Deliveries"
+          rows={deliveries.data.deliveries}
+          rowKey={(d) => d.id}
+          columns={[
+            { header: 'Delivery', rowHeader: true, className: 'mono wrap-anywhere', cell: (d) => d.id },
+            { header: 'Event', cell: (d) => d.event_type },
+            { header: 'Status', cell: (d) => <span className={d.status === 'failed' ? 'tag danger-tag' : 'tag'}>{d.status}</span> },
+            { header: 'Attempts', cell: (d) => d.attempt_count },
+            { header: 'Last answer', cell: lastAnswer },
+            { header: 'Created', cell: (d) => when(d.created_at) },
+            {
+              header: 'Actions',
+              hideHeader: true,
+              cell: (d) => (
+                <div className="row-actions">
+                  <button type="button" className="button small" onClick={() => setShown(d.id)} aria-label={`Details of ${d.id}`}>
+                    Details
+                  </button>
+                  {canWrite && d.status === 'failed' ? (
+                    <button
+                      type="button"
+                      className="button small"
+                      disabled={retry.isPending}
+                      aria-label={`Retry ${d.id}`}
+                      onClick={() => retry.mutate(d.id, { onSuccess: () => announce(`Delivery ${d.id} is being sent again.`), onError: (err) => announce(describeError(err)) })}
+                    >
+                      Retry
+                    </button>
+                  ) : null}
+                </div>
+              ),
+            },
+          ]}
+        />
       )}
       <nav className="pager" aria-label="Delivery pages">
         <button type="button" className="button" disabled={cursors.length === 1} onClick={() => setCursors((c) => c.slice(0, -1))}>
@@ -266,32 +251,19 @@ function DeliveryDialog({ id, deliveryId, onClose }: { id: string; deliveryId: s
           {delivery.data.attempts.length === 0 ? (
             <p className="muted">No attempt yet.</p>
           ) : (
-            <div className="table-wrap" role="region" aria-label="Attempts" tabIndex={0}>
-              <table className="table">
-                <thead>
-                  <tr>
-                    <th scope="col">Run</th>
-                    <th scope="col">Attempt</th>
-                    <th scope="col">Started</th>
-                    <th scope="col">Answer</th>
-                    <th scope="col">Time</th>
-                    <th scope="col">Response</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {delivery.data.attempts.map((a) => (
-                    <tr key={`${a.run}-${a.attempt}`}>
-                      <td>{a.run}</td>
-                      <td>{a.attempt}</td>
-                      <td>{when(a.started_at)}</td>
-                      <td>{a.status_code ? `HTTP ${a.status_code}` : (a.error ?? '—')}</td>
-                      <td>{a.latency_ms} ms</td>
-                      <td className="mono wrap-anywhere">{a.response_body ?? ''}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              label="Attempts"
+              rows={delivery.data.attempts}
+              rowKey={(a) => `${a.run}-${a.attempt}`}
+              columns={[
+                { header: 'Run', cell: (a) => a.run },
+                { header: 'Attempt', cell: (a) => a.attempt },
+                { header: 'Started', cell: (a) => when(a.started_at) },
+                { header: 'Answer', cell: (a) => (a.status_code ? `HTTP ${a.status_code}` : (a.error ?? '—')) },
+                { header: 'Time', cell: (a) => `${a.latency_ms} ms` },
+                { header: 'Response', className: 'mono wrap-anywhere', cell: (a) => a.response_body ?? '' },
+              ]}
+            />
           )}
           <h3>Payload</h3>
           <pre className="payload" tabIndex={0} role="region" aria-label="Payload">

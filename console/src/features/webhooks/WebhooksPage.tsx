@@ -1,4 +1,5 @@
 import { useState, type FormEvent } from 'react';
+import { DataTable } from '../../components/DataTable';
 import { Dialog } from '../../components/Dialog';
 import { ErrorAlert, Loading } from '../../components/feedback';
 import { Field } from '../../components/Field';
@@ -37,38 +38,26 @@ function Webhooks({ canWrite }: { canWrite: boolean }) {
       ) : subscriptions.data.subscriptions.length === 0 ? (
         <p className="empty">No endpoints yet.</p>
       ) : (
-        <div className="table-wrap" role="region" aria-label="Webhook endpoints" tabIndex={0}>
-          <table className="table">
-            <thead>
-              <tr>
-                <th scope="col">Endpoint</th>
-                <th scope="col">Events</th>
-                <th scope="col">Status</th>
-                <th scope="col">Last delivered</th>
-              </tr>
-            </thead>
-            <tbody>
-              {subscriptions.data.subscriptions.map((s) => (
-                <tr key={s.id}>
-                  <th scope="row" className="wrap-anywhere">
-                    <Link to={`/webhooks/${s.id}`}>{s.url}</Link>
-                  </th>
-                  <td>
-                    <ul className="tags">
-                      {s.events.map((e) => (
-                        <li key={e}>{e}</li>
-                      ))}
-                    </ul>
-                  </td>
-                  <td>
-                    <Health subscription={s} />
-                  </td>
-                  <td>{when(s.health.last_delivered_at)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          label="Webhook endpoints"
+          rows={subscriptions.data.subscriptions}
+          rowKey={(s) => s.id}
+          columns={[
+            { header: 'Endpoint', rowHeader: true, className: 'wrap-anywhere', cell: (s) => <Link to={`/webhooks/${s.id}`}>{s.url}</Link> },
+            {
+              header: 'Events',
+              cell: (s) => (
+                <ul className="tags">
+                  {s.events.map((e) => (
+                    <li key={e}>{e}</li>
+                  ))}
+                </ul>
+              ),
+            },
+            { header: 'Status', cell: (s) => <Health subscription={s} /> },
+            { header: 'Last delivered', cell: (s) => when(s.health.last_delivered_at) },
+          ]}
+        />
       )}
       {creating ? <CreateDialog onClose={() => setCreating(false)} /> : null}
     </Page>

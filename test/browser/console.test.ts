@@ -296,7 +296,7 @@ describe('signed in', () => {
       await mine.getByRole('button', { name: 'Menu' }).click();
       const nav = mine.getByRole('navigation', { name: 'Console' });
       await nav.getByRole('link', { name: 'Overview' }).waitFor();
-      for (const name of ['API keys', 'People', 'Audit log', 'Webhooks']) expect(await nav.getByRole('link', { name }).count()).toBe(0);
+      for (const name of ['API keys', 'People', 'Audit log', 'Webhooks', 'Credentials', 'Billing']) expect(await nav.getByRole('link', { name }).count()).toBe(0);
       expect(await axeScan(mine)).toEqual([]);
 
       // By page: a refusal; by request: 403.
@@ -307,6 +307,12 @@ describe('signed in', () => {
       expect(await axeScan(mine)).toEqual([]);
       const status = await mine.evaluate(() => window.fetch('/api/console/keys', { credentials: 'same-origin' }).then((r: any) => r.status));
       expect(status).toBe(403);
+      // Credentials likewise: a refusal by page, 403 by request (the session's role has no credentials scope).
+      await mine.goto(`${base}/console/credentials`);
+      await mine.getByRole('heading', { level: 1, name: 'Credentials' }).waitFor();
+      await mine.getByRole('alert').filter({ hasText: 'does not read provider credentials' }).waitFor();
+      const credentials = await mine.evaluate(() => window.fetch('/api/v1/credentials', { credentials: 'same-origin' }).then((r: any) => r.status));
+      expect(credentials).toBe(403);
       expect(theirs).toEqual([]);
     } finally {
       await agent.close();
@@ -373,10 +379,35 @@ describe('signed in', () => {
     expect(await em.fork().findOneOrFail(WebhookDelivery, { id: deliveryId })).toMatchObject({ status: 'pending', run: 2, subscriptionId });
   });
 
+  test('credentials: a secret is written once and never shown, only its last four; billing shows the balance and usage', async () => {
+    const token = `EAAG${'x7Q'.repeat(12)}w9Zk`;
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Credentials' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Credentials' }).waitFor();
+    await page.getByRole('button', { name: 'Add credential' }).click();
+    const add = page.getByRole('dialog', { name: 'Add a credential' });
+    await add.getByRole('textbox', { name: 'Name' }).fill('Main number');
+    await add.getByLabel('Access token').fill(token);
+    await add.getByRole('textbox', { name: 'Business account id (optional)' }).fill('100000000000001');
+    expect(await axeScan(page)).toEqual([]);
+    await add.getByRole('button', { name: 'Add credential' }).click();
+    await add.waitFor({ state: 'detached' });
+    const row = page.getByRole('row', { name: /Main number/ });
+    await row.getByText('access_token: …w9Zk').waitFor();
+    await row.getByText('business_account_id: 100000000000001').waitFor();
+    expect(await inPage(page, token)).toBe(false);
+    expect(await axeScan(page)).toEqual([]);
+
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Billing' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Billing' }).waitFor();
+    await page.getByText('Credits left').waitFor();
+    await page.getByText('No usage in the last 30 days.').waitFor();
+    expect(await axeScan(page)).toEqual([]);
+  });
+
   test('every signed-in page is axe-clean at phone size', async () => {
     await page.setViewportSize(PHONE);
     try {
-      const pages = [['/', 'Overview'], ['/keys', 'API keys'], ['/people', 'People'], ['/audit-log', 'Audit log'], ['/webhooks', 'Webhooks'], [endpoint, 'Webhook endpoint'], ['/nowhere', 'Page not found']];
+      const pages = [['/', 'Overview'], ['/keys', 'API keys'], ['/people', 'People'], ['/audit-log', 'Audit log'], ['/webhooks', 'Webhooks'], [endpoint, 'Webhook endpoint'], ['/credentials', 'Credentials'], ['/billing', 'Billing'], ['/nowhere', 'Page not found']];
       for (const [path, title] of pages) {
         await page.goto(`${base}/console${path}`);
         await page.getByRole('heading', { level: 1, name: title }).waitFor();

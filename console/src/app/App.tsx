@@ -10,6 +10,8 @@ import { AuditPage } from '../features/audit/AuditPage';
 import { Overview } from '../features/home/Overview';
 import { WebhooksPage } from '../features/webhooks/WebhooksPage';
 import { WebhookPage } from '../features/webhooks/WebhookPage';
+import { CredentialsPage } from '../features/credentials/CredentialsPage';
+import { BillingPage } from '../features/billing/BillingPage';
 import { Shell } from './Shell';
 import { sectionsFor } from './sections';
 
@@ -59,6 +61,10 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <PeoplePage session={session} />;
     case '/webhooks':
       return <WebhooksPage session={session} />;
+    case '/credentials':
+      return <CredentialsPage session={session} />;
+    case '/billing':
+      return <BillingPage session={session} />;
     case '/audit-log':
       return <AuditPage session={session} />;
     default:

@@ -17,6 +17,8 @@ export const SECTIONS: Section[] = [
   { path: '/keys', label: 'API keys', about: 'Create, copy, rotate and delete the keys your backend calls the API with.', visible: managers },
   { path: '/people', label: 'People', about: 'Invite people, change their roles, remove them.', visible: managers },
   { path: '/webhooks', label: 'Webhooks', about: 'Endpoints your backend receives events on, their delivery log, retry and replay.', visible: (s) => hasScope(s, 'webhooks:read') },
+  { path: '/credentials', label: 'Credentials', about: 'Your accounts at providers: secrets sealed, only their last four shown.', visible: (s) => hasScope(s, 'credentials:read') },
+  { path: '/billing', label: 'Billing', about: 'The credit balance and usage by day, priced.', visible: (s) => hasScope(s, 'analytics:read') },
   { path: '/audit-log', label: 'Audit log', about: 'Every sign-in, key and people change, with who, when and from where.', visible: managers },
 ];
 

@@ -233,18 +233,28 @@ export const configSchema = z.object({
   VOICE_SLOTS_RESERVED_FOR_API: nonNegativeInt(1),
   /** Voice signalling sockets (/api/voice/rtc) open at once from one client address, per API process; past it, 429 before the upgrade. */
   VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS: positiveInt(20),
-  /** The callers' language for the embedded speech-to-text (a short turn is too little for Whisper to tell; 'auto' leaves it to Whisper). */
+  /**
+   * The callers' language for the embedded speech-to-text (a short turn is too little for Whisper to tell; 'auto' leaves
+   * it to Whisper). Only `en` lets calls use the English-only models (Moonshine, tiny.en); any other goes to Whisper base.
+   */
   VOICE_LANGUAGE: z.preprocess(emptyToUndefined, z.string().regex(/^(auto|[a-z]{2,3})$/, { error: 'must be auto or a language code such as en' }).default('en')),
   /** Silence that ends the caller's turn, in ms. */
   VOICE_SILENCE_MS: positiveInt(500),
   /**
-   * The embedded model for the voice agent's final transcription of a turn: `base` is the
-   * transcriber's (TRANSCRIBE_MODEL_PATH, Whisper base by default); `tiny.en` is Whisper
-   * tiny.en (English only, faster, more word errors), when its file is there.
+   * The embedded model for the voice agent's final transcription of a turn: `moonshine` is
+   * Moonshine base (English only; a 3 s turn costs ~0.2 s of CPU, Whisper base ~6 s), used
+   * when VOICE_LANGUAGE=en and npm run models:fetch has converted it, else this falls back to
+   * `base`; `base` is the transcriber's (TRANSCRIBE_MODEL_PATH, Whisper base by default);
+   * `tiny.en` is Whisper tiny.en (English only, more word errors), when its file is there.
+   * Voice notes and files stay on the transcriber's Whisper whatever this says (multilingual).
    */
-  VOICE_STT_MODEL: z.preprocess(emptyToUndefined, z.enum(['base', 'tiny.en']).default('base')),
-  /** The embedded model for partial transcripts while the caller speaks (as VOICE_STT_MODEL); tiny.en only with VOICE_LANGUAGE=en, else base. */
-  VOICE_PARTIAL_MODEL: z.preprocess(emptyToUndefined, z.enum(['base', 'tiny.en']).default('tiny.en')),
+  VOICE_STT_MODEL: z.preprocess(emptyToUndefined, z.enum(['moonshine', 'base', 'tiny.en']).default('base')),
+  /**
+   * The embedded model for partial transcripts while the caller speaks (as VOICE_STT_MODEL).
+   * `moonshine` and `tiny.en` only with VOICE_LANGUAGE=en and their files present; else
+   * Moonshine falls back to tiny.en when that is there, and both to base.
+   */
+  VOICE_PARTIAL_MODEL: z.preprocess(emptyToUndefined, z.enum(['moonshine', 'base', 'tiny.en']).default('tiny.en')),
   /** Text-to-speech: an OpenAI-compatible /v1/audio/speech server; unset: the embedded espeak-ng. */
   TTS_BASE_URL: optionalString,
   TTS_API_KEY: optionalString,
@@ -480,6 +490,11 @@ export function whisperModelPath(config: Config): string {
 /** Whisper tiny.en's model file, where npm run models:fetch puts it (the voice agent's optional faster model). */
 export function whisperTinyEnModelPath(config: Config): string {
   return path.join(modelsDir(config), 'whisper', 'ggml-tiny.en.bin');
+}
+
+/** Moonshine base-en's directory, where npm run models:fetch converts it (the voice agent's default model for English). */
+export function moonshineModelDir(config: Config): string {
+  return path.join(modelsDir(config), 'moonshine', 'base-en');
 }
 
 /** The rate-limit store in force when none is named: Redis when configured, else the given fallback. */

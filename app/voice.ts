@@ -1,16 +1,17 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { whisperTinyEnModelPath, type Config } from './config';
+import { moonshineModelDir, whisperTinyEnModelPath, type Config } from './config';
 import type { SecretBox } from '../lib/crypto/secret-box';
 import type { PgNotifications } from '../db/notifications';
 import { type Transcriber } from '../lib/extract';
 import { LocalWhisperTranscriber } from '../providers/speech/whisper';
+import { MoonshineTranscriber, moonshineFilesPresent } from '../providers/speech/moonshine';
 import { policyFromCidrs } from '../lib/net/ssrf';
 import { DirectTransport } from '../providers/webrtc/direct';
 import { livekitFromConfig, type LiveKitParts } from '../providers/livekit/livekit';
 import { sipTrunkFromConfig } from '../providers/telephony/sip-trunk';
 import type { VoiceSessionService } from '../domain/voice/sessions';
-import { speechRecognizerFor, type SpeechRecognizer } from '../providers/speech/stt';
+import { speechRecognizerFor, type EmbeddedSpeechModel, type SpeechRecognizer } from '../providers/speech/stt';
 import { EspeakSynthesizer, OpenAiSpeechSynthesizer, type SpeechSynthesizer } from '../providers/speech/tts';
 import type { Telephony, VoiceTransport } from '../domain/ports/voice';
 import { type VoicePrereqs } from '../domain/ports/voice';
@@ -40,22 +41,32 @@ function espeakInstalled(): boolean {
 
 /**
  * The embedded models the voice agent uses (VOICE_STT_MODEL for finals, VOICE_PARTIAL_MODEL
- * for partials) when `transcriber` is the embedded whisper: Whisper tiny.en where asked for,
- * the callers speak English (VOICE_LANGUAGE=en) and its file is there (npm run
- * models:fetch); else the transcriber's own model (null: use it).
+ * for partials) when `transcriber` is the embedded whisper. The English-only ones (Moonshine,
+ * Whisper tiny.en) only when the callers speak English (VOICE_LANGUAGE=en) and their files
+ * are there (npm run models:fetch): Moonshine missing falls back to tiny.en for partials and
+ * to the transcriber's own model for finals (null for both: no embedded whisper).
  */
-export function voiceWhisperModels(config: Config, transcriber: Transcriber | null): { final: LocalWhisperTranscriber | null; partial: LocalWhisperTranscriber | null } {
+export function voiceSpeechModels(config: Config, transcriber: Transcriber | null): { final: EmbeddedSpeechModel | null; partial: EmbeddedSpeechModel | null } {
   if (!(transcriber instanceof LocalWhisperTranscriber)) return { final: null, partial: null };
-  const wanted = config.VOICE_STT_MODEL === 'tiny.en' || config.VOICE_PARTIAL_MODEL === 'tiny.en';
+  const english = config.VOICE_LANGUAGE === 'en';
+  const asked = [config.VOICE_STT_MODEL, config.VOICE_PARTIAL_MODEL];
+  const dir = moonshineModelDir(config);
+  const moonshine =
+    english && asked.includes('moonshine') && moonshineFilesPresent(dir) ? new MoonshineTranscriber({ modelDir: dir, maxSeconds: config.TRANSCRIBE_MAX_SECONDS }) : null;
   const file = whisperTinyEnModelPath(config);
   const tiny =
-    wanted && config.VOICE_LANGUAGE === 'en' && fs.existsSync(file)
+    english && (asked.includes('tiny.en') || (config.VOICE_PARTIAL_MODEL === 'moonshine' && !moonshine)) && fs.existsSync(file)
       ? new LocalWhisperTranscriber({ modelPath: file, maxSeconds: config.TRANSCRIBE_MAX_SECONDS, threads: config.TRANSCRIBE_THREADS, language: 'en' })
       : null;
   return {
-    final: config.VOICE_STT_MODEL === 'tiny.en' ? tiny : transcriber,
-    partial: config.VOICE_PARTIAL_MODEL === 'tiny.en' ? (tiny ?? transcriber) : transcriber,
+    final: { moonshine: moonshine ?? transcriber, 'tiny.en': tiny ?? transcriber, base: transcriber }[config.VOICE_STT_MODEL],
+    partial: { moonshine: moonshine ?? tiny ?? transcriber, 'tiny.en': tiny ?? transcriber, base: transcriber }[config.VOICE_PARTIAL_MODEL],
   };
+}
+
+/** The voice agent's speech-to-text from the settings: the transcriber for calls, with the models voiceSpeechModels picks. */
+export function voiceRecognizerFromConfig(config: Config, transcriber: Transcriber | null): SpeechRecognizer | null {
+  return speechRecognizerFor(transcriber, config.VOICE_LANGUAGE, voiceSpeechModels(config, transcriber));
 }
 
 /** The synthesizer the settings name: TTS_BASE_URL, else the embedded espeak-ng when installed, else none. */
@@ -86,7 +97,7 @@ export function voiceFromConfig(
   deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string },
   overrides: VoiceOverrides = {},
 ): VoiceParts {
-  const stt = 'stt' in overrides ? (overrides.stt ?? null) : speechRecognizerFor(deps.transcriber, config.VOICE_LANGUAGE, voiceWhisperModels(config, deps.transcriber));
+  const stt = 'stt' in overrides ? (overrides.stt ?? null) : voiceRecognizerFromConfig(config, deps.transcriber);
   const tts = 'tts' in overrides ? (overrides.tts ?? null) : synthesizerFromConfig(config);
   const livekit = livekitFromConfig(config);
   const ports = config.VOICE_RTP_PORTS?.split('-').map(Number) as [number, number] | undefined;

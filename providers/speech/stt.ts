@@ -1,46 +1,53 @@
 import { type Transcriber } from '../../lib/extract';
 import { LocalWhisperTranscriber } from './whisper';
+import { MoonshineTranscriber } from './moonshine';
 import { OpenAiTranscriber } from './openai-transcriber';
-import { SAMPLE_RATE as WHISPER_RATE } from './whisper';
+import { SAMPLE_RATE as MODEL_RATE } from './whisper';
 import { encodeWav, int16ToFloat32, resample } from '../../lib/audio/audio';
 import { MEDIA_RATE } from '../../domain/ports/voice';
 import { type SpeechRecognizer, type RecognizeOptions } from '../../domain/ports/speech';
 export { type SpeechRecognizer, type RecognizeOptions } from '../../domain/ports/speech';
 
-/** Silence put around a turn before Whisper hears it (see WhisperSpeechRecognizer). */
+/** Silence put around a turn before a model hears it (see EmbeddedSpeechRecognizer). */
 const PAD_MS = 300;
 
+/** An embedded model a voice turn can go to: whisper.cpp (any language) or Moonshine (English only, several times cheaper). */
+export type EmbeddedSpeechModel = LocalWhisperTranscriber | MoonshineTranscriber;
+
 /**
- * The embedded whisper.cpp: the turn upsampled to 16 kHz float32 in memory and handed to
- * the process's one model thread (queued behind any file transcription: one at a time).
- * The turn gets PAD_MS of silence on each side: Whisper drops the first words of audio
- * that starts on the first syllable (measured here: "What are your opening hours" after a
- * μ-law line came out as "your opening hour." unpadded, whole when padded).
+ * The embedded models: the turn upsampled to 16 kHz float32 in memory and handed to the
+ * model's thread (each model family has its own one-at-a-time queue: whisper's is shared
+ * with file transcription). The turn gets PAD_MS of silence on each side: both models drop
+ * the first words of audio that starts on the first syllable (measured here: Whisper heard
+ * "What are your opening hours" after a μ-law line as "your opening hour." unpadded;
+ * Moonshine answered nothing for a third of short espeak-ng turns), whole when padded.
  */
-export class WhisperSpeechRecognizer implements SpeechRecognizer {
+export class EmbeddedSpeechRecognizer implements SpeechRecognizer {
   /**
    * `language`: a short turn is too little for Whisper to detect its language (VOICE_LANGUAGE;
-   * 'auto' is the transcriber's). `partials`: the model for partial transcripts (default
-   * `whisper`'s); both share the process's one transcription queue.
+   * 'auto' is the transcriber's; Moonshine hears English only). `partials`: the model for
+   * partial transcripts (default `final`'s).
    */
   constructor(
-    private readonly whisper: LocalWhisperTranscriber,
+    private readonly final: EmbeddedSpeechModel,
     private readonly language?: string,
-    private readonly partials: LocalWhisperTranscriber = whisper,
+    private readonly partials: EmbeddedSpeechModel = final,
   ) {}
 
-  /** The model files used for finals and partials (the same file when there is one model). */
+  /** The model files (Moonshine: its directory) used for finals and partials (the same when there is one model). */
   get modelPaths(): { final: string; partial: string } {
-    return { final: this.whisper.modelPath, partial: this.partials.modelPath };
+    return { final: this.final.modelPath, partial: this.partials.modelPath };
   }
 
   async transcribe(samples: Int16Array, signal?: AbortSignal, options: RecognizeOptions = {}): Promise<string> {
-    const whisper = options.partial ? this.partials : this.whisper;
-    const pcm16k = resample(samples, MEDIA_RATE, WHISPER_RATE);
-    const pad = (WHISPER_RATE * PAD_MS) / 1000;
+    const model = options.partial ? this.partials : this.final;
+    const pcm16k = resample(samples, MEDIA_RATE, MODEL_RATE);
+    const pad = (MODEL_RATE * PAD_MS) / 1000;
     const padded = new Float32Array(pcm16k.length + 2 * pad);
     padded.set(int16ToFloat32(pcm16k), pad);
-    return (await whisper.transcribeSamples(padded, { signal, whileQueued: options.whileQueued, ...(this.language && this.language !== 'auto' ? { language: this.language } : {}) })).text;
+    const queued = { signal, whileQueued: options.whileQueued };
+    if (model instanceof MoonshineTranscriber) return (await model.transcribeSamples(padded, queued)).text;
+    return (await model.transcribeSamples(padded, { ...queued, ...(this.language && this.language !== 'auto' ? { language: this.language } : {}) })).text;
   }
 }
 
@@ -59,14 +66,15 @@ export class HttpSpeechRecognizer implements SpeechRecognizer {
 /**
  * The recognizer over what `transcriberFromConfig` built (null when there is none).
  * `models`: other embedded models for the voice agent's finals and partials (see
- * voiceWhisperModels); the transcriber's own model where not given.
+ * app/voice.ts voiceSpeechModels); the transcriber's own model where not given. With
+ * an HTTP transcriber (TRANSCRIBE_BASE_URL) calls use it too, whatever `models` says.
  */
 export function speechRecognizerFor(
   transcriber: Transcriber | null,
   language?: string,
-  models: { final?: LocalWhisperTranscriber | null; partial?: LocalWhisperTranscriber | null } = {},
+  models: { final?: EmbeddedSpeechModel | null; partial?: EmbeddedSpeechModel | null } = {},
 ): SpeechRecognizer | null {
-  if (transcriber instanceof LocalWhisperTranscriber) return new WhisperSpeechRecognizer(models.final ?? transcriber, language, models.partial ?? models.final ?? transcriber);
+  if (transcriber instanceof LocalWhisperTranscriber) return new EmbeddedSpeechRecognizer(models.final ?? transcriber, language, models.partial ?? models.final ?? transcriber);
   if (transcriber instanceof OpenAiTranscriber) return new HttpSpeechRecognizer(transcriber);
   return null;
 }

@@ -2,23 +2,24 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { configSchema, whisperModelPath, whisperTinyEnModelPath, type Config } from '../../app/config';
+import { configSchema, moonshineModelDir, whisperModelPath, whisperTinyEnModelPath, type Config } from '../../app/config';
 import { MediaTooLong, TranscriberError } from '../../lib/extract';
 import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
+import { MoonshineTranscriber } from '../../providers/speech/moonshine';
 import { OpenAiTranscriber } from '../../providers/speech/openai-transcriber';
 import { transcriberFromConfig } from '../../app/extractor';
 import { decodeMulaw, encodeMulaw, parseWav, wavToMono } from '../../lib/audio/audio';
-import { voiceWhisperModels } from '../../app/voice';
-import { HttpSpeechRecognizer, speechRecognizerFor, WhisperSpeechRecognizer, type SpeechRecognizer } from '../../providers/speech/stt';
+import { voiceSpeechModels } from '../../app/voice';
+import { EmbeddedSpeechRecognizer, HttpSpeechRecognizer, speechRecognizerFor, type SpeechRecognizer } from '../../providers/speech/stt';
 import { MEDIA_RATE } from '../../domain/ports/voice';
-import { CONVERTED_SOURCES, modelFilesPresent, TINY_EN_WHISPER_MODEL } from '../../bin/fetch-models';
+import { CONVERTED_SOURCES, modelFilesPresent, MOONSHINE_MODEL_IDS, TINY_EN_WHISPER_MODEL } from '../../bin/fetch-models';
 import { startFakeSpeechServer, type FakeSpeechServer } from '../support/fake-speech';
 
 const MODELS_DIR = path.resolve(process.env.CONCIERGE_MODELS_DIR ?? path.join(__dirname, '../../.data/models'));
 /** espeak-ng's speech brought down to the call's 8 kHz, as a caller's turn reaches the recognizer (no silence around it). */
 const say = (text: string) => wavToMono(execFileSync('espeak-ng', ['--stdout', '-v', 'en-us', '-s', '150'], { input: text }), MEDIA_RATE);
 
-describe('WhisperSpeechRecognizer (the embedded whisper.cpp, in memory)', () => {
+describe('EmbeddedSpeechRecognizer on the embedded whisper.cpp (in memory)', () => {
   let recognizer: SpeechRecognizer;
 
   beforeAll(() => {
@@ -26,7 +27,7 @@ describe('WhisperSpeechRecognizer (the embedded whisper.cpp, in memory)', () => 
     if (!fs.existsSync(whisperModelPath(config))) throw new Error(`${whisperModelPath(config)} is missing: run npm run models:fetch`);
     // The same wiring as the worker: the configured transcriber, wrapped for calls.
     recognizer = speechRecognizerFor(transcriberFromConfig(config))!;
-    expect(recognizer).toBeInstanceOf(WhisperSpeechRecognizer);
+    expect(recognizer).toBeInstanceOf(EmbeddedSpeechRecognizer);
   });
   afterAll(() => LocalWhisperTranscriber.unloadAll());
 
@@ -49,11 +50,83 @@ describe('WhisperSpeechRecognizer (the embedded whisper.cpp, in memory)', () => 
   });
 });
 
-describe('the voice agent\'s models: Whisper tiny.en for partials (VOICE_PARTIAL_MODEL), base for finals (VOICE_STT_MODEL)', () => {
+describe('Moonshine base-en (the voice agent\'s default model for English callers)', () => {
+  const config = (env: Record<string, string> = {}): Config => ({ ...configSchema.parse(env), CONCIERGE_MODELS_DIR: MODELS_DIR, TRANSCRIBE_MAX_SECONDS: 20, TRANSCRIBE_LANGUAGE: 'en' });
+  let recognizer: EmbeddedSpeechRecognizer;
+
+  beforeAll(() => {
+    if (!MOONSHINE_MODEL_IDS.every((id) => modelFilesPresent(MODELS_DIR, id))) throw new Error(`${moonshineModelDir(config())} is missing or differs from its pinned sha256: run npm run models:fetch`);
+    // The worker's wiring with Moonshine for finals and partials.
+    const c = config({ VOICE_STT_MODEL: 'moonshine', VOICE_PARTIAL_MODEL: 'moonshine' });
+    const transcriber = transcriberFromConfig(c);
+    recognizer = speechRecognizerFor(transcriber, c.VOICE_LANGUAGE, voiceSpeechModels(c, transcriber)) as EmbeddedSpeechRecognizer;
+    expect(recognizer.modelPaths).toEqual({ final: moonshineModelDir(c), partial: moonshineModelDir(c) });
+  });
+  afterAll(() => MoonshineTranscriber.unloadAll());
+
+  test('"What are your opening hours" spoken at 8 kHz is transcribed with "opening hours"', async () => {
+    expect((await recognizer.transcribe(say('What are your opening hours'))).toLowerCase()).toContain('opening hours');
+  });
+
+  test('the same speech after a G.711 μ-law line (PCMU out and back) still says "opening hours", as a partial too', async () => {
+    const overTheLine = decodeMulaw(encodeMulaw(say('What are your opening hours')));
+    expect((await recognizer.transcribe(overTheLine)).toLowerCase()).toContain('opening hours');
+    expect((await recognizer.transcribe(overTheLine, undefined, { partial: true })).toLowerCase()).toContain('opening hours');
+  });
+
+  test('silence is an empty transcript, found by its loudness without the model (which need not even exist); speech then asks for models:fetch', async () => {
+    const absent = new MoonshineTranscriber({ modelDir: path.join(os.tmpdir(), 'no-such-moonshine'), maxSeconds: 20 });
+    const nowhere = new EmbeddedSpeechRecognizer(absent);
+    expect(await nowhere.transcribe(new Int16Array(MEDIA_RATE * 2))).toBe('');
+    const err = await nowhere.transcribe(say('hello')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TranscriberError);
+    expect((err as Error).message).toMatch(/Moonshine speech-to-text model is missing .*run npm run models:fetch/);
+  });
+
+  test('a turn longer than TRANSCRIBE_MAX_SECONDS is refused as MediaTooLong before the model runs', async () => {
+    await expect(recognizer.transcribe(new Int16Array(MEDIA_RATE * 21))).rejects.toBeInstanceOf(MediaTooLong);
+  });
+
+  test('a partial aborted while it waits in the queue is dropped without running; the running one and the next go on', async () => {
+    const turn = say('What are your opening hours');
+    const queued = new AbortController();
+    const running = recognizer.transcribe(turn);
+    const dropped = recognizer.transcribe(turn, undefined, { partial: true, whileQueued: queued.signal });
+    const next = recognizer.transcribe(turn);
+    queued.abort();
+    const settled = await Promise.allSettled([running, dropped, next]);
+    expect(settled[0]).toMatchObject({ status: 'fulfilled', value: expect.stringMatching(/opening hours/i) });
+    expect(settled[1]).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ message: 'transcription was cancelled' }) });
+    expect(settled[2]).toMatchObject({ status: 'fulfilled', value: expect.stringMatching(/opening hours/i) });
+  });
+
+  test('aborting `signal` stops a running transcription (barge-in, hang-up) without unloading: the next turn is heard', async () => {
+    const controller = new AbortController();
+    const long = recognizer.transcribe(say('What are your opening hours during the week, and are you also open on Saturday mornings?'), controller.signal);
+    setTimeout(() => controller.abort(), 20);
+    await expect(long).rejects.toMatchObject({ message: 'transcription was cancelled' });
+    expect((await recognizer.transcribe(say('What are your opening hours'))).toLowerCase()).toContain('opening hours');
+  });
+});
+
+describe('the voice agent\'s models (VOICE_STT_MODEL for finals, VOICE_PARTIAL_MODEL for partials)', () => {
   const config = (env: Record<string, string> = {}): Config => ({ ...configSchema.parse(env), CONCIERGE_MODELS_DIR: MODELS_DIR, TRANSCRIBE_MAX_SECONDS: 20, TRANSCRIBE_LANGUAGE: 'en' });
   const wired = (c: Config) => {
     const transcriber = transcriberFromConfig(c);
-    return speechRecognizerFor(transcriber, c.VOICE_LANGUAGE, voiceWhisperModels(c, transcriber)) as WhisperSpeechRecognizer;
+    return speechRecognizerFor(transcriber, c.VOICE_LANGUAGE, voiceSpeechModels(c, transcriber)) as EmbeddedSpeechRecognizer;
+  };
+  /** A models directory holding only the given files of MODELS_DIR (linked). */
+  const withOnly = (files: string[], fn: (dir: string) => void) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-models-'));
+    try {
+      for (const f of files) {
+        fs.mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
+        fs.symlinkSync(path.join(MODELS_DIR, f), path.join(dir, f));
+      }
+      fn(dir);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   };
   afterAll(() => LocalWhisperTranscriber.unloadAll());
 
@@ -75,32 +148,39 @@ describe('the voice agent\'s models: Whisper tiny.en for partials (VOICE_PARTIAL
     expect(vocab.readInt32LE(0)).toBe(50256);
   });
 
-  test('by default partials go to tiny.en and finals to the transcriber\'s base model; VOICE_STT_MODEL=tiny.en moves the finals too', () => {
+  test('by default partials go to tiny.en and finals to base; each setting moves its own side to moonshine, base or tiny.en', () => {
     const c = config();
-    expect(wired(c).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperTinyEnModelPath(c) });
-    expect(wired(config({ VOICE_STT_MODEL: 'tiny.en' })).modelPaths).toEqual({ final: whisperTinyEnModelPath(c), partial: whisperTinyEnModelPath(c) });
-    expect(wired(config({ VOICE_PARTIAL_MODEL: 'base' })).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperModelPath(c) });
+    const [moon, base, tiny] = [moonshineModelDir(c), whisperModelPath(c), whisperTinyEnModelPath(c)];
+    expect(wired(c).modelPaths).toEqual({ final: base, partial: tiny });
+    const both = (final: string, partial: string) => wired(config({ VOICE_STT_MODEL: final, VOICE_PARTIAL_MODEL: partial })).modelPaths;
+    expect(both('moonshine', 'moonshine')).toEqual({ final: moon, partial: moon });
+    expect(both('base', 'moonshine')).toEqual({ final: base, partial: moon });
+    expect(both('base', 'tiny.en')).toEqual({ final: base, partial: tiny });
+    expect(both('tiny.en', 'moonshine')).toEqual({ final: tiny, partial: moon });
+    expect(both('moonshine', 'base')).toEqual({ final: moon, partial: base });
   });
 
-  test('callers of another language keep base for partials; tiny.en for finals is refused with another VOICE_LANGUAGE', () => {
+  test('callers of another language get Whisper base for both (Moonshine and tiny.en hear English only); tiny.en for finals is refused there', () => {
     const c = config({ VOICE_LANGUAGE: 'de' });
     expect(wired(c).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperModelPath(c) });
+    expect(wired(config({ VOICE_LANGUAGE: 'de', VOICE_PARTIAL_MODEL: 'tiny.en' })).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperModelPath(c) });
     expect(configSchema.safeParse({ VOICE_STT_MODEL: 'tiny.en', VOICE_LANGUAGE: 'de' }).success).toBe(false);
     expect(configSchema.safeParse({ VOICE_STT_MODEL: 'tiny.en', VOICE_LANGUAGE: 'en' }).success).toBe(true);
   });
 
-  test('without the tiny.en file, both go to the transcriber\'s model', () => {
-    const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-models-'));
-    try {
-      const c = { ...config(), TRANSCRIBE_MODEL_PATH: whisperModelPath(config()), CONCIERGE_MODELS_DIR: empty };
-      expect(wired(c).modelPaths).toEqual({ final: whisperModelPath(c), partial: whisperModelPath(c) });
-    } finally {
-      fs.rmSync(empty, { recursive: true, force: true });
-    }
+  test('without Moonshine\'s files, partials fall back to tiny.en and finals to base; without tiny.en either, both to base', () => {
+    const base = whisperModelPath(config());
+    withOnly(['whisper/ggml-tiny.en.bin'], (dir) => {
+      const c = { ...config(), TRANSCRIBE_MODEL_PATH: base, CONCIERGE_MODELS_DIR: dir };
+      expect(wired(c).modelPaths).toEqual({ final: base, partial: whisperTinyEnModelPath(c) });
+    });
+    withOnly([], (dir) => {
+      expect(wired({ ...config(), TRANSCRIBE_MODEL_PATH: base, CONCIERGE_MODELS_DIR: dir }).modelPaths).toEqual({ final: base, partial: base });
+    });
   });
 
   test('a partial on tiny.en hears the turn; a transcription aborted while it waits in the queue is dropped without running, the running one goes on', async () => {
-    const recognizer = wired(config());
+    const recognizer = wired(config({ VOICE_STT_MODEL: 'base', VOICE_PARTIAL_MODEL: 'tiny.en' }));
     const turn = say('What are your opening hours');
     expect((await recognizer.transcribe(turn, undefined, { partial: true })).toLowerCase()).toContain('opening');
     const queued = new AbortController();

@@ -160,6 +160,8 @@ describe('signed in', () => {
   let problems: string[];
   /** The webhook endpoint's page, once made. */
   let endpoint = '/webhooks';
+  /** The support ticket's page, once raised. */
+  let ticket = '/support';
 
   beforeAll(async () => {
     owner = await browser.newContext({ viewport: DESKTOP });
@@ -404,10 +406,34 @@ describe('signed in', () => {
     expect(await axeScan(page)).toEqual([]);
   });
 
+  test('support: a ticket raised, answered by the operator, replied to and followed on its page', async () => {
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Support' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Support' }).waitFor();
+    await page.getByRole('button', { name: 'Raise a ticket' }).click();
+    const raise = page.getByRole('dialog', { name: 'Raise a ticket' });
+    await raise.getByRole('textbox', { name: 'Subject' }).fill('WhatsApp replies stopped');
+    await raise.getByRole('combobox', { name: 'Priority' }).selectOption('high');
+    await raise.getByRole('textbox', { name: 'What happened' }).fill('No replies since 10:00 UTC.');
+    expect(await axeScan(page)).toEqual([]);
+    await raise.getByRole('button', { name: 'Raise ticket' }).click();
+    await page.getByRole('heading', { level: 1, name: 'WhatsApp replies stopped' }).waitFor();
+    ticket = new URL(page.url()).pathname.replace(/^\/console/, '');
+    await t.services.support.operatorReply(ticket.split('/').pop()!, 'We are looking into it.');
+    await page.reload();
+    await page.getByText('We are looking into it.').waitFor();
+    await page.getByText('Answered: waiting on you').waitFor();
+    await page.getByRole('textbox', { name: 'Your reply' }).fill('Thank you, it works again.');
+    await page.getByRole('button', { name: 'Send reply' }).click();
+    await page.getByRole('listitem').filter({ hasText: 'Thank you, it works again.' }).waitFor();
+    await page.getByText('Open: awaiting support').waitFor();
+    await shot(page, 'desktop-support-ticket');
+    expect(await axeScan(page)).toEqual([]);
+  });
+
   test('every signed-in page is axe-clean at phone size', async () => {
     await page.setViewportSize(PHONE);
     try {
-      const pages = [['/', 'Overview'], ['/keys', 'API keys'], ['/people', 'People'], ['/audit-log', 'Audit log'], ['/webhooks', 'Webhooks'], [endpoint, 'Webhook endpoint'], ['/credentials', 'Credentials'], ['/billing', 'Billing'], ['/nowhere', 'Page not found']];
+      const pages = [['/', 'Overview'], ['/keys', 'API keys'], ['/people', 'People'], ['/audit-log', 'Audit log'], ['/webhooks', 'Webhooks'], [endpoint, 'Webhook endpoint'], ['/credentials', 'Credentials'], ['/billing', 'Billing'], ['/support', 'Support'], [ticket, 'WhatsApp replies stopped'], ['/nowhere', 'Page not found']];
       for (const [path, title] of pages) {
         await page.goto(`${base}/console${path}`);
         await page.getByRole('heading', { level: 1, name: title }).waitFor();

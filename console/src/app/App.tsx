@@ -12,6 +12,7 @@ import { WebhooksPage } from '../features/webhooks/WebhooksPage';
 import { WebhookPage } from '../features/webhooks/WebhookPage';
 import { CredentialsPage } from '../features/credentials/CredentialsPage';
 import { BillingPage } from '../features/billing/BillingPage';
+import { SupportPage, TicketPage } from '../features/support/SupportPage';
 import { Shell } from './Shell';
 import { sectionsFor } from './sections';
 
@@ -52,6 +53,8 @@ export function App() {
 function Route({ path, session }: { path: string; session: Session }) {
   const webhook = /^\/webhooks\/([^/]+)$/.exec(path);
   if (webhook) return <WebhookPage session={session} id={decodeURIComponent(webhook[1])} />;
+  const ticket = /^\/support\/([^/]+)$/.exec(path);
+  if (ticket) return <TicketPage session={session} id={decodeURIComponent(ticket[1])} />;
   switch (path) {
     case '/':
       return <Overview session={session} sections={sectionsFor(session)} />;
@@ -65,6 +68,8 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <CredentialsPage session={session} />;
     case '/billing':
       return <BillingPage session={session} />;
+    case '/support':
+      return <SupportPage session={session} />;
     case '/audit-log':
       return <AuditPage session={session} />;
     default:

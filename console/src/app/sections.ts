@@ -19,6 +19,7 @@ export const SECTIONS: Section[] = [
   { path: '/webhooks', label: 'Webhooks', about: 'Endpoints your backend receives events on, their delivery log, retry and replay.', visible: (s) => hasScope(s, 'webhooks:read') },
   { path: '/credentials', label: 'Credentials', about: 'Your accounts at providers: secrets sealed, only their last four shown.', visible: (s) => hasScope(s, 'credentials:read') },
   { path: '/billing', label: 'Billing', about: 'The credit balance and usage by day, priced.', visible: (s) => hasScope(s, 'analytics:read') },
+  { path: '/support', label: 'Support', about: 'Tickets with the installation’s support: raise, reply, follow.', visible: (s) => hasScope(s, 'support:read') },
   { path: '/audit-log', label: 'Audit log', about: 'Every sign-in, key and people change, with who, when and from where.', visible: managers },
 ];
 

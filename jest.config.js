@@ -6,8 +6,11 @@ module.exports = {
     // @fastify/cookie loads the ESM-only `cookie` 2 with import(), which Jest's CommonJS runtime cannot run without
     // --experimental-vm-modules: the two are compiled to CommonJS for the tests (Node itself loads them as they are).
     '/node_modules/@fastify/cookie/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
+    // The console's OpenID Connect client, openid-client 6, is ESM-only, as are oauth4webapi and jose under it: the
+    // same (domain/people/sso.ts loads them with import() at the first SSO request).
+    '/node_modules/(openid-client|oauth4webapi|jose)/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
   },
-  transformIgnorePatterns: ['/node_modules/(?!@fastify/cookie/|cookie/dist/)'],
+  transformIgnorePatterns: ['/node_modules/(?!@fastify/cookie/|cookie/dist/|openid-client/|oauth4webapi/|jose/)'],
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',

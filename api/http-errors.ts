@@ -85,6 +85,7 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   email_taken: 409,
   key_not_copyable: 409,
   workspace_required: 409,
+  sso_domain_taken: 409,
 
   agent_not_published: 422,
   ambiguous_sender: 422,

@@ -8,6 +8,7 @@ import { AuditLog } from '../domain/audit/audit-log';
 import { PeopleService } from '../domain/people/users';
 import { DEFAULT_SESSION_SETTINGS, SessionService, type SessionSettings } from '../domain/people/sessions';
 import { LinkService } from '../domain/people/links';
+import { SsoService } from '../domain/people/sso';
 import type { Mailer } from '../domain/ports/mailer';
 import { CredentialService } from '../domain/credentials/credentials';
 import { ConversationService } from '../domain/conversations/conversations';
@@ -77,6 +78,8 @@ export interface Services {
   sessions: SessionService;
   /** The audit log (append-only). */
   audit: AuditLog;
+  /** OpenID Connect sign-in per workspace: its settings and the flow. */
+  sso: SsoService;
   /** PUBLIC_BASE_URL, or the default HOST and PORT's address: the origin the console is served from and links point to. */
   publicBaseUrl: string;
   folders: FolderService;
@@ -270,6 +273,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     people,
     sessions,
     audit: new AuditLog(em),
+    // Identity providers are reached as other provider URLs are (SSRF policy, pinned connections), 10 s a request.
+    sso: new SsoService(em, opts.box, sessions, people, { policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca, timeoutMs: 10_000 }, baseUrl, opts.log),
     publicBaseUrl: baseUrl,
     folders,
     idempotency: new IdempotencyStore(em, opts.idempotencyTtlHours, opts.box),

@@ -77,6 +77,8 @@ export type DomainErrorCode =
   | 'key_not_copyable'
   /** The email and password match users of several workspaces: name one. */
   | 'workspace_required'
+  /** An email domain another workspace's SSO already serves. */
+  | 'sso_domain_taken'
   // Understood, but cannot be done with what is stored or given.
   | 'agent_not_published'
   | 'ambiguous_sender'

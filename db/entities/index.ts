@@ -28,6 +28,7 @@ import { BlobHold } from './storage';
 import { TeamAvailability } from './team';
 import { ConsoleLink, ConsoleSession, ConsoleUser } from './people';
 import { AuditEvent } from './audit';
+import { SsoDomain, SsoSettings, UserIdentity } from './sso';
 
 export * from './agents';
 export * from './analytics';
@@ -51,6 +52,7 @@ export * from './storage';
 export * from './team';
 export * from './people';
 export * from './audit';
+export * from './sso';
 
 export const allEntities = [
   AnalyticsConversation,
@@ -99,4 +101,7 @@ export const allEntities = [
   ConsoleSession,
   ConsoleLink,
   AuditEvent,
+  SsoSettings,
+  SsoDomain,
+  UserIdentity,
 ];

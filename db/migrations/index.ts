@@ -32,6 +32,7 @@ import { Migration20261128150000KbFileTitle } from './Migration20261128150000KbF
 import { Migration20261128160000MetricsIndexes } from './Migration20261128160000MetricsIndexes';
 import { Migration20261128160100WebhookDeliveryHealth } from './Migration20261128160100WebhookDeliveryHealth';
 import { Migration20261128190000Console } from './Migration20261128190000Console';
+import { Migration20261128200000ConsoleSso } from './Migration20261128200000ConsoleSso';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -69,4 +70,5 @@ export const migrations = [
   { name: 'Migration20261128160000MetricsIndexes', class: Migration20261128160000MetricsIndexes },
   { name: 'Migration20261128160100WebhookDeliveryHealth', class: Migration20261128160100WebhookDeliveryHealth },
   { name: 'Migration20261128190000Console', class: Migration20261128190000Console },
+  { name: 'Migration20261128200000ConsoleSso', class: Migration20261128200000ConsoleSso },
 ];

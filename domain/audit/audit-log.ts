@@ -44,7 +44,8 @@ export type AuditAction =
   | 'key.deleted'
   | 'site.secret_rotated'
   | 'credential.added'
-  | 'webhook_subscription.secret_rotated';
+  | 'webhook_subscription.secret_rotated'
+  | 'sso.settings_changed';
 
 export interface AuditRecord {
   workspaceId: string | null;
@@ -98,6 +99,11 @@ export async function recordAudit(em: EntityManager, ctx: AuditContext, rec: Aud
     targetId: rec.target?.id ?? null,
     details: rec.details ?? {},
   });
+}
+
+/** Whether a user of this email was removed from the workspace (the log keeps it): SSO does not make them again. */
+export async function wasRemoved(em: EntityManager, workspaceId: string, email: string): Promise<boolean> {
+  return (await em.count(AuditEvent, { workspaceId, action: 'user.removed', details: { email } })) > 0;
 }
 
 /** The audit log as the console reads it: a workspace's events, newest first. */

@@ -31,6 +31,8 @@ export const CONSOLE_PERMISSIONS = {
   manageKeys: ['owner', 'admin'],
   /** The audit log. */
   readAudit: ['owner', 'admin'],
+  /** OpenID Connect sign-in's settings (shared/spec/DECISIONS.md: only an owner manages SSO). */
+  manageSso: ['owner'],
 } as const satisfies Record<string, readonly ConsoleRole[]>;
 export type ConsolePermission = keyof typeof CONSOLE_PERMISSIONS;
 

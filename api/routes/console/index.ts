@@ -4,6 +4,7 @@ import type { ConsoleLimits } from '../../../lib/ratelimit';
 import { consoleAuditRoutes } from './audit';
 import { consoleKeyRoutes } from './keys';
 import { consoleSessionRoutes } from './session';
+import { consoleSsoRoutes } from './sso';
 import { consoleUserRoutes } from './users';
 
 /** The console's own operations, under /api/console/ (shared/spec/DECISIONS.md "The console"). */
@@ -12,4 +13,5 @@ export const consoleRoutes: FastifyPluginAsync<{ services: Services; limits: Con
   await app.register(consoleUserRoutes, { services: opts.services });
   await app.register(consoleKeyRoutes, { services: opts.services });
   await app.register(consoleAuditRoutes, { services: opts.services });
+  await app.register(consoleSsoRoutes, opts);
 };

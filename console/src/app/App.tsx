@@ -12,6 +12,7 @@ import { WebhooksPage } from '../features/webhooks/WebhooksPage';
 import { WebhookPage } from '../features/webhooks/WebhookPage';
 import { CredentialsPage } from '../features/credentials/CredentialsPage';
 import { BillingPage } from '../features/billing/BillingPage';
+import { McpServersPage } from '../features/mcp/McpServersPage';
 import { SupportPage, TicketPage } from '../features/support/SupportPage';
 import { Shell } from './Shell';
 import { sectionsFor } from './sections';
@@ -66,6 +67,8 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <WebhooksPage session={session} />;
     case '/credentials':
       return <CredentialsPage session={session} />;
+    case '/mcp-servers':
+      return <McpServersPage session={session} />;
     case '/billing':
       return <BillingPage session={session} />;
     case '/support':

@@ -18,6 +18,7 @@ export const SECTIONS: Section[] = [
   { path: '/people', label: 'People', about: 'Invite people, change their roles, remove them.', visible: managers },
   { path: '/webhooks', label: 'Webhooks', about: 'Endpoints your backend receives events on, their delivery log, retry and replay.', visible: (s) => hasScope(s, 'webhooks:read') },
   { path: '/credentials', label: 'Credentials', about: 'Your accounts at providers: secrets sealed, only their last four shown.', visible: (s) => hasScope(s, 'credentials:read') },
+  { path: '/mcp-servers', label: 'MCP servers', about: 'Tool servers your agents can call, with their tools.', visible: (s) => hasScope(s, 'mcp_servers:read') },
   { path: '/billing', label: 'Billing', about: 'The credit balance and usage by day, priced.', visible: (s) => hasScope(s, 'analytics:read') },
   { path: '/support', label: 'Support', about: 'Tickets with the installation’s support: raise, reply, follow.', visible: (s) => hasScope(s, 'support:read') },
   { path: '/audit-log', label: 'Audit log', about: 'Every sign-in, key and people change, with who, when and from where.', visible: managers },

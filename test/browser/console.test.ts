@@ -268,6 +268,26 @@ describe('signed in', () => {
     expect(await row.getByRole('button').count()).toBe(0);
   });
 
+  test('keyboard only: the skip link leads to the page, a dialog takes the focus, Escape closes it and gives the focus back', async () => {
+    const isFocused = (locator: ReturnType<Page['getByRole']>) => locator.evaluate((el: any) => el === document.activeElement);
+    await page.goto(`${base}/console/keys`);
+    await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
+    await page.keyboard.press('Tab');
+    expect(await isFocused(page.getByRole('link', { name: 'Skip to content' }))).toBe(true);
+    await page.keyboard.press('Enter');
+    await page.keyboard.press('Tab');
+    const create = page.getByRole('button', { name: 'Create key' });
+    expect(await isFocused(create)).toBe(true);
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: 'Create an API key' });
+    await dialog.waitFor();
+    expect(await isFocused(dialog.getByRole('textbox', { name: 'Name' }))).toBe(true);
+    await page.keyboard.type('typed, then dropped');
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    expect(await isFocused(create)).toBe(true);
+  });
+
   test('People: an invitation makes a one-time link; the invited agent sets a password and sees only what an agent may', async () => {
     await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'People' }).click();
     await page.getByRole('heading', { level: 1, name: 'People' }).waitFor();

@@ -43,6 +43,10 @@ REFUSALS = {
         # A msgapp credential registered without its WhatsApp Business Account id cannot list phone numbers.
         (422, "business_account_required", r""),
     ],
+    # A published agent is re-checked as publishing checks it: the provider must confirm that the agent's credential
+    # owns its msgapp phone_number_id (the PATCH operation's description, 422 number_not_owned with `reasons`).
+    "PATCH /api/v1/agents/{id}": [(422, "number_not_owned", r"")],
+    "POST /api/v1/agents/{id}/publish": [(422, "number_not_owned", r"")],
     # Business hours: an interval may not be empty (open = close) nor overlap another, across midnight included.
     "PUT /api/v1/team/availability": [(400, "invalid_request", r"^hours\b")],
     # A console password is also checked against the common-password list, which no schema can state.

@@ -473,8 +473,9 @@ describe('signed in', () => {
     }
   });
 
-  test('every signed-in page is axe-clean at phone size', async () => {
+  test('every signed-in page is axe-clean at phone size, in the dark palette', async () => {
     await page.setViewportSize(PHONE);
+    await page.emulateMedia({ colorScheme: 'dark' });
     try {
       const pages = [['/', 'Overview'], ['/keys', 'API keys'], ['/people', 'People'], ['/audit-log', 'Audit log'], ['/webhooks', 'Webhooks'], [endpoint, 'Webhook endpoint'], ['/credentials', 'Credentials'], ['/billing', 'Billing'], ['/mcp-servers', 'MCP servers'], ['/support', 'Support'], [ticket, 'WhatsApp replies stopped'], ['/nowhere', 'Page not found']];
       for (const [path, title] of pages) {
@@ -486,6 +487,7 @@ describe('signed in', () => {
       }
     } finally {
       await page.setViewportSize(DESKTOP);
+      await page.emulateMedia({ colorScheme: 'light' });
     }
   });
 

@@ -143,7 +143,6 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     await app.listen({ host: config.HOST, port });
     say(`API:         ${base}/api/v1   (rate limits: ${rateStore} store)`);
     say(`OpenAPI:     ${base}/api/v1/openapi.json`);
-    say(`console:     ${base}/console/`);
     say(`links:       ${config.PUBLIC_BASE_URL} (PUBLIC_BASE_URL)`);
     if (dev) say(`Temporal UI: ${dev.uiUrl}   (payloads are encrypted; the UI decodes them through ${base}${CODEC_PREFIX})`);
     say(`extraction:  ${describeStructured(config)}`);

@@ -13,6 +13,7 @@ import { WebhookAttempt, WebhookDelivery } from '../../db/entities';
 import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 import { startOrderStatusServer } from '../../dev/fakes/mcp-server';
 import { buildConsoleOnce } from '../support/build';
+import { startOidcProvider } from '../support/oidc';
 import { axeScan, CHROMIUM, DESKTOP, PHONE } from '../support/widget-page';
 
 /**
@@ -503,6 +504,66 @@ describe('signed in', () => {
       await second.getByRole('heading', { level: 1, name: 'Sign in to Concierge' }).waitFor();
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('single sign-on', () => {
+  test('an owner sets up the OpenID Connect provider on its page, and a person signs in through the provider with their work email', async () => {
+    // The app of this file listens on a port chosen after it was built (PUBLIC_BASE_URL is the default): its callback is this one.
+    const callbackUri = `${base}/api/console/sso/callback`;
+    Object.defineProperty(t.services.sso, 'redirectUri', { value: callbackUri });
+    const idp = await startOidcProvider({ client: { client_id: 'console', client_secret: 'browser test client secret', redirect_uris: [callbackUri] }, accounts: { 'sso-person': { email: 'person@sso.example', email_verified: true } } });
+    const context = await browser.newContext({ viewport: DESKTOP });
+    try {
+      const { page, problems } = await open(context, '/console/');
+      await signIn(page, OWNER);
+      await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Single sign-on' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Single sign-on' }).waitFor();
+      await page.getByRole('textbox', { name: 'Issuer URL' }).fill(idp.issuer);
+      await page.getByRole('textbox', { name: 'Client ID' }).fill('console');
+      await page.getByLabel('Client secret').fill('browser test client secret');
+      await page.getByRole('textbox', { name: 'Email domains' }).fill('sso.example');
+      await page.getByLabel('Role of new people').selectOption('agent');
+      expect(await axeScan(page)).toEqual([]);
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('status').filter({ hasText: 'Single sign-on saved.' }).waitFor();
+      await page.getByText(callbackUri).waitFor();
+      expect(await inPage(page, 'browser test client secret')).toBe(false);
+      await page.setViewportSize(PHONE);
+      expect(await axeScan(page)).toEqual([]);
+      expect(problems).toEqual([]);
+      await page.close();
+
+      const person = await browser.newContext({ viewport: DESKTOP });
+      try {
+        // A refused SSO sign-in comes back to the sign-in page with its code: said in the alert, then gone from the address.
+        const { page: signIn, problems: theirs } = await open(person, '/console/sign-in?error=sso_user_removed');
+        await signIn.getByRole('alert').filter({ hasText: 'You were removed from this workspace' }).waitFor();
+        expect(signIn.url()).toBe(`${base}/console/`);
+        await signIn.getByRole('button', { name: 'Use single sign-on (SSO)' }).click();
+        await signIn.getByRole('heading', { level: 1, name: 'Sign in with SSO' }).waitFor();
+        expect(await axeScan(signIn)).toEqual([]);
+        await signIn.getByRole('textbox', { name: 'Work email' }).fill('person@sso.example');
+        await signIn.getByRole('button', { name: 'Continue with SSO' }).click();
+        // The provider's own (development) sign-in and consent pages.
+        await signIn.waitForURL(`${idp.issuer}/**`);
+        await signIn.locator('input[name="login"]').fill('sso-person');
+        await signIn.locator('input[name="password"]').fill('anything');
+        await signIn.getByRole('button', { name: 'Sign-in' }).click();
+        await signIn.getByRole('button', { name: 'Continue' }).click();
+        await signIn.waitForURL(`${base}/console/`);
+        await signIn.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+        expect(await signIn.getByText('person@sso.example').count()).toBeGreaterThan(0);
+        const nav = signIn.getByRole('navigation', { name: 'Console' });
+        expect(await nav.getByRole('link', { name: 'API keys' }).count()).toBe(0);
+        expect(theirs).toEqual([]);
+      } finally {
+        await person.close();
+      }
+    } finally {
+      await context.close();
+      await idp.close();
     }
   });
 });

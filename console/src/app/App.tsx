@@ -7,6 +7,7 @@ import { LinkPage, linkToken } from '../features/auth/LinkPage';
 import { KeysPage } from '../features/keys/KeysPage';
 import { PeoplePage } from '../features/people/PeoplePage';
 import { AuditPage } from '../features/audit/AuditPage';
+import { SsoPage } from '../features/sso/SsoPage';
 import { Overview } from '../features/home/Overview';
 import { WebhooksPage } from '../features/webhooks/WebhooksPage';
 import { WebhookPage } from '../features/webhooks/WebhookPage';
@@ -75,6 +76,8 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <SupportPage session={session} />;
     case '/audit-log':
       return <AuditPage session={session} />;
+    case '/sso':
+      return <SsoPage session={session} />;
     default:
       return (
         <Page title="Page not found">

@@ -1,14 +1,35 @@
-import { useState, type FormEvent } from 'react';
+import { useEffect, useState, type FormEvent } from 'react';
 import { ErrorAlert } from '../../components/feedback';
 import { Field } from '../../components/Field';
 import { ApiError } from '../../lib/api';
 import { useRequestPasswordReset, useSignIn } from './api';
 import { AuthCard } from './AuthCard';
+import { forgetSsoError, ssoErrorInAddress, SsoSignInForm } from './SsoSignIn';
 
-/** Sign-in by email and password; the page stays where it was asked for, and shows it once signed in. */
+/**
+ * Sign-in by email and password, or with SSO (the identity provider's pages, then back here signed in); the page stays
+ * where it was asked for, and shows it once signed in. A refused SSO sign-in comes back with its code, shown here.
+ */
 export function SignIn() {
-  const [mode, setMode] = useState<'sign-in' | 'reset'>('sign-in');
-  return mode === 'sign-in' ? <SignInForm onForgot={() => setMode('reset')} /> : <ResetForm onBack={() => setMode('sign-in')} />;
+  const [mode, setMode] = useState<'sign-in' | 'reset' | 'sso'>('sign-in');
+  const [ssoError] = useState(ssoErrorInAddress);
+  useEffect(forgetSsoError, []);
+  if (mode === 'reset') return <ResetForm onBack={() => setMode('sign-in')} />;
+  if (mode === 'sso') return <SsoCard onBack={() => setMode('sign-in')} />;
+  return <SignInForm onForgot={() => setMode('reset')} onSso={() => setMode('sso')} ssoError={ssoError} />;
+}
+
+function SsoCard({ onBack }: { onBack: () => void }) {
+  return (
+    <AuthCard title="Sign in with SSO">
+      <SsoSignInForm />
+      <p className="center">
+        <button type="button" className="linkish" onClick={onBack}>
+          Use a password instead
+        </button>
+      </p>
+    </AuthCard>
+  );
 }
 
 /** The workspaces a sign-in opened (409 workspace_required): the person picks one. */
@@ -17,7 +38,7 @@ function workspacesOf(err: unknown): Array<{ id: string; name: string }> {
   return (err.body.workspaces as Array<{ id?: unknown; name?: unknown }>).filter((w) => typeof w.id === 'string').map((w) => ({ id: String(w.id), name: String(w.name ?? w.id) }));
 }
 
-function SignInForm({ onForgot }: { onForgot: () => void }) {
+function SignInForm({ onForgot, onSso, ssoError }: { onForgot: () => void; onSso: () => void; ssoError: string | null }) {
   const signIn = useSignIn();
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
@@ -55,11 +76,16 @@ function SignInForm({ onForgot }: { onForgot: () => void }) {
             ))}
           </fieldset>
         ) : null}
-        <ErrorAlert error={choosing && signIn.error instanceof ApiError && signIn.error.code === 'workspace_required' ? 'This email address belongs to several workspaces: choose one, then sign in again.' : signIn.error} />
+        <ErrorAlert error={choosing && signIn.error instanceof ApiError && signIn.error.code === 'workspace_required' ? 'This email address belongs to several workspaces: choose one, then sign in again.' : (signIn.error ?? (signIn.isIdle ? ssoError : null))} />
         <button type="submit" className="button primary block" disabled={signIn.isPending}>
           {signIn.isPending ? 'Signing in…' : 'Sign in'}
         </button>
       </form>
+      <p className="center">
+        <button type="button" className="button block" onClick={onSso}>
+          Use single sign-on (SSO)
+        </button>
+      </p>
       <p className="center">
         <button type="button" className="linkish" onClick={onForgot}>
           Forgot your password?

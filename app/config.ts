@@ -248,13 +248,13 @@ export const configSchema = z.object({
    * `tiny.en` is Whisper tiny.en (English only, more word errors), when its file is there.
    * Voice notes and files stay on the transcriber's Whisper whatever this says (multilingual).
    */
-  VOICE_STT_MODEL: z.preprocess(emptyToUndefined, z.enum(['moonshine', 'base', 'tiny.en']).default('base')),
+  VOICE_STT_MODEL: z.preprocess(emptyToUndefined, z.enum(['moonshine', 'base', 'tiny.en']).default('moonshine')),
   /**
    * The embedded model for partial transcripts while the caller speaks (as VOICE_STT_MODEL).
    * `moonshine` and `tiny.en` only with VOICE_LANGUAGE=en and their files present; else
    * Moonshine falls back to tiny.en when that is there, and both to base.
    */
-  VOICE_PARTIAL_MODEL: z.preprocess(emptyToUndefined, z.enum(['moonshine', 'base', 'tiny.en']).default('tiny.en')),
+  VOICE_PARTIAL_MODEL: z.preprocess(emptyToUndefined, z.enum(['moonshine', 'base', 'tiny.en']).default('moonshine')),
   /** Text-to-speech: an OpenAI-compatible /v1/audio/speech server; unset: the embedded espeak-ng. */
   TTS_BASE_URL: optionalString,
   TTS_API_KEY: optionalString,

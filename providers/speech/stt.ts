@@ -3,7 +3,7 @@ import { LocalWhisperTranscriber } from './whisper';
 import { MoonshineTranscriber } from './moonshine';
 import { OpenAiTranscriber } from './openai-transcriber';
 import { SAMPLE_RATE as MODEL_RATE } from './whisper';
-import { encodeWav, int16ToFloat32, resample } from '../../lib/audio/audio';
+import { encodeWav, int16ToFloat32, resample, upsample } from '../../lib/audio/audio';
 import { MEDIA_RATE } from '../../domain/ports/voice';
 import { type SpeechRecognizer, type RecognizeOptions } from '../../domain/ports/speech';
 export { type SpeechRecognizer, type RecognizeOptions } from '../../domain/ports/speech';
@@ -15,8 +15,8 @@ const PAD_MS = 300;
 export type EmbeddedSpeechModel = LocalWhisperTranscriber | MoonshineTranscriber;
 
 /**
- * The embedded models: the turn upsampled to 16 kHz float32 in memory and handed to the
- * model's thread (each model family has its own one-at-a-time queue: whisper's is shared
+ * The embedded models: the turn upsampled to 16 kHz float32 in memory (low-passed: see
+ * lib/audio upsample) and handed to the model's thread (each model family has its own one-at-a-time queue: whisper's is shared
  * with file transcription). The turn gets PAD_MS of silence on each side: both models drop
  * the first words of audio that starts on the first syllable (measured here: Whisper heard
  * "What are your opening hours" after a μ-law line as "your opening hour." unpadded;
@@ -41,10 +41,10 @@ export class EmbeddedSpeechRecognizer implements SpeechRecognizer {
 
   async transcribe(samples: Int16Array, signal?: AbortSignal, options: RecognizeOptions = {}): Promise<string> {
     const model = options.partial ? this.partials : this.final;
-    const pcm16k = resample(samples, MEDIA_RATE, MODEL_RATE);
+    const pcm16k = MODEL_RATE % MEDIA_RATE === 0 ? upsample(samples, MODEL_RATE / MEDIA_RATE) : int16ToFloat32(resample(samples, MEDIA_RATE, MODEL_RATE));
     const pad = (MODEL_RATE * PAD_MS) / 1000;
     const padded = new Float32Array(pcm16k.length + 2 * pad);
-    padded.set(int16ToFloat32(pcm16k), pad);
+    padded.set(pcm16k, pad);
     const queued = { signal, whileQueued: options.whileQueued };
     if (model instanceof MoonshineTranscriber) return (await model.transcribeSamples(padded, queued)).text;
     return (await model.transcribeSamples(padded, { ...queued, ...(this.language && this.language !== 'auto' ? { language: this.language } : {}) })).text;

@@ -2,11 +2,12 @@ import fs from 'node:fs';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { whisperModelPath } from '../../app/config';
 import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
+import { MoonshineTranscriber } from '../../providers/speech/moonshine';
+import { voiceRecognizerFromConfig } from '../../app/voice';
 import { transcriberFromConfig } from '../../app/extractor';
 import { LiveKitSipTelephony, LiveKitTransport } from '../../providers/livekit/livekit';
 import { userHash } from '../../domain/widget/sites';
 import { DialOutPolicyRepository } from '../../domain/voice/destinations';
-import { speechRecognizerFor } from '../../providers/speech/stt';
 import { VoiceWorkflows } from '../../app/temporal-clients/voice';
 import { callWorkflowId, type CallResult } from '../../workflows/call';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -21,7 +22,7 @@ const dialOutPolicies = new DialOutPolicyRepository();
 
 /**
  * Dial-out and the calls API, end to end: the real app, the real Temporal worker
- * running `call:call_…`, the real voice agent (the embedded whisper for speech-to-text,
+ * running `call:call_…`, the real voice agent (the default embedded speech-to-text, Moonshine,
  * espeak-ng for speech, the fake OpenAI-compatible model for the turn) on a phone
  * line made of a real WebRTC/RTP pair on loopback (test/support/test-phone.ts: the
  * callee's handset speaks espeak-ng audio as PCMU). Busy and no-answer come from the
@@ -50,6 +51,8 @@ let llm: FakeLlm;
 let livekit: FakeLiveKit;
 let phone: TestPhone;
 const transcriber = transcriberFromConfig(config);
+/** The worker's speech-to-text with the shipped settings (Moonshine for English callers). */
+const stt = voiceRecognizerFromConfig(config, transcriber);
 /** What each number's handset does once it answers (default: asks the question, hangs up after the answer). */
 const scripts = new Map<string, (h: Handset) => Promise<void>>();
 
@@ -94,7 +97,7 @@ beforeAll(async () => {
     forward: (to) => (to.startsWith('+1415555') ? sip : null),
     script: (h) => (scripts.get(h.to) ?? askAndHangUp)(h),
   });
-  const voice = { telephony: phone, stt: speechRecognizerFor(transcriber) };
+  const voice = { telephony: phone, stt };
   tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, transcriber, voice });
   t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { transcriber, voice } });
   bare = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { transcriber, voice: { ...voice, telephony: null } } });
@@ -138,6 +141,7 @@ afterAll(async () => {
   await livekit?.close();
   await db?.drop();
   LocalWhisperTranscriber.unloadAll();
+  MoonshineTranscriber.unloadAll();
 });
 
 const widget = (site: { site_id: string }, path: string, payload: object, app: TestApp = t) =>
@@ -213,7 +217,7 @@ describe('toll fraud: the destination policy, the verified phone, the caps, the 
       orm: db.orm,
       databaseUrl: db.url,
       temporal: { client: tw.client, taskQueue: tw.taskQueue },
-      serviceOptions: { transcriber, voice: { telephony: phone, stt: speechRecognizerFor(transcriber) } },
+      serviceOptions: { transcriber, voice: { telephony: phone, stt } },
       config: { DIAL_OUT_CALLS_PER_VISITOR: 1, DIAL_OUT_CALLS_PER_ADDRESS: 2, DIAL_OUT_CALLS_PER_DESTINATION: 2, DIAL_OUT_WINDOW_SECONDS: 3600 },
     });
   }, 60_000);
@@ -384,15 +388,16 @@ describe('a call that connects', () => {
 
   test('the agent heard the question and answered it aloud on the line', async () => {
     const asked = llm.requests.map((r) => r.body.messages.filter((m: { role: string }) => m.role === 'user').at(-1)?.content ?? '');
-    expect(asked.some((q: string) => /open/i.test(q) && /saturday/i.test(q))).toBe(true);
+    // (Matched as a list, so a failure shows what the agent heard.)
+    expect(asked).toEqual(expect.arrayContaining([expect.stringMatching(/open.*saturday/i)]));
     const history = (await t.app.inject({ method: 'GET', url: `/api/public/widget/history?conversation_id=${conversationId}`, headers: { 'x-concierge-site': siteOn.site_id, origin: ORIGIN } })).json();
     expect(history.messages.map((m: { role: string }) => m.role)).toEqual(['user', 'assistant']);
     expect(history.messages[1].text).toBe(ANSWER);
-    // What the handset received is the answer, spoken: whisper reads it back.
+    // What the handset received is the answer, spoken: the speech-to-text reads it back (the quiet around it cut).
     const handset = phone.handsets.find((h) => h.to === '+12025550143')!;
     const loud = handset.heard.filter((f) => f.some((s) => Math.abs(s) > 1000));
     expect(loud.length * 20).toBeGreaterThan(1000);
-    const heard = (await speechRecognizerFor(transcriber)!.transcribe(concat(handset.heard))).toLowerCase();
+    const heard = (await stt!.transcribe(concat(handset.heard))).toLowerCase();
     expect(heard).toContain('open');
     expect(heard).toContain('morning');
   });

@@ -5,6 +5,7 @@ import path from 'node:path';
 import WebSocket from 'ws';
 import { transcriberFromConfig } from '../../app/extractor';
 import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
+import { MoonshineTranscriber } from '../../providers/speech/moonshine';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
 import { lastUserText, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
@@ -68,8 +69,9 @@ afterAll(async () => {
   await tw?.close();
   await llm?.close();
   await db?.drop();
-  // The whisper model threads the worker loaded: left running, they keep Jest's process alive after the file.
+  // The model threads the worker loaded (Moonshine's, whisper's): left running, they keep Jest's process alive after the file.
   LocalWhisperTranscriber.unloadAll();
+  MoonshineTranscriber.unloadAll();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

@@ -5,6 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { transcriberFromConfig } from '../../app/extractor';
+import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
+import { MoonshineTranscriber } from '../../providers/speech/moonshine';
 import type { TranscriptFrame } from '../../domain/ports/voice';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testConfig, type TestApp } from '../support/app';
@@ -15,7 +17,7 @@ import { startTestWorker } from '../support/temporal';
  * Issue 19's end-to-end voice call: a real headless Chromium whose fake microphone plays
  * an espeak-ng question loads the widget from the real app (its /demo page, an allowed
  * origin), starts a voice session, and talks over WebRTC (transport 'direct') with the
- * real worker's voice agent: local Whisper hears it, a fake OpenAI-compatible model
+ * real worker's voice agent: the embedded Moonshine hears it, a fake OpenAI-compatible model
  * answers, espeak-ng speaks the answer back. Nothing between the page and the model is
  * faked.
  */
@@ -113,6 +115,9 @@ afterAll(async () => {
   await tw?.close();
   await llm?.close();
   await db?.drop();
+  // The model threads the worker loaded: left running, they keep Jest's process alive after the file.
+  LocalWhisperTranscriber.unloadAll();
+  MoonshineTranscriber.unloadAll();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -159,7 +164,7 @@ describe('a voice call from the widget in Chromium, against the real app and wor
       }, 20);
     });
 
-    // The question, heard by Whisper: a turn's partials, then its final; then the model's answer, partial then final.
+    // The question, heard by the speech-to-text: a turn's partials, then its final; then the model's answer, partial then final.
     // (The file loops: turns whose partial came back too late have none; the first turn with one is checked.)
     const turn = (fs: TranscriptFrame[]) => {
       const partial = fs.findIndex((f) => f.speaker === 'user' && f.partial);
@@ -172,7 +177,7 @@ describe('a voice call from the widget in Chromium, against the real app and wor
     expect(await page.evaluate(() => window.remotePeak as number)).toBeLessThan(0.01);
     const heard = await until(frames, (fs) => turn(fs).partial >= 0 && turn(fs).answer > 0, 'a turn with a partial, its final and the answer', 60_000);
     const { partial, final, answer } = turn(heard);
-    // Whisper base sometimes writes "opening hour are" for the espeak voice.
+    // Whisper base sometimes wrote "opening hour are" for the espeak voice (and a model may still).
     expect(heard[final].text).toMatch(/opening hours?\b/i);
     expect(heard[partial].text.length).toBeLessThan(heard[final].text.length);
     expect(heard[answer].text).toBe(OPEN);

@@ -8,7 +8,7 @@ import { LocalWhisperTranscriber } from '../../providers/speech/whisper';
 import { MoonshineTranscriber } from '../../providers/speech/moonshine';
 import { OpenAiTranscriber } from '../../providers/speech/openai-transcriber';
 import { transcriberFromConfig } from '../../app/extractor';
-import { decodeMulaw, encodeMulaw, parseWav, wavToMono } from '../../lib/audio/audio';
+import { decodeMulaw, encodeMulaw, int16ToFloat32, parseWav, resample, upsample, wavToMono } from '../../lib/audio/audio';
 import { voiceSpeechModels } from '../../app/voice';
 import { EmbeddedSpeechRecognizer, HttpSpeechRecognizer, speechRecognizerFor, type SpeechRecognizer } from '../../providers/speech/stt';
 import { MEDIA_RATE } from '../../domain/ports/voice';
@@ -47,6 +47,27 @@ describe('EmbeddedSpeechRecognizer on the embedded whisper.cpp (in memory)', () 
 
   test('a turn longer than TRANSCRIBE_MAX_SECONDS is refused as MediaTooLong before the model runs', async () => {
     await expect(recognizer.transcribe(new Int16Array(MEDIA_RATE * 21))).rejects.toBeInstanceOf(MediaTooLong);
+  });
+});
+
+describe('the 8 kHz turn as the embedded models hear it (16 kHz)', () => {
+  /** Level of `hz` in the samples (Goertzel), relative to a full-scale sine: 0 dB for one. */
+  const levelDb = (x: Float32Array, rate: number, hz: number) => {
+    const w = (2 * Math.PI * hz) / rate;
+    let s1 = 0;
+    let s2 = 0;
+    for (const v of x) [s1, s2] = [v + 2 * Math.cos(w) * s1 - s2, s1];
+    return 20 * Math.log10(Math.sqrt(s1 * s1 + s2 * s2 - 2 * Math.cos(w) * s1 * s2) / (x.length / 2));
+  };
+  const tone = Int16Array.from({ length: MEDIA_RATE }, (_, i) => Math.round(16384 * Math.sin((2 * Math.PI * 3000 * i) / MEDIA_RATE)));
+
+  test('upsampling keeps a 3 kHz tone\'s level and adds no image of it at 5 kHz (linear interpolation leaves one 7 dB below it)', () => {
+    const up = upsample(tone, 2);
+    expect(up).toHaveLength(2 * MEDIA_RATE);
+    expect(Math.abs(levelDb(up, 16_000, 3000) - levelDb(int16ToFloat32(tone), MEDIA_RATE, 3000))).toBeLessThan(1);
+    expect(levelDb(up, 16_000, 3000) - levelDb(up, 16_000, 5000)).toBeGreaterThan(40);
+    const linear = int16ToFloat32(resample(tone, MEDIA_RATE, 16_000));
+    expect(levelDb(linear, 16_000, 3000) - levelDb(linear, 16_000, 5000)).toBeLessThan(15);
   });
 });
 
@@ -148,10 +169,10 @@ describe('the voice agent\'s models (VOICE_STT_MODEL for finals, VOICE_PARTIAL_M
     expect(vocab.readInt32LE(0)).toBe(50256);
   });
 
-  test('by default partials go to tiny.en and finals to base; each setting moves its own side to moonshine, base or tiny.en', () => {
+  test('by default both go to Moonshine; each setting moves its own side to moonshine, base or tiny.en', () => {
     const c = config();
     const [moon, base, tiny] = [moonshineModelDir(c), whisperModelPath(c), whisperTinyEnModelPath(c)];
-    expect(wired(c).modelPaths).toEqual({ final: base, partial: tiny });
+    expect(wired(c).modelPaths).toEqual({ final: moon, partial: moon });
     const both = (final: string, partial: string) => wired(config({ VOICE_STT_MODEL: final, VOICE_PARTIAL_MODEL: partial })).modelPaths;
     expect(both('moonshine', 'moonshine')).toEqual({ final: moon, partial: moon });
     expect(both('base', 'moonshine')).toEqual({ final: base, partial: moon });

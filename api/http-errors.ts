@@ -45,6 +45,9 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
 
   invalid_credentials: 401,
   not_signed_in: 401,
+  second_factor_required: 401,
+  invalid_totp_code: 401,
+  totp_enrolment_required: 403,
 
   out_of_credits: 402,
   forbidden: 403,
@@ -86,6 +89,7 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   key_not_copyable: 409,
   workspace_required: 409,
   sso_domain_taken: 409,
+  totp_already_enrolled: 409,
 
   agent_not_published: 422,
   ambiguous_sender: 422,

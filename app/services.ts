@@ -9,6 +9,7 @@ import { PeopleService } from '../domain/people/users';
 import { DEFAULT_SESSION_SETTINGS, SessionService, type SessionSettings } from '../domain/people/sessions';
 import { LinkService } from '../domain/people/links';
 import { SsoService } from '../domain/people/sso';
+import { TotpService } from '../domain/people/totp';
 import type { Mailer } from '../domain/ports/mailer';
 import { CredentialService } from '../domain/credentials/credentials';
 import { ConversationService } from '../domain/conversations/conversations';
@@ -80,6 +81,8 @@ export interface Services {
   audit: AuditLog;
   /** OpenID Connect sign-in per workspace: its settings and the flow. */
   sso: SsoService;
+  /** The console's optional second factor (TOTP) and the workspace's rule requiring it. */
+  totp: TotpService;
   /** PUBLIC_BASE_URL, or the default HOST and PORT's address: the origin the console is served from and links point to. */
   publicBaseUrl: string;
   folders: FolderService;
@@ -254,7 +257,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const structured = new StructuredExtractionService({ em, usage: repos.usage, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null }, openModel: openAiCompatible });
   const subscriptions = new SubscriptionService(em, opts.box, opts.sender, repos.webhooks);
   const sessions = new SessionService(em, opts.sessions ?? DEFAULT_SESSION_SETTINGS);
-  const people = new PeopleService(em, sessions, new LinkService(baseUrl), { mailer: opts.mailer ?? null, log: opts.log, workspaces: repos.workspaces });
+  const totp = new TotpService(em, opts.box);
+  const people = new PeopleService(em, sessions, new LinkService(baseUrl), { mailer: opts.mailer ?? null, log: opts.log, workspaces: repos.workspaces, secondFactor: totp.checkSignIn });
   const deliveries = new DeliveryService(em, opts.box, opts.sender, repos.webhooks);
   const providerEvents = new ProviderEventService(em, repos, transcript, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null);
   return {
@@ -272,6 +276,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     apiKeys: new ApiKeyService(em, opts.keyCache, repos.workspaces, opts.box),
     people,
     sessions,
+    totp,
     audit: new AuditLog(em),
     // Identity providers are reached as other provider URLs are (SSRF policy, pinned connections), 10 s a request.
     sso: new SsoService(em, opts.box, sessions, people, { policy: opts.sender.policy, resolve: opts.sender.resolve, ca: opts.sender.ca, timeoutMs: 10_000 }, baseUrl, opts.log),

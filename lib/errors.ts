@@ -30,6 +30,12 @@ export type DomainErrorCode =
   // Not who they say (the console's sign-in and session).
   | 'invalid_credentials'
   | 'not_signed_in'
+  /** The password was right; the account has a second factor: send totp_code. */
+  | 'second_factor_required'
+  | 'invalid_totp_code'
+  /** The workspace requires a second factor the account does not have yet: enrol (the secret is in the answer). */
+  | 'totp_enrolment_required'
+  | 'totp_already_enrolled'
   // Not allowed.
   /** An unsafe console request without the session's CSRF token, or from another origin. */
   | 'csrf_failed'

@@ -44,6 +44,7 @@ export const SignInBody = z.object({
   email: Email,
   password: z.string().min(1).max(MAX_PASSWORD_LENGTH),
   workspace_id: idString('ws').optional().meta({ description: 'Needed only when the email and password open several workspaces (409 workspace_required)' }),
+  totp_code: z.string().min(6).max(16).optional().meta({ description: 'The authenticator app’s code, when the account has a second factor (401 second_factor_required) or is enrolling one (403 totp_enrolment_required)', example: '123456' }),
 });
 
 export const PasswordResetBody = z.object({ email: Email });

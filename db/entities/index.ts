@@ -29,6 +29,7 @@ import { TeamAvailability } from './team';
 import { ConsoleLink, ConsoleSession, ConsoleUser } from './people';
 import { AuditEvent } from './audit';
 import { SsoDomain, SsoSettings, UserIdentity } from './sso';
+import { SignInPolicy, UserTotp } from './totp';
 
 export * from './agents';
 export * from './analytics';
@@ -53,6 +54,7 @@ export * from './team';
 export * from './people';
 export * from './audit';
 export * from './sso';
+export * from './totp';
 
 export const allEntities = [
   AnalyticsConversation,
@@ -104,4 +106,6 @@ export const allEntities = [
   SsoSettings,
   SsoDomain,
   UserIdentity,
+  UserTotp,
+  SignInPolicy,
 ];

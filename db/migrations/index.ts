@@ -33,6 +33,7 @@ import { Migration20261128160000MetricsIndexes } from './Migration20261128160000
 import { Migration20261128160100WebhookDeliveryHealth } from './Migration20261128160100WebhookDeliveryHealth';
 import { Migration20261128190000Console } from './Migration20261128190000Console';
 import { Migration20261128200000ConsoleSso } from './Migration20261128200000ConsoleSso';
+import { Migration20261128210000ConsoleTotp } from './Migration20261128210000ConsoleTotp';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -71,4 +72,5 @@ export const migrations = [
   { name: 'Migration20261128160100WebhookDeliveryHealth', class: Migration20261128160100WebhookDeliveryHealth },
   { name: 'Migration20261128190000Console', class: Migration20261128190000Console },
   { name: 'Migration20261128200000ConsoleSso', class: Migration20261128200000ConsoleSso },
+  { name: 'Migration20261128210000ConsoleTotp', class: Migration20261128210000ConsoleTotp },
 ];

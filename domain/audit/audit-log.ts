@@ -45,7 +45,10 @@ export type AuditAction =
   | 'site.secret_rotated'
   | 'credential.added'
   | 'webhook_subscription.secret_rotated'
-  | 'sso.settings_changed';
+  | 'sso.settings_changed'
+  | 'user.totp_enrolled'
+  | 'user.totp_reset'
+  | 'sign_in_policy.changed';
 
 export interface AuditRecord {
   workspaceId: string | null;

@@ -33,6 +33,8 @@ export const CONSOLE_PERMISSIONS = {
   readAudit: ['owner', 'admin'],
   /** OpenID Connect sign-in's settings (shared/spec/DECISIONS.md: only an owner manages SSO). */
   manageSso: ['owner'],
+  /** Whether the workspace requires a second factor at sign-in. */
+  manageSignInPolicy: ['owner'],
 } as const satisfies Record<string, readonly ConsoleRole[]>;
 export type ConsolePermission = keyof typeof CONSOLE_PERMISSIONS;
 

@@ -10,6 +10,7 @@ import { WorkspaceRepository } from '../workspaces/repository';
 import type { IssuedLink, LinkService } from './links';
 import { checkPasswordStrength, dummyVerify, hashPassword, verifyPassword } from './passwords';
 import type { NewSession, SessionPrincipal, SessionService } from './sessions';
+import type { SecondFactorCheck } from './totp';
 
 export interface UserView {
   id: string;
@@ -73,7 +74,7 @@ export class PeopleService {
     private readonly em: EntityManager,
     private readonly sessions: SessionService,
     private readonly links: LinkService,
-    private readonly opts: { mailer?: Mailer | null; log?: Pick<Logger, 'warn'>; workspaces?: Pick<WorkspaceRepository, 'findWorkspace'> } = {},
+    private readonly opts: { mailer?: Mailer | null; log?: Pick<Logger, 'warn'>; workspaces?: Pick<WorkspaceRepository, 'findWorkspace'>; secondFactor?: SecondFactorCheck } = {},
   ) {}
 
   private get workspaces() {
@@ -193,7 +194,7 @@ export class PeopleService {
    * Email and password. An unknown email and a wrong password answer the same 401 invalid_credentials, and both
    * verify one argon2 hash (a dummy one for an unknown email), so neither the answer nor its time tells them apart.
    */
-  async signIn(input: { email: string; password: string; workspace_id?: string }, ctx: Omit<AuditContext, 'actor'>, guard: SignInGuard): Promise<SignedIn> {
+  async signIn(input: { email: string; password: string; workspace_id?: string; totp_code?: string }, ctx: Omit<AuditContext, 'actor'>, guard: SignInGuard): Promise<SignedIn> {
     const email = input.email.trim().toLowerCase();
     await guard.admit(ctx.ip ?? 'unknown', email);
     const em = this.em.fork();
@@ -214,6 +215,13 @@ export class PeopleService {
     if (matched.length > 1) {
       const workspaces = await Promise.all(matched.map((m) => this.workspaces.findWorkspace(em, m.workspaceId)));
       throw new DomainError('workspace_required', 'workspace_id: this email and password open several workspaces; name one', { workspaces: workspaces.filter(Boolean) });
+    }
+    // The password matched: the second factor, when the account has one or the workspace requires one (domain/people/totp.ts).
+    try {
+      await this.opts.secondFactor?.(matched[0], input.totp_code, ctx);
+    } catch (err) {
+      if (err instanceof DomainError && err.code === 'invalid_totp_code') await guard.failed(email);
+      throw err;
     }
     await guard.succeeded(email);
     return this.startSession(matched[0], ctx, 'user.signed_in');

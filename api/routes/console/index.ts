@@ -5,6 +5,7 @@ import { consoleAuditRoutes } from './audit';
 import { consoleKeyRoutes } from './keys';
 import { consoleSessionRoutes } from './session';
 import { consoleSsoRoutes } from './sso';
+import { consoleTotpRoutes } from './totp';
 import { consoleUserRoutes } from './users';
 
 /** The console's own operations, under /api/console/ (shared/spec/DECISIONS.md "The console"). */
@@ -14,4 +15,5 @@ export const consoleRoutes: FastifyPluginAsync<{ services: Services; limits: Con
   await app.register(consoleKeyRoutes, { services: opts.services });
   await app.register(consoleAuditRoutes, { services: opts.services });
   await app.register(consoleSsoRoutes, opts);
+  await app.register(consoleTotpRoutes, { services: opts.services });
 };

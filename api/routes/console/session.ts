@@ -41,8 +41,8 @@ export const consoleSessionRoutes: FastifyPluginAsyncZod<ConsoleRouteOptions> = 
       body: SignInBody,
       response: {
         200: ConsoleSession,
-        401: ErrorBody.meta({ description: 'invalid_credentials: the email or the password is not recognised (the same answer for both)' }),
-        403: foreignOrigin,
+        401: ErrorBody.meta({ description: 'invalid_credentials: the email or the password is not recognised (the same answer for both); second_factor_required: the password is right, send totp_code too; invalid_totp_code: not the current code, or already used' }),
+        403: ErrorBody.meta({ description: "csrf_failed: sent from another origin; totp_enrolment_required: the workspace requires a second factor this account lacks — `enrolment` {secret, otpauth_uri} holds a new secret: sign in again with its first code as totp_code" }),
         409: ErrorBody.meta({ description: 'workspace_required: the email and password open several workspaces; `workspaces` lists them, send workspace_id' }),
         429: limited,
       },

@@ -25,6 +25,13 @@ export class AgentRepository {
     return em.findOne(Agent, { id, workspaceId });
   }
 
+  /** The names of these agents of the workspace, by id (ids of no agent there are left out). */
+  async agentNames(em: EntityManager, workspaceId: string, ids: string[]): Promise<Map<string, string>> {
+    if (!ids.length) return new Map();
+    const rows = await em.find(Agent, { workspaceId, id: { $in: ids } }, { fields: ['id', 'name'] });
+    return new Map(rows.map((a) => [a.id, a.name]));
+  }
+
   /** Every agent of the workspace (draft or published) whose msgapp trigger names this number, by id. */
   agentsOnNumber(em: EntityManager, workspaceId: string, number: string): Promise<IAgent[]> {
     return em.find(Agent, { workspaceId, spec: { triggers: { msgapp: { number } } } } as never, { orderBy: { id: 'asc' } });

@@ -29,6 +29,8 @@ export const CONSOLE_PERMISSIONS = {
   manageUsers: ['owner', 'admin'],
   /** The key console: list, create, copy, rotate, delete. */
   manageKeys: ['owner', 'admin'],
+  /** Web-chat sites: create, origins, page commands, look, secret rotation, suspend and resume. */
+  manageSites: ['owner', 'admin'],
   /** The audit log. */
   readAudit: ['owner', 'admin'],
   /** OpenID Connect sign-in's settings (shared/spec/DECISIONS.md: only an owner manages SSO). */

@@ -65,6 +65,35 @@ function siteAppearance(s: ISite): SiteAppearance {
 /** How long a rotated-out secret still verifies user_hash, by default. */
 export const DEFAULT_ROTATION_GRACE_HOURS = 24;
 
+/**
+ * Restricts a site operation to one workspace (the console's): a site of another workspace is `not_found`, exactly
+ * as an unknown id. The admin CLI passes none (the operator acts on the whole installation).
+ */
+export interface SiteScope {
+  workspaceId?: string;
+}
+
+/** A site as the console lists it: never a secret, sealed or not. */
+export interface SiteView {
+  id: string;
+  agent: { id: string; name: string | null };
+  status: 'active' | 'suspended';
+  allowed_origins: string[];
+  page_commands: string[];
+  appearance: SiteAppearance;
+  /** A rotated-out secret that still verifies user_hash, until when; null when none does. */
+  previous_secret: { expires_at: string } | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A change of a site's settings (the console's PATCH): each field given replaces its value; all are checked before any is written. */
+export interface SiteChange {
+  origins?: string[];
+  page_commands?: string[];
+  appearance?: AppearancePatch;
+}
+
 const normaliseOrigin = (o: string) => o.trim().replace(/\/+$/, '').toLowerCase();
 
 /** A site's allowed-origins list as stored: normalised, deduplicated, each a bare origin, at least one. */
@@ -75,6 +104,42 @@ function originList(origins: string[]): string[] {
   }
   if (!list.length) throw new DomainError('invalid_request', 'origins: at least one');
   return list;
+}
+
+/** A site's page-command list as stored (domain/chat/page-commands.ts), refused as 400 invalid_request naming `field`. */
+function pageCommandList(names: string[], field: 'commands' | 'page_commands'): string[] {
+  try {
+    return checkCommandList(names);
+  } catch (err) {
+    // The CLI's option is --commands; the console's field is page_commands.
+    throw new DomainError('invalid_request', (err as Error).message.replace(/^commands:/, `${field}:`));
+  }
+}
+
+/** The columns of a checked appearance change (unset fields untouched). */
+function appearanceColumns(a: Partial<SiteAppearance>) {
+  return {
+    ...(a.brand_color !== undefined && { brandColor: a.brand_color }),
+    ...(a.position !== undefined && { launcherPosition: a.position }),
+    ...(a.launcher_label !== undefined && { launcherLabel: a.launcher_label }),
+    ...(a.theme !== undefined && { theme: a.theme }),
+    ...(a.language !== undefined && { language: a.language }),
+  };
+}
+
+function siteView(s: ISite, agentName: string | null): SiteView {
+  const graceUntil = s.previousSecretSealed && s.previousExpiresAt && s.previousExpiresAt > new Date() ? s.previousExpiresAt : null;
+  return {
+    id: s.id,
+    agent: { id: s.agentId, name: agentName },
+    status: s.status,
+    allowed_origins: s.allowedOrigins,
+    page_commands: s.uiCommands ?? [],
+    appearance: siteAppearance(s),
+    previous_secret: graceUntil ? { expires_at: graceUntil.toISOString() } : null,
+    created_at: s.createdAt.toISOString(),
+    updated_at: s.updatedAt.toISOString(),
+  };
 }
 
 /** The site and Origin checks of every widget request (and of the reply socket, at its handshake and after). */
@@ -123,6 +188,50 @@ export class SiteService {
     this.frames = new ChatFrames(em);
   }
 
+  /** The filter of one site, within the scope's workspace when it names one. */
+  private static where(siteId: string, scope: SiteScope): { id: string; workspaceId?: string } {
+    return scope.workspaceId === undefined ? { id: siteId } : { id: siteId, workspaceId: scope.workspaceId };
+  }
+
+  private static notFound(siteId: string): DomainError {
+    return new DomainError('not_found', `No site with id '${siteId}'`);
+  }
+
+  /** The workspace's sites, newest first, each with its agent's name. */
+  async list(workspaceId: string): Promise<SiteView[]> {
+    const em = this.em.fork();
+    const sites = await em.find(Site, { workspaceId }, { orderBy: { createdAt: 'desc', id: 'desc' } });
+    const names = await this.repos.agents.agentNames(em, workspaceId, [...new Set(sites.map((s) => s.agentId))]);
+    return sites.map((s) => siteView(s, names.get(s.agentId) ?? null));
+  }
+
+  /** One site of the workspace; `not_found` for an unknown id and for another workspace's site alike. */
+  async get(workspaceId: string, siteId: string): Promise<SiteView> {
+    const em = this.em.fork();
+    const site = await em.findOne(Site, { id: siteId, workspaceId });
+    if (!site) throw SiteService.notFound(siteId);
+    const names = await this.repos.agents.agentNames(em, workspaceId, [site.agentId]);
+    return siteView(site, names.get(site.agentId) ?? null);
+  }
+
+  /**
+   * Origins, page commands and look at once: every field is checked before anything is written, so a refused
+   * change leaves the site as it was. Open sockets re-check when the origins changed.
+   */
+  async update(siteId: string, change: SiteChange, scope: SiteScope = {}): Promise<void> {
+    const origins = change.origins === undefined ? undefined : originList(change.origins);
+    const commands = change.page_commands === undefined ? undefined : pageCommandList(change.page_commands, 'page_commands');
+    const a = change.appearance === undefined ? {} : checkAppearance(change.appearance);
+    const changed = await this.em.fork().nativeUpdate(Site, SiteService.where(siteId, scope), {
+      ...(origins !== undefined && { allowedOrigins: origins }),
+      ...(commands !== undefined && { uiCommands: commands }),
+      ...appearanceColumns(a),
+      updatedAt: new Date(),
+    });
+    if (!changed) throw SiteService.notFound(siteId);
+    if (origins !== undefined) await this.frames.recheck({ site: siteId });
+  }
+
   async create(workspaceId: string, agentId: string, origins: string[]): Promise<{ site_id: string; site_secret: string }> {
     const list = originList(origins);
     const em = this.em.fork();
@@ -134,11 +243,16 @@ export class SiteService {
   }
 
   /** A new secret; the old one keeps verifying as "expiring" for `graceHours`. */
-  async rotateSecret(siteId: string, graceHours = DEFAULT_ROTATION_GRACE_HOURS, ctx: AuditContext = SYSTEM_CONTEXT): Promise<{ site_id: string; site_secret: string; previous_expires_at: string }> {
+  async rotateSecret(
+    siteId: string,
+    graceHours = DEFAULT_ROTATION_GRACE_HOURS,
+    ctx: AuditContext = SYSTEM_CONTEXT,
+    scope: SiteScope = {},
+  ): Promise<{ site_id: string; site_secret: string; previous_expires_at: string }> {
     const secret = `sitesec_${randomBytes(24).toString('hex')}`;
     return this.em.fork().transactional(async (em) => {
-      const site = await em.findOne(Site, { id: siteId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!site) throw new DomainError('not_found', `No site with id '${siteId}'`);
+      const site = await em.findOne(Site, SiteService.where(siteId, scope), { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!site) throw SiteService.notFound(siteId);
       site.previousSecretSealed = site.secretSealed;
       site.previousExpiresAt = new Date(Date.now() + graceHours * 3_600_000);
       site.secretSealed = this.box.seal(secret, siteId);
@@ -148,9 +262,9 @@ export class SiteService {
     });
   }
 
-  async setStatus(siteId: string, status: 'active' | 'suspended'): Promise<{ site_id: string; status: string }> {
-    const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { status, updatedAt: new Date() });
-    if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
+  async setStatus(siteId: string, status: 'active' | 'suspended', scope: SiteScope = {}): Promise<{ site_id: string; status: string }> {
+    const changed = await this.em.fork().nativeUpdate(Site, SiteService.where(siteId, scope), { status, updatedAt: new Date() });
+    if (!changed) throw SiteService.notFound(siteId);
     // Open reply sockets of a suspended site close now, in every API process.
     await this.frames.recheck({ site: siteId });
     return { site_id: siteId, status };
@@ -170,12 +284,7 @@ export class SiteService {
    * may send only these, as `ui:command` frames; an empty list turns them off.
    */
   async setPageCommands(siteId: string, names: string[]): Promise<{ site_id: string; ui_commands: string[] }> {
-    let list: string[];
-    try {
-      list = checkCommandList(names);
-    } catch (err) {
-      throw new DomainError('invalid_request', (err as Error).message);
-    }
+    const list = pageCommandList(names, 'commands');
     const changed = await this.em.fork().nativeUpdate(Site, { id: siteId }, { uiCommands: list, updatedAt: new Date() });
     if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
     return { site_id: siteId, ui_commands: list };
@@ -186,16 +295,8 @@ export class SiteService {
    * change, the others keep their value; a null or empty launcher label removes it.
    */
   async setAppearance(siteId: string, patch: AppearancePatch): Promise<{ site_id: string; appearance: SiteAppearance }> {
-    const a = checkAppearance(patch);
     const em = this.em.fork();
-    const changes = {
-      ...(a.brand_color !== undefined && { brandColor: a.brand_color }),
-      ...(a.position !== undefined && { launcherPosition: a.position }),
-      ...(a.launcher_label !== undefined && { launcherLabel: a.launcher_label }),
-      ...(a.theme !== undefined && { theme: a.theme }),
-      ...(a.language !== undefined && { language: a.language }),
-    };
-    const changed = await em.nativeUpdate(Site, { id: siteId }, { ...changes, updatedAt: new Date() });
+    const changed = await em.nativeUpdate(Site, { id: siteId }, { ...appearanceColumns(checkAppearance(patch)), updatedAt: new Date() });
     if (!changed) throw new DomainError('not_found', `No site with id '${siteId}'`);
     const site = await em.findOneOrFail(Site, { id: siteId });
     return { site_id: siteId, appearance: siteAppearance(site) };

@@ -49,6 +49,10 @@ REFUSALS = {
     "POST /api/v1/agents/{id}/publish": [(422, "number_not_owned", r"")],
     # Business hours: an interval may not be empty (open = close) nor overlap another, across midnight included.
     "PUT /api/v1/team/availability": [(400, "invalid_request", r"^hours\b")],
+    # A site's origins are bare origins once trimmed and lower-cased (no path, query or fragment), and a launcher label
+    # is one line of at most 40 characters (code points) once trimmed, as the operations' 400 descriptions say.
+    "POST /api/console/sites": [(400, "invalid_request", r"^origins: ")],
+    "PATCH /api/console/sites/{id}": [(400, "invalid_request", r"^(origins|launcher_label): ")],
     # A console password is also checked against the common-password list, which no schema can state.
     "POST /api/console/links/redeem": [(400, "weak_password", r"^password: ")],
     # The signalling path is a WebSocket: a plain GET is told to upgrade.

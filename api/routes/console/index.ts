@@ -4,6 +4,7 @@ import type { ConsoleLimits } from '../../../lib/ratelimit';
 import { consoleAuditRoutes } from './audit';
 import { consoleKeyRoutes } from './keys';
 import { consoleSessionRoutes } from './session';
+import { consoleSiteRoutes } from './sites';
 import { consoleSsoRoutes } from './sso';
 import { consoleTotpRoutes } from './totp';
 import { consoleUserRoutes } from './users';
@@ -14,6 +15,7 @@ export const consoleRoutes: FastifyPluginAsync<{ services: Services; limits: Con
   await app.register(consoleUserRoutes, { services: opts.services });
   await app.register(consoleKeyRoutes, { services: opts.services });
   await app.register(consoleAuditRoutes, { services: opts.services });
+  await app.register(consoleSiteRoutes, { services: opts.services });
   await app.register(consoleSsoRoutes, opts);
   await app.register(consoleTotpRoutes, { services: opts.services });
 };

@@ -5,23 +5,13 @@ import type { FastifyPluginAsyncZod } from '@fastify/type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { SiteRow } from '../../../domain/widget/sites';
-import { LANGUAGES, LAUNCHER_LABEL_MAX, POSITIONS, THEMES } from '../../../domain/widget/appearance';
+import { SiteAppearance } from '../../schemas/console-sites';
 import { UserContext, tags, widgetErrors } from './common';
 import { chatRoutes } from './chat';
 import { uploadRoutes } from './uploads';
 import { voiceRoutes } from './voice';
 import { feedbackRoutes } from './feedback';
 
-/** The site's look and language (admin CLI `site set-appearance`); each field has its default when unset. */
-const SiteAppearance = z
-  .object({
-    brand_color: z.string().regex(/^#[0-9a-f]{6}$/).meta({ description: 'The brand colour, `#rrggbb`; default #243b6b' }),
-    position: z.enum(POSITIONS).meta({ description: 'The corner of the launcher; default right' }),
-    launcher_label: z.string().nullable().meta({ description: `The launcher's text: plain text, one line, at most ${LAUNCHER_LABEL_MAX} characters; null: none (the default)` }),
-    theme: z.enum(THEMES).meta({ description: "light, dark, or auto (the visitor's colour scheme; the default)" }),
-    language: z.enum(LANGUAGES).meta({ description: "The widget's language; auto (the default) follows the visitor's browser" }),
-  })
-  .meta({ id: 'WidgetAppearance' });
 const InitBody = z.object({ user_context: UserContext.optional(), conversation_id: z.string().max(100).optional() }).strict();
 const InitResult = z
   .object({

@@ -14,6 +14,7 @@ import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 import { startOrderStatusServer } from '../../dev/fakes/mcp-server';
 import { buildConsoleOnce } from '../support/build';
 import { startOidcProvider } from '../support/oidc';
+import { Secret, TOTP } from 'otpauth';
 import { axeScan, CHROMIUM, DESKTOP, PHONE } from '../support/widget-page';
 
 /**
@@ -508,7 +509,7 @@ describe('signed in', () => {
   });
 });
 
-describe('single sign-on', () => {
+describe('single sign-on and two-step sign-in', () => {
   test('an owner sets up the OpenID Connect provider on its page, and a person signs in through the provider with their work email', async () => {
     // The app of this file listens on a port chosen after it was built (PUBLIC_BASE_URL is the default): its callback is this one.
     const callbackUri = `${base}/api/console/sso/callback`;
@@ -564,6 +565,37 @@ describe('single sign-on', () => {
     } finally {
       await context.close();
       await idp.close();
+    }
+  });
+
+  test('two-step sign-in: the owner turns it on with a code from an authenticator app, and the next password sign-in asks for one', async () => {
+    const context = await browser.newContext({ viewport: DESKTOP });
+    try {
+      const { page, problems } = await open(context, '/console/');
+      await signIn(page, OWNER);
+      await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Two-step sign-in' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Two-step sign-in' }).waitFor();
+      expect(await axeScan(page)).toEqual([]);
+      await page.getByRole('button', { name: 'Turn on two-step sign-in' }).click();
+      const secret = (await page.locator('code').first().textContent())!.trim();
+      const app = new TOTP({ secret: Secret.fromBase32(secret) });
+      expect(await axeScan(page)).toEqual([]);
+      await page.getByRole('textbox', { name: 'Authentication code' }).fill(app.generate());
+      await page.getByRole('button', { name: 'Confirm' }).click();
+      await page.getByText('Two-step sign-in is on for your account.').waitFor();
+      await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+      await page.getByRole('textbox', { name: 'Email' }).fill(OWNER.email);
+      await page.getByLabel('Password').fill(OWNER.password);
+      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+      await page.getByRole('textbox', { name: 'Authentication code' }).waitFor();
+      expect(await axeScan(page)).toEqual([]);
+      // The code that confirmed the enrolment is spent: the app's next one.
+      await page.getByRole('textbox', { name: 'Authentication code' }).fill(app.generate({ timestamp: Date.now() + 30_000 }));
+      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+      expect(problems).toEqual([]);
+    } finally {
+      await context.close();
     }
   });
 });

@@ -8,6 +8,7 @@ import { KeysPage } from '../features/keys/KeysPage';
 import { PeoplePage } from '../features/people/PeoplePage';
 import { AuditPage } from '../features/audit/AuditPage';
 import { SsoPage } from '../features/sso/SsoPage';
+import { SecurityPage } from '../features/security/SecurityPage';
 import { Overview } from '../features/home/Overview';
 import { WebhooksPage } from '../features/webhooks/WebhooksPage';
 import { WebhookPage } from '../features/webhooks/WebhookPage';
@@ -78,6 +79,8 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <AuditPage session={session} />;
     case '/sso':
       return <SsoPage session={session} />;
+    case '/security':
+      return <SecurityPage session={session} />;
     default:
       return (
         <Page title="Page not found">

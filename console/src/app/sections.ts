@@ -21,6 +21,7 @@ export const SECTIONS: Section[] = [
   { path: '/mcp-servers', label: 'MCP servers', about: 'Tool servers your agents can call, with their tools.', visible: (s) => hasScope(s, 'mcp_servers:read') },
   { path: '/billing', label: 'Billing', about: 'The credit balance and usage by day, priced.', visible: (s) => hasScope(s, 'analytics:read') },
   { path: '/support', label: 'Support', about: 'Tickets with the installation’s support: raise, reply, follow.', visible: (s) => hasScope(s, 'support:read') },
+  { path: '/security', label: 'Two-step sign-in', about: 'A code from an authenticator app at every password sign-in; owners can require it.', visible: always },
   { path: '/sso', label: 'Single sign-on', about: 'Your identity provider (OpenID Connect): who signs in through it, and as what.', visible: (s) => s.user.role === 'owner' },
   { path: '/audit-log', label: 'Audit log', about: 'Every sign-in, key and people change, with who, when and from where.', visible: managers },
 ];

@@ -17,10 +17,9 @@ const invalid = ErrorBody.meta({ description: 'invalid_request: a field failed v
  * scoped to the session's workspace inside SiteService: another workspace's site is 404, as an unknown id.
  */
 export const consoleSiteRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'sites' | 'publicBaseUrl'> }> = async (app, opts) => {
-  const { sites, publicBaseUrl } = opts.services;
-  const scriptUrl = new URL('/widget.js', publicBaseUrl).href;
-  /** The embed code docs/widget.md gives ("The prebuilt widget"), from this service's public address. */
-  const withSnippet = (site: SiteView) => ({ ...site, snippet: `<script src="${scriptUrl}" data-site-id="${site.id}"></script>` });
+  const { sites } = opts.services;
+  /** The embed code docs/widget.md gives ("The prebuilt widget"), from this service's public address (read when a handler runs). */
+  const withSnippet = (site: SiteView) => ({ ...site, snippet: `<script src="${new URL('/widget.js', opts.services.publicBaseUrl).href}" data-site-id="${site.id}"></script>` });
 
   app.get('/api/console/sites', {
     config: { console: 'session', permission: 'manageSites' },

@@ -4,6 +4,8 @@
 # Build: compile to dist/ and prebuild the workflow bundle, with the dev dependencies.
 FROM node:20-bookworm AS build
 WORKDIR /app
+# onnxruntime-node's install script would download extra binaries from a host outside the registries (scripts/setup.sh).
+ENV ONNXRUNTIME_NODE_INSTALL=skip
 COPY package.json package-lock.json ./
 # npm install, not npm ci: the same command as `npm run setup` (npm ci insists on other platforms' optional
 # binaries in the lock file, which some registries lack); it installs the locked versions all the same.
@@ -37,6 +39,7 @@ RUN CONCIERGE_MODELS_DIR=/models CONCIERGE_LOCAL_LLM=none PIP_BREAK_SYSTEM_PACKA
 # Production dependencies only (no tsx, jest, swc, bench or test tools).
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
+ENV ONNXRUNTIME_NODE_INSTALL=skip
 COPY package.json package-lock.json ./
 RUN npm install --omit=dev --no-audit --no-fund
 

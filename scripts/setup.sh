@@ -107,8 +107,10 @@ fi
 # --- 3. npm packages and models -----------------------------------------------------------------------------------
 # npm install rather than npm ci: the registry this machine reaches lacks other platforms' optional binaries
 # (@swc/core-darwin-*, ...), which npm ci insists on seeing in the lock file; npm install installs the locked
-# versions all the same.
-npm install --no-audit --no-fund --loglevel=error
+# versions all the same. ONNXRUNTIME_NODE_INSTALL=skip: onnxruntime-node's install script (where npm runs install
+# scripts) downloads extra binaries from a host outside the registries; the package ships the CPU build it needs. An
+# environment variable rather than .npmrc, where npm warns of an unknown setting on every command.
+ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --loglevel=error
 node --import tsx bin/fetch-models.ts
 
 # --- 4. The console (npm start serves console/dist at /console/) ------------------------------------------------

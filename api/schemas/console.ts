@@ -55,6 +55,7 @@ export const RedeemLinkBody = z.object({
   token: Token,
   password: NewPassword,
   name: z.string().min(1).max(200).optional().meta({ description: "The user's name (an invitation may set it)" }),
+  totp_code: z.string().min(6).max(16).optional().meta({ description: 'A password reset of an account with a second factor needs its code, as a sign-in does (401 second_factor_required)', example: '123456' }),
 });
 
 export const LinkInfo = z

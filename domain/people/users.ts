@@ -304,13 +304,15 @@ export class PeopleService {
    * Redeems a link (once): sets the password (checked first, so a weak one does not spend the link), activates an
    * invited user, and signs in with a new session. A password reset also ends every other session of the user.
    */
-  async redeemLink(token: string, input: { password: string; name?: string | null }, ctx: Omit<AuditContext, 'actor'>, guard: Pick<SignInGuard, 'admit'>): Promise<SignedIn> {
+  async redeemLink(token: string, input: { password: string; name?: string | null; totp_code?: string }, ctx: Omit<AuditContext, 'actor'>, guard: Pick<SignInGuard, 'admit'>): Promise<SignedIn> {
     await guard.admit(ctx.ip ?? 'unknown');
     const em = this.em.fork();
     const peeked = await this.links.peek(em, token);
     const user = await em.findOne(ConsoleUser, { id: peeked.userId });
     if (!user) throw new DomainError('link_expired', 'token: the user this link was for has been removed');
     checkPasswordStrength(input.password, user.email);
+    // A mailed reset link is no way around the second factor: it asks for the code as a sign-in does (before the link is used).
+    if (peeked.kind === 'password_reset') await this.opts.secondFactor?.(user, input.totp_code, ctx);
     const passwordHash = await hashPassword(input.password);
     const action = peeked.kind === 'password_reset' ? 'user.password_reset_completed' : peeked.kind === 'invitation' ? 'user.invitation_accepted' : 'user.signed_in';
     return this.startSession(user, ctx, action, async (tx) => {

@@ -132,3 +132,22 @@ describe('TOTP as a second factor', () => {
     expect((await signIn(t.app, owner.email, PASSWORD, { remoteAddress: randomAddress() })).statusCode).toBe(200);
   });
 });
+
+describe('a password reset is no way around the second factor', () => {
+  test('a reset link of an enrolled account asks for the code (the link not used until it is given)', async () => {
+    const person = await signedInUser(t.app, t.services, ws, 'viewer');
+    const { secret } = await enrol(person);
+    const issued = await t.app.inject({ method: 'POST', url: `/api/console/users/${person.userId}/link`, headers: asBrowser(owner) });
+    expect(issued.statusCode).toBe(201);
+    const token = new URL(issued.json().link.url).hash.replace(/^#token=/, '');
+    const redeem = (totp_code?: string) =>
+      t.app.inject({ method: 'POST', url: '/api/console/links/redeem', remoteAddress: randomAddress(), headers: { origin: CONSOLE_ORIGIN }, payload: { token, password: 'a brand new passphrase 42', ...(totp_code ? { totp_code } : {}) } });
+    const bare = await redeem();
+    expect(bare.statusCode).toBe(401);
+    expect(bare.json().error).toBe('second_factor_required');
+    expect((await redeem(codeOf(secret, 20))).json().error).toBe('invalid_totp_code');
+    const ok = await redeem(codeOf(secret, 1));
+    expect(ok.statusCode).toBe(200);
+    recordSecret('session token', sessionCookie(ok));
+  });
+});

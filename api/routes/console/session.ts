@@ -116,7 +116,14 @@ export const consoleSessionRoutes: FastifyPluginAsyncZod<ConsoleRouteOptions> = 
       summary: 'Use a one-time link: set the password and sign in (a reset also ends every other session)',
       tags,
       body: RedeemLinkBody,
-      response: { 200: ConsoleSession, 400: ErrorBody.meta({ description: 'invalid_request, or weak_password: too short, too common, the email address, or too repetitive (the link is not used)' }), 403: foreignOrigin, ...badLink, 429: limited },
+      response: {
+        200: ConsoleSession,
+        400: ErrorBody.meta({ description: 'invalid_request, or weak_password: too short, too common, the email address, or too repetitive (the link is not used)' }),
+        401: ErrorBody.meta({ description: 'second_factor_required, invalid_totp_code: a password reset of an account with a second factor needs its code (the link is not used)' }),
+        403: ErrorBody.meta({ description: 'csrf_failed: sent from another origin; totp_enrolment_required: a reset in a workspace that requires a second factor the account lacks (`enrolment` holds the secret)' }),
+        ...badLink,
+        429: limited,
+      },
     },
     handler: async (request, reply) => {
       const signedIn = await people.redeemLink(request.body.token, request.body, from(request), guard);

@@ -5,6 +5,7 @@ import { ApiError } from '../../lib/api';
 import { when } from '../../lib/format';
 import { Link, navigate } from '../../lib/router';
 import { useLink, useRedeemLink } from './api';
+import { asksForCode, enrolmentOf, SecondFactorFields, secondFactorMessage, type TotpEnrolment } from './SecondFactor';
 import { AuthCard } from './AuthCard';
 
 const TITLES = { invitation: 'Accept your invitation', sign_in: 'Set your password', password_reset: 'Choose a new password' } as const;
@@ -40,6 +41,9 @@ function LinkForm({ token }: { token: string }) {
   const [password, setPassword] = useState('');
   const [again, setAgain] = useState('');
   const [mismatch, setMismatch] = useState(false);
+  const [askCode, setAskCode] = useState(false);
+  const [code, setCode] = useState('');
+  const [enrolment, setEnrolment] = useState<TotpEnrolment | null>(null);
 
   if (link.isPending) {
     return (
@@ -64,7 +68,18 @@ function LinkForm({ token }: { token: string }) {
     event.preventDefault();
     setMismatch(password !== again);
     if (password !== again) return;
-    redeem.mutate({ password, ...(info.kind === 'invitation' && name.trim() ? { name: name.trim() } : {}) }, { onSuccess: () => navigate('/', { replace: true }) });
+    redeem.mutate(
+      { password, ...(info.kind === 'invitation' && name.trim() ? { name: name.trim() } : {}), ...(askCode && code.trim() ? { totp_code: code.trim() } : {}) },
+      {
+        onSuccess: () => navigate('/', { replace: true }),
+        // A reset of an account with a second factor asks for its code, as a sign-in does.
+        onError: (err) => {
+          if (asksForCode(err)) setAskCode(true);
+          const offered = enrolmentOf(err);
+          if (offered) setEnrolment(offered);
+        },
+      },
+    );
   };
   return (
     <AuthCard title={TITLES[info.kind]}>
@@ -85,7 +100,8 @@ function LinkForm({ token }: { token: string }) {
           hint={`At least ${MIN_PASSWORD} characters; common passwords and your email address are refused.`}
         />
         <Field label="Repeat the password" type="password" autoComplete="new-password" required value={again} onChange={(e) => setAgain(e.target.value)} />
-        <ErrorAlert error={mismatch ? 'The two passwords differ.' : redeem.error} />
+        {askCode ? <SecondFactorFields enrolment={enrolment} code={code} onCode={setCode} /> : null}
+        <ErrorAlert error={mismatch ? 'The two passwords differ.' : secondFactorMessage(redeem.error)} />
         <button type="submit" className="button primary block" disabled={redeem.isPending}>
           Set password and sign in
         </button>

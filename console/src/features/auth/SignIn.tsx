@@ -4,6 +4,7 @@ import { Field } from '../../components/Field';
 import { ApiError } from '../../lib/api';
 import { useRequestPasswordReset, useSignIn } from './api';
 import { AuthCard } from './AuthCard';
+import { asksForCode, enrolmentOf, SecondFactorFields, secondFactorMessage, type TotpEnrolment } from './SecondFactor';
 import { forgetSsoError, ssoErrorInAddress, SsoSignInForm } from './SsoSignIn';
 
 /**
@@ -38,24 +39,6 @@ function workspacesOf(err: unknown): Array<{ id: string; name: string }> {
   return (err.body.workspaces as Array<{ id?: unknown; name?: unknown }>).filter((w) => typeof w.id === 'string').map((w) => ({ id: String(w.id), name: String(w.name ?? w.id) }));
 }
 
-type TotpEnrolment = { secret: string; otpauth_uri: string };
-
-/** The secret a sign-in offers to enrol (403 totp_enrolment_required). */
-function enrolmentOf(err: unknown): TotpEnrolment | null {
-  if (!(err instanceof ApiError) || err.code !== 'totp_enrolment_required') return null;
-  const e = err.body.enrolment as Partial<TotpEnrolment> | undefined;
-  return typeof e?.secret === 'string' && typeof e.otpauth_uri === 'string' ? { secret: e.secret, otpauth_uri: e.otpauth_uri } : null;
-}
-
-/** The second factor's answers said for a person; any other error as it is. */
-function secondFactorMessage(err: unknown): unknown {
-  if (!(err instanceof ApiError)) return err;
-  if (err.code === 'second_factor_required') return 'Enter the code from your authenticator app.';
-  if (err.code === 'totp_enrolment_required') return null;
-  if (err.code === 'invalid_totp_code') return 'That code is not right, or it was used already. Enter the next code your app shows.';
-  return err;
-}
-
 function SignInForm({ onForgot, onSso, ssoError }: { onForgot: () => void; onSso: () => void; ssoError: string | null }) {
   const signIn = useSignIn();
   const [email, setEmail] = useState('');
@@ -78,7 +61,7 @@ function SignInForm({ onForgot, onSso, ssoError }: { onForgot: () => void; onSso
             setWorkspaces(found);
             setWorkspaceId(found[0].id);
           }
-          if (err instanceof ApiError && (err.code === 'second_factor_required' || err.code === 'totp_enrolment_required')) setAskCode(true);
+          if (asksForCode(err)) setAskCode(true);
           const offered = enrolmentOf(err);
           if (offered) setEnrolment(offered);
           if (err instanceof ApiError && err.code === 'invalid_totp_code') setCode('');
@@ -92,17 +75,7 @@ function SignInForm({ onForgot, onSso, ssoError }: { onForgot: () => void; onSso
       <form onSubmit={submit} className="stack">
         <Field label="Email" type="email" name="email" autoComplete="username" required value={email} onChange={(e) => setEmail(e.target.value)} />
         <Field label="Password" type="password" name="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
-        {enrolment ? (
-          <div className="notice stack-tight">
-            <p>Your workspace requires two-step sign-in. Add this key to an authenticator app, then enter the code it shows.</p>
-            <p>
-              <a href={enrolment.otpauth_uri}>Open in an authenticator app</a>, or type the key: <code className="mono wrap-anywhere">{enrolment.secret}</code>
-            </p>
-          </div>
-        ) : null}
-        {askCode ? (
-          <Field label="Authentication code" name="totp_code" inputMode="numeric" autoComplete="one-time-code" pattern="[0-9 ]{6,8}" required value={code} onChange={(e) => setCode(e.target.value)} hint="The six digits your authenticator app shows for Concierge." />
-        ) : null}
+        {askCode ? <SecondFactorFields enrolment={enrolment} code={code} onCode={setCode} /> : null}
         {choosing ? (
           <fieldset className="stack-tight">
             <legend>Workspace</legend>

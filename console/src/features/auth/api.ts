@@ -86,7 +86,7 @@ export function useLink(token: string) {
 export function useRedeemLink(token: string) {
   const client = useQueryClient();
   return useMutation({
-    mutationFn: (body: { password: string; name?: string }) => call(api.POST('/api/console/links/redeem', { body: { token, ...body } })),
+    mutationFn: (body: { password: string; name?: string; totp_code?: string }) => call(api.POST('/api/console/links/redeem', { body: { token, ...body } })),
     onSuccess: (session) => startSession(client, session),
   });
 }

@@ -568,7 +568,7 @@ describe('single sign-on and two-step sign-in', () => {
     }
   });
 
-  test('two-step sign-in: the owner turns it on with a code from an authenticator app, and the next password sign-in asks for one', async () => {
+  test('two-step sign-in: the owner turns it on with a code from an authenticator app, the next password sign-in asks for one, and People resets it', async () => {
     const context = await browser.newContext({ viewport: DESKTOP });
     try {
       const { page, problems } = await open(context, '/console/');
@@ -593,6 +593,15 @@ describe('single sign-on and two-step sign-in', () => {
       await page.getByRole('textbox', { name: 'Authentication code' }).fill(app.generate({ timestamp: Date.now() + 30_000 }));
       await page.getByRole('button', { name: 'Sign in', exact: true }).click();
       await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+      // Recovery: People resets it (an owner or admin); the password alone signs in again.
+      await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'People' }).click();
+      await page.getByRole('button', { name: `Reset two-step sign-in of ${OWNER.email}` }).click();
+      const reset = page.getByRole('dialog', { name: `Reset two-step sign-in of ${OWNER.email}?` });
+      expect(await axeScan(page)).toEqual([]);
+      await reset.getByRole('button', { name: 'Reset' }).click();
+      await page.getByRole('status').filter({ hasText: 'Two-step sign-in of owner@example.com reset.' }).waitFor();
+      await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+      await signIn(page, OWNER);
       expect(problems).toEqual([]);
     } finally {
       await context.close();

@@ -7,7 +7,7 @@ import { NotAllowed, Page } from '../../components/Page';
 import { SecretOnce } from '../../components/SecretOnce';
 import { when } from '../../lib/format';
 import { managesWorkspace, type Session } from '../auth/api';
-import { useChangeRole, useInvite, useIssueLink, useRemoveUser, useUsers, type User } from './api';
+import { useChangeRole, useInvite, useIssueLink, useRemoveUser, useResetTotp, useUsers, type User } from './api';
 
 type Role = User['role'];
 const ROLES: Array<{ role: Role; says: string }> = [
@@ -19,7 +19,7 @@ const ROLES: Array<{ role: Role; says: string }> = [
 /** Only an owner grants or takes `owner` (docs/console.md); the API says so too. */
 const grantable = (me: Role) => ROLES.filter((r) => me === 'owner' || r.role !== 'owner');
 
-type Open = { kind: 'invite' } | { kind: 'remove'; user: User } | { kind: 'link'; user: User } | null;
+type Open = { kind: 'invite' } | { kind: 'remove'; user: User } | { kind: 'link'; user: User } | { kind: 'totp'; user: User } | null;
 
 export function PeoplePage({ session }: { session: Session }) {
   if (!managesWorkspace(session.user.role)) return <NotAllowed title="People" why="Only owners and admins manage the workspace's people." />;
@@ -72,6 +72,11 @@ function People({ me }: { me: Session['user'] }) {
                   <button type="button" className="button small" onClick={() => setOpen({ kind: 'link', user })} aria-label={`${user.status === 'invited' ? 'New invitation link' : 'Password reset link'} for ${user.email}`}>
                     {user.status === 'invited' ? 'New invitation link' : 'Reset link'}
                   </button>
+                  {user.status === 'active' ? (
+                    <button type="button" className="button small" onClick={() => setOpen({ kind: 'totp', user })} aria-label={`Reset two-step sign-in of ${user.email}`}>
+                      Reset two-step
+                    </button>
+                  ) : null}
                   {user.id !== me.id ? (
                     <button type="button" className="button small danger" onClick={() => setOpen({ kind: 'remove', user })} aria-label={`Remove ${user.email}`}>
                       Remove
@@ -86,6 +91,7 @@ function People({ me }: { me: Session['user'] }) {
       {open?.kind === 'invite' ? <InviteDialog me={me} onClose={close} /> : null}
       {open?.kind === 'remove' ? <RemoveDialog user={open.user} onClose={close} /> : null}
       {open?.kind === 'link' ? <LinkDialog user={open.user} onClose={close} /> : null}
+      {open?.kind === 'totp' ? <ResetTotpDialog user={open.user} onClose={close} /> : null}
     </Page>
   );
 }
@@ -187,6 +193,30 @@ function RemoveDialog({ user, onClose }: { user: User; onClose: () => void }) {
         remove.mutate(user.id, {
           onSuccess: () => {
             announce(`Removed ${user.email}.`);
+            onClose();
+          },
+        })
+      }
+      onClose={onClose}
+    />
+  );
+}
+
+function ResetTotpDialog({ user, onClose }: { user: User; onClose: () => void }) {
+  const reset = useResetTotp();
+  const announce = useAnnounce();
+  return (
+    <ConfirmDialog
+      title={`Reset two-step sign-in of ${user.email}?`}
+      body={<p>Their authenticator app stops working here: they sign in with their password alone, and may set up two-step sign-in again (or must, if the workspace requires it).</p>}
+      confirm="Reset"
+      danger
+      busy={reset.isPending}
+      error={reset.error}
+      onConfirm={() =>
+        reset.mutate(user.id, {
+          onSuccess: () => {
+            announce(`Two-step sign-in of ${user.email} reset.`);
             onClose();
           },
         })

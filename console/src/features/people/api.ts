@@ -21,3 +21,5 @@ export const useChangeRole = () =>
 export const useRemoveUser = () => useUserMutation((id: string) => call(api.DELETE('/api/console/users/{id}', { params: { path: { id } } })));
 /** A new one-time link for the user: an invitation while they have no password, else a password reset. */
 export const useIssueLink = () => useUserMutation((id: string) => call(api.POST('/api/console/users/{id}/link', { params: { path: { id } } })));
+/** Recovery of a lost authenticator: the person's second factor removed (they sign in with the password and may enrol again). */
+export const useResetTotp = () => useUserMutation((id: string) => call(api.DELETE('/api/console/users/{id}/totp', { params: { path: { id } } })));

@@ -12,6 +12,8 @@ import { SecurityPage } from '../features/security/SecurityPage';
 import { Overview } from '../features/home/Overview';
 import { WebhooksPage } from '../features/webhooks/WebhooksPage';
 import { WebhookPage } from '../features/webhooks/WebhookPage';
+import { SitesPage } from '../features/sites/SitesPage';
+import { SitePage } from '../features/sites/SitePage';
 import { CredentialsPage } from '../features/credentials/CredentialsPage';
 import { BillingPage } from '../features/billing/BillingPage';
 import { McpServersPage } from '../features/mcp/McpServersPage';
@@ -54,6 +56,8 @@ export function App() {
 }
 
 function Route({ path, session }: { path: string; session: Session }) {
+  const site = /^\/sites\/([^/]+)$/.exec(path);
+  if (site) return <SitePage session={session} id={decodeURIComponent(site[1])} />;
   const webhook = /^\/webhooks\/([^/]+)$/.exec(path);
   if (webhook) return <WebhookPage session={session} id={decodeURIComponent(webhook[1])} />;
   const ticket = /^\/support\/([^/]+)$/.exec(path);
@@ -65,6 +69,8 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <KeysPage session={session} />;
     case '/people':
       return <PeoplePage session={session} />;
+    case '/sites':
+      return <SitesPage session={session} />;
     case '/webhooks':
       return <WebhooksPage session={session} />;
     case '/credentials':

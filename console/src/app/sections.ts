@@ -16,6 +16,7 @@ export const SECTIONS: Section[] = [
   { path: '/', label: 'Overview', about: 'Your workspace and your role.', visible: always },
   { path: '/keys', label: 'API keys', about: 'Create, copy, rotate and delete the keys your backend calls the API with.', visible: managers },
   { path: '/people', label: 'People', about: 'Invite people, change their roles, remove them.', visible: managers },
+  { path: '/sites', label: 'Sites', about: 'The websites your chat widget runs on: origins, look, identity verification, secret, and the code to paste.', visible: managers },
   { path: '/webhooks', label: 'Webhooks', about: 'Endpoints your backend receives events on, their delivery log, retry and replay.', visible: (s) => hasScope(s, 'webhooks:read') },
   { path: '/credentials', label: 'Credentials', about: 'Your accounts at providers: secrets sealed, only their last four shown.', visible: (s) => hasScope(s, 'credentials:read') },
   { path: '/mcp-servers', label: 'MCP servers', about: 'Tool servers your agents can call, with their tools.', visible: (s) => hasScope(s, 'mcp_servers:read') },

@@ -261,4 +261,18 @@ describe('the console sites', () => {
     expect([refused.statusCode, refused.json().error]).toEqual([403, 'insufficient_scope']);
     expect((await as(ownerA).patch(`/api/v1/agents/${agentOfA}`, { triggers })).statusCode).toBe(200);
   });
+
+  test("the admin CLI's operations (no workspace scope) still reach any site, with the CLI's own field names", async () => {
+    const site = await createSite(ownerB, agentOfB);
+    const { sites } = t.services;
+    expect(await sites.setAppearance(site.id, { brand_color: '#0a7', launcher_label: 'Help' })).toEqual({ site_id: site.id, appearance: { brand_color: '#00aa77', position: 'right', launcher_label: 'Help', theme: 'auto', language: 'auto' } });
+    expect(await sites.setPageCommands(site.id, ['navigate', ' ', 'navigate'])).toEqual({ site_id: site.id, ui_commands: ['navigate'] });
+    await expect(sites.setPageCommands(site.id, ['Not A Name'])).rejects.toThrow(/^commands: /);
+    expect(await sites.setOrigins(site.id, ['https://B.example/'])).toEqual({ site_id: site.id, allowed_origins: ['https://b.example'] });
+    expect(await sites.setStatus(site.id, 'suspended')).toEqual({ site_id: site.id, status: 'suspended' });
+    expect(await sites.show(site.id)).toMatchObject({ site_id: site.id, workspace_id: wsB, status: 'suspended', ui_commands: ['navigate'], allowed_origins: ['https://b.example'] });
+    const rotated = await sites.rotateSecret(site.id, 1);
+    recordSecret('site secret', rotated.site_secret);
+    expect((await as(ownerB).get(`/api/console/sites/${site.id}`)).json()).toMatchObject({ status: 'suspended', previous_secret: { expires_at: rotated.previous_expires_at }, page_commands: ['navigate'] });
+  });
 });

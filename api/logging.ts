@@ -4,9 +4,10 @@ import type { FastifyRequest } from 'fastify';
  * Query parameters whose value works as a credential, compared case-insensitively:
  * a widget conversation id (with the public site id it reads and writes the
  * conversation), a visitor's `user_hash` and the `external_id` it vouches for, the
- * provider's verification token, and the usual names a client might put a key under.
+ * provider's verification token, an OpenID Connect authorization code (the console's SSO callback), and the usual
+ * names a client might put a key under.
  */
-const SECRET_QUERY_PARAMS = new Set(['conversation_id', 'user_hash', 'external_id', 'hub.verify_token', 'token', 'access_token', 'api_key', 'key', 'secret']);
+const SECRET_QUERY_PARAMS = new Set(['conversation_id', 'user_hash', 'external_id', 'hub.verify_token', 'token', 'access_token', 'api_key', 'key', 'secret', 'code']);
 
 /** Signed media links carry their whole claim (and its MAC) in the path: anyone holding one can fetch. */
 const MEDIA_PATH = /(\/api\/media\/)[^?#]*/i;

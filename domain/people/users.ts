@@ -200,7 +200,8 @@ export class PeopleService {
     const em = this.em.fork();
     const candidates = await em.find(ConsoleUser, { email, status: 'active', ...(input.workspace_id ? { workspaceId: input.workspace_id } : {}) }, { orderBy: { createdAt: 'asc' }, limit: 10 });
     const matched: IConsoleUser[] = [];
-    if (candidates.length === 0) await dummyVerify(input.password);
+    // One argon2 verify whatever the email: also for accounts without a password yet (invited, or made by SSO).
+    if (!candidates.some((c) => c.passwordHash)) await dummyVerify(input.password);
     for (const c of candidates) if (c.passwordHash && (await verifyPassword(c.passwordHash, input.password))) matched.push(c);
     if (matched.length === 0) {
       await guard.failed(email);

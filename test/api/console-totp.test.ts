@@ -33,7 +33,7 @@ async function enrol(b: Browser): Promise<{ secret: string; first: string }> {
   const begun = await t.app.inject({ method: 'POST', url: '/api/console/totp/enrol', headers: asBrowser(b) });
   expect(begun.statusCode).toBe(201);
   const { secret } = begun.json();
-  recordSecret('provider token', secret);
+  recordSecret('totp secret', secret);
   const first = codeOf(secret);
   const confirmed = await t.app.inject({ method: 'POST', url: '/api/console/totp/confirm', headers: asBrowser(b), payload: { code: first } });
   expect(confirmed.statusCode).toBe(200);
@@ -47,7 +47,7 @@ describe('TOTP as a second factor', () => {
     const begun = await t.app.inject({ method: 'POST', url: '/api/console/totp/enrol', headers: asBrowser(agent) });
     expect(begun.statusCode).toBe(201);
     const { secret, otpauth_uri } = begun.json();
-    recordSecret('provider token', secret);
+    recordSecret('totp secret', secret);
     expect(secret).toMatch(/^[A-Z2-7]{32}$/);
     const uri = new URL(otpauth_uri);
     expect(uri.protocol).toBe('otpauth:');
@@ -99,7 +99,7 @@ describe('TOTP as a second factor', () => {
       expect(asked.statusCode).toBe(403);
       expect(asked.json().error).toBe('totp_enrolment_required');
       const { secret, otpauth_uri } = asked.json().enrolment;
-      recordSecret('provider token', secret);
+      recordSecret('totp secret', secret);
       expect(otpauth_uri).toContain(`secret=${secret}`);
       expect(sessionCookie(asked)).toBeUndefined();
       // Asked again before a code: the same secret (the enrolment is not confirmed yet).

@@ -9,7 +9,7 @@ import type { SecretBox } from '../../lib/crypto/secret-box';
  * every secret it creates or learns into `secrets.<pid>.tsv` beside them. The global
  * teardown scans every log for every recorded secret (scanLogs) and fails the run.
  */
-export type SecretKind = 'api key' | 'session token' | 'site secret' | 'webhook secret' | 'provider token' | 'user_hash' | 'msgapp app secret' | 'msgapp verify token' | 's3 secret access key' | 'sso client secret';
+export type SecretKind = 'api key' | 'session token' | 'site secret' | 'webhook secret' | 'provider token' | 'user_hash' | 'msgapp app secret' | 'msgapp verify token' | 's3 secret access key' | 'sso client secret' | 'oauth code' | 'totp secret';
 
 export const LOG_LEVEL = 'info';
 

@@ -134,7 +134,8 @@ describe('the Sites page', () => {
 
     // The site's page: the snippet again, never the secret.
     await row.getByRole('link', { name: siteId }).click();
-    await page.getByRole('heading', { level: 1, name: `Site ${siteId}` }).waitFor();
+    await page.getByRole('heading', { level: 1, name: 'Site', exact: true }).waitFor();
+    await page.getByRole('definition').filter({ hasText: siteId }).waitFor();
     expect(await page.getByRole('textbox', { name: 'Embed code' }).inputValue()).toBe(snippet);
     expect(await inPage(page, secret)).toBe(false);
     await page.getByRole('switch', { name: 'Require identity verification' }).waitFor();
@@ -194,13 +195,15 @@ describe('the Sites page', () => {
     try {
       for (const [at, title] of [
         ['/sites', 'Sites'],
-        [`/sites/${siteId}`, `Site ${siteId}`],
+        [`/sites/${siteId}`, 'Site'],
       ]) {
         await page.goto(`${base}/console${at}`);
-        await page.getByRole('heading', { level: 1, name: title }).waitFor();
+        await page.getByRole('heading', { level: 1, name: title, exact: true }).waitFor();
         await page.waitForLoadState('networkidle');
         await shot(page, `phone-${at === '/sites' ? 'sites' : 'site'}`);
         expect([at, await axeScan(page)]).toEqual([at, []]);
+        // Nothing wider than the phone: no sideways scrolling.
+        expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
       }
     } finally {
       await page.setViewportSize(DESKTOP);

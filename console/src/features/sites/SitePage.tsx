@@ -51,11 +51,15 @@ function SiteDetail({ id }: { id: string }) {
   }
   const s = site.data;
   return (
-    <Page title={`Site ${s.id}`}>
+    <Page title="Site">
       <Link to="/sites" className="back">
         All sites
       </Link>
       <dl className="facts card">
+        <div className="wide-fact">
+          <dt>Site id</dt>
+          <dd className="mono wrap-anywhere">{s.id}</dd>
+        </div>
         <div>
           <dt>Agent</dt>
           <dd>{s.agent.name ?? 'Deleted agent'}</dd>

@@ -2,9 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { makeBigPdf } from '../../dev/fakes/documents';
+import { SecretBox } from '../../lib/crypto/secret-box';
 import { upload } from '../support/kb';
 import { eventually, WorkerProcesses } from '../support/worker-process';
 
+/** One key for the API and the worker: the worker refuses to start on a key that cannot open what the API sealed (the API key's value, kept for the console's copy). */
+const KEY = randomBytes(32).toString('hex');
 let db: TestDatabase;
 let t: TestApp;
 let workers: WorkerProcesses;
@@ -12,12 +15,12 @@ let auth: Record<string, string>;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  t = await startTestApp({ orm: db.orm, databaseUrl: db.url });
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, serviceOptions: { box: SecretBox.fromString(KEY) } });
   const ws = await createWorkspace(db.orm);
   auth = bearer((await createKey(t.services, ws, ['kb:read', 'kb:write'])).key);
   workers = new WorkerProcesses(`kbcrash-${randomBytes(4).toString('hex')}`, {
     DATABASE_URL: db.url,
-    CONCIERGE_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+    CONCIERGE_ENCRYPTION_KEY: KEY,
     // The worker reads the bytes the API stored.
     CONCIERGE_STORAGE_DIR: testBlobs.root,
     CONCIERGE_MODELS_DIR: MODELS_DIR,

@@ -266,6 +266,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       widgetMediaMaxSeconds: s.widgetMediaMaxSeconds ?? widgetMediaMaxSeconds(config),
       workPool,
       publicBaseUrl: baseUrl,
+      temporalUi: () => ({ origin: config.TEMPORAL_UI_ORIGIN[0] ?? null, namespace: config.TEMPORAL_NAMESPACE }),
       voiceMaxConcurrent: config.VOICE_MAX_CONCURRENT,
       voiceCaps: {
         perVisitor: config.VOICE_MAX_SESSIONS_PER_VISITOR,

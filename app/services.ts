@@ -69,6 +69,7 @@ import { CallService } from '../domain/voice/calls';
 import type { VoicePrereqs } from './voice';
 import { createRepositories, type Repositories } from '../domain/repositories';
 import { SendPlanner } from '../domain/messaging/plan';
+import { ConversationDebugger } from '../domain/debugger/conversation-debugger';
 
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by app/compose.ts. */
 export interface Services {
@@ -137,6 +138,8 @@ export interface Services {
   feedback: FeedbackService;
   /** Agent turns: the conversation actor's activities run them. */
   turns: AgentTurns;
+  /** The console's conversation debugger: turns as the conversation's workflow history recorded them. */
+  conversationDebugger: ConversationDebugger;
   tasks: TaskService;
   /** Structured extraction (POST /documents/extract_structured) and its workflow's steps. */
   structured: StructuredExtractionService;
@@ -199,6 +202,8 @@ export interface ServiceOptions {
   voiceTransport?: VoiceTransport | null;
   /** The Temporal client wrappers, read when used (compose builds them after the services); absent: no workflow service (503 workflow_unavailable). */
   workflows?: WorkflowRuns | null;
+  /** The Temporal UI (TEMPORAL_UI_ORIGIN's first origin) and namespace, read when used: the debugger links to workflows there. */
+  temporalUi?: () => { origin: string | null; namespace: string };
   /** Where the services log. */
   log: Logger;
   /** The console's session lifetimes (CONSOLE_SESSION_*); absent: 12 hours idle, 7 days in all. */
@@ -290,6 +295,12 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb, writer: { llm: opts.llm ?? null, openModel: openAiCompatible } }),
     customers,
     conversations: new ConversationService(em, repos.conversations),
+    conversationDebugger: new ConversationDebugger({
+      conversations: new ConversationService(em, repos.conversations),
+      histories: () => workflows()?.histories,
+      audit: new AuditLog(em),
+      temporalUi: opts.temporalUi ?? (() => ({ origin: null, namespace: 'default' })),
+    }),
     analytics: new AnalyticsService(em, feedback, transcript),
     credits,
     mcp,

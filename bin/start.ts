@@ -109,8 +109,9 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
       });
       stops.push(dev.stop);
       temporalAddress = dev.address;
-      // Its UI may have moved to a free port: that origin may call the codec endpoint too.
-      if (!config.TEMPORAL_UI_ORIGIN.includes(dev.uiUrl)) config.TEMPORAL_UI_ORIGIN.push(dev.uiUrl);
+      // Its UI may have moved to a free port: that origin may call the codec endpoint too, and comes first, as the
+      // console's debugger links to the first origin's UI.
+      if (!config.TEMPORAL_UI_ORIGIN.includes(dev.uiUrl)) config.TEMPORAL_UI_ORIGIN.unshift(dev.uiUrl);
       say(`Temporal: embedded dev server at ${dev.address} (state in ${path.join(dir, 'temporal.db')})`);
     } else {
       say(`Temporal: ${temporalAddress}`);

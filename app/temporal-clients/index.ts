@@ -3,6 +3,7 @@ import type { ChatTranscript } from '../../domain/chat/transcript';
 import type { WorkflowRuns } from '../../domain/ports/workflow-runs';
 import { ConversationWorkflows } from './conversations';
 import { ExtractionWorkflows } from './extractions';
+import { WorkflowHistoryReader } from './histories';
 import { MessageWorkflows } from './messages';
 import { TranscriptionWorkflows } from './transcriptions';
 import { UploadWorkflows } from './uploads';
@@ -22,6 +23,7 @@ export interface WorkflowClients extends WorkflowRuns {
   extractions: ExtractionWorkflows;
   voice: VoiceWorkflows;
   webhooks: WebhookWorkflows;
+  histories: WorkflowHistoryReader;
 }
 
 /**
@@ -41,5 +43,6 @@ export function createWorkflowClients(client: Client, taskQueue: string, deps: {
     extractions: new ExtractionWorkflows(client, taskQueue, eager, deps.extractWaitMs),
     voice: new VoiceWorkflows(client, taskQueue),
     webhooks: new WebhookWorkflows(client),
+    histories: new WorkflowHistoryReader(client),
   };
 }

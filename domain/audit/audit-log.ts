@@ -48,7 +48,9 @@ export type AuditAction =
   | 'sso.settings_changed'
   | 'user.totp_enrolled'
   | 'user.totp_reset'
-  | 'sign_in_policy.changed';
+  | 'sign_in_policy.changed'
+  | 'conversation.debug_viewed'
+  | 'conversation.history_exported';
 
 export interface AuditRecord {
   workspaceId: string | null;

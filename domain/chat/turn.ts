@@ -5,6 +5,7 @@ import { answerFromPassages, answerWithModel } from './turn/generate';
 import { agentOf, gather } from './turn/gather';
 import { chooseModel } from './turn/model-choice';
 import { storeReply } from './turn/store';
+import { TraceRecorder } from './turn/trace';
 
 export type { Passage, TurnDeps, TurnInput, TurnReply, TurnToolCall } from './turn/context';
 export { ChatFramePublisher, type TurnPublisher } from './turn/publisher';
@@ -30,11 +31,14 @@ export class AgentTurns {
     const start = await this.begin(input, onProgress);
     if ('done' in start) return start.done;
     const { ctx } = start;
-    const gathered = await gather(ctx);
-    const answer = ctx.model ? await answerWithModel(ctx, ctx.model, gathered) : await answerFromPassages(ctx, gathered);
-    const row = await storeReply(ctx, answer);
-    await this.publish(ctx, row);
-    return { ...toReply(row, answer.handoff), ...(ctx.toolCalls.length ? { tool_calls: ctx.toolCalls } : {}) };
+    const trace = ctx.trace!;
+    const gathered = await trace.step('gather', () => gather(ctx));
+    const history = gathered.history.filter((m) => m.role !== 'tool' && m.id !== ctx.visitor.id);
+    trace.gathered(ctx.model?.name ?? null, gathered.query, gathered.passages, ctx.spec.instructions, history, ctx.visitor.text, gathered.attachments.map((a) => a.file_name));
+    const answer = await trace.step('generate', () => (ctx.model ? answerWithModel(ctx, ctx.model, gathered) : answerFromPassages(ctx, gathered)));
+    const row = await trace.step('store', () => storeReply(ctx, answer));
+    await trace.step('publish', () => this.publish(ctx, row));
+    return { ...toReply(row, answer.handoff), ...(ctx.toolCalls.length ? { tool_calls: ctx.toolCalls } : {}), trace: trace.output(answer.text) };
   }
 
   /**
@@ -87,6 +91,7 @@ export class AgentTurns {
       mcp: { resultsFrom: new Set(), answered: [] },
       toolCalls: [],
       onProgress,
+      trace: new TraceRecorder(),
     };
     return { ctx };
   }

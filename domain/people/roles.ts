@@ -37,6 +37,10 @@ export const CONSOLE_PERMISSIONS = {
   manageSso: ['owner'],
   /** Whether the workspace requires a second factor at sign-in. */
   manageSignInPolicy: ['owner'],
+  /** The conversation debugger's model output before masking (each view audited). */
+  readUnmaskedOutput: ['owner', 'admin'],
+  /** A conversation's workflow history, exported for `npm run replay` (audited). */
+  exportHistories: ['owner', 'admin'],
 } as const satisfies Record<string, readonly ConsoleRole[]>;
 export type ConsolePermission = keyof typeof CONSOLE_PERMISSIONS;
 

@@ -1,5 +1,6 @@
 import { DomainError } from '../../lib/errors';
 import type { TurnReply } from '../chat/turn';
+import type { WorkflowHistories } from './workflow-history';
 import type { Begun, ExtractionOutcome } from '../extraction/extractions';
 import type { SendPlan } from '../messaging/plan';
 import type { PhoneCallInput } from '../voice/phone-call';
@@ -96,4 +97,6 @@ export interface WorkflowRuns {
   messages: MessageRuns;
   extractions: ExtractionRuns;
   webhooks: DeliveryRuns;
+  /** Recorded histories, read back (the console's conversation debugger); absent where nothing reads them. */
+  histories?: WorkflowHistories;
 }

@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../../../app/services';
 import type { ConsoleLimits } from '../../../lib/ratelimit';
 import { consoleAuditRoutes } from './audit';
+import { consoleDebuggerRoutes } from './debugger';
 import { consoleKeyRoutes } from './keys';
 import { consoleSessionRoutes } from './session';
 import { consoleSiteRoutes } from './sites';
@@ -18,4 +19,5 @@ export const consoleRoutes: FastifyPluginAsync<{ services: Services; limits: Con
   await app.register(consoleSiteRoutes, { services: opts.services });
   await app.register(consoleSsoRoutes, opts);
   await app.register(consoleTotpRoutes, { services: opts.services });
+  await app.register(consoleDebuggerRoutes, { services: opts.services });
 };

@@ -11,6 +11,7 @@ import type { ChatModel, ModelFactory } from '../../ports/llm';
 import type { ElementKind, ReplyElements } from '../elements';
 import type { ChatMessageRow, ChatTranscript, ReplyExtras } from '../transcript';
 import type { TurnPublisher } from './publisher';
+import type { TraceRecorder, TurnTrace } from './trace';
 
 export interface TurnInput {
   conversationId: string;
@@ -33,6 +34,8 @@ export interface TurnReply {
   held?: boolean;
   /** The MCP tool calls of this turn, made or refused (kept in the workflow's history with the reply). */
   tool_calls?: TurnToolCall[];
+  /** What the turn did (passages, prompt, rounds, tool calls, the unmasked output, step times): the console's debugger reads it from the history. */
+  trace?: TurnTrace;
 }
 
 export interface TurnToolCall {
@@ -151,4 +154,6 @@ export interface TurnContext {
   readonly toolCalls: TurnToolCall[];
   /** Called as the model streams: the activity's heartbeat. */
   readonly onProgress?: () => void;
+  /** Collects the turn's trace (trace.ts). */
+  readonly trace?: TraceRecorder;
 }

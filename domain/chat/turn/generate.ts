@@ -37,12 +37,15 @@ export async function answerWithModel(ctx: TurnContext, chosen: TurnModelChoice,
   const used: number[] = [];
   for (let round = 0; ; round++) {
     streamer?.startRound(said.length > 0);
+    ctx.trace?.roundStart();
     const last = round >= MAX_TOOL_ROUNDS;
     const result = await chosen.model.complete(
       { messages, tools: last || !offered.length ? undefined : offered, model: chosen.name, temperature: ctx.spec.model.temperature, max_tokens: chosen.max_tokens },
       streamer?.onDelta,
     );
-    tokens += (result.usage?.prompt_tokens ?? 0) + (result.usage?.completion_tokens ?? 0);
+    const roundTokens = (result.usage?.prompt_tokens ?? 0) + (result.usage?.completion_tokens ?? 0);
+    tokens += roundTokens;
+    ctx.trace?.roundDone(result.text, roundTokens);
     await streamer?.endRound();
     // The visitor never sees a marker: stripped from each round's text, the passages they name kept.
     const clean = stripMarkers(result.text, ctx.shown.length);
@@ -67,7 +70,9 @@ async function runRound(ctx: TurnContext, tools: TurnTools, calls: ToolCall[], r
   const { input } = ctx;
   let handoff = false;
   for (const [i, call] of calls.entries()) {
+    const at = Date.now();
     const output = await tools.run(call);
+    ctx.trace?.toolCall(call.name, call.arguments, output, Date.now() - at);
     // Asked for a person: a reply with no text of its own says the handoff action's message.
     if (call.name === 'handoff') handoff = true;
     messages.push({ role: 'tool', tool_call_id: call.id, content: output });

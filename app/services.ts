@@ -13,6 +13,7 @@ import { TotpService } from '../domain/people/totp';
 import type { Mailer } from '../domain/ports/mailer';
 import { CredentialService } from '../domain/credentials/credentials';
 import { ConversationService } from '../domain/conversations/conversations';
+import { AgentTrials } from '../domain/chat/agent-try';
 import { CustomerService } from '../domain/customers/customers';
 import { MessageService } from '../domain/messaging/messages';
 import { ProviderEventService } from '../domain/messaging/provider-events';
@@ -94,6 +95,8 @@ export interface Services {
   search: SearchService;
   blobs: BlobStore;
   agents: AgentService;
+  /** The console's "Try it": a real turn in a test conversation that nothing counts, tools that act outside stubbed. */
+  agentTrials: AgentTrials;
   customers: CustomerService;
   conversations: ConversationService;
   analytics: AnalyticsService;
@@ -265,6 +268,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const totp = new TotpService(em, opts.box);
   const people = new PeopleService(em, sessions, new LinkService(baseUrl), { mailer: opts.mailer ?? null, log: opts.log, workspaces: repos.workspaces, secondFactor: totp.checkSignIn });
   const deliveries = new DeliveryService(em, opts.box, opts.sender, repos.webhooks);
+  const agentService = new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb, writer: { llm: opts.llm ?? null, openModel: openAiCompatible } });
   const providerEvents = new ProviderEventService(em, repos, transcript, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null);
   return {
     sites,
@@ -292,7 +296,8 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     deliveries,
     files: new FileService(em, opts.blobs, repos.kb, repos.blobRefs),
     blobs: opts.blobs,
-    agents: new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb, writer: { llm: opts.llm ?? null, openModel: openAiCompatible } }),
+    agentTrials: new AgentTrials({ em, repos, agents: agentService, conversations: () => workflows()?.conversations ?? null }),
+    agents: agentService,
     customers,
     conversations: new ConversationService(em, repos.conversations),
     conversationDebugger: new ConversationDebugger({

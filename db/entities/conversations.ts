@@ -21,6 +21,8 @@ export const Conversation = defineEntity({
     closedAt: p.datetime().nullable(),
     /** The verified visitor who started a web conversation: only their user_hash reaches it. */
     verifiedExternalId: p.text().nullable(),
+    /** A console test conversation ("Try it"): kept out of the inbox, the lists, analytics and billing. */
+    isTest: p.boolean().default(false),
   },
 });
 export type IConversation = InferEntity<typeof Conversation>;

@@ -13,7 +13,7 @@ export const McpServer = defineEntity({
     credentialId: p.text().nullable(),
     enabled: p.boolean().default(true),
     status: p.enum(['ok', 'error', 'disabled'] as const).columnType('text'),
-    tools: p.json<Array<{ name: string; description: string; input_schema: Record<string, unknown> }>>().default([]),
+    tools: p.json<Array<{ name: string; description: string; input_schema: Record<string, unknown>; read_only?: boolean }>>().default([]),
     lastError: p.text().nullable(),
     checkedAt: p.datetime().nullable(),
     createdAt: createdAt(),

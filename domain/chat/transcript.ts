@@ -409,7 +409,7 @@ export class ChatTranscript {
     return this.em.fork().getConnection().execute<Array<{ channel: string; direction: 'in' | 'out'; n: string }>>(
       `select c.channel, case when m.role = 'user' then 'in' else 'out' end as direction, count(*) as n
        from chat_messages m join conversations c on c.id = m.conversation_id
-       where m.workspace_id = ? and m.created_at >= ? and m.created_at < ? and m.role <> 'tool'
+       where m.workspace_id = ? and m.created_at >= ? and m.created_at < ? and m.role <> 'tool' and not c.is_test
        group by 1, 2`,
       [workspaceId, from, to],
     );

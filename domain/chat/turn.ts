@@ -48,7 +48,7 @@ export class AgentTurns {
   private async begin(input: TurnInput, onProgress?: () => void): Promise<{ ctx: TurnContext } | { done: TurnReply }> {
     const { deps } = this;
     // Independent reads, at once: the time before the model's request is the visitor's wait.
-    const [stored, { agent, channel, commands }, visitor, held] = await Promise.all([
+    const [stored, { agent, channel, commands, test }, visitor, held] = await Promise.all([
       deps.transcript.get(input.replyId),
       agentOf(deps, input),
       deps.transcript.get(input.messageId),
@@ -90,6 +90,7 @@ export class AgentTurns {
       elements: emptyElements(),
       mcp: { resultsFrom: new Set(), answered: [] },
       toolCalls: [],
+      test,
       onProgress,
       trace: new TraceRecorder(),
     };

@@ -85,7 +85,8 @@ export class ConversationService {
     workspaceId: string,
     q: { customer_id?: string; status?: 'open' | 'closed'; cases?: boolean; limit: number; cursor?: string },
   ): Promise<{ conversations: ConversationView[]; next_cursor: string | null }> {
-    const where: FilterQuery<IConversation> = { workspaceId };
+    // Console test conversations ("Try it") are in no list (docs/console.md).
+    const where: FilterQuery<IConversation> = { workspaceId, isTest: false };
     if (q.cases) where.needsHuman = true;
     if (q.customer_id) where.customerId = q.customer_id;
     if (q.status) where.status = q.status;

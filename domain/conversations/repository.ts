@@ -81,10 +81,31 @@ export class ConversationRepository {
     await em.nativeUpdate(Conversation, { customerId: fromCustomerId }, { customerId: toCustomerId, updatedAt: new Date() });
   }
 
-  /** The agent a conversation is with (null: none, or no such conversation), its channel and (web) its site. */
-  async conversationAgent(em: EntityManager, id: string): Promise<{ agentId: string | null; channel: IConversation['channel']; siteId: string | null } | null> {
-    const row = await em.findOne(Conversation, { id }, { fields: ['agentId', 'channel', 'siteId'] });
-    return row ? { agentId: row.agentId ?? null, channel: row.channel, siteId: row.siteId ?? null } : null;
+  /** The agent a conversation is with (null: none, or no such conversation), its channel, (web) its site, and whether it is a console test. */
+  async conversationAgent(em: EntityManager, id: string): Promise<{ agentId: string | null; channel: IConversation['channel']; siteId: string | null; isTest: boolean } | null> {
+    const row = await em.findOne(Conversation, { id }, { fields: ['agentId', 'channel', 'siteId', 'isTest'] });
+    return row ? { agentId: row.agentId ?? null, channel: row.channel, siteId: row.siteId ?? null, isTest: row.isTest } : null;
+  }
+
+  /**
+   * A new console test conversation with the agent ("Try it"): web, with no site and no customer, `is_test` set at
+   * insert (the analytics triggers read it then). Its id.
+   */
+  async insertTestConversation(em: EntityManager, c: { workspaceId: string; agentId: string }): Promise<string> {
+    const id = newId('conv');
+    await em.insert(Conversation, { id, workspaceId: c.workspaceId, agentId: c.agentId, channel: 'web', status: 'open', isTest: true });
+    return id;
+  }
+
+  /** A test conversation of the workspace with this agent (null: none, or not a test one). */
+  async testConversation(em: EntityManager, workspaceId: string, agentId: string, id: string): Promise<Pick<IConversation, 'id' | 'status'> | null> {
+    return em.findOne(Conversation, { id, workspaceId, agentId, isTest: true }, { fields: ['id', 'status'] });
+  }
+
+  /** The timeline events of one reply of a conversation, oldest first (what a turn recorded: tool calls, stubs). */
+  async replyEvents(em: EntityManager, conversationId: string, replyId: string): Promise<Array<{ type: string; data: Record<string, unknown> }>> {
+    const rows = await em.find(ConversationEvent, { conversationId }, { orderBy: { createdAt: 'asc', id: 'asc' } });
+    return rows.filter((r) => r.data.reply_id === replyId).map((r) => ({ type: r.type, data: r.data }));
   }
 
   /** A new message in the transcript: the conversation is touched, and a visitor's first words become its title. */

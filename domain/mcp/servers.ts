@@ -25,6 +25,8 @@ export interface McpToolView {
   name: string;
   description: string;
   input_schema: Record<string, unknown>;
+  /** The server marks the tool read-only (MCP's `annotations.readOnlyHint`); otherwise it may act outside (a console test stubs it). */
+  read_only?: boolean;
 }
 
 export interface McpServerView {
@@ -163,7 +165,12 @@ export class McpService {
       const token = await this.tokenOf(row).catch(() => null);
       try {
         const listed = await this.withClient(row, token, async (client) => (await client.listTools()).tools);
-        const tools = listed.map((t) => ({ name: t.name, description: (t.description ?? '').slice(0, 1000), input_schema: (t.inputSchema ?? { type: 'object' }) as Record<string, unknown> }));
+        const tools = listed.map((t) => ({
+          name: t.name,
+          description: (t.description ?? '').slice(0, 1000),
+          input_schema: (t.inputSchema ?? { type: 'object' }) as Record<string, unknown>,
+          ...(t.annotations?.readOnlyHint === true ? { read_only: true } : {}),
+        }));
         checkToolList(tools);
         Object.assign(row, { status: 'ok', lastError: null, tools });
       } catch (err) {

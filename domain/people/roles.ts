@@ -33,6 +33,8 @@ export const CONSOLE_PERMISSIONS = {
   manageSites: ['owner', 'admin'],
   /** The audit log. */
   readAudit: ['owner', 'admin'],
+  /** The agent builder's "Try it": a real turn in a test conversation (those who may edit agents). */
+  tryAgents: ['owner', 'admin'],
   /** OpenID Connect sign-in's settings (shared/spec/DECISIONS.md: only an owner manages SSO). */
   manageSso: ['owner'],
   /** Whether the workspace requires a second factor at sign-in. */

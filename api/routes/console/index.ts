@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../../../app/services';
 import type { ConsoleLimits } from '../../../lib/ratelimit';
+import { consoleAgentRoutes } from './agents';
 import { consoleAuditRoutes } from './audit';
 import { consoleDebuggerRoutes } from './debugger';
 import { consoleKeyRoutes } from './keys';
@@ -19,5 +20,6 @@ export const consoleRoutes: FastifyPluginAsync<{ services: Services; limits: Con
   await app.register(consoleSiteRoutes, { services: opts.services });
   await app.register(consoleSsoRoutes, opts);
   await app.register(consoleTotpRoutes, { services: opts.services });
+  await app.register(consoleAgentRoutes, { services: opts.services });
   await app.register(consoleDebuggerRoutes, { services: opts.services });
 };

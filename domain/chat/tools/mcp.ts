@@ -12,7 +12,7 @@ export async function mcpTools(ctx: TurnContext): Promise<TurnTool[]> {
   const listed = mcp && actions.length ? await mcp.toolsFor(ctx.input.workspaceId, actions) : [];
   return listed.map(({ serverId, tool }, i) => {
     const name = `mcp_${i}_${tool.name.replace(/[^a-zA-Z0-9_-]/g, '_')}`.slice(0, 64);
-    const ref: McpToolRef = { serverId, tool: tool.name, chaining: actions.some((a) => a.server_id === serverId && a.chaining) };
+    const ref: McpToolRef = { serverId, tool: tool.name, chaining: actions.some((a) => a.server_id === serverId && a.chaining), readOnly: tool.read_only === true };
     const definition = { name, description: tool.description || tool.name, parameters: tool.input_schema };
     return { name, definition: () => definition, run: (c, args) => callMcpTool(c, ref, args) };
   });
@@ -27,6 +27,9 @@ export function endMcpRound(ctx: TurnContext): void {
   for (const serverId of ctx.mcp.answered) ctx.mcp.resultsFrom.add(serverId);
   ctx.mcp.answered.length = 0;
 }
+
+/** What the model is told of a stubbed call in a console test conversation. */
+export const STUBBED_NOTE = 'Test conversation: this tool acts outside, so it was not run (nothing was sent or changed); the call was recorded.';
 
 async function callMcpTool(ctx: TurnContext, ref: McpToolRef, args: Record<string, unknown>): Promise<string> {
   const { deps, input } = ctx;
@@ -48,6 +51,22 @@ async function callMcpTool(ctx: TurnContext, ref: McpToolRef, args: Record<strin
     });
     ctx.toolCalls.push({ server_id: ref.serverId, tool: ref.tool, ok: false, refused: 'cross_server_chaining', duration_ms: 0 });
     return JSON.stringify({ error: why });
+  }
+  // A console test conversation ("Try it") never acts outside: a tool its server does not mark read-only is recorded
+  // with its arguments (the panel shows what would have been called) and not run.
+  if (ctx.test && !ref.readOnly) {
+    await deps.repos.conversations.addConversationEvent(deps.em.fork(), input.conversationId, 'mcp.tool_call', {
+      server_id: ref.serverId,
+      tool: ref.tool,
+      arguments: args,
+      ok: true,
+      stubbed: true,
+      output: STUBBED_NOTE,
+      duration_ms: 0,
+      reply_id: input.replyId,
+    });
+    ctx.toolCalls.push({ server_id: ref.serverId, tool: ref.tool, ok: true, stubbed: true, duration_ms: 0 });
+    return JSON.stringify({ stubbed: true, note: STUBBED_NOTE });
   }
   // Every call is on the conversation's timeline: which tool, its arguments, how it went, how long it took.
   // A retried turn (the same reply) reuses a call it made already with the same arguments: a tool may not be safe to run twice.

@@ -46,6 +46,8 @@ export interface TurnToolCall {
   refused?: 'cross_server_chaining';
   /** A retried turn's call answered from the one recorded before (not made again). */
   reused?: true;
+  /** A console test conversation: the tool acts outside, so the call was recorded and not made. */
+  stubbed?: true;
   duration_ms: number;
 }
 
@@ -110,6 +112,8 @@ export interface McpToolRef {
   tool: string;
   /** The agent's action lets this server's tools be called after another server's result. */
   chaining: boolean;
+  /** Marked read-only by its server: run even in a console test conversation (any other tool is stubbed there). */
+  readOnly: boolean;
 }
 
 /** The MCP servers whose results the model has read this turn: the guard against one server steering calls to another. */
@@ -152,6 +156,11 @@ export interface TurnContext {
   readonly mcp: McpTurnState;
   /** The MCP tool calls of this turn, made or refused. */
   readonly toolCalls: TurnToolCall[];
+  /**
+   * A console test conversation ("Try it"): tools that act outside (MCP tools not marked read-only) are stubbed, the
+   * call recorded on the timeline and not made, and its tokens are not metered.
+   */
+  readonly test: boolean;
   /** Called as the model streams: the activity's heartbeat. */
   readonly onProgress?: () => void;
   /** Collects the turn's trace (trace.ts). */

@@ -38,7 +38,7 @@ export async function agentOf(deps: TurnDeps, input: TurnInput) {
     conv?.agentId ? deps.repos.agents.findAgent(em, input.workspaceId, conv.agentId) : null,
     conv?.channel === 'web' && conv.siteId ? deps.repos.sites.sitePageCommands(deps.em.fork(), conv.siteId) : [],
   ]);
-  return { agent, channel: conv?.channel ?? 'web', commands };
+  return { agent, channel: conv?.channel ?? 'web', commands, test: conv?.isTest ?? false };
 }
 
 /** The passages of the agent's knowledge: its folders and files, or the whole workspace when it names none. */

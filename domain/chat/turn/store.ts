@@ -33,7 +33,8 @@ export async function storeReply(ctx: TurnContext, answer: Answer): Promise<Chat
   });
   // Metered (GET /billing/usage), once per reply: a retried turn that stored its reply counts nothing again.
   const usageKind = ctx.model?.usageKind;
-  if (usageKind) await deps.repos.usage.recordTokenUsage(deps.em.fork(), { workspaceId: input.workspaceId, replyId: row.id, tokens: answer.tokens, kind: usageKind });
+  // A console test conversation is not billed (docs/console.md).
+  if (usageKind && !ctx.test) await deps.repos.usage.recordTokenUsage(deps.em.fork(), { workspaceId: input.workspaceId, replyId: row.id, tokens: answer.tokens, kind: usageKind });
   return row;
 }
 

@@ -15,7 +15,7 @@ export type WorkflowState = 'running' | 'closed' | 'missing';
 /** What the activities are closed over: the worker wires real ones, tests their own. */
 export interface ActivityDeps {
   em: EntityManager;
-  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs' | 'messages' | 'providerEvents' | 'transcript' | 'turns' | 'uploads' | 'voiceNotes' | 'uploadSearch' | 'tasks' | 'structured' | 'voice'>;
+  services: Pick<Services, 'idempotency' | 'deliveries' | 'blobs' | 'messages' | 'providerEvents' | 'transcript' | 'turns' | 'uploads' | 'voiceNotes' | 'uploadSearch' | 'tasks' | 'structured' | 'voice' | 'inbox'>;
   indexing: IndexingService;
   /** Asks Temporal about a workflow (the maintenance reconciliation); the worker wires its client. */
   workflowState?: (workflowId: string) => Promise<WorkflowState>;

@@ -3,6 +3,7 @@ import { voiceActivities } from './voice';
 import type { ActivityDeps } from './deps';
 import { withFailures } from './errors';
 import { extractionActivities } from './extraction';
+import { inboxActivities } from './inbox';
 import { kbActivities } from './kb';
 import { maintenanceActivities } from './maintenance';
 import { messagingActivities } from './messaging';
@@ -26,6 +27,7 @@ export function createActivities(deps: ActivityDeps) {
     ...uploadActivities(deps),
     ...extractionActivities(deps),
     ...voiceActivities(deps),
+    ...inboxActivities(deps),
   });
 }
 

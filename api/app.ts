@@ -41,6 +41,8 @@ import { msgappWebhookRoutes, type MsgappWebhookOptions } from './routes/msgapp-
 import { documentRoutes } from './routes/documents';
 import { webhookRoutes } from './routes/webhooks/subscriptions';
 import { consoleRoutes } from './routes/console';
+import { consoleInboxRoutes } from './routes/console/inbox';
+import type { InboxHub } from './inbox-hub';
 
 export interface AppDeps {
   services: Services;
@@ -53,6 +55,8 @@ export interface AppDeps {
   logger?: FastifyServerOptions['logger'];
   /** This process's widget reply sockets; absent: /api/chat/connect answers 503 socket_unavailable. */
   chatHub?: ChatHub | null;
+  /** This process's console inbox streams; absent: GET /api/console/inbox/stream answers 503 stream_unavailable. */
+  inboxHub?: InboxHub | null;
   /** The direct voice transport's signalling; absent: /api/voice/rtc answers 503. */
   voiceSignalling?: VoiceSignalling | null;
   /** Temporal's remote codec for the UI and CLI (api/routes/temporal-codec.ts); absent: /api/temporal-codec answers 404. */
@@ -157,6 +161,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
   await app.register(documentRoutes, { services });
   await app.register(consoleRoutes, { services, limits: deps.limits.console });
+  await app.register(consoleInboxRoutes, { services, hub: deps.inboxHub ?? null });
   if (deps.temporalCodec) await app.register(temporalCodecRoutes, { prefix: CODEC_PREFIX, ...deps.temporalCodec });
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every

@@ -5,10 +5,12 @@ import { createRequestLimits, openRateStore, WINDOW_SECONDS, type RateStore } fr
 import { buildApp, loggerOptions } from './app';
 import { VoiceSignalling } from './voice-signal';
 import { ChatHub } from './chat-hub';
+import { InboxHub } from './inbox-hub';
 
 export interface ApiServer {
   app: FastifyInstance;
   chatHub: ChatHub;
+  inboxHub?: InboxHub;
 }
 
 export interface ApiOptions {
@@ -63,6 +65,14 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     pingIntervalMs: config.CHAT_PING_INTERVAL_MS,
     maxSockets: { perConversation: config.CHAT_MAX_SOCKETS_PER_CONVERSATION, perAddress: config.CHAT_MAX_SOCKETS_PER_ADDRESS },
   });
+  const inboxHub = new InboxHub({
+    notifications: c.notifications,
+    sessions: c.services.sessions,
+    inbox: c.services.inbox,
+    log: c.log,
+    heartbeatMs: config.INBOX_HEARTBEAT_MS,
+    graceMs: config.INBOX_OFFLINE_GRACE_MS,
+  });
   const voiceSignalling = c.voice.transport.kind === 'direct'
     ? new VoiceSignalling({ sessions: c.services.voice, box: c.box, notifications: c.notifications, log: c.log, iceServers: (config.VOICE_ICE_SERVERS ?? '').split(',').map((u) => ({ urls: u.trim() })).filter((s) => s.urls), maxSocketsPerAddress: config.VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS })
     : null;
@@ -75,6 +85,7 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
     maxUploadBytes: config.KB_UPLOAD_MAX_BYTES,
     logger: opts.logger ?? loggerOptions(config.LOG_LEVEL),
     chatHub,
+    inboxHub,
     temporalCodec: { codec: c.payloadCodec, token: config.TEMPORAL_CODEC_TOKEN ?? null, uiOrigins: config.TEMPORAL_UI_ORIGIN },
     metricsToken: config.METRICS_TOKEN ?? null,
   });
@@ -94,9 +105,11 @@ export async function startApi(c: Composition, opts: ApiOptions): Promise<ApiSer
   }, 'HTTP server');
   await chatHub.start();
   c.onClose(() => chatHub.stop(), 'chat sockets');
+  await inboxHub.start();
+  c.onClose(() => inboxHub.stop(), 'inbox streams');
   if (voiceSignalling) {
     await voiceSignalling.start();
     c.onClose(() => voiceSignalling.stop(), 'voice signalling sockets');
   }
-  return { app, chatHub };
+  return { app, chatHub, inboxHub };
 }

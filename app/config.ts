@@ -361,6 +361,10 @@ export const configSchema = z.object({
   MSGAPP_VERIFY_TOKEN: optionalString,
   /** Keep-alive `ping` frame interval of the widget socket (the contract's 30 s, docs/contract.md); authorization is re-checked on each tick. */
   CHAT_PING_INTERVAL_MS: positiveInt(30_000),
+  /** The console inbox's live stream (GET /api/console/inbox/stream): heartbeat interval; each tick also re-checks the session, marks the person present and tends the queue. */
+  INBOX_HEARTBEAT_MS: positiveInt(15_000),
+  /** How long a person's inbox stream may be gone before they count as offline: what they hold goes back to the queue. */
+  INBOX_OFFLINE_GRACE_MS: positiveInt(60_000),
   /** Reply sockets open at once to one conversation, per API process (a visitor's tabs and devices). Over it: 429 before the upgrade. */
   CHAT_MAX_SOCKETS_PER_CONVERSATION: positiveInt(10),
   /** Reply sockets open at once from one client address, per API process (room for visitors behind one NAT). */

@@ -70,6 +70,9 @@ import { CallService } from '../domain/voice/calls';
 import type { VoicePrereqs } from './voice';
 import { createRepositories, type Repositories } from '../domain/repositories';
 import { SendPlanner } from '../domain/messaging/plan';
+import { InboxService } from '../domain/inbox/inbox';
+import { InboxStore } from '../domain/inbox/store';
+import { ConversationInbox } from '../domain/conversations/inbox';
 import { ConversationDebugger } from '../domain/debugger/conversation-debugger';
 
 /** The domain services shared by the API and the activities; no Fastify, no Temporal inside. Built by app/compose.ts. */
@@ -150,6 +153,8 @@ export interface Services {
   voice: VoiceSessionService;
   /** Dial-out checks, calls and recordings with signed links, as the API shows them. */
   calls: CallService;
+  /** The console's inbox: conversations across channels, people's actions through the actor, the queue. */
+  inbox: InboxService;
   /** The aggregates' repositories, for what the composition root wires outside the services (indexing). */
   repos: Repositories;
   box: SecretBox;
@@ -270,7 +275,19 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const deliveries = new DeliveryService(em, opts.box, opts.sender, repos.webhooks);
   const agentService = new AgentService(em, { provider: opts.msgapp ?? null, credentials, folders, models, rows: repos.agents, kb: repos.kb, writer: { llm: opts.llm ?? null, openModel: openAiCompatible } });
   const providerEvents = new ProviderEventService(em, repos, transcript, opts.box, opts.blobs, opts.msgapp ?? null, baseUrl, opts.extract, opts.vision ?? null);
-  return {
+  const inbox = new InboxService({
+    em,
+    conversations: new ConversationInbox(em),
+    store: new InboxStore(em),
+    transcript,
+    messages,
+    agents: { get: (workspaceId, id) => built.agents.get(workspaceId, id) },
+    calls,
+    uploadSearch: uploadParts.uploadSearch,
+    runs: () => workflows()?.conversations ?? null,
+  });
+  const built: Services = {
+    inbox,
     sites,
     widget,
     widgetChat: new WidgetChat({ widget, ...uploadParts, transcript, tasks, feedback, conversations: () => workflows()?.conversations ?? null }),
@@ -340,4 +357,5 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
       publisher: new ChatFramePublisher(em),
     }),
   };
+  return built;
 }

@@ -72,6 +72,10 @@ export type DomainErrorCode =
   | 'number_in_use'
   | 'task_in_progress'
   | 'ticket_closed'
+  // The console's inbox (issue 31): someone else holds the conversation; nobody does; a canned reply's title is taken.
+  | 'already_assigned'
+  | 'not_handed_off'
+  | 'canned_reply_exists'
   | 'upload_cancelled'
   /** A sent message the agent is still answering (a repeated sync send whose reply is not stored yet). */
   | 'message_in_progress'

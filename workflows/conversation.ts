@@ -23,6 +23,7 @@ import {
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
 import type { TaskStatus } from '../domain/chat/tasks';
+import type { OperatorAction, OperatorActionResult } from '../domain/inbox/actions';
 import type { TurnReply } from '../domain/chat/turn';
 import { cancelled, recordCancelled } from './cancellation';
 import { messageSendSummary, messageSendWorkflow, messageSendWorkflowId } from './message-send';
@@ -37,6 +38,8 @@ const { indexUploadForSearch } = proxyActivities<Activities>(presets.uploadIndex
 /** A messaging channel's reply as a send: one short read (local), no pre-patch history has it. */
 const { planReplySend } = proxyLocalActivities<Activities>(localPresets.dbWrite);
 const { sendAgentReply } = proxyActivities<Activities>(presets.replySend);
+/** A person's action from the inbox: written and published by one activity (a msgapp reply waits for its send). */
+const { applyOperatorAction } = proxyActivities<Activities>(presets.replySend);
 
 /**
  * The patch that sends a messaging channel's reply from an activity that starts its
@@ -127,6 +130,11 @@ export const closeSignal = defineSignal('close');
 /** A customer's message on a messaging channel (msgapp), stored by its inbound workflow: queued without waiting (see Conversation.customerMessage). */
 export const customerMessageSignal = defineSignal<[Omit<VisitorMessage, 'delivery' | 'indexUploads'>]>('customerMessage');
 export const tasksQuery = defineQuery<TaskState[]>('tasks');
+/**
+ * A person's action from the console's inbox (take, assign, reply, note, hand back, close): the argument names who
+ * acts (user id and email), so this history shows who did what. Refused while closed (conversation_closed).
+ */
+export const operatorActionUpdate = defineUpdate<OperatorActionResult, [OperatorAction]>('operatorAction');
 
 /** Client message ids remembered (and carried across runs); older ones are the transcript's unique index's to catch. */
 const SEEN_LIMIT = 500;
@@ -214,6 +222,20 @@ class Conversation {
   close(): void {
     this.closed = true;
     for (const t of this.tasks.values()) if (t.status === 'running') t.scope.cancel();
+  }
+
+  /** The validator of a person's action: nothing is done to a closed conversation. */
+  validateOperatorAction(action: OperatorAction): void {
+    if (this.closed) throw ApplicationFailure.create({ type: CONVERSATION_CLOSED, message: 'the conversation is closed', nonRetryable: true });
+    if (!action?.actor?.id) throw ApplicationFailure.create({ type: 'invalid_message', message: 'the acting person is required', nonRetryable: true });
+  }
+
+  /** A person's action, written and published by its activity; a close also ends the actor once idle. */
+  async operatorAction(action: OperatorAction): Promise<OperatorActionResult> {
+    const { conversationId, workspaceId } = this.input;
+    const result = await applyOperatorAction.executeWithOptions({ ...presets.replySend, summary: `${action.kind} by ${action.actor.email}` }, [{ conversationId, workspaceId, action }]);
+    if (result.ok && action.kind === 'close') this.close();
+    return result;
   }
 
   async cancelTask(key: string): Promise<boolean> {
@@ -432,6 +454,10 @@ export async function conversationWorkflow(input: ConversationInput): Promise<vo
   });
   setHandler(cancelTaskUpdate, (key) => conversation.cancelTask(key), {
     description: 'Cancels a running background task by its task_key (POST /tasks/cancel); true when it was cancelled.',
+  });
+  setHandler(operatorActionUpdate, (action) => conversation.operatorAction(action), {
+    validator: (action) => conversation.validateOperatorAction(action),
+    description: "A person's action from the console's inbox (take over, assign, reply, internal note, hand back, close), with who acts: one activity writes and publishes it.",
   });
   conversation.explain();
 

@@ -9,6 +9,7 @@ import {
   closeSignal,
   customerMessageSignal,
   CONVERSATION_CLOSED,
+  operatorActionUpdate,
   conversationWorkflow,
   conversationWorkflowId,
   TASK_IN_PROGRESS,
@@ -18,6 +19,7 @@ import {
   type VisitorMessageResult,
 } from '../../workflows/conversation';
 import type { ConversationRuns } from '../../domain/ports/workflow-runs';
+import type { OperatorAction, OperatorActionResult } from '../../domain/inbox/actions';
 
 /** Workflow failure types and the API errors they become: matched on the failure's type, never its text. */
 const API_ERRORS: Record<string, (failure: ApplicationFailure) => DomainError> = {
@@ -110,6 +112,25 @@ export class ConversationWorkflows implements ConversationRuns {
       signal: customerMessageSignal,
       signalArgs: [{ clientMessageId: m.providerMessageId, messageId: m.messageId, replyId: agentReplyId(m.messageId) }],
     });
+  }
+
+  /**
+   * A person's action from the console's inbox (issue 31), as the actor's `operatorAction` update: the actor is started
+   * when none runs (a conversation nobody wrote to since its last run ended); a voice conversation's actor runs as a
+   * web one (it takes no turns: nothing is sent from it). Refused by a closing actor: 409 conversation_closed.
+   */
+  async operatorAction(conv: { id: string; workspaceId: string; channel: 'web' | 'msgapp' | 'voice' }, action: OperatorAction): Promise<OperatorActionResult> {
+    try {
+      return await this.client.workflow.executeUpdateWithStart(operatorActionUpdate, {
+        args: [action],
+        startWorkflowOperation: new WithStartWorkflowOperation(conversationWorkflow, {
+          ...this.actorStart({ id: conv.id, workspaceId: conv.workspaceId, channel: conv.channel === 'msgapp' ? 'msgapp' : 'web' }),
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        }),
+      });
+    } catch (err) {
+      throw apiErrorOf(err);
+    }
   }
 
   /** The actor's start, when a message finds none running: one per conversation, whatever the channel. */

@@ -21,6 +21,14 @@ export const Conversation = defineEntity({
     closedAt: p.datetime().nullable(),
     /** The verified visitor who started a web conversation: only their user_hash reaches it. */
     verifiedExternalId: p.text().nullable(),
+    /** The person who holds it in the inbox (one at most: taken by a conditional update); null: the queue's, or nobody's. */
+    assigneeId: p.text().nullable(),
+    /** Since when it waits for a person (needs_human and unassigned): the queue's order and the wait time's start. */
+    queuedAt: p.datetime().nullable(),
+    /** Since when its assignee holds it: the handle time's start. */
+    assignedAt: p.datetime().nullable(),
+    /** Why a person closed it from the inbox. */
+    closeReason: p.text().nullable(),
     /** A console test conversation ("Try it"): kept out of the inbox, the lists, analytics and billing. */
     isTest: p.boolean().default(false),
   },

@@ -30,6 +30,7 @@ import { ConsoleLink, ConsoleSession, ConsoleUser } from './people';
 import { AuditEvent } from './audit';
 import { SsoDomain, SsoSettings, UserIdentity } from './sso';
 import { SignInPolicy, UserTotp } from './totp';
+import { CannedReply, ConversationNote, InboxAgent, InboxSettings } from './inbox';
 
 export * from './agents';
 export * from './analytics';
@@ -55,6 +56,7 @@ export * from './people';
 export * from './audit';
 export * from './sso';
 export * from './totp';
+export * from './inbox';
 
 export const allEntities = [
   AnalyticsConversation,
@@ -108,4 +110,8 @@ export const allEntities = [
   UserIdentity,
   UserTotp,
   SignInPolicy,
+  ConversationNote,
+  CannedReply,
+  InboxAgent,
+  InboxSettings,
 ];

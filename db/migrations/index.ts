@@ -34,6 +34,7 @@ import { Migration20261128160100WebhookDeliveryHealth } from './Migration2026112
 import { Migration20261128190000Console } from './Migration20261128190000Console';
 import { Migration20261128200000ConsoleSso } from './Migration20261128200000ConsoleSso';
 import { Migration20261128210000ConsoleTotp } from './Migration20261128210000ConsoleTotp';
+import { Migration20261128220000Inbox } from './Migration20261128220000Inbox';
 import { Migration20261128221000AgentTry } from './Migration20261128221000AgentTry';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
@@ -74,5 +75,6 @@ export const migrations = [
   { name: 'Migration20261128190000Console', class: Migration20261128190000Console },
   { name: 'Migration20261128200000ConsoleSso', class: Migration20261128200000ConsoleSso },
   { name: 'Migration20261128210000ConsoleTotp', class: Migration20261128210000ConsoleTotp },
+  { name: 'Migration20261128220000Inbox', class: Migration20261128220000Inbox },
   { name: 'Migration20261128221000AgentTry', class: Migration20261128221000AgentTry },
 ];

@@ -43,6 +43,12 @@ export const CONSOLE_PERMISSIONS = {
   readUnmaskedOutput: ['owner', 'admin'],
   /** A conversation's workflow history, exported for `npm run replay` (audited). */
   exportHistories: ['owner', 'admin'],
+  /** The inbox: read conversations, their notes and the team (conversations:read). */
+  readInbox: ['owner', 'admin', 'agent', 'viewer'],
+  /** The inbox: take over, assign, reply, note, hand back, close; one's own presence (conversations:write). */
+  workInbox: ['owner', 'admin', 'agent'],
+  /** The inbox's canned replies, automatic assignment and people's capacity. */
+  manageInbox: ['owner', 'admin'],
 } as const satisfies Record<string, readonly ConsoleRole[]>;
 export type ConsolePermission = keyof typeof CONSOLE_PERMISSIONS;
 

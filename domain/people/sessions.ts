@@ -102,6 +102,17 @@ export class SessionService {
     };
   }
 
+  /**
+   * Whether session `id` still stands (not signed out, not expired, its user active), without counting as activity:
+   * what a live stream asks on each heartbeat, so an open inbox closes at sign-out yet never keeps an idle session alive.
+   */
+  async isLive(id: string): Promise<boolean> {
+    const em = this.em.fork();
+    const row = await em.findOne(ConsoleSession, { id });
+    if (!row || !this.live(row)) return false;
+    return (await em.count(ConsoleUser, { id: row.userId, status: 'active' })) === 1;
+  }
+
   private live(row: IConsoleSession): boolean {
     const now = Date.now();
     if (row.revokedAt) return false;

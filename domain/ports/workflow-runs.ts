@@ -2,6 +2,7 @@ import { DomainError } from '../../lib/errors';
 import type { TurnReply } from '../chat/turn';
 import type { WorkflowHistories } from './workflow-history';
 import type { Begun, ExtractionOutcome } from '../extraction/extractions';
+import type { OperatorAction, OperatorActionResult } from '../inbox/actions';
 import type { SendPlan } from '../messaging/plan';
 import type { PhoneCallInput } from '../voice/phone-call';
 import type { RecordingView } from '../voice/sessions';
@@ -46,6 +47,8 @@ export interface ConversationRuns {
   closed(conversationIds: string[]): Promise<void>;
   /** Cancels a background task of the conversation; false when the actor does not know it. */
   cancelTask(conversationId: string, taskKey: string): Promise<boolean>;
+  /** A person's action from the console's inbox, through the actor (started when none runs): its outcome. */
+  operatorAction(conv: { id: string; workspaceId: string; channel: 'web' | 'msgapp' | 'voice' }, action: OperatorAction): Promise<OperatorActionResult>;
 }
 
 /** A widget upload's extraction (`widget-upload:<upload_id>`): `notStarted` runs when the workflow could not be started. */

@@ -54,7 +54,7 @@ const HistoryQuery = z.object({
   before: z.string().max(100).optional(),
   ...IdentityQuery,
 });
-const HistoryMessage = z.object({
+export const HistoryMessage = z.object({
   id: z.string(),
   role: z.enum(['user', 'assistant']),
   text: z.string(),

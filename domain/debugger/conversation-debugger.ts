@@ -192,13 +192,26 @@ function turnOf(a: RecordedActivity, received: Map<string, string>, unmasked: bo
     },
     rounds: (trace?.rounds ?? []).map((r) => ({ ms: r.ms, tokens: r.tokens, text: shown(r.text) })),
     tool_calls: (trace?.rounds ?? []).flatMap((r, round) =>
-      r.tool_calls.map((c) => ({ round: round + 1, name: c.name, arguments: shown(JSON.stringify(redactValue(c.arguments))), output: shown(c.output), ms: c.ms })),
+      r.tool_calls.map((c) => ({ round: round + 1, name: c.name, arguments: shown(argumentsText(c.arguments)), output: shown(c.output), ms: c.ms })),
     ),
     output: redactSecrets(reply?.text ?? ''),
     output_unmasked: unmasked && trace ? redactSecrets(trace.output) : null,
     latency,
     traced: Boolean(trace),
   };
+}
+
+/** A tool call's arguments as JSON (models send them as a JSON string), secrets redacted by field and by shape. */
+function argumentsText(args: unknown): string {
+  let value: unknown = args;
+  if (typeof args === 'string') {
+    try {
+      value = JSON.parse(args);
+    } catch {
+      return redactSecrets(args);
+    }
+  }
+  return JSON.stringify(redactValue(value));
 }
 
 /** A value with the fields that name secrets replaced, and secret-looking strings redacted. */

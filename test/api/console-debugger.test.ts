@@ -25,13 +25,13 @@ let owner: Browser;
 let agent: Browser;
 const ORIGIN = 'https://shop.example';
 /** A key a visitor pasted, which the model echoes into a tool call: never shown by the debugger. */
-const PASTED_KEY = `sk_${'ab12'.repeat(16)}`;
+const PASTED_KEY = 'sk-proj-Ab12Cd34Ef56Gh78Ij90';
 
 /** The fake model: a tool call first (carrying the pasted key), then the answer with an e-mail address to mask. */
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
   const last = body.messages.at(-1)!;
   if (last.role === 'tool') return { text: 'Unworn boots can go back within 45 days [1]. Write to jane@example.com.' };
-  return { text: '', tool_calls: [{ name: 'suggest_replies', arguments: { suggestions: ['Start a return', `my key is ${PASTED_KEY}`] } }] };
+  return { text: '', tool_calls: [{ name: 'suggest_replies', arguments: { suggestions: ['Start a return', `key ${PASTED_KEY}`] } }] };
 }
 
 beforeAll(async () => {
@@ -49,7 +49,7 @@ beforeAll(async () => {
     await dispatcher.stop();
   }
   const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key);
-  const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { privacy: { mask_personal_details: true } });
+  const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { privacy: { mask_personal_details: true }, actions: [{ type: 'reply_elements', kinds: ['suggested_actions'] }] });
   const site = await t.services.sites.create(ws, agentId, [ORIGIN]);
   const widget = (url: string, payload: object) => t.app.inject({ method: 'POST', url: `/api/public/widget/${url}`, headers: { 'x-concierge-site': site.site_id, origin: ORIGIN }, payload });
   conversationId = (await widget('init', {})).json().conversation_id;
@@ -82,14 +82,15 @@ test("an owner sees the turn from its history: passages with scores, the prompt'
   expect(turn.passages).toEqual([expect.objectContaining({ file_name: 'returns.md', title: 'Returns', score: expect.any(Number), text: expect.stringContaining('Unworn boots can be sent back within 45 days') })]);
   expect(turn.passages[0].score).toBeGreaterThan(0);
   expect(turn.prompt).toMatchObject({ instructions: 'Help shoppers.', context: ['[1] returns.md (Returns)'], message: 'how long do I have to return my boots?' });
-  expect(turn.tool_calls).toEqual([{ round: 1, name: 'suggest_replies', arguments: expect.stringContaining('Start a return'), output: expect.any(String), ms: expect.any(Number) }]);
+  expect(turn.tool_calls).toEqual([{ round: 1, name: 'suggest_replies', arguments: expect.stringContaining('{"suggestions":["Start a return"'), output: expect.any(String), ms: expect.any(Number) }]);
+  expect(turn.tool_calls[0].output).not.toMatch(/error/);
   expect(turn.rounds).toHaveLength(2);
   expect(turn.output).toBe('Unworn boots can go back within 45 days. Write to [email address hidden].');
   expect(turn.output_unmasked).toBe('Unworn boots can go back within 45 days. Write to jane@example.com.');
   expect(turn.latency.map((l: { step: string }) => l.step)).toEqual(['waiting in the conversation', 'queued for a worker', 'the turn (last attempt)', 'gather', 'generate', 'store', 'publish']);
   // The key the model echoed into the tool call is redacted.
   expect(res.body).not.toContain(PASTED_KEY);
-  expect(turn.tool_calls[0].arguments).toContain('sk_[redacted]');
+  expect(turn.tool_calls[0].arguments).toContain('sk-[redacted]');
   const events = await auditEvents();
   expect(events).toHaveLength(before + 1);
   expect(events[0]).toMatchObject({ actor: { type: 'user', id: owner.userId }, target: { type: 'conversation', id: conversationId }, details: { unmasked: true, turns: 1 } });

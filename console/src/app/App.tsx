@@ -18,6 +18,9 @@ import { CredentialsPage } from '../features/credentials/CredentialsPage';
 import { BillingPage } from '../features/billing/BillingPage';
 import { McpServersPage } from '../features/mcp/McpServersPage';
 import { SupportPage, TicketPage } from '../features/support/SupportPage';
+import { DebuggerIndexPage, DebuggerPage } from '../features/debugger/DebuggerPage';
+import { MessagePage, MessagesPage } from '../features/messages/MessagesPage';
+import { AnalyticsPage } from '../features/analytics/AnalyticsPage';
 import { Shell } from './Shell';
 import { sectionsFor } from './sections';
 
@@ -62,6 +65,10 @@ function Route({ path, session }: { path: string; session: Session }) {
   if (webhook) return <WebhookPage session={session} id={decodeURIComponent(webhook[1])} />;
   const ticket = /^\/support\/([^/]+)$/.exec(path);
   if (ticket) return <TicketPage session={session} id={decodeURIComponent(ticket[1])} />;
+  const debug = /^\/conversations\/([^/]+)\/debug$/.exec(path);
+  if (debug) return <DebuggerPage session={session} id={decodeURIComponent(debug[1])} />;
+  const message = /^\/messages\/([^/]+)$/.exec(path);
+  if (message) return <MessagePage session={session} id={decodeURIComponent(message[1])} />;
   switch (path) {
     case '/':
       return <Overview session={session} sections={sectionsFor(session)} />;
@@ -81,6 +88,12 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <BillingPage session={session} />;
     case '/support':
       return <SupportPage session={session} />;
+    case '/debugger':
+      return <DebuggerIndexPage session={session} />;
+    case '/messages':
+      return <MessagesPage session={session} />;
+    case '/analytics':
+      return <AnalyticsPage session={session} />;
     case '/audit-log':
       return <AuditPage session={session} />;
     case '/sso':

@@ -25,6 +25,11 @@ export function usePath(): string {
   return rest.replace(/\/+$/, '') || '/';
 }
 
+/** The query string, with its '?' ('' for none): a page's state that a shared link carries (the analytics range). */
+export function useSearch(): string {
+  return useSyncExternalStore(subscribe, () => window.location.search);
+}
+
 /** The fragment, with its '#' (a one-time link carries its token there: never sent to a server, never in a Referer). */
 export function useHash(): string {
   return useSyncExternalStore(subscribe, () => window.location.hash);

@@ -21,6 +21,7 @@ import { SupportPage, TicketPage } from '../features/support/SupportPage';
 import { DebuggerIndexPage, DebuggerPage } from '../features/debugger/DebuggerPage';
 import { MessagePage, MessagesPage } from '../features/messages/MessagesPage';
 import { AnalyticsPage } from '../features/analytics/AnalyticsPage';
+import { InboxPage } from '../features/inbox/InboxPage';
 import { Shell } from './Shell';
 import { sectionsFor } from './sections';
 
@@ -59,6 +60,8 @@ export function App() {
 }
 
 function Route({ path, session }: { path: string; session: Session }) {
+  const conversation = /^\/inbox\/([^/]+)$/.exec(path);
+  if (conversation) return <InboxPage session={session} id={decodeURIComponent(conversation[1])} />;
   const site = /^\/sites\/([^/]+)$/.exec(path);
   if (site) return <SitePage session={session} id={decodeURIComponent(site[1])} />;
   const webhook = /^\/webhooks\/([^/]+)$/.exec(path);
@@ -72,6 +75,8 @@ function Route({ path, session }: { path: string; session: Session }) {
   switch (path) {
     case '/':
       return <Overview session={session} sections={sectionsFor(session)} />;
+    case '/inbox':
+      return <InboxPage session={session} />;
     case '/keys':
       return <KeysPage session={session} />;
     case '/people':

@@ -1,0 +1,155 @@
+import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { CLI_CONTEXT } from '../../domain/audit/audit-log';
+import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
+import { bearer, createKey, startTestApp, type TestApp } from '../support/app';
+import { buildConsoleOnce } from '../support/build';
+import { startTestWorker } from '../support/temporal';
+import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
+import { axeScan, CHROMIUM, DESKTOP, finals, launcher, panel, textbox, widget } from '../support/widget-page';
+
+/**
+ * The console's inbox in headless Chromium (issue 31), with a widget visitor in a second browser context on the demo
+ * page: the visitor asks for a person, the hand-off appears live in an agent's inbox, the agent takes over and
+ * replies (the visitor sees the person's name), hands back, and the agent (the fake model) answers the next question.
+ */
+let db: TestDatabase;
+let t: TestApp;
+let tw: Awaited<ReturnType<typeof startTestWorker>>;
+let llm: FakeLlm;
+let base: string;
+let browser: Browser;
+let workspaceId: string;
+let siteId: string;
+
+const ARTIFACTS = path.join(__dirname, '..', '..', 'test-artifacts', 'console');
+const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+const AGENT = { email: 'alex@example.com', password: 'correct horse battery staple' };
+
+/** The fake model: echoes; "a person" calls the handoff tool. */
+function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
+  const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
+  const text = last?.content ?? '';
+  if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
+  if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
+  return { text: `Echo: ${text}` };
+}
+
+beforeAll(async () => {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  await buildConsoleOnce();
+  db = await createTestDatabase();
+  llm = await startFakeLlm({ reply, chunkChars: 50 });
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' } });
+  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, config: { INBOX_HEARTBEAT_MS: 500 } });
+  await t.app.listen({ host: '127.0.0.1', port: 0 });
+  base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  workspaceId = await createWorkspace(db.orm, 'Acme shop');
+  const auth = bearer((await createKey(t.services, workspaceId, ['workflows:write', 'workflows:publish'])).key);
+  const made = await t.app.inject({
+    method: 'POST',
+    url: '/api/v1/agents',
+    headers: auth,
+    payload: { name: 'Shop helper', instructions: 'Help.', triggers: { web_chat: { allowed_origins: [base], response_delivery: 'complete' } }, actions: [{ type: 'handoff', message: 'A colleague will take it from here.' }] },
+  });
+  expect((await t.app.inject({ method: 'POST', url: `/api/v1/agents/${made.json().id}/publish`, headers: auth })).statusCode).toBe(200);
+  siteId = (await t.services.sites.create(workspaceId, made.json().id, [base])).site_id;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+}, 300_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.close();
+  await tw?.close();
+  await llm?.close();
+  await db?.drop();
+});
+
+describe('the inbox', () => {
+  let agentContext: BrowserContext;
+  let visitorContext: BrowserContext;
+  let inbox: Page;
+  let visitor: Page;
+  const problems: string[] = [];
+
+  beforeAll(async () => {
+    agentContext = await browser.newContext({ viewport: DESKTOP });
+    visitorContext = await browser.newContext({ viewport: DESKTOP });
+    inbox = await agentContext.newPage();
+    visitor = await visitorContext.newPage();
+    inbox.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+    inbox.on('console', (msg) => {
+      if (msg.type() === 'error' && !/^Failed to load resource/.test(msg.text())) problems.push(`console: ${msg.text()}`);
+    });
+    const made = await t.services.people.create({ cli: true }, workspaceId, { email: AGENT.email, role: 'agent' }, CLI_CONTEXT, 'sign_in');
+    const link = new URL(made.link.url);
+    await inbox.goto(`${base}${link.pathname}${link.hash}`);
+    await inbox.getByLabel('New password').fill(AGENT.password);
+    await inbox.getByLabel('Repeat the password').fill(AGENT.password);
+    await inbox.getByRole('button', { name: 'Set password and sign in' }).click();
+    await inbox.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  });
+  afterAll(async () => {
+    await agentContext?.close();
+    await visitorContext?.close();
+  });
+  afterEach(() => {
+    expect(problems).toEqual([]);
+  });
+
+  test('a visitor asks for a person: the hand-off appears live; the agent takes over and replies as themself; handed back, the agent answers the next question', async () => {
+    await inbox.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Inbox' }).click();
+    await inbox.getByRole('heading', { level: 1, name: 'Inbox' }).waitFor();
+    await inbox.getByRole('status').filter({ hasText: 'Live' }).waitFor();
+    expect(await axeScan(inbox)).toEqual([]);
+
+    // The visitor, on the site's page.
+    await visitor.goto(`${base}/demo?${new URLSearchParams({ site_id: siteId })}`);
+    await visitor.locator('[data-concierge-widget][data-state]').waitFor({ state: 'attached', timeout: 20_000 });
+    if (!(await panel(visitor).isVisible())) await launcher(visitor).click();
+    await visitor.locator('[data-concierge-widget][data-state=ready]').waitFor({ state: 'attached', timeout: 20_000 });
+    await textbox(visitor).fill('I want a person please');
+    await textbox(visitor).press('Enter');
+    await finals(visitor).filter({ hasText: 'A colleague will take it from here.' }).waitFor({ timeout: 30_000 });
+
+    // Live in the inbox, without a reload: waiting for a person, unread.
+    const item = inbox.getByRole('link', { name: /I want a person please/ });
+    await item.waitFor({ timeout: 15_000 });
+    await item.getByText('Waiting for a person', { exact: false }).waitFor();
+    await item.getByRole('img', { name: 'Unread' }).waitFor();
+    await item.click();
+    await inbox.getByRole('heading', { level: 2, name: 'I want a person please' }).waitFor();
+    await inbox.getByRole('list', { name: 'Transcript' }).getByText('A colleague will take it from here.').waitFor();
+    expect(await axeScan(inbox)).toEqual([]);
+
+    // Take over: the visitor sees that a person joined.
+    await inbox.getByRole('button', { name: 'Take over' }).click();
+    await inbox.getByText('held by alex@example.com').waitFor();
+    await widget(visitor).locator('.row.assistant', { hasText: 'alex joined the conversation.' }).waitFor({ timeout: 15_000 });
+
+    // Reply: in the widget, from the person.
+    await inbox.getByRole('textbox', { name: 'Your reply' }).fill('Hi, this is Alex. Your parcel left today.');
+    await inbox.getByRole('button', { name: 'Send reply' }).click();
+    const human = widget(visitor).locator('.row.assistant', { hasText: 'Your parcel left today.' });
+    await human.waitFor({ timeout: 15_000 });
+    await expect(human.locator('.who').textContent()).resolves.toBe('alex');
+    // A note stays the team's.
+    await inbox.getByRole('textbox', { name: 'Note' }).fill('Parcel was late twice');
+    await inbox.getByRole('button', { name: 'Add note' }).click();
+    await inbox.getByRole('list', { name: 'Notes' }).getByText('Parcel was late twice').waitFor();
+    await shot(inbox, 'desktop-inbox-conversation');
+    expect(await axeScan(inbox)).toEqual([]);
+    await expect(widget(visitor).getByText('Parcel was late twice').count()).resolves.toBe(0);
+
+    // Hand back: the agent answers the next question.
+    await inbox.getByRole('button', { name: 'Hand back to the agent' }).click();
+    await inbox.getByText('the agent answers').waitFor();
+    await textbox(visitor).fill('when do you open');
+    await textbox(visitor).press('Enter');
+    await finals(visitor).filter({ hasText: 'Echo: when do you open' }).waitFor({ timeout: 30_000 });
+    // The inbox followed it live.
+    await inbox.getByRole('list', { name: 'Transcript' }).getByText('Echo: when do you open').waitFor({ timeout: 15_000 });
+  }, 120_000);
+});

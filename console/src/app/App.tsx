@@ -14,6 +14,9 @@ import { WebhooksPage } from '../features/webhooks/WebhooksPage';
 import { WebhookPage } from '../features/webhooks/WebhookPage';
 import { SitesPage } from '../features/sites/SitesPage';
 import { SitePage } from '../features/sites/SitePage';
+import { KnowledgeBasePage } from '../features/kb/KnowledgeBasePage';
+import { AgentsPage } from '../features/agents/AgentsPage';
+import { AgentPage } from '../features/agents/AgentPage';
 import { CredentialsPage } from '../features/credentials/CredentialsPage';
 import { BillingPage } from '../features/billing/BillingPage';
 import { McpServersPage } from '../features/mcp/McpServersPage';
@@ -64,6 +67,8 @@ function Route({ path, session }: { path: string; session: Session }) {
   if (conversation) return <InboxPage session={session} id={decodeURIComponent(conversation[1])} />;
   const site = /^\/sites\/([^/]+)$/.exec(path);
   if (site) return <SitePage session={session} id={decodeURIComponent(site[1])} />;
+  const agent = /^\/agents\/([^/]+)$/.exec(path);
+  if (agent) return <AgentPage session={session} id={decodeURIComponent(agent[1])} />;
   const webhook = /^\/webhooks\/([^/]+)$/.exec(path);
   if (webhook) return <WebhookPage session={session} id={decodeURIComponent(webhook[1])} />;
   const ticket = /^\/support\/([^/]+)$/.exec(path);
@@ -83,6 +88,10 @@ function Route({ path, session }: { path: string; session: Session }) {
       return <PeoplePage session={session} />;
     case '/sites':
       return <SitesPage session={session} />;
+    case '/knowledge-base':
+      return <KnowledgeBasePage session={session} />;
+    case '/agents':
+      return <AgentsPage session={session} />;
     case '/webhooks':
       return <WebhooksPage session={session} />;
     case '/credentials':

@@ -14,6 +14,8 @@ const managers = (session: Session) => managesWorkspace(session.user.role);
 /** The console's pages, in the navigation's order; each role sees those it may use. */
 export const SECTIONS: Section[] = [
   { path: '/', label: 'Overview', about: 'Your workspace and your role.', visible: always },
+  { path: '/agents', label: 'Agents', about: 'Build, try and publish the agents that answer your customers.', visible: (s) => hasScope(s, 'workflows:read') },
+  { path: '/knowledge-base', label: 'Knowledge base', about: 'Folders and files your agents answer from: upload, index, search.', visible: (s) => hasScope(s, 'kb:read') },
   { path: '/inbox', label: 'Inbox', about: 'Every conversation, live: take over from the agent, reply, hand back; the queue of those waiting for a person.', visible: (s) => hasScope(s, 'conversations:read') },
   { path: '/keys', label: 'API keys', about: 'Create, copy, rotate and delete the keys your backend calls the API with.', visible: managers },
   { path: '/people', label: 'People', about: 'Invite people, change their roles, remove them.', visible: managers },

@@ -14,6 +14,9 @@ export function setCsrfToken(token: string | null): void {
   csrfToken = token;
 }
 
+/** The session's CSRF token now, for a request made without the client (an upload with progress, over XMLHttpRequest). */
+export const currentCsrfToken = () => csrfToken;
+
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 api.use({
   onRequest({ request }) {

@@ -11,6 +11,9 @@ module.exports = {
     '/node_modules/(openid-client|oauth4webapi|jose)/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
   },
   transformIgnorePatterns: ['/node_modules/(?!@fastify/cookie/|cookie/dist/|openid-client/|oauth4webapi/|jose/)'],
+  // A relative import() names the compiled file (`./direct-peer.js`), as Node's ESM rules (module nodenext) ask; the
+  // tests run the .ts sources.
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',

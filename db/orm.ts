@@ -1,8 +1,7 @@
 import { MikroORM, type Options } from '@mikro-orm/postgresql';
-import { Migrator } from '@mikro-orm/migrations';
+import type { Migrator } from '@mikro-orm/migrations';
 import { Client } from 'pg';
 import { allEntities } from './entities';
-import { migrations } from './migrations';
 
 export type Orm = MikroORM;
 
@@ -10,8 +9,7 @@ export function ormOptions(databaseUrl: string, overrides: Partial<Options> = {}
   return {
     clientUrl: databaseUrl,
     entities: allEntities,
-    extensions: [Migrator],
-    migrations: { migrationsList: migrations, transactional: true, allOrNothing: true, snapshot: false, silent: true },
+    migrations: { transactional: true, allOrNothing: true, snapshot: false, silent: true },
     discovery: { warnWhenNoEntities: false },
     debug: false,
     pool: { min: 0, max: 10 },
@@ -58,11 +56,21 @@ export async function migrate(orm: Orm, databaseUrl: string): Promise<void> {
   await lock.connect();
   try {
     await lock.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
-    await orm.getMigrator().up();
+    await (await migratorOf(orm)).up();
   } finally {
     await lock.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]).catch(() => undefined);
     await lock.end();
   }
+}
+
+/**
+ * The schema migrator, loaded when a migration runs rather than with every process that opens the database (umzug
+ * and its command-line parser are some 400 modules that the API and the tests otherwise never use).
+ */
+export async function migratorOf(orm: Orm): Promise<Migrator> {
+  const [{ Migrator: Loaded }, { migrations }] = await Promise.all([import('@mikro-orm/migrations'), import('./migrations/index.js')]);
+  orm.config.set('migrations', { ...orm.config.get('migrations'), migrationsList: migrations });
+  return new Loaded(orm.em);
 }
 
 const MIGRATION_LOCK_ID = 0x436f6e63; // "Conc"

@@ -1,21 +1,18 @@
-import {
-  AccessToken,
-  EgressClient,
-  EncodedFileOutput,
-  EncodedFileType,
-  RoomServiceClient,
-  S3Upload,
-  SipCallError,
-  SipClient,
-  TrackSource,
-  TwirpError,
-  type VideoGrant,
-} from 'livekit-server-sdk';
+import type * as LiveKitSdk from 'livekit-server-sdk';
+import type { EgressClient, RoomServiceClient, SipClient, VideoGrant } from 'livekit-server-sdk';
 import { ConfigError } from '../../lib/config-error';
 import { OperationalError } from '../../lib/failures';
 import { type LiveKitAgentLeg, connectAgent } from './livekit-agent';
 import { DialFailed, dialStatus } from '../../domain/ports/voice';
 import type { CreateRoomInput, DialOutInput, MediaLeg, Telephony, VoiceRoom, VoiceTransport } from '../../domain/ports/voice';
+
+/**
+ * livekit-server-sdk (and its protobuf runtime, some 150 modules) loads with the first LiveKit client, not with every
+ * process: most installations run the embedded transport.
+ */
+let loaded: typeof LiveKitSdk | undefined;
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous lazy load: the clients are made in constructors
+const sdk = (): typeof LiveKitSdk => (loaded ??= require('livekit-server-sdk') as typeof LiveKitSdk);
 
 /**
  * LiveKit, the production voice transport: the contract's rtc_url / rtc_token /
@@ -70,7 +67,7 @@ export const LIVEKIT_REJECTED = 'LiveKitRejected';
  * will not. Messages carry LiveKit's code and message, never a token.
  */
 export function liveKitFailure(operation: string, err: unknown): OperationalError {
-  if (err instanceof TwirpError) {
+  if (err instanceof sdk().TwirpError) {
     const retryable = err.status >= 500 || err.status === 429;
     return new OperationalError(
       retryable ? LIVEKIT_UNAVAILABLE : LIVEKIT_REJECTED,
@@ -83,7 +80,7 @@ export function liveKitFailure(operation: string, err: unknown): OperationalErro
   return new OperationalError(LIVEKIT_UNAVAILABLE, `LiveKit ${operation} failed: the server could not be reached`, true, { detail: message });
 }
 
-const isNotFound = (err: unknown) => err instanceof TwirpError && (err.code === 'not_found' || err.status === 404);
+const isNotFound = (err: unknown) => err instanceof sdk().TwirpError && (err.code === 'not_found' || err.status === 404);
 
 /** The browser's URL: LiveKit's signalling is a WebSocket on the same host. */
 export function rtcUrl(url: string): string {
@@ -106,8 +103,8 @@ export class LiveKitTransport implements VoiceTransport {
   constructor(readonly settings: LiveKitSettings) {
     validate(settings);
     const opts = { requestTimeout: settings.requestTimeoutSeconds };
-    this.rooms = new RoomServiceClient(settings.url, settings.apiKey, settings.apiSecret, opts);
-    this.egress = new EgressClient(settings.url, settings.apiKey, settings.apiSecret, opts);
+    this.rooms = new (sdk().RoomServiceClient)(settings.url, settings.apiKey, settings.apiSecret, opts);
+    this.egress = new (sdk().EgressClient)(settings.url, settings.apiKey, settings.apiSecret, opts);
   }
 
   async createRoom(input: CreateRoomInput): Promise<VoiceRoom> {
@@ -118,7 +115,7 @@ export class LiveKitTransport implements VoiceTransport {
       room: room_name,
       roomJoin: true,
       canPublish: true,
-      canPublishSources: [TrackSource.MICROPHONE],
+      canPublishSources: [sdk().TrackSource.MICROPHONE],
       canSubscribe: true,
       canPublishData: true,
     });
@@ -177,12 +174,12 @@ export class LiveKitTransport implements VoiceTransport {
   async startRecording(room: string): Promise<string> {
     const egress = this.settings.egress;
     if (!egress) throw new OperationalError(LIVEKIT_REJECTED, 'LiveKit recording is not configured (LIVEKIT_EGRESS_FILEPATH)', false);
-    const file = new EncodedFileOutput({ fileType: EncodedFileType.OGG, filepath: egress.filepath });
+    const file = new (sdk().EncodedFileOutput)({ fileType: sdk().EncodedFileType.OGG, filepath: egress.filepath });
     if (egress.s3) {
       const s3 = egress.s3;
       file.output = {
         case: 's3',
-        value: new S3Upload({
+        value: new (sdk().S3Upload)({
           bucket: s3.bucket,
           region: s3.region ?? '',
           endpoint: s3.endpoint ?? '',
@@ -211,7 +208,7 @@ export class LiveKitTransport implements VoiceTransport {
   }
 
   private token(identity: string, ttlSeconds: number, grant: VideoGrant): Promise<string> {
-    const at = new AccessToken(this.settings.apiKey, this.settings.apiSecret, { identity, ttl: ttlSeconds });
+    const at = new (sdk().AccessToken)(this.settings.apiKey, this.settings.apiSecret, { identity, ttl: ttlSeconds });
     at.addGrant(grant);
     return at.toJwt();
   }
@@ -246,7 +243,7 @@ export class LiveKitSipTelephony implements Telephony {
     if (!settings.trunkId) throw new ConfigError('LIVEKIT_SIP_TRUNK_ID is required for LiveKit dial-out');
     const s = transport.settings;
     // No failover: a replayed CreateSIPParticipant is a second phone call.
-    this.sip = new SipClient(s.url, s.apiKey, s.apiSecret, { requestTimeout: s.requestTimeoutSeconds, failover: false });
+    this.sip = new (sdk().SipClient)(s.url, s.apiKey, s.apiSecret, { requestTimeout: s.requestTimeoutSeconds, failover: false });
   }
 
   async dial(input: DialOutInput, progress: (status: 'ringing' | 'in_progress') => void, signal: AbortSignal): Promise<MediaLeg> {
@@ -288,11 +285,11 @@ export class LiveKitSipTelephony implements Telephony {
         maxCallDuration: this.settings.maxCallDurationSeconds,
       });
     } catch (err) {
-      if (err instanceof SipCallError) {
+      if (err instanceof sdk().SipCallError) {
         throw new DialFailed(dialStatus(err.sipStatusCode), err.message, err.sipStatusCode);
       }
       // The request outlived the ringing timeout without a SIP answer.
-      if ((err instanceof Error && err.name === 'TimeoutError') || (err instanceof TwirpError && err.code === 'deadline_exceeded')) {
+      if ((err instanceof Error && err.name === 'TimeoutError') || (err instanceof sdk().TwirpError && err.code === 'deadline_exceeded')) {
         throw new DialFailed('no_answer', 'the call was not answered in time');
       }
       const failure = liveKitFailure('CreateSIPParticipant', err);

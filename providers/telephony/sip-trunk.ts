@@ -5,7 +5,6 @@ import net from 'node:net';
 import { ConfigError } from '../../lib/config-error';
 import { DialFailed, dialStatus } from '../../domain/ports/voice';
 import type { DialOutInput, MediaLeg, Telephony } from '../../domain/ports/voice';
-import { bindRtpSocket, RtpLeg } from '../../lib/sip/rtp-leg';
 import { offerSdp, parseAnswer } from '../../lib/sip/sdp';
 import { SipUac } from '../../lib/sip/uac';
 
@@ -95,6 +94,8 @@ export class SipTrunkTelephony implements Telephony {
     }
     const localIp = settings.localIp ?? (await routeFrom(next.address));
     const sip = await bindSignalling();
+    // The RTP leg (werift's packets) loads with the first call, not with the app.
+    const { bindRtpSocket, RtpLeg } = await import('../../lib/sip/rtp-leg.js');
     const rtp = await bindRtpSocket('0.0.0.0', settings.rtpPorts).catch((err: unknown) => {
       sip.close();
       throw err;

@@ -1,6 +1,6 @@
 import type { SecretBox } from '../../lib/crypto/secret-box';
 import type { PgNotifications } from '../../db/notifications';
-import { DirectLeg, type DirectPeerOptions } from './direct-peer';
+import type { DirectPeerOptions } from './direct-peer';
 import { VOICE_SIGNALS, type CreateRoomInput, type MediaLeg, type VoiceRoom, type VoiceSignalling, type VoiceTransport } from '../../domain/ports/voice';
 import { mintRoomToken } from '../../lib/crypto/room-tokens';
 
@@ -42,6 +42,8 @@ export class DirectTransport implements VoiceTransport {
         const offer = await this.opts.sessions.offer(room);
         if (offer && offer !== answered) {
           answered = offer;
+          // werift (WebRTC, DTLS, SRTP: some 600 modules) loads with the first call, not with the app.
+          const { DirectLeg } = await import('./direct-peer.js');
           const { answerSdp, leg, connected } = await DirectLeg.answer(offer, this.opts.peer);
           await this.opts.sessions.putAnswer(room, answerSdp);
           const aborted = new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason ?? new Error('aborted')), { once: true }));

@@ -1,3 +1,4 @@
+import { migratorOf } from '../../db/orm';
 import { randomBytes } from 'node:crypto';
 import { newId } from '../../lib/ids';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
@@ -22,7 +23,7 @@ afterAll(async () => {
 });
 
 test('a msgapp_access_token row from before keeps working as a msgapp credential', async () => {
-  const migrator = db.orm.getMigrator();
+  const migrator = await migratorOf(db.orm);
   await migrator.down({ to: 'Migration20261125160000SitePageCommands' });
   const ws = await createWorkspace(db.orm);
   const id = newId('cred');

@@ -1,3 +1,4 @@
+import { migratorOf } from '../../db/orm';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -319,7 +320,7 @@ test('a tool result telling the model to call another server: the call is refuse
 test('the migration binds credentials in use to their oldest server origin, and detaches servers elsewhere', async () => {
   const ws = await createWorkspace(db.orm);
   const em = db.orm.em.fork();
-  const migrator = db.orm.getMigrator();
+  const migrator = await migratorOf(db.orm);
   await migrator.down({ to: 'Migration20261127200000CreditRefunds' });
   const credId = newId('cred');
   await em.execute(`insert into credentials (id, workspace_id, provider, name, settings, secret_sealed) values (?, ?, 'mcp', 'old', '{}', ?)`, [credId, ws, t.services.box.seal(TOKEN, credId)]);

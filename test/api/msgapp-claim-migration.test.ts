@@ -1,3 +1,4 @@
+import { migratorOf } from '../../db/orm';
 import { newId } from '../../lib/ids';
 import { createWorkspace } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
@@ -16,7 +17,7 @@ afterAll(async () => {
 });
 
 test('existing double claims: the first-published agent keeps the number; a missing credential stops a claim; then the index holds', async () => {
-  const migrator = db.orm.getMigrator();
+  const migrator = await migratorOf(db.orm);
   await migrator.down({ to: 'Migration20261122000800Chat' });
   const em = db.orm.em.fork();
   const [wsA, wsB] = [await createWorkspace(db.orm), await createWorkspace(db.orm)];

@@ -122,7 +122,8 @@ export class ConversationInbox {
 
   /** A page of the workspace's conversations, newest activity first (the queue, `unassigned`: longest waiting first). */
   async list(workspaceId: string, userId: string, f: InboxFilter): Promise<{ conversations: InboxRow[]; next_cursor: string | null }> {
-    const where: string[] = ['c.workspace_id = ?'];
+    // Console test conversations ("Try it") are in no list.
+    const where: string[] = ['c.workspace_id = ?', 'not c.is_test'];
     const params: unknown[] = [workspaceId];
     const queue = f.status === 'unassigned';
     if (f.status === 'open') where.push(`c.status = 'open'`);
@@ -200,7 +201,7 @@ export class ConversationInbox {
 
   /** How many open conversations the queue holds (needing a person, nobody's yet). */
   async queueLength(workspaceId: string): Promise<number> {
-    return this.em.fork().count(Conversation, { workspaceId, status: 'open', needsHuman: true, assigneeId: null });
+    return this.em.fork().count(Conversation, { workspaceId, status: 'open', needsHuman: true, assigneeId: null, isTest: false });
   }
 
   /**
@@ -292,7 +293,7 @@ export class ConversationInbox {
   async queued(workspaceId: string, limit: number): Promise<string[]> {
     const rows = await this.em.fork().find(
       Conversation,
-      { workspaceId, status: 'open', needsHuman: true, assigneeId: null },
+      { workspaceId, status: 'open', needsHuman: true, assigneeId: null, isTest: false },
       { fields: ['id'], orderBy: { queuedAt: 'asc', id: 'asc' }, limit },
     );
     return rows.map((r) => r.id);
@@ -310,7 +311,7 @@ export class ConversationInbox {
   /** The workspaces with someone waiting in their queue (automatic assignment looks at these). */
   async workspacesWithQueue(workspaceIds: string[]): Promise<string[]> {
     if (!workspaceIds.length) return [];
-    const rows = await this.em.fork().find(Conversation, { workspaceId: { $in: workspaceIds }, status: 'open', needsHuman: true, assigneeId: null }, { fields: ['workspaceId'] });
+    const rows = await this.em.fork().find(Conversation, { workspaceId: { $in: workspaceIds }, status: 'open', needsHuman: true, assigneeId: null, isTest: false }, { fields: ['workspaceId'] });
     return [...new Set(rows.map((r) => r.workspaceId))];
   }
 }

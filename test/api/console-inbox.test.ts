@@ -7,6 +7,10 @@ import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { frameCollector } from '../support/socket';
 import { historySummaries, startTestWorker } from '../support/temporal';
 import { conversationWorkflowId } from '../../workflows/conversation';
+import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
+import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
+import { inboundDone, startInboundDispatcher } from '../support/msgapp';
+import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 
 /**
  * The console's inbox (issue 31) on the real app, a real database and Temporal: the list's filters and search, a
@@ -28,6 +32,10 @@ let agentA: Browser;
 let agent2A: Browser;
 let viewerA: Browser;
 let agentB: Browser;
+let sandbox: MsgappSandbox;
+let relay: OutboxDispatcher;
+const NUMBER = { id: '4440004', display: '+15550400004' };
+const APP_SECRET = 'app-secret';
 const ORIGIN = 'https://shop.example';
 const GRACE_MS = 800;
 
@@ -43,16 +51,21 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
 beforeAll(async () => {
   db = await createTestDatabase();
   llm = await startFakeLlm({ reply, chunkChars: 50 });
-  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' } });
+  sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: 'token-1' }] });
+  const msgapp = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp });
+  relay = await startInboundDispatcher(tw);
   t = await startTestApp({
     orm: db.orm,
     databaseUrl: db.url,
     temporal: { client: tw.client, taskQueue: tw.taskQueue },
     config: { PUBLIC_BASE_URL: CONSOLE_ORIGIN, INBOX_HEARTBEAT_MS: 150, INBOX_OFFLINE_GRACE_MS: GRACE_MS },
-    serviceOptions: { publicBaseUrl: CONSOLE_ORIGIN },
+    serviceOptions: { publicBaseUrl: CONSOLE_ORIGIN, msgapp },
+    msgappWebhook: { appSecret: APP_SECRET, verifyToken: 'verify-me' },
   });
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   port = (t.app.server.address() as AddressInfo).port;
+  sandbox.setWebhookUrl(`http://127.0.0.1:${port}/webhooks/msgapp`);
   wsA = await createWorkspace(db.orm, 'Workspace A');
   wsB = await createWorkspace(db.orm, 'Workspace B');
   [ownerA, agentA, agent2A, viewerA, agentB] = await Promise.all([
@@ -69,8 +82,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t?.close();
+  await relay?.stop();
   await tw?.close();
   await llm?.close();
+  await sandbox?.close();
   await db?.drop();
 });
 
@@ -235,7 +250,60 @@ describe('the inbox', () => {
     expect((await act(agentB, id, { kind: 'take' })).json()).toMatchObject({ error: 'not_found' });
     expect(await list(agentB, 'status=all')).not.toContain(id);
     expect((await as(agentA).post('/api/console/inbox/canned-replies', { title: 'Hi', text: 'Hi {{customer.name}}' })).statusCode).toBe(403);
+    // Canned replies are the workspace's: an owner or admin adds them, everyone working the inbox reads them.
+    expect((await as(ownerA).post('/api/console/inbox/canned-replies', { title: 'Greeting', text: 'Hi {{customer.name}}, {{agent.name}} here.' })).statusCode).toBe(201);
+    expect((await as(ownerA).post('/api/console/inbox/canned-replies', { title: 'greeting', text: 'again' })).json().error).toBe('canned_reply_exists');
+    expect((await as(agentA).get('/api/console/inbox/canned-replies')).json().canned_replies).toEqual([expect.objectContaining({ title: 'Greeting' })]);
+    expect((await as(agentB).get('/api/console/inbox/canned-replies')).json().canned_replies).toEqual([]);
   }, 30_000);
+
+  test('a conversation whose workflow never started (nobody wrote yet) is taken by starting it', async () => {
+    const fresh = await newVisitor();
+    expect((await act(agentA, fresh, { kind: 'take' })).statusCode).toBe(200);
+    expect(await historySummaries(tw.client, conversationWorkflowId(fresh))).toEqual(expect.arrayContaining([`take by ${agentA.email}`]));
+    expect((await as(agentA).get(`/api/console/inbox/conversations/${fresh}`)).json().conversation).toMatchObject({ needs_human: true, assignee: { id: agentA.userId } });
+  }, 30_000);
+
+  test('msgapp: a person replies inside the 24-hour window; outside it a text is 422 session_window_closed and an approved template goes', async () => {
+    const cred = (await t.services.credentials.create(wsA, 'msgapp_access_token', 'number', 'token-1')).id;
+    const made = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/agents',
+      headers: auth,
+      payload: {
+        name: 'Messaging helper',
+        instructions: 'Help customers.',
+        triggers: { msgapp: { number: NUMBER.display, phone_number_id: NUMBER.id, credential_id: cred } },
+        actions: [{ type: 'sender' }, { type: 'handoff', message: 'A colleague will write to you here shortly.' }],
+        templates: [{ name: 'order_update', language: 'en', body: 'Your order {{1}} is on its way.', status: 'approved' }],
+      },
+    });
+    expect((await t.app.inject({ method: 'POST', url: `/api/v1/agents/${made.json().id}/publish`, headers: auth })).statusCode).toBe(200);
+    const customer = '+15557002002';
+    const sent = await sandbox.injectInbound({ from: customer, to: NUMBER.id, text: 'I want a person', profileName: 'Robin' });
+    expect(sent.webhookStatus).toBe(200);
+    const done = await inboundDone(tw, sent.providerMessageId);
+    if (done.status !== 'recorded') throw new Error(`inbound ${done.status}`);
+    const [{ conversation_id: id }] = await db.orm.em.fork().execute<Array<{ conversation_id: string }>>('select conversation_id from messages where id = ?', [done.messageId]);
+    expect(await list(agentA, 'status=needs_human&channel=msgapp')).toEqual([id]);
+    const before = (await as(agentA).get(`/api/console/inbox/conversations/${id}`)).json();
+    expect(before.reply).toMatchObject({ channel: 'msgapp', can_reply: true, window_open: true, templates: [{ name: 'order_update', language: 'en', body: 'Your order {{1}} is on its way.' }] });
+
+    const texts = () => sandbox.sent.filter((m) => m.body.to === customer).map((m) => m.body);
+    expect((await act(agentA, id, { kind: 'reply', text: 'Hi Robin, Alex here.' })).statusCode).toBe(200);
+    expect(texts()).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'text', text: expect.objectContaining({ body: 'Hi Robin, Alex here.' }) })]));
+    await until(async () => (await as(agentA).get(`/api/console/inbox/conversations/${id}`)).json().messages.some((m: { text: string; author?: string }) => m.text === 'Hi Robin, Alex here.'), 'the reply in the transcript');
+
+    // A day later: the window has closed.
+    await db.orm.em.fork().execute(`update messages set created_at = now() - interval '25 hours' where conversation_id = ? and direction = 'inbound'`, [id]);
+    await db.orm.em.fork().execute(`update conversations set last_inbound_at = now() - interval '25 hours' where id = ?`, [id]);
+    expect((await as(agentA).get(`/api/console/inbox/conversations/${id}`)).json().reply).toMatchObject({ window_open: false });
+    const late = await act(agentA, id, { kind: 'reply', text: 'Are you there?' });
+    expect([late.statusCode, late.json().error]).toEqual([422, 'session_window_closed']);
+    expect((await act(agentA, id, { kind: 'reply', template: { name: 'order_update', language: 'en', variables: ['A-1'] } })).statusCode).toBe(200);
+    expect(texts()).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'template', template: expect.objectContaining({ name: 'order_update' }) })]));
+    expect((await act(agentA, id, { kind: 'reply', template: { name: 'not_there' } })).json().error).toBe('template_not_approved');
+  }, 40_000);
 
   test('the queue: longest waiting first; round robin over people with the inbox open, within capacity; re-queued when one goes offline', async () => {
     // Nobody works this workspace's queue but the two people below: earlier tests' holders stay as they are.

@@ -51,7 +51,7 @@ export const configSchema = z.object({
   TEMPORAL_PAYLOAD_KEY_VERSION: positiveInt(1),
   /** Operator token of the Temporal UI/CLI codec endpoint (/api/temporal-codec). Unset: the endpoint answers 404 (npm start generates one for its UI). */
   TEMPORAL_CODEC_TOKEN: z.preprocess(emptyToUndefined, z.string().min(32, 'must be 32 characters or more (openssl rand -hex 32)').optional()),
-  /** Origins of the Temporal UI allowed to call the codec endpoint from a browser (CORS), comma-separated. */
+  /** Origins of the Temporal UI allowed to call the codec endpoint from a browser (CORS), comma-separated; the console's debugger links to the first. */
   TEMPORAL_UI_ORIGIN: z.preprocess(
     emptyToUndefined,
     z

@@ -154,10 +154,16 @@ export function turnsOf(history: RecordedHistory, unmasked: boolean): TurnView[]
     const messageId = (m.args[0] as { messageId?: unknown } | undefined)?.messageId;
     if (typeof messageId === 'string' && !received.has(messageId)) received.set(messageId, m.at);
   }
-  return history.activities.filter((a) => a.type === 'runAgentTurn').map((a) => turnOf(a, received, unmasked));
+  // A messaging channel's reply leaves through its own activity after the turn (workflows/conversation.ts sendReply).
+  const sends = new Map<string, RecordedActivity>();
+  for (const a of history.activities) {
+    const replyId = (a.input[0] as { replyId?: unknown } | undefined)?.replyId;
+    if (a.type === 'sendAgentReply' && typeof replyId === 'string') sends.set(replyId, a);
+  }
+  return history.activities.filter((a) => a.type === 'runAgentTurn').map((a) => turnOf(a, received, sends, unmasked));
 }
 
-function turnOf(a: RecordedActivity, received: Map<string, string>, unmasked: boolean): TurnView {
+function turnOf(a: RecordedActivity, received: Map<string, string>, sends: Map<string, RecordedActivity>, unmasked: boolean): TurnView {
   const input = (a.input[0] ?? {}) as { messageId?: string; replyId?: string };
   const reply = a.outcome === 'completed' ? (a.result as TurnReply | undefined) : undefined;
   const trace: TurnTrace | undefined = reply?.trace;
@@ -170,6 +176,8 @@ function turnOf(a: RecordedActivity, received: Map<string, string>, unmasked: bo
   push('queued for a worker', ms(a.scheduledAt, a.startedAt), 'event');
   push('the turn (last attempt)', ms(a.startedAt, a.closedAt), 'event');
   for (const s of trace?.steps ?? []) push(s.step, s.ms, 'turn');
+  const send = input.replyId ? sends.get(input.replyId) : undefined;
+  if (send) push('sending the reply (message-send)', ms(send.scheduledAt, send.closedAt), 'event');
   return {
     event_id: a.scheduledEventId,
     message_id: input.messageId ?? '',

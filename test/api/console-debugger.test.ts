@@ -9,6 +9,7 @@ import { asBrowser, CONSOLE_ORIGIN, signedInUser, type Browser } from '../suppor
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 import { startTestWorker } from '../support/temporal';
+import { conversationWorkflowId } from '../../workflows/conversation';
 
 /**
  * The console's conversation debugger (issue 31 part 6): a real turn against the fake model, with a knowledge-base
@@ -74,7 +75,7 @@ test("an owner sees the turn from its history: passages with scores, the prompt'
   const res = await turns(owner);
   expect(res.statusCode).toBe(200);
   const view = res.json();
-  expect(view.workflow).toMatchObject({ id: `conversation:${conversationId}`, run_id: expect.any(String), ui_url: expect.stringContaining(`/workflows/${encodeURIComponent(`conversation:${conversationId}`)}/`) });
+  expect(view.workflow).toMatchObject({ id: conversationWorkflowId(conversationId), run_id: expect.any(String), ui_url: expect.stringContaining(`/workflows/${encodeURIComponent(`conversation:${conversationId}`)}/`) });
   expect(view.unmasked).toBe(true);
   expect(view.turns).toHaveLength(1);
   const turn = view.turns[0];

@@ -174,10 +174,11 @@ test('the analytics page renders its charts for the range the URL gives, each wi
   const summary = (await t.app.inject({ method: 'GET', url: `/api/v1/analytics/summary?from=${day(-6)}&to=${day(1)}`, headers: key })).json();
   expect(summary.conversations).toBeGreaterThanOrEqual(1);
   const n = summary.conversations;
-  await page.getByRole('img', { name: `Conversations per day: 7 bars; ${n} conversations in all; the largest, ${day(0)}, with ${n}.` }).waitFor();
-  await page.getByRole('img', { name: new RegExp(`^Conversations by channel: 3 bars; ${n} conversations in all`) }).waitFor();
-  await page.getByRole('img', { name: new RegExp(`^Resolution: 3 bars; ${n} conversations in all`) }).waitFor();
-  await page.getByRole('img', { name: new RegExp(`^Busiest hours \\(UTC\\): 24 bars; ${n} conversations in all`) }).waitFor();
+  const all = `${n} ${n === 1 ? 'conversation' : 'conversations'} in all`;
+  await page.getByRole('img', { name: `Conversations per day: 7 bars; ${all}; the largest, ${day(0)}, with ${n}.` }).waitFor();
+  await page.getByRole('img', { name: new RegExp(`^Conversations by channel: 3 bars; ${all}`) }).waitFor();
+  await page.getByRole('img', { name: new RegExp(`^Resolution: 3 bars; ${all}`) }).waitFor();
+  await page.getByRole('img', { name: new RegExp(`^Busiest hours \\(UTC\\): 24 bars; ${all}`) }).waitFor();
   await page.getByRole('img', { name: 'Visitors’ ratings: no ratings in this range.' }).waitFor();
   await page.getByRole('region', { name: 'Summary' }).getByText(`${Math.round(summary.resolution_rate * 1000) / 10} %`).first().waitFor();
   const chart = page.getByRole('figure', { name: 'Conversations per day' });
@@ -189,5 +190,5 @@ test('the analytics page renders its charts for the range the URL gives, each wi
   await page.getByLabel('From').fill(day(-2));
   await page.getByRole('button', { name: 'Show', exact: true }).click();
   await page.waitForURL(new RegExp(`/console/analytics\\?from=${day(-2)}&to=${day(1)}&interval=day$`));
-  await page.getByRole('img', { name: new RegExp(`^Conversations per day: 3 bars; ${n} conversations in all`) }).waitFor();
+  await page.getByRole('img', { name: new RegExp(`^Conversations per day: 3 bars; ${all}`) }).waitFor();
 });

@@ -39,11 +39,13 @@ export function BarChart({
   const max = Math.max(0, ...data.map((d) => d.value));
   const top = data.reduce<Datum | null>((best, d) => (best === null || d.value > best.value ? d : best), null);
   const total = data.reduce((sum, d) => sum + d.value, 0);
+  // `unit` is plural ("conversations"); one of it drops the s.
+  const counted = (n: number) => `${format(n)} ${n === 1 ? unit.replace(/s$/, '') : unit}`;
   const summary = !data.length
     ? `${title}: no data.`
     : max === 0
       ? `${title}: no ${unit} in this range.`
-      : `${title}: ${data.length} bars; ${format(total)} ${unit} in all; the largest, ${top!.label}, with ${format(top!.value)}.`;
+      : `${title}: ${data.length} bars; ${counted(total)} in all; the largest, ${top!.label}, with ${format(top!.value)}.`;
   return (
     <figure className="chart card" aria-labelledby={`${id}-title`}>
       <figcaption className="chart-head">

@@ -16,7 +16,14 @@ const McpServer = z
     credential_id: z.string().nullable(),
     enabled: z.boolean(),
     status: z.enum(['ok', 'error', 'disabled']).meta({ description: 'ok: connected and its tools listed at checked_at; error: see last_error; disabled: not contacted' }),
-    tools: z.array(z.object({ name: z.string(), description: z.string(), input_schema: z.record(z.string(), z.unknown()) })),
+    tools: z.array(
+      z.object({
+        name: z.string(),
+        description: z.string(),
+        input_schema: z.record(z.string(), z.unknown()),
+        read_only: z.boolean().optional().meta({ description: "true when the server marks the tool read-only (MCP annotations.readOnlyHint); any other tool may act outside, and the console's Try it records its calls without running them" }),
+      }),
+    ),
     last_error: z.string().nullable(),
     checked_at: z.string().nullable(),
     created_at: z.string(),

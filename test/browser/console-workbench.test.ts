@@ -34,6 +34,9 @@ let auth: Record<string, string>;
 const ARTIFACTS = path.join(__dirname, '..', '..', 'test-artifacts', 'console');
 const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 const PASSWORD = 'correct horse battery staple';
+
+// Page functions run in the browser; the project type-checks without the DOM lib.
+declare const window: any;
 const PASSAGE = 'Unworn boots can be sent back within 45 days of delivery for a full refund.';
 /** A Markdown policy of about 24 KB: long enough for its upload's progress to be seen under a throttled connection. */
 const POLICY = [
@@ -156,6 +159,43 @@ describe('the agent builder workbench', () => {
     const api = (await t.app.inject({ method: 'POST', url: '/api/v1/kb/search', headers: auth, payload: { query: 'how long can I return boots', top_k: 8 } })).json();
     const scored = api.matches.find((m: { text: string }) => m.text.includes(PASSAGE));
     await match.getByText(`Score ${scored.score.toFixed(3)}`).waitFor();
+  });
+
+  test('files: dropped onto the drop zone, a new version by the same name, the current version deleted, moved to the top level, deleted', async () => {
+    const { page } = owner;
+    const shipping = (text: string) => page.evaluateHandle((body: string) => {
+      const dt = new window.DataTransfer();
+      dt.items.add(new window.File([body], 'shipping.md', { type: 'text/markdown' }));
+      return dt;
+    }, text);
+    await page.getByRole('group', { name: 'Upload files' }).dispatchEvent('drop', { dataTransfer: await shipping('# Shipping\n\nBoots ship within three working days.') });
+    const row = page.getByRole('row', { name: /shipping\.md/ });
+    await row.getByText('Active', { exact: true }).waitFor({ timeout: 60_000 });
+
+    // The same name into the same folder: the document's version 2, current.
+    const chooser = page.waitForEvent('filechooser');
+    await row.getByRole('button', { name: 'Upload a new version of shipping.md' }).click();
+    await (await chooser).setFiles({ name: 'shipping.md', mimeType: 'text/markdown', buffer: Buffer.from('# Shipping\n\nBoots ship within two working days.') });
+    await page.getByRole('status').filter({ hasText: 'shipping.md uploaded as version 2: indexing.' }).waitFor();
+    await row.getByRole('cell', { name: '2', exact: true }).waitFor();
+    await row.getByText('Active', { exact: true }).waitFor({ timeout: 60_000 });
+    // Deleting the current version makes the previous one current again.
+    await row.getByRole('button', { name: 'Delete shipping.md' }).click();
+    const confirm = page.getByRole('dialog', { name: 'Delete shipping.md?' });
+    await confirm.getByText('This deletes version 2; version 1 becomes current again.').waitFor();
+    await confirm.getByRole('button', { name: 'Delete file' }).click();
+    await row.getByRole('cell', { name: '1', exact: true }).waitFor();
+
+    // Moved to the top level: gone from /Policies, listed there.
+    await row.getByRole('button', { name: 'Move shipping.md' }).click();
+    await page.getByRole('dialog', { name: 'Move shipping.md' }).getByLabel('Move to').selectOption({ label: 'Top level' });
+    await page.getByRole('dialog', { name: 'Move shipping.md' }).getByRole('button', { name: 'Move file' }).click();
+    await page.getByRole('status').filter({ hasText: 'shipping.md moved to the top level.' }).waitFor();
+    await row.waitFor({ state: 'detached' });
+    await page.getByLabel('Folder', { exact: true }).selectOption({ label: 'All files (top level)' });
+    await row.getByRole('button', { name: 'Delete shipping.md' }).click();
+    await page.getByRole('dialog', { name: 'Delete shipping.md?' }).getByRole('button', { name: 'Delete file' }).click();
+    await page.getByText('No files in this folder.').waitFor();
   });
 
   test('an agent: created, its instructions edited (a validation error shown by its field), published, and tried in a test conversation no list, analytics or billing shows', async () => {

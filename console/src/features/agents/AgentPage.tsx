@@ -414,7 +414,7 @@ function ActionsSection({ draft, set, error, session }: { draft: Draft; set: Set
                   {s.tools.map((t) => (
                     <Check
                       key={t.name}
-                      label={`${s.name}: ${t.name}`}
+                      label={`${s.name}: ${t.name} (${t.read_only ? 'read-only' : 'acts outside: not run in Try it'})`}
                       checked={chosen.tools === null || chosen.tools.includes(t.name)}
                       onChange={(v) => {
                         const current = chosen.tools ?? s.tools.map((x) => x.name);

@@ -111,6 +111,8 @@ function Uploader({ folder }: { folder: Folder | null }) {
     <div className="stack-tight">
       <div
         className={over ? 'dropzone over' : 'dropzone'}
+        role="group"
+        aria-label="Upload files"
         onDragOver={(e) => {
           e.preventDefault();
           setOver(true);

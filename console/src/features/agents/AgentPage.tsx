@@ -51,7 +51,10 @@ interface Draft {
   elements: ElementKind[];
   mcp: Record<string, { on: boolean; tools: string[] | null; chaining: boolean }>;
   mask: boolean;
+  templates: Template[];
 }
+
+type Template = NonNullable<Agent['spec']['templates']>[number];
 
 function draftOf(a: Agent): Draft {
   const s = a.spec;
@@ -91,6 +94,7 @@ function draftOf(a: Agent): Draft {
     elements: [...(find('reply_elements')?.kinds ?? [])],
     mcp,
     mask: s.privacy?.mask_personal_details ?? false,
+    templates: (s.templates ?? []).map((x) => ({ ...x })),
   };
 }
 
@@ -102,7 +106,7 @@ const lines = (text: string) =>
 /** A number as typed; left as typed when it is none, so the API says what is wrong with it, next to the field. */
 const num = (text: string) => (text.trim() === '' || Number.isNaN(Number(text)) ? (text as unknown as number) : Number(text));
 
-/** The PATCH body: every field the form edits (templates are left as they are). */
+/** The PATCH body: every field of the spec. */
 function patchOf(d: Draft, a: Agent): AgentPatch {
   const web: WebChat | undefined = d.web
     ? {
@@ -136,11 +140,12 @@ function patchOf(d: Draft, a: Agent): AgentPatch {
     },
     actions,
     privacy: { mask_personal_details: d.mask },
+    templates: d.templates.map((x) => ({ ...x, name: x.name.trim(), language: x.language.trim() || 'en' })),
   } as AgentPatch;
 }
 
 /** The part of the form an API refusal names: its message starts with the field's path ("body.model.temperature: …", "model.name: …"). */
-type Area = 'name' | 'instructions' | 'model' | 'knowledge_base' | 'web_chat' | 'msgapp' | 'actions' | 'privacy' | 'form';
+type Area = 'name' | 'instructions' | 'model' | 'knowledge_base' | 'web_chat' | 'msgapp' | 'actions' | 'privacy' | 'templates' | 'form';
 function areaOf(err: unknown): Area {
   if (!(err instanceof ApiError)) return 'form';
   if (err.code === 'credential_not_found') return 'model';
@@ -148,7 +153,7 @@ function areaOf(err: unknown): Area {
   const m = /^(?:body[/.])?([a-z_]+)(?:[/.]([a-z_]+))?/.exec(err.message);
   if (!m) return 'form';
   if (m[1] === 'triggers') return m[2] === 'msgapp' ? 'msgapp' : 'web_chat';
-  return (['name', 'instructions', 'model', 'knowledge_base', 'actions', 'privacy'] as const).find((x) => x === m[1]) ?? 'form';
+  return (['name', 'instructions', 'model', 'knowledge_base', 'actions', 'privacy', 'templates'] as const).find((x) => x === m[1]) ?? 'form';
 }
 
 export function AgentPage({ session, id }: { session: Session; id: string }) {
@@ -253,6 +258,7 @@ function AgentEditor({ agent, session }: { agent: Agent; session: Session }) {
             <WebChatSection draft={draft} set={set} error={errorAt('web_chat')} />
             <MsgappSection draft={draft} set={set} error={errorAt('msgapp')} session={session} />
             <ActionsSection draft={draft} set={set} error={errorAt('actions')} session={session} />
+            <TemplatesSection draft={draft} set={set} error={errorAt('templates')} />
             <fieldset className="section-box">
               <legend>Privacy</legend>
               <Check label="Mask personal details in replies and the transcript" checked={draft.mask} onChange={(v) => set('mask', v)} />
@@ -430,6 +436,48 @@ function ActionsSection({ draft, set, error, session }: { draft: Draft; set: Set
           );
         })}
       </fieldset>
+      <ErrorAlert error={error} />
+    </fieldset>
+  );
+}
+
+/** The message templates approved for the agent's number (what a send outside the 24-hour window may use). */
+function TemplatesSection({ draft, set, error }: { draft: Draft; set: Setter; error: unknown }) {
+  const change = (i: number, patch: Partial<Template>) => set('templates', draft.templates.map((x, j) => (j === i ? { ...x, ...patch } : x)));
+  return (
+    <fieldset className="section-box">
+      <legend>Message templates</legend>
+      <p className="hint">Templates registered for the messaging number; only approved ones are sent. Placeholders: {'{{1}}'}, {'{{2}}'}…</p>
+      {draft.templates.map((x, i) => (
+        <fieldset key={i} className="stack-tight">
+          <legend>Template {i + 1}</legend>
+          <div className="row wrap">
+            <TextInput label={`Template ${i + 1} name`} value={x.name} onChange={(v) => change(i, { name: v })} hint="Lowercase letters, digits and underscores." />
+            <TextInput label={`Template ${i + 1} language`} value={x.language ?? 'en'} onChange={(v) => change(i, { language: v })} />
+            <Select
+              label={`Template ${i + 1} status`}
+              value={x.status}
+              onChange={(v) => change(i, { status: v as Template['status'] })}
+              options={[
+                ['approved', 'Approved'],
+                ['pending', 'Pending'],
+                ['rejected', 'Rejected'],
+              ]}
+            />
+          </div>
+          <TextInput label={`Template ${i + 1} text`} multiline value={x.body} onChange={(v) => change(i, { body: v })} />
+          <div>
+            <button type="button" className="button small danger" onClick={() => set('templates', draft.templates.filter((_, j) => j !== i))}>
+              Remove template {i + 1}
+            </button>
+          </div>
+        </fieldset>
+      ))}
+      <div>
+        <button type="button" className="button small" onClick={() => set('templates', [...draft.templates, { name: '', language: 'en', body: '', status: 'approved' }])}>
+          Add template
+        </button>
+      </div>
       <ErrorAlert error={error} />
     </fieldset>
   );

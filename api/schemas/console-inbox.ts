@@ -73,6 +73,11 @@ export const ActionBody = z
         kind: z.literal('reply'),
         text: z.string().trim().min(1).max(4096).optional(),
         template: z.object({ name: z.string().min(1).max(512), language: z.string().min(2).max(10).optional(), variables: z.array(z.string().max(1024)).max(20).optional() }).strict().optional(),
+        attachments: z
+          .array(idString('file'))
+          .max(3)
+          .optional()
+          .meta({ description: "Web chat: up to 3 of the workspace's active knowledge-base files, shown under the reply with a signed link (as the agent attaches them)" }),
       })
       .strict()
       .refine((b) => (b.text === undefined) !== (b.template === undefined), { path: ['text'], message: 'text or template: exactly one is required' }),

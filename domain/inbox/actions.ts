@@ -16,7 +16,7 @@ export type OperatorAction =
   /** Gives it to a teammate (from the queue, or from oneself). */
   | { kind: 'assign'; actor: OperatorActor; assignee_id: string }
   /** A reply to the customer on the conversation's own channel; on msgapp outside the 24-hour window, a template. */
-  | { kind: 'reply'; actor: OperatorActor; id: string; text?: string; template?: { name: string; language?: string; variables?: string[] } }
+  | { kind: 'reply'; actor: OperatorActor; id: string; text?: string; template?: { name: string; language?: string; variables?: string[] }; attachments?: string[] }
   /** An internal note: the team's only, never the customer's. */
   | { kind: 'note'; actor: OperatorActor; id: string; text: string }
   /** Back to the agent: it answers the next message. */

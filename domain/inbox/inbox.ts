@@ -28,7 +28,7 @@ export interface InboxUser {
 export type ActionRequest =
   | { kind: 'take' }
   | { kind: 'assign'; assignee_id: string }
-  | { kind: 'reply'; text?: string; template?: { name: string; language?: string; variables?: string[] } }
+  | { kind: 'reply'; text?: string; template?: { name: string; language?: string; variables?: string[] }; attachments?: string[] }
   | { kind: 'note'; text: string }
   | { kind: 'hand_back' }
   | { kind: 'close'; reason: string };
@@ -41,7 +41,9 @@ export interface InboxDeps {
   messages: Pick<MessageService, 'plan'>;
   agents: Pick<AgentService, 'get'>;
   calls: Pick<CallService, 'recordingsOfConversation'>;
-  uploadSearch: Pick<UploadSearchService, 'describeStored'>;
+  uploadSearch: Pick<UploadSearchService, 'describeStored' | 'signKbFile'>;
+  /** An active knowledge-base file of the workspace a person may attach (its bytes' reference), or null. */
+  kbFile: (workspaceId: string, fileId: string) => Promise<{ sha256: string; mime_type: string; name: string } | null>;
   /** The conversation actors; null in a process without a workflow service (503 workflow_unavailable). */
   runs: () => ConversationRuns | null;
 }
@@ -104,6 +106,7 @@ export class InboxService {
     if (conv.status !== 'open') throw new DomainError('conversation_closed', `Conversation '${id}' is closed: nothing more can be done in it (its customer starts a new one by writing again)`);
     if (request.kind === 'reply' && conv.channel === 'voice') throw new DomainError('invalid_request', 'text: a voice conversation takes no written reply');
     if (request.kind === 'reply' && conv.channel === 'web' && !request.text) throw new DomainError('invalid_request', 'text: required (templates are for msgapp)');
+    if (request.kind === 'reply' && request.attachments?.length && conv.channel !== 'web') throw new DomainError('invalid_request', 'attachments: files go with web chat replies only');
     if (request.kind === 'assign') {
       const team = await this.deps.store.team(user.workspaceId, 0, async () => new Map());
       if (!team.some((t) => t.id === request.assignee_id)) throw new DomainError('not_found', `assignee_id: no teammate with id '${request.assignee_id}' who works conversations in this workspace`);
@@ -186,8 +189,15 @@ export class InboxService {
     }
     if (conv.channel === 'web') {
       const name = displayName(action.actor);
+      // Knowledge-base files, as the agent's attach_file tool attaches them (a signed link, re-signed in the history).
+      const attachments = [];
+      for (const fileId of action.attachments ?? []) {
+        const file = await this.deps.kbFile(workspaceId, fileId);
+        if (!file) return refused('not_found', `attachments: no active knowledge-base file with id '${fileId}' in this workspace`);
+        attachments.push({ file_key: `kb/${fileId}`, file_name: file.name, mime_type: file.mime_type, url: this.deps.uploadSearch.signKbFile(file) });
+      }
       // As transcript.humanMessage writes it (POST /api/v1/outbound), under the id the API named for this reply.
-      const { row } = await this.deps.transcript.append({ id: action.id, workspaceId, conversationId: conv.id, role: 'human', text: action.text ?? '', unsolicited: true, extras: { author: { name } } });
+      const { row } = await this.deps.transcript.append({ id: action.id, workspaceId, conversationId: conv.id, role: 'human', text: action.text ?? '', attachments, unsolicited: true, extras: { author: { name } } });
       await this.frames.publish(conv.id, replyFrame(row), row.id);
       return { ok: true, message_id: row.id };
     }

@@ -5,6 +5,7 @@ import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, ty
 import { asBrowser, CONSOLE_ORIGIN, signedInUser, type Browser } from '../support/console';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { frameCollector } from '../support/socket';
+import { upload } from '../support/kb';
 import { historySummaries, startTestWorker } from '../support/temporal';
 import { conversationWorkflowId } from '../../workflows/conversation';
 import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
@@ -185,13 +186,24 @@ describe('the inbox', () => {
     const id = await handedOff();
     expect((await act(agentA, id, { kind: 'take' })).statusCode).toBe(200);
     const socket = await frameCollector(`ws://127.0.0.1:${port}/api/chat/connect?site_id=${site.site_id}&conversation_id=${id}`, ORIGIN);
-    const replied = await act(agentA, id, { kind: 'reply', text: 'Hi, Alex here. Let me look.' });
+    // A knowledge-base file of the workspace goes with the reply (made active here: indexing is not what this checks).
+    const kbAuth = bearer((await createKey(t.services, wsA, ['kb:read', 'kb:write'])).key);
+    const file = (await upload(t.app, kbAuth, { filename: 'returns-policy.md', content: 'Returns are free within 30 days.' })).json() as { id: string };
+    await db.orm.em.fork().execute(`update kb_files set status = 'active' where id = ?`, [file.id]);
+    expect((await act(agentA, id, { kind: 'reply', text: 'See this', attachments: ['file_000000000000000000000000'] })).json().error).toBe('not_found');
+    const replied = await act(agentA, id, { kind: 'reply', text: 'Hi, Alex here. Let me look.', attachments: [file.id] });
     expect(replied.statusCode).toBe(200);
     await socket.until((f) => f.some((x) => x.type === 'reply' && x.text === 'Hi, Alex here. Let me look.'));
-    expect(socket.frames.find((x) => x.text === 'Hi, Alex here. Let me look.')).toMatchObject({ reply_id: replied.json().message_id, author: 'human', author_name: 'alex', unsolicited: true });
+    expect(socket.frames.find((x) => x.text === 'Hi, Alex here. Let me look.')).toMatchObject({
+      reply_id: replied.json().message_id,
+      author: 'human',
+      author_name: 'alex',
+      unsolicited: true,
+      attachments: [{ file_key: `kb/${file.id}`, file_name: 'returns-policy.md', mime_type: expect.any(String), url: expect.stringContaining('/') }],
+    });
     expect((await act(agentA, id, { kind: 'note', text: 'Customer is upset about the parcel' })).statusCode).toBe(200);
     const history = (await widget('GET', `history?conversation_id=${id}`)).json();
-    expect(history.messages.at(-1)).toMatchObject({ text: 'Hi, Alex here. Let me look.', role: 'assistant', author: 'human' });
+    expect(history.messages.at(-1)).toMatchObject({ text: 'Hi, Alex here. Let me look.', role: 'assistant', author: 'human', attachments: [expect.objectContaining({ file_name: 'returns-policy.md', url: expect.any(String) })] });
     expect(JSON.stringify(history)).not.toContain('upset');
     expect(JSON.stringify(await events(id))).not.toContain('upset');
     const detail = (await as(agentA).get(`/api/console/inbox/conversations/${id}`)).json();

@@ -8,6 +8,7 @@ import { bearer, createKey, startTestApp, type TestApp } from '../support/app';
 import { buildConsoleOnce } from '../support/build';
 import { startTestWorker } from '../support/temporal';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
+import { upload } from '../support/kb';
 import { axeScan, CHROMIUM, DESKTOP, finals, launcher, panel, textbox, widget } from '../support/widget-page';
 
 /**
@@ -47,7 +48,10 @@ beforeAll(async () => {
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   workspaceId = await createWorkspace(db.orm, 'Acme shop');
-  const auth = bearer((await createKey(t.services, workspaceId, ['workflows:write', 'workflows:publish'])).key);
+  const auth = bearer((await createKey(t.services, workspaceId, ['workflows:write', 'workflows:publish', 'kb:write'])).key);
+  // A knowledge-base file a person may attach (made active here: indexing is not what this file checks).
+  const file = (await upload(t.app, auth, { filename: 'returns-policy.md', content: 'Returns are free within 30 days.' })).json() as { id: string };
+  await db.orm.em.fork().execute(`update kb_files set status = 'active' where id = ?`, [file.id]);
   const made = await t.app.inject({
     method: 'POST',
     url: '/api/v1/agents',
@@ -131,10 +135,13 @@ describe('the inbox', () => {
 
     // Reply: in the widget, from the person.
     await inbox.getByRole('textbox', { name: 'Your reply' }).fill('Hi, this is Alex. Your parcel left today.');
+    await inbox.getByLabel('Attach a knowledge-base file').selectOption({ label: 'returns-policy.md' });
+    await inbox.getByRole('list', { name: 'Attached files' }).getByText('returns-policy.md').waitFor();
     await inbox.getByRole('button', { name: 'Send reply' }).click();
     const human = widget(visitor).locator('.row.assistant', { hasText: 'Your parcel left today.' });
     await human.waitFor({ timeout: 15_000 });
     await expect(human.locator('.who').textContent()).resolves.toBe('alex');
+    await human.getByText('returns-policy.md').waitFor();
     // A note stays the team's.
     await inbox.getByRole('textbox', { name: 'Note' }).fill('Parcel was late twice');
     await inbox.getByRole('button', { name: 'Add note' }).click();

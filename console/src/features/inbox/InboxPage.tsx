@@ -11,6 +11,7 @@ import {
   STATUSES,
   fillCanned,
   useAct,
+  useAttachableFiles,
   useCannedReplies,
   useConversation,
   useCreateCanned,
@@ -323,12 +324,17 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
   const [text, setText] = useState('');
   const [template, setTemplate] = useState('');
   const [variables, setVariables] = useState('');
+  const [attached, setAttached] = useState<Array<{ id: string; name: string }>>([]);
   const { reply } = detail;
+  const files = useAttachableFiles(reply.channel === 'web' && hasScope(session, 'kb:read'));
   const windowClosed = reply.channel === 'msgapp' && !reply.window_open;
   const agentName = session.user.name || session.user.email.split('@')[0];
   const sendText = (event: FormEvent) => {
     event.preventDefault();
-    act.mutate({ kind: 'reply', text }, { onSuccess: () => (setText(''), announce('Reply sent')) });
+    act.mutate(
+      { kind: 'reply', text, ...(attached.length ? { attachments: attached.map((f) => f.id) } : {}) },
+      { onSuccess: () => (setText(''), setAttached([]), announce('Reply sent')) },
+    );
   };
   const sendTemplate = (event: FormEvent) => {
     event.preventDefault();
@@ -383,6 +389,40 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
               </option>
             ))}
           </select>
+        </div>
+      ) : null}
+      {files.data?.files.length ? (
+        <div className="field">
+          <label htmlFor="reply-attach">Attach a knowledge-base file</label>
+          <select
+            id="reply-attach"
+            className="select"
+            value=""
+            disabled={attached.length >= 3}
+            onChange={(e) => {
+              const file = files.data.files.find((f) => f.id === e.target.value);
+              if (file && !attached.some((a) => a.id === file.id)) setAttached((a) => [...a, { id: file.id, name: file.name }]);
+            }}
+          >
+            <option value="">Choose a file (up to 3)</option>
+            {files.data.files.map((f) => (
+              <option key={f.id} value={f.id}>
+                {f.name}
+              </option>
+            ))}
+          </select>
+          {attached.length ? (
+            <ul className="attachments" aria-label="Attached files">
+              {attached.map((f) => (
+                <li key={f.id}>
+                  {f.name}{' '}
+                  <button type="button" className="button" aria-label={`Remove ${f.name}`} onClick={() => setAttached((a) => a.filter((x) => x.id !== f.id))}>
+                    Remove
+                  </button>
+                </li>
+              ))}
+            </ul>
+          ) : null}
         </div>
       ) : null}
       <TextArea label="Your reply" required maxLength={4096} value={text} onChange={(e) => setText(e.target.value)} hint={reply.channel === 'web' ? 'The visitor sees it in the chat, from you.' : 'Sent as a message from the agent’s number.'} />

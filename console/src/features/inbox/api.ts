@@ -69,6 +69,15 @@ export function useAct(id: string) {
   });
 }
 
+/** Active knowledge-base files at the top folder: what a person may attach to a web chat reply (kb:read). */
+export function useAttachableFiles(enabled: boolean) {
+  return useQuery({
+    queryKey: ['v1', 'kb', 'files', 'active-top'],
+    queryFn: () => call(api.GET('/api/v1/kb/files', { params: { query: { status: 'active', limit: 200 } } })),
+    enabled,
+  });
+}
+
 export function useCannedReplies() {
   return useQuery({ queryKey: [...all, 'canned'], queryFn: () => call(api.GET('/api/console/inbox/canned-replies')) });
 }

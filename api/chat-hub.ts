@@ -39,8 +39,6 @@ const Notice = z.discriminatedUnion('k', [
   z.object({ k: z.literal('frame'), c: z.string().min(1), f: z.looseObject({ type: z.string(), reply_id: z.string().optional() }) }),
   z.object({ k: z.literal('ref'), c: z.string().min(1), m: z.string().min(1) }),
   z.object({ k: z.literal('recheck'), site: z.string().optional(), c: z.string().optional() }),
-  // The console inbox's notices (api/inbox-hub.ts) share the channel; no socket wants them.
-  z.looseObject({ k: z.literal('inbox') }),
 ]);
 
 /** A grant as checked at the handshake, stamped with the recheck count seen before the check began. */
@@ -265,7 +263,6 @@ export class ChatHub {
       this.log.warn({ err: (err as Error).message, bytes: payload.length }, 'chat sockets: malformed notice dropped');
       return;
     }
-    if (notice.k === 'inbox') return;
     if (notice.k === 'recheck') {
       this.recheckSeq++;
       const matches = (sub: Subscriber) => (notice.site !== undefined && sub.grant.siteId === notice.site) || (notice.c !== undefined && sub.grant.conversationId === notice.c);

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { CHAT_CHANNEL, type ChatNotice } from '../domain/chat/frames';
+import { INBOX_CHANNEL, type InboxNotice } from '../domain/chat/frames';
 import { InboxService } from '../domain/inbox/inbox';
 import type { SessionPrincipal, SessionService } from '../domain/people/sessions';
 import type { PgNotifications, Subscription } from '../db/notifications';
@@ -29,11 +29,11 @@ export interface InboxHubOptions {
 }
 
 /**
- * The console inbox's live streams (Server-Sent Events) of this API process. What changes a conversation is told on
- * the chat frames' channel, the one the widget's sockets already use (ChatFrames, api/chat-hub.ts): the
- * `conversations` table's trigger sends an `inbox` notice at every writer's commit (a new conversation, a message, a
- * hand-off, an assignment, a close), from any process; each API process LISTENs on it and forwards it to the streams
- * of that workspace. Each heartbeat the hub pings, re-checks every stream's session (a sign-out ends it), marks the
+ * The console inbox's live streams (Server-Sent Events) of this API process, built as the widget's sockets are
+ * (api/chat-hub.ts): NOTIFY on a channel, the process's one LISTEN connection (db/notifications.ts), a hub that
+ * forwards. The `conversations` table's trigger sends an `inbox` notice on INBOX_CHANNEL at every writer's commit (a
+ * new conversation, a message, a hand-off, an assignment, a close), from any process; each API process forwards it to
+ * the streams of that workspace. Each heartbeat the hub pings, re-checks every stream's session (a sign-out ends it), marks the
  * people whose inbox is open present and tends the queue (InboxService.rebalance).
  */
 export class InboxHub {
@@ -45,7 +45,7 @@ export class InboxHub {
   private upkeep: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: InboxHubOptions) {
-    this.listener = opts.notifications.subscribe([CHAT_CHANNEL], { onNotify: (_channel, payload) => this.onNotice(payload), onLost: () => this.closeAll() }, 'inbox streams');
+    this.listener = opts.notifications.subscribe([INBOX_CHANNEL], { onNotify: (_channel, payload) => this.onNotice(payload), onLost: () => this.closeAll() }, 'inbox streams');
   }
 
   get graceMs(): number {
@@ -111,11 +111,12 @@ export class InboxHub {
   }
 
   private onNotice(payload: string): void {
-    let notice: ChatNotice;
+    let notice: InboxNotice;
     try {
-      notice = JSON.parse(payload) as ChatNotice;
+      notice = JSON.parse(payload) as InboxNotice;
     } catch {
-      return; // the chat hub logs malformed notices
+      this.opts.log.warn({ bytes: payload.length }, 'inbox streams: malformed notice dropped');
+      return;
     }
     if (notice.k !== 'inbox' || typeof notice.w !== 'string') return;
     const streams = this.byWorkspace.get(notice.w);

@@ -24,7 +24,7 @@ export class Migration20261128220000Inbox extends Migration {
     this.addSql(`update conversations set queued_at = updated_at where needs_human and status = 'open'`);
     // Every path that hands a conversation to a person (the agent's handoff tool, PATCH needs_human, a take) queues it,
     // and every path that gives it back to the agent takes it out of the queue and from its holder: one rule, here.
-    // Every change is told to the inbox's live streams on the chat frames' channel (api/inbox-hub.ts): a NOTIFY in
+    // Every change is told to the inbox's live streams on their channel, inbox_changes (api/inbox-hub.ts): a NOTIFY in
     // the writer's transaction, sent at its commit, so a console reads what it was told about.
     this.addSql(`
       create function conversations_inbox() returns trigger language plpgsql as $$
@@ -46,7 +46,7 @@ export class Migration20261128220000Inbox extends Migration {
           elsif new.status is distinct from old.status then what := 'status';
           end if;
         end if;
-        perform pg_notify('chat_frames', json_build_object('k', 'inbox', 'w', new.workspace_id, 'c', new.id, 'e', what, 'h', new.needs_human and new.assignee_id is null and new.status = 'open')::text);
+        perform pg_notify('inbox_changes', json_build_object('k', 'inbox', 'w', new.workspace_id, 'c', new.id, 'e', what, 'h', new.needs_human and new.assignee_id is null and new.status = 'open')::text);
         return new;
       end $$`);
     this.addSql(`create trigger conversations_inbox before insert or update on conversations for each row execute function conversations_inbox()`);

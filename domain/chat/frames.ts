@@ -51,15 +51,23 @@ export type ChatNotice =
   /** A reply too large to carry: the listener loads chat message `m` and sends it as a `reply` frame. */
   | { k: 'ref'; c: string; m: string }
   /** Authorization may have changed (site suspended or edited, conversation closed): re-check these sockets. */
-  | { k: 'recheck'; site?: string; c?: string }
-  /**
-   * A conversation of workspace `w` changed (`e`: new, activity, handoff, assignment, status; `h`: it waits for a
-   * person): for the console inbox's live streams (api/inbox-hub.ts), never a socket's. Sent by the `conversations`
-   * table's trigger (migration Inbox) at the writer's commit.
-   */
-  | { k: 'inbox'; w: string; c: string; e: InboxChange; h: boolean };
+  | { k: 'recheck'; site?: string; c?: string };
 
+/**
+ * The console inbox's channel, beside the sockets' (the same LISTEN connection and the same kind of hub,
+ * api/inbox-hub.ts; apart so the widget's sockets never parse the team's traffic): a conversation of workspace `w`
+ * changed (`e`: new, activity, handoff, assignment, status; `h`: it waits for a person). Sent by the `conversations`
+ * table's trigger (migration Inbox) at the writer's commit.
+ */
+export const INBOX_CHANNEL = 'inbox_changes';
 export type InboxChange = 'new' | 'activity' | 'handoff' | 'assignment' | 'status';
+export interface InboxNotice {
+  k: 'inbox';
+  w: string;
+  c: string;
+  e: InboxChange;
+  h: boolean;
+}
 
 const MAX_PAYLOAD = 7900;
 

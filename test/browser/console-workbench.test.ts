@@ -192,7 +192,7 @@ describe('the agent builder workbench', () => {
     await page.getByRole('dialog', { name: 'Move shipping.md' }).getByRole('button', { name: 'Move file' }).click();
     await page.getByRole('status').filter({ hasText: 'shipping.md moved to the top level.' }).waitFor();
     await row.waitFor({ state: 'detached' });
-    await page.getByLabel('Folder', { exact: true }).selectOption({ label: 'All files (top level)' });
+    await page.getByLabel('Folder', { exact: true }).selectOption({ label: 'Top level' });
     await row.getByRole('button', { name: 'Delete shipping.md' }).click();
     await page.getByRole('dialog', { name: 'Delete shipping.md?' }).getByRole('button', { name: 'Delete file' }).click();
     await page.getByText('No files in this folder.').waitFor();

@@ -1,4 +1,4 @@
-import { useId, useState, type FormEvent, type ReactNode } from 'react';
+import { useId, useRef, useState, type FormEvent, type ReactNode } from 'react';
 import './agents.css';
 import { ErrorAlert, Loading, useAnnounce } from '../../components/feedback';
 import { NotAllowed, Page } from '../../components/Page';
@@ -185,6 +185,12 @@ function AgentEditor({ agent, session }: { agent: Agent; session: Session }) {
   const canTry = managesWorkspace(session.user.role);
   const [draft, setDraft] = useState(() => draftOf(agent));
   const [trying, setTrying] = useState(false);
+  const tryButton = useRef<HTMLButtonElement>(null);
+  // Closed: the focus goes back to the button that opened the panel.
+  const closeTry = () => {
+    setTrying(false);
+    tryButton.current?.focus();
+  };
   const update = useUpdateAgent(agent.id);
   const publish = usePublishAgent(agent.id);
   const announce = useAnnounce();
@@ -201,7 +207,7 @@ function AgentEditor({ agent, session }: { agent: Agent; session: Session }) {
       actions={
         <>
           {canTry ? (
-            <button type="button" className="button" aria-expanded={trying} aria-controls="try-panel" onClick={() => setTrying((t) => !t)}>
+            <button ref={tryButton} type="button" className="button" aria-expanded={trying} aria-controls={trying ? 'try-panel' : undefined} onClick={() => setTrying((t) => !t)}>
               {trying ? 'Close Try it' : 'Try it'}
             </button>
           ) : null}
@@ -274,7 +280,7 @@ function AgentEditor({ agent, session }: { agent: Agent; session: Session }) {
             ) : null}
           </fieldset>
         </form>
-        {trying ? <TryPanel agent={agent} onClose={() => setTrying(false)} /> : null}
+        {trying ? <TryPanel agent={agent} onClose={closeTry} /> : null}
       </div>
     </Page>
   );

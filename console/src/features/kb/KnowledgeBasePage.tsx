@@ -45,7 +45,7 @@ function KnowledgeBase({ canWrite }: { canWrite: boolean }) {
           <div className="field">
             <label htmlFor="kb-folder">Folder</label>
             <select id="kb-folder" className="select" value={folderId ?? ''} onChange={(e) => setFolderId(e.target.value || null)}>
-              <option value="">All files (top level)</option>
+              <option value="">Top level</option>
               {folders.map((f) => (
                 <option key={f.id} value={f.id}>
                   {f.path}

@@ -55,7 +55,11 @@ beforeAll(async () => {
     reply: (body) => {
       const system = String(body.messages.find((m: { role: string }) => m.role === 'system')?.content ?? '');
       const asked = String([...body.messages].reverse().find((m: { role: string }) => m.role === 'user')?.content ?? '');
-      return { text: system.includes('45 days') && /return/i.test(asked) ? 'You can send unworn boots back within 45 days.' : `Echo: ${asked}` };
+      if (!system.includes('45 days') || !/return/i.test(asked)) return { text: `Echo: ${asked}` };
+      // The answer cites the passage that holds the sentence by the number the prompt gave it.
+      const at = system.indexOf('45 days');
+      const n = [...system.matchAll(/^\[(\d+)\] \(file: /gm)].filter((m) => (m.index ?? 0) < at).at(-1)?.[1];
+      return { text: `You can send unworn boots back within 45 days [${n}].` };
     },
   });
   const llmSettings = { baseUrl: llm.url, model: 'fake-model' };
@@ -236,7 +240,8 @@ describe('the agent builder workbench', () => {
     const panel = page.getByRole('complementary', { name: 'Try it' });
     await panel.getByRole('textbox', { name: 'Message to the agent' }).fill('How long do I have to return my boots?');
     await panel.getByRole('button', { name: 'Send' }).click();
-    await panel.getByText('You can send unworn boots back within 45 days.').waitFor({ timeout: 30_000 });
+    await panel.getByText('You can send unworn boots back within 45 days').waitFor({ timeout: 30_000 });
+    await panel.getByText('Sources: Returns policy (returns.md)').waitFor();
     await shot(page, 'desktop-agent-try');
     expect(await axeScan(page)).toEqual([]);
 

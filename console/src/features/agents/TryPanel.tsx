@@ -51,6 +51,7 @@ export function TryPanel({ agent, onClose }: { agent: Agent; onClose: () => void
             ) : (
               <p className="alert">The agent could not answer: {x.turn.error ?? 'no reason given'}</p>
             )}
+            <Sources extras={x.turn.reply?.extras} />
             {x.turn.actions.length ? (
               <ul className="try-actions" aria-label="Tools called">
                 {x.turn.actions.map((a, i) => (
@@ -81,5 +82,22 @@ export function TryPanel({ agent, onClose }: { agent: Agent; onClose: () => void
         </div>
       </form>
     </aside>
+  );
+}
+
+/** The files the reply cited and the replies it suggested, as the widget would show them. */
+function Sources({ extras }: { extras: Record<string, unknown> | undefined }) {
+  const cited = Array.isArray(extras?.citations) ? (extras.citations as Array<{ file_id: string; file_name: string; title?: string }>) : [];
+  const suggested = Array.isArray(extras?.suggested_actions) ? (extras.suggested_actions as string[]) : [];
+  if (!cited.length && !suggested.length) return null;
+  return (
+    <div className="stack-tight">
+      {cited.length ? (
+        <p className="muted">
+          Sources: {cited.map((c) => (c.title && c.title !== c.file_name ? `${c.title} (${c.file_name})` : c.file_name)).join(', ')}
+        </p>
+      ) : null}
+      {suggested.length ? <p className="muted">Suggested replies: {suggested.join(' · ')}</p> : null}
+    </div>
   );
 }

@@ -9,6 +9,10 @@ import { buildConsoleOnce } from '../support/build';
 import { startTestWorker } from '../support/temporal';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { upload } from '../support/kb';
+import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
+import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
+import { inboundDone, startInboundDispatcher } from '../support/msgapp';
+import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { axeScan, CHROMIUM, DESKTOP, finals, launcher, panel, textbox, widget } from '../support/widget-page';
 
 /**
@@ -24,6 +28,10 @@ let base: string;
 let browser: Browser;
 let workspaceId: string;
 let siteId: string;
+let sandbox: MsgappSandbox;
+let relay: OutboxDispatcher;
+const NUMBER = { id: '4440004', display: '+15550400004' };
+const APP_SECRET = 'app-secret';
 
 const ARTIFACTS = path.join(__dirname, '..', '..', 'test-artifacts', 'console');
 const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
@@ -43,10 +51,21 @@ beforeAll(async () => {
   await buildConsoleOnce();
   db = await createTestDatabase();
   llm = await startFakeLlm({ reply, chunkChars: 50 });
-  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' } });
-  t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, config: { INBOX_HEARTBEAT_MS: 500 } });
+  sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: 'token-1' }] });
+  const msgapp = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp });
+  relay = await startInboundDispatcher(tw);
+  t = await startTestApp({
+    orm: db.orm,
+    databaseUrl: db.url,
+    temporal: { client: tw.client, taskQueue: tw.taskQueue },
+    config: { INBOX_HEARTBEAT_MS: 500 },
+    serviceOptions: { msgapp },
+    msgappWebhook: { appSecret: APP_SECRET, verifyToken: 'verify-me' },
+  });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  sandbox.setWebhookUrl(`${base}/webhooks/msgapp`);
   workspaceId = await createWorkspace(db.orm, 'Acme shop');
   const auth = bearer((await createKey(t.services, workspaceId, ['workflows:write', 'workflows:publish', 'kb:write'])).key);
   // A knowledge-base file a person may attach (made active here: indexing is not what this file checks).
@@ -60,14 +79,31 @@ beforeAll(async () => {
   });
   expect((await t.app.inject({ method: 'POST', url: `/api/v1/agents/${made.json().id}/publish`, headers: auth })).statusCode).toBe(200);
   siteId = (await t.services.sites.create(workspaceId, made.json().id, [base])).site_id;
+  // The same shop on a messaging number, with one approved template.
+  const cred = (await t.services.credentials.create(workspaceId, 'msgapp_access_token', 'number', 'token-1')).id;
+  const messaging = await t.app.inject({
+    method: 'POST',
+    url: '/api/v1/agents',
+    headers: auth,
+    payload: {
+      name: 'Messaging helper',
+      instructions: 'Help.',
+      triggers: { msgapp: { number: NUMBER.display, phone_number_id: NUMBER.id, credential_id: cred } },
+      actions: [{ type: 'sender' }, { type: 'handoff', message: 'A colleague will write to you here shortly.' }],
+      templates: [{ name: 'order_update', language: 'en', body: 'Your order {{1}} is on its way.', status: 'approved' }],
+    },
+  });
+  expect((await t.app.inject({ method: 'POST', url: `/api/v1/agents/${messaging.json().id}/publish`, headers: auth })).statusCode).toBe(200);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 300_000);
 
 afterAll(async () => {
   await browser?.close();
   await t?.close();
+  await relay?.stop();
   await tw?.close();
   await llm?.close();
+  await sandbox?.close();
   await db?.drop();
 });
 
@@ -159,4 +195,32 @@ describe('the inbox', () => {
     // The inbox followed it live.
     await inbox.getByRole('list', { name: 'Transcript' }).getByText('Echo: when do you open').waitFor({ timeout: 15_000 });
   }, 120_000);
+
+  test('msgapp: the customer\'s message appears live; a reply goes inside the 24-hour window; after it, the template picker sends an approved template', async () => {
+    const customer = '+15557003003';
+    const sent = await sandbox.injectInbound({ from: customer, to: NUMBER.id, text: 'I want a person on messaging', profileName: 'Robin' });
+    expect(sent.webhookStatus).toBe(200);
+    await inboundDone(tw, sent.providerMessageId);
+    const item = inbox.getByRole('link', { name: /I want a person on messaging/ });
+    await item.waitFor({ timeout: 15_000 });
+    await item.click();
+    await inbox.getByRole('heading', { level: 2, name: 'I want a person on messaging' }).waitFor();
+    const toCustomer = () => sandbox.sent.filter((m) => m.body.to === customer).map((m) => m.body);
+    await inbox.getByRole('textbox', { name: 'Your reply' }).fill('Hi Robin, Alex here.');
+    await inbox.getByRole('button', { name: 'Send reply' }).click();
+    await inbox.getByRole('list', { name: 'Transcript' }).getByText('Hi Robin, Alex here.').waitFor({ timeout: 15_000 });
+    expect(toCustomer()).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'text', text: expect.objectContaining({ body: 'Hi Robin, Alex here.' }) })]));
+
+    // A day later the window has closed: the inbox (told live of the change) offers the templates only.
+    const conversationId = new URL(inbox.url()).pathname.split('/').pop()!;
+    await db.orm.em.fork().execute(`update messages set created_at = now() - interval '25 hours' where conversation_id = ? and direction = 'inbound'`, [conversationId]);
+    await db.orm.em.fork().execute(`update conversations set last_inbound_at = now() - interval '25 hours' where id = ?`, [conversationId]);
+    await inbox.getByRole('heading', { level: 3, name: 'Reply with a template' }).waitFor({ timeout: 15_000 });
+    expect(await axeScan(inbox)).toEqual([]);
+    await inbox.getByLabel('Template').selectOption({ label: 'order_update (en): Your order {{1}} is on its way.' });
+    await inbox.getByRole('textbox', { name: 'Variables' }).fill('A-1');
+    await inbox.getByRole('button', { name: 'Send template' }).click();
+    await inbox.getByText('Template sent').waitFor();
+    expect(toCustomer()).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'template', template: expect.objectContaining({ name: 'order_update' }) })]));
+  }, 60_000);
 });

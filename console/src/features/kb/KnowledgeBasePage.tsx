@@ -199,10 +199,10 @@ function Files({ folderId, folders, canWrite }: { folderId: string | null; folde
   const [deleting, setDeleting] = useState<KbFile | null>(null);
   const [versions, setVersions] = useState<PendingUpload[]>([]);
   const newVersion = (file: KbFile, chosen: File) => setVersions((v) => [...v, { key: String(++uploadKeys), file: chosen, folderId: file.folder_id, name: file.name }]);
-  useStatusAnnouncements(files.data?.files);
+  const rows = files.data?.pages.flatMap((p) => p.files);
+  useStatusAnnouncements(rows);
   if (files.isPending) return <Loading what="files" />;
-  if (files.isError) return <ErrorAlert error={files.error} />;
-  const rows = files.data.files;
+  if (files.isError || !rows) return <ErrorAlert error={files.error} />;
   return (
     <>
       <UploadList uploads={versions} onDone={(key) => setVersions((v) => v.filter((x) => x.key !== key))} />
@@ -242,6 +242,13 @@ function Files({ folderId, folders, canWrite }: { folderId: string | null; folde
           ]}
         />
       )}
+      {files.hasNextPage ? (
+        <div className="pager">
+          <button type="button" className="button" disabled={files.isFetchingNextPage} onClick={() => void files.fetchNextPage()}>
+            Show more files
+          </button>
+        </div>
+      ) : null}
       {moving ? <MoveDialog file={moving} folders={folders} onClose={() => setMoving(null)} /> : null}
       {deleting ? <DeleteFileDialog file={deleting} onClose={() => setDeleting(null)} /> : null}
     </>

@@ -1,4 +1,4 @@
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { api, ApiError, call, currentCsrfToken, type Body, type RequestBody } from '../../lib/api';
 
 export type KbFile = Body<'/api/v1/kb/files', 'get'>['files'][number];
@@ -15,12 +15,18 @@ const indexing = (files: KbFile[] | undefined) => (files ?? []).some((f) => f.st
 /** How often a list with a file still indexing is asked again (the API has no push channel for files). */
 export const INDEXING_POLL_MS = 1000;
 
-/** The current versions of the files in one folder (null: the root), newest first; asked again while any is indexing. */
+/** Files a page: the next ones come with "Show more files" (the API's cursor). */
+const FILES_PAGE = 100;
+
+/** The current versions of the files in one folder (null: the root), newest first, a page at a time; asked again while any is indexing. */
 export function useFiles(folderId: string | null) {
-  return useQuery({
+  return useInfiniteQuery({
     queryKey: filesKey(folderId),
-    queryFn: () => call(api.GET('/api/v1/kb/files', { params: { query: { limit: 200, ...(folderId ? { folder_id: folderId } : {}) } } })),
-    refetchInterval: (query) => (indexing(query.state.data?.files) ? INDEXING_POLL_MS : false),
+    queryFn: ({ pageParam }) =>
+      call(api.GET('/api/v1/kb/files', { params: { query: { limit: FILES_PAGE, ...(folderId ? { folder_id: folderId } : {}), ...(pageParam ? { cursor: pageParam } : {}) } } })),
+    initialPageParam: undefined as string | undefined,
+    getNextPageParam: (last) => last.next_cursor ?? undefined,
+    refetchInterval: (query) => (indexing(query.state.data?.pages.flatMap((p) => p.files)) ? INDEXING_POLL_MS : false),
   });
 }
 

@@ -222,5 +222,17 @@ describe('the inbox', () => {
     await inbox.getByRole('button', { name: 'Send template' }).click();
     await inbox.getByText('Template sent').waitFor();
     expect(toCustomer()).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'template', template: expect.objectContaining({ name: 'order_update' }) })]));
+
+    // Filters: by agent, then a word from the web chat's transcript.
+    const list = inbox.getByRole('region', { name: 'Open' });
+    await inbox.getByLabel('Agent', { exact: true }).selectOption({ label: 'Messaging helper' });
+    await inbox.getByRole('button', { name: 'Apply' }).click();
+    await inbox.getByRole('link', { name: /I want a person please/ }).waitFor({ state: 'detached' });
+    await inbox.getByRole('link', { name: /I want a person on messaging/ }).waitFor();
+    await inbox.getByLabel('Agent', { exact: true }).selectOption({ label: 'Any' });
+    await inbox.getByRole('searchbox', { name: 'Search transcripts' }).fill('parcel');
+    await inbox.getByRole('button', { name: 'Apply' }).click();
+    await inbox.getByRole('link', { name: /I want a person on messaging/ }).waitFor({ state: 'detached' });
+    await list.getByRole('link', { name: /I want a person please/ }).waitFor();
   }, 60_000);
 });

@@ -11,6 +11,7 @@ import {
   STATUSES,
   fillCanned,
   useAct,
+  useAgentNames,
   useAttachableFiles,
   useCannedReplies,
   useConversation,
@@ -74,6 +75,7 @@ function Inbox({ session, id }: { session: Session; id: string | null }) {
         {live.unread.size ? `${live.unread.size} unread` : 'All caught up.'} Conversations from web chat, messaging and calls, newest activity first.
       </p>
       <Filters
+        session={session}
         filter={filter}
         onChange={(f) => {
           setFilter(f);
@@ -114,7 +116,8 @@ function Inbox({ session, id }: { session: Session; id: string | null }) {
   );
 }
 
-function Filters({ filter, onChange }: { filter: InboxFilter; onChange: (f: InboxFilter) => void }) {
+function Filters({ session, filter, onChange }: { session: Session; filter: InboxFilter; onChange: (f: InboxFilter) => void }) {
+  const agents = useAgentNames(hasScope(session, 'workflows:read'));
   const submit = (event: FormEvent<HTMLFormElement>) => {
     event.preventDefault();
     const form = new FormData(event.currentTarget);
@@ -149,8 +152,15 @@ function Filters({ filter, onChange }: { filter: InboxFilter; onChange: (f: Inbo
           </option>
         ))}
       </select>
-      <label htmlFor="inbox-agent">Agent id</label>
-      <input id="inbox-agent" name="agent_id" className="input" placeholder="agt_…" defaultValue={filter.agent_id ?? ''} pattern="agt_[0-9a-f]{24}" />
+      <label htmlFor="inbox-agent">Agent</label>
+      <select id="inbox-agent" name="agent_id" className="select" defaultValue={filter.agent_id ?? ''} key={agents.data ? 'agents' : 'none'}>
+        <option value="">Any</option>
+        {agents.data?.agents.map((a) => (
+          <option key={a.id} value={a.id}>
+            {a.name}
+          </option>
+        ))}
+      </select>
       <label htmlFor="inbox-site">Site id</label>
       <input id="inbox-site" name="site_id" className="input" placeholder="site_…" defaultValue={filter.site_id ?? ''} pattern="site_[0-9a-f]{24}" />
       <label htmlFor="inbox-q">Search transcripts</label>

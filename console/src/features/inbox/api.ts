@@ -69,6 +69,11 @@ export function useAct(id: string) {
   });
 }
 
+/** The workspace's agents, for the agent filter (workflows:read). */
+export function useAgentNames(enabled: boolean) {
+  return useQuery({ queryKey: ['v1', 'agents', 'names'], queryFn: () => call(api.GET('/api/v1/agents', { params: { query: { limit: 200 } } })), enabled });
+}
+
 /** Active knowledge-base files at the top folder: what a person may attach to a web chat reply (kb:read). */
 export function useAttachableFiles(enabled: boolean) {
   return useQuery({

@@ -6,7 +6,7 @@ import { asBrowser, CONSOLE_ORIGIN, signedInUser, type Browser } from '../suppor
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { frameCollector } from '../support/socket';
 import { upload } from '../support/kb';
-import { historySummaries, startTestWorker } from '../support/temporal';
+import { historySummaries, maybeRecordHistory, startTestWorker } from '../support/temporal';
 import { conversationWorkflowId } from '../../workflows/conversation';
 import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
 import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
@@ -222,6 +222,9 @@ describe('the inbox', () => {
     // Closed with a reason: recorded; nothing more can be done in it.
     expect((await act(agentA, id, { kind: 'close', reason: 'resolved' })).statusCode).toBe(200);
     expect((await events(id)).find((e) => e.type === 'inbox.closed')?.data).toMatchObject({ reason: 'resolved', by: agentA.userId });
+    // Closed, the actor ends; its history (turns and every person's action) is a replay fixture.
+    await tw.client.workflow.getHandle(conversationWorkflowId(id)).result();
+    await maybeRecordHistory(tw.client, conversationWorkflowId(id), 'conversation-operator-actions');
     expect((await act(agentA, id, { kind: 'reply', text: 'late' })).json()).toMatchObject({ error: 'conversation_closed' });
     expect(await list(agentA, 'status=closed')).toContain(id);
   }, 40_000);

@@ -11,11 +11,11 @@ export const TryAgentBody = z
   .strict();
 
 const TryAction = z.object({
-  kind: z.enum(['mcp_tool', 'sender']),
-  name: z.string().meta({ description: 'The MCP tool, or send_reply for the send a messaging number would make' }),
+  kind: z.enum(['mcp_tool', 'sender', 'handoff']),
+  name: z.string().meta({ description: 'The MCP tool, send_reply for the send a messaging number would make, or handoff (no person is asked)' }),
   server_id: z.string().nullable(),
   arguments: z.record(z.string(), z.unknown()),
-  stubbed: z.boolean().meta({ description: 'Not made: it acts outside (an MCP tool not marked read-only, a send); recorded only' }),
+  stubbed: z.boolean().meta({ description: 'Not made: it acts outside (an MCP tool not marked read-only, a send, a handoff); recorded only' }),
   ok: z.boolean(),
   output: z.string(),
 });

@@ -4,11 +4,12 @@ import { DomainError } from '../errors';
 import { noWorkflowService, type ConversationRuns } from '../ports/workflow-runs';
 import type { Repositories } from '../repositories';
 import { newId } from '../../lib/ids';
+import { HANDOFF_STUBBED_EVENT } from './tools/handoff';
 
 /** What the agent would have done outside, had this not been a test: a tool call or a send, recorded and (if it acts outside) not made. */
 export interface TryAction {
-  kind: 'mcp_tool' | 'sender';
-  /** The MCP tool's name, or `send_reply` for a messaging channel's send. */
+  kind: 'mcp_tool' | 'sender' | 'handoff';
+  /** The MCP tool's name, `send_reply` for a messaging channel's send, `handoff` for a person asked to take over. */
   name: string;
   server_id: string | null;
   arguments: Record<string, unknown>;
@@ -33,7 +34,8 @@ export const SENDER_STUBBED_EVENT = 'sender.stubbed';
 /**
  * The console's "Try it" (POST /api/console/agents/{id}/try): one real turn of the agent, through its conversation actor
  * as a web visitor's message goes, in a test conversation (`is_test`, made here and nowhere else) that no list,
- * analytics or billing counts. Tools that act outside are stubbed by the turn (domain/chat/tools/mcp.ts); an agent with a
+ * analytics or billing counts. Tools that act outside are stubbed by the turn (domain/chat/tools/mcp.ts, and a handoff in
+ * tools/handoff.ts: no person is asked); an agent with a
  * messaging number would send its reply there, which is recorded here and not done. Everything is scoped to the
  * session's workspace: another workspace's agent or conversation is 404, as an unknown id.
  */
@@ -63,17 +65,23 @@ export class AgentTrials {
     const sent = await runs.send({ id: conversationId, workspaceId }, { clientMessageId: newId('msg'), text: body.text, uploadIds: [], indexUploads: [], delivery: 'sync' });
     const reply = sent.reply;
     const events = await repos.conversations.replyEvents(em.fork(), conversationId, sent.reply_id);
-    const actions: TryAction[] = events
-      .filter((e) => e.type === 'mcp.tool_call')
-      .map((e) => ({
-        kind: 'mcp_tool',
-        name: String(e.data.tool ?? ''),
-        server_id: typeof e.data.server_id === 'string' ? e.data.server_id : null,
-        arguments: (e.data.arguments ?? {}) as Record<string, unknown>,
-        stubbed: e.data.stubbed === true,
-        ok: e.data.ok === true,
-        output: String(e.data.output ?? ''),
-      }));
+    const actions: TryAction[] = events.flatMap((e): TryAction[] => {
+      if (e.type === HANDOFF_STUBBED_EVENT) {
+        return [{ kind: 'handoff', name: 'handoff', server_id: null, arguments: { reason: e.data.reason }, stubbed: true, ok: true, output: 'No person was asked (test conversation).' }];
+      }
+      if (e.type !== 'mcp.tool_call') return [];
+      return [
+        {
+          kind: 'mcp_tool',
+          name: String(e.data.tool ?? ''),
+          server_id: typeof e.data.server_id === 'string' ? e.data.server_id : null,
+          arguments: (e.data.arguments ?? {}) as Record<string, unknown>,
+          stubbed: e.data.stubbed === true,
+          ok: e.data.ok === true,
+          output: String(e.data.output ?? ''),
+        },
+      ];
+    });
     // On its messaging number the reply would leave as a message: said, recorded, never sent.
     const number = agent.spec.triggers.msgapp?.number;
     if (reply && !reply.held && reply.text && number) {

@@ -55,6 +55,8 @@ beforeAll(async () => {
   llm = await startFakeLlm({
     reply: (body) => {
       const last = body.messages.at(-1);
+      const asked = String([...body.messages].reverse().find((m: { role: string }) => m.role === 'user')?.content ?? '');
+      if (asked.includes('a person')) return last.role === 'tool' ? { text: 'A colleague will take it from here.' } : { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
       if (last.role === 'tool') return { text: 'Your order 42 shipped, and I cancelled the duplicate.' };
       const name = (tool: string) => (body.tools ?? []).find((x: { function: { name: string } }) => x.function.name.endsWith(tool))?.function.name;
       if (String(last.content).includes('order 42')) {
@@ -77,7 +79,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-test('a try runs a real turn in a test conversation: read-only tools run, tools that act outside and the send are recorded not made, and nothing lists, counts or bills it', async () => {
+test('a try runs a real turn in a test conversation: read-only tools run, tools that act outside, the send and a handoff are recorded not made, and nothing lists, counts or bills it', async () => {
   const ws = await createWorkspace(db.orm);
   const auth = bearer((await createKey(t.services, ws, ['mcp_servers:write', 'workflows:write', 'conversations:read', 'analytics:read'])).key);
   const server = await t.app.inject({ method: 'POST', url: '/api/v1/mcp-servers', headers: auth, payload: { name: 'shop', url: mcpUrl } });
@@ -86,7 +88,7 @@ test('a try runs a real turn in a test conversation: read-only tools run, tools 
     method: 'POST',
     url: '/api/v1/agents',
     headers: auth,
-    payload: { name: 'Orders', instructions: 'Help with orders.', triggers: { msgapp: { number: '+15551234567', phone_number_id: '1098' } }, actions: [{ type: 'sender' }, { type: 'mcp', server_id: server.json().id }] },
+    payload: { name: 'Orders', instructions: 'Help with orders.', triggers: { msgapp: { number: '+15551234567', phone_number_id: '1098' } }, actions: [{ type: 'sender' }, { type: 'handoff' }, { type: 'mcp', server_id: server.json().id }] },
   });
   const agentId = agent.json().id as string;
   const owner = await signedInUser(t.app, t.services, ws, 'owner');
@@ -107,6 +109,14 @@ test('a try runs a real turn in a test conversation: read-only tools run, tools 
   // The same test conversation continues; the model sees its history.
   const second = await tryIt({ text: 'thanks', conversation_id: turn.conversation_id });
   expect(second.json()).toMatchObject({ conversation_id: turn.conversation_id, reply: { text: 'Echo: thanks' } });
+
+  // A handoff asks no person: recorded for the panel, the conversation not flagged, the next message answered.
+  const handoff = (await tryIt({ text: 'a person please', conversation_id: turn.conversation_id })).json();
+  expect(handoff.reply).toMatchObject({ text: 'A colleague will take it from here.', handoff: true });
+  expect(handoff.actions).toEqual([expect.objectContaining({ kind: 'handoff', stubbed: true, arguments: { reason: 'asked for a person' } }), expect.objectContaining({ kind: 'sender' })]);
+  const [flag] = (await db.orm.em.fork().execute(`select needs_human from conversations where id = ?`, [turn.conversation_id])) as Array<{ needs_human: boolean }>;
+  expect(flag.needs_human).toBe(false);
+  expect((await tryIt({ text: 'still there?', conversation_id: turn.conversation_id })).json().reply).toMatchObject({ text: 'Echo: still there?', held: false });
 
   // In no list, no analytics, no billing.
   const listed = await t.app.inject({ method: 'GET', url: '/api/v1/conversations', headers: auth });

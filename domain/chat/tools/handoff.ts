@@ -1,6 +1,9 @@
 import type { TurnContext } from '../turn/context';
 import type { TurnTool } from './types';
 
+/** The timeline event of a handoff a test conversation did not make. */
+export const HANDOFF_STUBBED_EVENT = 'handoff.stubbed';
+
 /** The model hands the conversation to a person. */
 export const handoff: TurnTool = {
   name: 'handoff',
@@ -24,6 +27,8 @@ export const handoff: TurnTool = {
  */
 export async function handOff(ctx: TurnContext, reason: string): Promise<void> {
   const { deps, input } = ctx;
+  // A console test conversation ("Try it") asks no person: the handoff is recorded for the panel, and nothing is flagged or told.
+  if (ctx.test) return deps.repos.conversations.addConversationEvent(deps.em.fork(), input.conversationId, HANDOFF_STUBBED_EVENT, { reason, reply_id: input.replyId });
   await deps.repos.conversations.flagForHuman(deps.em.fork(), input.conversationId, reason, { reason, message_id: input.messageId });
   await deps.publisher.handoff(input.conversationId);
 }

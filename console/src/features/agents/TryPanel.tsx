@@ -56,7 +56,7 @@ export function TryPanel({ agent, onClose }: { agent: Agent; onClose: () => void
               <ul className="try-actions" aria-label="Tools called">
                 {x.turn.actions.map((a, i) => (
                   <li key={i}>
-                    <strong>{a.name}</strong> {a.stubbed ? <span className="tag pending-tag">{a.kind === 'sender' ? 'Not sent (test)' : 'Not run (test)'}</span> : <span className="tag">Ran</span>}
+                    <strong>{a.name}</strong> {a.stubbed ? <span className="tag pending-tag">{a.kind === 'sender' ? 'Not sent (test)' : a.kind === 'handoff' ? 'No person asked (test)' : 'Not run (test)'}</span> : <span className="tag">Ran</span>}
                     <pre className="mono wrap-anywhere">{JSON.stringify(a.arguments)}</pre>
                     {a.stubbed ? null : <p className="muted">{a.output}</p>}
                   </li>

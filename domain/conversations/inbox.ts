@@ -122,8 +122,13 @@ export class ConversationInbox {
 
   /** A page of the workspace's conversations, newest activity first (the queue, `unassigned`: longest waiting first). */
   async list(workspaceId: string, userId: string, f: InboxFilter): Promise<{ conversations: InboxRow[]; next_cursor: string | null }> {
-    // Console test conversations ("Try it") are in no list.
-    const where: string[] = ['c.workspace_id = ?', 'not c.is_test'];
+    // Console test conversations ("Try it") are in no list; nor is a web chat nobody wrote in yet (a widget opened
+    // and left), unless a person was asked for.
+    const where: string[] = [
+      'c.workspace_id = ?',
+      'not c.is_test',
+      `(c.channel <> 'web' or c.needs_human or exists (select 1 from chat_messages m where m.conversation_id = c.id and m.role <> 'tool'))`,
+    ];
     const params: unknown[] = [workspaceId];
     const queue = f.status === 'unassigned';
     if (f.status === 'open') where.push(`c.status = 'open'`);

@@ -251,6 +251,9 @@ describe('the inbox', () => {
     const agentId = (await as(agentA).get(`/api/console/inbox/conversations/${plain}`)).json().conversation.agent.id;
     expect(await list(agentA, `status=open&agent_id=${agentId}&limit=100`)).toEqual(expect.arrayContaining([plain]));
     expect(await list(agentA, `status=open&agent_id=agt_000000000000000000000000`)).toEqual([]);
+    // A widget opened and left (nobody wrote) is no conversation to work.
+    const empty = await newVisitor();
+    expect(await list(agentA, 'status=all&limit=100')).not.toContain(empty);
   }, 30_000);
 
   test('roles and workspaces: a viewer reads but may not act (403); another workspace sees nothing (404)', async () => {

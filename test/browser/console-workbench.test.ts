@@ -223,12 +223,14 @@ describe('the agent builder workbench', () => {
     await page.getByRole('textbox', { name: 'Instructions' }).fill('You answer questions about boots, briefly.');
     await page.getByRole('checkbox', { name: 'Answer on web chat' }).check();
     await page.getByRole('textbox', { name: 'Allowed origins' }).fill('https://shop.example');
+    await page.getByRole('group', { name: 'Files' }).getByRole('checkbox', { name: '/Policies/returns.md' }).check();
     await page.getByRole('button', { name: 'Add template' }).click();
     await page.getByRole('textbox', { name: 'Template 1 name' }).fill('order_update');
     await page.getByRole('textbox', { name: 'Template 1 text' }).fill('Your order {{1}} ships today.');
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByRole('status').filter({ hasText: 'Agent saved.' }).waitFor();
     const saved = (await t.app.inject({ method: 'GET', url: `/api/v1/agents/${agentId}`, headers: auth })).json();
+    expect(saved.spec.knowledge_base.file_ids).toEqual([expect.stringMatching(/^file_/)]);
     expect(saved.spec).toMatchObject({ instructions: 'You answer questions about boots, briefly.', model: { temperature: 0.2 }, triggers: { web_chat: { allowed_origins: ['https://shop.example'] } }, templates: [{ name: 'order_update', language: 'en', body: 'Your order {{1}} ships today.', status: 'approved' }] });
 
     await page.getByRole('button', { name: 'Publish' }).click();

@@ -8,7 +8,7 @@ import { Link } from '../../lib/router';
 import { hasScope, managesWorkspace, type Session } from '../auth/api';
 import { AgentStatus } from './AgentsPage';
 import { TryPanel } from './TryPanel';
-import { useAgent, useCredentials, useKbFolders, useMcpServers, usePublishAgent, useUpdateAgent, type Agent, type AgentPatch, type McpServer } from './api';
+import { useAgent, useCredentials, useKbFiles, useKbFolders, useMcpServers, usePublishAgent, useUpdateAgent, type Agent, type AgentPatch, type McpServer } from './api';
 
 type Action = NonNullable<Agent['spec']['actions']>[number];
 type WebChat = NonNullable<NonNullable<Agent['spec']['triggers']>['web_chat']>;
@@ -29,6 +29,7 @@ interface Draft {
   maxTokens: string;
   modelCredential: string;
   folderIds: string[];
+  fileIds: string[];
   web: boolean;
   origins: string;
   fileUpload: boolean;
@@ -72,6 +73,7 @@ function draftOf(a: Agent): Draft {
     maxTokens: String(s.model?.max_tokens ?? 800),
     modelCredential: s.model?.credential_id ?? '',
     folderIds: s.knowledge_base?.folder_ids ?? [],
+    fileIds: s.knowledge_base?.file_ids ?? [],
     web: Boolean(web),
     origins: (web?.allowed_origins ?? []).join('\n'),
     fileUpload: web?.file_upload ?? false,
@@ -133,7 +135,7 @@ function patchOf(d: Draft, a: Agent): AgentPatch {
     name: d.name.trim(),
     instructions: d.instructions,
     model: { temperature: num(d.temperature), max_tokens: num(d.maxTokens), ...(d.modelName.trim() ? { name: d.modelName.trim() } : {}), ...(d.modelCredential ? { credential_id: d.modelCredential } : {}) },
-    knowledge_base: { folder_ids: d.folderIds, file_ids: a.spec.knowledge_base?.file_ids ?? [] },
+    knowledge_base: { folder_ids: d.folderIds, file_ids: d.fileIds },
     triggers: {
       ...(web ? { web_chat: web } : {}),
       ...(d.msgapp ? { msgapp: { number: d.number.trim(), phone_number_id: d.phoneNumberId.trim(), ...(d.msgappCredential ? { credential_id: d.msgappCredential } : {}) } } : {}),
@@ -320,22 +322,40 @@ function ModelSection({ draft, set, error, session }: { draft: Draft; set: Sette
 }
 
 function KnowledgeSection({ draft, set, error, session }: { draft: Draft; set: Setter; error: unknown; session: Session }) {
-  const folders = useKbFolders(hasScope(session, 'kb:read'));
-  const toggle = (id: string, on: boolean) => set('folderIds', on ? [...draft.folderIds, id] : draft.folderIds.filter((f) => f !== id));
-  const known = new Set((folders.data ?? []).map((f) => f.id));
+  const canRead = hasScope(session, 'kb:read');
+  const folders = useKbFolders(canRead);
+  const files = useKbFiles(folders.data, canRead);
+  const toggle = (key: 'folderIds' | 'fileIds', id: string, on: boolean) => set(key, on ? [...draft[key], id] : draft[key].filter((f) => f !== id));
+  const knownFolders = new Set((folders.data ?? []).map((f) => f.id));
+  const knownFiles = new Set((files.data ?? []).map((f) => f.id));
   return (
     <fieldset className="section-box">
       <legend>Knowledge base</legend>
-      <p className="hint">The folders it answers from (with their subfolders). None chosen: the whole knowledge base.</p>
-      {(folders.data ?? []).map((f) => (
-        <Check key={f.id} label={f.path} checked={draft.folderIds.includes(f.id)} onChange={(v) => toggle(f.id, v)} />
-      ))}
-      {draft.folderIds
-        .filter((id) => folders.data && !known.has(id))
-        .map((id) => (
-          <Check key={id} label={`${id} (deleted folder)`} checked onChange={(v) => toggle(id, v)} />
+      <p className="hint">What it answers from: folders (with their subfolders) and single files. None chosen: the whole knowledge base.</p>
+      <fieldset className="stack-tight">
+        <legend>Folders</legend>
+        {(folders.data ?? []).map((f) => (
+          <Check key={f.id} label={f.path} checked={draft.folderIds.includes(f.id)} onChange={(v) => toggle('folderIds', f.id, v)} />
         ))}
-      {folders.data?.length === 0 ? <p className="muted">No folders yet.</p> : null}
+        {draft.folderIds
+          .filter((id) => folders.data && !knownFolders.has(id))
+          .map((id) => (
+            <Check key={id} label={`${id} (deleted folder)`} checked onChange={(v) => toggle('folderIds', id, v)} />
+          ))}
+        {folders.data?.length === 0 ? <p className="muted">No folders yet.</p> : null}
+      </fieldset>
+      <fieldset className="stack-tight">
+        <legend>Files</legend>
+        {(files.data ?? []).map((f) => (
+          <Check key={f.id} label={f.label} checked={draft.fileIds.includes(f.id)} onChange={(v) => toggle('fileIds', f.id, v)} />
+        ))}
+        {draft.fileIds
+          .filter((id) => files.data && !knownFiles.has(id))
+          .map((id) => (
+            <Check key={id} label={`${id} (not a current file)`} checked onChange={(v) => toggle('fileIds', id, v)} />
+          ))}
+        {files.data?.length === 0 ? <p className="muted">No files yet.</p> : null}
+      </fieldset>
       <ErrorAlert error={error} />
     </fieldset>
   );

@@ -66,3 +66,21 @@ export function useKbFolders(enabled: boolean) {
     },
   });
 }
+
+/** Every current file of the knowledge base (the top level's and each folder's, up to 200 each), labelled by its path, for the agent's file selection. */
+export function useKbFiles(folders: Array<{ id: string; path: string }> | undefined, enabled: boolean) {
+  return useQuery({
+    queryKey: ['v1', 'kb', 'files', 'all', (folders ?? []).map((f) => f.id)],
+    enabled: enabled && folders !== undefined,
+    queryFn: async () => {
+      const places = [{ id: undefined as string | undefined, path: '' }, ...(folders ?? []).map((f) => ({ id: f.id as string | undefined, path: f.path }))];
+      const found = await Promise.all(
+        places.map(async (place) => {
+          const page = await call(api.GET('/api/v1/kb/files', { params: { query: { limit: 200, ...(place.id ? { folder_id: place.id } : {}) } } }));
+          return page.files.map((f) => ({ id: f.id, label: `${place.path}/${f.name}` }));
+        }),
+      );
+      return found.flat().sort((a, b) => a.label.localeCompare(b.label));
+    },
+  });
+}

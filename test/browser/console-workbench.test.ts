@@ -244,6 +244,7 @@ describe('the agent builder workbench', () => {
     await panel.getByRole('button', { name: 'Send' }).click();
     await panel.getByText('You can send unworn boots back within 45 days').waitFor({ timeout: 30_000 });
     await panel.getByText('Sources: Returns policy (returns.md)').waitFor();
+    expect(await panel.getByRole('link', { name: 'Open this test conversation in the debugger' }).getAttribute('href')).toMatch(/^\/console\/conversations\/conv_[0-9a-f]{24}\/debug$/);
     await shot(page, 'desktop-agent-try');
     expect(await axeScan(page)).toEqual([]);
 

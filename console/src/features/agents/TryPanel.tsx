@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { ErrorAlert } from '../../components/feedback';
+import { Link } from '../../lib/router';
 import { useTryAgent, type Agent, type TryTurn } from './api';
 
 interface Exchange {
@@ -66,6 +67,11 @@ export function TryPanel({ agent, onClose }: { agent: Agent; onClose: () => void
           </li>
         ))}
       </ol>
+      {conversationId ? (
+        <p>
+          <Link to={`/conversations/${conversationId}/debug`}>Open this test conversation in the debugger</Link>
+        </p>
+      ) : null}
       <form className="stack-tight" onSubmit={submit}>
         <label htmlFor="try-message">Message to the agent</label>
         <textarea id="try-message" rows={2} value={text} onChange={(e) => setText(e.target.value)} maxLength={4000} />

@@ -38,7 +38,7 @@ let relay: OutboxDispatcher;
 const NUMBER = { id: '4440004', display: '+15550400004' };
 const APP_SECRET = 'app-secret';
 const ORIGIN = 'https://shop.example';
-const GRACE_MS = 800;
+const GRACE_MS = 2_000;
 
 /** The fake model: echoes; "a person" calls the handoff tool. */
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
@@ -345,7 +345,7 @@ describe('the inbox', () => {
     expect((await events(p2Holds)).find((e) => e.type === 'inbox.assigned')?.data).toMatchObject({ how: 'round_robin', assignee_id: p2.userId, wait_ms: expect.any(Number) });
     // p2 closes the inbox: after the grace period what they held goes back to the queue, in its place.
     s2.close();
-    await until(async () => (await holder(p2Holds)) === null, 're-queued', 5_000);
+    await until(async () => (await holder(p2Holds)) === null, 're-queued', 15_000);
     expect((await events(p2Holds)).find((e) => e.type === 'inbox.requeued')?.data).toMatchObject({ assignee_id: p2.userId, reason: 'offline', handle_ms: expect.any(Number) });
     expect(await list(ownerA, 'status=unassigned&limit=100')).toContain(p2Holds);
     // p1 is full (capacity 1): nothing more for them until they set a higher capacity.

@@ -83,6 +83,7 @@ export const DOMAIN_ERRORS: Record<DomainErrorCode, HttpAnswer> = {
   ticket_closed: 409,
   already_assigned: 409,
   not_handed_off: 409,
+  not_held: 409,
   canned_reply_exists: 409,
   upload_cancelled: 409,
   message_in_progress: 409,

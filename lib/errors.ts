@@ -75,6 +75,7 @@ export type DomainErrorCode =
   // The console's inbox (issue 31): someone else holds the conversation; nobody does; a canned reply's title is taken.
   | 'already_assigned'
   | 'not_handed_off'
+  | 'not_held'
   | 'canned_reply_exists'
   | 'upload_cancelled'
   /** A sent message the agent is still answering (a repeated sync send whose reply is not stored yet). */

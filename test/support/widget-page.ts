@@ -32,7 +32,8 @@ export async function until(fn: () => Promise<boolean>, what: string, ms = 10_00
  */
 export async function axeScan(page: Page, scope: 'page' | 'widget' = 'page'): Promise<string[]> {
   // Evaluated, not added as an inline <script>: the demo page's Content-Security-Policy refuses inline scripts.
-  await page.evaluate(axe.source);
+  // Once per document: a page scanned again (after a click, at another size) keeps the axe it was given.
+  if (!(await page.evaluate(() => typeof window.axe !== 'undefined'))) await page.evaluate(axe.source);
   const result = await page.evaluate(
     (only) => window.axe.run(only ? { include: [['[data-concierge-widget]']] } : document, { resultTypes: ['violations'] }),
     scope === 'widget',

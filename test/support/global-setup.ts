@@ -8,6 +8,7 @@ import { SEARCH_ATTRIBUTE_FLAGS } from '../../worker/namespace-attributes';
 import { FAILURE_CONVERTER_PATH } from '../../lib/crypto/payload-codec';
 import { WORKFLOWS_PATH } from '../../worker/worker';
 import { ensureTestServices } from './services';
+import { createTemplateDatabase } from './db';
 
 /**
  * One real Temporal dev server (the `temporal` CLI from the PyPI wheel, started by
@@ -17,6 +18,10 @@ import { ensureTestServices } from './services';
  */
 export default async function globalSetup(): Promise<void> {
   (globalThis as Record<string, unknown>).__TEST_SERVICES__ = await ensureTestServices();
+  // Migrated once; every test file's database is a copy (test/support/db.ts).
+  const template = await createTemplateDatabase();
+  (globalThis as Record<string, unknown>).__TEST_TEMPLATE_DB__ = template;
+  process.env.TEST_TEMPLATE_DB = template;
   const cli = findTemporalCli({ explicit: process.env.TEMPORAL_CLI_PATH, install: true });
   const env = await TestWorkflowEnvironment.createLocal({
     // The same tuning as npm start's embedded server (in memory here: no SQLite file to tune).

@@ -36,6 +36,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     ['conversations-over-time, 90 days by day, Europe/Berlin', () => analytics.conversationsOverTime(ws, all, 'day', 'Europe/Berlin')],
     ['conversations-over-time, 30 days by hour', () => analytics.conversationsOverTime(ws, month, 'hour', 'UTC')],
     ['channel-breakdown, 90 days', () => analytics.channelBreakdown(ws, all)],
+    ['handling (people\'s wait and handle times), 90 days', () => analytics.handling(ws, all)],
   ];
   const runs: RunStats[] = [];
   const p50 = new Map<string, number>();

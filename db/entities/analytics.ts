@@ -22,7 +22,8 @@ export type IAnalyticsMessageHour = InferEntity<typeof AnalyticsMessageHour>;
 /**
  * One row per conversation, kept by triggers (Migration20261125174000AnalyticsRollups):
  * its workspace, channel and start, the customer's first message, the first reply after
- * it, whether the agent answered, whether it was handed over.
+ * it, whether the agent answered, whether it was handed over; people's assignments, wait
+ * and handle times from the inbox's timeline entries (Migration20261128233000InboxTimes).
  */
 export const AnalyticsConversation = defineEntity({
   name: 'AnalyticsConversation',
@@ -36,6 +37,13 @@ export const AnalyticsConversation = defineEntity({
     firstReplyAt: p.datetime().nullable(),
     answered: p.boolean().default(false),
     handedOff: p.boolean().default(false),
+    humanAssignments: p.integer().default(0),
+    humanWaitMs: p.bigint('number').default(0),
+    humanHandleMs: p.bigint('number').default(0),
+    /** Of the current stay in the queue, the time counted already (a re-queue keeps `queued_at`). */
+    humanCountedMs: p.bigint('number').default(0),
+    /** A person holds it now: its handle time is not final. */
+    humanHeld: p.boolean().default(false),
   },
 });
 export type IAnalyticsConversation = InferEntity<typeof AnalyticsConversation>;

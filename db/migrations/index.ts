@@ -36,6 +36,7 @@ import { Migration20261128200000ConsoleSso } from './Migration20261128200000Cons
 import { Migration20261128210000ConsoleTotp } from './Migration20261128210000ConsoleTotp';
 import { Migration20261128220000Inbox } from './Migration20261128220000Inbox';
 import { Migration20261128221000AgentTry } from './Migration20261128221000AgentTry';
+import { Migration20261128233000InboxTimes } from './Migration20261128233000InboxTimes';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -77,4 +78,5 @@ export const migrations = [
   { name: 'Migration20261128210000ConsoleTotp', class: Migration20261128210000ConsoleTotp },
   { name: 'Migration20261128220000Inbox', class: Migration20261128220000Inbox },
   { name: 'Migration20261128221000AgentTry', class: Migration20261128221000AgentTry },
+  { name: 'Migration20261128233000InboxTimes', class: Migration20261128233000InboxTimes },
 ];

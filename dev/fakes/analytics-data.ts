@@ -3,8 +3,9 @@ export type Sql = (query: string, params?: unknown[]) => Promise<unknown>;
 
 /**
  * Conversations at scale for the analytics queries: per workspace `n` conversations spread over 90 days (web, msgapp,
- * voice in turn), ten transcript messages each (user / assistant, replies 2–30 s later), 5 % handed over. Loaded in
- * bulk with the analytics triggers off, then the migration's backfill, as after an upgrade; then vacuum analyze.
+ * voice in turn), ten transcript messages each (user / assistant, replies 2–30 s later), 5 % handed over (taken by a
+ * person and handed back). Loaded in bulk with the analytics triggers off, then the migration's backfill, as after an
+ * upgrade; then vacuum analyze.
  */
 export async function seedConversations(sql: Sql, workspaces: Array<{ id: string; conversations: number }>): Promise<void> {
   await sql(`alter table chat_messages disable trigger chat_messages_analytics`);
@@ -27,6 +28,16 @@ export async function seedConversations(sql: Sql, workspaces: Array<{ id: string
     await sql(
       `insert into conversation_events (id, conversation_id, type, data)
        select 'evt_' || substr(id, 6), id, 'handoff', '{}' from conversations where workspace_id = ? and abs(hashtext(id)) % 20 = 0`,
+      [workspace],
+    );
+    // A person takes each handed-over conversation (waits of 0–10 min) and hands it back (held 1–30 min), as the inbox records it.
+    await sql(
+      `insert into conversation_events (id, conversation_id, type, data, created_at)
+       select 'evt_' || substr(c.id, 6) || e.k, c.id, e.kind, e.payload, c.created_at + make_interval(secs => e.after_s)
+       from conversations c, lateral (values
+         ('a', 'inbox.assigned', jsonb_build_object('how', 'take', 'wait_ms', abs(hashtext(c.id)) % 600000), 600),
+         ('b', 'inbox.handed_back', jsonb_build_object('handle_ms', 60000 + abs(hashtext(c.id || 'h')) % 1740000), 2400)) e(k, kind, payload, after_s)
+       where c.workspace_id = ? and abs(hashtext(c.id)) % 20 = 0`,
       [workspace],
     );
   }

@@ -135,6 +135,36 @@ export class AnalyticsService {
   }
 
   /**
+   * People's part in the conversations started in the window (the console's analytics page; not in the contract's
+   * /api/v1): how many a person took (`handled_conversations`), and per such conversation its wait in the queue
+   * before a person took it and the time people held it, each summed over its stays in the queue
+   * (Migration20261128233000InboxTimes), as the median and 90th percentile in seconds; null when none. A conversation
+   * a person holds now is left out of the handle times (not final yet), not of the waits.
+   */
+  async handling(workspaceId: string, w: Window) {
+    // From analytics_conversations' (workspace_id, created_at) index; only the window's rows are read.
+    const [row] = await this.sql<{ handled: string; wait50: number | null; wait90: number | null; handle50: number | null; handle90: number | null }>(
+      `select count(*) as handled,
+              percentile_cont(0.5) within group (order by human_wait_ms) as wait50,
+              percentile_cont(0.9) within group (order by human_wait_ms) as wait90,
+              percentile_cont(0.5) within group (order by human_handle_ms) filter (where not human_held) as handle50,
+              percentile_cont(0.9) within group (order by human_handle_ms) filter (where not human_held) as handle90
+       from analytics_conversations where workspace_id = ? and created_at >= ? and created_at < ? and human_assignments > 0`,
+      [workspaceId, w.from, w.to],
+    );
+    const seconds = (ms: number | null) => (ms === null ? null : Math.round(Number(ms)) / 1000);
+    return {
+      from: w.from.toISOString(),
+      to: w.to.toISOString(),
+      handled_conversations: Number(row.handled),
+      median_wait_seconds: seconds(row.wait50),
+      p90_wait_seconds: seconds(row.wait90),
+      median_handle_seconds: seconds(row.handle50),
+      p90_handle_seconds: seconds(row.handle90),
+    };
+  }
+
+  /**
    * Conversations started per hour, day or week of the window, in time zone `tz` (IANA),
    * every bucket present (zeros too). A bucket is named by its start, as an ISO date-time
    * with the zone's offset; days and weeks (Monday first) follow the zone's midnight.

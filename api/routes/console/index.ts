@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../../../app/services';
 import type { ConsoleLimits } from '../../../lib/ratelimit';
 import { consoleAgentRoutes } from './agents';
+import { consoleAnalyticsRoutes } from './analytics';
 import { consoleAuditRoutes } from './audit';
 import { consoleDebuggerRoutes } from './debugger';
 import { consoleKeyRoutes } from './keys';
@@ -22,4 +23,5 @@ export const consoleRoutes: FastifyPluginAsync<{ services: Services; limits: Con
   await app.register(consoleTotpRoutes, { services: opts.services });
   await app.register(consoleAgentRoutes, { services: opts.services });
   await app.register(consoleDebuggerRoutes, { services: opts.services });
+  await app.register(consoleAnalyticsRoutes, { services: opts.services });
 };

@@ -4,7 +4,7 @@ import { ErrorAlert, Loading } from '../../components/feedback';
 import { NotAllowed, Page } from '../../components/Page';
 import { Link, navigate, useSearch } from '../../lib/router';
 import { hasScope, type Session } from '../auth/api';
-import { useChannels, useHourly, useOverTime, useSummary, type Range } from './api';
+import { useChannels, useHandling, useHourly, useOverTime, useSummary, type Range } from './api';
 
 const DAY = 86_400_000;
 /** The API's most buckets a series returns: hourly sums need a range of at most this many hours. */
@@ -58,6 +58,7 @@ function Analytics({ range }: { range: Range }) {
   const summary = useSummary(range);
   const overTime = useOverTime(range);
   const channels = useChannels(range);
+  const handling = useHandling(range);
   const hours = (Date.parse(range.to) - Date.parse(range.from)) / 3_600_000;
   const hourly = useHourly(range, hours <= MAX_HOURLY);
 
@@ -134,7 +135,41 @@ function Analytics({ range }: { range: Range }) {
           </dl>
         </section>
       )}
-      <p className="hint">Handle time (from a person taking a conversation to its end) is not in the analytics API yet; it shows here once the API reports it.</p>
+      {handling.isPending ? (
+        <Loading what="wait and handle times" />
+      ) : handling.isError ? (
+        <ErrorAlert error={handling.error} />
+      ) : (
+        <section className="section" aria-labelledby="handling-title">
+          <h2 id="handling-title">People’s wait and handle times</h2>
+          <dl className="facts card">
+            <div>
+              <dt>Taken by a person</dt>
+              <dd className="stat-value">{count(handling.data.handled_conversations)}</dd>
+            </div>
+            <div>
+              <dt>Median wait</dt>
+              <dd className="stat-value">{duration(handling.data.median_wait_seconds)}</dd>
+            </div>
+            <div>
+              <dt>Wait, 90th percentile</dt>
+              <dd className="stat-value">{duration(handling.data.p90_wait_seconds)}</dd>
+            </div>
+            <div>
+              <dt>Median handle time</dt>
+              <dd className="stat-value">{duration(handling.data.median_handle_seconds)}</dd>
+            </div>
+            <div>
+              <dt>Handle time, 90th percentile</dt>
+              <dd className="stat-value">{duration(handling.data.p90_handle_seconds)}</dd>
+            </div>
+          </dl>
+          <p className="hint">
+            Per conversation started in the range that a person took: the wait is its time in the queue until someone took it, the handle time how long people held it (to hand back, close or
+            re-queue), each summed over its times in the queue. Conversations someone holds now are not in the handle times yet.
+          </p>
+        </section>
+      )}
 
       <div className="charts section">
         {overTime.isPending ? (

@@ -33,3 +33,8 @@ export function useHourly(r: Range, enabled: boolean) {
 export function useChannels(r: Range) {
   return useQuery({ queryKey: ['v1', 'analytics', 'channels', windowOf(r)], queryFn: () => call(api.GET('/api/v1/analytics/channel-breakdown', { params: { query: windowOf(r) } })) });
 }
+
+/** People's wait and handle times over the range's conversations (the console's own operation, from the inbox's timeline). */
+export function useHandling(r: Range) {
+  return useQuery({ queryKey: ['console', 'analytics', 'handling', windowOf(r)], queryFn: () => call(api.GET('/api/console/analytics/handling', { params: { query: windowOf(r) } })) });
+}

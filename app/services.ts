@@ -284,6 +284,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     agents: { get: (workspaceId, id) => built.agents.get(workspaceId, id) },
     calls,
     uploadSearch: uploadParts.uploadSearch,
+    uploads: uploadParts.uploads,
     kbFile: (workspaceId, fileId) => repos.kb.downloadableKbFile(em.fork(), workspaceId, fileId, { folder_ids: [], file_ids: [fileId] }),
     runs: () => workflows()?.conversations ?? null,
   });

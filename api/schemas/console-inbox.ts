@@ -74,10 +74,13 @@ export const ActionBody = z
         text: z.string().trim().min(1).max(4096).optional(),
         template: z.object({ name: z.string().min(1).max(512), language: z.string().min(2).max(10).optional(), variables: z.array(z.string().max(1024)).max(20).optional() }).strict().optional(),
         attachments: z
-          .array(idString('file'))
+          .array(idString())
           .max(3)
           .optional()
-          .meta({ description: "Web chat: up to 3 of the workspace's active knowledge-base files, shown under the reply with a signed link (as the agent attaches them)" }),
+          .meta({
+            description:
+              "Web chat: up to 3 files, each one of the workspace's active knowledge-base files (file_…) or a file uploaded to this conversation with POST …/attachments (upl_…), shown under the reply with a signed link (as the agent attaches them); a msgapp reply carries none (400)",
+          }),
       })
       .strict()
       .refine((b) => (b.text === undefined) !== (b.template === undefined), { path: ['text'], message: 'text or template: exactly one is required' }),

@@ -10,7 +10,8 @@ import { MAX_TEXT_CHARS, SESSION_WINDOW_HOURS } from '../messaging/plan';
 import type { MessageRuns } from '../ports/workflow-runs';
 import { noWorkflowService, type ConversationRuns } from '../ports/workflow-runs';
 import type { CallService } from '../voice/calls';
-import type { UploadSearchService } from '../widget/uploads';
+import type { StagedBlob } from '../ports/blob-store';
+import type { UploadSearchService, UploadService } from '../widget/uploads';
 import { newId } from '../../lib/ids';
 import { SYSTEM_ACTOR, type OperatorAction, type OperatorActionResult, type OperatorActor } from './actions';
 import { WORKING_ROLES, type InboxStore } from './store';
@@ -42,6 +43,8 @@ export interface InboxDeps {
   agents: Pick<AgentService, 'get'>;
   calls: Pick<CallService, 'recordingsOfConversation'>;
   uploadSearch: Pick<UploadSearchService, 'describeStored' | 'signKbFile'>;
+  /** Files people attach to web chat replies, stored as the widget's uploads are. */
+  uploads: Pick<UploadService, 'storeForOperator' | 'operatorAttachment'>;
   /** An active knowledge-base file of the workspace a person may attach (its bytes' reference), or null. */
   kbFile: (workspaceId: string, fileId: string) => Promise<{ sha256: string; mime_type: string; name: string } | null>;
   /** The conversation actors; null in a process without a workflow service (503 workflow_unavailable). */
@@ -106,7 +109,7 @@ export class InboxService {
     if (conv.status !== 'open') throw new DomainError('conversation_closed', `Conversation '${id}' is closed: nothing more can be done in it (its customer starts a new one by writing again)`);
     if (request.kind === 'reply' && conv.channel === 'voice') throw new DomainError('invalid_request', 'text: a voice conversation takes no written reply');
     if (request.kind === 'reply' && conv.channel === 'web' && !request.text) throw new DomainError('invalid_request', 'text: required (templates are for msgapp)');
-    if (request.kind === 'reply' && request.attachments?.length && conv.channel !== 'web') throw new DomainError('invalid_request', 'attachments: files go with web chat replies only');
+    if (request.kind === 'reply' && request.attachments?.length && conv.channel !== 'web') throw new DomainError('invalid_request', 'attachments: files go with web chat replies only (a msgapp reply carries no files)');
     if (request.kind === 'assign') {
       const team = await this.deps.store.team(user.workspaceId, 0, async () => new Map());
       if (!team.some((t) => t.id === request.assignee_id)) throw new DomainError('not_found', `assignee_id: no teammate with id '${request.assignee_id}' who works conversations in this workspace`);
@@ -119,6 +122,23 @@ export class InboxService {
     const result = await runs.operatorAction({ id, workspaceId: user.workspaceId, channel: conv.channel }, action);
     if (!result.ok) throw new DomainError(result.code as DomainErrorCode, result.message);
     return result;
+  }
+
+  /**
+   * The conversation a person may attach a file to (open, web chat), checked before any byte is read; 404 for another
+   * workspace's or an unknown conversation.
+   */
+  async attachable(user: InboxUser, id: string): Promise<InboxRow> {
+    const conv = await this.deps.conversations.row(user.workspaceId, id);
+    if (!conv) throw notFound(id);
+    if (conv.status !== 'open') throw new DomainError('conversation_closed', `Conversation '${id}' is closed: nothing more can be done in it (its customer starts a new one by writing again)`);
+    if (conv.channel !== 'web' || !conv.site_id) throw new DomainError('invalid_request', `file: only web chat replies carry files (this conversation is ${conv.channel})`);
+    return conv;
+  }
+
+  /** Stores a file for a reply (`attachable` first): typed from its bytes, refused as the widget's uploads are. */
+  async attach(conv: InboxRow, input: { staged: StagedBlob; fileName: string }) {
+    return this.deps.uploads.storeForOperator(conv, input);
   }
 
   /** The `operatorAction` update's activity: writes and publishes one action. Idempotent on the action's ids. */
@@ -195,6 +215,13 @@ export class InboxService {
       // Knowledge-base files, as the agent's attach_file tool attaches them (a signed link, re-signed in the history).
       const attachments = [];
       for (const fileId of action.attachments ?? []) {
+        // A file the person uploaded for this conversation (POST …/attachments).
+        if (fileId.startsWith('upl_')) {
+          const upload = await this.deps.uploads.operatorAttachment(conv.id, fileId);
+          if (!upload) return refused('not_found', `attachments: no file with id '${fileId}' uploaded to this conversation`);
+          attachments.push(upload);
+          continue;
+        }
         const file = await this.deps.kbFile(workspaceId, fileId);
         if (!file) return refused('not_found', `attachments: no active knowledge-base file with id '${fileId}' in this workspace`);
         attachments.push({ file_key: `kb/${fileId}`, file_name: file.name, mime_type: file.mime_type, url: this.deps.uploadSearch.signKbFile(file) });

@@ -30,6 +30,8 @@ import {
 import { ApiError } from '../../http-errors';
 import type { InboxHub } from '../../inbox-hub';
 import { userOf } from '../../types';
+import { readSingleFile } from '../../multipart';
+import { WIDGET_UPLOAD_MAX_BYTES } from '../../../domain/widget/uploads';
 
 const tags = ['Console: inbox'];
 const DEFAULT_GRACE_MS = 60_000;
@@ -55,7 +57,7 @@ const InboxDetail = z
  * the conversation's actor; the queue's team, canned replies and settings. Every read and write is the session's
  * workspace's: another workspace's conversation is 404, as an unknown id.
  */
-export const consoleInboxRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'inbox'>; hub: InboxHub | null }> = async (app, opts) => {
+export const consoleInboxRoutes: FastifyPluginAsyncZod<{ services: Pick<Services, 'inbox' | 'blobs'>; hub: InboxHub | null }> = async (app, opts) => {
   const { inbox } = opts.services;
   const inboxUser = (request: { auth: Parameters<typeof userOf>[0]['auth'] }) => {
     const u = userOf(request);
@@ -109,6 +111,49 @@ export const consoleInboxRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
       },
     },
     handler: async (request) => inbox.act(inboxUser(request), request.params.id, request.body),
+  });
+
+  app.post('/api/console/inbox/conversations/:id/attachments', {
+    config: { console: 'session', permission: 'workInbox' },
+    schema: {
+      operationId: 'consoleInboxAttach',
+      summary: 'Upload a file to attach to a reply (multipart: file; web chat): stored as the widget\'s uploads are, its type decided from the bytes; send its upload_id in the reply\'s attachments',
+      tags,
+      consumes: ['multipart/form-data'],
+      params: InboxConversationId,
+      body: z
+        .object({ file: z.unknown().meta({ type: 'string', format: 'binary', minLength: 1, description: 'The file, at most 25 MB (an empty file is 400)' }) })
+        .meta({ id: 'InboxAttachmentForm' })
+        .optional(),
+      response: {
+        201: z
+          .object({
+            upload_id: z.string().meta({ example: 'upl_0a1b2c3d4e5f60718293a4b5', description: 'Send it in the reply\'s `attachments`' }),
+            file_id: z.string().meta({ description: 'SHA-256 of the bytes' }),
+            file_name: z.string(),
+            file_url: z.string().meta({ description: 'Signed download link, valid 24 hours' }),
+            file_key: z.string(),
+            mime_type: z.string().meta({ description: 'Decided from the bytes, not from the client' }),
+            status: z.literal('ready'),
+          })
+          .meta({ id: 'InboxAttachment' }),
+        400: ErrorBody.meta({ description: 'invalid_request: no file, an empty file, or a conversation that is not web chat (msgapp replies carry no files); unsupported_type: not a supported document, spreadsheet, image, audio or video type' }),
+        ...sessionErrors,
+        403: workForbidden,
+        404: notFound,
+        409: ErrorBody.meta({ description: 'conversation_closed' }),
+        413: ErrorBody.meta({ description: 'payload_too_large: over 25 MB' }),
+        415: ErrorBody.meta({ description: 'unsupported_media_type: not multipart/form-data' }),
+      },
+    },
+    // The multipart stream is read by the handler, not validated as a JSON body.
+    validatorCompiler: () => (data) => ({ value: data }),
+    handler: async (request, reply) => {
+      // The conversation first (404, 409, 400 for another channel): no byte is read for one that cannot take it.
+      const conv = await inbox.attachable(inboxUser(request), request.params.id);
+      const { staged, fileName } = await readSingleFile(request, opts.services.blobs, WIDGET_UPLOAD_MAX_BYTES);
+      return reply.code(201).send(await inbox.attach(conv, { staged, fileName }));
+    },
   });
 
   app.get('/api/console/inbox/stream', {

@@ -290,6 +290,51 @@ export class UploadService {
   }
 
   /**
+   * A file a person attaches to an inbox reply (issue 31): stored as the widget's uploads are (typed from its bytes,
+   * the same types and size limit, content-addressed), as a ready upload of this web conversation and its site, with no
+   * text extracted (the agent does not read the team's files). Takes ownership of `staged`. The reply names it by id.
+   */
+  async storeForOperator(conv: { workspace_id: string; id: string; site_id: string | null }, input: { staged: StagedBlob; fileName: string }): Promise<UploadResult> {
+    const { staged } = input;
+    let committed = false;
+    try {
+      if (!conv.site_id) throw new DomainError('invalid_request', 'file: only web chat replies carry files a person uploads');
+      if (staged.size === 0) throw new DomainError('invalid_request', 'file: is empty');
+      const fileName = input.fileName.trim().slice(0, 255) || 'upload';
+      const type = await sniffType(staged.tempPath, fileName);
+      if (!type) throw new DomainError('unsupported_type', `file: '${fileName}' is not a supported document, spreadsheet, image, audio or video type`);
+      await this.deps.blobs.commit(staged);
+      committed = true;
+      const id = newId('upl');
+      const em = this.em();
+      await em.insert(WidgetUpload, {
+        id,
+        workspaceId: conv.workspace_id,
+        siteId: conv.site_id,
+        conversationId: conv.id,
+        fileName,
+        mimeType: type.mime,
+        sizeBytes: staged.size,
+        blobKey: staged.sha256,
+        status: 'ready',
+        parsedChars: 0,
+      });
+      const row = { blob_key: staged.sha256, mime_type: type.mime, file_name: fileName };
+      return { upload_id: id, file_id: staged.sha256, file_name: fileName, file_url: this.sign(row), file_key: uploadKey(id), mime_type: type.mime, status: 'ready' };
+    } finally {
+      if (!committed) await this.deps.blobs.discard(staged);
+    }
+  }
+
+  /** A person's attachment of this conversation (storeForOperator), ready, with a freshly signed link; null when it is not one. */
+  async operatorAttachment(conversationId: string, uploadId: string): Promise<Attachment | null> {
+    const found = await this.em().findOne(WidgetUpload, { id: uploadId, conversationId, status: 'ready' });
+    if (!found) return null;
+    const r = uploadRow(found);
+    return { upload_id: r.id, file_name: r.file_name, mime_type: r.mime_type, file_key: uploadKey(r.id), url: this.sign(r) };
+  }
+
+  /**
    * The worker's step (`widget-upload` workflow): extracts a processing upload's text in
    * the isolated extraction process and marks it ready, storing the text. A file with no
    * text (a photo, a blank scan, silence) is ready with parsed_chars 0: the agent is told

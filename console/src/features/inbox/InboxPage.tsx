@@ -1,4 +1,4 @@
-import { useEffect, useState, type FormEvent } from 'react';
+import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { ErrorAlert, Loading, useAnnounce } from '../../components/feedback';
 import { Dialog } from '../../components/Dialog';
 import { Field, TextArea } from '../../components/Field';
@@ -23,6 +23,7 @@ import {
   useSetAutoAssign,
   useSetPresence,
   useTeam,
+  useUploadAttachment,
   type InboxConversation,
   type InboxDetail,
   type InboxFilter,
@@ -337,6 +338,8 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
   const [attached, setAttached] = useState<Array<{ id: string; name: string }>>([]);
   const { reply } = detail;
   const files = useAttachableFiles(reply.channel === 'web' && hasScope(session, 'kb:read'));
+  const uploadFile = useUploadAttachment(detail.conversation.id);
+  const chooser = useRef<HTMLInputElement>(null);
   const windowClosed = reply.channel === 'msgapp' && !reply.window_open;
   const agentName = session.user.name || session.user.email.split('@')[0];
   const sendText = (event: FormEvent) => {
@@ -401,6 +404,29 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
           </select>
         </div>
       ) : null}
+      {reply.channel === 'web' ? (
+        <div className="field">
+          <button type="button" className="button" aria-describedby="reply-upload-hint" disabled={attached.length >= 3 || uploadFile.isPending} onClick={() => chooser.current?.click()}>
+            {uploadFile.isPending ? 'Uploading…' : 'Attach a file from your computer'}
+          </button>
+          <input
+            ref={chooser}
+            hidden
+            type="file"
+            aria-label="File from your computer"
+            onChange={(e) => {
+              const file = e.target.files?.[0];
+              e.target.value = '';
+              if (!file) return;
+              uploadFile.mutate(file, {
+                onSuccess: (up) => (setAttached((a) => [...a, { id: up.upload_id, name: up.file_name }]), announce(`${up.file_name} attached`)),
+              });
+            }}
+          />
+          <p className="hint" id="reply-upload-hint">Documents, images, audio and video, up to 25 MB; the visitor gets a download link.</p>
+          <ErrorAlert error={uploadFile.error} />
+        </div>
+      ) : null}
       {files.data?.files.length ? (
         <div className="field">
           <label htmlFor="reply-attach">Attach a knowledge-base file</label>
@@ -421,19 +447,19 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
               </option>
             ))}
           </select>
-          {attached.length ? (
-            <ul className="attachments" aria-label="Attached files">
-              {attached.map((f) => (
-                <li key={f.id}>
-                  {f.name}{' '}
-                  <button type="button" className="button" aria-label={`Remove ${f.name}`} onClick={() => setAttached((a) => a.filter((x) => x.id !== f.id))}>
-                    Remove
-                  </button>
-                </li>
-              ))}
-            </ul>
-          ) : null}
         </div>
+      ) : null}
+      {attached.length ? (
+        <ul className="attachments" aria-label="Attached files">
+          {attached.map((f) => (
+            <li key={f.id}>
+              {f.name}{' '}
+              <button type="button" className="button" aria-label={`Remove ${f.name}`} onClick={() => setAttached((a) => a.filter((x) => x.id !== f.id))}>
+                Remove
+              </button>
+            </li>
+          ))}
+        </ul>
       ) : null}
       <TextArea label="Your reply" required maxLength={4096} value={text} onChange={(e) => setText(e.target.value)} hint={reply.channel === 'web' ? 'The visitor sees it in the chat, from you.' : 'Sent as a message from the agent’s number.'} />
       <ErrorAlert error={act.error} />

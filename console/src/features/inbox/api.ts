@@ -1,7 +1,7 @@
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { paths } from '../../api/schema';
-import { api, call, type Body, type RequestBody } from '../../lib/api';
+import { api, ApiError, call, currentCsrfToken, type Body, type RequestBody } from '../../lib/api';
 
 type ListQuery = NonNullable<paths['/api/console/inbox/conversations']['get']['parameters']['query']>;
 export type InboxFilter = Omit<ListQuery, 'limit'>;
@@ -11,6 +11,7 @@ export type InboxAction = RequestBody<'/api/console/inbox/conversations/{id}/act
 export type CannedReply = Body<'/api/console/inbox/canned-replies', 'get'>['canned_replies'][number];
 export type Teammate = Body<'/api/console/inbox/team', 'get'>['team'][number];
 export type InboxStatus = NonNullable<ListQuery['status']>;
+export type InboxAttachment = Body<'/api/console/inbox/conversations/{id}/attachments', 'post', 201>;
 
 /** Every status filter, in words (one the API adds is a missing key here: the build fails). */
 export const STATUSES: Record<InboxStatus, string> = {
@@ -155,4 +156,27 @@ export function useLiveInbox(): LiveInbox {
   }, [client]);
   const markRead = useCallback((id: string) => setUnread((u) => (u.has(id) ? new Set([...u].filter((x) => x !== id)) : u)), []);
   return { connected, unread, markRead };
+}
+
+/**
+ * A file from the person's computer for a web chat reply (POST …/attachments, multipart): stored as the widget's
+ * uploads are; the reply names its upload_id. The session's cookie and CSRF token as every unsafe request.
+ */
+export async function uploadAttachment(conversationId: string, file: File): Promise<InboxAttachment> {
+  const form = new FormData();
+  form.append('file', file, file.name);
+  const token = currentCsrfToken();
+  let res: Response;
+  try {
+    res = await fetch(`/api/console/inbox/conversations/${encodeURIComponent(conversationId)}/attachments`, { method: 'POST', body: form, headers: token ? { 'X-CSRF-Token': token } : {} });
+  } catch {
+    throw new ApiError(0, 'network_error', 'The service cannot be reached. Check the connection and try again.');
+  }
+  const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+  if (res.ok) return body as unknown as InboxAttachment;
+  throw new ApiError(res.status, typeof body.error === 'string' ? body.error : 'http_error', typeof body.message === 'string' ? body.message : `The service answered ${res.status}.`, null, body);
+}
+
+export function useUploadAttachment(conversationId: string) {
+  return useMutation({ mutationFn: (file: File) => uploadAttachment(conversationId, file) });
 }

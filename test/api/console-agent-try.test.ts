@@ -1,11 +1,9 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
 import { policyFromCidrs } from '../../lib/net/ssrf';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { createTestDatabase, type TestDatabase } from '../support/db';
+import { startMcpHttp } from '../support/mcp';
 import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
 import { asBrowser, CONSOLE_ORIGIN, signedInUser } from '../support/console';
 import { startTestWorker, type TestWorker } from '../support/temporal';
@@ -21,7 +19,7 @@ let db: TestDatabase;
 let t: TestApp;
 let tw: TestWorker;
 let llm: FakeLlm;
-let mcpHttp: http.Server;
+let mcpHttp: Awaited<ReturnType<typeof startMcpHttp>>;
 let mcpUrl: string;
 /** What the MCP server was actually asked to run. */
 const ran: string[] = [];
@@ -41,17 +39,8 @@ function shopServer(): McpServer {
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  mcpHttp = http.createServer((req, res) => {
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    const server = shopServer();
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    void server.connect(transport).then(() => transport.handleRequest(req, res));
-  });
-  await new Promise<void>((r) => mcpHttp.listen(0, '127.0.0.1', r));
-  mcpUrl = `http://127.0.0.1:${(mcpHttp.address() as AddressInfo).port}/mcp`;
+  mcpHttp = await startMcpHttp(shopServer);
+  mcpUrl = mcpHttp.url;
   llm = await startFakeLlm({
     reply: (body) => {
       const last = body.messages.at(-1);
@@ -75,7 +64,7 @@ afterAll(async () => {
   await t?.close();
   await tw?.close();
   await llm?.close();
-  await new Promise((r) => mcpHttp?.close(r));
+  await mcpHttp?.close();
   await db?.drop();
 });
 

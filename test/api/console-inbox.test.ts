@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
-import { asBrowser, CONSOLE_ORIGIN, signedInUser, type Browser } from '../support/console';
+import { asBrowser, CONSOLE_ORIGIN, handoffReply, signedInUser, type Browser } from '../support/console';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { frameCollector } from '../support/socket';
 import { upload } from '../support/kb';
@@ -10,7 +10,7 @@ import { historySummaries, maybeRecordHistory, startTestWorker } from '../suppor
 import { conversationWorkflowId } from '../../workflows/conversation';
 import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
 import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
-import { inboundDone, startInboundDispatcher } from '../support/msgapp';
+import { closeWindow, inboundDone, publishedMsgappAgent, startInboundDispatcher } from '../support/msgapp';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 
 /**
@@ -40,18 +40,9 @@ const APP_SECRET = 'app-secret';
 const ORIGIN = 'https://shop.example';
 const GRACE_MS = 2_000;
 
-/** The fake model: echoes; "a person" calls the handoff tool. */
-function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
-  const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
-  const text = last?.content ?? '';
-  if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
-  if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
-  return { text: `Echo: ${text}` };
-}
-
 beforeAll(async () => {
   db = await createTestDatabase();
-  llm = await startFakeLlm({ reply, chunkChars: 50 });
+  llm = await startFakeLlm({ reply: handoffReply, chunkChars: 50 });
   sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: 'token-1' }] });
   const msgapp = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
   tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp });
@@ -283,20 +274,7 @@ describe('the inbox', () => {
   }, 30_000);
 
   test('msgapp: a person replies inside the 24-hour window; outside it a text is 422 session_window_closed and an approved template goes', async () => {
-    const cred = (await t.services.credentials.create(wsA, 'msgapp_access_token', 'number', 'token-1')).id;
-    const made = await t.app.inject({
-      method: 'POST',
-      url: '/api/v1/agents',
-      headers: auth,
-      payload: {
-        name: 'Messaging helper',
-        instructions: 'Help customers.',
-        triggers: { msgapp: { number: NUMBER.display, phone_number_id: NUMBER.id, credential_id: cred } },
-        actions: [{ type: 'sender' }, { type: 'handoff', message: 'A colleague will write to you here shortly.' }],
-        templates: [{ name: 'order_update', language: 'en', body: 'Your order {{1}} is on its way.', status: 'approved' }],
-      },
-    });
-    expect((await t.app.inject({ method: 'POST', url: `/api/v1/agents/${made.json().id}/publish`, headers: auth })).statusCode).toBe(200);
+    await publishedMsgappAgent(t, auth, wsA, NUMBER);
     const customer = '+15557002002';
     const sent = await sandbox.injectInbound({ from: customer, to: NUMBER.id, text: 'I want a person', profileName: 'Robin' });
     expect(sent.webhookStatus).toBe(200);
@@ -313,8 +291,7 @@ describe('the inbox', () => {
     await until(async () => (await as(agentA).get(`/api/console/inbox/conversations/${id}`)).json().messages.some((m: { text: string; author?: string }) => m.text === 'Hi Robin, Alex here.'), 'the reply in the transcript');
 
     // A day later: the window has closed.
-    await db.orm.em.fork().execute(`update messages set created_at = now() - interval '25 hours' where conversation_id = ? and direction = 'inbound'`, [id]);
-    await db.orm.em.fork().execute(`update conversations set last_inbound_at = now() - interval '25 hours' where id = ?`, [id]);
+    await closeWindow(db.orm, id);
     expect((await as(agentA).get(`/api/console/inbox/conversations/${id}`)).json().reply).toMatchObject({ window_open: false });
     const late = await act(agentA, id, { kind: 'reply', text: 'Are you there?' });
     expect([late.statusCode, late.json().error]).toEqual([422, 'session_window_closed']);

@@ -1,11 +1,9 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
 import { policyFromCidrs } from '../../lib/net/ssrf';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
+import { startMcpHttp } from '../support/mcp';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { recordSecret } from '../support/secret-log';
 import { startTestWorker, type TestWorker } from '../support/temporal';
@@ -23,7 +21,7 @@ let db: TestDatabase;
 let llm: FakeLlm;
 let tw: TestWorker;
 let t: TestApp;
-let mcpHttp: http.Server;
+let mcpHttp: Awaited<ReturnType<typeof startMcpHttp>>;
 let mcpUrl: string;
 const toolCalls: Array<Record<string, unknown>> = [];
 
@@ -40,18 +38,8 @@ function shopServer(): McpServer {
 beforeAll(async () => {
   db = await createTestDatabase();
   recordSecret('provider token', TOKEN);
-  mcpHttp = http.createServer((req, res) => {
-    if (req.headers.authorization !== `Bearer ${TOKEN}`) return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"unauthorized"}');
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    const server = shopServer();
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    void server.connect(transport).then(() => transport.handleRequest(req, res));
-  });
-  await new Promise<void>((r) => mcpHttp.listen(0, '127.0.0.1', r));
-  mcpUrl = `http://127.0.0.1:${(mcpHttp.address() as AddressInfo).port}/mcp`;
+  mcpHttp = await startMcpHttp(shopServer, TOKEN);
+  mcpUrl = mcpHttp.url;
   llm = await startFakeLlm({
     reply: (body) => {
       const last = body.messages.at(-1);
@@ -71,7 +59,7 @@ afterAll(async () => {
   await t?.close();
   await tw?.close();
   await llm?.close();
-  await new Promise((r) => mcpHttp.close(r));
+  await mcpHttp.close();
   await db?.drop();
 });
 

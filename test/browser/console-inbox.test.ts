@@ -2,16 +2,17 @@ import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { CLI_CONTEXT } from '../../domain/audit/audit-log';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 import { bearer, createKey, startTestApp, type TestApp } from '../support/app';
 import { buildConsoleOnce } from '../support/build';
+import { handoffReply } from '../support/console';
+import { signInWithLink, watchProblems } from '../support/console-page';
 import { startTestWorker } from '../support/temporal';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { upload } from '../support/kb';
 import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
 import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
-import { inboundDone, startInboundDispatcher } from '../support/msgapp';
+import { closeWindow, inboundDone, publishedMsgappAgent, startInboundDispatcher } from '../support/msgapp';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { axeScan, CHROMIUM, DESKTOP, finals, launcher, panel, textbox, widget } from '../support/widget-page';
 
@@ -37,20 +38,11 @@ const ARTIFACTS = path.join(__dirname, '..', '..', 'test-artifacts', 'console');
 const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 const AGENT = { email: 'alex@example.com', password: 'correct horse battery staple' };
 
-/** The fake model: echoes; "a person" calls the handoff tool. */
-function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
-  const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
-  const text = last?.content ?? '';
-  if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
-  if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
-  return { text: `Echo: ${text}` };
-}
-
 beforeAll(async () => {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   await buildConsoleOnce();
   db = await createTestDatabase();
-  llm = await startFakeLlm({ reply, chunkChars: 50 });
+  llm = await startFakeLlm({ reply: handoffReply, chunkChars: 50 });
   sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: 'token-1' }] });
   const msgapp = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
   tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp });
@@ -80,20 +72,7 @@ beforeAll(async () => {
   expect((await t.app.inject({ method: 'POST', url: `/api/v1/agents/${made.json().id}/publish`, headers: auth })).statusCode).toBe(200);
   siteId = (await t.services.sites.create(workspaceId, made.json().id, [base])).site_id;
   // The same shop on a messaging number, with one approved template.
-  const cred = (await t.services.credentials.create(workspaceId, 'msgapp_access_token', 'number', 'token-1')).id;
-  const messaging = await t.app.inject({
-    method: 'POST',
-    url: '/api/v1/agents',
-    headers: auth,
-    payload: {
-      name: 'Messaging helper',
-      instructions: 'Help.',
-      triggers: { msgapp: { number: NUMBER.display, phone_number_id: NUMBER.id, credential_id: cred } },
-      actions: [{ type: 'sender' }, { type: 'handoff', message: 'A colleague will write to you here shortly.' }],
-      templates: [{ name: 'order_update', language: 'en', body: 'Your order {{1}} is on its way.', status: 'approved' }],
-    },
-  });
-  expect((await t.app.inject({ method: 'POST', url: `/api/v1/agents/${messaging.json().id}/publish`, headers: auth })).statusCode).toBe(200);
+  await publishedMsgappAgent(t, auth, workspaceId, NUMBER);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 300_000);
 
@@ -119,17 +98,8 @@ describe('the inbox', () => {
     visitorContext = await browser.newContext({ viewport: DESKTOP });
     inbox = await agentContext.newPage();
     visitor = await visitorContext.newPage();
-    inbox.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-    inbox.on('console', (msg) => {
-      if (msg.type() === 'error' && !/^Failed to load resource/.test(msg.text())) problems.push(`console: ${msg.text()}`);
-    });
-    const made = await t.services.people.create({ cli: true }, workspaceId, { email: AGENT.email, role: 'agent' }, CLI_CONTEXT, 'sign_in');
-    const link = new URL(made.link.url);
-    await inbox.goto(`${base}${link.pathname}${link.hash}`);
-    await inbox.getByLabel('New password').fill(AGENT.password);
-    await inbox.getByLabel('Repeat the password').fill(AGENT.password);
-    await inbox.getByRole('button', { name: 'Set password and sign in' }).click();
-    await inbox.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    watchProblems(inbox, problems);
+    await signInWithLink(inbox, base, t.services, workspaceId, { ...AGENT, role: 'agent' });
   });
   afterAll(async () => {
     await agentContext?.close();
@@ -173,11 +143,16 @@ describe('the inbox', () => {
     await inbox.getByRole('textbox', { name: 'Your reply' }).fill('Hi, this is Alex. Your parcel left today.');
     await inbox.getByLabel('Attach a knowledge-base file').selectOption({ label: 'returns-policy.md' });
     await inbox.getByRole('list', { name: 'Attached files' }).getByText('returns-policy.md').waitFor();
+    // A file from the person's computer, beside it (the button opens the chooser; the test sets its file).
+    await inbox.getByRole('button', { name: 'Attach a file from your computer' }).waitFor();
+    await inbox.getByLabel('File from your computer').setInputFiles({ name: 'tracking.txt', mimeType: 'text/plain', buffer: Buffer.from('Tracking number 123\n') });
+    await inbox.getByRole('list', { name: 'Attached files' }).getByText('tracking.txt').waitFor();
     await inbox.getByRole('button', { name: 'Send reply' }).click();
     const human = widget(visitor).locator('.row.assistant', { hasText: 'Your parcel left today.' });
     await human.waitFor({ timeout: 15_000 });
     await expect(human.locator('.who').textContent()).resolves.toBe('alex');
     await human.getByText('returns-policy.md').waitFor();
+    await human.getByText('tracking.txt').waitFor();
     // A note stays the team's.
     await inbox.getByRole('textbox', { name: 'Note' }).fill('Parcel was late twice');
     await inbox.getByRole('button', { name: 'Add note' }).click();
@@ -213,8 +188,7 @@ describe('the inbox', () => {
 
     // A day later the window has closed: the inbox (told live of the change) offers the templates only.
     const conversationId = new URL(inbox.url()).pathname.split('/').pop()!;
-    await db.orm.em.fork().execute(`update messages set created_at = now() - interval '25 hours' where conversation_id = ? and direction = 'inbound'`, [conversationId]);
-    await db.orm.em.fork().execute(`update conversations set last_inbound_at = now() - interval '25 hours' where id = ?`, [conversationId]);
+    await closeWindow(db.orm, conversationId);
     await inbox.getByRole('heading', { level: 3, name: 'Reply with a template' }).waitFor({ timeout: 15_000 });
     expect(await axeScan(inbox)).toEqual([]);
     await inbox.getByLabel('Template').selectOption({ label: 'order_update (en): Your order {{1}} is on its way.' });

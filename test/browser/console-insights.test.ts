@@ -2,12 +2,12 @@ import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { CLI_CONTEXT } from '../../domain/audit/audit-log';
 import type { SendPlan } from '../../domain/messaging/plan';
 import { newId } from '../../lib/ids';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
 import { buildConsoleOnce } from '../support/build';
+import { signInWithLink, watchProblems } from '../support/console-page';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 import { startTestWorker } from '../support/temporal';
@@ -70,17 +70,8 @@ beforeAll(async () => {
   context = await browser.newContext({ viewport: DESKTOP, acceptDownloads: true });
   page = await context.newPage();
   page.setDefaultTimeout(10_000);
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error' && !/^Failed to load resource/.test(msg.text())) problems.push(`console: ${msg.text()}`);
-  });
-  const made = await t.services.people.create({ cli: true }, ws, { email: OWNER.email, role: 'owner' }, CLI_CONTEXT, 'sign_in');
-  const link = new URL(made.link.url);
-  await page.goto(`${base}${link.pathname}${link.hash}`);
-  await page.getByLabel('New password').fill(OWNER.password);
-  await page.getByLabel('Repeat the password').fill(OWNER.password);
-  await page.getByRole('button', { name: 'Set password and sign in' }).click();
-  await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  watchProblems(page, problems);
+  await signInWithLink(page, base, t.services, ws, { ...OWNER, role: 'owner' });
 }, 300_000);
 
 afterAll(async () => {

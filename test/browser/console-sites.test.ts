@@ -2,11 +2,11 @@ import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { CLI_CONTEXT } from '../../domain/audit/audit-log';
 import { userHash } from '../../domain/widget/sites';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 import { bearer, createKey, startTestApp, type TestApp } from '../support/app';
 import { buildConsoleOnce } from '../support/build';
+import { signInWithLink, watchProblems } from '../support/console-page';
 import { recordSecret } from '../support/secret-log';
 import { axeScan, CHROMIUM, DESKTOP, PHONE } from '../support/widget-page';
 
@@ -78,17 +78,8 @@ describe('the Sites page', () => {
     context = await browser.newContext({ viewport: DESKTOP });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
     page = await context.newPage();
-    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-    page.on('console', (msg) => {
-      if (msg.type() === 'error' && !/^Failed to load resource/.test(msg.text())) problems.push(`console: ${msg.text()}`);
-    });
-    const made = await t.services.people.create({ cli: true }, workspaceId, { email: OWNER.email, role: 'owner' }, CLI_CONTEXT, 'sign_in');
-    const link = new URL(made.link.url);
-    await page.goto(`${base}${link.pathname}${link.hash}`);
-    await page.getByLabel('New password').fill(OWNER.password);
-    await page.getByLabel('Repeat the password').fill(OWNER.password);
-    await page.getByRole('button', { name: 'Set password and sign in' }).click();
-    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    watchProblems(page, problems);
+    await signInWithLink(page, base, t.services, workspaceId, { ...OWNER, role: 'owner' });
   });
   afterAll(async () => {
     await context?.close();

@@ -2,13 +2,13 @@ import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { CLI_CONTEXT } from '../../domain/audit/audit-log';
 import type { ConsoleRole } from '../../db/entities';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 import { bearer, createKey, startTestApp, type TestApp } from '../support/app';
 import { buildConsoleOnce } from '../support/build';
+import { signInWithLink, watchProblems } from '../support/console-page';
 import { startIndexDispatcher } from '../support/kb';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 import { axeScan, CHROMIUM, DESKTOP } from '../support/widget-page';
@@ -86,17 +86,8 @@ afterAll(async () => {
 async function signedIn(role: ConsoleRole, problems: string[]): Promise<{ context: BrowserContext; page: Page }> {
   const context = await browser.newContext({ viewport: DESKTOP });
   const page = await context.newPage();
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error' && !/^Failed to load resource/.test(msg.text())) problems.push(`console: ${msg.text()}`);
-  });
-  const made = await t.services.people.create({ cli: true }, workspaceId, { email: `${role}-workbench@example.com`, role }, CLI_CONTEXT, 'sign_in');
-  const link = new URL(made.link.url);
-  await page.goto(`${base}${link.pathname}${link.hash}`);
-  await page.getByLabel('New password').fill(PASSWORD);
-  await page.getByLabel('Repeat the password').fill(PASSWORD);
-  await page.getByRole('button', { name: 'Set password and sign in' }).click();
-  await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  watchProblems(page, problems);
+  await signInWithLink(page, base, t.services, workspaceId, { email: `${role}-workbench@example.com`, password: PASSWORD, role });
   return { context, page };
 }
 

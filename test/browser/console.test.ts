@@ -13,6 +13,7 @@ import { WebhookAttempt, WebhookDelivery } from '../../db/entities';
 import { startHttpsReceiver, type HttpsReceiver } from '../../dev/fakes/tls';
 import { startOrderStatusServer } from '../../dev/fakes/mcp-server';
 import { buildConsoleOnce } from '../support/build';
+import { watchProblems } from '../support/console-page';
 import { startOidcProvider } from '../support/oidc';
 import { Secret, TOTP } from 'otpauth';
 import { axeScan, CHROMIUM, DESKTOP, PHONE } from '../support/widget-page';
@@ -64,12 +65,7 @@ afterAll(async () => {
 /** A page that fails the test on any script error or any Content-Security-Policy refusal it logs. */
 async function open(context: BrowserContext, path: string): Promise<{ page: Page; problems: string[] }> {
   const page = await context.newPage();
-  const problems: string[] = [];
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  page.on('console', (msg) => {
-    // A refused request (401 before sign-in, a 403 the test asks for) is logged by the browser: not the page's fault.
-    if (msg.type() === 'error' && !/^Failed to load resource/.test(msg.text())) problems.push(`console: ${msg.text()}`);
-  });
+  const problems = watchProblems(page);
   await page.goto(`${base}${path}`);
   return { page, problems };
 }

@@ -41,3 +41,12 @@ export async function signedInUser(app: FastifyInstance, services: Services, wor
 export async function signIn(app: FastifyInstance, email: string, password = PASSWORD, extra: { remoteAddress?: string; headers?: Record<string, string> } = {}) {
   return app.inject({ method: 'POST', url: '/api/console/sign-in', remoteAddress: extra.remoteAddress, headers: { origin: CONSOLE_ORIGIN, ...extra.headers }, payload: { email, password } });
 }
+
+/** The fake model of the inbox's tests: echoes; "a person" calls the handoff tool, whose result it answers with the hand-off. */
+export function handoffReply(body: { messages: Array<{ role: string; content: string | null }> }) {
+  const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
+  const text = last?.content ?? '';
+  if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
+  if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
+  return { text: `Echo: ${text}` };
+}

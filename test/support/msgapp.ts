@@ -1,8 +1,10 @@
 import { agentReplyId } from '../../app/temporal-clients/conversations';
+import type { Orm } from '../../db/orm';
 import { messageSendWorkflowId } from '../../workflows/message-send';
 import { msgappInboundWorkflowId, type MsgappInboundResult } from '../../workflows/msgapp-inbound';
 import { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 import { msgappInbound } from '../../worker/outbox-sources';
+import type { TestApp } from './app';
 import { testLogger } from './secret-log';
 import { workflowResult, type TestWorker } from './temporal';
 
@@ -26,4 +28,35 @@ export async function inboundDone(tw: TestWorker, providerMessageId: string, opt
   const done = await workflowResult<MsgappInboundResult>(tw.client, msgappInboundWorkflowId(providerMessageId));
   if (done.status === 'recorded' && done.answered && opts.reply !== false) await workflowResult(tw.client, messageSendWorkflowId(agentReplyId(done.messageId)), 30_000);
   return done;
+}
+
+/**
+ * An agent on the fake messaging app's number `number` (its access token stored as the workspace's credential),
+ * published: it sends, hands off to a person ("A colleague will write to you here shortly."), and has one approved
+ * template, order_update (en): "Your order {{1}} is on its way.". Its id.
+ */
+export async function publishedMsgappAgent(t: TestApp, auth: Record<string, string>, workspaceId: string, number: { id: string; display: string }, accessToken = 'token-1'): Promise<string> {
+  const cred = (await t.services.credentials.create(workspaceId, 'msgapp_access_token', 'number', accessToken)).id;
+  const made = await t.app.inject({
+    method: 'POST',
+    url: '/api/v1/agents',
+    headers: auth,
+    payload: {
+      name: 'Messaging helper',
+      instructions: 'Help customers.',
+      triggers: { msgapp: { number: number.display, phone_number_id: number.id, credential_id: cred } },
+      actions: [{ type: 'sender' }, { type: 'handoff', message: 'A colleague will write to you here shortly.' }],
+      templates: [{ name: 'order_update', language: 'en', body: 'Your order {{1}} is on its way.', status: 'approved' }],
+    },
+  });
+  if (made.statusCode !== 201) throw new Error(`agent not created: ${made.body}`);
+  const published = await t.app.inject({ method: 'POST', url: `/api/v1/agents/${made.json().id}/publish`, headers: auth });
+  if (published.statusCode !== 200) throw new Error(`agent not published: ${published.body}`);
+  return made.json().id as string;
+}
+
+/** A day later: the conversation's 24-hour window has closed (its inbound messages and last inbound time 25 hours back). */
+export async function closeWindow(orm: Orm, conversationId: string): Promise<void> {
+  await orm.em.fork().execute(`update messages set created_at = now() - interval '25 hours' where conversation_id = ? and direction = 'inbound'`, [conversationId]);
+  await orm.em.fork().execute(`update conversations set last_inbound_at = now() - interval '25 hours' where id = ?`, [conversationId]);
 }

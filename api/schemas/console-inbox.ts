@@ -79,7 +79,7 @@ export const ActionBody = z
           .optional()
           .meta({
             description:
-              "Web chat: up to 3 files, each one of the workspace's active knowledge-base files (file_…) or a file uploaded to this conversation with POST …/attachments (upl_…), shown under the reply with a signed link (as the agent attaches them); a msgapp reply carries none (400)",
+              "Web chat: up to 3 files, each one of the workspace's active knowledge-base files (file_…) or a file uploaded to this conversation with POST …/attachments (upl_…), shown under the reply with a signed link (as the agent attaches them). msgapp: one such file, inside the 24-hour window, sent as a media message (a signed link the provider fetches) with the text as its caption (an audio file takes no caption: 400); a template carries none (400)",
           }),
       })
       .strict()

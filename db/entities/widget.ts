@@ -35,7 +35,8 @@ export const WidgetUpload = defineEntity({
   properties: {
     id: p.text().primary(),
     workspaceId: p.text(),
-    siteId: p.text(),
+    /** Null only for a file a person attached to a msgapp reply (a conversation without a site). */
+    siteId: p.text().nullable(),
     conversationId: p.text().nullable(),
     fileName: p.text(),
     mimeType: p.text(),

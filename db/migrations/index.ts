@@ -37,6 +37,7 @@ import { Migration20261128210000ConsoleTotp } from './Migration20261128210000Con
 import { Migration20261128220000Inbox } from './Migration20261128220000Inbox';
 import { Migration20261128221000AgentTry } from './Migration20261128221000AgentTry';
 import { Migration20261128233000InboxTimes } from './Migration20261128233000InboxTimes';
+import { Migration20261129003000InboxMsgappFiles } from './Migration20261129003000InboxMsgappFiles';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -79,4 +80,5 @@ export const migrations = [
   { name: 'Migration20261128220000Inbox', class: Migration20261128220000Inbox },
   { name: 'Migration20261128221000AgentTry', class: Migration20261128221000AgentTry },
   { name: 'Migration20261128233000InboxTimes', class: Migration20261128233000InboxTimes },
+  { name: 'Migration20261129003000InboxMsgappFiles', class: Migration20261129003000InboxMsgappFiles },
 ];

@@ -109,7 +109,11 @@ export class InboxService {
     if (conv.status !== 'open') throw new DomainError('conversation_closed', `Conversation '${id}' is closed: nothing more can be done in it (its customer starts a new one by writing again)`);
     if (request.kind === 'reply' && conv.channel === 'voice') throw new DomainError('invalid_request', 'text: a voice conversation takes no written reply');
     if (request.kind === 'reply' && conv.channel === 'web' && !request.text) throw new DomainError('invalid_request', 'text: required (templates are for msgapp)');
-    if (request.kind === 'reply' && request.attachments?.length && conv.channel !== 'web') throw new DomainError('invalid_request', 'attachments: files go with web chat replies only (a msgapp reply carries no files)');
+    if (request.kind === 'reply' && request.attachments?.length && conv.channel !== 'web' && conv.channel !== 'msgapp') throw new DomainError('invalid_request', `attachments: files go with web chat and msgapp replies only (this conversation is ${conv.channel})`);
+    if (request.kind === 'reply' && request.attachments?.length && conv.channel === 'msgapp') {
+      if (request.template) throw new DomainError('invalid_request', 'attachments: a template carries no file (send the file in the 24-hour window, as a reply with text)');
+      if (request.attachments.length > 1) throw new DomainError('invalid_request', 'attachments: a msgapp reply carries one file (its text is the caption)');
+    }
     if (request.kind === 'assign') {
       const team = await this.deps.store.team(user.workspaceId, 0, async () => new Map());
       if (!team.some((t) => t.id === request.assignee_id)) throw new DomainError('not_found', `assignee_id: no teammate with id '${request.assignee_id}' who works conversations in this workspace`);
@@ -125,14 +129,14 @@ export class InboxService {
   }
 
   /**
-   * The conversation a person may attach a file to (open, web chat), checked before any byte is read; 404 for another
-   * workspace's or an unknown conversation.
+   * The conversation a person may attach a file to (open, web chat or msgapp), checked before any byte is read; 404 for
+   * another workspace's or an unknown conversation.
    */
   async attachable(user: InboxUser, id: string): Promise<InboxRow> {
     const conv = await this.deps.conversations.row(user.workspaceId, id);
     if (!conv) throw notFound(id);
     if (conv.status !== 'open') throw new DomainError('conversation_closed', `Conversation '${id}' is closed: nothing more can be done in it (its customer starts a new one by writing again)`);
-    if (conv.channel !== 'web' || !conv.site_id) throw new DomainError('invalid_request', `file: only web chat replies carry files (this conversation is ${conv.channel})`);
+    if (!(conv.channel === 'web' && conv.site_id) && conv.channel !== 'msgapp') throw new DomainError('invalid_request', `file: only web chat and msgapp replies carry files (this conversation is ${conv.channel})`);
     return conv;
   }
 
@@ -212,22 +216,10 @@ export class InboxService {
     }
     if (conv.channel === 'web') {
       const name = displayName(action.actor);
-      // Knowledge-base files, as the agent's attach_file tool attaches them (a signed link, re-signed in the history).
-      const attachments = [];
-      for (const fileId of action.attachments ?? []) {
-        // A file the person uploaded for this conversation (POST …/attachments).
-        if (fileId.startsWith('upl_')) {
-          const upload = await this.deps.uploads.operatorAttachment(conv.id, fileId);
-          if (!upload) return refused('not_found', `attachments: no file with id '${fileId}' uploaded to this conversation`);
-          attachments.push(upload);
-          continue;
-        }
-        const file = await this.deps.kbFile(workspaceId, fileId);
-        if (!file) return refused('not_found', `attachments: no active knowledge-base file with id '${fileId}' in this workspace`);
-        attachments.push({ file_key: `kb/${fileId}`, file_name: file.name, mime_type: file.mime_type, url: this.deps.uploadSearch.signKbFile(file) });
-      }
+      const attachments = await this.replyFiles(conv, action.attachments ?? []);
+      if ('refused' in attachments) return attachments.refused;
       // As transcript.humanMessage writes it (POST /api/v1/outbound), under the id the API named for this reply.
-      const { row } = await this.deps.transcript.append({ id: action.id, workspaceId, conversationId: conv.id, role: 'human', text: action.text ?? '', attachments, unsolicited: true, extras: { author: { name } } });
+      const { row } = await this.deps.transcript.append({ id: action.id, workspaceId, conversationId: conv.id, role: 'human', text: action.text ?? '', attachments: attachments.files, unsolicited: true, extras: { author: { name } } });
       await this.frames.publish(conv.id, replyFrame(row), row.id);
       return { ok: true, message_id: row.id };
     }
@@ -235,11 +227,20 @@ export class InboxService {
     if (!sender) return refused('messaging_unavailable', 'Sending is not configured on this server');
     try {
       const text = action.text && action.text.length > MAX_TEXT_CHARS ? action.text.slice(0, MAX_TEXT_CHARS) : action.text;
+      // A file goes as the provider's media message (a signed link it fetches), the reply's text its caption.
+      const files = action.template ? { files: [] } : await this.replyFiles(conv, action.attachments ?? []);
+      if ('refused' in files) return files.refused;
+      const file = files.files[0];
+      if (file && text && mediaType(file.mime_type) === 'audio') return refused('invalid_request', 'attachments: an audio file on msgapp carries no caption: send the text as a reply of its own');
       const plan = await this.deps.messages.plan(workspaceId, {
         agent_id: conv.agent.id,
         to: conv.customer.phone,
         customer_id: conv.customer.id,
-        ...(action.template ? { template: action.template } : { text: text ?? '' }),
+        ...(action.template
+          ? { template: action.template }
+          : file
+            ? { media: mediaOf(file, text) }
+            : { text: text ?? '' }),
       });
       // `api`: a person's message, which the transcript records as the human's once the provider took it.
       const sent = await sender.send({ ...plan, messageId: action.id, source: 'api', conversationId: conv.id });
@@ -249,6 +250,26 @@ export class InboxService {
       if (err instanceof DomainError) return refused(err.code, err.message);
       throw err;
     }
+  }
+
+  /**
+   * A reply's files: knowledge-base files, as the agent's attach_file tool attaches them (a signed link, re-signed in
+   * the history), and files the person uploaded for this conversation (POST …/attachments, `upl_…`).
+   */
+  private async replyFiles(conv: InboxRow, ids: string[]): Promise<{ files: ReplyFile[] } | { refused: OperatorActionResult }> {
+    const files: ReplyFile[] = [];
+    for (const fileId of ids) {
+      if (fileId.startsWith('upl_')) {
+        const upload = await this.deps.uploads.operatorAttachment(conv.id, fileId);
+        if (!upload) return { refused: refused('not_found', `attachments: no file with id '${fileId}' uploaded to this conversation`) };
+        files.push(upload);
+        continue;
+      }
+      const file = await this.deps.kbFile(conv.workspace_id, fileId);
+      if (!file) return { refused: refused('not_found', `attachments: no active knowledge-base file with id '${fileId}' in this workspace`) };
+      files.push({ file_key: `kb/${fileId}`, file_name: file.name, mime_type: file.mime_type, url: this.deps.uploadSearch.signKbFile(file) });
+    }
+    return { files };
   }
 
   private outcome(outcome: Awaited<ReturnType<ConversationInbox['assign']>>, id: string): OperatorActionResult {
@@ -350,4 +371,28 @@ export class InboxService {
     }
     return assigned;
   }
+}
+
+/** A file a reply carries: a signed link and what it is. */
+interface ReplyFile {
+  upload_id?: string;
+  file_key: string;
+  file_name: string;
+  mime_type: string;
+  url: string;
+}
+
+/** The provider's media type of a file: images, audio and video as themselves, anything else a document. */
+function mediaType(mime: string): 'image' | 'audio' | 'video' | 'document' {
+  if (/^image\/(jpeg|png)$/.test(mime)) return 'image';
+  if (mime.startsWith('audio/')) return 'audio';
+  if (/^video\/(mp4|3gpp)$/.test(mime)) return 'video';
+  return 'document';
+}
+
+/** A msgapp media message of a reply's file, its text the caption (audio takes none), a document with its name. */
+function mediaOf(file: ReplyFile, caption: string | undefined): { type: 'image' | 'audio' | 'video' | 'document'; url: string; caption?: string; filename?: string } {
+  const type = mediaType(file.mime_type);
+  if (type === 'audio') return { type, url: file.url };
+  return { type, url: file.url, ...(caption ? { caption } : {}), ...(type === 'document' ? { filename: file.file_name } : {}) };
 }

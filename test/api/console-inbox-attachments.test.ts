@@ -6,6 +6,10 @@ import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { frameCollector } from '../support/socket';
 import { multipart } from '../support/kb';
 import { startTestWorker } from '../support/temporal';
+import { CloudApiProvider } from '../../providers/msgapp/cloud-api';
+import { startMsgappSandbox, type MsgappSandbox } from '../../dev/fake-msgapp';
+import { closeWindow, inboundDone, publishedMsgappAgent, startInboundDispatcher } from '../support/msgapp';
+import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
 
 /**
  * The inbox's reply with a file from the person's computer (issue 31, "attaches files"), on the real app, a real
@@ -21,7 +25,13 @@ let site: { site_id: string; site_secret: string };
 let agentA: Browser;
 let viewerA: Browser;
 let agentB: Browser;
+let sandbox: MsgappSandbox;
+let relay: OutboxDispatcher;
+let wsA: string;
+let auth: Record<string, string>;
 const ORIGIN = 'https://shop.example';
+const NUMBER = { id: '4440031', display: '+15550400031' };
+const APP_SECRET = 'app-secret';
 
 /** The fake model: echoes; "a person" calls the handoff tool. */
 function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
@@ -35,32 +45,39 @@ function reply(body: { messages: Array<{ role: string; content: string | null }>
 beforeAll(async () => {
   db = await createTestDatabase();
   llm = await startFakeLlm({ reply, chunkChars: 50 });
-  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' } });
+  sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: 'token-1' }] });
+  const msgapp = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
+  tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp });
+  relay = await startInboundDispatcher(tw);
   t = await startTestApp({
     orm: db.orm,
     databaseUrl: db.url,
     temporal: { client: tw.client, taskQueue: tw.taskQueue },
     config: { PUBLIC_BASE_URL: CONSOLE_ORIGIN },
-    serviceOptions: { publicBaseUrl: CONSOLE_ORIGIN },
+    serviceOptions: { publicBaseUrl: CONSOLE_ORIGIN, msgapp },
+    msgappWebhook: { appSecret: APP_SECRET, verifyToken: 'verify-me' },
   });
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   port = (t.app.server.address() as AddressInfo).port;
-  const wsA = await createWorkspace(db.orm, 'Workspace A');
+  sandbox.setWebhookUrl(`http://127.0.0.1:${port}/webhooks/msgapp`);
+  wsA = await createWorkspace(db.orm, 'Workspace A');
   const wsB = await createWorkspace(db.orm, 'Workspace B');
   [agentA, viewerA, agentB] = await Promise.all([
     signedInUser(t.app, t.services, wsA, 'agent', 'alex@example.com'),
     signedInUser(t.app, t.services, wsA, 'viewer'),
     signedInUser(t.app, t.services, wsB, 'agent'),
   ]);
-  const auth = bearer((await createKey(t.services, wsA, ['workflows:write', 'workflows:publish'])).key);
+  auth = bearer((await createKey(t.services, wsA, ['workflows:write', 'workflows:publish'])).key);
   const agentId = await publishedWebAgent(t.app, auth, ORIGIN, { actions: [{ type: 'handoff', message: 'A colleague will take it from here.' }] });
   site = await t.services.sites.create(wsA, agentId, [ORIGIN]);
 }, 60_000);
 
 afterAll(async () => {
   await t?.close();
+  await relay?.stop();
   await tw?.close();
   await llm?.close();
+  await sandbox?.close();
   await db?.drop();
 });
 
@@ -71,6 +88,13 @@ const attach = (b: Browser, conv: string, filename: string, content: string | Bu
   const body = multipart([{ name: 'file', value: content, filename }]);
   return t.app.inject({ method: 'POST', url: `/api/console/inbox/conversations/${conv}/attachments`, headers: { ...asBrowser(b), ...body.headers }, payload: body.payload });
 };
+async function until(check: () => Promise<boolean>, what: string, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 const get = (url: string) => new URL(url).pathname + new URL(url).search;
 /** A visitor who asked for a person: the agent's handoff tool flags the conversation. */
 async function handedOff(): Promise<string> {
@@ -115,12 +139,42 @@ describe('a reply with a file from the person\'s computer', () => {
     expect(served.headers['x-content-type-options']).toBe('nosniff');
   }, 40_000);
 
-  test('a conversation that is not web chat takes no file (400 with the reason); a closed one is 409', async () => {
+  test('msgapp: in the 24-hour window the file goes as a media message (its link gives the same bytes, the text its caption) and the history shows it; outside the window it is refused as a text is', async () => {
+    await publishedMsgappAgent(t, auth, wsA, NUMBER);
+    const customer = '+15557003101';
+    const inbound = await sandbox.injectInbound({ from: customer, to: NUMBER.id, text: 'I want a person', profileName: 'Robin' });
+    expect(inbound.webhookStatus).toBe(200);
+    const done = await inboundDone(tw, inbound.providerMessageId);
+    if (done.status !== 'recorded') throw new Error(`inbound ${done.status}`);
+    const [{ conversation_id: id }] = await db.orm.em.fork().execute<Array<{ conversation_id: string }>>('select conversation_id from messages where id = ?', [done.messageId]);
+    const bytes = 'Invoice A-1: 42.00 EUR\n';
+    const up = await attach(agentA, id, 'invoice.txt', bytes);
+    expect(up.statusCode).toBe(201);
+    expect(up.json()).toMatchObject({ upload_id: expect.stringMatching(/^upl_/), file_name: 'invoice.txt', mime_type: 'text/plain', status: 'ready' });
+    // One file per msgapp reply; a template carries none.
+    expect((await act(agentA, id, { kind: 'reply', text: 'Two', attachments: [up.json().upload_id, up.json().upload_id] })).json().error).toBe('invalid_request');
+    const replied = await act(agentA, id, { kind: 'reply', text: 'Here is your invoice', attachments: [up.json().upload_id] });
+    expect(replied.statusCode).toBe(200);
+    const media = sandbox.sent.filter((m) => m.body.to === customer && m.body.type === 'document').map((m) => m.body as { document: { link: string; caption?: string; filename?: string } });
+    expect(media).toHaveLength(1);
+    expect(media[0].document).toMatchObject({ caption: 'Here is your invoice', filename: 'invoice.txt', link: expect.stringMatching(/^https?:\/\//) });
+    const download = await t.app.inject({ method: 'GET', url: get(media[0].document.link) });
+    expect(download.statusCode).toBe(200);
+    expect(download.body).toBe(bytes);
+    await until(async () => ((await t.app.inject({ method: 'GET', url: `/api/console/inbox/conversations/${id}`, headers: asBrowser(agentA) })).json().messages as Array<{ text: string }>).some((m) => m.text === 'Here is your invoice'), 'the reply in the history');
+    // A day later: only a template goes, and a template carries no file.
+    await closeWindow(db.orm, id);
+    const late = await act(agentA, id, { kind: 'reply', text: 'Again', attachments: [up.json().upload_id] });
+    expect([late.statusCode, late.json().error]).toEqual([422, 'session_window_closed']);
+    expect((await act(agentA, id, { kind: 'reply', template: { name: 'order_update', language: 'en', variables: ['A-1'] }, attachments: [up.json().upload_id] })).json().error).toBe('invalid_request');
+    expect(sandbox.sent.filter((m) => m.body.to === customer && m.body.type === 'document')).toHaveLength(1);
+  }, 40_000);
+
+  test('a voice conversation takes no file (400 with the reason); a closed one is 409', async () => {
     const id = await handedOff();
-    await db.orm.em.fork().execute(`update conversations set channel = 'msgapp' where id = ?`, [id]);
+    await db.orm.em.fork().execute(`update conversations set channel = 'voice' where id = ?`, [id]);
     const refused = await attach(agentA, id, 'x.txt', 'x');
-    expect([refused.statusCode, refused.json().error, refused.json().message]).toEqual([400, 'invalid_request', expect.stringContaining('web chat')]);
-    expect((await act(agentA, id, { kind: 'reply', text: 'Here', attachments: ['upl_000000000000000000000000'] })).json()).toMatchObject({ error: 'invalid_request', message: expect.stringContaining('web chat') });
+    expect([refused.statusCode, refused.json().error, refused.json().message]).toEqual([400, 'invalid_request', expect.stringContaining('web chat and msgapp')]);
     const closed = await handedOff();
     expect((await act(agentA, closed, { kind: 'close', reason: 'resolved' })).statusCode).toBe(200);
     expect((await attach(agentA, closed, 'x.txt', 'x')).json().error).toBe('conversation_closed');

@@ -117,7 +117,7 @@ export const consoleInboxRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
     config: { console: 'session', permission: 'workInbox' },
     schema: {
       operationId: 'consoleInboxAttach',
-      summary: 'Upload a file to attach to a reply (multipart: file; web chat): stored as the widget\'s uploads are, its type decided from the bytes; send its upload_id in the reply\'s attachments',
+      summary: 'Upload a file to attach to a reply (multipart: file; web chat or msgapp): stored as the widget\'s uploads are, its type decided from the bytes; send its upload_id in the reply\'s attachments',
       tags,
       consumes: ['multipart/form-data'],
       params: InboxConversationId,
@@ -137,7 +137,7 @@ export const consoleInboxRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
             status: z.literal('ready'),
           })
           .meta({ id: 'InboxAttachment' }),
-        400: ErrorBody.meta({ description: 'invalid_request: no file, an empty file, or a conversation that is not web chat (msgapp replies carry no files); unsupported_type: not a supported document, spreadsheet, image, audio or video type' }),
+        400: ErrorBody.meta({ description: 'invalid_request: no file, an empty file, or a conversation that is neither web chat nor msgapp; unsupported_type: not a supported document, spreadsheet, image, audio or video type' }),
         ...sessionErrors,
         403: workForbidden,
         404: notFound,

@@ -28,7 +28,8 @@ export type UploadStatusValue = 'processing' | 'ready' | 'error';
 export interface UploadRow {
   id: string;
   workspace_id: string;
-  site_id: string;
+  /** Null only for a file a person attached to a msgapp reply (storeForOperator). */
+  site_id: string | null;
   conversation_id: string | null;
   file_name: string;
   mime_type: string;
@@ -49,7 +50,7 @@ function uploadRow(u: IWidgetUpload): UploadRow {
   return {
     id: u.id,
     workspace_id: u.workspaceId,
-    site_id: u.siteId,
+    site_id: u.siteId ?? null,
     conversation_id: u.conversationId ?? null,
     file_name: u.fileName,
     mime_type: u.mimeType,
@@ -291,14 +292,14 @@ export class UploadService {
 
   /**
    * A file a person attaches to an inbox reply (issue 31): stored as the widget's uploads are (typed from its bytes,
-   * the same types and size limit, content-addressed), as a ready upload of this web conversation and its site, with no
-   * text extracted (the agent does not read the team's files). Takes ownership of `staged`. The reply names it by id.
+   * the same types and size limit, content-addressed), as a ready upload of this conversation (and its site: a msgapp
+   * conversation has none), with no text extracted (the agent does not read the team's files). Takes ownership of
+   * `staged`. The reply names it by id.
    */
   async storeForOperator(conv: { workspace_id: string; id: string; site_id: string | null }, input: { staged: StagedBlob; fileName: string }): Promise<UploadResult> {
     const { staged } = input;
     let committed = false;
     try {
-      if (!conv.site_id) throw new DomainError('invalid_request', 'file: only web chat replies carry files a person uploads');
       if (staged.size === 0) throw new DomainError('invalid_request', 'file: is empty');
       const fileName = input.fileName.trim().slice(0, 255) || 'upload';
       const type = await sniffType(staged.tempPath, fileName);
@@ -310,7 +311,7 @@ export class UploadService {
       await em.insert(WidgetUpload, {
         id,
         workspaceId: conv.workspace_id,
-        siteId: conv.site_id,
+        siteId: conv.site_id ?? null,
         conversationId: conv.id,
         fileName,
         mimeType: type.mime,

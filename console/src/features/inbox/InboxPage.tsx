@@ -337,7 +337,9 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
   const [variables, setVariables] = useState('');
   const [attached, setAttached] = useState<Array<{ id: string; name: string }>>([]);
   const { reply } = detail;
-  const files = useAttachableFiles(reply.channel === 'web' && hasScope(session, 'kb:read'));
+  const files = useAttachableFiles((reply.channel === 'web' || reply.channel === 'msgapp') && hasScope(session, 'kb:read'));
+  // A web chat reply carries up to 3 files; a msgapp reply one (a media message, the text its caption).
+  const maxFiles = reply.channel === 'web' ? 3 : 1;
   const uploadFile = useUploadAttachment(detail.conversation.id);
   const chooser = useRef<HTMLInputElement>(null);
   const windowClosed = reply.channel === 'msgapp' && !reply.window_open;
@@ -404,9 +406,9 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
           </select>
         </div>
       ) : null}
-      {reply.channel === 'web' ? (
+      {reply.channel === 'web' || reply.channel === 'msgapp' ? (
         <div className="field">
-          <button type="button" className="button" aria-describedby="reply-upload-hint" disabled={attached.length >= 3 || uploadFile.isPending} onClick={() => chooser.current?.click()}>
+          <button type="button" className="button" aria-describedby="reply-upload-hint" disabled={attached.length >= maxFiles || uploadFile.isPending} onClick={() => chooser.current?.click()}>
             {uploadFile.isPending ? 'Uploading…' : 'Attach a file from your computer'}
           </button>
           <input
@@ -423,7 +425,9 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
               });
             }}
           />
-          <p className="hint" id="reply-upload-hint">Documents, images, audio and video, up to 25 MB; the visitor gets a download link.</p>
+          <p className="hint" id="reply-upload-hint">
+            {reply.channel === 'web' ? 'Documents, images, audio and video, up to 25 MB; the visitor gets a download link.' : 'One document, image or video, up to 25 MB; your reply is its caption.'}
+          </p>
           <ErrorAlert error={uploadFile.error} />
         </div>
       ) : null}
@@ -434,13 +438,13 @@ function ReplyForm({ detail, session }: { detail: InboxDetail; session: Session 
             id="reply-attach"
             className="select"
             value=""
-            disabled={attached.length >= 3}
+            disabled={attached.length >= maxFiles}
             onChange={(e) => {
               const file = files.data.files.find((f) => f.id === e.target.value);
               if (file && !attached.some((a) => a.id === file.id)) setAttached((a) => [...a, { id: file.id, name: file.name }]);
             }}
           >
-            <option value="">Choose a file (up to 3)</option>
+            <option value="">{maxFiles > 1 ? `Choose a file (up to ${maxFiles})` : 'Choose a file'}</option>
             {files.data.files.map((f) => (
               <option key={f.id} value={f.id}>
                 {f.name}

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, type TestApp } from '../support/app';
-import { asBrowser, CONSOLE_ORIGIN, signedInUser, type Browser } from '../support/console';
+import { asBrowser, CONSOLE_ORIGIN, handoffReply, signedInUser, type Browser } from '../support/console';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 import { frameCollector } from '../support/socket';
 import { multipart } from '../support/kb';
@@ -33,18 +33,9 @@ const ORIGIN = 'https://shop.example';
 const NUMBER = { id: '4440031', display: '+15550400031' };
 const APP_SECRET = 'app-secret';
 
-/** The fake model: echoes; "a person" calls the handoff tool. */
-function reply(body: { messages: Array<{ role: string; content: string | null }> }) {
-  const last = [...body.messages].reverse().find((m) => m.role === 'user' || m.role === 'tool');
-  const text = last?.content ?? '';
-  if (last?.role === 'tool') return { text: 'A colleague will take it from here.' };
-  if (text.includes('a person')) return { tool_calls: [{ name: 'handoff', arguments: { reason: 'asked for a person' } }] };
-  return { text: `Echo: ${text}` };
-}
-
 beforeAll(async () => {
   db = await createTestDatabase();
-  llm = await startFakeLlm({ reply, chunkChars: 50 });
+  llm = await startFakeLlm({ reply: handoffReply, chunkChars: 50 });
   sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, numbers: [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: 'token-1' }] });
   const msgapp = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
   tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, msgapp });

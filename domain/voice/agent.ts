@@ -37,8 +37,9 @@ export interface TurnStats {
   /** The last voiced frame, ms epoch (the VAD's share is speechEndedAt - this). */
   lastVoiceAt: number;
   sttMs: number;
+  /** From the transcript to the reply's first clause (streamed: its first clause complete in the deltas; else the whole reply). */
   modelMs: number;
-  /** Synthesis of the first sentence. */
+  /** Synthesis of the first clause. */
   ttsMs: number;
   /** The first agent frame handed to the leg, ms epoch. */
   firstAudioAt: number;
@@ -50,8 +51,13 @@ export interface VoiceAgentOptions {
   leg: MediaLeg;
   stt: SpeechRecognizer;
   tts: SpeechSynthesizer;
-  /** The conversation actor's turn for what the caller said (or an injected text); the agent's reply text. */
-  turn: (text: string, source: 'speech' | 'text') => Promise<string>;
+  /**
+   * The conversation actor's turn for what the caller said (or an injected text); resolves
+   * with the agent's whole reply ('' = nothing to say). `onDelta`, when the producer
+   * streams, gets successive chunks of the reply as the model writes them (they
+   * concatenate to the reply): the agent speaks each clause as soon as it is complete.
+   */
+  turn: (text: string, source: 'speech' | 'text', onDelta?: (chunk: string) => void) => Promise<string>;
   recorder?: CallRecorder | null;
   vad?: VadOptions;
   log?: Logger;
@@ -239,27 +245,69 @@ export class VoiceAgent {
       this.frame('user', text, false);
     }
     const t1 = this.now();
-    const reply = (await this.o.turn(text, source)).trim();
-    const t2 = this.now();
-    if (this.stopped || !reply) return;
+    // The reply is spoken clause by clause as the model writes it (see ClauseStream).
     const control = new AbortController();
-    const spoken = await this.say(reply, control, (ttsMs, firstAudioAt) => {
-      if (timing) this.o.onTurn?.({ ...timing, sttMs: t1 - t0, modelMs: t2 - t1, ttsMs, firstAudioAt, text, reply });
+    const clauses = new ClauseStream();
+    let modelMs: number | null = null;
+    // The stats go out once the first audio left and the whole reply is known (it may be heard before the model is done).
+    let heard: { ttsMs: number; firstAudioAt: number } | null = null;
+    let reply: string | null = null;
+    const report = () => {
+      if (timing && heard && reply !== null) this.o.onTurn?.({ ...timing, sttMs: t1 - t0, modelMs: modelMs ?? 0, ...heard, text, reply });
+    };
+    const speech = this.speak(clauses, control, (ttsMs, firstAudioAt) => {
+      heard = { ttsMs, firstAudioAt };
+      report();
     });
+    clauses.onFirst = () => (modelMs ??= this.now() - t1);
+    let streamed = false;
+    try {
+      reply = (
+        await this.o.turn(text, source, (chunk) => {
+          if (!chunk || control.signal.aborted) return;
+          streamed = true;
+          clauses.write(chunk);
+        })
+      ).trim();
+    } catch (err) {
+      clauses.end();
+      control.abort(err);
+      await speech.catch(() => undefined);
+      throw err;
+    }
+    // Without deltas the whole reply is cut into clauses now; with them, what is left is the last clause.
+    if (!streamed && !this.stopped) clauses.write(reply);
+    clauses.end();
+    report();
+    if (this.stopped || !reply) {
+      control.abort(new Error('nothing to say'));
+      await speech.catch(() => undefined);
+      return;
+    }
+    const spoken = await speech;
     if (spoken || !this.stopped) this.frame('assistant', reply, false);
   }
 
-  /** Speaks `text` sentence by sentence (the first one is heard while the rest is synthesized); the text said. */
+  /** Speaks `text` clause by clause (the first one is heard while the rest is synthesized); the text said. */
   private async say(text: string, control: AbortController, first?: (ttsMs: number, firstAudioAt: number) => void): Promise<string> {
+    const clauses = new ClauseStream();
+    clauses.write(text);
+    clauses.end();
+    return this.speak(clauses, control, first);
+  }
+
+  /** Synthesizes and plays each clause as it arrives, one after the other, until the stream ends or `control` aborts; the text said. */
+  private async speak(clauses: ClauseStream, control: AbortController, first?: (ttsMs: number, firstAudioAt: number) => void): Promise<string> {
     this.speaking = control;
     let said = '';
     try {
-      for (const sentence of sentences(spokenText(text))) {
-        if (control.signal.aborted || this.stopped) break;
+      for (;;) {
+        const clause = await clauses.next(control.signal);
+        if (clause === null || control.signal.aborted || this.stopped) break;
         const t = this.now();
-        const pcm = await this.o.tts.synthesize(sentence, control.signal);
+        const pcm = await this.o.tts.synthesize(clause, control.signal);
         if (control.signal.aborted || this.stopped) break;
-        said = said ? `${said} ${sentence}` : sentence;
+        said = said ? `${said} ${clause}` : clause;
         this.frame('assistant', said, true);
         this.o.leg.play(pcm);
         if (first) {
@@ -292,8 +340,126 @@ export function spokenText(text: string): string {
     .trim();
 }
 
-/** Sentences, each short enough to synthesize quickly (long ones split at commas). */
+/** A clause ending at a comma, semicolon or colon is spoken on its own once it is this long (shorter ones wait for more). */
+export const MIN_CLAUSE_CHARS = 25;
+/** Past this, a clause is cut at its last space even without punctuation (synthesis of a long run-on would delay its audio). */
+const MAX_CLAUSE_CHARS = 200;
+
+/**
+ * The reply's text as it streams in, cut into clauses to synthesize: at sentence ends
+ * (`.`, `!`, `?` or a line break, followed by a space or the end), and at `,` `;` `:`
+ * once the clause is MIN_CLAUSE_CHARS long. Markdown is cleaned per clause
+ * (spokenText); a clause never ends inside a code block or a link (they wait until
+ * closed). Clauses that clean to nothing (a code block) are skipped.
+ */
+export class ClauseStream {
+  private buffer = '';
+  private ended = false;
+  private readonly ready: string[] = [];
+  private wake: (() => void) | null = null;
+  /** Called when the first clause is complete. */
+  onFirst: (() => void) | null = null;
+
+  write(chunk: string): void {
+    if (this.ended) return;
+    this.buffer += chunk;
+    this.cut(false);
+  }
+
+  /** The next complete clause if there is one, without waiting. */
+  take(): string | null {
+    return this.ready.shift() ?? null;
+  }
+
+  /** No more text: what is left is the last clause. */
+  end(): void {
+    if (this.ended) return;
+    this.cut(true);
+    this.ended = true;
+    this.notify();
+  }
+
+  /** The next clause; null once the stream ended and every clause was taken, or when `signal` aborts. */
+  async next(signal?: AbortSignal): Promise<string | null> {
+    for (;;) {
+      if (signal?.aborted) return null;
+      if (this.ready.length) return this.ready.shift()!;
+      if (this.ended) return null;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        signal?.addEventListener('abort', () => resolve(), { once: true });
+      });
+    }
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  private cut(final: boolean): void {
+    for (;;) {
+      const at = clauseEnd(this.buffer, final);
+      if (at <= 0) break;
+      this.push(this.buffer.slice(0, at));
+      this.buffer = this.buffer.slice(at);
+    }
+    if (final && this.buffer.trim()) {
+      this.push(this.buffer);
+      this.buffer = '';
+    }
+  }
+
+  private push(raw: string): void {
+    const clause = spokenText(raw);
+    if (!clause || !/[\p{L}\p{N}]/u.test(clause)) return;
+    this.ready.push(clause);
+    if (this.onFirst) {
+      this.onFirst();
+      this.onFirst = null;
+    }
+    this.notify();
+  }
+}
+
+/** Where the first complete clause of `text` ends (0: none yet). `final`: no more text follows, so a mark at the very end counts. */
+export function clauseEnd(text: string, final = false): number {
+  let lastSpace = -1;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    const next = text[i + 1];
+    const atBoundary = next === undefined ? final : /\s/.test(next);
+    if (c === '\n' && text.slice(0, i).trim() && open(text.slice(0, i)) === false) return i + 1;
+    if (/\s/.test(c)) lastSpace = i;
+    if (!atBoundary || open(text.slice(0, i + 1))) continue;
+    if (/[.!?]/.test(c) && !/^\s*$/.test(text.slice(0, i)) && !abbreviation(text.slice(0, i + 1))) return i + 1;
+    if (/[,;:]/.test(c) && text.slice(0, i).trim().length >= MIN_CLAUSE_CHARS) return i + 1;
+    if (i >= MAX_CLAUSE_CHARS && lastSpace > 0 && !open(text.slice(0, lastSpace))) return lastSpace + 1;
+  }
+  return 0;
+}
+
+/** Whether `text` ends inside a code block or a markdown link/image (a clause may not end there). */
+function open(text: string): boolean {
+  if ((text.match(/```/g)?.length ?? 0) % 2 === 1) return true;
+  const lastOpen = text.lastIndexOf('[');
+  if (lastOpen > text.lastIndexOf(']')) return true;
+  const paren = text.lastIndexOf('](');
+  return paren >= 0 && text.indexOf(')', paren) < 0;
+}
+
+/** Common abbreviations and initials whose dot ends no sentence ("e.g.", "Dr.", "U.S."). */
+function abbreviation(text: string): boolean {
+  return /(?:^|\s)(?:e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|St|No|approx|[A-Z](?:\.[A-Z])*)\.$/.test(text);
+}
+
+/** Sentences and clauses of a whole text, as the agent speaks them (see ClauseStream). */
 export function sentences(text: string): string[] {
-  const parts = text.match(/[^.!?]+[.!?]*/g)?.map((s) => s.trim()).filter(Boolean) ?? [];
-  return parts.flatMap((s) => (s.length <= 200 ? [s] : (s.match(/[^,;:]+[,;:]?/g) ?? [s]).map((x) => x.trim()).filter(Boolean)));
+  const stream = new ClauseStream();
+  stream.write(text);
+  stream.end();
+  const out: string[] = [];
+  for (let c = stream.take(); c !== null; c = stream.take()) out.push(c);
+  return out;
 }

@@ -40,6 +40,16 @@ export interface MediaLeg {
   onPlayed(listener: (frame: Int16Array) => void): void;
   /** Sends a transcript frame (data channel labelled/topic `transcript`); dropped if the channel is not open. */
   sendTranscript(frame: TranscriptFrame): void;
+  /** Each key the other party presses (RFC 4733 events on a SIP leg), once per press; absent where there is no keypad (the browser). */
+  onDigit?(listener: (digit: string) => void): void;
+  /** Presses keys on the line (0-9 * # A-D), resolved once sent; absent where there is no keypad. Rejects when the far end takes no digits. */
+  sendDigits?(digits: string): Promise<void>;
+  /**
+   * Hands the call to `target` (an E.164 number or an extension; checked against the
+   * destination policy by the caller) — SIP REFER on a SIP trunk's leg. `ok`: the target
+   * answered and the leg ends `transferred`; otherwise the call goes on as before.
+   */
+  transfer?(target: string): Promise<{ ok: boolean; status: number; reason: string }>;
   /** Resolves when the remote side leaves or the connection is lost, with a reason. */
   readonly ended: Promise<string>;
   close(): Promise<void>;

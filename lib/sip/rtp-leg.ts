@@ -1,6 +1,7 @@
 import dgram from 'node:dgram';
 import { RtpHeader, RtpPacket } from 'werift';
 import { decodeAlaw, decodeMulaw, encodeAlaw, encodeMulaw } from '../audio/audio';
+import { decodeTelephoneEvent, DTMF_DIGITS, dtmfDigit, encodeTelephoneEvent, telephoneEventPackets } from '../audio/dtmf';
 import { PacedLeg } from '../audio/paced-leg';
 import { FRAME_MS, FRAME_SAMPLES, type TranscriptFrame } from '../audio/media-leg';
 import { PCMA, PCMU, type G711 } from './sdp';
@@ -10,6 +11,8 @@ export interface RtpPeer {
   address: string;
   port: number;
   payloadType: G711;
+  /** The answer's telephone-event payload type (RFC 4733); absent: digits can be neither sent nor received as events. */
+  dtmfPayloadType?: number;
 }
 
 /**
@@ -58,6 +61,12 @@ const GAP_MS = 100;
  * line has no data channel, so transcript frames are dropped. Packets from any address
  * but the SDP answer's are ignored. `hangUp` (the dialog's
  * BYE) runs on close unless the far end hung up first.
+ *
+ * Keypad digits (RFC 4733, when the answer took telephone-event): the far end's events
+ * are reported once per key press (an event is its RTP timestamp: its updates and the
+ * three copies of its end are the same press) to `onDigit` listeners; `sendDigits` sends
+ * ours, each an event of 160 ms (an update every 20 ms, the end three times) then 80 ms
+ * of silence, in place of the audio: agent speech due meanwhile is not sent.
  */
 export class RtpLeg extends PacedLeg {
   private sequence = Math.floor(Math.random() * 0xffff);
@@ -73,6 +82,14 @@ export class RtpLeg extends PacedLeg {
   private remoteGone = false;
   /** Packets received and sent, for logs and tests. */
   readonly stats = { received: 0, sent: 0 };
+  private readonly digitListeners: Array<(digit: string) => void> = [];
+  /** The RTP timestamp of the far end's last telephone-event (one key press). */
+  private lastEventTimestamp: number | null = null;
+  /** Our digits being sent: audio waits. */
+  private sendingDigits = false;
+  private digitQueue: Promise<void> = Promise.resolve();
+  /** Transfers the call (set by the telephony that owns the dialog: SIP REFER). */
+  transfer?: (target: string) => Promise<{ ok: boolean; status: number; reason: string }>;
 
   constructor(
     private readonly socket: dgram.Socket,
@@ -107,6 +124,10 @@ export class RtpLeg extends PacedLeg {
       return;
     }
     const pt = packet.header.payloadType;
+    if (this.peer.dtmfPayloadType !== undefined && pt === this.peer.dtmfPayloadType) {
+      this.onTelephoneEvent(packet);
+      return;
+    }
     // Comfort noise, DTMF events and anything unknown carry no speech we can decode.
     if ((pt !== PCMU && pt !== PCMA) || packet.payload.length === 0) return;
     this.stats.received++;
@@ -123,6 +144,72 @@ export class RtpLeg extends PacedLeg {
     this.pending = samples.slice(i);
   }
 
+  private onTelephoneEvent(packet: RtpPacket): void {
+    const event = decodeTelephoneEvent(packet.payload);
+    if (!event) return;
+    // Every packet of one press (updates, the repeated end) carries the press's timestamp.
+    const ts = packet.header.timestamp;
+    if (ts === this.lastEventTimestamp) return;
+    const digit = dtmfDigit(event.event);
+    if (digit === null) return;
+    this.lastEventTimestamp = ts;
+    for (const l of this.digitListeners) l(digit);
+  }
+
+  /** Each key the far end presses (RFC 4733 events), once per press. */
+  onDigit(listener: (digit: string) => void): void {
+    this.digitListeners.push(listener);
+  }
+
+  /** Whether the far end takes RFC 4733 digits (its answer listed telephone-event). */
+  get acceptsDigits(): boolean {
+    return this.peer.dtmfPayloadType !== undefined;
+  }
+
+  /**
+   * Presses keys on the line (0-9 * # A-D): RFC 4733 events, one after the other; resolves
+   * once the last is sent. An Error when the call is over, the far end takes no
+   * telephone-event or a character is not a key.
+   */
+  sendDigits(digits: string): Promise<void> {
+    const pt = this.peer.dtmfPayloadType;
+    if (this.over) return Promise.reject(new Error('the call is over'));
+    if (pt === undefined) return Promise.reject(new Error('the far end did not accept telephone-event (RFC 4733) digits'));
+    if (!DTMF_DIGITS.test(digits)) return Promise.reject(new Error('digits must be 1-64 of 0-9 * # A-D'));
+    const run = this.digitQueue.then(async () => {
+      for (const digit of digits.toUpperCase()) {
+        if (this.over) return;
+        await this.sendEvent(pt, digit);
+        await new Promise((r) => setTimeout(r, 80));
+      }
+    });
+    this.digitQueue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async sendEvent(pt: number, digit: string): Promise<void> {
+    this.sendingDigits = true;
+    const start = this.timestamp >>> 0;
+    const packets = telephoneEventPackets(digit);
+    try {
+      for (const [i, e] of packets.entries()) {
+        if (this.over) return;
+        this.sequence = (this.sequence + 1) & 0xffff;
+        // The first packet of the event has the marker (RFC 4733 §2.5.1.3); all carry the event's start timestamp.
+        const header = new RtpHeader({ payloadType: pt, sequenceNumber: this.sequence, timestamp: start, ssrc: this.ssrc, marker: i === 0 });
+        this.socket.send(new RtpPacket(header, encodeTelephoneEvent(e)).serialize(), this.peer.port, this.peer.address);
+        this.stats.sent++;
+        // Updates every 20 ms; the three copies of the end go back to back.
+        if (!e.end) await new Promise((r) => setTimeout(r, FRAME_MS));
+      }
+    } finally {
+      // Audio resumes after the event's media time.
+      this.timestamp = (start + packets[packets.length - 1].duration) >>> 0;
+      this.silenceDue = Date.now();
+      this.sendingDigits = false;
+    }
+  }
+
   protected sendFrame(frame: Int16Array, marker: boolean): void {
     // Our own timestamp runs on without gaps: the silence between turns is sent too.
     this.send(frame, marker);
@@ -130,7 +217,7 @@ export class RtpLeg extends PacedLeg {
   }
 
   private send(frame: Int16Array, marker: boolean): void {
-    if (this.over) return;
+    if (this.over || this.sendingDigits) return;
     this.sequence = (this.sequence + 1) & 0xffff;
     const header = new RtpHeader({ payloadType: this.peer.payloadType, sequenceNumber: this.sequence, timestamp: this.timestamp >>> 0, ssrc: this.ssrc, marker });
     this.timestamp = (this.timestamp + FRAME_SAMPLES) >>> 0;
@@ -150,7 +237,7 @@ export class RtpLeg extends PacedLeg {
         this.heardDue += FRAME_MS;
       }
     }
-    if (this.playing) return;
+    if (this.playing || this.sendingDigits) return;
     // After a stall (a busy event loop), carry on from now rather than burst.
     if (now - this.silenceDue > 200) this.silenceDue = now;
     const silence = new Int16Array(FRAME_SAMPLES);
@@ -162,6 +249,11 @@ export class RtpLeg extends PacedLeg {
 
   sendTranscript(_frame: TranscriptFrame): void {
     // A phone line has no data channel.
+  }
+
+  /** The call is over on our side for `reason` (a transfer done): the leg ends, and close() sends the BYE. */
+  finish(reason: string): void {
+    this.end(reason);
   }
 
   /** The far end hung up (its BYE): the leg ends with `reason`, and close() sends no BYE. */

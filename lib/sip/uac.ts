@@ -13,7 +13,8 @@ import { cseq, header, headers, newBranch, newTag, param, parseMessage, serializ
  * retransmissions capped at T2, Timer F), the far end's BYE answered 200. Requests go to
  * the trunk's address (it is our outbound proxy); responses go back where the request
  * came from (rport, RFC 3581). No TCP/TLS, no forking (the first 2xx makes the dialog),
- * no early media, no re-INVITE of our own.
+ * no early media, no re-INVITE of our own. A blind transfer: REFER (RFC 3515) in the
+ * dialog, its progress read from the far end's NOTIFYs (message/sipfrag, RFC 3420).
  */
 
 export interface UacOptions {
@@ -42,6 +43,20 @@ export interface InviteResult {
 
 const T2_MS = 4000;
 
+/** How a transfer went: `ok` when the far end reached the target (a 2xx in the NOTIFY's sipfrag). */
+export interface ReferResult {
+  ok: boolean;
+  /** The REFER's failure status, else the last sipfrag's (0: no final word before the timeout). */
+  status: number;
+  reason: string;
+}
+
+/** The status line of a message/sipfrag body (`SIP/2.0 200 OK`); null when it has none. */
+export function sipfragStatus(body: string): { status: number; reason: string } | null {
+  const m = /^SIP\/2\.0 (\d{3}) ?([^\r\n]*)/.exec(body.trimStart());
+  return m ? { status: Number(m[1]), reason: m[2].trim() } : null;
+}
+
 interface ClientTransaction {
   onResponse(res: SipMessage): void;
 }
@@ -62,6 +77,8 @@ export class SipUac {
   private ack2xx: string | null = null;
   private challenge: { header: string; c: DigestChallenge; nc: number } | null = null;
   private byeListeners: Array<() => void> = [];
+  /** The far end's NOTIFYs in the dialog (a transfer's progress). */
+  private notifyListeners: Array<(req: SipMessage) => void> = [];
   private terminated = false;
   /** Set once CANCEL is wanted; sent as soon as a provisional response allows it. */
   private cancel: { wanted: boolean; sent: boolean; send: () => void } = { wanted: false, sent: false, send: () => undefined };
@@ -222,6 +239,51 @@ export class SipUac {
     return status;
   }
 
+  /**
+   * A blind transfer (RFC 3515): REFER in the dialog with `Refer-To: <referTo>`. A 2xx
+   * (202 Accepted) means the far end will try; its NOTIFYs (Event: refer, a sipfrag body)
+   * say how the call to the target goes, answered 200 each; the first final status in
+   * them (>= 200) ends the wait, as does `Subscription-State: terminated` or `waitMs`
+   * (default 30 s). The dialog stays up: the caller sends BYE after a success (RFC 5589).
+   */
+  async refer(referTo: string, waitMs = 30_000): Promise<ReferResult> {
+    if (this.terminated || !this.dialog) return { ok: false, status: 0, reason: 'the call is not connected' };
+    let settle!: (r: ReferResult) => void;
+    const done = new Promise<ReferResult>((resolve) => (settle = resolve));
+    let last: ReferResult = { ok: false, status: 0, reason: 'no NOTIFY with a final status' };
+    const listener = (req: SipMessage) => {
+      if (!/^refer\b/i.test(header(req, 'Event') ?? '')) return;
+      const frag = sipfragStatus(req.body);
+      if (frag) last = { ok: frag.status >= 200 && frag.status < 300, ...frag };
+      if ((frag && frag.status >= 200) || /^terminated/i.test(header(req, 'Subscription-State') ?? '')) settle(last);
+    };
+    this.notifyListeners.push(listener);
+    const send = (auth: boolean) => {
+      const msg = this.request('REFER', this.remoteTarget!, newBranch(), ++this.seq, { withDialog: true, auth });
+      msg.headers.push(['Refer-To', `<${referTo}>`], ['Referred-By', `<${this.o.from}>`]);
+      return this.nonInvite(msg, param(msg.headers.find(([n]) => n === 'Via')![1], 'branch')!);
+    };
+    let timeout: NodeJS.Timeout | undefined;
+    try {
+      let res = await send(false);
+      if ((res.status === 401 || res.status === 407) && this.o.credentials) {
+        const c = headers(res, res.status === 401 ? 'WWW-Authenticate' : 'Proxy-Authenticate').map(parseChallenge).find((x): x is DigestChallenge => !!x && supported(x));
+        if (c) {
+          this.challenge = { header: res.status === 401 ? 'Authorization' : 'Proxy-Authorization', c, nc: 0 };
+          res = await send(true);
+        }
+      }
+      if (res.status! >= 300) return { ok: false, status: res.status!, reason: res.reason ?? '' };
+      timeout = this.timer(() => settle(last), waitMs);
+      return await done;
+    } catch (err) {
+      return { ok: false, status: 0, reason: err instanceof Error ? err.message : String(err) };
+    } finally {
+      if (timeout) this.clear(timeout);
+      this.notifyListeners = this.notifyListeners.filter((l) => l !== listener);
+    }
+  }
+
   /** A non-INVITE client transaction: Timer E retransmissions (T1 doubling to T2; T2 once provisional), Timer F after 64·T1. */
   private nonInvite(msg: SipMessage, branch: string): Promise<SipMessage> {
     const wire = serialize(msg);
@@ -274,12 +336,12 @@ export class SipUac {
       ['CSeq', `${seq} ${method}`],
     ];
     if (o.withDialog) for (const r of this.routeSet) h.push(['Route', r]);
-    if (method === 'INVITE') {
+    if (method === 'INVITE' || method === 'REFER') {
       h.push(['Contact', `<sip:concierge@${local.address}:${local.port};transport=udp>`]);
-      h.push(['Allow', 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE']);
+      h.push(['Allow', 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, NOTIFY']);
     }
     h.push(['User-Agent', 'Concierge']);
-    // INVITE and BYE carry our credentials once challenged (each with the next nonce count).
+    // INVITE, BYE and REFER carry our credentials once challenged (each with the next nonce count).
     if (this.challenge && this.o.credentials && (method === 'INVITE' || o.auth)) {
       this.challenge.nc++;
       h.push([this.challenge.header, authorization(this.challenge.c, { method, uri, ...this.o.credentials, nc: this.challenge.nc })]);
@@ -327,6 +389,8 @@ export class SipUac {
       }
     } else if (method === 'INVITE' || method === 'UPDATE') {
       if (this.o.sessionSdp) body = this.o.sessionSdp();
+    } else if (method === 'NOTIFY') {
+      for (const l of [...this.notifyListeners]) l(req);
     } else if (method !== 'OPTIONS') [status, reason] = [405, 'Method Not Allowed'];
     const to = header(req, 'To') ?? '';
     const h: Array<[string, string]> = [
@@ -336,7 +400,7 @@ export class SipUac {
       ['Call-ID', header(req, 'Call-ID') ?? ''],
       ['CSeq', header(req, 'CSeq') ?? ''],
     ];
-    if (status === 405) h.push(['Allow', 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE']);
+    if (status === 405) h.push(['Allow', 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, NOTIFY']);
     if (body) {
       h.push(['Contact', `<sip:concierge@${this.o.local.address}:${this.o.local.port};transport=udp>`]);
       h.push(['Content-Type', 'application/sdp']);

@@ -22,9 +22,16 @@ export interface SipTrunkSettings {
   localIp?: string;
   /** SIP_RTP_PORTS: the UDP range for RTP; default: any free port. */
   rtpPorts?: [number, number];
+  /** The trunk host's address already resolved and checked (a workspace's trunk: the address rules): sent there, not looked up again. */
+  address?: string;
   /** RFC 3261 T1 in ms (tests shorten the retransmission timers). */
   t1Ms?: number;
+  /** How long a transfer waits for the far end's NOTIFY of the target's answer (default 30 s). */
+  transferTimeoutMs?: number;
 }
+
+/** What a REFER may name: an E.164 number or an extension. */
+const TRANSFER_TARGET = /^(\+[1-9][0-9]{6,14}|[0-9*#]{1,15})$/;
 
 export interface TrunkAddress {
   host: string;
@@ -72,6 +79,14 @@ function bindSignalling(): Promise<dgram.Socket> {
  * and the answered call is an RtpLeg. 486/600/603 are busy; 408/480/487 and our ringing
  * timeout (we CANCEL) are no_answer; other failures, or no response at all, failed.
  * Aborting before the answer CANCELs. The password only enters digest hashes.
+ *
+ * The answered leg also presses and hears keys (RFC 4733 telephone-event, offered as
+ * payload type 101) and transfers the call: `leg.transfer(target)` sends REFER with
+ * `Refer-To: <sip:target@trunk>` (a number in E.164 or an extension of the trunk's PBX);
+ * once the far end's NOTIFY reports the target answered (a 2xx sipfrag) the leg ends
+ * `transferred` and closing it sends our BYE. A refused or failed transfer leaves the
+ * call as it was. The target is checked by the caller (domain/voice/dial-out.ts
+ * checkTransferTarget: the destination policy), not here.
  */
 export class SipTrunkTelephony implements Telephony {
   readonly kind = 'sip' as const;
@@ -88,7 +103,7 @@ export class SipTrunkTelephony implements Telephony {
     const { settings, trunk } = this;
     let next: { address: string; port: number };
     try {
-      next = { address: net.isIP(trunk.host) ? trunk.host : (await lookup(trunk.host, { family: 4 })).address, port: trunk.port };
+      next = { address: settings.address ?? (net.isIP(trunk.host) ? trunk.host : (await lookup(trunk.host, { family: 4 })).address), port: trunk.port };
     } catch (err) {
       throw new DialFailed('failed', `the SIP trunk's host ${trunk.host} does not resolve: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -162,6 +177,12 @@ export class SipTrunkTelephony implements Telephony {
         await uac.bye();
       });
       uac.onBye(() => leg.remoteHungUp('remote_hung_up'));
+      leg.transfer = async (target: string) => {
+        if (!TRANSFER_TARGET.test(target)) throw new Error('a transfer target is a number in E.164 (+14155550123) or an extension (digits, * and #)');
+        const result = await uac.refer(`sip:${target}@${hostPart}`, settings.transferTimeoutMs);
+        if (result.ok) leg.finish('transferred');
+        return result;
+      };
       // Closing the leg sends our BYE (unless the far end's came first), then frees the SIP socket too.
       const close = leg.close.bind(leg);
       leg.close = async () => {

@@ -17,7 +17,7 @@ const FIXTURES = path.resolve(__dirname, '../fixtures/sipp');
 /** Whether the sipp binary is installed (`sip-tester`, installed by npm run setup). */
 export const sippInstalled = !spawnSync('sipp', ['-v'], { stdio: 'ignore' }).error;
 
-export type SippScenario = 'answer-wait-bye' | 'answer-hang-up' | 'reinvite' | 'busy' | 'no-answer' | 'auth';
+export type SippScenario = 'answer-wait-bye' | 'answer-hang-up' | 'reinvite' | 'busy' | 'no-answer' | 'auth' | 'refer' | 'answer-dtmf';
 
 export interface SippOptions {
   scenario: SippScenario;

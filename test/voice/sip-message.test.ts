@@ -56,11 +56,21 @@ describe('digest authentication', () => {
 });
 
 describe('SDP', () => {
-  test('our offer lists PCMU then PCMA at 20 ms', () => {
+  test('our offer lists PCMU then PCMA at 20 ms, and telephone-event/8000 (RFC 4733 DTMF) as payload type 101', () => {
     const sdp = offerSdp({ address: '192.0.2.10', rtpPort: 20000, sessionId: '42' });
     expect(sdp).toContain('c=IN IP4 192.0.2.10\r\n');
-    expect(sdp).toContain('m=audio 20000 RTP/AVP 0 8\r\n');
+    expect(sdp).toContain('m=audio 20000 RTP/AVP 0 8 101\r\n');
+    expect(sdp).toContain('a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\n');
     expect(sdp).toContain('a=ptime:20\r\n');
+  });
+
+  test("the answer's telephone-event payload type is the one we send digits with; none listed (or only a stray rtpmap): no RFC 4733 digits", () => {
+    const answer = (m: string, maps: string) => `v=0\r\nc=IN IP4 198.51.100.1\r\nm=audio 4000 RTP/AVP ${m}\r\na=rtpmap:0 PCMU/8000\r\n${maps}`;
+    expect(parseAnswer(answer('0 96', 'a=rtpmap:96 telephone-event/8000\r\na=fmtp:96 0-16\r\n')).dtmfPayloadType).toBe(96);
+    expect(parseAnswer(answer('0', 'a=rtpmap:96 telephone-event/8000\r\n')).dtmfPayloadType).toBeUndefined();
+    expect(parseAnswer(answer('0 101', '')).dtmfPayloadType).toBeUndefined();
+    // A telephone-event at another clock rate is not the 8 kHz one the audio runs at.
+    expect(parseAnswer(answer('0 101', 'a=rtpmap:101 telephone-event/48000\r\n')).dtmfPayloadType).toBeUndefined();
   });
 
   test('the answer gives the media address (media-level c= over session-level) and the chosen codec', () => {

@@ -1,6 +1,8 @@
 import dgram from 'node:dgram';
 import { encodeAlaw, encodeMulaw } from '../../lib/audio/audio';
+import { RtpHeader, RtpPacket } from 'werift';
 import { DialFailed } from '../../domain/ports/voice';
+import { decodeTelephoneEvent, encodeTelephoneEvent, telephoneEventPackets } from '../../lib/audio/dtmf';
 import { header, parseMessage } from '../../lib/sip/message';
 import type { RtpLeg } from '../../lib/sip/rtp-leg';
 import { SipTrunkTelephony, type SipTrunkSettings } from '../../providers/telephony/sip-trunk';
@@ -187,6 +189,98 @@ describeSipp('direct SIP trunk against SIPp', () => {
     const done = await sipp.exited;
     expect(done.code).toBe(0);
     expect(done.trace.match(/^SIP\/2\.0 200 OK[\s\S]*?CSeq: 1 INVITE[\s\S]*?m=audio \d+ RTP\/AVP 0 8/m)).not.toBeNull();
+  }, 30_000);
+
+  test('a blind transfer: REFER with Refer-To <sip:+1…@trunk> and Referred-By, 202 Accepted, NOTIFY sipfrag 100 then 200 (each answered 200), then our BYE; the leg ends transferred', async () => {
+    sipp = await startSipp({ scenario: 'refer', fields: { SIPFRAG: '200 OK' } });
+    const { leg } = await dial(telephony(sipp));
+    const result = await leg.transfer!('+14155550199');
+    expect(result).toEqual({ ok: true, status: 200, reason: 'OK' });
+    await expect(leg.ended).resolves.toBe('transferred');
+    await leg.close();
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    const refer = done.trace.slice(done.trace.indexOf('REFER sip:'));
+    expect(refer).toMatch(/^REFER sip:callee@127\.0\.0\.1:\d+;transport=UDP SIP\/2\.0/i);
+    expect(refer).toMatch(new RegExp(`^Refer-To: <sip:\\+14155550199@127\\.0\\.0\\.1:${sipp.port}>\r?$`, 'm'));
+    expect(refer).toMatch(/^Referred-By: <sip:\+14155550100@127\.0\.0\.1:\d+>\r?$/m);
+    // Our 200s to both NOTIFYs, then the BYE, in that order.
+    const after = done.trace.slice(done.trace.indexOf('SIP/2.0 202 Accepted'));
+    expect(after.match(/^SIP\/2\.0 200 OK[\s\S]*?CSeq: [12] NOTIFY/gm)).toHaveLength(2);
+    expect(after.indexOf('CSeq: 2 NOTIFY')).toBeLessThan(after.search(/^BYE /m));
+  }, 30_000);
+
+  test("a transfer the target does not answer (sipfrag 486 Busy Here) is reported and leaves the call up; an invalid target is refused before any REFER", async () => {
+    sipp = await startSipp({ scenario: 'refer', fields: { SIPFRAG: '486 Busy Here' } });
+    const { leg } = await dial(telephony(sipp));
+    await expect(leg.transfer!('sip:evil@example.com')).rejects.toThrow('E.164');
+    const result = await leg.transfer!('204');
+    expect(result).toEqual({ ok: false, status: 486, reason: 'Busy Here' });
+    expect(await Promise.race([leg.ended, wait(300).then(() => 'still up')])).toBe('still up');
+    await leg.close();
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    expect(done.trace.match(/^REFER /gm)).toHaveLength(1);
+    expect(done.trace).toMatch(new RegExp(`^Refer-To: <sip:204@127\\.0\\.0\\.1:${sipp.port}>\r?$`, 'm'));
+  }, 30_000);
+
+  test('DTMF both ways (RFC 4733): keys the far end presses arrive once each as digits; our digits leave as telephone-events with the answer\'s payload type', async () => {
+    const peer = dgram.createSocket('udp4');
+    await new Promise<void>((r) => peer.bind(0, '127.0.0.1', () => r()));
+    const events: Array<{ pt: number; ts: number; marker: boolean; event: number; end: boolean; duration: number }> = [];
+    let ourRtp = 0;
+    peer.on('message', (buf, from) => {
+      ourRtp = from.port;
+      const p = RtpPacket.deSerialize(buf);
+      if (p.header.payloadType === 101) {
+        const e = decodeTelephoneEvent(p.payload)!;
+        events.push({ pt: 101, ts: p.header.timestamp, marker: p.header.marker, event: e.event, end: e.end, duration: e.duration });
+      }
+    });
+    sipp = await startSipp({ scenario: 'answer-dtmf', fields: { MEDIA_PORT: String(peer.address().port) } });
+    const { leg } = await dial(telephony(sipp));
+    const digits: string[] = [];
+    leg.onDigit!((d) => digits.push(d));
+    // The far end presses 1, 0, # : each press as an update every 20 ms then its end three times, one timestamp per press.
+    let seq = 100;
+    let ts = 5000;
+    while (!ourRtp) await wait(20);
+    for (const key of ['1', '0', '#']) {
+      for (const e of telephoneEventPackets(key, { durationMs: 100 })) {
+        const header = new RtpHeader({ payloadType: 101, sequenceNumber: seq++, timestamp: ts, ssrc: 42, marker: false });
+        peer.send(new RtpPacket(header, encodeTelephoneEvent(e)).serialize(), ourRtp, '127.0.0.1');
+        await wait(e.end ? 1 : 20);
+      }
+      ts += 2000;
+      await wait(60);
+    }
+    await wait(200);
+    expect(digits).toEqual(['1', '0', '#']);
+    await leg.sendDigits!('2*9');
+    await leg.close();
+    peer.close();
+    expect((await sipp.exited).code).toBe(0);
+    // Three presses, each one timestamp, its first packet marked, ending with three end packets of 160 ms (1280 samples).
+    const presses = [...new Set(events.map((e) => e.ts))];
+    expect(presses).toHaveLength(3);
+    expect(presses.map((t) => events.find((e) => e.ts === t)!.event)).toEqual([2, 10, 9]);
+    for (const t of presses) {
+      const of = events.filter((e) => e.ts === t);
+      expect(of[0].marker).toBe(true);
+      expect(of.slice(1).every((e) => !e.marker)).toBe(true);
+      expect(of.filter((e) => e.end).map((e) => e.duration)).toEqual([1280, 1280, 1280]);
+      expect(of.filter((e) => !e.end).length).toBeGreaterThanOrEqual(6);
+    }
+    await expect(leg.sendDigits!('12')).rejects.toThrow('the call is over');
+  }, 30_000);
+
+  test('a far end that takes no telephone-event: sending digits is refused', async () => {
+    sipp = await startSipp({ scenario: 'answer-wait-bye' });
+    const { leg } = await dial(telephony(sipp));
+    await expect(leg.sendDigits!('1')).rejects.toThrow('telephone-event');
+    await expect(leg.sendDigits!('x')).rejects.toThrow();
+    await leg.close();
+    expect((await sipp.exited).code).toBe(0);
   }, 30_000);
 
   test('486 Busy Here ends the dial busy (and is ACKed)', async () => {

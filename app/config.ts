@@ -262,6 +262,14 @@ export const configSchema = z.object({
   TTS_VOICE: z.preprocess(emptyToUndefined, z.string().default('alloy')),
   /** espeak-ng voice of the embedded TTS. */
   TTS_ESPEAK_VOICE: z.preprocess(emptyToUndefined, z.string().regex(/^[a-z0-9+-]{1,40}$/i).default('en-us')),
+  /**
+   * The embedded TTS (without TTS_BASE_URL): `espeak` (espeak-ng, the default) or `piper`, the natural voice
+   * TTS_PIPER_VOICE names; a Piper voice whose files are missing falls back to espeak-ng (docs/voice.md: why
+   * Piper's en_US-joe-medium is not the default).
+   */
+  TTS_ENGINE: z.preprocess(emptyToUndefined, z.enum(['espeak', 'piper']).default('espeak')),
+  /** The Piper voice: a name under `<models dir>/piper/<name>/<name>.onnx` (npm run models:fetch), or a `.onnx` file's path. */
+  TTS_PIPER_VOICE: z.preprocess(emptyToUndefined, z.string().regex(/^([A-Za-z0-9_-]{1,80}|.+\.onnx)$/, { error: 'must be a voice name such as en_US-joe-medium or a .onnx file' }).default('en_US-joe-medium')),
   /** ICE servers the direct transport's peers use (comma-separated stun:/turn: URLs); none on a LAN. */
   VOICE_ICE_SERVERS: optionalString,
   /** Extra address the worker announces for direct WebRTC media (its public IP behind NAT). */

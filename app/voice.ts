@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { moonshineModelDir, whisperTinyEnModelPath, type Config } from './config';
+import { modelsDir, moonshineModelDir, whisperTinyEnModelPath, type Config } from './config';
 import type { SecretBox } from '../lib/crypto/secret-box';
 import type { PgNotifications } from '../db/notifications';
 import { type Transcriber } from '../lib/extract';
@@ -13,6 +13,7 @@ import { sipTrunkFromConfig } from '../providers/telephony/sip-trunk';
 import type { VoiceSessionService } from '../domain/voice/sessions';
 import { speechRecognizerFor, type EmbeddedSpeechModel, type SpeechRecognizer } from '../providers/speech/stt';
 import { EspeakSynthesizer, OpenAiSpeechSynthesizer, type SpeechSynthesizer } from '../providers/speech/tts';
+import { piperOrEspeak, piperVoicePath } from '../providers/speech/piper';
 import type { Telephony, VoiceTransport } from '../domain/ports/voice';
 import { type VoicePrereqs } from '../domain/ports/voice';
 export { type VoicePrereqs } from '../domain/ports/voice';
@@ -69,10 +70,16 @@ export function voiceRecognizerFromConfig(config: Config, transcriber: Transcrib
   return speechRecognizerFor(transcriber, config.VOICE_LANGUAGE, voiceSpeechModels(config, transcriber));
 }
 
-/** The synthesizer the settings name: TTS_BASE_URL, else the embedded espeak-ng when installed, else none. */
+/**
+ * The synthesizer the settings name: TTS_BASE_URL, else the embedded engine when espeak-ng is installed (it gives
+ * Piper its phonemes too): TTS_ENGINE=piper's voice (loading from now on, shared by every call of the process;
+ * espeak-ng when its files are missing), else espeak-ng; else none.
+ */
 export function synthesizerFromConfig(config: Config): SpeechSynthesizer | null {
   if (config.TTS_BASE_URL) return new OpenAiSpeechSynthesizer({ baseUrl: config.TTS_BASE_URL, apiKey: config.TTS_API_KEY, model: config.TTS_MODEL, voice: config.TTS_VOICE });
-  return espeakInstalled() ? new EspeakSynthesizer({ voice: config.TTS_ESPEAK_VOICE }) : null;
+  if (!espeakInstalled()) return null;
+  if (config.TTS_ENGINE === 'piper') return piperOrEspeak({ model: piperVoicePath(modelsDir(config), config.TTS_PIPER_VOICE), espeakVoice: config.TTS_ESPEAK_VOICE });
+  return new EspeakSynthesizer({ voice: config.TTS_ESPEAK_VOICE });
 }
 
 /** The signalling socket's URL on this installation's public origin (http → ws). */

@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import type OpenAI from 'openai';
 import { OperationalError } from '../../lib/failures';
 import { classifyOpenAiError, openAiClient, withDeadline } from '../llm/openai';
-import { WavFormatError, wavToMono } from '../../lib/audio/audio';
+import { downmix, parseWav, WavFormatError } from '../../lib/audio/audio';
+import { resampleSincToInt16 } from '../../lib/audio/sinc-resample';
 import { MEDIA_RATE } from '../../domain/ports/voice';
 import { type SpeechSynthesizer } from '../../domain/ports/speech';
 export { type SpeechSynthesizer } from '../../domain/ports/speech';
@@ -21,6 +22,17 @@ export class SpeechSynthesisError extends OperationalError {
 
   /** The HTTP status, when a speech server answered one. */
   readonly status?: number;
+}
+
+/**
+ * A synthesizer's WAV as MEDIA_RATE mono: down from 22.05 or 24 kHz through the band-limited
+ * sinc (lib/audio/sinc-resample.ts), so the telephone band keeps its top (flat to 3.5 kHz)
+ * and nothing above 4 kHz folds back into it.
+ */
+function speechWav(bytes: Uint8Array): Int16Array {
+  const wav = parseWav(bytes);
+  const mono = downmix(wav.samples, wav.channels);
+  return wav.sampleRate === MEDIA_RATE ? mono : resampleSincToInt16(mono, wav.sampleRate, MEDIA_RATE);
 }
 
 /** The signal's reason as the rejection (an AbortError DOMException when none was given). */
@@ -46,6 +58,9 @@ export interface EspeakOptions {
  * on stdin, never in argv: it is the model's reply, and argv would let a reply starting
  * with `-` be read as an option (and shows in `ps`). SSML is off (no `-m`), so markup in a
  * reply is read as text. espeak writes a streamed WAV at 22,050 Hz on stdout.
+ *
+ * The natural voice, Piper, is providers/speech/piper.ts (TTS_ENGINE=piper); it uses espeak-ng
+ * for its phonemes and falls back to this synthesizer when its model is missing.
  */
 export class EspeakSynthesizer implements SpeechSynthesizer {
   constructor(private readonly opts: EspeakOptions = {}) {}
@@ -85,7 +100,7 @@ export class EspeakSynthesizer implements SpeechSynthesizer {
         if (failure) return reject(failure);
         if (code !== 0) return reject(new SpeechSynthesisError('espeak-ng failed', false, { detail: stderr.trim() || `exit ${code}` }));
         try {
-          resolve(wavToMono(Buffer.concat(chunks), MEDIA_RATE));
+          resolve(speechWav(Buffer.concat(chunks)));
         } catch (err) {
           reject(new SpeechSynthesisError('espeak-ng answered audio that is not a WAV', false, { detail: (err as Error).message }));
         }
@@ -139,7 +154,7 @@ export class OpenAiSpeechSynthesizer implements SpeechSynthesizer {
       throw new SpeechSynthesisError(`speech synthesis failed (${why})`, f.retryable, { detail: f.detail || undefined, status: f.status, retryAfterMs: f.retryAfterMs });
     }
     try {
-      return wavToMono(new Uint8Array(bytes), MEDIA_RATE);
+      return speechWav(new Uint8Array(bytes));
     } catch (err) {
       if (err instanceof WavFormatError) throw new SpeechSynthesisError('speech synthesis failed (the server did not answer 16-bit PCM WAV)', false, { detail: err.message });
       throw err;

@@ -2,12 +2,22 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { dbfs } from '../../lib/audio/audio';
+import { dbfs, decodeMulaw, encodeMulaw, resample } from '../../lib/audio/audio';
+import { resampleSinc } from '../../lib/audio/sinc-resample';
 import { EspeakSynthesizer, OpenAiSpeechSynthesizer, SpeechSynthesisError } from '../../providers/speech/tts';
+import { DEFAULT_PIPER_VOICE, phonemeIds, piperOrEspeak, piperVoicePath, PiperSynthesizer, readPiperVoiceConfig } from '../../providers/speech/piper';
+import { splitClauses } from '../../providers/speech/espeak-phonemes';
+import { MoonshineTranscriber } from '../../providers/speech/moonshine';
+import { EmbeddedSpeechRecognizer } from '../../providers/speech/stt';
+import { configSchema, moonshineModelDir, type Config } from '../../app/config';
+import { synthesizerFromConfig } from '../../app/voice';
+import { modelFilesPresent, MOONSHINE_MODEL_IDS, PIPER_JOE_MODEL } from '../../bin/fetch-models';
 import { MEDIA_RATE } from '../../domain/ports/voice';
 import { startFakeSpeechServer, type FakeSpeechServer } from '../support/fake-speech';
 
 const seconds = (pcm: Int16Array) => pcm.length / MEDIA_RATE;
+const MODELS_DIR = path.resolve(process.env.CONCIERGE_MODELS_DIR ?? path.join(__dirname, '../../.data/models'));
+const PIPER_MODEL = piperVoicePath(MODELS_DIR, DEFAULT_PIPER_VOICE);
 
 /** A real WAV as OpenAI answers it (24 kHz mono PCM16), written by ffmpeg from espeak-ng's speech. */
 function openAiLikeWav(text: string): { wav: Buffer; samples: number } {
@@ -121,5 +131,142 @@ describe('OpenAiSpeechSynthesizer against an OpenAI-compatible server', () => {
   test('an unreachable server is a retryable SpeechSynthesisError', async () => {
     const err = await new OpenAiSpeechSynthesizer({ baseUrl: 'http://127.0.0.1:1', model: 'tts-1', voice: 'alloy' }).synthesize('Hello.').catch((e: unknown) => e);
     expect(err).toMatchObject({ message: 'speech synthesis failed (the server could not be reached)', retryable: true });
+  });
+});
+
+/** Level of `hz` in the samples (Goertzel), relative to a full-scale sine: 0 dB for one. */
+function levelDb(x: ArrayLike<number>, rate: number, hz: number): number {
+  const w = (2 * Math.PI * hz) / rate;
+  let s1 = 0;
+  let s2 = 0;
+  const c = 2 * Math.cos(w);
+  for (let i = 0; i < x.length; i++) {
+    const s0 = x[i] + c * s1 - s2;
+    s2 = s1;
+    s1 = s0;
+  }
+  return 20 * Math.log10(Math.sqrt(Math.max(1e-30, s1 * s1 + s2 * s2 - 2 * Math.cos(w) * s1 * s2)) / (x.length / 2));
+}
+const tone = (hz: number, rate: number) => Float32Array.from({ length: rate }, (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate));
+
+describe('the synthesizers\' 22.05 kHz → 8 kHz conversion (resampleSinc)', () => {
+  // Measured in the middle second's steady state: the edges (silence assumed around the tone) are cut off.
+  const steady = (x: Float32Array) => x.subarray(1000, x.length - 1000);
+
+  test('the telephone band passes at its level (300 Hz to 3.4 kHz within 0.2 dB; the old linear resampler lost 3.6 dB at 3.4 kHz)', () => {
+    for (const hz of [300, 1000, 3000, 3400]) {
+      const out = resampleSinc(tone(hz, 22_050), 22_050, MEDIA_RATE);
+      expect(out).toHaveLength(MEDIA_RATE);
+      expect(Math.abs(levelDb(steady(out), MEDIA_RATE, hz) - levelDb(steady(tone(hz, MEDIA_RATE)), MEDIA_RATE, hz))).toBeLessThan(0.2);
+    }
+    const old = resample(Int16Array.from(tone(3400, 22_050), (v) => Math.round(v * 32767)), 22_050, MEDIA_RATE);
+    expect(levelDb(steady(Float32Array.from(old, (v) => v / 32767)), MEDIA_RATE, 3400) - levelDb(steady(tone(3400, MEDIA_RATE)), MEDIA_RATE, 3400)).toBeLessThan(-3);
+  });
+
+  test('a 5 kHz tone (and 4.3 kHz, 10 kHz) is stopped rather than folded back into the band: its alias at 3 kHz (3.7, 2 kHz) is 80 dB down', () => {
+    for (const [hz, alias] of [[5000, 3000], [4300, 3700], [10_000, 2000]]) {
+      const out = steady(resampleSinc(tone(hz, 22_050), 22_050, MEDIA_RATE));
+      // The input's level is -6 dB (a 0.5 sine); what folds back to `alias` must be below -86 dB.
+      expect(levelDb(out, MEDIA_RATE, alias)).toBeLessThan(-86);
+    }
+  });
+});
+
+describe('Piper (en_US-joe-medium) through onnxruntime-node, phonemes from the espeak-ng program', () => {
+  let piper: PiperSynthesizer;
+  let stt: EmbeddedSpeechRecognizer;
+
+  beforeAll(async () => {
+    if (!modelFilesPresent(MODELS_DIR, PIPER_JOE_MODEL)) throw new Error(`${path.dirname(PIPER_MODEL)} is missing or differs from its pinned sha256: run npm run models:fetch`);
+    if (!MOONSHINE_MODEL_IDS.every((id) => modelFilesPresent(MODELS_DIR, id))) throw new Error('Moonshine is missing: run npm run models:fetch');
+    piper = new PiperSynthesizer({ model: PIPER_MODEL, log: (line) => { throw new Error(`unexpected fallback: ${line}`); } });
+    const config: Config = { ...configSchema.parse({}), CONCIERGE_MODELS_DIR: MODELS_DIR };
+    stt = new EmbeddedSpeechRecognizer(new MoonshineTranscriber({ modelDir: moonshineModelDir(config), maxSeconds: 20 }), 'en');
+    await piper.ready();
+  }, 120_000);
+  afterAll(async () => {
+    piper?.close();
+    await PiperSynthesizer.unloadAll();
+    await MoonshineTranscriber.unloadAll();
+  });
+
+  test('phoneme ids as piper-phonemize makes them: BOS, each phoneme then the pad, EOS; one sentence per . ? !, with , and its space kept', async () => {
+    const map = readPiperVoiceConfig(`${PIPER_MODEL}.json`).phonemeIdMap;
+    const id = (ph: string) => map.get(ph)![0];
+    expect(phonemeIds('hə', map)).toEqual([id('^'), id('_'), id('h'), id('_'), id('ə'), id('_'), id('$')]);
+    expect(splitClauses('Hello there, how are you? Fine. $5.50 each')).toEqual([
+      { text: 'Hello there', punctuation: ',' },
+      { text: 'how are you', punctuation: '?' },
+      { text: 'Fine', punctuation: '.' },
+      { text: '$5.50 each', punctuation: '' },
+    ]);
+    const sentences = await piper.phonemeIds('Hello there, how are you? Fine.');
+    expect(sentences).toHaveLength(2);
+    const first = sentences[0].filter((_, i) => i % 2 === 0);
+    // "həlˈoʊ ðˈɛɹ, hˌaʊ ɑːɹ juː?" — the comma, then a space, inside the first sentence; the question mark ends it.
+    expect(first.slice(0, 4)).toEqual([id('^'), id('h'), id('ə'), id('l')]);
+    expect(first.join(' ')).toContain(`${id(',')} ${id(' ')} ${id('h')}`);
+    expect(first.slice(-2)).toEqual([id('?'), id('$')]);
+  });
+
+  test('speaks a sentence as 8 kHz PCM of a plausible length and level, which Moonshine transcribes word for word, also after a G.711 line', async () => {
+    const text = 'We are open from nine to five today.';
+    const pcm = await piper.synthesize(text);
+    expect(seconds(pcm)).toBeGreaterThan(1.2);
+    expect(seconds(pcm)).toBeLessThan(5);
+    expect(dbfs(pcm)).toBeGreaterThan(-30);
+    expect(piper.lastStats).toMatchObject({ sentences: 1 });
+    const words = (t: string) => t.toLowerCase().replace(/[^a-z ]/g, '').split(/\s+/).filter(Boolean);
+    expect(words(await stt.transcribe(pcm))).toEqual(words(text));
+    // The phone's leg: PCMU out and back.
+    expect(words(await stt.transcribe(decodeMulaw(encodeMulaw(pcm))))).toEqual(expect.arrayContaining(['open', 'nine', 'five', 'today']));
+  });
+
+  test('two sentences are spoken with a pause between them and transcribed together', async () => {
+    const pcm = await piper.synthesize('Your table is booked. See you at eight.');
+    expect(piper.lastStats).toMatchObject({ sentences: 2 });
+    expect((await stt.transcribe(pcm)).toLowerCase()).toMatch(/table is booked\W+see you at (eight|8)/);
+  });
+
+  test('aborting rejects at once with the signal reason', async () => {
+    const controller = new AbortController();
+    const pending = piper.synthesize('This is a long reply that the caller interrupts. '.repeat(6), controller.signal);
+    controller.abort(new Error('barge-in'));
+    await expect(pending).rejects.toThrow('barge-in');
+  });
+});
+
+describe('the Piper voice missing or broken: espeak-ng speaks instead, with a log line', () => {
+  test('a missing model: piperOrEspeak answers espeak-ng and says why; TTS_ENGINE=piper without models does the same', async () => {
+    const lines: string[] = [];
+    const tts = piperOrEspeak({ model: path.join(os.tmpdir(), 'no-such-voice', 'x.onnx'), log: (l) => lines.push(l) });
+    expect(tts).toBeInstanceOf(EspeakSynthesizer);
+    expect(lines).toEqual([expect.stringMatching(/Piper voice is missing .*x\.onnx.*espeak-ng instead/)]);
+    expect(dbfs(await tts.synthesize('Hello there.'))).toBeGreaterThan(-30);
+
+    const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-no-models-'));
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+    try {
+      const config: Config = { ...configSchema.parse({ TTS_ENGINE: 'piper' }), CONCIERGE_MODELS_DIR: empty };
+      expect(synthesizerFromConfig(config)).toBeInstanceOf(EspeakSynthesizer);
+      expect(warn).toHaveBeenCalledWith(expect.stringContaining(path.join(empty, 'piper', 'en_US-joe-medium', 'en_US-joe-medium.onnx')));
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  test('a model that does not load (not ONNX): the call is spoken by espeak-ng, the failure logged once, nothing thrown', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'concierge-bad-voice-'));
+    const model = path.join(dir, 'broken.onnx');
+    fs.writeFileSync(model, 'not a model');
+    fs.copyFileSync(`${PIPER_MODEL}.json`, `${model}.json`);
+    const lines: string[] = [];
+    const tts = piperOrEspeak({ model, log: (l) => lines.push(l) });
+    expect(tts).toBeInstanceOf(PiperSynthesizer);
+    await expect((tts as PiperSynthesizer).ready()).rejects.toThrow(/did not load/);
+    expect(dbfs(await tts.synthesize('Hello there.'))).toBeGreaterThan(-30);
+    expect(dbfs(await tts.synthesize('Goodbye.'))).toBeGreaterThan(-30);
+    expect(lines).toEqual([expect.stringMatching(/Piper voice is not available .*did not load.*espeak-ng instead/)]);
+    (tts as PiperSynthesizer).close();
   });
 });

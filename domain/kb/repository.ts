@@ -67,6 +67,11 @@ export class KnowledgeBaseRepository {
     return new Set(rows.map((r) => r.id));
   }
 
+  /** Whether the workspace has a current, active (indexed) file: what a search could find (one query on kb_files_list_idx). */
+  async hasSearchableFiles(em: EntityManager, workspaceId: string): Promise<boolean> {
+    return (await em.findOne(KbFile, { workspaceId, isCurrent: true, status: 'active' }, { fields: ['id'] })) !== null;
+  }
+
   /** Which of these file versions are current and active, with their name and their document's folder. */
   async currentActiveFiles(em: EntityManager, ids: readonly string[]): Promise<Map<string, { name: string; folderId: string | null }>> {
     const out = new Map<string, { name: string; folderId: string | null }>();

@@ -88,7 +88,7 @@ test("an owner sees the turn from its history: passages with scores, the prompt'
   expect(turn.rounds).toHaveLength(2);
   expect(turn.output).toBe('Unworn boots can go back within 45 days. Write to [email address hidden].');
   expect(turn.output_unmasked).toBe('Unworn boots can go back within 45 days. Write to jane@example.com.');
-  expect(turn.latency.map((l: { step: string }) => l.step)).toEqual(['waiting in the conversation', 'queued for a worker', 'the turn (last attempt)', 'gather', 'generate', 'store', 'publish']);
+  expect(turn.latency.map((l: { step: string }) => l.step)).toEqual(['waiting in the conversation', 'queued for a worker', 'the turn (last attempt)', 'retrieve', 'gather', 'generate', 'store', 'publish']);
   // The key the model echoed into the tool call is redacted.
   expect(res.body).not.toContain(PASTED_KEY);
   expect(turn.tool_calls[0].arguments).toContain('sk-[redacted]');

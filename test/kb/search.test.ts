@@ -1,7 +1,10 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createEmbedder } from '../../providers/embeddings/embedder';
 import { lazyEmbedder } from '../../app/compose';
+import { newId } from '../../lib/ids';
 import { createTestDatabase, type TestDatabase } from '../support/db';
-import { bearer, createKey, createWorkspace, startTestApp, type TestApp } from '../support/app';
+import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testServices, type TestApp } from '../support/app';
 import { indexed, startIndexDispatcher, upload } from '../support/kb';
 import { startTestWorker } from '../support/temporal';
 import type { OutboxDispatcher } from '../../worker/outbox-dispatcher';
@@ -234,6 +237,53 @@ describe('search without a usable embedding model', () => {
       expect(res.json()).toEqual({ error: 'embeddings_unavailable', message: expect.stringContaining('models:fetch') });
     } finally {
       await broken.close();
+    }
+  });
+});
+
+describe("a turn's retrieval (issue 32 item 6)", () => {
+  test('a workspace with nothing indexed: the turn embeds nothing and searches nothing (no retrieve step); in an indexed workspace the same turn embeds its query and retrieves', async () => {
+    // This composition's embeddings come from an OpenAI-compatible /v1/embeddings on loopback that counts what it is asked.
+    const asked: string[][] = [];
+    const server = http.createServer((req, res) => {
+      let raw = '';
+      req.setEncoding('utf8');
+      req.on('data', (c: string) => (raw += c));
+      req.on('end', () => {
+        const body = JSON.parse(raw) as { model: string; input: string[] };
+        asked.push(body.input);
+        const data = body.input.map((_, index) => ({ object: 'embedding', index, embedding: [1, 0, 0, 0, 0, 0, 0, 0] }));
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data, model: body.model, usage: { prompt_tokens: 1, total_tokens: 1 } }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const s = await testServices(db, { embedder: lazyEmbedder(() => createEmbedder({ provider: 'openai', baseUrl, model: 'fake-embed', dimensions: 8, modelsDir: '' })) });
+    const origin = 'https://shop.example';
+    /** A visitor's message to a published agent of `ws` (answering from the whole workspace), answered by this composition's turn. */
+    const turn = async (ws: string, text: string) => {
+      const agentId = await publishedWebAgent(t.app, bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish'])).key), origin);
+      const site = await t.services.sites.create(ws, agentId, [origin]);
+      const conv = (await t.app.inject({ method: 'POST', url: '/api/public/widget/init', headers: { 'x-concierge-site': site.site_id, origin }, payload: {} })).json();
+      const messageId = newId('msg');
+      await s.services.transcript.storeVisitorMessage({ id: messageId, workspaceId: ws, conversationId: conv.conversation_id, clientMessageId: `c-${messageId}`, text, uploadIds: [] });
+      return s.services.turns.run({ conversationId: conv.conversation_id, workspaceId: ws, messageId, replyId: newId('msg') });
+    };
+    try {
+      const empty = await turn(await createWorkspace(db.orm, 'Nothing indexed'), 'When can I visit your shop?');
+      expect(asked).toEqual([]);
+      expect(empty.trace!.steps.map((x) => x.step)).toEqual(['gather', 'generate', 'store', 'publish']);
+      expect(empty.trace!.passages).toEqual([]);
+
+      const found = await turn(workspaceId, 'SKU-48213X');
+      expect(asked).toEqual([['SKU-48213X']]);
+      expect(found.trace!.steps.map((x) => x.step)).toEqual(['retrieve', 'gather', 'generate', 'store', 'publish']);
+      expect(found.trace!.passages[0]).toMatchObject({ file_name: 'sku-list.txt' });
+    } finally {
+      await s.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });

@@ -1,6 +1,7 @@
 import type { AgentSpec } from '../../agents/spec';
 import type { SearchMatch } from '../../kb/search';
 import type { ChatMessageRow } from '../transcript';
+import type { TraceRecorder } from './trace';
 import { HISTORY_MESSAGES, UPLOAD_PASSAGES, type AttachmentText, type Passage, type TurnContext, type TurnDeps, type TurnInput } from './context';
 
 /** What the model (or answerWithoutModel) is given besides the turn's context: read before anything is generated. */
@@ -20,7 +21,7 @@ export async function gather(ctx: TurnContext): Promise<Gathered> {
   const attachments = await attachmentText(deps, ctx.visitor);
   const query = ctx.visitor.text || attachments.map((a) => a.content).join(' ').slice(0, 500);
   const [kbPassages, uploadPassages, history] = await Promise.all([
-    query ? retrieve(deps, input.workspaceId, ctx.spec, query, ctx.topK) : [],
+    query ? retrieve(deps, input.workspaceId, ctx.spec, query, ctx.topK, ctx.trace) : [],
     query ? fromUploads(deps, input.conversationId, query) : [],
     ctx.model ? deps.transcript.recent(input.conversationId, HISTORY_MESSAGES + 1) : [],
   ]);
@@ -41,8 +42,17 @@ export async function agentOf(deps: TurnDeps, input: TurnInput) {
   return { agent, channel: conv?.channel ?? 'web', commands, test: conv?.isTest ?? false };
 }
 
-/** The passages of the agent's knowledge: its folders and files, or the whole workspace when it names none. */
-export async function retrieve(deps: TurnDeps, workspaceId: string, spec: AgentSpec, query: string, topK: number): Promise<Passage[]> {
+/**
+ * The passages of the agent's knowledge: its folders and files, or the whole workspace when it names none.
+ * A workspace with no searchable file (one indexed query) is not searched at all: no query embedding (the
+ * first one loads the embedding model), no search; the turn's trace then has no `retrieve` step.
+ */
+export async function retrieve(deps: TurnDeps, workspaceId: string, spec: AgentSpec, query: string, topK: number, trace?: TraceRecorder): Promise<Passage[]> {
+  if (!(await deps.repos.kb.hasSearchableFiles(deps.em.fork(), workspaceId))) return [];
+  return trace ? trace.step('retrieve', () => search(deps, workspaceId, spec, query, topK)) : search(deps, workspaceId, spec, query, topK);
+}
+
+async function search(deps: TurnDeps, workspaceId: string, spec: AgentSpec, query: string, topK: number): Promise<Passage[]> {
   const { folder_ids, file_ids } = spec.knowledge_base;
   const scopes: Array<{ folder_id?: string; kb_id?: string }> = folder_ids.length || file_ids.length ? [...folder_ids.map((f) => ({ folder_id: f })), ...file_ids.map((f) => ({ kb_id: f }))] : [{}];
   const found: SearchMatch[] = [];

@@ -26,8 +26,8 @@ export interface TurnTrace {
   rounds: Array<{ ms: number; tokens: number; text: string; tool_calls: Array<{ name: string; arguments: unknown; output: string; ms: number }> }>;
   /** The answer as the model wrote it, before personal details were masked (markers removed). */
   output: string;
-  /** Milliseconds of the turn's steps, measured in the activity. */
-  steps: Array<{ step: 'gather' | 'generate' | 'store' | 'publish'; ms: number }>;
+  /** Milliseconds of the turn's steps, measured in the activity (`retrieve`, the knowledge-base search inside `gather`, only when it ran). */
+  steps: Array<{ step: 'gather' | 'retrieve' | 'generate' | 'store' | 'publish'; ms: number }>;
 }
 
 const TEXT = 600;

@@ -1,5 +1,7 @@
 import type { TurnStats } from '../domain/voice/agent';
 import { VoiceMedia } from '../domain/voice/media';
+import { ReplyDeltas } from '../domain/voice/reply-deltas';
+import { newId } from '../lib/ids';
 import type { ActivityDeps } from '../activities';
 import { WorkflowNotFoundError, type Client, type Connection } from '@temporalio/client';
 import type { ConversationWorkflows } from '../app/temporal-clients/conversations';
@@ -121,6 +123,8 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
 function voiceMediaOf(c: Composition, conversations: ConversationWorkflows, onTurn?: (stats: TurnStats) => void): ActivityDeps['voice'] {
   const { stt, tts, transport } = c.voice;
   if (!stt || !tts) return undefined;
+  // The model's reply as it streams, heard on the chat channel the turn's activity publishes its deltas on (one LISTEN per worker).
+  const deltas = new ReplyDeltas(c.notifications!, c.log);
   const media = new VoiceMedia({
     em: c.em,
     sessions: c.services.voice,
@@ -135,12 +139,20 @@ function voiceMediaOf(c: Composition, conversations: ConversationWorkflows, onTu
     mediaTimeoutMs: c.config.VOICE_MEDIA_TIMEOUT_SECONDS * 1000,
     maxMinutes: c.config.VOICE_MAX_MINUTES,
     onTurn,
-    turn: async (conv, text, clientMessageId) => {
-      const result = await conversations.send(conv, { clientMessageId, text, uploadIds: [], indexUploads: [], delivery: 'sync' });
-      await c.services.transcript.markChannel([result.message_id, result.reply_id], 'voice');
-      if (result.reply?.held) return '';
-      const reply = result.reply ?? (await c.services.transcript.get(result.reply_id));
-      return reply?.text ?? '';
+    turn: async (conv, text, clientMessageId, onDelta) => {
+      // The reply's id chosen here, so its deltas are heard from the first one (listening before the message is sent).
+      const replyId = newId('msg');
+      const stream = onDelta ? await deltas.listen(replyId, onDelta) : null;
+      try {
+        const result = await conversations.send(conv, { clientMessageId, replyId, text, uploadIds: [], indexUploads: [], delivery: 'sync' });
+        await c.services.transcript.markChannel([result.message_id, result.reply_id], 'voice');
+        if (result.reply?.held) return '';
+        const reply = result.reply ?? (await c.services.transcript.get(result.reply_id));
+        const whole = reply?.text ?? '';
+        return stream ? stream.finish(whole) : whole;
+      } finally {
+        stream?.stop();
+      }
     },
   });
   return { media, sessions: c.services.voice, telephony: c.voice.telephony, log: c.log };

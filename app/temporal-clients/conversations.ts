@@ -53,6 +53,8 @@ export interface VisitorSend {
   /** Uploads long enough to be indexed for search first: each becomes a blocking task. */
   indexUploads: Array<{ uploadId: string; fileName: string }>;
   delivery: 'sync' | 'async';
+  /** The reply's id when the sender chose it (a voice turn listens for its deltas before sending); else a new one. */
+  replyId?: string;
 }
 
 /**
@@ -89,7 +91,7 @@ export class ConversationWorkflows implements ConversationRuns {
     if (stored.reply_id) return { message_id: stored.message_id, reply_id: stored.reply_id, duplicate: true };
     try {
       return await this.client.workflow.executeUpdateWithStart(visitorMessageUpdate, {
-        args: [{ clientMessageId: send.clientMessageId, messageId: stored.message_id, replyId: newId('msg'), indexUploads: send.indexUploads, delivery: send.delivery }],
+        args: [{ clientMessageId: send.clientMessageId, messageId: stored.message_id, replyId: send.replyId ?? newId('msg'), indexUploads: send.indexUploads, delivery: send.delivery }],
         startWorkflowOperation: new WithStartWorkflowOperation(conversationWorkflow, { ...this.actorStart({ ...conv, channel: 'web' }), workflowIdConflictPolicy: 'USE_EXISTING' }),
       });
     } catch (err) {

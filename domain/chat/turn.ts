@@ -79,7 +79,8 @@ export class AgentTurns {
       spec,
       channel,
       sockets,
-      stream: sockets && (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream',
+      // A phone call's conversation (voice) streams too: its voice turn speaks the first clause while the model writes the rest (domain/voice/reply-deltas.ts).
+      stream: channel === 'voice' || (sockets && (spec.triggers.web_chat?.response_delivery ?? 'stream') === 'stream'),
       commands,
       visitor,
       model,

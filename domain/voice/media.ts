@@ -20,8 +20,12 @@ interface ControlNotice {
   reason?: string;
 }
 
-/** What a session's turn needs from the conversation actor: the reply to what the caller said. */
-export type VoiceTurn = (conv: { id: string; workspaceId: string }, text: string, clientMessageId: string) => Promise<string>;
+/**
+ * What a session's turn needs from the conversation actor: the reply to what the caller said
+ * ('' = nothing to say). `onDelta`: the reply's successive chunks as the model writes them
+ * (they concatenate to the reply), so its first clause is spoken before the model is done.
+ */
+export type VoiceTurn = (conv: { id: string; workspaceId: string }, text: string, clientMessageId: string, onDelta?: (chunk: string) => void) => Promise<string>;
 
 export interface VoiceMediaOptions {
   em: EntityManager;
@@ -112,7 +116,7 @@ export class VoiceMedia {
       mediaTimeoutMs: this.o.mediaTimeoutMs,
       log: this.o.log,
       onTurn: this.o.onTurn,
-      turn: (text) => this.o.turn(conv, text, `${id}:turn:${++turnNo}`),
+      turn: (text, _source, onDelta) => this.o.turn(conv, text, `${id}:turn:${++turnNo}`, onDelta),
     });
     const sub = this.controlNotices(id, (notice) => {
       if (notice.k === 'inject' && typeof notice.text === 'string') agent.inject(notice.text);

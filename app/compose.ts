@@ -9,7 +9,7 @@ import { openSecretBox } from './encryption-key';
 import { serviceCodec, temporalDataConverter, type EncryptionCodec } from '../lib/crypto/payload-codec';
 import type { SecretBox } from '../lib/crypto/secret-box';
 import { PgNotifications } from '../db/notifications';
-import { voiceFromConfig, type VoiceOverrides, type VoiceParts } from './voice';
+import { reportVoiceCapacity, voiceFromConfig, type VoiceOverrides, type VoiceParts } from './voice';
 import { openDatabase, type Orm } from '../db/orm';
 import { DenseIndex } from '../domain/kb/dense-index';
 import { createEmbedder, type Embedder } from '../providers/embeddings/embedder';
@@ -296,7 +296,9 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       sessions: s.sessions ?? { idleMs: config.CONSOLE_SESSION_IDLE_MINUTES * 60_000, absoluteMs: config.CONSOLE_SESSION_ABSOLUTE_HOURS * 3_600_000 },
       mailer: 'mailer' in s ? s.mailer : mailerFromConfig(config, onClose),
     });
-    voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice }, o.voice);
+    voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice, trunks: services.credentials }, o.voice);
+    // A worker with speech both ways runs voice (worker/runtime.ts voiceMediaOf): it reports what it carries.
+    if ((opts.role === 'worker' || opts.role === 'both') && voice.stt && voice.tts) await reportVoiceCapacity(services.voice, config.VOICE_WORKER_CAPACITY, onClose, log);
     // Schema validation threads (started by the worker's extraction steps) stop with the process.
     onClose(() => services.structured.close(), 'schema validation threads');
     const indexing = new IndexingService({ em: orm.em, kb: services.repos.kb, blobs, extract, embedder });

@@ -220,6 +220,12 @@ export const configSchema = z.object({
   BILLING_CREDITS_PER_CALL_MINUTE_OTHER: positiveInt(2),
   /** Voice sessions running at once per workspace (browser sessions and dial-out calls together). */
   VOICE_MAX_CONCURRENT: positiveInt(5),
+  /**
+   * Voice sessions and calls this worker carries at once (4 measured on 2 cores, docs/voice.md). Each worker with voice
+   * reports it every 10 s (voice_workers); the installation takes as many sessions and calls as its live workers' sum,
+   * past which a start is 429 concurrent_voice_limit_reached whatever the workspace's VOICE_MAX_CONCURRENT.
+   */
+  VOICE_WORKER_CAPACITY: positiveInt(4),
   /** Longest voice session or call, in minutes; it then ends politely. */
   VOICE_MAX_MINUTES: positiveInt(60),
   /** Seconds the browser has to join its room after /voice/start (an abandoned start ends then). */

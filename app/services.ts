@@ -265,7 +265,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
   const messages = new MessageService(em, repos, new SendPlanner(repos), transcript, credentials, opts.msgapp ?? null);
   // The workflow clients are read on each use: compose builds them after the services.
   const workflows = () => opts.workflows ?? null;
-  const calls = new CallService(em, repos, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits);
+  const calls = new CallService(em, repos, voice, { box: opts.box, publicBaseUrl: baseUrl }, () => opts.voicePrereqs, prices.call_minute_credits, prices.voice_minute_credits, () => workflows()?.voice ?? null, (ws) => credentials.hasSipTrunk(ws));
   const dialOut = new DialOut({ sessions: voice, calls, runs: () => workflows()?.voice ?? null, telephonyKind: () => opts.telephonyKind ?? null });
   const structured = new StructuredExtractionService({ em, usage: repos.usage, blobs: opts.blobs, extract: opts.extract, settings: opts.structured ?? { ...DEFAULT_STRUCTURED, llm: null }, openModel: openAiCompatible });
   const subscriptions = new SubscriptionService(em, opts.box, opts.sender, repos.webhooks);

@@ -1,4 +1,6 @@
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
 import fs from 'node:fs';
 import { modelsDir, moonshineModelDir, whisperTinyEnModelPath, type Config } from './config';
 import type { SecretBox } from '../lib/crypto/secret-box';
@@ -9,7 +11,10 @@ import { MoonshineTranscriber, moonshineFilesPresent } from '../providers/speech
 import { policyFromCidrs } from '../lib/net/ssrf';
 import { DirectTransport } from '../providers/webrtc/direct';
 import { livekitFromConfig, type LiveKitParts } from '../providers/livekit/livekit';
-import { sipTrunkFromConfig } from '../providers/telephony/sip-trunk';
+import { SipTrunkTelephony, sipTrunkFromConfig, type SipTrunkSettings } from '../providers/telephony/sip-trunk';
+import type { CredentialService } from '../domain/credentials/credentials';
+import { DomainError } from '../domain/errors';
+import { DialFailed, type DialOutInput, type MediaLeg } from '../domain/ports/voice';
 import type { VoiceSessionService } from '../domain/voice/sessions';
 import { speechRecognizerFor, type EmbeddedSpeechModel, type SpeechRecognizer } from '../providers/speech/stt';
 import { EspeakSynthesizer, OpenAiSpeechSynthesizer, type SpeechSynthesizer } from '../providers/speech/tts';
@@ -92,6 +97,50 @@ export function telephonyFromConfig(config: Config, livekit: LiveKitParts | null
   return livekit?.telephony ?? sipTrunkFromConfig(config);
 }
 
+/** Where a workspace's own SIP trunk is found (its telephony credential with sip_uri and from_number). */
+export type WorkspaceTrunks = Pick<CredentialService, 'sipTrunk'>;
+
+/**
+ * Dial-out per workspace: a workspace with a SIP trunk of its own (a telephony credential with sip_uri
+ * and from_number) dials through it, directly over SIP with its username, password and caller id, to
+ * the address its host resolved to and was checked at (the address rules of provider URLs); any other
+ * workspace through the installation's telephony (LiveKit SIP or SIP_TRUNK_URI), when there is one.
+ * The local side (SIP_LOCAL_IP, SIP_RTP_PORTS, SIP_RINGING_TIMEOUT_SECONDS) is the installation's.
+ */
+export class WorkspaceTelephony implements Telephony {
+  readonly kind: Telephony['kind'];
+
+  constructor(
+    private readonly fallback: Telephony | null,
+    private readonly trunks: WorkspaceTrunks,
+    private readonly local: Pick<SipTrunkSettings, 'ringingTimeoutSeconds' | 'localIp' | 'rtpPorts' | 't1Ms'> = {},
+  ) {
+    this.kind = fallback?.kind ?? 'sip';
+  }
+
+  async dial(input: DialOutInput, progress: (status: 'ringing' | 'in_progress') => void, signal: AbortSignal): Promise<MediaLeg> {
+    let own: Awaited<ReturnType<WorkspaceTrunks['sipTrunk']>>;
+    try {
+      own = await this.trunks.sipTrunk(input.workspaceId);
+    } catch (err) {
+      // The trunk's host breaks the address rules now: nothing is sent, the call fails saying why.
+      if (err instanceof DomainError) throw new DialFailed('failed', `the workspace's SIP trunk was not called: ${err.message}`);
+      throw err;
+    }
+    if (!own) {
+      if (!this.fallback) throw new DialFailed('failed', 'no voice provider with an outbound number: the installation has none and the workspace has no telephony credential with sip_uri and from_number');
+      return this.fallback.dial(input, progress, signal);
+    }
+    let trunk: SipTrunkTelephony;
+    try {
+      trunk = new SipTrunkTelephony({ ...this.local, uri: own.sipUri, username: own.username || undefined, password: own.username ? own.password : undefined, fromNumber: own.fromNumber, address: own.address });
+    } catch (err) {
+      throw new DialFailed('failed', `the workspace's SIP trunk (credential ${own.credentialId}) cannot be dialled: ${(err as Error).message}`);
+    }
+    return trunk.dial(input, progress, signal);
+  }
+}
+
 /**
  * Voice from the settings: LiveKit when LIVEKIT_URL is set (dial-out with
  * LIVEKIT_SIP_TRUNK_ID), else the embedded direct WebRTC transport; dial-out through
@@ -101,7 +150,7 @@ export function telephonyFromConfig(config: Config, livekit: LiveKitParts | null
  */
 export function voiceFromConfig(
   config: Config,
-  deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string },
+  deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string; trunks?: WorkspaceTrunks },
   overrides: VoiceOverrides = {},
 ): VoiceParts {
   const stt = 'stt' in overrides ? (overrides.stt ?? null) : voiceRecognizerFromConfig(config, deps.transcriber);
@@ -122,7 +171,12 @@ export function voiceFromConfig(
         candidatePolicy: policyFromCidrs(config.VOICE_ICE_ALLOW_CIDRS),
       },
     });
-  const telephony = 'telephony' in overrides ? (overrides.telephony ?? null) : telephonyFromConfig(config, livekit);
+  const installation = 'telephony' in overrides ? (overrides.telephony ?? null) : telephonyFromConfig(config, livekit);
+  // Each workspace's own trunk first (its credentials), the installation's as the default.
+  const rtpPorts = config.SIP_RTP_PORTS?.split('-').map(Number) as [number, number] | undefined;
+  const telephony = deps.trunks
+    ? new WorkspaceTelephony(installation, deps.trunks, { ringingTimeoutSeconds: config.SIP_RINGING_TIMEOUT_SECONDS, localIp: config.SIP_LOCAL_IP, rtpPorts })
+    : installation;
   const speech = !stt
     ? 'no speech-to-text (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch)'
     : !tts
@@ -135,7 +189,31 @@ export function voiceFromConfig(
     telephony,
     prereqs: {
       voice: speech,
-      dialOut: !telephony ? 'no voice provider with an outbound number (LIVEKIT_URL with LIVEKIT_SIP_TRUNK_ID, or SIP_TRUNK_URI with SIP_FROM_NUMBER)' : speech,
+      // The installation's: a workspace with its own trunk needs only the speech (CallService.assertDialOutPrereqs).
+      dialOut: !installation ? 'no voice provider with an outbound number (LIVEKIT_URL with LIVEKIT_SIP_TRUNK_ID, or SIP_TRUNK_URI with SIP_FROM_NUMBER)' : speech,
     },
   };
+}
+
+/**
+ * A worker process that runs voice (speech both ways) reports its capacity (VOICE_WORKER_CAPACITY) now and
+ * every 10 s into voice_workers, so the API admits as many sessions and calls as the live workers carry
+ * (VoiceSessionService.installationCapacity); `onClose` removes its row when the process stops. A worker that
+ * dies stops counting VOICE_WORKER_STALE_MS after its last report.
+ */
+export async function reportVoiceCapacity(
+  sessions: Pick<VoiceSessionService, 'workerHeartbeat' | 'workerGone'>,
+  capacity: number,
+  onClose: (run: () => Promise<void>, name: string) => void,
+  log: { warn(obj: object, msg: string): void },
+): Promise<void> {
+  const id = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const beat = () => sessions.workerHeartbeat(id, capacity).catch((err: unknown) => log.warn({ err }, 'voice capacity not reported'));
+  await beat();
+  const timer = setInterval(() => void beat(), 10_000);
+  timer.unref();
+  onClose(async () => {
+    clearInterval(timer);
+    await sessions.workerGone(id).catch(() => undefined);
+  }, 'voice capacity report');
 }

@@ -112,6 +112,25 @@ export const conversationRoutes: FastifyPluginAsyncZod<{ services: Pick<Services
     handler: async (request) => calls.get(authOf(request).workspaceId, request.params.id),
   });
 
+  app.post('/api/v1/calls/:id/hangup', {
+    config: { scope: 'conversations:write' },
+    schema: {
+      operationId: 'hangUpCall',
+      summary: 'Hang up a call',
+      description:
+        'Ends a call that is calling, ringing or in progress: before the answer the dial is abandoned (SIP CANCEL; the call ends failed, error "hung up before the call was answered", its first minute refunded), after it the phone leg is hung up (SIP BYE; the call ends completed). Answers once the call has ended and its recordings are saved (up to 20 s; past that, the call as it is then, still ending). Idempotent, as POST /voice/stop: a call that has already ended is answered as it is (200), its status unchanged. No body.',
+      tags,
+      params: IdParam,
+      response: {
+        200: Call.meta({ description: 'The call, ended (or, past the wait, still ending)' }),
+        ...authErrors,
+        404: ErrorBody.meta({ description: 'not_found: no such call in this workspace' }),
+        503: ErrorBody.meta({ description: 'workflow_unavailable' }),
+      },
+    },
+    handler: async (request) => calls.hangUp(authOf(request).workspaceId, request.params.id),
+  });
+
   app.get('/api/v1/conversations/:id/recordings', {
     config: { scope: 'conversations:read' },
     schema: {

@@ -70,4 +70,22 @@ export class VoiceWorkflows implements CallRuns, VoiceSessionRuns {
         if (!(err instanceof WorkflowNotFoundError)) throw err;
       });
   }
+
+  /** Waits up to `timeoutMs` for the call's workflow to close, however it ended; false when it still runs. */
+  async ended(callId: string, timeoutMs: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const closed = this.client.workflow
+      .getHandle(callWorkflowId(callId))
+      .result()
+      .then(
+        () => true,
+        // Failed, cancelled or never started: closed all the same (the row says how).
+        () => true,
+      );
+    try {
+      return await Promise.race([closed, new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }

@@ -23,7 +23,7 @@ import { SupportTicket, SupportTicketMessage } from './support';
 import { Site, WidgetUpload, WidgetUploadChunk } from './widget';
 import { WidgetFeedback } from './feedback';
 import { Workspace } from './workspaces';
-import { Call, Recording, VoiceRecordingChunk, VoiceSession } from './voice';
+import { Call, Recording, VoiceRecordingChunk, VoiceSession, VoiceWorker } from './voice';
 import { BlobHold } from './storage';
 import { TeamAvailability } from './team';
 import { ConsoleLink, ConsoleSession, ConsoleUser } from './people';
@@ -99,6 +99,7 @@ export const allEntities = [
   Call,
   Recording,
   VoiceRecordingChunk,
+  VoiceWorker,
   BlobHold,
   TeamAvailability,
   ConsoleUser,

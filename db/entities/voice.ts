@@ -99,3 +99,19 @@ export const VoiceRecordingChunk = defineEntity({
   },
 });
 export type IVoiceRecordingChunk = InferEntity<typeof VoiceRecordingChunk>;
+
+/**
+ * A worker that runs voice: how many sessions and calls it carries at once (VOICE_WORKER_CAPACITY), reported every
+ * few seconds. The installation's voice capacity is the sum over the workers heard from lately (domain/voice/sessions.ts).
+ */
+export const VoiceWorker = defineEntity({
+  name: 'VoiceWorker',
+  tableName: 'voice_workers',
+  properties: {
+    id: p.text().primary(),
+    capacity: p.integer(),
+    heartbeatAt: p.datetime(),
+    startedAt: p.datetime(),
+  },
+});
+export type IVoiceWorker = InferEntity<typeof VoiceWorker>;

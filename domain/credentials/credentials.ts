@@ -90,7 +90,12 @@ export const CredentialInput = z.discriminatedUnion(
           .max(2048)
           .regex(/^sips?:[^\s]+$/, 'must be a sip: or sips: URI')
           .optional()
-          .meta({ description: 'The trunk, e.g. sip:trunk.example.com' }),
+          .meta({ description: "The trunk, e.g. sip:trunk.example.com or sip:trunk.example.com:5080;transport=udp (dial-out speaks SIP over UDP). With from_number, the workspace's dial-out calls go through this trunk instead of the installation's" }),
+        from_number: z
+          .string()
+          .regex(/^\+[1-9][0-9]{6,14}$/, 'must be a phone number in E.164 (+14155550100)')
+          .optional()
+          .meta({ description: "The caller id the trunk's calls present (E.164); with sip_uri, makes this the workspace's trunk" }),
       })
       .strict()
       .meta({ id: 'TelephonyCredentialInput' }),
@@ -277,6 +282,66 @@ export class CredentialService {
     const baseUrl = row.settings.base_url ?? DEFAULT_LLM_BASE_URL;
     const { addresses } = await this.checkBaseUrl(baseUrl);
     return { baseUrl, apiKey: this.box.open(row.secretSealed, row.id), fetch: pinnedFetch(addresses, { ca: this.opts.ca }) };
+  }
+
+  /**
+   * The workspace's own SIP trunk for dial-out: its newest telephony credential with both sip_uri and
+   * from_number; null when it has none (the installation's trunk, SIP_TRUNK_URI, is the default).
+   * Nothing is opened or resolved.
+   */
+  async hasSipTrunk(workspaceId: string): Promise<boolean> {
+    return (await this.sipTrunkRow(workspaceId)) !== null;
+  }
+
+  /**
+   * That trunk, opened for a call: its host resolved now and checked against the address rules
+   * (the webhooks' SSRF policy: a private, loopback or link-local address is refused unless the
+   * operator allows it, CONCIERGE_WEBHOOK_ALLOW_CIDRS), `address` the one checked, for the call to
+   * be sent there (a name resolving elsewhere later changes nothing). 422 stored_url_unsafe when
+   * it breaks the rules now. Null when the workspace has no trunk of its own.
+   */
+  async sipTrunk(workspaceId: string): Promise<{ credentialId: string; sipUri: string; address: string; username: string; password: string; fromNumber: string } | null> {
+    const row = await this.sipTrunkRow(workspaceId);
+    if (!row) return null;
+    const sipUri = row.settings.sip_uri!;
+    let addresses: string[];
+    try {
+      ({ addresses } = await this.checkBaseUrl(httpsFormOfSip(sipUri)));
+    } catch (err) {
+      if (err instanceof UnsafeUrlError) throw new DomainError('stored_url_unsafe', `sip_uri: not called: ${err.reason}`, { reason: err.reason });
+      throw err;
+    }
+    // One IPv4 address: the trunk's UDP socket is IPv4.
+    const address = addresses.find((a) => !a.includes(':')) ?? addresses[0];
+    return { credentialId: row.id, sipUri, address, username: row.settings.username ?? '', password: this.box.open(row.secretSealed, row.id), fromNumber: row.settings.from_number! };
+  }
+
+  /**
+   * The workspace's own voice server (LiveKit-style) for browser sessions: its newest voice
+   * credential, the url checked against the address rules now (422 stored_url_unsafe), the
+   * secret opened. Null when it has none (LIVEKIT_URL, else the embedded transport, is the default).
+   */
+  async voiceServer(workspaceId: string): Promise<{ credentialId: string; url: string; apiKey: string; apiSecret: string } | null> {
+    const [row] = await this.em.fork().find(Credential, { workspaceId, provider: 'voice' }, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: 1 });
+    if (!row) return null;
+    const url = row.settings.url;
+    try {
+      await this.checkBaseUrl(httpFormOfWs(url));
+    } catch (err) {
+      if (err instanceof UnsafeUrlError) throw new DomainError('stored_url_unsafe', `url: not called: ${err.reason}`, { reason: err.reason });
+      throw err;
+    }
+    return { credentialId: row.id, url, apiKey: row.settings.api_key, apiSecret: this.box.open(row.secretSealed, row.id) };
+  }
+
+  /** Whether the workspace has a voice credential (nothing is opened). */
+  async hasVoiceServer(workspaceId: string): Promise<boolean> {
+    return (await this.em.fork().count(Credential, { workspaceId, provider: 'voice' })) > 0;
+  }
+
+  private async sipTrunkRow(workspaceId: string): Promise<ICredential | null> {
+    const rows = await this.em.fork().find(Credential, { workspaceId, provider: 'telephony' }, { orderBy: { createdAt: 'desc', id: 'desc' } });
+    return rows.find((r) => r.settings?.sip_uri && r.settings?.from_number) ?? null;
   }
 
   /** The opened token of a msgapp credential of this workspace; null when there is none. */

@@ -64,6 +64,10 @@ export interface TranscriptionRuns {
 /** A dial-out call (`call:call_…`). */
 export interface CallRuns {
   startCall(input: PhoneCallInput & { siteId: string | null }): Promise<void>;
+  /** Hangs the call up (its workflow hangs up the leg and saves the recordings); an ended call is left as it is. */
+  hangUp(callId: string): Promise<void>;
+  /** Waits up to `timeoutMs` for the call's workflow to end (recordings saved); false when it still runs then. */
+  ended(callId: string, timeoutMs: number): Promise<boolean>;
 }
 
 /** A browser voice session (`voice:vs_…`): started once its room exists; stopped, answering its recordings. */

@@ -9,6 +9,7 @@ import { decodeCursor, encodeCursor } from '../../db/pagination';
 import { signLink } from '../storage/signed-links';
 import { checkDestination, type Destination, type DestinationClass } from './destinations';
 import type { VoicePrereqs } from '../ports/voice';
+import { noWorkflowService, type CallRuns } from '../ports/workflow-runs';
 import { recordingView, type RecordingView, type VoiceSessionService } from './sessions';
 
 export interface RecordingWithLink extends RecordingView {
@@ -31,6 +32,11 @@ export interface CallView {
   error: string | null;
   recordings: RecordingWithLink[];
 }
+
+/** The statuses a call ends in: hanging such a call up changes nothing. */
+const ENDED: CallStatus[] = ['completed', 'failed', 'no_answer', 'busy'];
+/** How long POST /calls/{id}/hangup waits for the call to end and its recordings to be saved before answering the call as it is. */
+const HANGUP_WAIT_MS = 20_000;
 
 const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 const EXTENSIONS: Record<string, string> = { 'audio/ogg': 'ogg', 'audio/wav': 'wav' };
@@ -61,6 +67,10 @@ export class CallService {
     /** Credits a call minute costs by destination class (BILLING_CREDITS_PER_CALL_MINUTE_*); absent: defaultMinuteCredits. */
     private readonly callPrices?: Record<DestinationClass, number>,
     private readonly defaultMinuteCredits = 1,
+    /** The calls' workflows (hang-up); null in a process without a workflow service. */
+    private readonly runs: () => CallRuns | null = () => null,
+    /** Whether the workspace has a SIP trunk of its own (CredentialService.hasSipTrunk): it then needs no installation telephony. */
+    private readonly ownTrunk: (workspaceId: string) => Promise<boolean> = async () => false,
   ) {}
 
   /** The agent's web_chat.dial_out toggle: 403 dial_out_not_enabled when off. */
@@ -77,10 +87,14 @@ export class CallService {
     return { ...dest, creditsPerMinute: this.callPrices?.[dest.class] ?? this.defaultMinuteCredits };
   }
 
-  /** What this installation lacks for dial-out: 503 dial_out_prereq_failed with the reason. */
-  assertDialOutPrereqs(): void {
+  /**
+   * What this installation lacks for the workspace's dial-out: 503 dial_out_prereq_failed with the
+   * reason. A workspace with its own SIP trunk (a telephony credential) needs only the speech.
+   */
+  async assertDialOutPrereqs(workspaceId: string): Promise<void> {
     const prereqs = this.prereqs();
-    const missing = prereqs ? prereqs.dialOut : 'dial-out is not configured in this process';
+    let missing = prereqs ? prereqs.dialOut : 'dial-out is not configured in this process';
+    if (prereqs && missing && !prereqs.voice && (await this.ownTrunk(workspaceId))) missing = null;
     if (missing) throw new DomainError('dial_out_prereq_failed', `Dial-out cannot run here: ${missing}`);
   }
 
@@ -93,7 +107,7 @@ export class CallService {
   async checkDialOut(workspaceId: string, spec: AgentSpec, phoneNumber: string): Promise<Destination & { creditsPerMinute: number }> {
     this.assertDialOutEnabled(spec);
     const dest = await this.destination(workspaceId, phoneNumber);
-    this.assertDialOutPrereqs();
+    await this.assertDialOutPrereqs(workspaceId);
     return dest;
   }
 
@@ -149,6 +163,24 @@ export class CallService {
     const row = await this.voice.call(workspaceId, id);
     if (!row) throw new DomainError('not_found', `No call with id '${id}' in this workspace`);
     return this.view(row);
+  }
+
+  /**
+   * POST /api/v1/calls/{id}/hangup: ends a call that is still calling, ringing or in
+   * progress (its workflow hangs up: CANCEL before the answer, BYE after; the recordings are
+   * saved) and answers the call once it has ended, or as it is after HANGUP_WAIT_MS.
+   * Idempotent, as /voice/stop: an ended call is answered as it is (200), its status unchanged.
+   * 404 not_found for another workspace's call; 503 workflow_unavailable without a workflow service.
+   */
+  async hangUp(workspaceId: string, id: string): Promise<CallView> {
+    const row = await this.voice.call(workspaceId, id);
+    if (!row) throw new DomainError('not_found', `No call with id '${id}' in this workspace`);
+    if (ENDED.includes(row.status)) return this.view(row);
+    const runs = this.runs();
+    if (!runs) throw noWorkflowService();
+    await runs.hangUp(id);
+    await runs.ended(id, HANGUP_WAIT_MS);
+    return this.get(workspaceId, id);
   }
 
   /** A conversation's recordings (its browser voice sessions' and calls'), oldest first; 404 when the conversation is not this workspace's. */

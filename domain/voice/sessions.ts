@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { Call, Recording, VoiceRecordingChunk, VoiceSession, type CallStatus, type ICall, type IRecording, type IVoiceSession } from '../../db/entities';
+import { Call, Recording, VoiceRecordingChunk, VoiceSession, VoiceWorker, type CallStatus, type ICall, type IRecording, type IVoiceSession } from '../../db/entities';
 import { DomainError } from '../errors';
 import { newId } from '../../lib/ids';
 import type { CreditService } from '../billing/credits';
@@ -30,6 +30,9 @@ export interface VoiceLimits {
 const DEFAULT_LIMITS = { perVisitor: 2, perAddress: 4, reservedForApi: 1, joinWindowMs: 60_000 };
 
 const LIVE_CALL: CallStatus[] = ['calling', 'ringing', 'in_progress'];
+
+/** A worker not heard from for this long no longer counts towards the installation's voice capacity (it reports every 10 s). */
+export const VOICE_WORKER_STALE_MS = 30_000;
 
 export interface RecordingView {
   id: string;
@@ -146,8 +149,53 @@ export class VoiceSessionService {
     return { total: sessions + apiCalls + widgetCalls, widget: sessions + widgetCalls };
   }
 
-  /** 429 concurrent_voice_limit_reached when the workspace, or the widget's share of it, is full. */
+  // ---- the installation's voice capacity (the workers') ----
+
+  /** A voice worker reports its capacity (at start, then every 10 s). */
+  async workerHeartbeat(id: string, capacity: number): Promise<void> {
+    const now = new Date();
+    await this.em.fork().upsert(VoiceWorker, { id, capacity, heartbeatAt: now, startedAt: now }, { onConflictFields: ['id'], onConflictMergeFields: ['capacity', 'heartbeatAt'] });
+  }
+
+  /** A voice worker stopping: its capacity goes at once. */
+  async workerGone(id: string): Promise<void> {
+    await this.em.fork().nativeDelete(VoiceWorker, { id });
+  }
+
+  /**
+   * The installation's voice capacity: the sum of the capacities of the workers heard from within
+   * VOICE_WORKER_STALE_MS (a dead worker's goes then; its sessions and calls end when their workflows
+   * see its heartbeats stop, or at the maintenance reconciliation), and how many workers that is.
+   * Null when no voice worker has reported (the workspace limits alone apply: nothing would run the session anyway).
+   */
+  async installationCapacity(em: EntityManager = this.em.fork()): Promise<{ capacity: number; workers: number } | null> {
+    const live = await em.find(VoiceWorker, { heartbeatAt: { $gt: new Date(Date.now() - VOICE_WORKER_STALE_MS) } }, { fields: ['capacity'] });
+    if (!live.length) return null;
+    return { capacity: live.reduce((n, w) => n + w.capacity, 0), workers: live.length };
+  }
+
+  /** Connected sessions and calls from `calling` on, in every workspace: what the workers carry. */
+  private async installationLoad(em: EntityManager, except?: string): Promise<number> {
+    const sessions = await em.count(VoiceSession, { status: 'live', ...(except ? { id: { $ne: except } } : {}) });
+    const calls = await em.count(Call, { status: { $in: LIVE_CALL } });
+    return sessions + calls;
+  }
+
+  /**
+   * 429 concurrent_voice_limit_reached when the installation's workers are full (whatever the
+   * workspace's own limit), or the workspace, or the widget's share of it, is.
+   */
   private async checkCapacity(em: EntityManager, workspaceId: string, widget: boolean, except?: string): Promise<void> {
+    const installation = await this.installationCapacity(em);
+    if (installation) {
+      const load = await this.installationLoad(em, except);
+      if (load >= installation.capacity) {
+        throw new DomainError(
+          'concurrent_voice_limit_reached',
+          `This installation's voice workers are full: ${load} voice sessions or calls running, capacity ${installation.capacity} (${installation.workers} worker${installation.workers === 1 ? '' : 's'}, VOICE_WORKER_CAPACITY each); try again when one ends`,
+        );
+      }
+    }
     const used = await this.usage(em, workspaceId, except);
     const { maxConcurrent } = this.limits;
     if (used.total >= maxConcurrent) {
@@ -179,10 +227,15 @@ export class VoiceSessionService {
     }
   }
 
-  /** Runs `fn` under the workspace's voice lock: counts and inserts are serialised per workspace across processes. */
+  /**
+   * Runs `fn` under the installation's voice lock, then the workspace's: counts and inserts are serialised
+   * across processes (the installation's capacity is shared by every workspace; always taken in that order).
+   */
   private async locked<T>(workspaceId: string, fn: (em: EntityManager) => Promise<T>): Promise<T> {
     return this.em.fork().transactional(async (em) => {
-      // raw SQL: an advisory lock has no ORM form; it serialises the count-then-insert per workspace across processes.
+      // raw SQL: an advisory lock has no ORM form; it serialises the count-then-insert across processes.
+      // eslint-disable-next-line no-restricted-syntax
+      await em.execute(`select pg_advisory_xact_lock(hashtext('voice-slots:installation'))`);
       // eslint-disable-next-line no-restricted-syntax
       await em.execute(`select pg_advisory_xact_lock(hashtext('voice-slots:' || ?))`, [workspaceId]);
       return fn(em);

@@ -110,7 +110,7 @@ export class WidgetVoice {
     if (dest.phone !== own) {
       throw new DomainError('identity_verification_required', "phone_number: the widget calls only the visitor's own verified phone (user_context.phone, signed by user_hash)");
     }
-    calls.assertDialOutPrereqs();
+    await calls.assertDialOutPrereqs(site.workspace_id);
     // Caps before any row or workflow: per client address, per visitor (site and phone), per number across workspaces.
     await enforceDialOut(limits, 'perAddress', clientAddress);
     await enforceDialOut(limits, 'perVisitor', `${site.id}:${own}`);

@@ -16,6 +16,7 @@ import { lastUserText, startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-l
 import { sippInstalled, startSipp, writeMulawFile, type SippRun } from '../support/sipp';
 import { startTestWorker, type TestWorker } from '../support/temporal';
 import { spokenPcm } from '../support/test-phone';
+import { policyFromCidrs, systemResolver } from '../../lib/net/ssrf';
 
 /**
  * Dial-out over the direct SIP trunk, end to end: the app and the worker configured with
@@ -170,5 +171,148 @@ describeSipp('POST /widget/call over the direct SIP trunk (SIPp)', () => {
     expect(loud.length * 20).toBeGreaterThan(1000);
     const said = (await stt!.transcribe(concatFrames(wire.map((p) => p.pcm)))).toLowerCase();
     expect(said).toContain('morning');
+  }, 60_000);
+});
+
+/**
+ * Telephony per workspace, the installation's voice capacity and the hang-up route, over real SIP: one worker with
+ * VOICE_WORKER_CAPACITY 1 and the installation's trunk (SIP_TRUNK_URI: a SIPp that answers and hangs up), and a
+ * workspace with a trunk of its own (a telephony credential: a second SIPp that demands digest authentication, then
+ * waits for our BYE).
+ */
+describeSipp('a workspace’s own SIP trunk, the installation’s capacity, POST /api/v1/calls/{id}/hangup (SIPp)', () => {
+  const A_FROM = '+14155550199';
+  const INSTALLATION_FROM = '+14155550100';
+  const A_USER = 'trunk-a';
+  const A_PASSWORD = 'a-trunk-password-0123';
+  const SCOPES = ['workflows:write', 'workflows:publish', 'conversations:read', 'conversations:write', 'credentials:write'] as const;
+  let db: TestDatabase;
+  let t: TestApp;
+  let tw: TestWorker;
+  let llm: FakeLlm;
+  /** Workspace A's own trunk: 401 first, checks A's digest, answers, waits for our BYE. */
+  let own: SippRun;
+  /** The installation's trunk (SIP_TRUNK_URI): answers and hangs up 1.5 s later. */
+  let installation: SippRun;
+  const transcriber = transcriberFromConfig(config);
+  const stt = voiceRecognizerFromConfig(config, transcriber);
+  type Ws = { id: string; auth: Record<string, string>; agent: string };
+  let a: Ws;
+  let b: Ws;
+  let c: Ws;
+  let callA: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    llm = await startFakeLlm({ reply: () => ({ text: 'Hello.' }) });
+    // Once answered, A's callee says something (PCMU RTP), so the call has a caller track to record.
+    const hello = writeMulawFile(encodeMulaw(spokenPcm('Hello, who is calling?')));
+    own = await startSipp({ scenario: 'auth', fields: { USERNAME: A_USER, PASSWORD: A_PASSWORD, MEDIA: `<nop><action><exec rtp_stream="${hello},1,0"/></action></nop>` }, timeoutSeconds: 180 });
+    installation = await startSipp({ scenario: 'answer-hang-up', fields: { HANGUP_MS: '1500' }, timeoutSeconds: 180 });
+    // Loopback is allowed as in every test (the SIPps); this name resolves to a private address, which is not.
+    const sender = { policy: policyFromCidrs('127.0.0.0/8'), timeoutMs: 2_000, resolve: async (host: string) => (host === 'trunk.private.test' ? ['10.20.30.40'] : systemResolver(host)) };
+    const sip = { SIP_TRUNK_URI: installation.uri, SIP_FROM_NUMBER: INSTALLATION_FROM };
+    tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, transcriber, voice: { stt }, sender }, { ...sip, VOICE_WORKER_CAPACITY: 1 });
+    t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { transcriber, voice: { stt }, sender }, config: sip });
+    const workspace = async (): Promise<Ws> => {
+      const id = await createWorkspace(db.orm);
+      const auth = bearer((await createKey(t.services, id, [...SCOPES])).key);
+      const agent = await publishedWebAgent(t.app, auth, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], dial_out: true } } });
+      await t.services.credits.grant(id, 100);
+      return { id, auth, agent };
+    };
+    [a, b, c] = [await workspace(), await workspace(), await workspace()];
+    const trunk = (ws: Ws, sip_uri: string, password: string) =>
+      t.app.inject({ method: 'POST', url: '/api/v1/credentials', headers: ws.auth, payload: { name: 'our trunk', provider: 'telephony', username: A_USER, password, sip_uri, from_number: A_FROM } });
+    const registered = await trunk(a, own.uri, A_PASSWORD);
+    expect(registered.statusCode).toBe(201);
+    expect(registered.json()).toMatchObject({ provider: 'telephony', settings: { username: A_USER, sip_uri: own.uri, from_number: A_FROM }, secret_field: 'password', last4: '0123' });
+    expect(JSON.stringify(registered.json())).not.toContain(A_PASSWORD);
+    // A name is not resolved at registration; every call resolves and checks it.
+    expect((await trunk(c, 'sip:trunk.private.test:5060', 'c-trunk-password-0123')).statusCode).toBe(201);
+  }, 120_000);
+
+  afterAll(async () => {
+    own?.stop();
+    installation?.stop();
+    await t?.close();
+    await tw?.close();
+    await llm?.close();
+    await db?.drop();
+    LocalWhisperTranscriber.unloadAll();
+    MoonshineTranscriber.unloadAll();
+  });
+
+  const outbound = (ws: Ws, to: string) => t.app.inject({ method: 'POST', url: '/api/v1/outbound', headers: ws.auth, payload: { channel: 'voice', to, agent_id: ws.agent } });
+  const getCall = (ws: Ws, id: string) => t.app.inject({ method: 'GET', url: `/api/v1/calls/${id}`, headers: ws.auth });
+  const hangUp = (auth: Record<string, string>, id: string) => t.app.inject({ method: 'POST', url: `/api/v1/calls/${id}/hangup`, headers: auth });
+  const ended = (id: string) => tw.client.workflow.getHandle(callWorkflowId(id)).result() as Promise<CallResult>;
+
+  test("A's call goes through A's own trunk (A's digest credentials and caller id); while it is live the worker's capacity (1) is taken: B's call is 429 concurrent_voice_limit_reached", async () => {
+    const res = await outbound(a, '+12025550161');
+    expect(res.statusCode).toBe(201);
+    callA = res.json().id;
+    for (let i = 0; i < 200 && (await getCall(a, callA)).json().status !== 'in_progress'; i++) await new Promise((r) => setTimeout(r, 100));
+    expect((await getCall(a, callA)).json().status).toBe('in_progress');
+    // Two seconds on the line before it is hung up (the next test): the callee's words are recorded.
+    await new Promise((r) => setTimeout(r, 2000));
+    const trace = own.trace();
+    expect(trace).toMatch(/^INVITE sip:\+12025550161@127\.0\.0\.1:\d+ SIP\/2\.0/m);
+    expect(trace).toMatch(/^From: <sip:\+14155550199@127\.0\.0\.1:\d+>;tag=/m);
+    expect(trace).toMatch(/^Authorization: Digest username="trunk-a"/m);
+    // B has none of its workspace's five slots in use: the installation's capacity refuses it.
+    const refused = await outbound(b, '+12025550162');
+    expect(refused.statusCode).toBe(429);
+    expect(Object.keys(refused.json()).sort()).toEqual(['error', 'message']);
+    expect(refused.json().error).toBe('concurrent_voice_limit_reached');
+    expect(refused.json().message).toMatch(/voice workers are full: 1 voice sessions or calls running, capacity 1 \(1 worker/);
+    expect(await t.services.voice.activeCount(b.id)).toBe(0);
+    expect(installation.trace()).toBe('');
+  }, 60_000);
+
+  test('POST /calls/{id}/hangup: 403 without conversations:write, 404 from another workspace; from A, SIPp gets our BYE, the call ends completed with its three recordings; again: 200, unchanged', async () => {
+    const readOnly = bearer((await createKey(t.services, a.id, ['conversations:read'])).key);
+    const forbidden = await hangUp(readOnly, callA);
+    expect([forbidden.statusCode, forbidden.json().error]).toEqual([403, 'insufficient_scope']);
+    const foreign = await hangUp(b.auth, callA);
+    expect([foreign.statusCode, foreign.json().error]).toEqual([404, 'not_found']);
+    expect((await getCall(a, callA)).json().status).toBe('in_progress');
+
+    const res = await hangUp(a.auth, callA);
+    expect(res.statusCode).toBe(200);
+    const call = res.json();
+    expect(call).toMatchObject({ id: callA, status: 'completed', error: null });
+    expect(call.status_history.map((s: { status: string }) => s.status)).toEqual(['calling', 'ringing', 'in_progress', 'completed']);
+    expect(call.recordings.map((r: { kind: string }) => r.kind).sort()).toEqual(['agent', 'caller', 'combined']);
+    expect(await ended(callA)).toMatchObject({ status: 'completed', reason: 'cancelled' });
+    // SIPp's scenario ends with our BYE answered: it exits 0.
+    const done = await own.exited;
+    expect(done.code).toBe(0);
+    expect(done.trace).toMatch(/^BYE sip:callee@127\.0\.0\.1:\d+/m);
+
+    const again = await hangUp(a.auth, callA);
+    expect(again.statusCode).toBe(200);
+    expect(again.json()).toEqual({ ...call, recordings: expect.any(Array) });
+    expect(again.json().recordings.map((r: { id: string }) => r.id).sort()).toEqual(call.recordings.map((r: { id: string }) => r.id).sort());
+  }, 90_000);
+
+  test("once A's call has ended, B's call is admitted and goes through the installation's trunk with the installation's caller id", async () => {
+    const res = await outbound(b, '+12025550162');
+    expect(res.statusCode).toBe(201);
+    expect(await ended(res.json().id)).toMatchObject({ status: 'completed', reason: 'remote_hung_up' });
+    const done = await installation.exited;
+    expect(done.code).toBe(0);
+    expect(done.trace).toMatch(/^INVITE sip:\+12025550162@127\.0\.0\.1:\d+ SIP\/2\.0/m);
+    expect(done.trace).toMatch(/^From: <sip:\+14155550100@127\.0\.0\.1:\d+>;tag=/m);
+    expect(done.trace).not.toMatch(/^Authorization:/m);
+  }, 90_000);
+
+  test("C's trunk, whose host resolves to a private address, is not called: the call fails saying why", async () => {
+    const res = await outbound(c, '+12025550163');
+    expect(res.statusCode).toBe(201);
+    expect(await ended(res.json().id)).toMatchObject({ status: 'failed' });
+    const call = (await getCall(c, res.json().id)).json();
+    expect(call).toMatchObject({ status: 'failed', answered_at: null });
+    expect(call.error).toMatch(/^the workspace's SIP trunk was not called: sip_uri: not called: host resolves to a private address/);
   }, 60_000);
 });

@@ -63,7 +63,8 @@ export function testCompose(
   extra: { config?: Partial<Config>; temporalAddress?: string; temporal?: ComposeOverrides['temporal']; connectWorker?: ComposeOptions['connectWorker'] } = {},
 ): Promise<Composition> {
   const { box, blobs, embedder, extract, log, denseIndex: _d, keyCache: _k, voice, ...services } = overrides;
-  return compose(testConfig({ VOICE_ICE_ALLOW_CIDRS: LOCAL_ICE_CIDRS, ...extra.config }), {
+  // Voice workers report a capacity no test reaches unless it sets one (a file's rows left live add up over its tests).
+  return compose(testConfig({ VOICE_ICE_ALLOW_CIDRS: LOCAL_ICE_CIDRS, VOICE_WORKER_CAPACITY: 1000, ...extra.config }), {
     role,
     databaseUrl: db.databaseUrl,
     embedded: false,

@@ -47,6 +47,7 @@ const PROVIDERS: { [P in Provider]: { label: string; fields: Array<FieldSpec<P>>
       { name: 'username', label: 'Username' },
       { name: 'password', label: 'Password', secret: true },
       { name: 'sip_uri', label: 'SIP URI', optional: true, hint: 'e.g. sip:trunk.example.com' },
+      { name: 'from_number', label: 'Caller id', optional: true, hint: "E.164, e.g. +14155550100; with the SIP URI, this workspace's calls use this trunk." },
     ],
   },
   mcp: {

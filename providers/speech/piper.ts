@@ -335,14 +335,19 @@ export class PiperSynthesizer implements SpeechSynthesizer {
     if (signal?.aborted) throw abortReason(signal);
     if (!ids.length) return new Int16Array(0);
     const cancel = new Int32Array(new SharedArrayBuffer(4));
-    const onAbort = () => Atomics.store(cancel, 0, 1);
+    // Cancelling answers at once with the signal's reason; the thread drops the work before its next sentence.
+    let onAbort = () => undefined as void;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => {
+        Atomics.store(cancel, 0, 1);
+        reject(abortReason(signal!));
+      };
+    });
+    aborted.catch(() => undefined);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const work = this.engine.run(ids, cancel);
-      // Cancelling answers at once with the signal's reason; the thread drops the work before its next sentence.
-      const aborted = signal ? new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(abortReason(signal)), { once: true })) : null;
-      aborted?.catch(() => undefined);
-      const r = await (aborted ? Promise.race([work, aborted]) : work);
+      const r = await (signal ? Promise.race([work, aborted]) : work);
       this.lastStats = { sentences: ids.length, modelMs: r.modelMs, totalMs: r.totalMs };
       return r.pcm;
     } catch (err) {

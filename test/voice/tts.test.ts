@@ -228,11 +228,14 @@ describe('Piper (en_US-joe-medium) through onnxruntime-node, phonemes from the e
     expect((await stt.transcribe(pcm)).toLowerCase()).toMatch(/table is booked\W+see you at (eight|8)/);
   });
 
-  test('aborting rejects at once with the signal reason', async () => {
+  test('aborting while the voice speaks a long reply rejects with the signal reason, and the voice then speaks the next clause', async () => {
     const controller = new AbortController();
-    const pending = piper.synthesize('This is a long reply that the caller interrupts. '.repeat(6), controller.signal);
-    controller.abort(new Error('barge-in'));
+    const pending = piper.synthesize('This is a long reply that the caller interrupts. '.repeat(8), controller.signal);
+    setTimeout(() => controller.abort(new Error('barge-in')), 100);
     await expect(pending).rejects.toThrow('barge-in');
+    const next = await piper.synthesize('Yes?');
+    expect(piper.lastStats).toMatchObject({ sentences: 1 });
+    expect(dbfs(next)).toBeGreaterThan(-30);
   });
 });
 

@@ -21,6 +21,8 @@ import { SpeechSynthesisError } from './tts';
 
 /** A word espeak-ng does not know, spelled out to the same IPA every time: it ends each answer. */
 const MARKER = 'qqqzzz';
+/** The marker is taken out of the text, in any case (espeak-ng reads QQQZZZ alike). */
+const MARKER_ANY_CASE = new RegExp(MARKER, 'gi');
 /** espeak-ng reads at most 1000 bytes a line: longer clauses go in pieces cut at spaces. */
 const MAX_LINE = 400;
 
@@ -86,7 +88,7 @@ export class EspeakPhonemizer {
     let current = '';
     for (const clause of splitClauses(text)) {
       const pieces: string[] = [];
-      for (const piece of cutLong(clause.text.replaceAll(MARKER, ''))) pieces.push(...(await this.clause(piece)));
+      for (const piece of cutLong(clause.text.replace(MARKER_ANY_CASE, ''))) pieces.push(...(await this.clause(piece)));
       const { phonemes, endsSentence } = punctuationPhonemes(clause.punctuation);
       current += pieces.filter(Boolean).join(' ') + phonemes;
       if (endsSentence) {

@@ -122,6 +122,35 @@ export const AgentSpec = z
       .default({}),
     actions: z.array(AgentAction).max(50).default([]),
     templates: z.array(MessageTemplate).max(200).default([]),
+    phone: z
+      .object({
+        transfer_targets: z
+          .array(
+            z
+              .object({
+                name: z.string().regex(/^[a-z0-9_]{1,64}$/, 'lowercase letters, digits and underscores').meta({ description: 'What the agent calls it (transfer_call names it)' }),
+                to: z
+                  .string()
+                  .regex(/^(\+[1-9][0-9]{6,14}|[0-9*#]{1,6})$/, 'a number in E.164 (+14155550123) or an extension of 1-6 digits, * and #')
+                  .meta({ description: "A number in E.164, which must pass the workspace's dial-out destination policy when the call is transferred, or an extension of the trunk's PBX" }),
+                description: z.string().max(300).optional().meta({ description: 'When to transfer there (shown to the model)' }),
+              })
+              .strict(),
+          )
+          .max(20)
+          .default([])
+          .meta({ description: 'Where the agent may transfer a phone call (SIP REFER): the only targets it can name' }),
+        answering_machine: z
+          .enum(['off', 'hang_up', 'leave_message'])
+          .default('off')
+          .meta({ description: 'On an outbound call answered by a machine (detected in the first seconds): off: talk as to a person; hang_up; leave_message: voicemail_message after the beep, then hang up' }),
+        voicemail_message: z.string().trim().min(1).max(1000).optional().meta({ description: 'What the agent says to an answering machine (answering_machine leave_message)' }),
+      })
+      .strict()
+      .refine((p) => p.answering_machine !== 'leave_message' || !!p.voicemail_message, { message: 'answering_machine leave_message needs a voicemail_message', path: ['voicemail_message'] })
+      // Optional, not defaulted: agents stored before the setting existed read back unchanged.
+      .optional()
+      .meta({ description: 'Phone calls: transfer targets and what to do when a machine answers' }),
     privacy: z
       .object({
         mask_personal_details: z.boolean().default(false).meta({

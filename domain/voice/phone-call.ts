@@ -1,5 +1,8 @@
 import type { Logger } from 'pino';
+import { AnsweringMachineDetector, BeepDetector, type AmdDecision, type AnsweredBy } from '../../lib/audio/amd';
+import { Vad } from '../../lib/audio/vad';
 import { OperationalError } from '../../lib/failures';
+import { FRAME_MS, MEDIA_RATE } from '../ports/voice';
 import type { VoiceMedia } from './media';
 import type { VoiceSessionService } from './sessions';
 import type { CallEnd, MediaLeg, Telephony } from '../ports/voice';
@@ -17,6 +20,109 @@ export interface CallOutcome {
   status: CallEnd;
   reason: string;
   error?: string;
+  /** Who answered, when the agent screens for answering machines (its phone.answering_machine is not off). */
+  answeredBy?: AnsweredBy;
+}
+
+/** The agent's phone settings that matter once a call is answered (AgentSpec.phone). */
+export interface ScreeningSettings {
+  answering_machine: 'off' | 'hang_up' | 'leave_message';
+  voicemail_message?: string;
+}
+
+/**
+ * Answering-machine screening of a call (wired by the worker; absent: every call goes
+ * straight to the agent): the agent's settings for the call, speech synthesis of the
+ * voicemail message, and where the outcome is recorded.
+ */
+export interface CallScreening {
+  settings(input: PhoneCallInput): Promise<ScreeningSettings | null>;
+  /** `text` as MEDIA_RATE audio. */
+  speak(text: string): Promise<Int16Array>;
+  /** Records who answered on the call (and why the detector thinks so). */
+  record(callId: string, decision: AmdDecision): Promise<void>;
+}
+
+export interface ScreenResult {
+  decision: AmdDecision;
+  /** converse: a person (or no telling): the agent talks; hang_up / message_left: the call ends here. */
+  next: 'converse' | 'hang_up' | 'message_left';
+}
+
+/** Longest wait for a machine's beep (or the end of its greeting) before the message is left anyway. */
+const BEEP_WAIT_MS = 20_000;
+/** A machine's greeting followed by this much silence and no beep: it records now. */
+const AFTER_GREETING_SILENCE_MS = 1500;
+
+/**
+ * The first seconds of an answered outbound call: who answered (AnsweringMachineDetector)
+ * and, for a machine, what the agent's settings say: hang_up, or leave_message — wait for
+ * the beep (or, for machines without one, 1.5 s of silence after the greeting; 20 s at
+ * most), play the message, and end once it has been sent. A person, or no telling
+ * (unknown), goes to the agent. The leg ending during screening ends it.
+ */
+export async function screenAnsweredCall(
+  leg: MediaLeg,
+  settings: ScreeningSettings,
+  speak: (text: string) => Promise<Int16Array>,
+  opts: { detector?: AnsweringMachineDetector } = {},
+): Promise<ScreenResult & { ended?: string }> {
+  const detector = opts.detector ?? new AnsweringMachineDetector();
+  let listening: ((frame: Int16Array) => void) | null = null;
+  leg.onAudio((frame) => listening?.(frame));
+  const ended = leg.ended.then((reason) => ({ ended: reason }));
+  const decided = await Promise.race([
+    new Promise<AmdDecision>((resolve) => {
+      listening = (frame) => {
+        const d = detector.push(frame);
+        if (d) {
+          listening = null;
+          resolve(d);
+        }
+      };
+    }),
+    ended,
+  ]);
+  listening = null;
+  if ('ended' in decided) return { decision: { answeredBy: 'unknown', reason: 'the call ended during screening', atMs: 0 }, next: 'hang_up', ended: decided.ended };
+  const decision = decided;
+  if (decision.answeredBy !== 'machine' || settings.answering_machine === 'off') return { decision, next: 'converse' };
+  if (settings.answering_machine === 'hang_up' || !settings.voicemail_message) return { decision, next: 'hang_up' };
+
+  const message = speak(settings.voicemail_message);
+  // A beep already heard (the detector's reason) is the cue; otherwise listen for it, or for the greeting's end.
+  if (!/beep/.test(decision.reason)) {
+    const beep = new BeepDetector();
+    const vad = new Vad({ sampleRate: MEDIA_RATE, silenceMs: AFTER_GREETING_SILENCE_MS });
+    // Quiet from the start (the greeting may have ended as the detector decided), until speech resumes.
+    let quietSince: number | null = 0;
+    let heard = 0;
+    const cue = await Promise.race([
+      new Promise<'beep' | 'silence' | 'timeout'>((resolve) => {
+        listening = (frame) => {
+          heard += FRAME_MS;
+          if (beep.push(frame)) return resolve('beep');
+          for (const e of vad.push(frame)) quietSince = e.type === 'speech_end' ? (e.sample / MEDIA_RATE) * 1000 : null;
+          if (quietSince !== null && heard - quietSince >= AFTER_GREETING_SILENCE_MS) resolve('silence');
+          if (heard >= BEEP_WAIT_MS) resolve('timeout');
+        };
+      }),
+      ended,
+    ]);
+    listening = null;
+    if (typeof cue !== 'string') return { decision, next: 'hang_up', ended: cue.ended };
+  }
+  leg.play(await message);
+  const over = await Promise.race([
+    (async () => {
+      while (leg.playing) await new Promise((r) => setTimeout(r, FRAME_MS));
+      // The last frames leave on the 20 ms clock.
+      await new Promise((r) => setTimeout(r, 100));
+      return null;
+    })(),
+    ended,
+  ]);
+  return over ? { decision, next: 'message_left', ended: over.ended } : { decision, next: 'message_left' };
 }
 
 /** The failure a dial reports when it ends unanswered with a status of its own (busy, no answer): domain/ports/voice.ts DialFailed. */
@@ -36,7 +142,7 @@ const isDialFailure = (err: unknown): err is DialFailure =>
  * answer: the dial is abandoned and the call is `failed`, "cancelled").
  */
 export async function runPhoneCall(
-  deps: { telephony: Telephony | null; media: VoiceMedia; sessions: VoiceSessionService; log: Logger },
+  deps: { telephony: Telephony | null; media: VoiceMedia; sessions: VoiceSessionService; log: Logger; screening?: CallScreening },
   input: PhoneCallInput,
   signal: AbortSignal,
   heartbeat: (details: unknown) => void,
@@ -69,6 +175,18 @@ export async function runPhoneCall(
   await progressed;
   // A telephony that connects without reporting the answer still has a connected leg.
   await deps.sessions.callStatus(id, 'in_progress');
+  let answeredBy: AnsweredBy | undefined;
+  const settings = deps.screening ? await deps.screening.settings(input).catch((err: unknown) => (deps.log.warn({ err, id }, 'phone settings not read: the call is not screened'), null)) : null;
+  if (deps.screening && settings && settings.answering_machine !== 'off') {
+    const screened = await screenAnsweredCall(leg, settings, (text) => deps.screening!.speak(text));
+    answeredBy = screened.decision.answeredBy;
+    await deps.screening.record(id, screened.decision).catch((err: unknown) => deps.log.warn({ err, id }, 'answering-machine outcome not recorded'));
+    if (screened.next !== 'converse') {
+      await leg.close();
+      const reason = screened.ended ?? (screened.next === 'message_left' ? 'voicemail_left' : 'answering_machine');
+      return end({ status: 'completed', reason, answeredBy });
+    }
+  }
   const reason = await deps.media.converse(id, leg, { id: input.conversationId, workspaceId: input.workspaceId }, signal, heartbeat);
-  return end({ status: 'completed', reason });
+  return end({ status: 'completed', reason, ...(answeredBy ? { answeredBy } : {}) });
 }

@@ -8,6 +8,9 @@ import type { RtpLeg } from '../../lib/sip/rtp-leg';
 import { SipTrunkTelephony, type SipTrunkSettings } from '../../providers/telephony/sip-trunk';
 import type { DialOutInput, MediaLeg } from '../../domain/ports/voice';
 import { sippInstalled, startSipp, writeMulawFile, type SippRun } from '../support/sipp';
+import { screenAnsweredCall } from '../../domain/voice/phone-call';
+import { decodeMulaw } from '../../lib/audio/audio';
+import { spokenPcm } from '../support/test-phone';
 
 /**
  * The direct SIP trunk against SIPp (Debian sip-tester) on loopback: real SIP over UDP
@@ -282,6 +285,62 @@ describeSipp('direct SIP trunk against SIPp', () => {
     await leg.close();
     expect((await sipp.exited).code).toBe(0);
   }, 30_000);
+
+  /** SIPp answers and plays `pcm` (μ-law RTP); our RTP goes to a tap that keeps each loud frame's arrival time. */
+  async function screened(pcm: Int16Array, settings: Parameters<typeof screenAnsweredCall>[1]) {
+    const tap = dgram.createSocket('udp4');
+    await new Promise<void>((r) => tap.bind(0, '127.0.0.1', () => r()));
+    const loudAt: Array<{ at: number; hz: number }> = [];
+    tap.on('message', (buf) => {
+      const p = RtpPacket.deSerialize(buf);
+      if (p.header.payloadType !== 0) return;
+      const f = decodeMulaw(p.payload);
+      if (peak(f) > 4000) loudAt.push({ at: Date.now(), hz: frequency(f) });
+    });
+    const audio = writeMulawFile(encodeMulaw(pcm));
+    sipp = await startSipp({ scenario: 'answer-dtmf', fields: { MEDIA_PORT: String(tap.address().port), MEDIA: `<nop><action><exec rtp_stream="${audio},1,0"/></action></nop>` } });
+    const { leg } = await dial(telephony(sipp));
+    const answered = Date.now();
+    const spoken: string[] = [];
+    const result = await screenAnsweredCall(leg, settings, async (text) => {
+      spoken.push(text);
+      return tone(1000, 440);
+    });
+    const doneAt = Date.now() - answered;
+    await leg.close();
+    tap.close();
+    expect((await sipp.exited).code).toBe(0);
+    return { result, spoken, doneAt, message: loudAt.filter((l) => Math.abs(l.hz - 440) < 30).map((l) => l.at - answered) };
+  }
+
+  const greeting = () => spokenPcm("Hi, you've reached Sam and Alex. We can't come to the phone right now, so please leave your name and number after the tone.");
+  const beep = () => tone(500, 1000);
+  const quiet = (ms: number) => new Int16Array(ms * 8);
+  const concat = (...parts: Int16Array[]) => Int16Array.from(parts.flatMap((p) => [...p]));
+
+  test("answering-machine detection on the line: a recorded greeting then a beep is a machine; leave_message plays the message after the beep, then the call ends", async () => {
+    const g = greeting();
+    const beepEndsMs = 300 + (g.length / 8) + 400 + 500;
+    const { result, spoken, message } = await screened(concat(quiet(300), g, quiet(400), beep(), quiet(3000)), { answering_machine: 'leave_message', voicemail_message: 'This is Acme calling about your order.' });
+    expect(result.decision.answeredBy).toBe('machine');
+    expect(result.next).toBe('message_left');
+    expect(spoken).toEqual(['This is Acme calling about your order.']);
+    // The whole message reached the far end, and none of it before the beep was over.
+    expect(message.length).toBeGreaterThanOrEqual(45);
+    expect(message[0]).toBeGreaterThanOrEqual(beepEndsMs);
+  }, 45_000);
+
+  test('a machine with hang_up: the call ends at the decision, nothing said; a person\'s "Hello?" then silence goes to the agent (converse)', async () => {
+    const machine = await screened(concat(quiet(300), greeting(), quiet(2000)), { answering_machine: 'hang_up' });
+    expect(machine.result).toMatchObject({ decision: { answeredBy: 'machine' }, next: 'hang_up' });
+    expect(machine.spoken).toEqual([]);
+    expect(machine.message).toEqual([]);
+    expect(machine.doneAt).toBeLessThan(300 + 2500 + 2000);
+    sipp = null;
+    const person = await screened(concat(quiet(300), spokenPcm('Hello?'), quiet(4000)), { answering_machine: 'leave_message', voicemail_message: 'unused' });
+    expect(person.result).toMatchObject({ decision: { answeredBy: 'human' }, next: 'converse' });
+    expect(person.spoken).toEqual([]);
+  }, 45_000);
 
   test('486 Busy Here ends the dial busy (and is ACKed)', async () => {
     sipp = await startSipp({ scenario: 'busy' });

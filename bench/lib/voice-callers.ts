@@ -1,0 +1,186 @@
+// The voice bench's callers: a browser (direct WebRTC, as the widget: dev/fakes/voice-browser.ts joinAsBrowser) and a
+// phone (the SIP leg: SIPp answers our dial-out on 127.0.0.1 for the signalling, and this process is the phone's media
+// address, sending the caller's speech as paced PCMU RTP and timing the agent's packets). Each says its recordings one
+// after the other and hears each answer out; times are epoch ms (performance.timeOrigin + performance.now()), so the
+// worker's per-turn stats (Date.now()) line up with them.
+import { spawn } from 'node:child_process';
+import dgram from 'node:dgram';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { RtpHeader, RtpPacket } from 'werift';
+import { encodeMulaw } from '../../lib/audio/audio';
+import { joinAsBrowser } from '../../dev/fakes/voice-browser';
+
+export const epoch = () => performance.timeOrigin + performance.now();
+
+/** One question as the caller lived it: its last sample sent, and the first packet of the answer (null: none came). */
+export interface CallerTurn {
+  recording: number;
+  endAt: number;
+  firstAt: number | null;
+}
+
+export interface CallerReport {
+  turns: CallerTurn[];
+  /** The phone's call (the bench ends it: POST /widget/call's call_id). */
+  callId?: string;
+  packets: number;
+  /** Gaps over the rule's limit between two agent packets of one talkspurt (a marker packet starts one). */
+  underruns: number;
+  maxGapMs: number;
+}
+
+/** What a caller's line offers the turn loop. */
+interface Line {
+  say(samples: Int16Array): void;
+  readonly speaking: boolean;
+  /** When the last queued sample was sent (performance.now(); 0 before any). */
+  readonly saidAt: number;
+  /** The agent's packets as they arrived (performance.now()). */
+  readonly packets: Array<{ at: number; marker: boolean }>;
+}
+
+export interface TurnOptions {
+  underrunGapMs: number;
+  turnTimeoutMs: number;
+}
+
+/**
+ * Says `order` (indexes into `speech`) one by one: after each, waits for the answer's first packet that starts a
+ * talkspurt (a reply to this question, not the tail of an earlier one) and for the answer to end (no packet for 400 ms).
+ */
+async function converse(line: Line, speech: Int16Array[], order: number[], o: TurnOptions): Promise<CallerReport> {
+  const until = async (cond: () => boolean, ms: number) => {
+    for (const end = performance.now() + ms; !cond(); await new Promise((r) => setTimeout(r, 5))) if (performance.now() > end) return false;
+    return true;
+  };
+  const turns: CallerTurn[] = [];
+  // Room noise first, as a microphone sends before anyone speaks; staggered a little between sessions.
+  await new Promise((r) => setTimeout(r, 500 + Math.random() * 500));
+  for (const recording of order) {
+    const before = line.saidAt;
+    line.say(speech[recording]);
+    if (!(await until(() => !line.speaking && line.saidAt > before, 60_000))) throw new Error('the caller could not finish speaking');
+    const endAt = line.saidAt;
+    const first = () => line.packets.find((p) => p.at > endAt && p.marker);
+    await until(() => first() !== undefined, o.turnTimeoutMs);
+    const firstAt = first()?.at;
+    turns.push({ recording, endAt: performance.timeOrigin + endAt, firstAt: firstAt === undefined ? null : performance.timeOrigin + firstAt });
+    if (process.env.BENCH_VOICE_DEBUG) console.error(`[caller] recording ${recording}: ${firstAt === undefined ? 'no answer' : `${(firstAt - endAt).toFixed(0)} ms`}, ${line.packets.length} packets`);
+    await until(() => performance.now() - (line.packets.at(-1)?.at ?? 0) > 400, 60_000);
+    await new Promise((r) => setTimeout(r, 300 + Math.random() * 400));
+  }
+  const p = line.packets;
+  const gaps = p.slice(1).flatMap((x, i) => (x.marker ? [] : [x.at - p[i].at]));
+  return { turns, packets: p.length, underruns: gaps.filter((g) => g > o.underrunGapMs).length, maxGapMs: Math.max(0, ...gaps) };
+}
+
+/** A browser's voice session through POST /api/public/widget/voice/start on the API at 127.0.0.1:`port`. */
+export async function browserCaller(api: { port: number; siteId: string; origin: string }, speech: Int16Array[], order: number[], o: TurnOptions): Promise<CallerReport> {
+  const res = await fetch(`http://127.0.0.1:${api.port}/api/public/widget/voice/start`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-concierge-site': api.siteId, origin: api.origin },
+    body: '{}',
+  });
+  if (res.status !== 200) throw new Error(`voice/start answered ${res.status}: ${await res.text()}`);
+  const browser = await joinAsBrowser((await res.json()) as { rtc_url: string; rtc_token: string }, api.port);
+  try {
+    const line: Line = {
+      say: (s) => browser.say(s),
+      get speaking() {
+        return browser.speaking;
+      },
+      get saidAt() {
+        return browser.saidAt;
+      },
+      packets: browser.packets,
+    };
+    return await converse(line, speech, order, o);
+  } finally {
+    await browser.hangUp();
+  }
+}
+
+/** SIPp answering one call on 127.0.0.1 and waiting for our BYE (test/fixtures/sipp/answer-wait-bye.xml), its SDP answer naming `mediaPort`. */
+export function sippAnswering(mediaPort: number, sipPort: number): { uri: string; inviteSdp: () => string; stop: () => void; exited: Promise<number | null> } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-sipp-'));
+  const fields: Record<string, string> = { CODEC: '0', MEDIA: '', MEDIA_PORT: String(mediaPort) };
+  const xml = fs.readFileSync(path.resolve(__dirname, '../../test/fixtures/sipp/answer-wait-bye.xml'), 'utf8').replace(/@@([A-Z_]+)@@/g, (m, name: string) => fields[name] ?? m);
+  const scenario = path.join(dir, 'answer.xml');
+  fs.writeFileSync(scenario, xml);
+  const messages = path.join(dir, 'messages.log');
+  const args = ['-sf', scenario, '-i', '127.0.0.1', '-p', String(sipPort), '-mp', String(sipPort + 2), '-m', '1', '-nostdin', '-trace_msg', '-message_file', messages, '-timeout', '900s'];
+  const child = spawn('sipp', args, { cwd: dir, stdio: 'ignore' });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  void exited.then(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return {
+    uri: `sip:127.0.0.1:${sipPort}`,
+    inviteSdp: () => (fs.existsSync(messages) ? fs.readFileSync(messages, 'utf8') : ''),
+    stop: () => {
+      if (child.exitCode === null) child.kill('SIGTERM');
+    },
+    exited,
+  };
+}
+
+/**
+ * The phone's media for a call SIPp answered: a UDP socket on 127.0.0.1 (the address SIPp's SDP answer gives), which
+ * sends the caller's speech to our leg's RTP port (the INVITE's SDP, read from SIPp's trace) as 20 ms PCMU packets,
+ * quiet noise between questions, and records the agent's packets.
+ */
+export async function phoneMedia(socket: dgram.Socket, invite: () => string, o: TurnOptions, speech: Int16Array[], order: number[]): Promise<CallerReport> {
+  let port = 0;
+  for (const end = Date.now() + 60_000; !port; await new Promise((r) => setTimeout(r, 50))) {
+    const m = /m=audio (\d+) /.exec(invite());
+    if (m) port = Number(m[1]);
+    else if (Date.now() > end) throw new Error('no INVITE with an SDP offer reached SIPp');
+  }
+  const packets: Array<{ at: number; marker: boolean }> = [];
+  socket.on('message', (buf) => {
+    const p = RtpPacket.deSerialize(buf);
+    if (p.header.payloadType === 0) {
+      packets.push({ at: performance.now(), marker: p.header.marker });
+    }
+  });
+  let queue = new Int16Array(0);
+  let pos = 0;
+  let seq = 1;
+  let ts = 0;
+  let saidAt = 0;
+  const started = performance.now();
+  let sent = 0;
+  // Paced against the clock (a late timer sends what is due), as a phone's 20 ms packetization.
+  const timer = setInterval(() => {
+    while (sent * 20 <= performance.now() - started) {
+      sent++;
+      const frame = new Int16Array(160);
+      const speaking = pos < queue.length;
+      for (let i = 0; i < 160; i++) frame[i] = pos < queue.length ? queue[pos++] : Math.round((Math.random() - 0.5) * 40);
+      if (speaking && pos >= queue.length) saidAt = performance.now();
+      const header = new RtpHeader({ payloadType: 0, sequenceNumber: seq++ & 0xffff, timestamp: (ts += 160) >>> 0, ssrc: 0x5eed });
+      socket.send(new RtpPacket(header, Buffer.from(encodeMulaw(frame))).serialize(), port, '127.0.0.1');
+    }
+  }, 10);
+  try {
+    const line: Line = {
+      say: (s) => {
+        const rest = queue.subarray(pos);
+        queue = new Int16Array(rest.length + s.length);
+        queue.set(rest);
+        queue.set(s, rest.length);
+        pos = 0;
+      },
+      get speaking() {
+        return pos < queue.length;
+      },
+      get saidAt() {
+        return saidAt;
+      },
+      packets,
+    };
+    return await converse(line, speech, order, o);
+  } finally {
+    clearInterval(timer);
+  }
+}

@@ -12,6 +12,7 @@ import { pickPort } from '../dev/embedded/ports';
 import { findTemporalCli, startDevServer, type DevServer } from '../dev/embedded/temporal';
 import { connectWorker, installRuntimeFor } from '../worker/connection';
 import { startWorker } from '../worker/runtime';
+import { preloadModels } from '../worker/preload';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/namespace-attributes';
 import { localIceCidrs } from '../providers/webrtc/ice';
 import { startMsgappSandbox } from '../dev/fake-msgapp';
@@ -137,6 +138,8 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     // One composition for both roles: one ORM, one LISTEN connection, one embedder, one extraction pool.
     const c = await compose(config, { role: 'both', databaseUrl: db.url, embedded: true, temporalAddress, connectWorker });
     stops.push(() => c.close());
+    // The voice turn's models load while the worker starts (the first call is then as fast as the rest).
+    void preloadModels(c);
     const worker = await startWorker(c);
     worker.running.catch(onWorkerStopped);
     const rateStore = rateLimitStoreKind(config, 'memory');

@@ -2,6 +2,7 @@
 import { compose } from '../app/compose';
 import { DEFAULT_DATABASE_URL, loadConfig } from '../app/config';
 import { connectWorker, installRuntimeFor } from './connection';
+import { preloadModels } from './preload';
 import { startWorker } from './runtime';
 import { workflowBundleFor } from './worker';
 
@@ -10,6 +11,8 @@ async function main() {
   if (!config.TEMPORAL_ADDRESS) throw new Error('TEMPORAL_ADDRESS is required for the worker process (npm start embeds a dev server instead)');
   installRuntimeFor(config);
   const c = await compose(config, { role: 'worker', databaseUrl: config.DATABASE_URL ?? DEFAULT_DATABASE_URL, embedded: false, temporalAddress: config.TEMPORAL_ADDRESS, connectWorker });
+  // The voice turn's models load while the worker starts (the first call is then as fast as the rest).
+  void preloadModels(c);
   const given = config.TEMPORAL_WORKFLOW_BUNDLE ? { codePath: config.TEMPORAL_WORKFLOW_BUNDLE } : undefined;
   const bundle = workflowBundleFor(given);
   const rt = await startWorker(c, { workflowBundle: given });

@@ -1,4 +1,7 @@
+import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
 import type { ICall } from '../../db/entities';
+import { DomainError } from '../errors';
+import { checkDestination, type DialOutPolicy } from './destinations';
 import { enforceDialOut, type DialOutLimits } from '../../lib/ratelimit';
 import { noWorkflowService, type CallRuns } from '../ports/workflow-runs';
 import type { CallService } from './calls';
@@ -47,4 +50,53 @@ export class DialOut {
     const row = await this.place({ workspaceId, siteId: null, ...call });
     return this.deps.calls.get(workspaceId, row.id);
   }
+}
+
+/** An extension: what a transfer or the keypad may reach without the destination policy (1-6 digits, * and #). */
+const EXTENSION = /^[0-9*#]{1,6}$/;
+
+/**
+ * A transfer target (AgentSpec.phone.transfer_targets[].to) before the REFER: an extension
+ * of the trunk's PBX as it is, a number only when it passes the workspace's destination
+ * policy (checkDestination, as a dial-out number: 400 invalid_phone_number naming why).
+ * What goes into Refer-To.
+ */
+export function checkTransferTarget(to: string, policy: DialOutPolicy): string {
+  const t = to.trim();
+  if (EXTENSION.test(t)) return t;
+  if (!t.startsWith('+')) throw new DomainError('invalid_phone_number', 'phone number: a transfer target is a number in E.164 (+14155550123) or an extension of 1-6 digits, * and #');
+  return checkDestination(t, policy).phone;
+}
+
+/**
+ * Keys the agent presses on a call (send_digits): 1-32 of 0-9 * # A-D. A menu choice or an
+ * extension (runs of at most 6 digits) goes as it is; a longer run of digits is a number
+ * being dialled through the far end (a PBX's outside line, a calling card) and must pass
+ * the destination policy, read in international form (+ the digits) or in the national
+ * form of the called number's country — one reading that passes is enough; none: 400
+ * invalid_phone_number with the reason.
+ */
+export function checkKeypadDigits(digits: string, policy: DialOutPolicy, calledPhone: string): string {
+  const d = digits.trim().toUpperCase();
+  if (!/^[0-9*#A-D]{1,32}$/.test(d)) throw new DomainError('invalid_request', 'digits: 1-32 of 0-9, *, #, A-D');
+  const country = parsePhoneNumberFromString(calledPhone)?.country as CountryCode | undefined;
+  for (const run of d.match(/[0-9]{7,}/g) ?? []) {
+    const readings = [`+${run}`, ...(country ? [parsePhoneNumberFromString(run, country)?.number].filter((x): x is NonNullable<typeof x> => !!x) : [])];
+    const refusals: string[] = [];
+    const passes = readings.some((r) => {
+      try {
+        checkDestination(r, policy);
+        return true;
+      } catch (err) {
+        refusals.push(err instanceof DomainError ? err.message.replace(/^phone number: /, '') : 'not a number the destination policy allows');
+        return false;
+      }
+    });
+    if (!passes) {
+      // The reason of a reading that is a number (premium-rate, a country not allowed) says more than "not valid".
+      const why = refusals.find((r) => !r.startsWith('not a valid')) ?? refusals[0];
+      throw new DomainError('invalid_phone_number', `keypad digits ${run} read as a number: ${why}`);
+    }
+  }
+  return d;
 }

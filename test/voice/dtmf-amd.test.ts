@@ -2,6 +2,8 @@ import { AnsweringMachineDetector, BeepDetector, type AmdDecision } from '../../
 import { decodeTelephoneEvent, dtmfDigit, dtmfEvent, dtmfToneDigit, encodeTelephoneEvent, telephoneEventPackets, toneShare } from '../../lib/audio/dtmf';
 import { FRAME_SAMPLES, MEDIA_RATE } from '../../domain/ports/voice';
 import { spokenPcm } from '../support/test-phone';
+import { DEFAULT_DIALABLE_TYPES, type DialOutPolicy } from '../../domain/voice/destinations';
+import { checkKeypadDigits, checkTransferTarget } from '../../domain/voice/dial-out';
 
 /**
  * Keypad digits (RFC 4733 payloads, in-band DTMF by Goertzel) and answering-machine
@@ -110,5 +112,28 @@ describe('answering-machine detection', () => {
     // Speech is no beep, nor a tone too short to be one.
     const quiet = new BeepDetector();
     expect(frames(join(greeting, sine(60, 1000), silence(100))).some((f) => quiet.push(f))).toBe(false);
+  });
+});
+
+describe('the destination policy for transfer targets and keypad numbers', () => {
+  const policy: DialOutPolicy = { countries: ['US', 'GB'], types: DEFAULT_DIALABLE_TYPES };
+
+  test('a transfer target: an extension goes as it is; a number must pass the policy as a dial-out number', () => {
+    expect(checkTransferTarget('204', policy)).toBe('204');
+    expect(checkTransferTarget('+1 415 555 0199', policy)).toBe('+14155550199');
+    expect(() => checkTransferTarget('+19005550123', policy)).toThrow('premium-rate');
+    expect(() => checkTransferTarget('+33142685300', policy)).toThrow('a country this workspace does not allow');
+    expect(() => checkTransferTarget('4155550199', policy)).toThrow('E.164');
+  });
+
+  test('keypad digits: menu choices and extensions go as they are; a run of 7+ digits is a number and must pass the policy', () => {
+    expect(checkKeypadDigits('1', policy, '+14155550123')).toBe('1');
+    expect(checkKeypadDigits('2#204*', policy, '+14155550123')).toBe('2#204*');
+    // The called number's country reads a national number; the international form reads with its country code.
+    expect(checkKeypadDigits('9#4155550199#', policy, '+14155550123')).toBe('9#4155550199#');
+    expect(checkKeypadDigits('442079460000', policy, '+14155550123')).toBe('442079460000');
+    expect(() => checkKeypadDigits('9#9005550123#', policy, '+14155550123')).toThrow(/keypad digits 9005550123 read as a number: .*premium-rate/);
+    expect(() => checkKeypadDigits('0033142685300', policy, '+14155550123')).toThrow('keypad digits 0033142685300');
+    expect(() => checkKeypadDigits('12x', policy, '+14155550123')).toThrow('0-9');
   });
 });

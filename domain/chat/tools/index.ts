@@ -5,6 +5,7 @@ import { handoff } from './handoff';
 import { kbSearch } from './kb-search';
 import { mcpTools } from './mcp';
 import { pageCommand } from './page-command';
+import { sendDigits, transferCall } from './phone';
 import { showCard } from './show-card';
 import { showChart } from './show-chart';
 import { suggestReplies } from './suggest-replies';
@@ -17,7 +18,7 @@ export type { TurnTool } from './types';
  * between the two groups.
  */
 const BEFORE_EXTERNAL: readonly TurnTool[] = [suggestReplies, showCard, showChart, attachFile, pageCommand];
-const AFTER_EXTERNAL: readonly TurnTool[] = [kbSearch, handoff];
+const AFTER_EXTERNAL: readonly TurnTool[] = [kbSearch, handoff, transferCall, sendDigits];
 
 /** One turn's tools: what the model is offered, and a call run by name. */
 export class TurnTools {

@@ -1,6 +1,7 @@
 import type { VoiceMedia } from '../domain/voice/media';
 import type { VoiceSessionService } from '../domain/voice/sessions';
 import type { Telephony } from '../domain/ports/voice';
+import type { CallScreening } from '../domain/voice/phone-call';
 import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ConversationWorkflows } from '../app/temporal-clients/conversations';
@@ -24,7 +25,7 @@ export interface ActivityDeps {
   /** The conversation actors (a customer's msgapp message goes to one); the worker wires its client. */
   conversations?: Pick<ConversationWorkflows, 'customerMessage' | 'send'>;
   /** Voice sessions and calls (the media runner lives in the worker); absent: voice is not configured. */
-  voice?: { media: VoiceMedia; sessions: VoiceSessionService; telephony: Telephony | null; log: Logger };
+  voice?: { media: VoiceMedia; sessions: VoiceSessionService; telephony: Telephony | null; log: Logger; screening?: CallScreening };
   /** Starts message-send workflows (eagerly, on this worker, when its client shares the worker's connection). */
   sender?: Pick<MessageWorkflows, 'send'>;
 }

@@ -26,7 +26,7 @@ export function voiceActivities(deps: ActivityDeps) {
     async runCall(input: PhoneCallInput): Promise<CallOutcome> {
       const ctx = Context.current();
       const v = voice();
-      return runPhoneCall({ telephony: v.telephony, media: v.media, sessions: v.sessions, log: v.log }, input, ctx.cancellationSignal, (d) => ctx.heartbeat(d));
+      return runPhoneCall({ telephony: v.telephony, media: v.media, sessions: v.sessions, log: v.log, screening: v.screening }, input, ctx.cancellationSignal, (d) => ctx.heartbeat(d));
     },
 
     /**

@@ -1,4 +1,8 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
+import { Agent, Call } from '../../db/entities';
+import type { SpeechSynthesizer } from '../ports/speech';
+import { ConversationRepository } from '../conversations/repository';
 import { AnsweringMachineDetector, BeepDetector, type AmdDecision, type AnsweredBy } from '../../lib/audio/amd';
 import { Vad } from '../../lib/audio/vad';
 import { OperationalError } from '../../lib/failures';
@@ -40,7 +44,30 @@ export interface CallScreening {
   /** `text` as MEDIA_RATE audio. */
   speak(text: string): Promise<Int16Array>;
   /** Records who answered on the call (and why the detector thinks so). */
-  record(callId: string, decision: AmdDecision): Promise<void>;
+  record(input: PhoneCallInput, decision: AmdDecision): Promise<void>;
+}
+
+/** The timeline event that records who answered an outbound call (GET /api/v1/conversations/{id}/events). */
+export const ANSWERED_BY_EVENT = 'call.answered_by';
+
+/**
+ * The worker's CallScreening: the settings are the phone block of the call's agent
+ * (AgentSpec.phone; none: no screening), the message is spoken by the voice's TTS, and
+ * the outcome goes on the conversation's timeline as `call.answered_by`
+ * `{call_id, answered_by, reason, at_ms}`.
+ */
+export function callScreening(em: EntityManager, tts: SpeechSynthesizer, conversations = new ConversationRepository()): CallScreening {
+  return {
+    async settings(input) {
+      const fork = em.fork();
+      const call = await fork.findOne(Call, { id: input.callId });
+      const agent = call ? await fork.findOne(Agent, { id: call.agentId, workspaceId: input.workspaceId }) : null;
+      const phone = agent?.spec.phone;
+      return phone ? { answering_machine: phone.answering_machine, voicemail_message: phone.voicemail_message } : null;
+    },
+    speak: (text) => tts.synthesize(text),
+    record: (input, d) => conversations.addConversationEvent(em.fork(), input.conversationId, ANSWERED_BY_EVENT, { call_id: input.callId, answered_by: d.answeredBy, reason: d.reason, at_ms: d.atMs }),
+  };
 }
 
 export interface ScreenResult {
@@ -180,7 +207,7 @@ export async function runPhoneCall(
   if (deps.screening && settings && settings.answering_machine !== 'off') {
     const screened = await screenAnsweredCall(leg, settings, (text) => deps.screening!.speak(text));
     answeredBy = screened.decision.answeredBy;
-    await deps.screening.record(id, screened.decision).catch((err: unknown) => deps.log.warn({ err, id }, 'answering-machine outcome not recorded'));
+    await deps.screening.record(input, screened.decision).catch((err: unknown) => deps.log.warn({ err, id }, 'answering-machine outcome not recorded'));
     if (screened.next !== 'converse') {
       await leg.close();
       const reason = screened.ended ?? (screened.next === 'message_left' ? 'voicemail_left' : 'answering_machine');

@@ -14,7 +14,9 @@ module.exports = {
   // A relative import() names the compiled file (`./direct-peer.js`), as Node's ESM rules (module nodenext) ask; the
   // tests run the .ts sources.
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
-  testMatch: ['<rootDir>/test/**/*.test.ts'],
+  // Small suites (*.suite.ts) run inside their group file (*.group.test.ts, test/support/suites.ts); one named on the
+  // command line runs alone.
+  testMatch: ['<rootDir>/test/**/*.test.ts', ...(process.argv.some((a) => a.endsWith('.suite.ts')) ? ['<rootDir>/test/**/*.suite.ts'] : [])],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   // Each test file gets its own database and task queue. Four workers on two cores: suites wait on sockets, child

@@ -2,7 +2,7 @@
  * Entities are declared with `defineEntity` (no decorators: esbuild and swc emit no
  * decorator metadata), one file per aggregate. Table and column names are snake_case;
  * the SQL in `db/migrations` is the source of truth for constraints and indexes,
- * and test/db/entities-schema.test.ts checks that every entity agrees with it.
+ * and test/db/entities-schema.suite.ts checks that every entity agrees with it.
  * References between tables are plain id columns (no relations): each aggregate's module
  * queries its own tables only.
  */

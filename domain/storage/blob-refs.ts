@@ -10,7 +10,7 @@ import type { BlobStore } from '../ports/blob-store';
  * deleted only when no owner of any kind refers to it. Each owner module counts its own rows
  * (KnowledgeBaseRepository.filesOfBlob, UploadService.blobUses, …); the list of every kind is
  * built once, in createRepositories (domain/repositories.ts), and every delete goes through
- * `BlobRefRepository.releaseBlob` (test/api/blob-owners.test.ts deletes each owner kind next
+ * `BlobRefRepository.releaseBlob` (test/api/blob-owners.suite.ts deletes each owner kind next
  * to each other). Content keys rather than per-workspace keys: signed links, `file_id` and
  * msgapp's `sha256` all name the bytes' SHA-256, and existing blobs need no migration.
  */

@@ -35,14 +35,13 @@ test('with maxLength the cut comes after redaction: a secret straddling it leave
   expect(out).toMatch(/a \[redacted/);
 });
 
-test('a secret of thousands of characters is redacted too, and quickly (no regex is built from it)', () => {
-  // Credentials take secrets of up to 8 KiB; a provider error echoing one must not fail the request (it was a 500).
+test('a secret of thousands of characters is redacted too (no regex is built from it)', () => {
+  // Credentials take secrets of up to 8 KiB; a provider error echoing one must not fail the request (it was a 500:
+  // a regex built from the secret was too large). Its speed is not timed here: a timed unit test fails on a busy machine.
   const long = 'Ab0+'.repeat(2048);
-  const started = Date.now();
   const out = redactSecret(`HTTP 400: token ${long} and hex ${Buffer.from(long).toString('hex')} end`, long);
   expect(out).toBe('HTTP 400: token [redacted] and hex [redacted] end');
   expect(redactSecret('0'.repeat(100_000), '0'.repeat(8192))).toMatch(/^(\[redacted\])+0*$/);
-  expect(Date.now() - started).toBeLessThan(2_000);
 });
 
 test('leftmost first, the longest form where two start together; whitespace inside a match goes with it', () => {

@@ -64,7 +64,7 @@ test('summary: conversations, messages in and out (tool activity is not a messag
     resolved_without_handoff: 1,
     resolution_rate: 0.3333,
     median_first_reply_seconds: 7,
-    // No widget feedback in this dataset (test/api/widget-feedback.test.ts counts it).
+    // No widget feedback in this dataset (test/api/widget-feedback.suite.ts counts it).
     feedback: { up: 0, down: 0, ratings: 0, average_rating: null },
   });
   // Workspace B sees only its own.

@@ -107,7 +107,7 @@ describe('authentication: the four checks in the spec’s order', () => {
 
 describe('deny by default', () => {
   test('every registered route demands its scope: a key holding every other scope gets 403', async () => {
-    // The console's own routes answer to a session, never a key (test/api/console-auth.test.ts).
+    // The console's own routes answer to a session, never a key (test/api/console-auth.suite.ts).
     const guarded = t.app.routeTable.filter((r) => !r.public && !r.console);
     expect(guarded.length).toBeGreaterThanOrEqual(4);
     // Public means not key-authenticated: the provider webhook is checked by signature, media links by their MAC,

@@ -14,9 +14,9 @@ export type Preloaded = Record<string, number | string>;
  *
  * - The local embedding model (transformers.js): loaded and run once. An OpenAI-compatible
  *   one is not asked anything (a request costs money and tells nothing).
- * - The embedded speech-to-text (whisper.cpp, Moonshine): each model's thread loaded by
- *   transcribing half a second of tone, final and partial (they may be two models). An HTTP
- *   transcriber is left alone.
+ * - The embedded speech-to-text (whisper.cpp, Moonshine), when the process can run calls (a
+ *   synthesizer too): each model's thread loaded by transcribing half a second of tone, final
+ *   and partial (they may be two models). An HTTP transcriber is left alone.
  * - Text-to-speech: Piper loads from when it is made (at composition); it is awaited here so
  *   the log says when it is ready. espeak-ng and HTTP synthesis have nothing to load.
  *
@@ -39,7 +39,8 @@ export async function preloadModels(c: Pick<Composition, 'embedder' | 'voice' | 
   const started = performance.now();
   const jobs: Array<Promise<void>> = [];
   const { stt, tts } = c.voice;
-  if (stt instanceof EmbeddedSpeechRecognizer) {
+  // Speech only where calls can run (both ways): Moonshine holds ~770 MB once loaded.
+  if (stt instanceof EmbeddedSpeechRecognizer && tts) {
     // Half a second of a 440 Hz tone at -20 dBFS: loud enough not to be skipped as silence.
     const tone = Int16Array.from({ length: MEDIA_RATE / 2 }, (_, i) => Math.round(3277 * Math.sin((2 * Math.PI * 440 * i) / MEDIA_RATE)));
     const paths = stt.modelPaths;

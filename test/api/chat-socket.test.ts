@@ -60,7 +60,7 @@ async function newConversation(siteId = site, origin = ORIGIN): Promise<string> 
 
 /**
  * A connected socket with its received frames, or the HTTP refusal of its handshake. The hand-off state every socket
- * is told first (`{type: handoff, active}`, test/api/human-handoff.test.ts) is kept apart: these tests count the rest.
+ * is told first (`{type: handoff, active}`, test/api/human-handoff.suite.ts) is kept apart: these tests count the rest.
  */
 class Socket {
   readonly frames: Array<{ at: number; frame: Record<string, unknown> }> = [];

@@ -63,7 +63,7 @@ describe('EspeakSynthesizer', () => {
     const pending = new EspeakSynthesizer().synthesize(long, controller.signal);
     setTimeout(() => controller.abort(new Error('barge-in')), 50);
     await expect(pending).rejects.toThrow('barge-in');
-    expect(Date.now() - started).toBeLessThan(1000);
+    expect(Date.now() - started).toBeLessThan(5000); // a whole synthesis of this text takes minutes: the margin is for a busy machine
     // The promise settles on the process's exit: no espeak-ng child is left running.
     expect(execFileSync('ps', ['-o', 'comm=', '--ppid', String(process.pid)], { encoding: 'utf8' }).split('\n')).not.toContain('espeak-ng');
   });

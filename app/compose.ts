@@ -296,7 +296,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       sessions: s.sessions ?? { idleMs: config.CONSOLE_SESSION_IDLE_MINUTES * 60_000, absoluteMs: config.CONSOLE_SESSION_ABSOLUTE_HOURS * 3_600_000 },
       mailer: 'mailer' in s ? s.mailer : mailerFromConfig(config, onClose),
     });
-    voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice, trunks: services.credentials }, o.voice);
+    voice = voiceFromConfig(config, { ...voiceDeps, sessions: services.voice, trunks: services.credentials, servers: services.credentials }, o.voice);
     // A worker with speech both ways runs voice (worker/runtime.ts voiceMediaOf): it reports what it carries.
     if ((opts.role === 'worker' || opts.role === 'both') && voice.stt && voice.tts) await reportVoiceCapacity(services.voice, config.VOICE_WORKER_CAPACITY, onClose, log);
     // Schema validation threads (started by the worker's extraction steps) stop with the process.

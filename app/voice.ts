@@ -10,11 +10,11 @@ import { LocalWhisperTranscriber } from '../providers/speech/whisper';
 import { MoonshineTranscriber, moonshineFilesPresent } from '../providers/speech/moonshine';
 import { policyFromCidrs } from '../lib/net/ssrf';
 import { DirectTransport } from '../providers/webrtc/direct';
-import { livekitFromConfig, type LiveKitParts } from '../providers/livekit/livekit';
+import { LiveKitTransport, livekitFromConfig, type LiveKitParts } from '../providers/livekit/livekit';
 import { SipTrunkTelephony, sipTrunkFromConfig, type SipTrunkSettings } from '../providers/telephony/sip-trunk';
 import type { CredentialService } from '../domain/credentials/credentials';
 import { DomainError } from '../domain/errors';
-import { DialFailed, type DialOutInput, type MediaLeg } from '../domain/ports/voice';
+import { DialFailed, type CreateRoomInput, type DialOutInput, type MediaLeg, type VoiceRoom } from '../domain/ports/voice';
 import type { VoiceSessionService } from '../domain/voice/sessions';
 import { speechRecognizerFor, type EmbeddedSpeechModel, type SpeechRecognizer } from '../providers/speech/stt';
 import { EspeakSynthesizer, OpenAiSpeechSynthesizer, type SpeechSynthesizer } from '../providers/speech/tts';
@@ -141,6 +141,61 @@ export class WorkspaceTelephony implements Telephony {
   }
 }
 
+/** Where a workspace's own voice server is found (its newest voice credential). */
+export type WorkspaceVoiceServers = Pick<CredentialService, 'voiceServer'>;
+
+/**
+ * Browser voice per workspace: a workspace with a voice credential (a LiveKit-style server: url,
+ * api_key, api_secret) has its rooms made, its visitors' tokens signed and its agent joined on that
+ * server (the url checked against the address rules of provider URLs at each use); any other workspace
+ * on the installation's transport (LIVEKIT_URL, else the embedded direct WebRTC). The agent's join finds
+ * the workspace by the session (the room is named after it). The installation's egress settings are not
+ * used on a workspace's server: its sessions are recorded by the agent's own recorder.
+ */
+export class WorkspaceTransport implements VoiceTransport {
+  readonly kind: VoiceTransport['kind'];
+
+  constructor(
+    private readonly fallback: VoiceTransport,
+    private readonly servers: WorkspaceVoiceServers,
+    private readonly sessions: Pick<VoiceSessionService, 'sessionById'>,
+    private readonly livekit: { emptyTimeoutSeconds?: number } = {},
+  ) {
+    this.kind = fallback.kind;
+  }
+
+  private async transportOf(workspaceId: string | null | undefined): Promise<VoiceTransport> {
+    if (!workspaceId) return this.fallback;
+    const own = await this.servers.voiceServer(workspaceId);
+    if (!own) return this.fallback;
+    return new LiveKitTransport({ url: own.url, apiKey: own.apiKey, apiSecret: own.apiSecret, emptyTimeoutSeconds: this.livekit.emptyTimeoutSeconds });
+  }
+
+  private async transportOfSession(id: string): Promise<VoiceTransport> {
+    return this.transportOf((await this.sessions.sessionById(id))?.workspaceId);
+  }
+
+  async createRoom(input: CreateRoomInput): Promise<VoiceRoom> {
+    let transport: VoiceTransport;
+    try {
+      transport = await this.transportOf(input.workspaceId);
+    } catch (err) {
+      // The server's address breaks the rules now (stored_url_unsafe): the visitor is told voice cannot run, the reason kept.
+      if (err instanceof DomainError) throw new DomainError('voice_chat_prereq_failed', `Voice chat cannot run here: the workspace's voice server was not called (${err.message})`);
+      throw err;
+    }
+    return transport.createRoom(input);
+  }
+
+  async joinAsAgent(room: string, signal: AbortSignal): Promise<MediaLeg> {
+    return (await this.transportOfSession(room)).joinAsAgent(room, signal);
+  }
+
+  async deleteRoom(room: string): Promise<void> {
+    return (await this.transportOfSession(room)).deleteRoom(room);
+  }
+}
+
 /**
  * Voice from the settings: LiveKit when LIVEKIT_URL is set (dial-out with
  * LIVEKIT_SIP_TRUNK_ID), else the embedded direct WebRTC transport; dial-out through
@@ -150,14 +205,14 @@ export class WorkspaceTelephony implements Telephony {
  */
 export function voiceFromConfig(
   config: Config,
-  deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string; trunks?: WorkspaceTrunks },
+  deps: { box: SecretBox; sessions: VoiceSessionService; notifications: PgNotifications | null; transcriber: Transcriber | null; publicBaseUrl: string; trunks?: WorkspaceTrunks; servers?: WorkspaceVoiceServers },
   overrides: VoiceOverrides = {},
 ): VoiceParts {
   const stt = 'stt' in overrides ? (overrides.stt ?? null) : voiceRecognizerFromConfig(config, deps.transcriber);
   const tts = 'tts' in overrides ? (overrides.tts ?? null) : synthesizerFromConfig(config);
   const livekit = livekitFromConfig(config);
   const ports = config.VOICE_RTP_PORTS?.split('-').map(Number) as [number, number] | undefined;
-  const transport: VoiceTransport =
+  const installationTransport: VoiceTransport =
     livekit?.transport ??
     new DirectTransport({
       box: deps.box,
@@ -171,6 +226,8 @@ export function voiceFromConfig(
         candidatePolicy: policyFromCidrs(config.VOICE_ICE_ALLOW_CIDRS),
       },
     });
+  // Each workspace's own voice server first (its credentials), the installation's transport as the default.
+  const transport = deps.servers ? new WorkspaceTransport(installationTransport, deps.servers, deps.sessions, { emptyTimeoutSeconds: config.LIVEKIT_ROOM_EMPTY_TIMEOUT_SECONDS }) : installationTransport;
   const installation = 'telephony' in overrides ? (overrides.telephony ?? null) : telephonyFromConfig(config, livekit);
   // Each workspace's own trunk first (its credentials), the installation's as the default.
   const rtpPorts = config.SIP_RTP_PORTS?.split('-').map(Number) as [number, number] | undefined;

@@ -334,11 +334,6 @@ export class CredentialService {
     return { credentialId: row.id, url, apiKey: row.settings.api_key, apiSecret: this.box.open(row.secretSealed, row.id) };
   }
 
-  /** Whether the workspace has a voice credential (nothing is opened). */
-  async hasVoiceServer(workspaceId: string): Promise<boolean> {
-    return (await this.em.fork().count(Credential, { workspaceId, provider: 'voice' })) > 0;
-  }
-
   private async sipTrunkRow(workspaceId: string): Promise<ICredential | null> {
     const rows = await this.em.fork().find(Credential, { workspaceId, provider: 'telephony' }, { orderBy: { createdAt: 'desc', id: 'desc' } });
     return rows.find((r) => r.settings?.sip_uri && r.settings?.from_number) ?? null;

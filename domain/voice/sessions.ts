@@ -262,8 +262,9 @@ export class VoiceSessionService {
     return this.em.fork().findOne(VoiceSession, { id });
   }
 
-  async setRoom(id: string, roomName: string): Promise<void> {
-    await this.em.fork().nativeUpdate(VoiceSession, { id }, { roomName });
+  /** The room the transport made (its name, and the transport: a workspace's own voice server may differ from the installation's). */
+  async setRoom(id: string, roomName: string, transport?: TransportKind): Promise<void> {
+    await this.em.fork().nativeUpdate(VoiceSession, { id }, { roomName, ...(transport ? { transport } : {}) });
   }
 
   /**

@@ -66,7 +66,7 @@ export class WidgetVoice {
     });
     try {
       const room = await transport.createRoom({ voiceSessionId: row.id, workspaceId: site.workspace_id, identity: conv.customer_id, ttlSeconds: TOKEN_TTL_SECONDS });
-      if (room.room_name !== row.roomName) await this.deps.sessions.setRoom(row.id, room.room_name);
+      if (room.room_name !== row.roomName || room.transport !== row.transport) await this.deps.sessions.setRoom(row.id, room.room_name, room.transport);
       await runs.start({ voiceSessionId: row.id, workspaceId: site.workspace_id, conversationId: conv.id, siteId: site.id });
       return { ...room, voice_session_id: row.id, voice_mode: 'hands_free' as const, voice_animation_style: 'orb' as const, conversation_id: conv.id };
     } catch (err) {

@@ -16,6 +16,8 @@ import { OUTCOME } from '../../worker/namespace-attributes';
 import { VoiceWorkflows } from '../../app/temporal-clients/voice';
 import { asApiError } from '../../api/http-errors';
 import { answerOf } from '../support/http-error';
+import { TokenVerifier } from 'livekit-server-sdk';
+import { startFakeLiveKit } from '../support/fake-livekit';
 
 let db: TestDatabase;
 let t: TestApp;
@@ -514,4 +516,49 @@ describe('voice prerequisites', () => {
       await bare.close();
     }
   });
+});
+
+describe("a workspace's own voice server (a voice credential)", () => {
+  it("makes that workspace's rooms on its server, signs its visitors' tokens with its key and joins its agent there; another workspace stays on the installation's transport", async () => {
+    const KEY = 'APIwsOwnKey1';
+    const SECRET = 'own-livekit-secret-0123456789abcdef';
+    const lk = await startFakeLiveKit({ apiKey: KEY, apiSecret: SECRET });
+    try {
+      const own = await createWorkspace(db.orm);
+      const ownAuth = bearer((await createKey(t.services, own, ['workflows:write', 'workflows:publish', 'credentials:write'])).key);
+      const ownAgent = await publishedWebAgent(t.app, ownAuth, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], voice_chat: true } } });
+      const ownSite = await t.services.sites.create(own, ownAgent, [ORIGIN]);
+      await t.services.credits.grant(own, 10);
+      const cred = await t.app.inject({ method: 'POST', url: '/api/v1/credentials', headers: ownAuth, payload: { name: 'our LiveKit', provider: 'voice', url: lk.url, api_key: KEY, api_secret: SECRET } });
+      expect(cred.statusCode).toBe(201);
+      expect(cred.json()).toMatchObject({ provider: 'voice', settings: { url: lk.url, api_key: KEY }, last4: 'cdef' });
+
+      const start = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: { 'x-concierge-site': ownSite.site_id, origin: ORIGIN }, payload: {} });
+      expect(start.statusCode).toBe(200);
+      const session = start.json();
+      expect(session).toMatchObject({ transport: 'livekit', rtc_url: lk.url, room_name: session.voice_session_id });
+      // The visitor's token is the workspace's server's, for that room only.
+      const claims = await new TokenVerifier(KEY, SECRET).verify(session.rtc_token);
+      expect(claims.video).toMatchObject({ room: session.voice_session_id, roomJoin: true });
+      expect(lk.calls.filter((c) => c.method === 'CreateRoom').map((c) => c.body.name)).toEqual([session.voice_session_id]);
+      expect(await t.services.voice.session(own, session.voice_session_id)).toMatchObject({ transport: 'livekit' });
+      // The worker's agent joins that room on that server, with a token its key signs (this fake cannot complete the join).
+      for (let i = 0; i < 300 && !lk.joins.some((j) => j.claims?.sub === 'agent'); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(lk.joins.find((j) => j.claims?.sub === 'agent')?.claims?.video).toMatchObject({ room: session.voice_session_id, roomJoin: true });
+
+      // The file's workspace has no voice credential: the installation's embedded transport, nothing on that server.
+      const other = await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/start', headers: widget(), payload: {} });
+      expect(other.statusCode).toBe(200);
+      expect(other.json()).toMatchObject({ transport: 'direct', rtc_url: expect.stringMatching(/\/api\/voice\/rtc$/) });
+      expect(lk.calls.filter((c) => c.method === 'CreateRoom')).toHaveLength(1);
+      for (const [headers, id] of [
+        [{ 'x-concierge-site': ownSite.site_id, origin: ORIGIN }, session.voice_session_id],
+        [widget(), other.json().voice_session_id],
+      ] as const) {
+        expect((await t.app.inject({ method: 'POST', url: '/api/public/widget/voice/stop', headers, payload: { voice_session_id: id } })).statusCode).toBe(200);
+      }
+    } finally {
+      await lk.close();
+    }
+  }, 90_000);
 });

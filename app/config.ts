@@ -244,8 +244,11 @@ export const configSchema = z.object({
    * it to Whisper). Only `en` lets calls use the English-only models (Moonshine, tiny.en); any other goes to Whisper base.
    */
   VOICE_LANGUAGE: z.preprocess(emptyToUndefined, z.string().regex(/^(auto|[a-z]{2,3})$/, { error: 'must be auto or a language code such as en' }).default('en')),
-  /** Silence that ends the caller's turn, in ms. */
-  VOICE_SILENCE_MS: positiveInt(500),
+  /**
+   * Silence that ends the caller's turn when it sounds finished, in ms (the VAD's hang-over); a turn that sounds
+   * unfinished (Smart Turn, or its transcript) is held up to 1.1 s: docs/voice.md, Turn-taking.
+   */
+  VOICE_SILENCE_MS: positiveInt(250),
   /**
    * The embedded model for the voice agent's final transcription of a turn: `moonshine` is
    * Moonshine base (English only; a 3 s turn costs ~0.2 s of CPU, Whisper base ~6 s), used

@@ -1,10 +1,24 @@
 import type { Logger } from 'pino';
-import { concatFrames } from '../../lib/audio/audio';
+import { concatFrames, upsample } from '../../lib/audio/audio';
 import type { CallRecorder } from './recorder';
 import type { SpeechRecognizer } from '../ports/speech';
 import type { SpeechSynthesizer } from '../ports/speech';
-import { FRAME_MS, MEDIA_RATE, type MediaLeg, type TranscriptFrame } from '../ports/voice';
-import { Vad, type VadOptions } from '../../lib/audio/vad';
+import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE, type MediaLeg, type TranscriptFrame } from '../ports/voice';
+import { Vad, type VadEvent, type VadOptions } from '../../lib/audio/vad';
+import { SileroVad } from '../../lib/audio/silero-vad';
+import {
+  BACKCHANNEL_MAX_MS,
+  CONFIRM_AFTER_MS,
+  INTERRUPT_AFTER_MS,
+  isBackchannel,
+  OVERLAP_CHECK_MS,
+  SMART_TURN_THRESHOLD,
+  SMART_TURN_WAIT_MS,
+  soundsUnfinished,
+  SPECULATE_AFTER_MS,
+  UNFINISHED_HOLD_MS,
+  type TurnModels,
+} from './turn-taking';
 
 /** Audio kept before the VAD's decision, so the turn heard by STT includes its onset. */
 const PREROLL_MS = 500;
@@ -12,30 +26,33 @@ const PREROLL_MS = 500;
 const PARTIAL_EVERY_MS = 900;
 /** A turn shorter than this is not sent for a partial. */
 const PARTIAL_MIN_MS = 600;
-/**
- * Quiet after the caller's last voiced frame from which the turn is probably ending: its
- * final transcription starts then (early), before the VAD's silence window has run out,
- * and no partial starts. Speech resuming drops the early one (its result, and its work
- * when it still waits in the model's queue).
- */
-const EARLY_FINAL_AFTER_MS = 200;
 /** No audio from the caller for this long (a browser or phone that went away without a word): the session ends. */
 const MEDIA_SILENCE_TIMEOUT_MS = 20_000;
 /** Longest a goodbye may play before the leg closes anyway. */
 const GOODBYE_MAX_MS = 15_000;
 
-/** The caller's audio of one turn; `early`: its final transcription, started before the turn ended (the same audio up to its last voiced frame). */
+/** The caller's turn, ended and transcribed. */
 interface SpokenTurn {
-  samples: Int16Array;
-  early: Promise<string> | null;
+  text: string;
+}
+
+/** A spoken turn's timing so far (see TurnStats). */
+interface Timing {
+  speechEndedAt: number;
+  lastVoiceAt: number;
+  sttMs: number;
 }
 
 /** What one turn cost (the latency benchmark reads these). */
 export interface TurnStats {
-  /** When the VAD ended the turn (silenceMs after the last voiced frame), ms epoch. */
+  /**
+   * When the turn was taken as ended by silence, ms epoch: CONFIRM_AFTER_MS (VOICE_SILENCE_MS) after the last voiced
+   * audio, or UNFINISHED_HOLD_MS when it sounded unfinished.
+   */
   speechEndedAt: number;
   /** The last voiced frame, ms epoch (the VAD's share is speechEndedAt - this). */
   lastVoiceAt: number;
+  /** From speechEndedAt to the final transcript in hand and the end of turn confirmed (0 when the speculative one was ready). */
   sttMs: number;
   /** From the transcript to the reply's first clause (streamed: its first clause complete in the deltas; else the whole reply). */
   modelMs: number;
@@ -59,7 +76,10 @@ export interface VoiceAgentOptions {
    */
   turn: (text: string, source: 'speech' | 'text', onDelta?: (chunk: string) => void) => Promise<string>;
   recorder?: CallRecorder | null;
+  /** The energy VAD's options (used without Silero); `silenceMs` is also Silero's hang-over (VOICE_SILENCE_MS). */
   vad?: VadOptions;
+  /** Silero VAD and Smart Turn (domain/voice/turn-taking.ts turnModels); without Silero the energy VAD decides, without Smart Turn the text alone. */
+  models?: TurnModels | null;
   log?: Logger;
   onTurn?: (stats: TurnStats) => void;
   now?: () => number;
@@ -67,26 +87,70 @@ export interface VoiceAgentOptions {
   mediaTimeoutMs?: number;
 }
 
+/** What the agent needs of a VAD: the energy one (sync) or Silero (async). */
+interface FrameVad {
+  push(samples: Int16Array): VadEvent[] | Promise<VadEvent[]>;
+  finish(): VadEvent[];
+  readonly inSpeech: boolean;
+  readonly trailingSilenceMs: number;
+  readonly lastVoicedSample: number;
+  readonly samplesSeen: number;
+  readonly voicedMs: number;
+  readonly sampleRate: number;
+}
+
+/** The speculative end of a turn: its transcript and Smart Turn's verdict, of the audio up to the voiced sample `voicedEnd`. */
+interface Speculation {
+  voicedEnd: number;
+  text: Promise<string>;
+  /** Smart Turn's probability that the turn is complete (null without the model or when it failed). */
+  complete: Promise<number | null>;
+  queued: AbortController;
+}
+
+/** The caller speaking while the agent talks (or is about to): a backchannel or an interruption. */
+interface Overlap {
+  /** The agent's speech was stopped for it. */
+  interrupted: boolean;
+  /** The agent's audio was paused for it (INTERRUPT_AFTER_MS of speech not yet known to be a backchannel). */
+  paused: boolean;
+  /** What was heard so far (transcribed at OVERLAP_CHECK_MS of voiced audio, then again); null while none came back. */
+  heard: string | null;
+  checking: boolean;
+  checkedAtMs: number;
+}
+
 /**
- * One live voice conversation: the caller's audio through voice-activity detection,
- * speech-to-text (partials while they speak), the conversation actor's turn, speech
- * synthesis sentence by sentence, and the audio back. The caller speaking over the agent
- * stops the agent's audio (barge-in). Transcript frames go on the leg's `transcript`
- * channel: `partial: true` deltas, then one `partial: false` per turn and speaker.
+ * One live voice conversation: the caller's audio through voice-activity detection
+ * (Silero VAD, else the energy VAD), speech-to-text (partials while they speak, the final
+ * one started speculatively at SPECULATE_AFTER_MS of quiet and dropped if they speak
+ * again), the end of the turn (CONFIRM_AFTER_MS of quiet when it sounds finished, up to
+ * UNFINISHED_HOLD_MS when Smart Turn or the transcript says it is not), the conversation
+ * actor's turn, speech synthesis clause by clause as the reply streams in, and the audio
+ * back. The caller speaking over the agent stops it (barge-in) once it is not a
+ * backchannel ("yeah", "mhm"): see turn-taking.ts. Transcript frames go on the leg's
+ * `transcript` channel: `partial: true` deltas, then one `partial: false` per turn and speaker.
  */
 export class VoiceAgent {
-  private readonly vad: Vad;
+  private readonly vad: FrameVad;
   private readonly preroll: Int16Array[] = [];
   private readonly prerollFrames = Math.ceil(PREROLL_MS / FRAME_MS);
+  /** The caller's turn under way: its audio from the onset (through pauses), until the turn ends. */
   private utterance: Int16Array[] | null = null;
+  /** The VAD heard the end of speech; the turn is being judged (or held through a pause). */
+  private holding: { voicedEnd: number; lastVoiceAt: number; silenceEndedAt: number; timer: NodeJS.Timeout | null } | null = null;
   private partialTimer: NodeJS.Timeout | null = null;
-  private partialRunning: { done: Promise<void>; queued: AbortController } | null = null;
-  /** The final transcription started early (see EARLY_FINAL_AFTER_MS): of the turn up to the voiced frame ending at `voicedEnd`. */
-  private early: { voicedEnd: number; text: Promise<string>; queued: AbortController } | null = null;
+  private partialRunning: { done: Promise<void>; queued: AbortController; running: AbortController } | null = null;
+  private early: Speculation | null = null;
+  private overlap: Overlap | null = null;
+  private frames: Promise<void> = Promise.resolve();
+  /** Agent audio handed to the leg and not yet played (frames of each piece played so far), so a pause can resume it. */
+  private outQueue: Array<{ pcm: Int16Array; frames: number; played: number }> = [];
+  /** Agent audio held while paused (the caller speaking over it, not known yet to be a backchannel). */
+  private paused: Int16Array[] | null = null;
   private turns: Promise<void> = Promise.resolve();
   /** Aborts the agent's speech in progress (barge-in, end). */
   private speaking: AbortController | null = null;
-  private lastVoiceAt = 0;
   private lastFrameAt = 0;
   private stopped = false;
   private finish!: (reason: string) => void;
@@ -94,11 +158,45 @@ export class VoiceAgent {
   private readonly now: () => number;
 
   constructor(private readonly o: VoiceAgentOptions) {
-    this.vad = new Vad({ sampleRate: MEDIA_RATE, ...o.vad });
+    const silenceMs = o.vad?.silenceMs ?? CONFIRM_AFTER_MS;
+    this.vad = o.models?.silero ? new SileroVad(o.models.silero, { silenceMs }) : new Vad({ sampleRate: MEDIA_RATE, ...o.vad, silenceMs });
     this.now = o.now ?? Date.now;
     this.finished = new Promise((resolve) => (this.finish = resolve));
     o.leg.onAudio((frame) => this.onFrame(frame));
     if (o.recorder) o.leg.onPlayed((frame) => o.recorder!.agent(frame));
+    o.leg.onPlayed(() => {
+      const head = this.outQueue[0];
+      if (head && ++head.played >= head.frames) this.outQueue.shift();
+    });
+  }
+
+  /** Agent audio out (held instead while paused). */
+  private play(pcm: Int16Array): void {
+    if (this.paused) {
+      this.paused.push(pcm);
+      return;
+    }
+    this.outQueue.push({ pcm, frames: Math.ceil(pcm.length / FRAME_SAMPLES), played: 0 });
+    this.o.leg.play(pcm);
+  }
+
+  /** Stops the agent's audio where it is, keeping the rest to resume. */
+  private pausePlayback(): void {
+    if (this.paused) return;
+    this.paused = this.outQueue.map((c) => c.pcm.subarray(c.played * FRAME_SAMPLES)).filter((p) => p.length > 0);
+    this.outQueue = [];
+    this.o.leg.clearPlayback();
+  }
+
+  private resumePlayback(): void {
+    const held = this.paused;
+    this.paused = null;
+    for (const pcm of held ?? []) this.play(pcm);
+  }
+
+  /** Which VAD hears the caller: 'silero' or 'energy'. */
+  get vadKind(): 'silero' | 'energy' {
+    return this.vad instanceof SileroVad ? 'silero' : 'energy';
   }
 
   /** Runs until the caller leaves, `end()` is called or `signal` aborts; the reason it ended. */
@@ -112,6 +210,7 @@ export class VoiceAgent {
     clearInterval(watchdog);
     this.stopped = true;
     if (this.partialTimer) clearInterval(this.partialTimer);
+    if (this.holding?.timer) clearTimeout(this.holding.timer);
     this.dropEarly();
     this.partialRunning?.queued.abort();
     this.speaking?.abort(new Error('ended'));
@@ -143,7 +242,13 @@ export class VoiceAgent {
     if (this.stopped) return;
     this.lastFrameAt = this.now();
     this.o.recorder?.caller(frame);
-    const events = this.vad.push(frame);
+    // Silero answers asynchronously: frames are analysed one after the other, in order.
+    this.frames = this.frames.then(() => this.analyse(frame)).catch((err) => this.o.log?.warn({ err }, 'voice activity detection failed'));
+  }
+
+  private async analyse(frame: Int16Array): Promise<void> {
+    const events = await this.vad.push(frame);
+    if (this.stopped) return;
     if (this.utterance) this.utterance.push(frame);
     else {
       this.preroll.push(frame);
@@ -152,22 +257,41 @@ export class VoiceAgent {
     for (const e of events) {
       if (e.type === 'speech_start') this.speechStarted();
       else {
-        // The turn ended silenceMs after its last voiced frame: when that frame ended, on this clock.
-        this.lastVoiceAt = this.now() - ((this.vad.samplesSeen - e.sample) * 1000) / MEDIA_RATE;
-        this.speechEnded(e.sample);
+        // The VAD's hang-over ran out: the last voiced audio ended then, on this clock.
+        const lastVoiceAt = this.now() - ((this.vad.samplesSeen - e.sample) * 1000) / this.vad.sampleRate;
+        this.speechEnded(e.sample, lastVoiceAt);
       }
     }
-    if (this.utterance && this.vad.inSpeech) this.earlyFinal();
+    if (this.utterance && this.vad.inSpeech) {
+      this.speculate();
+      if (this.overlap) this.overlapping();
+    }
   }
 
-  /** Starts the turn's final transcription once the caller has been quiet EARLY_FINAL_AFTER_MS; drops it when they speak again. */
-  private earlyFinal(): void {
+  /** Whether the agent is talking, or about to (its reply under way). */
+  private get agentBusy(): boolean {
+    return this.o.leg.playing || this.speaking !== null || (this.paused?.length ?? 0) > 0;
+  }
+
+  /** Starts the turn's final transcription and end-of-turn check once the caller has been quiet SPECULATE_AFTER_MS; drops them when they speak again. */
+  private speculate(force = false): void {
     if (this.early && this.early.voicedEnd !== this.vad.lastVoicedSample) this.dropEarly();
-    if (this.early || this.vad.trailingSilenceMs < EARLY_FINAL_AFTER_MS) return;
+    if (this.early || (!force && this.vad.trailingSilenceMs < SPECULATE_AFTER_MS)) return;
+    // A partial under way would hold the final up (one transcription at a time): its words are stale now.
+    this.partialRunning?.queued.abort();
+    this.partialRunning?.running.abort();
     const queued = new AbortController();
-    const text = this.o.stt.transcribe(concatFrames(this.utterance!), undefined, { whileQueued: queued.signal });
+    const samples = concatFrames(this.utterance!);
+    const text = this.o.stt.transcribe(samples, undefined, { whileQueued: queued.signal });
     text.catch(() => undefined);
-    this.early = { voicedEnd: this.vad.lastVoicedSample, text, queued };
+    const smart = this.o.models?.smartTurn;
+    const complete = smart
+      ? smart.predict(upsample(samples, 2)).then(
+          (p) => p.probability,
+          (err) => (this.o.log?.warn({ err }, 'Smart Turn failed'), null),
+        )
+      : Promise.resolve(null);
+    this.early = { voicedEnd: this.vad.lastVoicedSample, text, complete, queued };
   }
 
   private dropEarly(): void {
@@ -176,31 +300,81 @@ export class VoiceAgent {
   }
 
   private speechStarted(): void {
-    // Barge-in: the caller talks over the agent, whose audio stops at once.
-    if (this.o.leg.playing || this.speaking) {
-      this.o.leg.clearPlayback();
-      this.speaking?.abort(new Error('barge-in'));
+    if (this.holding) {
+      // A pause, not the end: the same turn goes on (its audio through the pause is kept).
+      if (this.holding.timer) clearTimeout(this.holding.timer);
+      this.holding = null;
+      this.dropEarly();
+    } else {
+      this.utterance = this.preroll.splice(0);
+      // Over the agent's voice: not an interruption yet (a backchannel keeps the agent talking).
+      this.overlap = this.agentBusy ? { interrupted: false, paused: false, heard: null, checking: false, checkedAtMs: 0 } : null;
     }
-    this.utterance = this.preroll.splice(0);
-    this.partialTimer = setInterval(() => this.partial(), PARTIAL_EVERY_MS);
+    if (!this.partialTimer) this.partialTimer = setInterval(() => this.partial(), PARTIAL_EVERY_MS);
+  }
+
+  /**
+   * The caller speaks over the agent. At INTERRUPT_AFTER_MS of voiced audio the agent's
+   * audio pauses, unless what was heard so far is already known to be a backchannel; it
+   * stops for good (barge-in) as soon as the words heard are not a backchannel, or at
+   * BACKCHANNEL_MAX_MS; a backchannel that ends resumes it where it paused (endTurn).
+   */
+  private overlapping(): void {
+    const o = this.overlap!;
+    if (o.interrupted) return;
+    if (!this.agentBusy) {
+      // The agent finished on its own: nothing to interrupt; the turn is an ordinary one.
+      this.overlap = null;
+      return;
+    }
+    const voiced = this.vad.voicedMs;
+    if (!o.checking && voiced >= OVERLAP_CHECK_MS && voiced - o.checkedAtMs >= OVERLAP_CHECK_MS) {
+      o.checking = true;
+      o.checkedAtMs = voiced;
+      void this.o.stt
+        .transcribe(concatFrames(this.utterance!), undefined, { partial: true })
+        .then((t) => {
+          o.heard = t.trim();
+          if (o.paused && !o.interrupted && this.overlap === o && !isBackchannel(o.heard)) this.interrupt(o);
+        })
+        .catch(() => undefined)
+        .finally(() => (o.checking = false));
+    }
+    if (voiced < INTERRUPT_AFTER_MS) return;
+    if (voiced >= BACKCHANNEL_MAX_MS) return this.interrupt(o);
+    if (o.heard !== null && !isBackchannel(o.heard)) return this.interrupt(o);
+    if (!o.paused && !(o.heard !== null && isBackchannel(o.heard))) {
+      o.paused = true;
+      this.pausePlayback();
+    }
+  }
+
+  private interrupt(o: Overlap): void {
+    o.interrupted = true;
+    this.paused = null;
+    this.outQueue = [];
+    this.o.leg.clearPlayback();
+    this.speaking?.abort(new Error('barge-in'));
   }
 
   private partial(): void {
     const turn = this.utterance;
-    if (!turn || this.partialRunning || this.early || turn.length * FRAME_MS < PARTIAL_MIN_MS) return;
+    if (!turn || this.partialRunning || this.early || this.holding || turn.length * FRAME_MS < PARTIAL_MIN_MS) return;
     // The turn is probably ending: its final is about to start, which a partial would only delay.
-    if (this.vad.trailingSilenceMs >= EARLY_FINAL_AFTER_MS) return;
+    if (this.vad.trailingSilenceMs >= SPECULATE_AFTER_MS) return;
     const samples = concatFrames(turn);
     const queued = new AbortController();
+    const stop = new AbortController();
     const running = {
       queued,
+      running: stop,
       done: this.o.stt
-        .transcribe(samples, undefined, { partial: true, whileQueued: queued.signal })
+        .transcribe(samples, stop.signal, { partial: true, whileQueued: queued.signal })
         .then((text) => {
           if (text && this.utterance === turn) this.frame('user', text, true);
         })
         .catch((err) => {
-          if (!queued.signal.aborted) this.o.log?.warn({ err }, 'voice partial transcription failed');
+          if (!queued.signal.aborted && !stop.signal.aborted) this.o.log?.warn({ err }, 'voice partial transcription failed');
         })
         .finally(() => {
           if (this.partialRunning === running) this.partialRunning = null;
@@ -209,41 +383,79 @@ export class VoiceAgent {
     this.partialRunning = running;
   }
 
-  /** `voicedEnd`: where the turn's last voiced frame ended (the VAD's clock). */
-  private speechEnded(voicedEnd: number): void {
-    if (this.partialTimer) clearInterval(this.partialTimer);
-    this.partialTimer = null;
-    const turn = this.utterance;
-    this.utterance = null;
+  /**
+   * The VAD's hang-over ran out (`voicedEnd`: where the last voiced audio ended). The turn
+   * ends now if it sounds finished (its transcript and Smart Turn's verdict, started
+   * speculatively), else it is held: speech within UNFINISHED_HOLD_MS of the last voice
+   * continues it.
+   */
+  private speechEnded(voicedEnd: number, lastVoiceAt: number): void {
+    if (!this.utterance) return;
     // A partial still waiting for the model is stale now: dropped, so the final does not queue behind it.
     this.partialRunning?.queued.abort();
-    const early = this.early?.voicedEnd === voicedEnd ? this.early.text : null;
-    if (!early) this.dropEarly();
+    if (this.early?.voicedEnd !== voicedEnd) {
+      this.dropEarly();
+      this.speculate(true);
+      this.early!.voicedEnd = voicedEnd;
+    }
+    const hold = { voicedEnd, lastVoiceAt, silenceEndedAt: this.now(), timer: null as NodeJS.Timeout | null };
+    this.holding = hold;
+    void this.judge(hold);
+  }
+
+  private async judge(hold: NonNullable<VoiceAgent['holding']>): Promise<void> {
+    const early = this.early!;
+    const text = (await early.text.catch(() => '')).trim();
+    if (this.holding !== hold) return;
+    const waitUntil = this.now() + SMART_TURN_WAIT_MS;
+    const probability = await Promise.race([early.complete, new Promise<null>((r) => setTimeout(() => r(null), Math.max(0, waitUntil - this.now())))]);
+    if (this.holding !== hold) return;
+    const unfinished = soundsUnfinished(text) || (probability !== null && probability < SMART_TURN_THRESHOLD);
+    // Over the agent: a backchannel is no turn, whatever its length of quiet.
+    if (!unfinished || (this.overlap && !this.overlap.interrupted)) return this.endTurn(hold, text, hold.silenceEndedAt);
+    const due = hold.lastVoiceAt + UNFINISHED_HOLD_MS;
+    hold.timer = setTimeout(() => {
+      if (this.holding === hold) this.endTurn(hold, text, due);
+    }, Math.max(0, due - this.now()));
+  }
+
+  /** The turn is over: its transcript goes to the conversation (or, a backchannel over the agent, only to the transcript). */
+  private endTurn(hold: NonNullable<VoiceAgent['holding']>, text: string, speechEndedAt: number): void {
+    if (this.partialTimer) clearInterval(this.partialTimer);
+    this.partialTimer = null;
+    this.holding = null;
     this.early = null;
-    if (!turn?.length) return;
-    const speechEndedAt = this.now();
-    this.enqueue({ samples: concatFrames(turn), early }, 'speech', { speechEndedAt, lastVoiceAt: this.lastVoiceAt });
+    this.utterance = null;
+    const overlap = this.overlap;
+    this.overlap = null;
+    if (!text) {
+      if (overlap?.paused && !overlap.interrupted) this.resumePlayback();
+      return;
+    }
+    if (overlap && !overlap.interrupted) {
+      if (isBackchannel(text)) {
+        // "mhm" while the agent talks: heard and kept in the transcript; the agent goes on (from where it paused), no new model turn.
+        this.frame('user', text, false);
+        if (overlap.paused) this.resumePlayback();
+        return;
+      }
+      // Short, but words ("stop", "wait"): an interruption after all.
+      this.interrupt(overlap);
+    }
+    this.frame('user', text, false);
+    this.enqueue({ text }, 'speech', { speechEndedAt, lastVoiceAt: hold.lastVoiceAt, sttMs: Math.max(0, this.now() - speechEndedAt) });
   }
 
   /** Turns run one at a time, in the order the caller spoke. */
-  private enqueue(input: SpokenTurn | string, source: 'speech' | 'text', timing: { speechEndedAt: number; lastVoiceAt: number } | null): void {
+  private enqueue(input: SpokenTurn | string, source: 'speech' | 'text', timing: Timing | null): void {
     this.turns = this.turns
       .then(() => this.runTurn(input, source, timing))
       .catch((err) => this.o.log?.warn({ err }, 'voice turn failed'));
   }
 
-  private async runTurn(input: SpokenTurn | string, source: 'speech' | 'text', timing: { speechEndedAt: number; lastVoiceAt: number } | null): Promise<void> {
+  private async runTurn(input: SpokenTurn | string, source: 'speech' | 'text', timing: Timing | null): Promise<void> {
     if (this.stopped) return;
-    let text: string;
-    const t0 = this.now();
-    if (typeof input === 'string') text = input;
-    else {
-      // A running partial is not waited for (its words are stale); the final may still queue behind it in the model.
-      const final = input.early ? input.early.catch(() => this.o.stt.transcribe(input.samples)) : this.o.stt.transcribe(input.samples);
-      text = (await final).trim();
-      if (!text) return;
-      this.frame('user', text, false);
-    }
+    const text = typeof input === 'string' ? input : input.text;
     const t1 = this.now();
     // The reply is spoken clause by clause as the model writes it (see ClauseStream).
     const control = new AbortController();
@@ -253,7 +465,7 @@ export class VoiceAgent {
     let heard: { ttsMs: number; firstAudioAt: number } | null = null;
     let reply: string | null = null;
     const report = () => {
-      if (timing && heard && reply !== null) this.o.onTurn?.({ ...timing, sttMs: t1 - t0, modelMs: modelMs ?? 0, ...heard, text, reply });
+      if (timing && heard && reply !== null) this.o.onTurn?.({ ...timing, modelMs: modelMs ?? 0, ...heard, text, reply });
     };
     const speech = this.speak(clauses, control, (ttsMs, firstAudioAt) => {
       heard = { ttsMs, firstAudioAt };
@@ -309,7 +521,7 @@ export class VoiceAgent {
         if (control.signal.aborted || this.stopped) break;
         said = said ? `${said} ${clause}` : clause;
         this.frame('assistant', said, true);
-        this.o.leg.play(pcm);
+        this.play(pcm);
         if (first) {
           first(this.now() - t, this.now());
           first = undefined;

@@ -69,6 +69,7 @@ export class Vad {
   private silentRun = 0;
   private speechStart = 0;
   private lastVoicedEnd = 0;
+  private voicedSamples = 0;
 
   constructor(opts: VadOptions = {}) {
     this.sampleRate = opts.sampleRate ?? MEDIA_RATE;
@@ -103,6 +104,11 @@ export class Vad {
   /** During a turn: where its last voiced frame ended (the `sample` its speech_end will carry if no speech follows). */
   get lastVoicedSample(): number {
     return this.lastVoicedEnd;
+  }
+
+  /** Speech heard in the current turn (voiced frames only), ms; 0 outside a turn. */
+  get voicedMs(): number {
+    return this.speaking ? (this.voicedSamples * 1000) / this.sampleRate : 0;
   }
 
   /** Samples analysed since the start (the clock the events' `sample` counts on). */
@@ -153,6 +159,7 @@ export class Vad {
       if (voiced) {
         this.silentRun = 0;
         this.lastVoicedEnd = this.position;
+        this.voicedSamples += frame.length;
       } else if (++this.silentRun >= this.silenceFrames) {
         this.speaking = false;
         this.voicedRun = 0;
@@ -170,6 +177,7 @@ export class Vad {
       this.silentRun = 0;
       this.speechStart = this.runStart;
       this.lastVoicedEnd = this.position;
+      this.voicedSamples = this.position - this.runStart;
       events.push({ type: 'speech_start', sample: this.runStart });
     }
   }

@@ -217,3 +217,67 @@ export async function runPhoneCall(
   const reason = await deps.media.converse(id, leg, { id: input.conversationId, workspaceId: input.workspaceId }, signal, heartbeat);
   return end({ status: 'completed', reason, ...(answeredBy ? { answeredBy } : {}) });
 }
+
+/** Quiet after a key press that ends a run of keys (a caller typing a number pauses less). */
+const KEYPAD_GAP_MS = 1200;
+
+/**
+ * The keys a caller presses, as text turns for the agent: presses a short gap apart are
+ * one entry (an account number, a menu choice), told once `#` is pressed or after
+ * `gapMs` of no key, as "(the caller pressed 4 2 #)". No-op on a leg without a keypad.
+ * The media activity hands `say` to VoiceAgent.inject, so the model hears the keys as
+ * the caller's turn.
+ */
+export function keypadTurns(leg: MediaLeg, say: (text: string) => void, gapMs = KEYPAD_GAP_MS): void {
+  if (!leg.onDigit) return;
+  let keys: string[] = [];
+  let timer: NodeJS.Timeout | null = null;
+  const flush = () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    if (keys.length) say(`(the caller pressed ${keys.join(' ')})`);
+    keys = [];
+  };
+  leg.onDigit((digit) => {
+    keys.push(digit);
+    if (timer) clearTimeout(timer);
+    if (digit === '#') flush();
+    else timer = setTimeout(flush, gapMs);
+  });
+  void leg.ended.then(flush);
+}
+
+/** A control notice for a live call's leg (transfer_call, send_digits: domain/chat/tools/phone.ts). */
+export type PhoneControl = { k: 'transfer'; target: string } | { k: 'dtmf'; digits: string };
+
+/**
+ * Carries out a phone control notice on the call's leg, after `spoken()` (the agent's
+ * reply in progress has been said: "I'm transferring you now" comes before the REFER).
+ * A transfer that fails leaves the call up and `tell`s the model (a text turn, as
+ * VoiceAgent.inject, so it explains to the caller); digits that cannot be sent are
+ * logged. What it did, for the media activity's log.
+ */
+export async function carryOutPhoneControl(
+  leg: MediaLeg,
+  notice: PhoneControl,
+  o: { spoken: () => Promise<void>; tell: (text: string) => void; log: Pick<Logger, 'warn'> },
+): Promise<string> {
+  await o.spoken();
+  if (notice.k === 'dtmf') {
+    if (!leg.sendDigits) return 'no keypad on this leg';
+    return leg.sendDigits(notice.digits).then(
+      () => `sent ${notice.digits}`,
+      (err: unknown) => {
+        o.log.warn({ err }, 'digits not sent');
+        return `digits not sent: ${err instanceof Error ? err.message : String(err)}`;
+      },
+    );
+  }
+  if (!leg.transfer) {
+    o.tell('(the call could not be transferred: this line has no transfer)');
+    return 'no transfer on this leg';
+  }
+  const r = await leg.transfer(notice.target).catch((err: unknown) => ({ ok: false, status: 0, reason: err instanceof Error ? err.message : String(err) }));
+  if (!r.ok) o.tell(`(the transfer did not go through${r.status ? `: ${r.status} ${r.reason}` : ''}; the caller is still on the line with you)`);
+  return r.ok ? `transferred to ${notice.target}` : `transfer failed: ${r.status} ${r.reason}`.trim();
+}

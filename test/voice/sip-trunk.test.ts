@@ -8,7 +8,7 @@ import type { RtpLeg } from '../../lib/sip/rtp-leg';
 import { SipTrunkTelephony, type SipTrunkSettings } from '../../providers/telephony/sip-trunk';
 import type { DialOutInput, MediaLeg } from '../../domain/ports/voice';
 import { sippInstalled, startSipp, writeMulawFile, type SippRun } from '../support/sipp';
-import { screenAnsweredCall } from '../../domain/voice/phone-call';
+import { carryOutPhoneControl, keypadTurns, screenAnsweredCall } from '../../domain/voice/phone-call';
 import { decodeMulaw } from '../../lib/audio/audio';
 import { spokenPcm } from '../support/test-phone';
 
@@ -217,8 +217,11 @@ describeSipp('direct SIP trunk against SIPp', () => {
     sipp = await startSipp({ scenario: 'refer', fields: { SIPFRAG: '486 Busy Here' } });
     const { leg } = await dial(telephony(sipp));
     await expect(leg.transfer!('sip:evil@example.com')).rejects.toThrow('E.164');
-    const result = await leg.transfer!('204');
-    expect(result).toEqual({ ok: false, status: 486, reason: 'Busy Here' });
+    // The agent's transfer_call notice: the REFER goes out, the failure is told to the model, the call stays up.
+    const told: string[] = [];
+    const did = await carryOutPhoneControl(leg, { k: 'transfer', target: '204' }, { spoken: async () => undefined, tell: (t) => told.push(t), log: console });
+    expect(did).toBe('transfer failed: 486 Busy Here');
+    expect(told).toEqual(['(the transfer did not go through: 486 Busy Here; the caller is still on the line with you)']);
     expect(await Promise.race([leg.ended, wait(300).then(() => 'still up')])).toBe('still up');
     await leg.close();
     const done = await sipp.exited;
@@ -244,6 +247,9 @@ describeSipp('direct SIP trunk against SIPp', () => {
     const { leg } = await dial(telephony(sipp));
     const digits: string[] = [];
     leg.onDigit!((d) => digits.push(d));
+    // What the agent is told: the run of keys as one text turn, once # ends it.
+    const told: string[] = [];
+    keypadTurns(leg, (t) => told.push(t), 5000);
     // The far end presses 1, 0, # : each press as an update every 20 ms then its end three times, one timestamp per press.
     let seq = 100;
     let ts = 5000;
@@ -259,7 +265,11 @@ describeSipp('direct SIP trunk against SIPp', () => {
     }
     await wait(200);
     expect(digits).toEqual(['1', '0', '#']);
-    await leg.sendDigits!('2*9');
+    expect(told).toEqual(['(the caller pressed 1 0 #)']);
+    // The agent's send_digits notice, carried out on the leg once its reply was said.
+    let spoken = false;
+    const did = await carryOutPhoneControl(leg, { k: 'dtmf', digits: '2*9' }, { spoken: async () => void (spoken = true), tell: () => undefined, log: console });
+    expect([spoken, did]).toEqual([true, 'sent 2*9']);
     await leg.close();
     peer.close();
     expect((await sipp.exited).code).toBe(0);

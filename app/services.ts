@@ -259,6 +259,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
       // Read on each init: compose decides them after the services exist.
       voice: () => opts.voicePrereqs,
       canPayVoice: async (workspaceId) => (await credits.balance(workspaceId)).balance >= prices.voice_minute_credits,
+      ownTrunk: (workspaceId) => credentials.hasSipTrunk(workspaceId),
       teamStatus: (workspaceId) => team.statusFor(workspaceId),
   });
   const tasks = new TaskService(em);

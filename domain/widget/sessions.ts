@@ -66,6 +66,8 @@ export class WidgetSessionService {
       voice?: () => VoicePrereqs | undefined;
       /** Whether the workspace can pay a voice minute now: a visitor is never offered a call it would refuse with 402. */
       canPayVoice?: (workspaceId: string) => Promise<boolean>;
+      /** Whether the workspace has a SIP trunk of its own (a telephony credential): it dials out without the installation's telephony. */
+      ownTrunk?: (workspaceId: string) => Promise<boolean>;
       /** Whether someone of the team is available now (business hours, away): the hand-off status a visitor sees. */
       teamStatus?: (workspaceId: string) => Promise<TeamStatus>;
     } = { transcriber: false },
@@ -266,7 +268,10 @@ export class WidgetSessionService {
     // A toggle that is on but cannot work here is reported off, with why.
     // Uploads of documents and images need nothing external; only audio and video need a transcriber.
     const warnings: string[] = [];
-    const { voice: voiceMissing, dialOut: dialOutMissing } = this.voicePrereqs();
+    const { voice: voiceMissing, dialOut: installationDialOut } = this.voicePrereqs();
+    // A workspace with its own trunk needs only the speech (CallService.assertDialOutPrereqs decides the same).
+    const ownTrunk = web?.dial_out && installationDialOut && !voiceMissing && this.prereqs.ownTrunk ? await this.prereqs.ownTrunk(site.workspace_id) : false;
+    const dialOutMissing = ownTrunk ? null : installationDialOut;
     if (web?.voice_chat && voiceMissing) warnings.push(`voice_chat is enabled but ${voiceMissing}`);
     if (web?.dial_out && dialOutMissing) warnings.push(`dial_out is enabled but ${dialOutMissing}`);
     if (web?.file_upload && !this.prereqs.transcriber) warnings.push('file_upload: audio and video files need a transcriber (TRANSCRIBE_BASE_URL, or the embedded model: npm run models:fetch); documents and images work');

@@ -192,6 +192,28 @@ describe('POST /widget/call and POST /api/v1/outbound (voice): every refusal', (
   });
 });
 
+describe('a workspace with a SIP trunk of its own (a telephony credential)', () => {
+  test('is offered dial-out on an installation without telephony, and its /call passes the prerequisites; a trunk without a caller id is not one', async () => {
+    const id = await createWorkspace(db.orm);
+    const auth = bearer((await createKey(t.services, id, ['workflows:write', 'workflows:publish', 'credentials:write'])).key);
+    const agent = await publishedWebAgent(t.app, auth, ORIGIN, { triggers: { web_chat: { allowed_origins: [ORIGIN], dial_out: true } } });
+    const site = await t.services.sites.create(id, agent, [ORIGIN]);
+    const register = (payload: object) => t.app.inject({ method: 'POST', url: '/api/v1/credentials', headers: auth, payload: { name: 'trunk', provider: 'telephony', username: 'u', password: 'a-long-trunk-password', ...payload } });
+    // No caller id: not a trunk to dial through; the installation (none here) decides.
+    expect((await register({ sip_uri: 'sip:127.0.0.1:5060' })).statusCode).toBe(201);
+    expect((await init(site, bare)).json().capabilities.dial_out).toBe(false);
+    const badNumber = await register({ sip_uri: 'sip:127.0.0.1:5060', from_number: '4155550100' });
+    expect([badNumber.statusCode, badNumber.json().error]).toEqual([400, 'invalid_request']);
+    expect(badNumber.json().message).toMatch(/from_number: must be a phone number in E\.164/);
+    expect((await register({ sip_uri: 'sip:127.0.0.1:5060', from_number: '+14155550100' })).statusCode).toBe(201);
+    const opened = (await init(site, bare)).json();
+    expect(opened.capabilities.dial_out).toBe(true);
+    expect(opened.capability_warnings ?? []).toEqual([]);
+    // Past the prerequisites, the next refusal is the workspace's credits (none granted): nothing is dialled.
+    expect(error(await callMe(site, '+12025550199', {}, bare))).toEqual([402, 'out_of_credits']);
+  });
+});
+
 describe('toll fraud: the destination policy, the verified phone, the caps, the price per class', () => {
   const PREMIUM_US = '+19002550123';
   const INMARSAT = '+870773111111';

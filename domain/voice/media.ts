@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { PgNotifications, Subscription } from '../../db/notifications';
 import type { BlobStore } from '../ports/blob-store';
 import { VoiceAgent, type TurnStats } from './agent';
+import { defaultModelsDir, turnModels } from './turn-taking';
 import { CallRecorder, finalizeRecordings } from './recorder';
 import { recordingView, VOICE_CONTROL, type RecordingView, type VoiceSessionService } from './sessions';
 import { PgRecordingSpool } from './spool';
@@ -113,6 +114,8 @@ export class VoiceMedia {
       tts: this.o.tts,
       recorder,
       vad: { silenceMs: this.o.silenceMs },
+      // Silero VAD and Smart Turn, loaded once per process (npm run models:fetch); without them the energy VAD and the transcript decide.
+      models: await turnModels(defaultModelsDir()),
       mediaTimeoutMs: this.o.mediaTimeoutMs,
       log: this.o.log,
       onTurn: this.o.onTurn,

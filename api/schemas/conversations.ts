@@ -133,6 +133,10 @@ export const Call = z
     ended_at: Timestamp.nullable(),
     created_at: Timestamp,
     error: z.string().nullable().meta({ description: 'Why the call failed or was not answered, when it says' }),
+    answered_by: z
+      .enum(['human', 'machine', 'unknown'])
+      .nullable()
+      .meta({ description: "Who answered, by answering-machine detection when the agent's phone.answering_machine is not off (unknown: no telling, treated as a person); null: not screened" }),
     recordings: z.array(RecordingDownload).meta({ description: 'Saved once the call ends: caller, agent and combined' }),
   })
   .meta({ id: 'Call' });

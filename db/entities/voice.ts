@@ -58,6 +58,8 @@ export const Call = defineEntity({
     answeredAt: p.datetime().nullable(),
     endedAt: p.datetime().nullable(),
     durationMs: p.integer().nullable(),
+    /** Who answered (answering-machine detection; null: the call was not screened). */
+    answeredBy: p.enum(['human', 'machine', 'unknown'] as const).columnType('text').nullable(),
     createdAt: createdAtMs(),
     updatedAt: updatedAt(),
   },

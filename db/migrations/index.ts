@@ -39,6 +39,7 @@ import { Migration20261128221000AgentTry } from './Migration20261128221000AgentT
 import { Migration20261128233000InboxTimes } from './Migration20261128233000InboxTimes';
 import { Migration20261129003000InboxMsgappFiles } from './Migration20261129003000InboxMsgappFiles';
 import { Migration20261129020000VoiceWorkers } from './Migration20261129020000VoiceWorkers';
+import { Migration20261129030000CallAnsweredBy } from './Migration20261129030000CallAnsweredBy';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -83,4 +84,5 @@ export const migrations = [
   { name: 'Migration20261128233000InboxTimes', class: Migration20261128233000InboxTimes },
   { name: 'Migration20261129003000InboxMsgappFiles', class: Migration20261129003000InboxMsgappFiles },
   { name: 'Migration20261129020000VoiceWorkers', class: Migration20261129020000VoiceWorkers },
+  { name: 'Migration20261129030000CallAnsweredBy', class: Migration20261129030000CallAnsweredBy },
 ];

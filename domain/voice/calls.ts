@@ -30,6 +30,7 @@ export interface CallView {
   ended_at: string | null;
   created_at: string;
   error: string | null;
+  answered_by: 'human' | 'machine' | 'unknown' | null;
   recordings: RecordingWithLink[];
 }
 
@@ -206,6 +207,7 @@ export class CallService {
       ended_at: iso(r.endedAt),
       created_at: iso(r.createdAt)!,
       error: r.error ?? null,
+      answered_by: r.answeredBy ?? null,
       recordings: recordings.map((x) => this.withLink(x)),
     };
   }

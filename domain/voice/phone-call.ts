@@ -53,8 +53,8 @@ export const ANSWERED_BY_EVENT = 'call.answered_by';
 /**
  * The worker's CallScreening: the settings are the phone block of the call's agent
  * (AgentSpec.phone; none: no screening), the message is spoken by the voice's TTS, and
- * the outcome goes on the conversation's timeline as `call.answered_by`
- * `{call_id, answered_by, reason, at_ms}`.
+ * the outcome is the call's `answered_by` and goes on the conversation's timeline as
+ * `call.answered_by` `{call_id, answered_by, reason, at_ms}`.
  */
 export function callScreening(em: EntityManager, tts: SpeechSynthesizer, conversations = new ConversationRepository()): CallScreening {
   return {
@@ -66,7 +66,10 @@ export function callScreening(em: EntityManager, tts: SpeechSynthesizer, convers
       return phone ? { answering_machine: phone.answering_machine, voicemail_message: phone.voicemail_message } : null;
     },
     speak: (text) => tts.synthesize(text),
-    record: (input, d) => conversations.addConversationEvent(em.fork(), input.conversationId, ANSWERED_BY_EVENT, { call_id: input.callId, answered_by: d.answeredBy, reason: d.reason, at_ms: d.atMs }),
+    async record(input, d) {
+      await em.fork().nativeUpdate(Call, { id: input.callId }, { answeredBy: d.answeredBy });
+      await conversations.addConversationEvent(em.fork(), input.conversationId, ANSWERED_BY_EVENT, { call_id: input.callId, answered_by: d.answeredBy, reason: d.reason, at_ms: d.atMs });
+    },
   };
 }
 

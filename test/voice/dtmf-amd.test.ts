@@ -4,6 +4,9 @@ import { FRAME_SAMPLES, MEDIA_RATE } from '../../domain/ports/voice';
 import { spokenPcm } from '../support/test-phone';
 import { DEFAULT_DIALABLE_TYPES, type DialOutPolicy } from '../../domain/voice/destinations';
 import { checkKeypadDigits, checkTransferTarget } from '../../domain/voice/dial-out';
+import { ANSWERED_BY_EVENT, callScreening } from '../../domain/voice/phone-call';
+import { Agent, Call, Conversation, ConversationEvent } from '../../db/entities';
+import { createTestDatabase, createWorkspace, type TestDatabase } from '../support/db';
 
 /**
  * Keypad digits (RFC 4733 payloads, in-band DTMF by Goertzel) and answering-machine
@@ -135,5 +138,44 @@ describe('the destination policy for transfer targets and keypad numbers', () =>
     expect(() => checkKeypadDigits('9#9005550123#', policy, '+14155550123')).toThrow(/keypad digits 9005550123 read as a number: .*premium-rate/);
     expect(() => checkKeypadDigits('0033142685300', policy, '+14155550123')).toThrow('keypad digits 0033142685300');
     expect(() => checkKeypadDigits('12x', policy, '+14155550123')).toThrow('0-9');
+  });
+});
+
+describe("call screening on the database: the agent's phone settings in, who answered out", () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  test("settings come from the call's agent (none: not screened); the outcome is the call's answered_by and a call.answered_by event", async () => {
+    const ws = await createWorkspace(db.orm);
+    const em = db.orm.em.fork();
+    const spec = { name: 'Caller', phone: { transfer_targets: [], answering_machine: 'leave_message', voicemail_message: 'Call us back.' } };
+    em.create(Agent, { id: 'agt_phone', workspaceId: ws, name: 'Caller', status: 'published', spec: spec as never });
+    em.create(Agent, { id: 'agt_plain', workspaceId: ws, name: 'Plain', status: 'published', spec: { name: 'Plain' } as never });
+    // Rows in the order of their foreign keys (the entities name ids, not relations).
+    await em.flush();
+    em.create(Conversation, { id: 'conv_phone', workspaceId: ws, agentId: 'agt_phone', channel: 'voice', status: 'open' });
+    await em.flush();
+    const call = (id: string, agentId: string) => em.create(Call, { id, workspaceId: ws, conversationId: 'conv_phone', agentId, phone: '+14155550123', provider: 'sip', status: 'in_progress' });
+    call('call_phone', 'agt_phone');
+    call('call_plain', 'agt_plain');
+    await em.flush();
+    const spoken: string[] = [];
+    const screening = callScreening(db.orm.em, { synthesize: async (t) => (spoken.push(t), new Int16Array(8)) });
+    const input = { callId: 'call_phone', workspaceId: ws, conversationId: 'conv_phone', phone: '+14155550123' };
+    expect(await screening.settings(input)).toEqual({ answering_machine: 'leave_message', voicemail_message: 'Call us back.' });
+    expect(await screening.settings({ ...input, callId: 'call_plain' })).toBeNull();
+    await screening.speak('Call us back.');
+    expect(spoken).toEqual(['Call us back.']);
+    await screening.record(input, { answeredBy: 'machine', reason: 'a 1000 Hz beep', atMs: 3400 });
+    const row = await db.orm.em.fork().findOneOrFail(Call, { id: 'call_phone' });
+    expect(row.answeredBy).toBe('machine');
+    expect((await db.orm.em.fork().findOneOrFail(Call, { id: 'call_plain' })).answeredBy).toBeNull();
+    const events = await db.orm.em.fork().find(ConversationEvent, { conversationId: 'conv_phone', type: ANSWERED_BY_EVENT });
+    expect(events.map((e) => e.data)).toEqual([{ call_id: 'call_phone', answered_by: 'machine', reason: 'a 1000 Hz beep', at_ms: 3400 }]);
   });
 });

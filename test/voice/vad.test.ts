@@ -2,6 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { dbfs, wavToMono } from '../../lib/audio/audio';
 import { FRAME_SAMPLES, MEDIA_RATE } from '../../domain/ports/voice';
 import { Vad, type VadEvent } from '../../lib/audio/vad';
+import path from 'node:path';
+import { SileroModel, SileroVad } from '../../lib/audio/silero-vad';
+import { recording } from './recordings';
 
 /** espeak-ng's speech at 8 kHz mono, as a caller's audio arrives. */
 const say = (text: string) => wavToMono(execFileSync('espeak-ng', ['--stdout', '-v', 'en-us', '-s', '160'], { input: text }), MEDIA_RATE);
@@ -136,5 +139,47 @@ describe('Vad', () => {
     expect(vad.finish()).toEqual([expect.objectContaining({ type: 'speech_end' })]);
     expect(vad.inSpeech).toBe(false);
     expect(vad.finish()).toEqual([]);
+  });
+});
+
+describe('SileroVad (Silero VAD v5 at 8 kHz, the shared model in its thread)', () => {
+  const MODELS_DIR = path.resolve(process.env.CONCIERGE_MODELS_DIR ?? path.join(__dirname, '../../.data/models'));
+  let model: SileroModel;
+  beforeAll(async () => {
+    model = await SileroModel.load(path.join(MODELS_DIR, 'silero-vad', 'silero_vad.onnx'));
+  });
+  afterAll(() => SileroModel.unloadAll());
+
+  const runSilero = async (vad: SileroVad, audio: Int16Array, frame = FRAME_SAMPLES) => {
+    const out: Array<VadEvent & { emittedAt: number }> = [];
+    for (let i = 0; i < audio.length; i += frame) for (const e of await vad.push(audio.subarray(i, i + frame))) out.push({ ...e, emittedAt: vad.samplesSeen });
+    return out;
+  };
+
+  test('a recorded sentence under -45 dBFS hiss is one turn from its onset, ended 250 ms after its last voiced window; loud white noise alone (-30 dBFS) is none', async () => {
+    const speech = recording('librivox/sense_and_sensibility_01_austen_64kb-0930');
+    const events = await runSilero(new SileroVad(model), withNoise(concat(silence(1000), speech, silence(1000)), -45));
+    expect(events.map((e) => e.type)).toEqual(['speech_start', 'speech_end']);
+    expect(ms(events[0].sample)).toBeGreaterThan(1000);
+    expect(ms(events[0].sample)).toBeLessThan(1000 + ms(speech.length) / 4);
+    expect(ms(events[1].emittedAt - events[1].sample)).toBeCloseTo(256, -1);
+    expect(await runSilero(new SileroVad(model), withNoise(silence(3000), -30, 9))).toEqual([]);
+  });
+
+  test('two sessions share the model, each with its own state: interleaved, they decide as each would alone; 10 ms frames give the same events', async () => {
+    const a = withNoise(concat(silence(500), recording('cards/003'), silence(800)), -50, 2);
+    const b = withNoise(concat(silence(900), recording('cards/001'), silence(800)), -50, 4);
+    const alone = [await runSilero(new SileroVad(model), a), await runSilero(new SileroVad(model), b)];
+    const [va, vb] = [new SileroVad(model), new SileroVad(model)];
+    const both: VadEvent[][] = [[], []];
+    for (let i = 0; i < Math.max(a.length, b.length); i += FRAME_SAMPLES) {
+      const [ea, eb] = await Promise.all([va.push(a.subarray(i, i + FRAME_SAMPLES)), vb.push(b.subarray(i, i + FRAME_SAMPLES))]);
+      both[0].push(...ea);
+      both[1].push(...eb);
+    }
+    const strip = (es: Array<VadEvent & { emittedAt?: number }>) => es.map(({ emittedAt: _, ...e }) => e);
+    expect(both).toEqual(alone.map(strip));
+    expect(alone[0].map((e) => e.type)).toEqual(['speech_start', 'speech_end']);
+    expect(strip(await runSilero(new SileroVad(model), a, 80))).toEqual(strip(alone[0]));
   });
 });

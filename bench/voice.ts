@@ -158,7 +158,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const callerProcess = await forkRole<CallerRequest, CallerReport[]>(__filename, 'callers', cleanup, { BENCH_VOICE_PORT: new URL(url).port, BENCH_VOICE_SITE: site.site_id });
   const paths = (r: SpeechRecognizer) => (r as { modelPaths?: { final: string; partial: string } }).modelPaths;
   log(
-    `  setup: API + worker (one composition) ${url}, Temporal dev server ${dev.address}, ${os.cpus().length} cores; fake model ${llm.url}: first token after ${own.firstTokenMs} ms, ` +
+    `  setup: API + worker (one composition) ${url}, Temporal dev server ${dev.address}, ${os.cpus().length} cores (load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}); fake model ${llm.url}: first token after ${own.firstTokenMs} ms, ` +
       `the first clause after ${own.firstClauseMs} ms, the whole reply after ${own.wholeMs} ms (${CHUNK_CHARS} characters per ${s.llmChunkMs} ms); VOICE_SILENCE_MS ${c.config.VOICE_SILENCE_MS}; ` +
       `${recordings.length} real recordings (pocketsphinx-testdata: ${recordings.map((r) => `${(r.samples.length / 8000).toFixed(1)} s`).join(', ')}); ` +
       `STT finals ${paths(shipped)?.final ?? '?'}, baseline ${paths(whisper)?.final ?? '?'}, partials ${paths(shipped)?.partial ?? '?'}`,
@@ -255,15 +255,6 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const singleGoal = single.map((t) => t.goal);
   const singleP50 = p(singleGoal, 50);
 
-  // ---- (b) The whisper baseline: the same recordings, whisper (VOICE_STT_MODEL base) for the finals.
-  let whisperTurns: Turn[] = [];
-  if (s.whisperTurns) {
-    stt.current = whisper;
-    const b = await runCallers('whisper', { kind: 'browser', orders: [order(s.whisperTurns)], turnTimeoutMs: WHISPER_TURN_TIMEOUT_MS }, 1);
-    stt.current = shipped;
-    whisperTurns = report(`(b) baseline: the same with whisper finals (VOICE_STT_MODEL base), ${s.whisperTurns} recordings`, b, 1);
-  }
-
   // ---- (c) The SIP leg: a dial-out SIPp answers; this bench's phone speaks and listens on the call's RTP.
   let sipTurns: Turn[] = [];
   if (s.sipTurns) {
@@ -290,6 +281,15 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
         `${underruns} underruns, largest gap in a talkspurt ${ms(l.maxGapMs)} ms; worker RSS ${l.rssMb >= 0 ? '+' : ''}${l.rssMb.toFixed(0)} MB → ${l.pass ? 'ok' : 'FAILS'} (${r.seconds.toFixed(0)} s)`,
     );
   }
+  // ---- (b) The whisper baseline: the same recordings, whisper (VOICE_STT_MODEL base) for the finals (last: on a busy machine it is by far the longest).
+  let whisperTurns: Turn[] = [];
+  if (s.whisperTurns) {
+    stt.current = whisper;
+    const b = await runCallers('whisper', { kind: 'browser', orders: [order(s.whisperTurns)], turnTimeoutMs: WHISPER_TURN_TIMEOUT_MS }, 1);
+    stt.current = shipped;
+    whisperTurns = report(`(b) baseline: the same with whisper finals (VOICE_STT_MODEL base), ${s.whisperTurns} recordings`, b, 1);
+  }
+
   const passing = levels.filter((l, i) => l.pass && levels.slice(0, i).every((x) => x.pass));
   const best = passing.at(-1)?.n ?? 0;
 

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { RtpHeader, RtpPacket } from 'werift';
-import { encodeMulaw } from '../../lib/audio/audio';
+import { decodeMulaw, encodeMulaw } from '../../lib/audio/audio';
 import { joinAsBrowser } from '../../dev/fakes/voice-browser';
 
 export const epoch = () => performance.timeOrigin + performance.now();
@@ -37,8 +37,8 @@ interface Line {
   readonly speaking: boolean;
   /** When the last queued sample was sent (performance.now(); 0 before any). */
   readonly saidAt: number;
-  /** The agent's packets as they arrived (performance.now()). */
-  readonly packets: Array<{ at: number; marker: boolean }>;
+  /** The agent's packets as they arrived (performance.now()); `quiet`: silence between turns (the SIP leg keeps sending it). */
+  readonly packets: Array<{ at: number; marker: boolean; quiet?: boolean }>;
 }
 
 export interface TurnOptions {
@@ -68,7 +68,7 @@ async function converse(line: Line, speech: Int16Array[], order: number[], o: Tu
     const firstAt = first()?.at;
     turns.push({ recording, endAt: performance.timeOrigin + endAt, firstAt: firstAt === undefined ? null : performance.timeOrigin + firstAt });
     if (process.env.BENCH_VOICE_DEBUG) console.error(`[caller] recording ${recording}: ${firstAt === undefined ? 'no answer' : `${(firstAt - endAt).toFixed(0)} ms`}, ${line.packets.length} packets`);
-    await until(() => performance.now() - (line.packets.at(-1)?.at ?? 0) > 400, 60_000);
+    await until(() => performance.now() - (line.packets.findLast((x) => !x.quiet)?.at ?? 0) > 400, 60_000);
     await new Promise((r) => setTimeout(r, 300 + Math.random() * 400));
   }
   const p = line.packets;
@@ -136,12 +136,14 @@ export async function phoneMedia(socket: dgram.Socket, invite: () => string, o: 
     if (m) port = Number(m[1]);
     else if (Date.now() > end) throw new Error('no INVITE with an SDP offer reached SIPp');
   }
-  const packets: Array<{ at: number; marker: boolean }> = [];
+  const packets: Array<{ at: number; marker: boolean; quiet: boolean }> = [];
   socket.on('message', (buf) => {
     const p = RtpPacket.deSerialize(buf);
-    if (p.header.payloadType === 0) {
-      packets.push({ at: performance.now(), marker: p.header.marker });
-    }
+    if (p.header.payloadType !== 0) return;
+    const pcm = decodeMulaw(p.payload);
+    let peak = 0;
+    for (const x of pcm) peak = Math.max(peak, Math.abs(x));
+    packets.push({ at: performance.now(), marker: p.header.marker, quiet: peak < 64 });
   });
   let queue = new Int16Array(0);
   let pos = 0;

@@ -1,5 +1,6 @@
 import type { TurnStats } from '../domain/voice/agent';
 import { VoiceMedia } from '../domain/voice/media';
+import { callScreening } from '../domain/voice/phone-call';
 import { ReplyDeltas } from '../domain/voice/reply-deltas';
 import { newId } from '../lib/ids';
 import type { ActivityDeps } from '../activities';
@@ -155,5 +156,6 @@ function voiceMediaOf(c: Composition, conversations: ConversationWorkflows, onTu
       }
     },
   });
-  return { media, sessions: c.services.voice, telephony: c.voice.telephony, log: c.log };
+  // Outbound calls screen who answered (answering-machine detection) as the call's agent says (AgentSpec.phone).
+  return { media, sessions: c.services.voice, telephony: c.voice.telephony, log: c.log, screening: callScreening(c.em, tts) };
 }

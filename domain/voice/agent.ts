@@ -225,6 +225,12 @@ export class VoiceAgent {
     this.enqueue(text, 'text', null);
   }
 
+  /** Resolves once the turns so far have been answered and their audio has played (a transfer waits for its announcement). */
+  async spoken(): Promise<void> {
+    await this.turns.catch(() => undefined);
+    while (this.o.leg.playing && !this.stopped) await new Promise((r) => setTimeout(r, 50));
+  }
+
   /** Ends the session, saying `goodbye` first when given (out of credits, time limit). */
   async end(reason: string, goodbye?: string): Promise<void> {
     if (this.stopped) return;

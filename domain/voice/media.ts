@@ -10,6 +10,7 @@ import { defaultModelsDir, turnModels } from './turn-taking';
 import { CallRecorder, finalizeRecordings } from './recorder';
 import { recordingView, VOICE_CONTROL, type RecordingView, type VoiceSessionService } from './sessions';
 import { PgRecordingSpool } from './spool';
+import { carryOutPhoneControl, keypadTurns } from './phone-call';
 import type { SpeechRecognizer } from '../ports/speech';
 import type { SpeechSynthesizer } from '../ports/speech';
 import type { MediaLeg, VoiceTransport } from '../ports/voice';
@@ -19,6 +20,9 @@ interface ControlNotice {
   k?: string;
   text?: string;
   reason?: string;
+  /** k 'transfer': where to (checked by the transfer_call tool); k 'dtmf': the keys to press (send_digits). */
+  target?: string;
+  digits?: string;
 }
 
 /**
@@ -124,7 +128,17 @@ export class VoiceMedia {
     const sub = this.controlNotices(id, (notice) => {
       if (notice.k === 'inject' && typeof notice.text === 'string') agent.inject(notice.text);
       if (notice.k === 'end') void agent.end(notice.reason ?? 'stopped', GOODBYES[notice.reason ?? '']);
+      // The phone's tools (domain/chat/tools/phone.ts): carried out on this leg once the agent's reply has been said.
+      const control = notice.k === 'transfer' && typeof notice.target === 'string' ? { k: 'transfer' as const, target: notice.target } : notice.k === 'dtmf' && typeof notice.digits === 'string' ? { k: 'dtmf' as const, digits: notice.digits } : null;
+      if (control) {
+        void carryOutPhoneControl(leg, control, { spoken: () => agent.spoken(), tell: (t) => agent.inject(t), log: this.o.log }).then(
+          (outcome) => this.o.log.info({ id, outcome }, `voice ${control.k}`),
+          (err: unknown) => this.o.log.warn({ err, id }, `voice ${control.k} failed`),
+        );
+      }
     });
+    // The caller's keys (RFC 4733 on a phone leg) reach the agent as a text turn: "(the caller pressed 1 0 #)".
+    keypadTurns(leg, (t) => agent.inject(t));
     await sub?.start();
     const beat = setInterval(() => heartbeat({ phase: 'live', turns: turnNo }), 2000);
     const limit = setTimeout(() => void agent.end('time_limit', GOODBYES.time_limit), this.o.maxMinutes * 60_000);

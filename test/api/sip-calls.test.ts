@@ -316,3 +316,82 @@ describeSipp('a workspace’s own SIP trunk, the installation’s capacity, POST
     expect(call.error).toMatch(/^the workspace's SIP trunk was not called: sip_uri: not called: host resolves to a private address/);
   }, 60_000);
 });
+
+/**
+ * The agent transfers a call (issue 32, the phone): the model calls its transfer_call tool, the tool's notice reaches
+ * the call's media activity, which sends the REFER once the agent's reply has been said; SIPp (scenario refer) takes
+ * it (202, NOTIFY 100 then 200) and we hang up. The caller's words arrive as a text turn on the call's control channel
+ * (what the call's media hears as an inject notice), so the test does not wait for speech-to-text.
+ */
+describeSipp('the agent transfers a call with its transfer_call tool (SIP REFER to SIPp)', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  let tw: TestWorker;
+  let llm: FakeLlm;
+  let sipp: SippRun;
+  const transcriber = transcriberFromConfig(config);
+  const stt = voiceRecognizerFromConfig(config, transcriber);
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    llm = await startFakeLlm({
+      reply: (body) => {
+        const last = (body as { messages: Array<{ role: string }> }).messages.at(-1);
+        if (last?.role === 'tool') return { text: 'I am transferring you to sales now.' };
+        if (/transfer|sales/i.test(lastUserText(body))) return { tool_calls: [{ name: 'transfer_call', arguments: { target: 'sales' } }] };
+        return { text: 'Hello.' };
+      },
+    });
+    sipp = await startSipp({ scenario: 'refer', fields: { SIPFRAG: '200 OK' }, timeoutSeconds: 180 });
+    const sip = { SIP_TRUNK_URI: sipp.uri, SIP_FROM_NUMBER: '+14155550100' };
+    tw = await startTestWorker(db, { llm: { baseUrl: llm.url, model: 'fake-model' }, transcriber, voice: { stt } }, sip);
+    t = await startTestApp({ orm: db.orm, databaseUrl: db.url, temporal: { client: tw.client, taskQueue: tw.taskQueue }, serviceOptions: { transcriber, voice: { stt } }, config: sip });
+  }, 120_000);
+
+  afterAll(async () => {
+    sipp?.stop();
+    await t?.close();
+    await tw?.close();
+    await llm?.close();
+    await db?.drop();
+  });
+
+  test('asked for sales, the agent says so, then SIPp receives the REFER to the sales extension and our BYE', async () => {
+    const ws = await createWorkspace(db.orm);
+    const auth = bearer((await createKey(t.services, ws, ['workflows:write', 'workflows:publish', 'conversations:read', 'conversations:write'])).key);
+    const agent = await publishedWebAgent(t.app, auth, ORIGIN, {
+      triggers: { web_chat: { allowed_origins: [ORIGIN], dial_out: true } },
+      phone: { transfer_targets: [{ name: 'sales', to: '200', description: 'the sales team' }] },
+    });
+    const site = await t.services.sites.create(ws, agent, [ORIGIN]);
+    await t.services.credits.grant(ws, 100);
+    const widget = (path: string, payload: object) =>
+      t.app.inject({ method: 'POST', url: `/api/public/widget/${path}`, headers: { 'x-concierge-site': site.site_id, origin: ORIGIN }, payload });
+    const conversationId = (await widget('init', {})).json().conversation_id;
+    const user_context = { phone: '+12025550143', user_hash: userHash(site.site_secret, site.site_id, 'phone:+12025550143') };
+    const res = await widget('call', { phone_number: '+1 202 555 0143', conversation_id: conversationId, user_context });
+    expect(res.statusCode).toBe(200);
+    const callId: string = res.json().call_id;
+    // Once the call is live, the caller asks for sales.
+    const deadline = Date.now() + 60_000;
+    while ((await t.app.inject({ method: 'GET', url: `/api/v1/calls/${callId}`, headers: auth })).json().status !== 'in_progress') {
+      if (Date.now() > deadline) throw new Error('the call never went in_progress');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // The media activity subscribes to its control notices as the conversation starts: say it until a turn ran.
+    while (!llm.requests.length) {
+      if (Date.now() > deadline) throw new Error('the agent never heard the caller');
+      await db.orm.em.fork().execute('select pg_notify(?, ?)', ['voice_control', JSON.stringify({ s: callId, k: 'inject', text: 'Please transfer me to sales.' })]);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const done = await sipp.exited;
+    expect(done.code).toBe(0);
+    const refer = done.trace.slice(done.trace.indexOf('REFER sip:'));
+    expect(refer).toMatch(/^Refer-To: <?sip:200@/im);
+    // The reply was said before the REFER left: its text is the conversation's last assistant message.
+    const history = (await t.app.inject({ method: 'GET', url: `/api/public/widget/history?conversation_id=${conversationId}`, headers: { 'x-concierge-site': site.site_id, origin: ORIGIN } })).json();
+    expect(history.messages.at(-1)).toMatchObject({ role: 'assistant', text: 'I am transferring you to sales now.' });
+    const ended = (await tw.client.workflow.getHandle(callWorkflowId(callId)).result()) as CallResult;
+    expect(ended.status).toBe('completed');
+  }, 180_000);
+});

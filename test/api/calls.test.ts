@@ -466,7 +466,10 @@ describe('POST /api/v1/outbound voice', () => {
     const conv = (await get(authA, `/api/v1/conversations/${placed.conversation_id}`)).json();
     expect(conv).toMatchObject({ channel: 'voice', agent_id: agentOn, status: 'open' });
     // Wait for the answer, then hang up from our side.
-    for (let i = 0; i < 100 && (await get(authA, `/api/v1/calls/${placed.id}`)).json().status !== 'in_progress'; i++) await new Promise((r) => setTimeout(r, 100));
+    // (Up to a minute: on a busy machine the answer took more than the ten seconds this once allowed, and a hang-up
+    // while still dialling ends the call failed, not completed.)
+    const answerBy = Date.now() + 60_000;
+    while ((await get(authA, `/api/v1/calls/${placed.id}`)).json().status !== 'in_progress' && Date.now() < answerBy) await new Promise((r) => setTimeout(r, 100));
     await new Promise((r) => setTimeout(r, 1000));
     const hungUpAt = Date.now();
     await new VoiceWorkflows(tw.client, tw.taskQueue).hangUp(placed.id);

@@ -1,13 +1,11 @@
 // Real read speech for the voice bench: Debian's pocketsphinx-testdata (BSD-style licence), 16 kHz recordings of
 // people reading, with their transcripts. Taken from /usr/share/pocketsphinx/test/data when the package is installed,
 // else fetched once with `apt-get download` and unpacked with `dpkg -x` into .data/bench/pocketsphinx-testdata.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { pocketsphinxData } from '../../dev/data/pocketsphinx';
 import { pcmFromBytes, resample, wavToMono } from '../../lib/audio/audio';
 
-const INSTALLED = '/usr/share/pocketsphinx/test/data';
 const CACHE = path.resolve(__dirname, '..', '..', '.data', 'bench', 'pocketsphinx-testdata');
 
 /** One recording: its words and its audio at 8 kHz (the leg's rate), trailing silence cut (see trimmed). */
@@ -18,22 +16,7 @@ export interface Recording {
 }
 
 function dataDir(): string {
-  if (fs.existsSync(path.join(INSTALLED, 'librivox'))) return INSTALLED;
-  const cached = path.join(CACHE, 'usr/share/pocketsphinx/test/data');
-  if (fs.existsSync(path.join(cached, 'librivox'))) return cached;
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pocketsphinx-testdata-'));
-  try {
-    execFileSync('apt-get', ['download', 'pocketsphinx-testdata'], { cwd: tmp, stdio: 'ignore', timeout: 120_000 });
-    const deb = fs.readdirSync(tmp).find((f) => f.endsWith('.deb'));
-    if (!deb) throw new Error('apt-get download left no .deb');
-    fs.mkdirSync(CACHE, { recursive: true });
-    execFileSync('dpkg', ['-x', path.join(tmp, deb), CACHE], { stdio: 'ignore' });
-  } catch (err) {
-    throw new Error(`the voice bench needs real recordings: Debian pocketsphinx-testdata (apt-get install pocketsphinx-testdata, or apt-get download it and dpkg -x it into ${CACHE}): ${(err as Error).message}`);
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
-  }
-  return cached;
+  return pocketsphinxData(CACHE, 'the voice bench');
 }
 
 /** Transcript lines `<s> words </s> (id)` by id. */

@@ -2,32 +2,15 @@
 // of people reading, with their transcripts. Taken from /usr/share/pocketsphinx/test/data when the package is
 // installed (npm run setup installs it), else fetched once with `apt-get download` and unpacked with `dpkg -x` into
 // .data/test/pocketsphinx-testdata. Nothing of it is committed.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { pocketsphinxData } from '../../dev/data/pocketsphinx';
 import { wavToMono } from '../../lib/audio/audio';
 
-const INSTALLED = '/usr/share/pocketsphinx/test/data';
 const CACHE = path.resolve(__dirname, '..', '..', '.data', 'test', 'pocketsphinx-testdata');
 
 function dataDir(): string {
-  if (fs.existsSync(path.join(INSTALLED, 'librivox'))) return INSTALLED;
-  const cached = path.join(CACHE, 'usr/share/pocketsphinx/test/data');
-  if (fs.existsSync(path.join(cached, 'librivox'))) return cached;
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pocketsphinx-testdata-'));
-  try {
-    execFileSync('apt-get', ['download', 'pocketsphinx-testdata'], { cwd: tmp, stdio: 'ignore', timeout: 120_000 });
-    const deb = fs.readdirSync(tmp).find((f) => f.endsWith('.deb'));
-    if (!deb) throw new Error('apt-get download left no .deb');
-    fs.mkdirSync(CACHE, { recursive: true });
-    execFileSync('dpkg', ['-x', path.join(tmp, deb), CACHE], { stdio: 'ignore' });
-  } catch (err) {
-    throw new Error(`these tests need real recordings: Debian pocketsphinx-testdata (apt-get install pocketsphinx-testdata): ${(err as Error).message}`);
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
-  }
-  return cached;
+  return pocketsphinxData(CACHE, 'these tests');
 }
 
 /** A recording (`librivox/sense_and_sensibility_01_austen_64kb-0930`, `cards/005`) at 8 kHz, the leg's rate. */

@@ -17,6 +17,8 @@ module.exports = {
   // Small suites (*.suite.ts) run inside their group file (*.group.test.ts, test/support/suites.ts); one named on the
   // command line runs alone.
   testMatch: ['<rootDir>/test/**/*.test.ts', ...(process.argv.some((a) => a.endsWith('.suite.ts')) ? ['<rootDir>/test/**/*.suite.ts'] : [])],
+  // JEST_CPU_PROBE=<file.jsonl>: each file's CPU, for scripts/cpu-probe-report.ts (docs/testing.md).
+  ...(process.env.JEST_CPU_PROBE ? { setupFilesAfterEnv: ['<rootDir>/test/support/cpu-probe.ts'] } : {}),
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   // Each test file gets its own database and task queue. Four workers on two cores: suites wait on sockets, child

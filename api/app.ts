@@ -43,6 +43,7 @@ import { webhookRoutes } from './routes/webhooks/subscriptions';
 import { consoleRoutes } from './routes/console';
 import { consoleInboxRoutes } from './routes/console/inbox';
 import type { InboxHub } from './inbox-hub';
+import { named } from './plugin-name';
 
 export interface AppDeps {
   services: Services;
@@ -139,30 +140,30 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(openapiPlugin, { models: services.models });
   await app.register(metricsPlugin, { token: deps.metricsToken ?? null });
 
-  await app.register(healthRoutes);
-  await app.register(folderRoutes, { services });
-  await app.register(fileRoutes, { services, maxUploadBytes: deps.maxUploadBytes });
-  await app.register(webhookRoutes, { services });
-  await app.register(agentRoutes, { services });
-  await app.register(customerRoutes, { services });
-  await app.register(credentialRoutes, { services });
-  await app.register(supportRoutes, { services });
-  await app.register(teamRoutes, { services });
-  await app.register(conversationRoutes, { services, dialOut: deps.limits.dialOut });
-  await app.register(analyticsRoutes, { services });
-  await app.register(billingRoutes, { services });
-  await app.register(mcpServerRoutes, { services });
-  await app.register(messageRoutes, { services });
-  await app.register(widgetRoutes, { services, limits: deps.limits });
-  await app.register(voiceSignalRoutes, { signalling: deps.voiceSignalling ?? null });
-  await app.register(chatSocketRoutes, { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
-  await app.register(widgetAssetRoutes);
-  await app.register(consoleAssetRoutes);
-  await app.register(msgappWebhookRoutes, { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
-  await app.register(documentRoutes, { services });
-  await app.register(consoleRoutes, { services, limits: deps.limits.console });
-  await app.register(consoleInboxRoutes, { services, hub: deps.inboxHub ?? null });
-  if (deps.temporalCodec) await app.register(temporalCodecRoutes, { prefix: CODEC_PREFIX, ...deps.temporalCodec });
+  await app.register(named(healthRoutes));
+  await app.register(named(folderRoutes), { services });
+  await app.register(named(fileRoutes), { services, maxUploadBytes: deps.maxUploadBytes });
+  await app.register(named(webhookRoutes), { services });
+  await app.register(named(agentRoutes), { services });
+  await app.register(named(customerRoutes), { services });
+  await app.register(named(credentialRoutes), { services });
+  await app.register(named(supportRoutes), { services });
+  await app.register(named(teamRoutes), { services });
+  await app.register(named(conversationRoutes), { services, dialOut: deps.limits.dialOut });
+  await app.register(named(analyticsRoutes), { services });
+  await app.register(named(billingRoutes), { services });
+  await app.register(named(mcpServerRoutes), { services });
+  await app.register(named(messageRoutes), { services });
+  await app.register(named(widgetRoutes), { services, limits: deps.limits });
+  await app.register(named(voiceSignalRoutes), { signalling: deps.voiceSignalling ?? null });
+  await app.register(named(chatSocketRoutes), { hub: deps.chatHub ?? null, refusals: deps.limits.widgetRefusals });
+  await app.register(named(widgetAssetRoutes));
+  await app.register(named(consoleAssetRoutes));
+  await app.register(named(msgappWebhookRoutes), { services, ...(deps.msgappWebhook ?? { appSecret: null, verifyToken: null }) });
+  await app.register(named(documentRoutes), { services });
+  await app.register(named(consoleRoutes), { services, limits: deps.limits.console });
+  await app.register(named(consoleInboxRoutes), { services, hub: deps.inboxHub ?? null });
+  if (deps.temporalCodec) await app.register(named(temporalCodecRoutes), { prefix: CODEC_PREFIX, ...deps.temporalCodec });
   // Last, as a plugin (so it runs once every route above is registered, without closing
   // the boot sequence: callers may still add hooks before ready()): it answers, for every
   // path registered above, the methods that path lacks.

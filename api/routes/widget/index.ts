@@ -11,6 +11,7 @@ import { chatRoutes } from './chat';
 import { uploadRoutes } from './uploads';
 import { voiceRoutes } from './voice';
 import { feedbackRoutes } from './feedback';
+import { named } from '../../plugin-name';
 
 const InitBody = z.object({ user_context: UserContext.optional(), conversation_id: z.string().max(100).optional() }).strict();
 const InitResult = z
@@ -119,8 +120,8 @@ export const widgetRoutes: FastifyPluginAsyncZod<{
     handler: async (request) => opts.services.widget.publicConfig(request.site!),
   });
 
-  await app.register(chatRoutes, { services: opts.services, sends: opts.limits.widgetSends });
-  await app.register(uploadRoutes, { services: opts.services, work: opts.limits.widgetWork });
-  await app.register(voiceRoutes, { services: opts.services, dialOut: opts.limits.dialOut });
-  await app.register(feedbackRoutes, { services: opts.services });
+  await app.register(named(chatRoutes), { services: opts.services, sends: opts.limits.widgetSends });
+  await app.register(named(uploadRoutes), { services: opts.services, work: opts.limits.widgetWork });
+  await app.register(named(voiceRoutes), { services: opts.services, dialOut: opts.limits.dialOut });
+  await app.register(named(feedbackRoutes), { services: opts.services });
 };

@@ -15,7 +15,7 @@ import { benchConfig, benchLlm, benchStack, setUpBench, UNREACHABLE } from './li
 import { comparison as compare, percentile, procMemory, round1, waitFor } from './lib/stats';
 import type { Check, Result } from './lib/types';
 import { publishAgent, WIDGET_ORIGIN } from './lib/widget';
-import { browserCaller, phoneMedia, sippAnswering, type CallerReport, type CallerTurn } from './lib/voice-callers';
+import { browserCaller, phoneMedia, sippAnswering, type CallerReport, type CallerTurn, watchLoop } from './lib/voice-callers';
 import { realRecordings, wordErrorRate } from './lib/voice-recordings';
 
 /** Issue 32's goal: end of the caller's speech → first agent audio at the caller, the model's own time taken out. */
@@ -71,7 +71,12 @@ const callers = () =>
     return {
       handle: async (m) => {
         const opts = { underrunGapMs: UNDERRUN_GAP_MS, turnTimeoutMs: m.turnTimeoutMs ?? TURN_TIMEOUT_MS };
-        if (m.kind === 'browser') return Promise.all(m.orders.map((order) => browserCaller(at, speech, order, opts)));
+        if (m.kind === 'browser') {
+          const loop = watchLoop();
+          const reports = await Promise.all(m.orders.map((order) => browserCaller(at, speech, order, opts)));
+          const delay = loop();
+          return reports.map((r) => ({ ...r, loop: delay }));
+        }
         // The phone: SIPp answers the dial-out and waits for our BYE; this process is the phone's media address.
         const socket = dgram.createSocket('udp4');
         await new Promise<void>((r) => socket.bind(0, '127.0.0.1', () => r()));
@@ -92,7 +97,9 @@ const callers = () =>
           const conversation = (await widget('init', {})).conversation_id;
           const user_context = { phone: PHONE, user_hash: userHash(m.siteSecret, at.siteId, `phone:${PHONE}`) };
           const { call_id } = await widget('call', { phone_number: PHONE, conversation_id: conversation, user_context });
-          return [{ ...(await phoneMedia(socket, sipp.inviteSdp, opts, speech, m.order)), callId: call_id }];
+          const loop = watchLoop();
+          const report = await phoneMedia(socket, sipp.inviteSdp, opts, speech, m.order);
+          return [{ ...report, callId: call_id, loop: loop() }];
         } finally {
           done();
         }
@@ -176,13 +183,15 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const runCallers = async (name: string, req: CallerRequest, skip: number) => {
     run = name;
     const started = performance.now();
+    const loop = watchLoop();
     const reports = await callerProcess.call(req);
+    const serviceLoop = loop();
     // A phone call is ended as an API stop ends it (a control notice to its media activity: our BYE).
     for (const r of reports) if (r.callId) await c.services.voice.control(r.callId, { k: 'end', reason: 'stopped' });
     await settled();
     const mine = stats.filter((x) => x.run === name);
     const turns = reports.flatMap((r) => r.turns.slice(skip)).map((t) => join(t, mine));
-    return { reports, turns, asked: reports.reduce((a, r) => a + r.turns.length - skip, 0), seconds: (performance.now() - started) / 1000 };
+    return { reports, turns, asked: reports.reduce((a, r) => a + r.turns.length - skip, 0), seconds: (performance.now() - started) / 1000, serviceLoop };
   };
   /** The caller's turn with the worker's stats of the same turn: the one whose first frame was handed to the leg last before the caller heard it. */
   const join = (t: CallerTurn, mine: Array<{ stats: TurnStats; at: number }>): Turn | null => {
@@ -241,9 +250,17 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
   const report = (label: string, r: Awaited<ReturnType<typeof runCallers>>, skip: number) => {
     const ts = answered(r.turns);
-    log(`  ${label}: ${ts.length}/${r.asked} turns answered, WER of the finals ${werOf(r.turns, r.reports, skip).toFixed(1)} %, ${r.reports.reduce((a, x) => a + x.underruns, 0)} underruns (${r.seconds.toFixed(0)} s)`);
+    log(
+      `  ${label}: ${ts.length}/${r.asked} turns answered, WER of the finals ${werOf(r.turns, r.reports, skip).toFixed(1)} %, ${r.reports.reduce((a, x) => a + x.underruns, 0)} underruns ` +
+        `(largest gap in a talkspurt ${ms(Math.max(...r.reports.map((x) => x.maxGapMs)))} ms; ${loops(r)}) (${r.seconds.toFixed(0)} s)`,
+    );
     for (const [name, v] of stepRows(ts)) log(`    ${name.padEnd(78)} ${v}`);
     return ts;
+  };
+  /** Event-loop delay of the service's process and the callers' during a run: a gap either side of the line is heard as one. */
+  const loops = (r: Awaited<ReturnType<typeof runCallers>>) => {
+    const callers = r.reports.flatMap((x) => (x.loop ? [x.loop] : []));
+    return `event-loop delay p99/max: service ${ms(r.serviceLoop.p99)}/${ms(r.serviceLoop.max)} ms, callers ${ms(Math.max(...callers.map((x) => x.p99)))}/${ms(Math.max(...callers.map((x) => x.max)))} ms`;
   };
   const order = (n: number, offset = 0) => [offset % recordings.length, ...Array.from({ length: n }, (_, i) => (offset + i) % recordings.length)];
 
@@ -278,7 +295,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     levels.push(l);
     log(
       `  (d) ${n} browser sessions at once: ${l.answered}/${l.asked} turns answered; goal figure p50 ${ms(l.p50)} ms, p90 ${ms(l.p90)} ms (${(l.p50 / singleP50).toFixed(2)}× the single session's; STT p50 ${ms(l.sttP50)} ms); ` +
-        `${underruns} underruns, largest gap in a talkspurt ${ms(l.maxGapMs)} ms; worker RSS ${l.rssMb >= 0 ? '+' : ''}${l.rssMb.toFixed(0)} MB → ${l.pass ? 'ok' : 'FAILS'} (${r.seconds.toFixed(0)} s)`,
+        `${underruns} underruns, largest gap in a talkspurt ${ms(l.maxGapMs)} ms (${loops(r)}); worker RSS ${l.rssMb >= 0 ? '+' : ''}${l.rssMb.toFixed(0)} MB → ${l.pass ? 'ok' : 'FAILS'} (${r.seconds.toFixed(0)} s)`,
     );
   }
   // ---- (b) The whisper baseline: the same recordings, whisper (VOICE_STT_MODEL base) for the finals (last: on a busy machine it is by far the longest).

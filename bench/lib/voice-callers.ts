@@ -3,6 +3,7 @@
 // address, sending the caller's speech as paced PCMU RTP and timing the agent's packets). Each says its recordings one
 // after the other and hears each answer out; times are epoch ms (performance.timeOrigin + performance.now()), so the
 // worker's per-turn stats (Date.now()) line up with them.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
@@ -29,6 +30,24 @@ export interface CallerReport {
   /** Gaps over the rule's limit between two agent packets of one talkspurt (a marker packet starts one). */
   underruns: number;
   maxGapMs: number;
+  /** The callers' process's event-loop delay during the run (ms): a late caller hears gaps the agent did not make. */
+  loop?: LoopDelay;
+}
+
+/** An event loop's delay over a run (perf_hooks.monitorEventLoopDelay), in ms. */
+export interface LoopDelay {
+  p99: number;
+  max: number;
+}
+
+/** Measures the event loop's delay from now until the returned function is called. */
+export function watchLoop(): () => LoopDelay {
+  const h = monitorEventLoopDelay({ resolution: 10 });
+  h.enable();
+  return () => {
+    h.disable();
+    return { p99: h.percentile(99) / 1e6, max: h.max / 1e6 };
+  };
 }
 
 /** What a caller's line offers the turn loop. */

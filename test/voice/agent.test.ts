@@ -94,7 +94,7 @@ describe('turn-taking on recorded speech (Silero VAD, Smart Turn, Moonshine)', (
   let models: TurnModels;
   let moonshine: MoonshineTranscriber;
   /** The real recognizer, with the finals it was asked for (partials and over-the-agent checks apart). */
-  let stt: SpeechRecognizer & { finals: number };
+  let stt: SpeechRecognizer & { finals: number; finalSamples: number[] };
 
   beforeAll(async () => {
     models = await turnModels(MODELS_DIR);
@@ -103,8 +103,10 @@ describe('turn-taking on recorded speech (Silero VAD, Smart Turn, Moonshine)', (
     const real = new EmbeddedSpeechRecognizer(moonshine, 'en');
     stt = {
       finals: 0,
+      finalSamples: [],
       transcribe(samples, signal, options) {
         if (!options?.partial) stt.finals++;
+        if (!options?.partial) stt.finalSamples.push(samples.length);
         return real.transcribe(samples, signal, options);
       },
     };
@@ -123,7 +125,7 @@ describe('turn-taking on recorded speech (Silero VAD, Smart Turn, Moonshine)', (
 
   const agentOn = (leg: MemoryLeg, turn: VoiceAgentOptions['turn'], onTurn?: (s: TurnStats) => void) => new VoiceAgent({ leg, stt, tts, models, turn, onTurn });
 
-  test('a 700 ms pause mid-sentence ("He might even have … been made amiable himself") is not the end of the turn; the final started speculatively in the pause is dropped', async () => {
+  test('a 700 ms pause mid-sentence ("He might even have … been made amiable himself") is not the end of the turn; the transcript started speculatively in the pause is kept as the first phrase of the turn and the final transcribes only what follows', async () => {
     const pcm = recording('librivox/sense_and_sensibility_01_austen_64kb-0930');
     const gap = wordGap(pcm, 950, 1250);
     const leg = new MemoryLeg();
@@ -132,6 +134,7 @@ describe('turn-taking on recorded speech (Silero VAD, Smart Turn, Moonshine)', (
     expect(agent.vadKind).toBe('silero');
     const running = agent.run();
     const finalsBefore = stt.finals;
+    stt.finalSamples = [];
     await leg.speak(concat(silence(300), pcm.subarray(0, gap), silence(700), pcm.subarray(gap), silence(300)));
     const heard = await leg.transcript((f) => f.speaker === 'user' && !f.partial, 120_000);
     // Once quiet long enough for the turn to end whatever it sounds like.
@@ -139,8 +142,11 @@ describe('turn-taking on recorded speech (Silero VAD, Smart Turn, Moonshine)', (
     expect(leg.transcripts.filter((f) => f.speaker === 'user' && !f.partial)).toHaveLength(1);
     expect(heard.text).toMatch(/might even have.*amiable himself/i);
     expect(turns).toEqual([heard.text]);
-    // One final for the pause (dropped when the speech went on), one for the whole sentence.
+    // One final for the pause (kept as a phrase when the speech went on: over PHRASE_MIN_MS), then finals of what
+    // follows it only: none of them as long as the audio spoken.
     expect(stt.finals - finalsBefore).toBeGreaterThanOrEqual(2);
+    const spoken = ((300 + 700 + 300) * MEDIA_RATE) / 1000 + pcm.length;
+    expect(Math.max(...stt.finalSamples.slice(1))).toBeLessThan(spoken - gap);
     leg.hangUp();
     await running;
   });

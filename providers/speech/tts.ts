@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
+import { Worker } from 'node:worker_threads';
 import type OpenAI from 'openai';
 import { OperationalError } from '../../lib/failures';
 import { classifyOpenAiError, openAiClient, withDeadline } from '../llm/openai';
 import { downmix, parseWav, WavFormatError } from '../../lib/audio/audio';
-import { resampleSincToInt16 } from '../../lib/audio/sinc-resample';
+import { resampleSincToInt16, sincPlan } from '../../lib/audio/sinc-resample';
 import { MEDIA_RATE } from '../../domain/ports/voice';
 import { type SpeechSynthesizer } from '../../domain/ports/speech';
 export { type SpeechSynthesizer } from '../../domain/ports/speech';
@@ -54,10 +54,135 @@ export interface EspeakOptions {
 }
 
 /**
- * The embedded synthesizer: Debian's espeak-ng, one process per utterance. The text goes
- * on stdin, never in argv: it is the model's reply, and argv would let a reply starting
- * with `-` be read as an option (and shows in `ps`). SSML is off (no `-m`), so markup in a
- * reply is read as text. espeak writes a streamed WAV at 22,050 Hz on stdout.
+ * The espeak thread's code (plain JS, so it runs under tsx, Jest and a build alike): it starts espeak-ng for each
+ * request, and turns its 22,050 Hz WAV into MEDIA_RATE PCM with the band-limited sinc's weights (computed in the main
+ * thread: lib/audio/sinc-resample.ts sincPlan). Measured in a voice session's profile, starting a process from the
+ * voice worker (its page tables copied: a process of a gigabyte and more) held the calling thread 35-125 ms, and the
+ * resampling 40-70 ms a clause: on the main thread both stalled the 20 ms pacing of the audio being played. A WAV
+ * it does not expect (another rate or format) goes back as bytes, for the main thread's parseWav.
+ */
+const ESPEAK_THREAD = String.raw`
+const { parentPort, workerData } = require('node:worker_threads');
+const { spawn } = require('node:child_process');
+const { fromRate, up, down, half, table } = workerData.plan;
+const taps = 2 * half;
+const children = new Map();
+
+function pcmOf(buf) {
+  if (buf.length < 12 || buf.toString('ascii', 0, 4) !== 'RIFF' || buf.toString('ascii', 8, 12) !== 'WAVE') return null;
+  let fmt = null;
+  for (let offset = 12; offset + 8 <= buf.length; ) {
+    const id = buf.toString('ascii', offset, offset + 4);
+    const size = buf.readUInt32LE(offset + 4);
+    const body = offset + 8;
+    if (id === 'fmt ' && body + 16 <= buf.length) fmt = { format: buf.readUInt16LE(body), channels: buf.readUInt16LE(body + 2), rate: buf.readUInt32LE(body + 4), bits: buf.readUInt16LE(body + 14) };
+    else if (id === 'data') {
+      if (!fmt || fmt.format !== 1 || fmt.bits !== 16 || fmt.channels !== 1 || fmt.rate !== fromRate) return null;
+      const end = Math.min(buf.length, body + size);
+      const n = Math.floor((end - body) / 2);
+      const x = new Int16Array(n);
+      for (let i = 0; i < n; i++) x[i] = buf.readInt16LE(body + 2 * i);
+      if (!table) return x;
+      const outLength = Math.round((n * up) / down);
+      const out = new Int16Array(outLength);
+      for (let j = 0; j < outLength; j++) {
+        const pos = j * down;
+        const i = Math.floor(pos / up);
+        const base = (pos - i * up) * taps;
+        const first = i - half + 1;
+        const k0 = Math.max(0, -first), k1 = Math.min(taps, n - first);
+        let acc = 0;
+        for (let k = k0; k < k1; k++) acc += table[base + k] * x[first + k];
+        const v = Math.round(acc);
+        out[j] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+      }
+      return out;
+    }
+    offset = body + size + (size & 1);
+  }
+  return null;
+}
+
+parentPort.on('message', (m) => {
+  if (m.kill !== undefined) {
+    children.get(m.kill)?.kill('SIGKILL');
+    return;
+  }
+  const child = spawn(m.executable, m.args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  children.set(m.id, child);
+  const chunks = [];
+  let stderr = '';
+  let spawnError = null;
+  child.stdout.on('data', (c) => chunks.push(c));
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
+  child.on('error', (err) => (spawnError = { code: err.code, message: err.message }));
+  // A child killed before it read its input closes stdin under us: not a failure of its own.
+  child.stdin.on('error', () => undefined);
+  child.stdin.end(m.text);
+  child.on('close', (code) => {
+    children.delete(m.id);
+    if (spawnError) return parentPort.postMessage({ id: m.id, spawnError });
+    if (code !== 0) return parentPort.postMessage({ id: m.id, exit: code, stderr });
+    const bytes = Buffer.concat(chunks);
+    const pcm = pcmOf(bytes);
+    if (pcm) parentPort.postMessage({ id: m.id, pcm }, [pcm.buffer]);
+    else parentPort.postMessage({ id: m.id, wav: bytes });
+  });
+});
+`;
+
+/** The rate espeak-ng writes. */
+const ESPEAK_RATE = 22_050;
+
+type EspeakAnswer = { id: number } & ({ pcm: Int16Array } | { wav: Uint8Array } | { exit: number | null; stderr: string } | { spawnError: { code?: string; message: string } });
+
+/** The process's one espeak thread (started at the first synthesis, never holding the process open). */
+class EspeakThread {
+  private static shared: EspeakThread | null = null;
+  private readonly worker: Worker;
+  private readonly waiting = new Map<number, (a: EspeakAnswer) => void>();
+  private next = 0;
+
+  static get(): EspeakThread {
+    return (EspeakThread.shared ??= new EspeakThread());
+  }
+
+  private constructor() {
+    const plan = sincPlan(ESPEAK_RATE, MEDIA_RATE);
+    this.worker = new Worker(ESPEAK_THREAD, { eval: true, workerData: { plan: { fromRate: ESPEAK_RATE, ...plan } } });
+    this.worker.unref();
+    this.worker.on('message', (a: EspeakAnswer) => {
+      const w = this.waiting.get(a.id);
+      this.waiting.delete(a.id);
+      w?.(a);
+    });
+    this.worker.on('error', (err) => {
+      // The thread died (never expected): every waiting request fails as a spawn failure would, and the next starts a new thread.
+      EspeakThread.shared = null;
+      for (const [id, w] of this.waiting) w({ id, spawnError: { message: err.message } });
+      this.waiting.clear();
+    });
+  }
+
+  run(executable: string, args: string[], text: string): { id: number; answer: Promise<EspeakAnswer> } {
+    const id = ++this.next;
+    const answer = new Promise<EspeakAnswer>((resolve) => this.waiting.set(id, resolve));
+    this.worker.postMessage({ id, executable, args, text });
+    return { id, answer };
+  }
+
+  kill(id: number): void {
+    this.worker.postMessage({ kill: id });
+  }
+}
+
+/**
+ * The embedded synthesizer: Debian's espeak-ng, one process per utterance, started from the process's espeak thread
+ * (ESPEAK_THREAD), which also resamples its audio: the event loop that paces calls' audio never waits for either. The
+ * text goes on stdin, never in argv: it is the model's reply, and argv would let a reply starting with `-` be read as
+ * an option (and shows in `ps`). SSML is off (no `-m`), so markup in a reply is read as text. espeak writes a streamed
+ * WAV at 22,050 Hz on stdout.
  *
  * The natural voice, Piper, is providers/speech/piper.ts (TTS_ENGINE=piper); it uses espeak-ng
  * for its phonemes and falls back to this synthesizer when its model is missing.
@@ -65,47 +190,40 @@ export interface EspeakOptions {
 export class EspeakSynthesizer implements SpeechSynthesizer {
   constructor(private readonly opts: EspeakOptions = {}) {}
 
-  synthesize(text: string, signal?: AbortSignal): Promise<Int16Array> {
-    if (signal?.aborted) return Promise.reject(abortReason(signal));
+  async synthesize(text: string, signal?: AbortSignal): Promise<Int16Array> {
+    if (signal?.aborted) throw abortReason(signal);
     const { voice = 'en-us', wordsPerMinute = 160, pitch, executable = 'espeak-ng', timeoutMs = 30_000 } = this.opts;
     const args = ['--stdout', '--stdin', '-v', voice, '-s', String(wordsPerMinute), ...(pitch !== undefined ? ['-p', String(pitch)] : [])];
-    return new Promise<Int16Array>((resolve, reject) => {
-      const child = spawn(executable, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-      const chunks: Buffer[] = [];
-      let stderr = '';
-      let failure: unknown = null;
-      const stop = (why: unknown) => {
-        failure ??= why;
-        child.kill('SIGKILL');
-      };
-      const onAbort = () => stop(abortReason(signal!));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const timer = setTimeout(() => stop(new SpeechSynthesisError(`speech synthesis exceeded ${Math.round(timeoutMs / 1000)} s`, true)), timeoutMs);
-      child.stdout.on('data', (c: Buffer) => chunks.push(c));
-      child.stderr.setEncoding('utf8');
-      child.stderr.on('data', (d: string) => (stderr = (stderr + d).slice(-2000)));
-      child.on('error', (err: NodeJS.ErrnoException) => {
-        stop(
-          err.code === 'ENOENT'
-            ? new SpeechSynthesisError('the embedded speech synthesizer needs espeak-ng, which is not installed', false, { detail: err.message })
-            : new SpeechSynthesisError('espeak-ng could not start', true, { detail: err.message }),
-        );
-      });
-      // A child killed before it read its input closes stdin under us: not a failure of its own.
-      child.stdin.on('error', () => undefined);
-      child.stdin.end(text);
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        if (failure) return reject(failure);
-        if (code !== 0) return reject(new SpeechSynthesisError('espeak-ng failed', false, { detail: stderr.trim() || `exit ${code}` }));
-        try {
-          resolve(speechWav(Buffer.concat(chunks)));
-        } catch (err) {
-          reject(new SpeechSynthesisError('espeak-ng answered audio that is not a WAV', false, { detail: (err as Error).message }));
-        }
-      });
-    });
+    const thread = EspeakThread.get();
+    const { id, answer } = thread.run(executable, args, text);
+    let failure: unknown = null;
+    const stop = (why: unknown) => {
+      failure ??= why;
+      thread.kill(id);
+    };
+    const onAbort = () => stop(abortReason(signal!));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => stop(new SpeechSynthesisError(`speech synthesis exceeded ${Math.round(timeoutMs / 1000)} s`, true)), timeoutMs);
+    let a: EspeakAnswer;
+    try {
+      a = await answer;
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+    if ('spawnError' in a) {
+      throw a.spawnError.code === 'ENOENT'
+        ? new SpeechSynthesisError('the embedded speech synthesizer needs espeak-ng, which is not installed', false, { detail: a.spawnError.message })
+        : new SpeechSynthesisError('espeak-ng could not start', true, { detail: a.spawnError.message });
+    }
+    if (failure) throw failure;
+    if ('exit' in a) throw new SpeechSynthesisError('espeak-ng failed', false, { detail: a.stderr.trim() || `exit ${a.exit}` });
+    if ('pcm' in a) return a.pcm;
+    try {
+      return speechWav(a.wav);
+    } catch (err) {
+      throw new SpeechSynthesisError('espeak-ng answered audio that is not a WAV', false, { detail: (err as Error).message });
+    }
   }
 }
 

@@ -13,7 +13,21 @@ export interface Recording {
   name: string;
   transcript: string;
   samples: Int16Array;
+  /**
+   * What follows the recording in the book when the reader stopped mid-sentence (a comma, a colon, a semicolon):
+   * a caller who stops there has not finished, and the agent is right to wait (the hold for an unfinished turn), so
+   * such a turn is not one of the goal figure's. Absent when the recording ends a sentence.
+   */
+  goesOn?: string;
 }
+
+/** The librivox recordings that stop mid-sentence, with what follows each in Sense and Sensibility, chapter 1. */
+const GOES_ON: Record<string, string> = {
+  'librivox/sense_and_sensibility_01_austen_64kb-0880': ', unless to be rather cold-hearted…',
+  'librivox/sense_and_sensibility_01_austen_64kb-0890': ': but he was, in general, well respected…',
+  'librivox/sense_and_sensibility_01_austen_64kb-0920': ':—he might even have been made amiable himself…',
+  'librivox/sense_and_sensibility_01_austen_64kb-0930': '; for he was very young when he married…',
+};
 
 function dataDir(): string {
   return pocketsphinxData(CACHE, 'the voice bench');
@@ -58,7 +72,8 @@ export function realRecordings(): Recording[] {
     const words = transcripts(path.join(dir, set, set === 'cards' ? 'cards.transcription' : 'transcription'));
     for (const [id, transcript] of words) {
       const file = path.join(dir, set, `${id}.wav`);
-      if (fs.existsSync(file)) out.push({ name: `${set}/${id}`, transcript, samples: trimmed(wavToMono(fs.readFileSync(file), 8000)) });
+      const name = `${set}/${id}`;
+      if (fs.existsSync(file)) out.push({ name, transcript, samples: trimmed(wavToMono(fs.readFileSync(file), 8000)), ...(GOES_ON[name] ? { goesOn: GOES_ON[name] } : {}) });
     }
   }
   const raw = path.join(dir, 'goforward.raw');

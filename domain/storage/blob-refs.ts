@@ -42,15 +42,19 @@ export class BlobRefRepository {
 
   /**
    * Deletes the blob unless some owner still refers to it; whether it was deleted. Callers
-   * remove their own row first. A writer commits bytes before inserting its row, so an
-   * identical upload committing at this very moment could still lose them: that needs the
-   * same bytes sent within milliseconds, and its reader then fails (BlobGoneError) rather
-   * than reading wrong data.
+   * remove their own row first. The check and the delete hold the blob's lock (withBlobLock):
+   * a writer that commits the bytes and inserts its row under it (the voice recorder's spool,
+   * whose chunks of silence are the same bytes in every call) never loses them. Other writers
+   * commit bytes before inserting their row unlocked, so an identical upload committing at this
+   * very moment could still lose them: that needs the same bytes sent within milliseconds, and
+   * its reader then fails (BlobGoneError) rather than reading wrong data.
    */
   async releaseBlob(em: EntityManager, blobs: BlobStore, sha256: string): Promise<boolean> {
-    if ((await this.blobOwners(em.fork(), sha256)).length) return false;
-    await blobs.delete(sha256);
-    return true;
+    return withBlobLock(em, sha256, async (tx) => {
+      if ((await this.blobOwners(tx, sha256)).length) return false;
+      await blobs.delete(sha256);
+      return true;
+    });
   }
 
   /**
@@ -80,4 +84,15 @@ export class BlobRefRepository {
     }
     return this.releaseBlob(fork, blobs, sha256);
   }
+}
+
+/**
+ * Runs `fn` in a transaction holding the blob's advisory lock (released at its end): a writer committing the bytes and
+ * inserting its owner row inside it, and releaseBlob checking the owners and deleting, never interleave.
+ */
+export function withBlobLock<T>(em: EntityManager, sha256: string, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+  return em.fork().transactional(async (tx) => {
+    await tx.execute(`select pg_advisory_xact_lock(hashtextextended(?, 0))`, [`blob:${sha256}`]);
+    return fn(tx);
+  });
 }

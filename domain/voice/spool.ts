@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { VoiceRecordingChunk } from '../../db/entities';
 import type { BlobStore } from '../ports/blob-store';
+import { withBlobLock } from '../storage/blob-refs';
 import type { RecordingChunk, RecordingSpool, RecordingTrack } from './recorder';
 
 /** Longest chunk the recorder cuts, with room to spare (5 s of 8 kHz PCM16 is 80 KB). */
@@ -26,13 +27,16 @@ export class PgRecordingSpool implements RecordingSpool {
 
   async saveChunk(track: RecordingTrack, seq: number, startSample: number, pcm: Buffer): Promise<void> {
     const staged = await this.blobs.stage(Readable.from([pcm]), MAX_CHUNK_BYTES);
-    const sha = await this.blobs.commit(staged);
-    await this.em
-      .fork()
-      .createQueryBuilder(VoiceRecordingChunk)
-      .insert({ sessionId: this.sessionId, track, seq, startSample, blobSha256: sha, createdAt: new Date() })
-      .onConflict(['sessionId', 'track', 'seq'])
-      .ignore();
+    // Under the blob's lock: another session's spool releasing the same bytes (5 s of silence is the same chunk in every
+    // call) either sees this row or has deleted them before this commit writes them again.
+    await withBlobLock(this.em, staged.sha256, async (tx) => {
+      const sha = await this.blobs.commit(staged);
+      await tx
+        .createQueryBuilder(VoiceRecordingChunk)
+        .insert({ sessionId: this.sessionId, track, seq, startSample, blobSha256: sha, createdAt: new Date() })
+        .onConflict(['sessionId', 'track', 'seq'])
+        .ignore();
+    });
   }
 
   async *chunks(track: RecordingTrack): AsyncIterable<RecordingChunk> {

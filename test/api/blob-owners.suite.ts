@@ -4,6 +4,8 @@ import { ChatMessage, Conversation, Recording, StructuredExtraction, VoiceRecord
 import { newId } from '../../lib/ids';
 import type { Transcriber } from '../../lib/extract';
 import { signLink } from '../../domain/storage/signed-links';
+import { PgRecordingSpool } from '../../domain/voice/spool';
+import type { BlobStore, StagedBlob } from '../../domain/ports/blob-store';
 import { bearer, createKey, createWorkspace, publishedWebAgent, startTestApp, testBlobs, type TestApp } from '../support/app';
 import { createTestDatabase, type TestDatabase } from '../support/db';
 
@@ -174,5 +176,38 @@ describe('blob garbage collection counts every owner of the same bytes', () => {
     expect(await ownerB.readable()).toBe(200);
     await ownerA.remove!();
     expect(await ownerB.readable()).toBe(200);
+  });
+});
+
+describe('two voice spools saving and releasing the same chunk at once (silence is the same bytes in every call)', () => {
+  test("a spool releasing its chunk while another commits the same bytes and has not recorded its row yet leaves the other's chunk readable", async () => {
+    const pcm = Buffer.alloc(16_000); // a second of silence at 8 kHz, as every call's quiet stretches
+    const sha256 = createHash('sha256').update(pcm).digest('hex');
+    // Session A's chunk is stored; session B's commit of the same bytes is held after the bytes are written, before its row.
+    await new PgRecordingSpool(db.orm.em, testBlobs, newId('vs')).saveChunk('agent', 0, 0, pcm);
+    const sessionA = (await em().findOneOrFail(VoiceRecordingChunk, { blobSha256: sha256 })).sessionId;
+    let committed!: () => void;
+    const bytesWritten = new Promise<void>((r) => (committed = r));
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    const heldStore: BlobStore = Object.assign(Object.create(testBlobs) as BlobStore, {
+      commit: async (staged: StagedBlob) => {
+        const sha = await testBlobs.commit(staged);
+        committed();
+        await gate;
+        return sha;
+      },
+    });
+    const sessionB = newId('vs');
+    const saving = new PgRecordingSpool(db.orm.em, heldStore, sessionB).saveChunk('agent', 0, 0, pcm);
+    await bytesWritten;
+    // A's release runs now: without the blob's lock it found no other row and deleted the bytes B's row is about to name.
+    const releasing = t.services.voice.releaseSpool(testBlobs, sessionA);
+    await new Promise((r) => setTimeout(r, 300));
+    go();
+    await Promise.all([saving, releasing]);
+    const chunks: Buffer[] = [];
+    for await (const c of new PgRecordingSpool(db.orm.em, testBlobs, sessionB).chunks('agent')) chunks.push(c.pcm);
+    expect(Buffer.concat(chunks).equals(pcm)).toBe(true);
   });
 });

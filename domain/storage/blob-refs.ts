@@ -92,6 +92,8 @@ export class BlobRefRepository {
  */
 export function withBlobLock<T>(em: EntityManager, sha256: string, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
   return em.fork().transactional(async (tx) => {
+    // raw SQL: an advisory lock has no ORM form; it serialises a writer's commit-and-row with a release's check-and-delete.
+    // eslint-disable-next-line no-restricted-syntax
     await tx.execute(`select pg_advisory_xact_lock(hashtextextended(?, 0))`, [`blob:${sha256}`]);
     return fn(tx);
   });

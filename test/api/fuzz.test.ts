@@ -125,7 +125,7 @@ afterAll(async () => {
 function childEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (/^(PATH|HOME|TMPDIR|LANG|LC_\w+|TZ|VIRTUAL_ENV|PYENV_\w+|PYTHON\w*|SCHEMATHESIS_\w+)$/.test(k)) env[k] = v;
+    if (/^(PATH|HOME|TMPDIR|LANG|LC_\w+|TZ|LD_LIBRARY_PATH|VIRTUAL_ENV|CONDA_PREFIX|PYENV_\w+|PYTHON\w*|SCHEMATHESIS_\w+)$/.test(k)) env[k] = v;
   }
   return { ...env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false', SCHEMATHESIS_HOOKS: HOOKS, FUZZ_ENUM_SAMPLE: ENUM_SAMPLE };
 }

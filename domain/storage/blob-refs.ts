@@ -36,8 +36,10 @@ export class BlobRefRepository {
 
   /** The kinds of owner that refer to these bytes (empty: none, the blob may go). */
   async blobOwners(em: EntityManager, sha256: string): Promise<string[]> {
-    const counts = await Promise.all(this.owners.map(async (o) => [o.name, await o.uses(em, sha256)] as const));
-    return counts.filter(([, n]) => n > 0).map(([name]) => name);
+    // One after the other: `em` may be a transaction's (withBlobLock), one connection, which runs one query at a time.
+    const owning: string[] = [];
+    for (const o of this.owners) if ((await o.uses(em, sha256)) > 0) owning.push(o.name);
+    return owning;
   }
 
   /**

@@ -121,6 +121,7 @@ describe('turn-taking on recorded speech (Silero VAD, Smart Turn, Moonshine)', (
     await MoonshineTranscriber.unloadAll();
     await SmartTurn.unloadAll();
     await SileroModel.unloadAll();
+    await EspeakSynthesizer.unloadAll();
   });
 
   const agentOn = (leg: MemoryLeg, turn: VoiceAgentOptions['turn'], onTurn?: (s: TurnStats) => void) => new VoiceAgent({ leg, stt, tts, models, turn, onTurn });

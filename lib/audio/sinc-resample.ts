@@ -102,6 +102,32 @@ function planFor(fromRate: number, toRate: number): Plan {
   return plan;
 }
 
+/**
+ * resampleSinc's inner loop as plain JavaScript source, for a worker thread's code (the speech threads are plain JS,
+ * so they run under tsx, Jest and a build alike): defines `applySincPlan(x, plan)`, `x` any array of samples and
+ * `plan` a sincPlan with its table, returning a Float32Array.
+ */
+export const SINC_PLAN_SOURCE = String.raw`
+function applySincPlan(x, plan) {
+  const { up, down, half, table } = plan;
+  const taps = 2 * half;
+  const n = x.length;
+  const outLength = Math.round((n * up) / down);
+  const out = new Float32Array(outLength);
+  for (let j = 0; j < outLength; j++) {
+    const pos = j * down;
+    const i = Math.floor(pos / up);
+    const base = (pos - i * up) * taps;
+    const first = i - half + 1;
+    const k0 = Math.max(0, -first), k1 = Math.min(taps, n - first);
+    let acc = 0;
+    for (let k = k0; k < k1; k++) acc += table[base + k] * x[first + k];
+    out[j] = acc;
+  }
+  return out;
+}
+`;
+
 /** The plan (weights) of a rate pair, computed once and kept. */
 export function sincPlan(fromRate: number, toRate: number): SincPlan {
   const { up, down, half, table } = planFor(fromRate, toRate);

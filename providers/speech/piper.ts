@@ -29,7 +29,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { MEDIA_RATE } from '../../domain/ports/voice';
-import { sincPlan } from '../../lib/audio/sinc-resample';
+import { SINC_PLAN_SOURCE, sincPlan } from '../../lib/audio/sinc-resample';
 import { EspeakPhonemizer } from './espeak-phonemes';
 import { EspeakSynthesizer, SpeechSynthesisError, type SpeechSynthesizer } from './tts';
 
@@ -95,8 +95,7 @@ export function piperVoicePath(modelsDir: string, voice: string): string {
 const THREAD_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const ort = require(workerData.ortPath);
-const { up, down, half, table } = workerData.plan;
-const taps = 2 * half;
+const { table } = workerData.plan;
 let session;
 const loading = (async () => {
   try {
@@ -114,22 +113,7 @@ const loading = (async () => {
   }
 })();
 
-function resample(x) {
-  const n = x.length;
-  const outLength = Math.round((n * up) / down);
-  const out = new Float32Array(outLength);
-  for (let j = 0; j < outLength; j++) {
-    const pos = j * down;
-    const i = Math.floor(pos / up);
-    const base = (pos - i * up) * taps;
-    const first = i - half + 1;
-    const k0 = Math.max(0, -first), k1 = Math.min(taps, n - first);
-    let acc = 0;
-    for (let k = k0; k < k1; k++) acc += table[base + k] * x[first + k];
-    out[j] = acc;
-  }
-  return out;
-}
+${SINC_PLAN_SOURCE}
 
 const queue = [];
 let busy = false;
@@ -163,7 +147,7 @@ async function drain() {
       parts.forEach((p, k) => { if (k) at += gap; audio.set(p, at); at += p.length; });
       for (let i = 0; i < audio.length; i++) { const a = Math.abs(audio[i]); if (a > peak) peak = a; }
       const gain = (peak > 0 ? Math.min(job.maxGain, job.peak / peak) : 1) * 32767;
-      const f = table ? resample(audio) : audio;
+      const f = table ? applySincPlan(audio, workerData.plan) : audio;
       const pcm = new Int16Array(f.length);
       for (let i = 0; i < f.length; i++) { const v = Math.round(f[i] * gain); pcm[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v; }
       parentPort.postMessage({ id: job.id, pcm, modelMs, totalMs: Date.now() - started }, [pcm.buffer]);

@@ -3,7 +3,7 @@ import type OpenAI from 'openai';
 import { OperationalError } from '../../lib/failures';
 import { classifyOpenAiError, openAiClient, withDeadline } from '../llm/openai';
 import { downmix, parseWav, WavFormatError } from '../../lib/audio/audio';
-import { resampleSincToInt16, sincPlan } from '../../lib/audio/sinc-resample';
+import { resampleSincToInt16, SINC_PLAN_SOURCE, sincPlan } from '../../lib/audio/sinc-resample';
 import { MEDIA_RATE } from '../../domain/ports/voice';
 import { type SpeechSynthesizer } from '../../domain/ports/speech';
 export { type SpeechSynthesizer } from '../../domain/ports/speech';
@@ -64,9 +64,9 @@ export interface EspeakOptions {
 const ESPEAK_THREAD = String.raw`
 const { parentPort, workerData } = require('node:worker_threads');
 const { spawn } = require('node:child_process');
-const { fromRate, up, down, half, table } = workerData.plan;
-const taps = 2 * half;
+const { fromRate } = workerData.plan;
 const children = new Map();
+${SINC_PLAN_SOURCE}
 
 function pcmOf(buf) {
   if (buf.length < 12 || buf.toString('ascii', 0, 4) !== 'RIFF' || buf.toString('ascii', 8, 12) !== 'WAVE') return null;
@@ -82,18 +82,11 @@ function pcmOf(buf) {
       const n = Math.floor((end - body) / 2);
       const x = new Int16Array(n);
       for (let i = 0; i < n; i++) x[i] = buf.readInt16LE(body + 2 * i);
-      if (!table) return x;
-      const outLength = Math.round((n * up) / down);
-      const out = new Int16Array(outLength);
-      for (let j = 0; j < outLength; j++) {
-        const pos = j * down;
-        const i = Math.floor(pos / up);
-        const base = (pos - i * up) * taps;
-        const first = i - half + 1;
-        const k0 = Math.max(0, -first), k1 = Math.min(taps, n - first);
-        let acc = 0;
-        for (let k = k0; k < k1; k++) acc += table[base + k] * x[first + k];
-        const v = Math.round(acc);
+      if (!workerData.plan.table) return x;
+      const f = applySincPlan(x, workerData.plan);
+      const out = new Int16Array(f.length);
+      for (let j = 0; j < f.length; j++) {
+        const v = Math.round(f[j]);
         out[j] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
       }
       return out;

@@ -368,7 +368,7 @@ describe('toll fraud: the destination policy, the verified phone, the caps, the 
       await voiceWorkflows.hangUp(id);
       await result(id);
     }
-  }, 120_000);
+  }, 240_000);
 });
 
 describe('a call that connects', () => {

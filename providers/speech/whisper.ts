@@ -20,10 +20,10 @@
  *   it, or when the caller aborts, the thread is terminated, which is the only way to stop
  *   a running `full()`; the next transcription starts a fresh thread.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { ExtractionError, MediaTooLong, TranscriberError } from '../../lib/extract/types';
+import { runCommand } from '../../lib/process/spawn-thread';
 
 export const SAMPLE_RATE = 16_000;
 /** A recording whose loudest 30 ms window is quieter than this is silence (speech peaks well above -30 dBFS). */
@@ -68,49 +68,32 @@ export function peakWindowDbfs(samples: Float32Array): number {
   return 10 * Math.log10(peak);
 }
 
-/** Decodes any media ffmpeg reads to 16 kHz mono float32; MediaTooLong past `maxSeconds`. */
-export function decodeToPcm(filePath: string, maxSeconds: number, ffmpeg = 'ffmpeg', signal?: AbortSignal): Promise<Float32Array> {
+/**
+ * Decodes any media ffmpeg reads to 16 kHz mono float32; MediaTooLong past `maxSeconds`. ffmpeg is started from the
+ * spawn thread (lib/process/spawn-thread.ts): this runs in the worker process, beside live calls, and a spawn from its
+ * main thread holds it 30-60 ms, stalling the pacing of their audio.
+ */
+export async function decodeToPcm(filePath: string, maxSeconds: number, ffmpeg = 'ffmpeg', signal?: AbortSignal): Promise<Float32Array> {
   const maxBytes = Math.ceil(maxSeconds * SAMPLE_RATE) * 4;
-  return new Promise((resolve, reject) => {
-    const child = spawn(ffmpeg, ['-nostdin', '-hide_banner', '-loglevel', 'error', '-i', filePath, '-vn', '-f', 'f32le', '-ac', '1', '-ar', String(SAMPLE_RATE), 'pipe:1'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const chunks: Buffer[] = [];
-    let bytes = 0;
-    let stderr = '';
-    let failure: Error | null = null;
-    const stop = (err: Error) => {
-      failure ??= err;
-      child.kill('SIGKILL');
-    };
-    const onAbort = () => stop(new ExtractionError('transcription was cancelled'));
-    signal?.addEventListener('abort', onAbort, { once: true });
-    child.stdout.on('data', (c: Buffer) => {
-      if (failure) return;
-      bytes += c.length;
-      if (bytes > maxBytes) return stop(new MediaTooLong(maxSeconds));
-      chunks.push(c);
-    });
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
-    child.on('error', (err: NodeJS.ErrnoException) => {
-      stop(
-        err.code === 'ENOENT'
-          ? new TranscriberError('the embedded transcriber needs ffmpeg, which is not installed', err.message)
-          : new TranscriberError('ffmpeg could not start', err.message, false, true),
-      );
-    });
-    child.on('close', (code) => {
-      signal?.removeEventListener('abort', onAbort);
-      if (failure) return reject(failure);
-      if (code !== 0) return reject(new ExtractionError('the recording could not be decoded', stderr.trim() || `ffmpeg exit ${code}`));
-      const all = Buffer.concat(chunks);
-      // A copy into an aligned buffer of whole samples (a pipe's chunks need not be either).
-      const samples = new Float32Array(Math.floor(all.length / 4));
-      Buffer.from(samples.buffer).set(all.subarray(0, samples.length * 4));
-      resolve(samples);
-    });
+  const r = await runCommand(ffmpeg, ['-nostdin', '-hide_banner', '-loglevel', 'error', '-i', filePath, '-vn', '-f', 'f32le', '-ac', '1', '-ar', String(SAMPLE_RATE), 'pipe:1'], {
+    maxStdoutBytes: maxBytes,
+    stderrTail: 4000,
+    signal,
   });
+  if (!r.started) {
+    throw r.error.code === 'ENOENT'
+      ? new TranscriberError('the embedded transcriber needs ffmpeg, which is not installed', r.error.message)
+      : new TranscriberError('ffmpeg could not start', r.error.message, false, true);
+  }
+  if (r.overflow) throw new MediaTooLong(maxSeconds);
+  if (signal?.aborted) throw new ExtractionError('transcription was cancelled');
+  if (r.code !== 0) throw new ExtractionError('the recording could not be decoded', r.stderr.trim() || `ffmpeg exit ${r.code ?? r.signal}`);
+  // Whole samples; the thread's buffer starts at offset 0, so no copy is needed unless it does not.
+  const n = Math.floor(r.stdout.length / 4);
+  if (r.stdout.byteOffset % 4 === 0) return new Float32Array(r.stdout.buffer, r.stdout.byteOffset, n);
+  const samples = new Float32Array(n);
+  Buffer.from(samples.buffer).set(r.stdout.subarray(0, n * 4));
+  return samples;
 }
 
 /** The thread's code: loads the model once, then answers one job at a time. Plain JS, so it runs under tsx, Jest and a build alike. */

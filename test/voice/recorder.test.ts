@@ -1,8 +1,11 @@
-import { execFileSync } from 'node:child_process';
+import childProcess, { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { dbfs, parseWav, pcmFromBytes } from '../../lib/audio/audio';
 import { CallRecorder, ffmpegHasLibopus, finalizeRecordings, RecordingError, type CallRecorderOptions } from '../../domain/voice/recorder';
 import { FRAME_MS, FRAME_SAMPLES, MEDIA_RATE } from '../../domain/ports/voice';
+import { closeSpawnThread } from '../../lib/process/spawn-thread';
 import { MemorySpool } from '../support/memory-spool';
 
 /** 20 ms of a tone, continuing the phase at `frameIndex`. */
@@ -48,6 +51,8 @@ function decode(file: string, channels: 1 | 2): Int16Array[] {
 const level = (pcm: Int16Array, fromMs: number, toMs: number) => dbfs(pcm.subarray((fromMs * MEDIA_RATE) / 1000, (toMs * MEDIA_RATE) / 1000));
 
 describe('CallRecorder and finalizeRecordings', () => {
+  afterAll(() => closeSpawnThread());
+
   test('ffmpeg here has libopus (the default output is Ogg/Opus)', async () => {
     expect(await ffmpegHasLibopus()).toBe(true);
   });
@@ -254,5 +259,53 @@ describe('CallRecorder and finalizeRecordings', () => {
 
   test('nothing recorded: null, no files', async () => {
     expect(await finalizeRecordings(new MemorySpool())).toBeNull();
+  });
+
+  test("ffmpeg is started from the spawn thread, never from the main thread (a fork there stalls every call's audio), and the idle thread holds no handle", async () => {
+    const spawn = jest.spyOn(childProcess, 'spawn');
+    try {
+      const spool = new MemorySpool();
+      const { recorder, advance } = recorderOnClock(spool);
+      playCall(recorder, advance, 20);
+      await recorder.close();
+      const files = (await finalizeRecordings(spool, { format: 'wav' }))!;
+      expect(probe(files.combined.path)).toMatchObject({ codec: 'pcm_s16le', channels: 2 });
+      expect(spawn).not.toHaveBeenCalled();
+      // Referenced only while a command runs: the thread's port is not among what keeps the process alive.
+      expect(process.getActiveResourcesInfo()).not.toContain('MessagePort');
+    } finally {
+      spawn.mockRestore();
+    }
+  });
+
+  test('no ffmpeg: RecordingError "recordings need ffmpeg, which is not installed", not retryable', async () => {
+    const spool = new MemorySpool();
+    const { recorder, advance } = recorderOnClock(spool);
+    playCall(recorder, advance, 5);
+    await recorder.close();
+    const err = await finalizeRecordings(spool, { format: 'wav', ffmpeg: '/nonexistent/ffmpeg' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RecordingError);
+    expect(err).toMatchObject({ message: 'recordings need ffmpeg, which is not installed', retryable: false });
+  });
+
+  test('ffmpeg failing: RecordingError "ffmpeg could not encode the recording" with the last 4000 characters of its stderr, not retryable', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'recorder-test-'));
+    const failing = path.join(dir, 'ffmpeg');
+    // 5000 characters of x, then the end of the message: only the tail is kept.
+    fs.writeFileSync(failing, `#!/bin/sh\nhead -c 5000 /dev/zero | tr '\\0' x >&2\necho ' the end' >&2\nexit 1\n`, { mode: 0o755 });
+    try {
+      const spool = new MemorySpool();
+      const { recorder, advance } = recorderOnClock(spool);
+      playCall(recorder, advance, 5);
+      await recorder.close();
+      const err = await finalizeRecordings(spool, { format: 'wav', ffmpeg: failing }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RecordingError);
+      expect(err).toMatchObject({ message: 'ffmpeg could not encode the recording', retryable: false });
+      const detail = (err as RecordingError).detail!;
+      expect(detail.endsWith('x the end')).toBe(true);
+      expect(detail.length).toBe(4000 - 1); // the tail's final newline trimmed
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -27,8 +27,11 @@ export interface CallerReport {
   /** The phone's call (the bench ends it: POST /widget/call's call_id). */
   callId?: string;
   packets: number;
-  /** Gaps over the rule's limit between two agent packets of one talkspurt (a marker packet starts one). */
+  /** Times the caller's playout ran dry (see `playout`). */
   underruns: number;
+  /** The largest lateness of a packet past its play time (ms; 0: none late). */
+  maxLateMs: number;
+  /** The largest gap between the arrivals of two agent packets of one talkspurt (a marker packet starts one). */
   maxGapMs: number;
   /** The callers' process's event-loop delay during the run (ms): a late caller hears gaps the agent did not make. */
   loop?: LoopDelay;
@@ -56,13 +59,51 @@ interface Line {
   readonly speaking: boolean;
   /** When the last queued sample was sent (performance.now(); 0 before any). */
   readonly saidAt: number;
-  /** The agent's packets as they arrived (performance.now()); `quiet`: silence between turns (the SIP leg keeps sending it). */
-  readonly packets: Array<{ at: number; marker: boolean; quiet?: boolean }>;
+  /** The agent's packets as they arrived (performance.now()) with their RTP timestamps; `quiet`: silence between turns (the SIP leg keeps sending it). */
+  readonly packets: ArrivedPacket[];
+}
+
+interface ArrivedPacket {
+  at: number;
+  marker: boolean;
+  ts: number;
+  quiet?: boolean;
 }
 
 export interface TurnOptions {
-  underrunGapMs: number;
+  /** The caller's jitter buffer (ms): see `playout`. */
+  jitterBufferMs: number;
   turnTimeoutMs: number;
+}
+
+/**
+ * The agent's audio as the caller plays it: each talkspurt (a marker packet starts one) plays from its first packet's
+ * arrival plus `jitterBufferMs`, every packet at its RTP timestamp's place after that; a packet that arrives after its
+ * play time is an underrun (the buffer ran dry: a gap is heard), and playout starts again from it, as a receiver
+ * re-buffers. Packets that arrive early wait in the buffer. With a buffer of one packet (20 ms) and packets sent on the
+ * clock, an underrun is a gap of more than 40 ms between two arrivals.
+ */
+export function playout(packets: ArrivedPacket[], jitterBufferMs: number): { underruns: number; maxLateMs: number; maxGapMs: number } {
+  let underruns = 0;
+  let maxLateMs = 0;
+  let maxGapMs = 0;
+  let anchor: { at: number; ts: number } | null = null;
+  for (const [i, p] of packets.entries()) {
+    if (i > 0 && !p.marker) maxGapMs = Math.max(maxGapMs, p.at - packets[i - 1].at);
+    if (!anchor || p.marker) {
+      anchor = { at: p.at + jitterBufferMs, ts: p.ts };
+      continue;
+    }
+    // RTP timestamps wrap at 2^32 (8 kHz: 8 samples a ms).
+    const playAt = anchor.at + ((p.ts - anchor.ts) >>> 0) / 8;
+    const late = p.at - playAt;
+    if (late > 0) {
+      underruns++;
+      maxLateMs = Math.max(maxLateMs, late);
+      anchor = { at: p.at + jitterBufferMs, ts: p.ts };
+    }
+  }
+  return { underruns, maxLateMs, maxGapMs };
 }
 
 /**
@@ -90,9 +131,7 @@ async function converse(line: Line, speech: Int16Array[], order: number[], o: Tu
     await until(() => performance.now() - (line.packets.findLast((x) => !x.quiet)?.at ?? 0) > 400, 60_000);
     await new Promise((r) => setTimeout(r, 300 + Math.random() * 400));
   }
-  const p = line.packets;
-  const gaps = p.slice(1).flatMap((x, i) => (x.marker ? [] : [x.at - p[i].at]));
-  return { turns, packets: p.length, underruns: gaps.filter((g) => g > o.underrunGapMs).length, maxGapMs: Math.max(0, ...gaps) };
+  return { turns, packets: line.packets.length, ...playout(line.packets, o.jitterBufferMs) };
 }
 
 /** A browser's voice session through POST /api/public/widget/voice/start on the API at 127.0.0.1:`port`. */
@@ -155,14 +194,14 @@ export async function phoneMedia(socket: dgram.Socket, invite: () => string, o: 
     if (m) port = Number(m[1]);
     else if (Date.now() > end) throw new Error('no INVITE with an SDP offer reached SIPp');
   }
-  const packets: Array<{ at: number; marker: boolean; quiet: boolean }> = [];
+  const packets: ArrivedPacket[] = [];
   socket.on('message', (buf) => {
     const p = RtpPacket.deSerialize(buf);
     if (p.header.payloadType !== 0) return;
     const pcm = decodeMulaw(p.payload);
     let peak = 0;
     for (const x of pcm) peak = Math.max(peak, Math.abs(x));
-    packets.push({ at: performance.now(), marker: p.header.marker, quiet: peak < 64 });
+    packets.push({ at: performance.now(), marker: p.header.marker, ts: p.header.timestamp, quiet: peak < 64 });
   });
   let queue = new Int16Array(0);
   let pos = 0;

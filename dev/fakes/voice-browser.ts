@@ -13,10 +13,11 @@ export function speech8k(text: string, dir: string): Int16Array {
   return wavToMono(fs.readFileSync(file), 8000);
 }
 
-/** One agent RTP packet as the browser received it: when (performance.now()), and whether it starts a talkspurt. */
+/** One agent RTP packet as the browser received it: when (performance.now()), whether it starts a talkspurt, its RTP timestamp. */
 export interface AgentPacket {
   at: number;
   marker: boolean;
+  ts: number;
 }
 
 export type VoiceBrowser = Awaited<ReturnType<typeof joinAsBrowser>>;
@@ -64,7 +65,7 @@ export async function joinAsBrowser(session: { rtc_url: string; rtc_token: strin
   const packets: AgentPacket[] = [];
   pc.onTrack.subscribe((track) =>
     track.onReceiveRtp.subscribe((rtp) => {
-      packets.push({ at: performance.now(), marker: rtp.header.marker });
+      packets.push({ at: performance.now(), marker: rtp.header.marker, ts: rtp.header.timestamp });
       heard.push(...decodeMulaw(rtp.payload));
     }),
   );
@@ -139,63 +140,3 @@ export const VISITOR_QUESTIONS = [
   'Where is my parcel?',
   'Do you have this in blue?',
 ];
-
-/** One session as its talking visitor saw it. */
-export interface VisitorReport {
-  /** Per turn: the last speech sample sent → the first agent packet after it (ms); null when no answer came. */
-  e2eMs: Array<number | null>;
-  packets: number;
-  /** Gaps over `underrunGapMs` between two agent packets of one talkspurt (a marker packet starts one: the gap before it is silence between replies). */
-  underruns: number;
-  maxGapMs: number;
-}
-
-/**
- * A visitor who opens a voice session through POST /api/public/widget/voice/start on the API at 127.0.0.1:`port`,
- * waits in room noise, then asks `turns` questions (`speech[offset + i]`, 8 kHz) and hears each answer out.
- */
-export async function talkingVisitor(
-  api: { port: number; siteId: string; origin: string },
-  turns: number,
-  speech: Int16Array[],
-  offset: number,
-  opts: { underrunGapMs: number; turnTimeoutMs: number },
-): Promise<VisitorReport> {
-  const res = await fetch(`http://127.0.0.1:${api.port}/api/public/widget/voice/start`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-concierge-site': api.siteId, origin: api.origin },
-    body: '{}',
-  });
-  if (res.status !== 200) throw new Error(`voice/start answered ${res.status}: ${await res.text()}`);
-  const browser = await joinAsBrowser((await res.json()) as { rtc_url: string; rtc_token: string }, api.port);
-  const until = async (cond: () => boolean, ms: number, what: string) => {
-    for (const end = performance.now() + ms; !cond(); await new Promise((r) => setTimeout(r, 10))) if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-  };
-  const e2eMs: Array<number | null> = [];
-  try {
-    // Room noise first, as a microphone sends before anyone speaks; staggered a little between sessions.
-    await new Promise((r) => setTimeout(r, 500 + Math.random() * 500));
-    for (let i = 0; i < turns; i++) {
-      const finals = () => browser.frames.filter((f) => f.speaker === 'assistant' && !f.partial).length;
-      const before = finals();
-      browser.say(speech[(offset + i) % speech.length]);
-      await until(() => !browser.speaking && browser.saidAt > 0, 30_000, 'the browser to finish speaking');
-      const saidAt = browser.saidAt;
-      try {
-        await until(() => finals() > before, opts.turnTimeoutMs, 'an answer');
-        const first = browser.packets.find((p) => p.at > saidAt);
-        e2eMs.push(first ? first.at - saidAt : null);
-        // The answer heard out: no agent packet for 300 ms.
-        await until(() => performance.now() - (browser.packets.at(-1)?.at ?? 0) > 300, 30_000, 'the answer to end');
-      } catch {
-        e2eMs.push(null);
-      }
-      await new Promise((r) => setTimeout(r, 300 + Math.random() * 500));
-    }
-    const p = browser.packets;
-    const gaps = p.slice(1).flatMap((x, i) => (x.marker ? [] : [x.at - p[i].at]));
-    return { e2eMs, packets: p.length, underruns: gaps.filter((g) => g > opts.underrunGapMs).length, maxGapMs: Math.max(0, ...gaps) };
-  } finally {
-    await browser.hangUp();
-  }
-}

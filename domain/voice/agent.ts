@@ -176,7 +176,8 @@ export class VoiceAgent {
     this.now = o.now ?? Date.now;
     this.finished = new Promise((resolve) => (this.finish = resolve));
     o.leg.onAudio((frame) => this.onFrame(frame));
-    if (o.recorder) o.leg.onPlayed((frame) => o.recorder!.agent(frame));
+    // Placed when the caller hears it: a frame sent ahead goes where its play time falls on the call's clock.
+    if (o.recorder) o.leg.onPlayed((frame, aheadMs) => o.recorder!.agent(frame, o.recorder!.clockSample + Math.round((aheadMs * o.recorder!.sampleRate) / 1000)));
     o.leg.onPlayed(() => {
       const head = this.outQueue[0];
       if (head && ++head.played >= head.frames) this.outQueue.shift();
@@ -190,6 +191,8 @@ export class VoiceAgent {
       return;
     }
     this.outQueue.push({ pcm, frames: Math.ceil(pcm.length / FRAME_SAMPLES), played: 0 });
+    // Sent ahead of its play time (the far end's jitter buffer rides out a stall of this loop), except while the caller talks over it.
+    this.o.leg.setSendAhead?.(this.overlap ? 0 : null);
     this.o.leg.play(pcm);
   }
 
@@ -355,6 +358,8 @@ export class VoiceAgent {
       this.phrases = [];
       // Over the agent's voice: not an interruption yet (a backchannel keeps the agent talking).
       this.overlap = this.agentBusy ? { interrupted: false, paused: false, heard: null, checking: false, checkedAtMs: 0 } : null;
+      // From now on each frame goes when due: a barge-in then cuts the agent off where it is, with nothing more on its way.
+      if (this.overlap) this.o.leg.setSendAhead?.(0);
     }
     if (!this.partialTimer) this.partialTimer = setInterval(() => this.partial(), PARTIAL_EVERY_MS);
   }

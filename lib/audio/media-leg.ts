@@ -34,10 +34,18 @@ export interface MediaLeg {
   play(samples: Int16Array): void;
   /** Drops queued agent audio at once (barge-in). */
   clearPlayback(): void;
-  /** Whether queued agent audio is still being played. */
+  /** Whether queued agent audio is still being played (queued, or sent and not yet played out at the far end). */
   readonly playing: boolean;
-  /** Observes agent audio as it is actually sent (the recorder's agent track): frames cut by barge-in never appear. */
-  onPlayed(listener: (frame: Int16Array) => void): void;
+  /**
+   * Observes agent audio as it is actually sent (the recorder's agent track): frames cut by barge-in never appear.
+   * `aheadMs`: how long before its play time the frame left (an RTP leg sends a little ahead: paced-leg SEND_AHEAD_MS).
+   */
+  onPlayed(listener: (frame: Int16Array, aheadMs: number) => void): void;
+  /**
+   * How far ahead of its play time agent audio is sent from now on (null: the leg's default). The agent sets 0 while
+   * the caller talks over it, so that a barge-in is not followed by audio already on its way. Absent: not adjustable.
+   */
+  setSendAhead?(ms: number | null): void;
   /** Sends a transcript frame (data channel labelled/topic `transcript`); dropped if the channel is not open. */
   sendTranscript(frame: TranscriptFrame): void;
   /** Each key the other party presses (RFC 4733 events on a SIP leg), once per press; absent where there is no keypad (the browser). */

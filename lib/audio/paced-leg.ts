@@ -4,11 +4,23 @@ import { FRAME_MS, FRAME_SAMPLES, type MediaLeg, type TranscriptFrame } from './
 const EARLY_FRAMES = 250;
 
 /**
+ * How far ahead of its play time agent audio is sent (ms). The far end's jitter buffer
+ * (a browser's NetEq, a phone's) holds early packets and plays them by their RTP
+ * timestamps, so audio sent ahead rides out a stall of our event loop (another call's
+ * turn, a GC) as long as the stall is shorter than the lead; a leg paced exactly on the
+ * clock is heard to gap at every stall longer than the far end's buffer. The cost: after
+ * barge-in the caller still hears what was sent ahead (at most this much).
+ */
+export const SEND_AHEAD_MS = 80;
+
+/**
  * The audio half of a MediaLeg that any RTP-based leg (direct WebRTC, SIP) shares:
  * received frames are handed to listeners, agent audio is queued and paced out one 20 ms
- * frame at a time against the wall clock (a late timer sends what is due, never faster),
- * and barge-in drops the queue at once. Subclasses say how a frame leaves and how
- * transcript frames travel.
+ * frame at a time against the wall clock, each frame sent up to `sendAheadMs` before its
+ * play time (SEND_AHEAD_MS; a late timer sends what is due, never further ahead), and
+ * barge-in drops the queue at once. Each frame's play time is its RTP timestamp's: a
+ * reply queued while the last one is still playing at the far end follows on without a
+ * gap. Subclasses say how a frame leaves and how transcript frames travel.
  */
 export abstract class PacedLeg implements MediaLeg {
   private readonly listeners: Array<(frame: Int16Array) => void> = [];
@@ -21,13 +33,24 @@ export abstract class PacedLeg implements MediaLeg {
   private settle!: (reason: string) => void;
   readonly ended: Promise<string>;
   private closed = false;
-  private readonly played: Array<(frame: Int16Array) => void> = [];
+  private readonly played: Array<(frame: Int16Array, aheadMs: number) => void> = [];
+  /** When the last frame sent ends playing at the far end (epoch ms; 0: none sent). */
+  private sentUntil = 0;
 
-  constructor() {
+  private sendAheadMs: number;
+
+  constructor(private readonly defaultSendAheadMs = SEND_AHEAD_MS) {
+    this.sendAheadMs = defaultSendAheadMs;
     this.ended = new Promise((resolve) => (this.settle = resolve));
   }
 
-  protected abstract sendFrame(frame: Int16Array, marker: boolean, rtpTimestamp: number): void;
+  /** How far ahead frames go from now on (null: the leg's default); 0 sends each when due (the caller talking over the agent). */
+  setSendAhead(ms: number | null): void {
+    this.sendAheadMs = ms ?? this.defaultSendAheadMs;
+  }
+
+  /** Sends one frame; `dueAt` (epoch ms) is when the far end is to play it (up to sendAheadMs from now; in the past when the frame is late). */
+  protected abstract sendFrame(frame: Int16Array, marker: boolean, rtpTimestamp: number, dueAt: number): void;
   abstract sendTranscript(frame: TranscriptFrame): void;
   protected abstract release(): Promise<void>;
 
@@ -41,7 +64,8 @@ export abstract class PacedLeg implements MediaLeg {
     for (const f of early ?? []) listener(f);
   }
 
-  onPlayed(listener: (frame: Int16Array) => void): void {
+  /** `aheadMs`: how long before its play time the frame was sent (0 when on time or late). */
+  onPlayed(listener: (frame: Int16Array, aheadMs: number) => void): void {
     this.played.push(listener);
   }
 
@@ -56,8 +80,9 @@ export abstract class PacedLeg implements MediaLeg {
     for (const l of this.listeners) l(frame);
   }
 
+  /** Agent audio queued, or sent and not yet played out at the far end. */
   get playing(): boolean {
-    return this.queue.length > 0;
+    return this.queue.length > 0 || Date.now() < this.sentUntil;
   }
 
   play(samples: Int16Array): void {
@@ -68,14 +93,21 @@ export abstract class PacedLeg implements MediaLeg {
       this.queue.push(frame);
     }
     if (!this.timer) {
-      this.nextDue = Date.now();
-      this.talkspurt = true;
+      const now = Date.now();
+      if (now >= this.sentUntil) {
+        // A new talkspurt: a gap in media time, and the marker.
+        if (this.sentUntil) this.rtpTimestamp = (this.rtpTimestamp + FRAME_SAMPLES * 10) >>> 0;
+        this.nextDue = now;
+        this.talkspurt = true;
+      } // else the last reply is still playing at the far end: this one follows on from its end.
       this.tick();
     }
   }
 
+  /** Drops queued audio; what was sent ahead already is the far end's (at most sendAheadMs). */
   clearPlayback(): void {
     this.queue = [];
+    this.sentUntil = Math.min(this.sentUntil, Date.now());
   }
 
   private tick = (): void => {
@@ -84,16 +116,19 @@ export abstract class PacedLeg implements MediaLeg {
     const now = Date.now();
     // Past 200 ms late (a stalled event loop), skip ahead rather than burst.
     if (now - this.nextDue > 200) this.nextDue = now;
-    while (this.queue.length && this.nextDue <= now) {
+    while (this.queue.length && this.nextDue <= now + this.sendAheadMs) {
       const frame = this.queue.shift()!;
-      this.sendFrame(frame, this.talkspurt, this.rtpTimestamp >>> 0);
-      for (const l of this.played) l(frame);
+      // Its play time is its place in media time (a late frame is late at the far end too).
+      const dueAt = this.nextDue;
+      this.sendFrame(frame, this.talkspurt, this.rtpTimestamp >>> 0, dueAt);
+      for (const l of this.played) l(frame, Math.max(0, dueAt - now));
       this.talkspurt = false;
       this.rtpTimestamp = (this.rtpTimestamp + FRAME_SAMPLES) >>> 0;
       this.nextDue += FRAME_MS;
+      this.sentUntil = this.nextDue;
     }
-    if (this.queue.length) this.timer = setTimeout(this.tick, Math.max(1, this.nextDue - Date.now()));
-    else this.rtpTimestamp = (this.rtpTimestamp + FRAME_SAMPLES * 10) >>> 0; // a gap in media time
+    // Woken when the head frame may go (one frame's time before it would fall under the lead).
+    if (this.queue.length) this.timer = setTimeout(this.tick, Math.max(1, this.nextDue - this.sendAheadMs - Date.now()));
   };
 
   /** Subclasses call this when the remote side is gone. */

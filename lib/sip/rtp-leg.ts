@@ -210,10 +210,10 @@ export class RtpLeg extends PacedLeg {
     }
   }
 
-  protected sendFrame(frame: Int16Array, marker: boolean): void {
-    // Our own timestamp runs on without gaps: the silence between turns is sent too.
+  protected sendFrame(frame: Int16Array, marker: boolean, _rtpTimestamp: number, dueAt: number): void {
+    // Our own timestamp runs on without gaps: the silence between turns is sent too, from where the agent's audio ends.
     this.send(frame, marker);
-    this.silenceDue = Date.now() + FRAME_MS;
+    this.silenceDue = dueAt + FRAME_MS;
   }
 
   private send(frame: Int16Array, marker: boolean): void {

@@ -139,9 +139,10 @@ export class LiveKitAgentLeg implements MediaLeg {
     this.listeners.push(listener);
   }
 
-  private readonly played: Array<(frame: Int16Array) => void> = [];
+  private readonly played: Array<(frame: Int16Array, aheadMs: number) => void> = [];
 
-  onPlayed(listener: (frame: Int16Array) => void): void {
+  /** Frames are handed over as LiveKit's queue takes them: its own pacing plays them at once (ahead 0). */
+  onPlayed(listener: (frame: Int16Array, aheadMs: number) => void): void {
     this.played.push(listener);
   }
 
@@ -162,7 +163,7 @@ export class LiveKitAgentLeg implements MediaLeg {
     try {
       for (let frame = this.pending.shift(); frame && !this.closed; frame = this.pending.shift()) {
         await this.source.captureFrame(new this.rtc.AudioFrame(frame, MEDIA_RATE, 1, FRAME_SAMPLES));
-        for (const l of this.played) l(frame);
+        for (const l of this.played) l(frame, 0);
       }
     } catch {
       // A closed source or room: the leg is ending; ended reports why.

@@ -122,8 +122,11 @@ class PhoneLeg implements MediaLeg {
   get playing(): boolean {
     return this.inner.playing;
   }
-  onPlayed(listener: (frame: Int16Array) => void): void {
+  onPlayed(listener: (frame: Int16Array, aheadMs: number) => void): void {
     this.inner.onPlayed(listener);
+  }
+  setSendAhead(ms: number | null): void {
+    this.inner.setSendAhead(ms);
   }
   sendTranscript(_frame: TranscriptFrame): void {
     // A phone line has no data channel.

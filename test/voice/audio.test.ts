@@ -6,6 +6,9 @@ import {
   StreamResampler, dbfs, decodeAlaw, decodeMulaw, downmix, encodeAlaw, encodeMulaw, encodeWav, float32ToInt16, int16ToFloat32,
   parseWav, pcmBytes, pcmFromBytes, resample, rms, wavToMono, WavFormatError,
 } from '../../lib/audio/audio';
+import { FRAME_MS, FRAME_SAMPLES } from '../../lib/audio/media-leg';
+import { SEND_AHEAD_MS } from '../../lib/audio/paced-leg';
+import { MemoryLeg } from './memory-leg';
 
 const tone = (freq: number, rate: number, seconds: number, amplitude = 10_000) =>
   Int16Array.from({ length: Math.round(rate * seconds) }, (_, i) => Math.round(amplitude * Math.sin((2 * Math.PI * freq * i) / rate)));
@@ -167,5 +170,79 @@ describe('WAV', () => {
     const float = encodeWav(Int16Array.of(0, 0), 8000);
     float.writeUInt16LE(3, 20); // IEEE float
     expect(() => parseWav(float)).toThrow(/not 16-bit PCM/);
+  });
+});
+
+describe('pacing agent audio (PacedLeg)', () => {
+  const frames = (n: number) => new Int16Array(n * FRAME_SAMPLES).fill(1000);
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  test(`each frame leaves at most SEND_AHEAD_MS (${SEND_AHEAD_MS} ms) before its play time; play times run on 20 ms apart with the RTP timestamps`, async () => {
+    const leg = new MemoryLeg();
+    const ahead: number[] = [];
+    leg.onPlayed((_f, aheadMs) => ahead.push(aheadMs));
+    const t0 = Date.now();
+    leg.play(frames(25)); // 500 ms
+    // At once: the frame due now and those due within the lead.
+    expect(leg.sent.length).toBe(1 + SEND_AHEAD_MS / FRAME_MS);
+    while (leg.playing) await sleep(10);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(500);
+    expect(leg.sent).toHaveLength(25);
+    for (const [i, s] of leg.sent.entries()) {
+      expect(s.due).toBe(leg.sent[0].due + i * FRAME_MS);
+      expect(s.due - s.at).toBeLessThanOrEqual(SEND_AHEAD_MS);
+      expect(s.ts).toBe((leg.sent[0].ts + i * FRAME_SAMPLES) >>> 0);
+      expect(s.marker).toBe(i === 0);
+      expect(ahead[i]).toBe(Math.max(0, s.due - s.at));
+    }
+  });
+
+  test('a reply queued while the last is still playing at the far end follows on from its end (no marker, no gap); one queued after it ended starts a new talkspurt', async () => {
+    const leg = new MemoryLeg();
+    leg.play(frames(10)); // 200 ms
+    while (leg.sent.length < 10) await sleep(5);
+    // All of it sent, the end still ahead at the far end: the agent is still heard.
+    expect(leg.playing).toBe(true);
+    leg.play(frames(5));
+    while (leg.sent.length < 11) await sleep(5);
+    const first = leg.sent[10];
+    expect(first.due).toBe(leg.sent[9].due + FRAME_MS);
+    expect(first.marker).toBe(false);
+    expect(first.ts).toBe((leg.sent[9].ts + FRAME_SAMPLES) >>> 0);
+    while (leg.playing) await sleep(10);
+    await sleep(50);
+    leg.play(frames(5));
+    const next = leg.sent[15]; // sent at once: it is due now
+    expect(next.marker).toBe(true);
+    expect(next.due).toBeGreaterThan(leg.sent[14].due + FRAME_MS);
+    expect(((next.ts - leg.sent[14].ts) >>> 0) > FRAME_SAMPLES).toBe(true);
+    while (leg.playing) await sleep(10);
+  });
+
+  test('clearPlayback (barge-in) sends nothing more: only what had gone ahead is still heard, and the leg is no longer playing', async () => {
+    const leg = new MemoryLeg();
+    leg.play(frames(50)); // 1 s
+    await sleep(200);
+    leg.clearPlayback();
+    const atClear = leg.sent.length;
+    const clearedAt = Date.now();
+    expect(leg.playing).toBe(false);
+    await sleep(200);
+    expect(leg.sent.length).toBe(atClear);
+    expect(leg.sent.at(-1)!.due - clearedAt).toBeLessThanOrEqual(SEND_AHEAD_MS);
+  });
+
+  test('setSendAhead(0) (the caller talking over the agent) sends each frame only when it is due; null goes back to the lead', async () => {
+    const leg = new MemoryLeg();
+    leg.setSendAhead(0);
+    leg.play(frames(10));
+    expect(leg.sent.length).toBe(1);
+    while (leg.playing) await sleep(10);
+    expect(leg.sent.every((s) => s.due <= s.at)).toBe(true);
+    leg.setSendAhead(null);
+    await sleep(50);
+    leg.play(frames(10));
+    expect(leg.sent.length).toBe(10 + 1 + SEND_AHEAD_MS / FRAME_MS);
+    while (leg.playing) await sleep(10);
   });
 });

@@ -7,15 +7,15 @@ import { FRAME_MS, FRAME_SAMPLES, type TranscriptFrame } from '../../domain/port
  * at a time in real time by `speak`; transcript frames are kept.
  */
 export class MemoryLeg extends PacedLeg {
-  /** Agent frames as they left, with Date.now() at sending. */
-  readonly sent: Array<{ at: number; frame: Int16Array }> = [];
+  /** Agent frames as they left: Date.now() at sending, when the far end plays them (`due`: up to the send-ahead later), the RTP marker and timestamp. */
+  readonly sent: Array<{ at: number; due: number; frame: Int16Array; marker: boolean; ts: number }> = [];
   readonly transcripts: TranscriptFrame[] = [];
   /** When each `clearPlayback` happened (barge-in). */
   readonly cleared: number[] = [];
   private readonly waiters: Array<{ test: (f: TranscriptFrame) => boolean; resolve: (f: TranscriptFrame) => void }> = [];
 
-  protected sendFrame(frame: Int16Array): void {
-    this.sent.push({ at: Date.now(), frame });
+  protected sendFrame(frame: Int16Array, marker: boolean, rtpTimestamp: number, dueAt: number): void {
+    this.sent.push({ at: Date.now(), due: dueAt, frame, marker, ts: rtpTimestamp });
   }
 
   sendTranscript(frame: TranscriptFrame): void {

@@ -176,6 +176,7 @@ function lowPassKernel(fromRate: number, toRate: number): Float64Array {
  * Linear interpolation (resample) leaves images of the speech band at 4-8 kHz, which a model
  * trained on wideband audio hears as noise: Moonshine mis-heard 69 % of the words of
  * espeak-ng questions at 8 kHz linearly upsampled, 32 % this way (the same speech at 16 kHz: 12 %).
+ * The speech threads run the same loop from UPSAMPLE_SOURCE (keep the two alike: test/voice/upsample-thread.test.ts).
  */
 export function upsample(samples: Int16Array, factor: number): Float32Array {
   const phases = upsamplingPhases(factor);
@@ -196,6 +197,47 @@ export function upsample(samples: Int16Array, factor: number): Float32Array {
   }
   return out;
 }
+
+/** upsample's filter for one factor, for code that applies it elsewhere (a worker thread: UPSAMPLE_SOURCE). */
+export interface UpsamplePlan {
+  factor: number;
+  /** The filter's `factor` phases (see upsamplingPhases). */
+  phases: Float64Array[];
+}
+
+/** The plan of `factor` (its phases computed once and kept). */
+export function upsamplePlan(factor: number): UpsamplePlan {
+  return { factor, phases: upsamplingPhases(factor) };
+}
+
+/**
+ * upsample as plain JavaScript source, for a worker thread's code (the speech threads are plain JS, so they run
+ * under tsx, Jest and a build alike): defines `upsampleWithPlan(samples, plan, padBefore, padAfter)`, `samples` an
+ * Int16Array and `plan` an upsamplePlan, returning a Float32Array of `padBefore` zeros, upsample(samples, factor)'s
+ * samples (the same, bit for bit: the same operations in the same order), then `padAfter` zeros. The speech-to-text
+ * and Smart Turn threads upsample a turn themselves: on the voice worker's main thread it took 30-90 ms of the event
+ * loop at 4 sessions, the 20 ms pacing of every call's audio waiting.
+ */
+export const UPSAMPLE_SOURCE = String.raw`
+function upsampleWithPlan(samples, plan, padBefore, padAfter) {
+  const { factor, phases } = plan;
+  const n = samples.length;
+  const length = n * factor;
+  const out = new Float32Array(padBefore + length + padAfter);
+  const m = (32 * factor) / 2;
+  for (let o = 0; o < length; o++) {
+    const j0 = o + m;
+    const g = phases[j0 % factor];
+    const J = (j0 - (j0 % factor)) / factor;
+    const t0 = Math.max(0, J - n + 1);
+    const t1 = Math.min(g.length, J + 1);
+    let acc = 0;
+    for (let t = t0; t < t1; t++) acc += g[t] * samples[J - t];
+    out[padBefore + o] = acc;
+  }
+  return out;
+}
+`;
 
 const phaseFilters = new Map<number, Float64Array[]>();
 

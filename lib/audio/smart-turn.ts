@@ -5,7 +5,7 @@
  * has finished. Used as the semantic end-of-turn signal beside the VAD's short hang-over
  * (domain/voice/turn-taking.ts).
  *
- * - Input: the turn's audio, upsampled to 16 kHz, the last 8 s of it (zeros before a
+ * - Input: the turn's audio, upsampled to 16 kHz (predict8k: in the thread), the last 8 s of it (zeros before a
  *   shorter one), as Whisper-style log-mel features `input_features [1, 80, 800]`: the
  *   waveform normalized to zero mean and unit variance, a centred (reflect-padded) STFT
  *   of 400 samples every 160 with a periodic Hann window, power through an 80-band
@@ -20,6 +20,7 @@
  */
 import fs from 'node:fs';
 import { Worker } from 'node:worker_threads';
+import { upsamplePlan, UPSAMPLE_SOURCE, type UpsamplePlan } from './audio';
 
 /** The thread's code: plain JS, so it runs under tsx, Jest and a build alike. */
 const THREAD_SOURCE = String.raw`
@@ -103,6 +104,8 @@ function features(audio) {
   return out;
 }
 
+${UPSAMPLE_SOURCE}
+
 let session;
 const ready = ort.InferenceSession.create(workerData.file, { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' })
   .then((s) => { session = s; });
@@ -111,7 +114,9 @@ parentPort.on('message', (msg) => {
   chain = chain.then(async () => {
     try {
       const t0 = performance.now();
-      const input = features(msg.audio);
+      // A turn at 8 kHz is upsampled here, off the event loop that paces calls' audio (upsampleWithPlan: upsample's own loop).
+      const audio = msg.pcm ? upsampleWithPlan(msg.pcm, msg.plan, 0, 0) : msg.audio;
+      const input = features(audio);
       const t1 = performance.now();
       const out = await session.run({ input_features: new ort.Tensor('float32', input, [1, N_MELS, FRAMES]) });
       parentPort.postMessage({ id: msg.id, probability: out[session.outputNames[0]].data[0], featuresMs: t1 - t0, modelMs: performance.now() - t1 });
@@ -168,10 +173,24 @@ export class SmartTurn {
 
   /** `audio`: the turn at 16 kHz, float -1..1 (the last 8 s are used). */
   predict(audio: Float32Array): Promise<TurnPrediction> {
+    return this.ask({ audio });
+  }
+
+  /**
+   * `samples`: the turn at 8 kHz (a call's leg), as 16-bit PCM. The same prediction as predict(upsample(samples, 2)),
+   * but upsampled in the model's thread, not on the event loop that paces calls' audio; the samples are copied and
+   * the copy's buffer handed over (the caller keeps its array).
+   */
+  predict8k(samples: Int16Array): Promise<TurnPrediction> {
+    const pcm = samples.slice();
+    return this.ask({ pcm, plan: upsamplePlan(2) }, [pcm.buffer]);
+  }
+
+  private ask(input: { audio: Float32Array } | { pcm: Int16Array; plan: UpsamplePlan }, transfer: ArrayBuffer[] = []): Promise<TurnPrediction> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, audio });
+      this.worker.postMessage({ id, ...input }, transfer);
     });
   }
 

@@ -34,12 +34,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { ExtractionError, MediaTooLong, TranscriberError } from '../../lib/extract/types';
-import { peakWindowDbfs, SAMPLE_RATE, SILENCE_DBFS } from './whisper';
+import { upsample, upsamplePlan, UPSAMPLE_SOURCE, type UpsamplePlan } from '../../lib/audio/audio';
+import { padded, PEAK_WINDOW_SOURCE, peakWindowDbfs, SAMPLE_RATE, SILENCE_DBFS } from './whisper';
 
 /** Greedy decoding's cap: English speech runs at 3-4 tokens a second; a decoder that repeats itself stops here. */
 export const MAX_TOKENS_PER_SECOND = 6.5;
 /** Tokens allowed on top of the cap, so a one-word turn is never cut. */
 const EXTRA_TOKENS = 6;
+
+/** Greedy decoding's token cap for this much speech. */
+function maxTokensFor(audioSeconds: number): number {
+  return Math.ceil(audioSeconds * MAX_TOKENS_PER_SECOND) + EXTRA_TOKENS;
+}
 
 /** The files `npm run models:fetch` writes into `<models dir>/moonshine/base-en/`. */
 export const MOONSHINE_FILES = ['encoder_model.onnx', 'decoder_model_merged.onnx', 'tokenizer.bin'] as const;
@@ -67,8 +73,11 @@ export interface MoonshineStats {
   tokens: number;
 }
 
-/** The thread's code: plain JS, so it runs under tsx, Jest and a build alike. */
-const THREAD_SOURCE = `
+/**
+ * The thread's code: plain JS, so it runs under tsx, Jest and a build alike (a function: it includes
+ * TRIM_SILENCE_SOURCE, defined below beside trimSilence).
+ */
+const THREAD_SOURCE = () => `
 const { parentPort, workerData } = require('node:worker_threads');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -134,10 +143,22 @@ async function transcribe(job) {
   return { text: bytes.toString('utf8').replace(/\\u2581/g, ' '), tokens: out.length };
 }
 
+${UPSAMPLE_SOURCE}
+${PEAK_WINDOW_SOURCE}
+${TRIM_SILENCE_SOURCE}
+
 let chain = loading;
 parentPort.on('message', (job) => {
   chain = chain.then(async () => {
     try {
+      // A call's turn at its own rate: upsampled, padded, checked for silence and trimmed here, off the event loop
+      // that paces calls' audio (MoonshineTranscriber.transcribeSamples does the same on 16 kHz samples).
+      if (job.pcm) {
+        const x = upsampleWithPlan(job.pcm, job.plan, job.pad, job.pad);
+        if (!x.length || peakWindowDbfs(x) < ${SILENCE_DBFS}) return parentPort.postMessage({ id: job.id, silent: true });
+        job.samples = trimSilence(x).slice();
+        job.maxTokens = maxTokensFor(job.samples.length / ${SAMPLE_RATE});
+      }
       parentPort.postMessage({ id: job.id, ...(await transcribe(job)) });
     } catch (err) {
       parentPort.postMessage({ id: job.id, error: String((err && err.message) || err) });
@@ -151,12 +172,23 @@ interface ThreadReply {
   ready?: boolean;
   text?: string;
   tokens?: number;
+  silent?: boolean;
   cancelled?: boolean;
   error?: string;
 }
 
+/** What the thread hears: trimmed 16 kHz float32 speech, or a turn at a lower rate it upsamples, pads, checks and trims itself. */
+type ThreadAudio = { samples: Float32Array; maxTokens: number } | { pcm: Int16Array<ArrayBuffer>; plan: UpsamplePlan; pad: number };
+
+/** The model's answer; `silent` when the thread found a turn silent (the model not run). */
+interface ThreadResult {
+  text: string;
+  tokens: number;
+  silent?: boolean;
+}
+
 interface Pending {
-  resolve: (r: { text: string; tokens: number }) => void;
+  resolve: (r: ThreadResult) => void;
   reject: (err: Error) => void;
 }
 
@@ -173,7 +205,8 @@ class ModelThread {
     return this.worker !== null;
   }
 
-  async run(samples: Float32Array, maxTokens: number, deadlineMs: number, signal?: AbortSignal): Promise<{ text: string; tokens: number }> {
+  /** A turn's `pcm` buffer is transferred to the thread (unusable here after). */
+  async run(audio: ThreadAudio, deadlineMs: number, signal?: AbortSignal): Promise<ThreadResult> {
     try {
       await this.start();
       const worker = this.worker!;
@@ -181,7 +214,7 @@ class ModelThread {
       worker.ref();
       const id = this.nextId++;
       const cancel = new Int32Array(new SharedArrayBuffer(4));
-      return await new Promise<{ text: string; tokens: number }>((resolve, reject) => {
+      return await new Promise<ThreadResult>((resolve, reject) => {
         const timer = setTimeout(() => this.kill(new TranscriberError(`transcription exceeded ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
         const done = () => {
           clearTimeout(timer);
@@ -199,7 +232,7 @@ class ModelThread {
           resolve: (r) => (done(), resolve(r)),
           reject: (err) => (done(), reject(err)),
         });
-        worker.postMessage({ id, samples, maxTokens, cancel });
+        worker.postMessage({ id, ...audio, cancel }, 'pcm' in audio ? [audio.pcm.buffer] : []);
       });
     } finally {
       this.worker?.unref();
@@ -212,7 +245,7 @@ class ModelThread {
     if (missing.length) {
       return Promise.reject(new TranscriberError(`the Moonshine speech-to-text model is missing (${missing.join(', ')} in ${this.dir}): run npm run models:fetch`));
     }
-    const worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { dir: this.dir, ortPath: require.resolve('onnxruntime-node') } });
+    const worker = new Worker(THREAD_SOURCE(), { eval: true, workerData: { dir: this.dir, ortPath: require.resolve('onnxruntime-node') } });
     this.worker = worker;
     this.ready = new Promise<void>((resolve, reject) => {
       worker.on('message', (msg: ThreadReply) => {
@@ -226,7 +259,7 @@ class ModelThread {
         if (!job) return; // cancelled: its caller has already been answered
         if (msg.error !== undefined) job.reject(new TranscriberError('transcription failed', msg.error));
         else if (msg.cancelled) job.reject(new ExtractionError('transcription was cancelled'));
-        else job.resolve({ text: msg.text ?? '', tokens: msg.tokens ?? 0 });
+        else job.resolve({ text: msg.text ?? '', tokens: msg.tokens ?? 0, silent: msg.silent });
       });
       worker.on('error', (err) => {
         const failure = new TranscriberError('the transcription thread failed', err.message, false, true);
@@ -289,6 +322,30 @@ export function trimSilence(samples: Float32Array): Float32Array {
   return samples.subarray(Math.max(0, first - keep), Math.min(samples.length, last + WINDOW + keep));
 }
 
+/** trimSilence as plain JavaScript, for the model thread: defines `trimSilence(samples)` (and `maxTokensFor(audioSeconds)`), the same operations in the same order. */
+export const TRIM_SILENCE_SOURCE = String.raw`
+function trimSilence(samples) {
+  const WINDOW = ${WINDOW};
+  const threshold = 10 ** (${SILENCE_DBFS} / 10) * WINDOW;
+  const loud = (start) => {
+    let sum = 0;
+    for (let i = start, end = Math.min(samples.length, start + WINDOW); i < end; i++) sum += samples[i] * samples[i];
+    return sum > threshold;
+  };
+  let first = -1;
+  for (let w = 0; w < samples.length; w += WINDOW) if (loud(w)) { first = w; break; }
+  if (first < 0) return samples.subarray(0, 0);
+  let last = first;
+  for (let w = Math.floor((samples.length - 1) / WINDOW) * WINDOW; w > first; w -= WINDOW) if (loud(w)) { last = w; break; }
+  const keep = (${SAMPLE_RATE} * ${KEEP_MS}) / 1000;
+  return samples.subarray(Math.max(0, first - keep), Math.min(samples.length, last + WINDOW + keep));
+}
+
+function maxTokensFor(audioSeconds) {
+  return Math.ceil(audioSeconds * ${MAX_TOKENS_PER_SECOND}) + ${EXTRA_TOKENS};
+}
+`;
+
 /** Moonshine's text, tidied: spaces collapsed, no space before punctuation. */
 function tidy(text: string): string {
   return text.replace(/\s+/g, ' ').replace(/ ([,.?!])/g, '$1').trim();
@@ -321,18 +378,46 @@ export class MoonshineTranscriber {
       if (!samples.length || peakWindowDbfs(samples) < SILENCE_DBFS) return { text: '', stats: { ...stats, silent: true } };
       const speech = trimSilence(samples);
       const audioSeconds = speech.length / SAMPLE_RATE;
-      let thread = threads.get(this.opts.modelDir);
-      if (!thread) threads.set(this.opts.modelDir, (thread = new ModelThread(this.opts.modelDir)));
-      stats.loaded = !thread.loaded;
-      const t0 = performance.now();
-      const maxTokens = Math.ceil(audioSeconds * MAX_TOKENS_PER_SECOND) + EXTRA_TOKENS;
-      // Twice real time, at least a minute (whisper's limit): Moonshine runs at ~0.07 of real time here, load included.
-      const deadlineMs = Math.max(60_000, audioSeconds * 2000);
-      const { text, tokens } = await thread.run(speech.slice(), maxTokens, deadlineMs, signal);
-      stats.transcribeMs = performance.now() - t0;
-      stats.tokens = tokens;
-      return { text: tidy(text), stats };
+      return this.recognize({ samples: speech.slice(), maxTokens: maxTokensFor(audioSeconds) }, audioSeconds, stats, signal);
     });
+  }
+
+  /**
+   * A call's turn as 16-bit PCM at `rate` (a divisor of 16 kHz: the call's 8 kHz), with `padMs` of silence put on
+   * each side: as transcribeSamples of upsample(pcm) so padded, but the upsampling, padding, silence check and trim
+   * run in the model's thread, off the event loop that paces calls' audio. `pcm`'s buffer is transferred to the
+   * thread: pass a copy if you keep it. Without the model's files, the same work on this thread (silence is still ''
+   * then, without the model).
+   */
+  transcribePcm(pcm: Int16Array<ArrayBuffer>, rate: number, options: { padMs?: number; signal?: AbortSignal; whileQueued?: AbortSignal } = {}): Promise<{ text: string; stats: MoonshineStats }> {
+    const factor = SAMPLE_RATE / rate;
+    if (!Number.isInteger(factor) || factor < 1) throw new RangeError(`${rate} Hz does not divide ${SAMPLE_RATE} Hz`);
+    const pad = Math.round((SAMPLE_RATE * (options.padMs ?? 0)) / 1000);
+    if (!moonshineFilesPresent(this.opts.modelDir)) return this.transcribeSamples(padded(upsample(pcm, factor), pad), options);
+    return serialized(async () => {
+      const { signal } = options;
+      if (signal?.aborted || options.whileQueued?.aborted) throw new ExtractionError('transcription was cancelled');
+      const length = pcm.length * factor + 2 * pad;
+      if (length > this.opts.maxSeconds * SAMPLE_RATE) throw new MediaTooLong(this.opts.maxSeconds);
+      const stats: MoonshineStats = { audioSeconds: length / SAMPLE_RATE, transcribeMs: 0, loaded: false, silent: false, tokens: 0 };
+      // The deadline from the untrimmed turn (the thread trims): at least as long as transcribeSamples gives.
+      const r = await this.recognize({ pcm, plan: upsamplePlan(factor), pad }, length / SAMPLE_RATE, stats, signal);
+      return r.silent ? { text: '', stats: { ...r.stats, silent: true } } : r;
+    });
+  }
+
+  /** Runs the model in its thread (inside the queue). */
+  private async recognize(audio: ThreadAudio, audioSeconds: number, stats: MoonshineStats, signal?: AbortSignal): Promise<{ text: string; stats: MoonshineStats; silent?: boolean }> {
+    let thread = threads.get(this.opts.modelDir);
+    if (!thread) threads.set(this.opts.modelDir, (thread = new ModelThread(this.opts.modelDir)));
+    stats.loaded = !thread.loaded;
+    const t0 = performance.now();
+    // Twice real time, at least a minute (whisper's limit): Moonshine runs at ~0.07 of real time here, load included.
+    const deadlineMs = Math.max(60_000, audioSeconds * 2000);
+    const { text, tokens, silent } = await thread.run(audio, deadlineMs, signal);
+    stats.transcribeMs = performance.now() - t0;
+    stats.tokens = tokens;
+    return { text: tidy(text), stats, silent };
   }
 
   /** Ends every Moonshine thread of this process now (tests, benchmarks, shutdown). */

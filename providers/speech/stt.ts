@@ -2,8 +2,7 @@ import { type Transcriber } from '../../lib/extract';
 import { LocalWhisperTranscriber } from './whisper';
 import { MoonshineTranscriber } from './moonshine';
 import { OpenAiTranscriber } from './openai-transcriber';
-import { SAMPLE_RATE as MODEL_RATE } from './whisper';
-import { encodeWav, int16ToFloat32, resample, upsample } from '../../lib/audio/audio';
+import { encodeWav } from '../../lib/audio/audio';
 import { MEDIA_RATE } from '../../domain/ports/voice';
 import { type SpeechRecognizer, type RecognizeOptions } from '../../domain/ports/speech';
 export { type SpeechRecognizer, type RecognizeOptions } from '../../domain/ports/speech';
@@ -15,9 +14,10 @@ const PAD_MS = 300;
 export type EmbeddedSpeechModel = LocalWhisperTranscriber | MoonshineTranscriber;
 
 /**
- * The embedded models: the turn upsampled to 16 kHz float32 in memory (low-passed: see
- * lib/audio upsample) and handed to the model's thread (each model family has its own one-at-a-time queue: whisper's is shared
- * with file transcription). The turn gets PAD_MS of silence on each side: both models drop
+ * The embedded models: the turn handed at 8 kHz to the model's thread, which upsamples it to 16 kHz float32
+ * (low-passed: see lib/audio upsample; in the thread, because on the voice worker's event loop it held the pacing of
+ * every call's audio 30-90 ms at 4 sessions) and hears it there (each model family has its own one-at-a-time queue:
+ * whisper's is shared with file transcription). The turn gets PAD_MS of silence on each side: both models drop
  * the first words of audio that starts on the first syllable (measured here: Whisper heard
  * "What are your opening hours" after a μ-law line as "your opening hour." unpadded;
  * Moonshine answered nothing for a third of short espeak-ng turns), whole when padded.
@@ -41,13 +41,10 @@ export class EmbeddedSpeechRecognizer implements SpeechRecognizer {
 
   async transcribe(samples: Int16Array, signal?: AbortSignal, options: RecognizeOptions = {}): Promise<string> {
     const model = options.partial ? this.partials : this.final;
-    const pcm16k = MODEL_RATE % MEDIA_RATE === 0 ? upsample(samples, MODEL_RATE / MEDIA_RATE) : int16ToFloat32(resample(samples, MEDIA_RATE, MODEL_RATE));
-    const pad = (MODEL_RATE * PAD_MS) / 1000;
-    const padded = new Float32Array(pcm16k.length + 2 * pad);
-    padded.set(pcm16k, pad);
-    const queued = { signal, whileQueued: options.whileQueued };
-    if (model instanceof MoonshineTranscriber) return (await model.transcribeSamples(padded, queued)).text;
-    return (await model.transcribeSamples(padded, { ...queued, ...(this.language && this.language !== 'auto' ? { language: this.language } : {}) })).text;
+    // A copy, whose buffer goes to the model's thread, which upsamples and pads it there (the caller keeps `samples`).
+    const turn = { padMs: PAD_MS, signal, whileQueued: options.whileQueued };
+    if (model instanceof MoonshineTranscriber) return (await model.transcribePcm(samples.slice(), MEDIA_RATE, turn)).text;
+    return (await model.transcribePcm(samples.slice(), MEDIA_RATE, { ...turn, ...(this.language && this.language !== 'auto' ? { language: this.language } : {}) })).text;
   }
 }
 

@@ -24,6 +24,7 @@ import fs from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { ExtractionError, MediaTooLong, TranscriberError } from '../../lib/extract/types';
 import { runCommand } from '../../lib/process/spawn-thread';
+import { upsample, upsamplePlan, UPSAMPLE_SOURCE, type UpsamplePlan } from '../../lib/audio/audio';
 
 export const SAMPLE_RATE = 16_000;
 /** A recording whose loudest 30 ms window is quieter than this is silence (speech peaks well above -30 dBFS). */
@@ -68,6 +69,21 @@ export function peakWindowDbfs(samples: Float32Array): number {
   return 10 * Math.log10(peak);
 }
 
+/** peakWindowDbfs as plain JavaScript, for the model threads: defines `peakWindowDbfs(samples)`, the same operations in the same order. */
+export const PEAK_WINDOW_SOURCE = String.raw`
+function peakWindowDbfs(samples) {
+  const WINDOW = ${WINDOW};
+  let peak = 0;
+  for (let start = 0; start < samples.length; start += WINDOW) {
+    const end = Math.min(samples.length, start + WINDOW);
+    let sum = 0;
+    for (let i = start; i < end; i++) sum += samples[i] * samples[i];
+    peak = Math.max(peak, sum / Math.max(1, end - start));
+  }
+  return 10 * Math.log10(peak);
+}
+`;
+
 /**
  * Decodes any media ffmpeg reads to 16 kHz mono float32; MediaTooLong past `maxSeconds`. ffmpeg is started from the
  * spawn thread (lib/process/spawn-thread.ts): this runs in the worker process, beside live calls, and a spawn from its
@@ -107,8 +123,16 @@ try {
 } catch (err) {
   parentPort.postMessage({ ready: false, error: String(err && err.message || err) });
 }
+${UPSAMPLE_SOURCE}
+${PEAK_WINDOW_SOURCE}
 parentPort.on('message', (job) => {
   try {
+    let samples = job.samples;
+    // A call's turn at its own rate: upsampled and padded here, off the event loop that paces calls' audio.
+    if (job.pcm) {
+      samples = upsampleWithPlan(job.pcm, job.plan, job.pad, job.pad);
+      if (!samples.length || peakWindowDbfs(samples) < ${SILENCE_DBFS}) return parentPort.postMessage({ id: job.id, silent: true });
+    }
     const p = new w.WhisperFullParams(w.WhisperSamplingStrategy.Greedy);
     p.nThreads = job.threads;
     p.language = job.language;
@@ -120,7 +144,7 @@ parentPort.on('message', (job) => {
     p.printSpecial = false;
     p.suppressBlank = true;
     p.suppressNonSpeechTokens = true;
-    parentPort.postMessage({ id: job.id, text: model.full(p, job.samples) });
+    parentPort.postMessage({ id: job.id, text: model.full(p, samples) });
   } catch (err) {
     parentPort.postMessage({ id: job.id, error: String(err && err.message || err) });
   }
@@ -131,8 +155,12 @@ interface ThreadReply {
   id?: number;
   ready?: boolean;
   text?: string;
+  silent?: boolean;
   error?: string;
 }
+
+/** What the thread hears: 16 kHz float32, or a turn at a lower rate it upsamples and pads itself (then checks it for silence). */
+type ThreadAudio = { samples: Float32Array } | { pcm: Int16Array<ArrayBuffer>; plan: UpsamplePlan; pad: number };
 
 /** One model thread per model file in this process. */
 class ModelThread {
@@ -140,7 +168,7 @@ class ModelThread {
   private ready: Promise<void> | null = null;
   private idle: NodeJS.Timeout | null = null;
   private nextId = 1;
-  private pending = new Map<number, { resolve: (text: string) => void; reject: (err: Error) => void }>();
+  private pending = new Map<number, { resolve: (text: string | null) => void; reject: (err: Error) => void }>();
 
   constructor(private readonly modelPath: string) {}
 
@@ -148,7 +176,8 @@ class ModelThread {
     return this.worker !== null;
   }
 
-  async run(samples: Float32Array, threads: number, language: string, deadlineMs: number, signal?: AbortSignal): Promise<string> {
+  /** The model's text; null for a turn the thread found silent. A turn's `pcm` buffer is transferred (unusable here after). */
+  async run(audio: ThreadAudio, threads: number, language: string, deadlineMs: number, signal?: AbortSignal): Promise<string | null> {
     if (this.idle) clearTimeout(this.idle);
     try {
       await this.start();
@@ -156,7 +185,7 @@ class ModelThread {
       // Referenced while it works (a script awaiting it stays alive), not while idle (it never holds a process open).
       worker.ref();
       const id = this.nextId++;
-      return await new Promise<string>((resolve, reject) => {
+      return await new Promise<string | null>((resolve, reject) => {
         const timer = setTimeout(() => this.kill(new TranscriberError(`transcription exceeded ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
         const onAbort = () => this.kill(new ExtractionError('transcription was cancelled'));
         signal?.addEventListener('abort', onAbort, { once: true });
@@ -168,7 +197,7 @@ class ModelThread {
           resolve: (text) => (done(), resolve(text)),
           reject: (err) => (done(), reject(err)),
         });
-        worker.postMessage({ id, samples, threads, language });
+        worker.postMessage({ id, ...audio, threads, language }, 'pcm' in audio ? [audio.pcm.buffer] : []);
       });
     } finally {
       this.worker?.unref();
@@ -195,7 +224,7 @@ class ModelThread {
         if (!job) return;
         this.pending.delete(msg.id!);
         if (msg.error !== undefined) job.reject(new TranscriberError('transcription failed', msg.error));
-        else job.resolve(msg.text ?? '');
+        else job.resolve(msg.silent ? null : (msg.text ?? ''));
       });
       worker.on('error', (err) => {
         const failure = new TranscriberError('the transcription thread failed', err.message, false, true);
@@ -220,6 +249,13 @@ class ModelThread {
     this.pending.clear();
     if (worker) void worker.terminate();
   }
+}
+
+/** `samples` with `pad` zeros on each side. */
+export function padded(samples: Float32Array, pad: number): Float32Array {
+  const out = new Float32Array(samples.length + 2 * pad);
+  out.set(samples, pad);
+  return out;
 }
 
 const threads = new Map<string, ModelThread>();
@@ -272,7 +308,7 @@ export class LocalWhisperTranscriber {
       const t0 = performance.now();
       const maxSeconds = Math.min(this.opts.maxSeconds, options.maxSeconds ?? Infinity);
       const samples = await decodeToPcm(filePath, maxSeconds, this.opts.ffmpeg, signal);
-      return this.recognize(samples, performance.now() - t0, signal);
+      return this.recognize({ samples }, performance.now() - t0, signal);
     });
   }
 
@@ -287,23 +323,50 @@ export class LocalWhisperTranscriber {
     return serialized(async () => {
       if (options.signal?.aborted || options.whileQueued?.aborted) throw new ExtractionError('transcription was cancelled');
       if (samples.length > this.opts.maxSeconds * SAMPLE_RATE) throw new MediaTooLong(this.opts.maxSeconds);
-      return this.recognize(samples, 0, options.signal, options.language);
+      return this.recognize({ samples }, 0, options.signal, options.language);
     });
   }
 
-  /** Runs the model on decoded samples (inside the queue): silence is an empty transcript without the model. */
-  private async recognize(samples: Float32Array, decodeMs: number, signal?: AbortSignal, language?: string): Promise<{ text: string; stats: TranscriptionStats }> {
-    const audioSeconds = samples.length / SAMPLE_RATE;
+  /**
+   * A call's turn as 16-bit PCM at `rate` (a divisor of 16 kHz: the call's 8 kHz), with `padMs` of silence put on
+   * each side: as transcribeSamples of upsample(pcm) so padded, but the upsampling, padding and silence check run in
+   * the model's thread, off the event loop that paces calls' audio. `pcm`'s buffer is transferred to the thread: pass
+   * a copy if you keep it. Without the model file, the same work on this thread (silence is still '' then).
+   */
+  transcribePcm(
+    pcm: Int16Array<ArrayBuffer>,
+    rate: number,
+    options: { padMs?: number; signal?: AbortSignal; whileQueued?: AbortSignal; language?: string } = {},
+  ): Promise<{ text: string; stats: TranscriptionStats }> {
+    const factor = SAMPLE_RATE / rate;
+    if (!Number.isInteger(factor) || factor < 1) throw new RangeError(`${rate} Hz does not divide ${SAMPLE_RATE} Hz`);
+    const pad = Math.round((SAMPLE_RATE * (options.padMs ?? 0)) / 1000);
+    return serialized(async () => {
+      if (options.signal?.aborted || options.whileQueued?.aborted) throw new ExtractionError('transcription was cancelled');
+      const length = pcm.length * factor + 2 * pad;
+      if (length > this.opts.maxSeconds * SAMPLE_RATE) throw new MediaTooLong(this.opts.maxSeconds);
+      const audio: ThreadAudio = fs.existsSync(this.opts.modelPath) ? { pcm, plan: upsamplePlan(factor), pad } : { samples: padded(upsample(pcm, factor), pad) };
+      return this.recognize(audio, 0, options.signal, options.language);
+    });
+  }
+
+  /**
+   * Runs the model (inside the queue): silence is an empty transcript without the model (a turn's `pcm` is checked in
+   * its thread, the model loaded).
+   */
+  private async recognize(job: ThreadAudio, decodeMs: number, signal?: AbortSignal, language?: string): Promise<{ text: string; stats: TranscriptionStats }> {
+    const audioSeconds = ('samples' in job ? job.samples.length : job.pcm.length * job.plan.factor + 2 * job.pad) / SAMPLE_RATE;
     const stats: TranscriptionStats = { audioSeconds, decodeMs, transcribeMs: 0, loaded: false, silent: false };
-    if (!samples.length || peakWindowDbfs(samples) < SILENCE_DBFS) return { text: '', stats: { ...stats, silent: true } };
+    if ('samples' in job && (!job.samples.length || peakWindowDbfs(job.samples) < SILENCE_DBFS)) return { text: '', stats: { ...stats, silent: true } };
     let thread = threads.get(this.opts.modelPath);
     if (!thread) threads.set(this.opts.modelPath, (thread = new ModelThread(this.opts.modelPath)));
     stats.loaded = !thread.loaded;
     const t1 = performance.now();
     // Twice real time is far slower than whisper base runs here (0.3-0.5), model load included.
     const deadlineMs = Math.max(60_000, audioSeconds * 2000);
-    const text = await thread.run(samples, this.threads, language ?? this.language, deadlineMs, signal);
+    const text = await thread.run(job, this.threads, language ?? this.language, deadlineMs, signal);
     stats.transcribeMs = performance.now() - t1;
+    if (text === null) return { text: '', stats: { ...stats, silent: true } };
     return { text: tidyTranscript(text), stats };
   }
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { concatFrames, upsample } from '../../lib/audio/audio';
+import { concatFrames } from '../../lib/audio/audio';
 import type { CallRecorder } from './recorder';
 import type { SpeechRecognizer } from '../ports/speech';
 import type { SpeechSynthesizer } from '../ports/speech';
@@ -312,7 +312,7 @@ export class VoiceAgent {
     text.catch(() => undefined);
     const smart = this.o.models?.smartTurn;
     const complete = smart
-      ? smart.predict(upsample(samples, 2)).then(
+      ? smart.predict8k(samples).then(
           (p) => p.probability,
           (err) => (this.o.log?.warn({ err }, 'Smart Turn failed'), null),
         )

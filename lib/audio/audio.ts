@@ -7,6 +7,7 @@
  * (types.ts); other rates appear only at the edges (STT wants 16 kHz, TTS engines answer
  * 22.05/24 kHz, WebRTC/LiveKit runs at 48 kHz).
  */
+import { definedBy } from '../process/plain-source';
 
 // ---------------------------------------------------------------------------------------
 // G.711 (ITU-T G.711; the segment arithmetic of the reference implementation, Sun's g711.c)
@@ -176,26 +177,10 @@ function lowPassKernel(fromRate: number, toRate: number): Float64Array {
  * Linear interpolation (resample) leaves images of the speech band at 4-8 kHz, which a model
  * trained on wideband audio hears as noise: Moonshine mis-heard 69 % of the words of
  * espeak-ng questions at 8 kHz linearly upsampled, 32 % this way (the same speech at 16 kHz: 12 %).
- * The speech threads run the same loop from UPSAMPLE_SOURCE (keep the two alike: test/voice/upsample-thread.test.ts).
+ * The loop is UPSAMPLE_SOURCE's, which the speech threads run too.
  */
 export function upsample(samples: Int16Array, factor: number): Float32Array {
-  const phases = upsamplingPhases(factor);
-  const n = samples.length;
-  const out = new Float32Array(n * factor);
-  // y[q·factor + p] = Σ_t g_r[t] · x[J - t], with r = (q·factor + p + m) mod factor and J = ⌊(q·factor + p + m) / factor⌋:
-  // the zero-stuffed convolution, each output phase with its own short filter and no zeros multiplied.
-  const m = (32 * factor) / 2;
-  for (let o = 0; o < out.length; o++) {
-    const j0 = o + m;
-    const g = phases[j0 % factor];
-    const J = (j0 - (j0 % factor)) / factor;
-    const t0 = Math.max(0, J - n + 1);
-    const t1 = Math.min(g.length, J + 1);
-    let acc = 0;
-    for (let t = t0; t < t1; t++) acc += g[t] * samples[J - t];
-    out[o] = acc;
-  }
-  return out;
+  return upsampleWithPlan(samples, upsamplePlan(factor), 0, 0);
 }
 
 /** upsample's filter for one factor, for code that applies it elsewhere (a worker thread: UPSAMPLE_SOURCE). */
@@ -238,6 +223,8 @@ function upsampleWithPlan(samples, plan, padBefore, padAfter) {
   return out;
 }
 `;
+
+const upsampleWithPlan = definedBy<(samples: Int16Array, plan: UpsamplePlan, padBefore: number, padAfter: number) => Float32Array>(UPSAMPLE_SOURCE, 'upsampleWithPlan');
 
 const phaseFilters = new Map<number, Float64Array[]>();
 

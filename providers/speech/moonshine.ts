@@ -31,6 +31,7 @@
  *   answers nothing for audio that is mostly quiet).
  */
 import fs from 'node:fs';
+import { definedBy } from '../../lib/process/plain-source';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { ExtractionError, MediaTooLong, TranscriberError } from '../../lib/extract/types';
@@ -299,30 +300,8 @@ function serialized<T>(fn: () => Promise<T>): Promise<T> {
 const KEEP_MS = 600;
 const WINDOW = (SAMPLE_RATE * 30) / 1000;
 
-/**
- * The samples from KEEP_MS before the first to KEEP_MS after the last 30 ms window louder
- * than SILENCE_DBFS. Moonshine learned on utterances: audio that is mostly quiet (a turn
- * with seconds of silence after it, a call's recording) comes back empty (measured here:
- * a 2.5 s sentence followed by 15 s of silence gave '', the same with 3 s of silence the
- * whole sentence). The quiet around the speech is cut; the pauses inside it are kept.
- */
-export function trimSilence(samples: Float32Array): Float32Array {
-  const threshold = 10 ** (SILENCE_DBFS / 10) * WINDOW;
-  const loud = (start: number) => {
-    let sum = 0;
-    for (let i = start, end = Math.min(samples.length, start + WINDOW); i < end; i++) sum += samples[i] * samples[i];
-    return sum > threshold;
-  };
-  let first = -1;
-  for (let w = 0; w < samples.length; w += WINDOW) if (loud(w)) { first = w; break; }
-  if (first < 0) return samples.subarray(0, 0);
-  let last = first;
-  for (let w = Math.floor((samples.length - 1) / WINDOW) * WINDOW; w > first; w -= WINDOW) if (loud(w)) { last = w; break; }
-  const keep = (SAMPLE_RATE * KEEP_MS) / 1000;
-  return samples.subarray(Math.max(0, first - keep), Math.min(samples.length, last + WINDOW + keep));
-}
 
-/** trimSilence as plain JavaScript, for the model thread: defines `trimSilence(samples)` (and `maxTokensFor(audioSeconds)`), the same operations in the same order. */
+/** trimSilence (below) as plain JavaScript for the model thread (lib/process/plain-source.ts): defines `trimSilence(samples)` and `maxTokensFor(audioSeconds)`. */
 export const TRIM_SILENCE_SOURCE = String.raw`
 function trimSilence(samples) {
   const WINDOW = ${WINDOW};
@@ -345,6 +324,15 @@ function maxTokensFor(audioSeconds) {
   return Math.ceil(audioSeconds * ${MAX_TOKENS_PER_SECOND}) + ${EXTRA_TOKENS};
 }
 `;
+
+/**
+ * The samples from KEEP_MS before the first to KEEP_MS after the last 30 ms window louder
+ * than SILENCE_DBFS. Moonshine learned on utterances: audio that is mostly quiet (a turn
+ * with seconds of silence after it, a call's recording) comes back empty (measured here:
+ * a 2.5 s sentence followed by 15 s of silence gave '', the same with 3 s of silence the
+ * whole sentence). The quiet around the speech is cut; the pauses inside it are kept.
+ */
+export const trimSilence = definedBy<(samples: Float32Array) => Float32Array>(TRIM_SILENCE_SOURCE, 'trimSilence');
 
 /** Moonshine's text, tidied: spaces collapsed, no space before punctuation. */
 function tidy(text: string): string {

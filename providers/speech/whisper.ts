@@ -21,6 +21,7 @@
  *   a running `full()`; the next transcription starts a fresh thread.
  */
 import fs from 'node:fs';
+import { definedBy } from '../../lib/process/plain-source';
 import { Worker } from 'node:worker_threads';
 import { ExtractionError, MediaTooLong, TranscriberError } from '../../lib/extract/types';
 import { runCommand } from '../../lib/process/spawn-thread';
@@ -57,19 +58,8 @@ export interface TranscriptionStats {
   silent: boolean;
 }
 
-/** Loudest 30 ms window of the samples, in dBFS (-Infinity for digital silence). */
-export function peakWindowDbfs(samples: Float32Array): number {
-  let peak = 0;
-  for (let start = 0; start < samples.length; start += WINDOW) {
-    const end = Math.min(samples.length, start + WINDOW);
-    let sum = 0;
-    for (let i = start; i < end; i++) sum += samples[i] * samples[i];
-    peak = Math.max(peak, sum / Math.max(1, end - start));
-  }
-  return 10 * Math.log10(peak);
-}
 
-/** peakWindowDbfs as plain JavaScript, for the model threads: defines `peakWindowDbfs(samples)`, the same operations in the same order. */
+/** The loudest 30 ms window of the samples in dBFS (-Infinity for digital silence), as plain JavaScript for the model threads (lib/process/plain-source.ts): defines `peakWindowDbfs(samples)`. */
 export const PEAK_WINDOW_SOURCE = String.raw`
 function peakWindowDbfs(samples) {
   const WINDOW = ${WINDOW};
@@ -83,6 +73,9 @@ function peakWindowDbfs(samples) {
   return 10 * Math.log10(peak);
 }
 `;
+
+/** Loudest 30 ms window of the samples, in dBFS (-Infinity for digital silence): PEAK_WINDOW_SOURCE's function. */
+export const peakWindowDbfs = definedBy<(samples: Float32Array) => number>(PEAK_WINDOW_SOURCE, 'peakWindowDbfs');
 
 /**
  * Decodes any media ffmpeg reads to 16 kHz mono float32; MediaTooLong past `maxSeconds`. ffmpeg is started from the

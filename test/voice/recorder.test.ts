@@ -262,7 +262,12 @@ describe('CallRecorder and finalizeRecordings', () => {
   });
 
   test("ffmpeg is started from the spawn thread, never from the main thread (a fork there stalls every call's audio), and the idle thread holds no handle", async () => {
+    // The thread started by this test (not an earlier one's, already counted below).
+    await closeSpawnThread();
     const spawn = jest.spyOn(childProcess, 'spawn');
+    // Ports that keep the process alive (other files' threads may live in this Jest worker too).
+    const ports = () => process.getActiveResourcesInfo().filter((r) => r === 'MessagePort').length;
+    const before = ports();
     try {
       const spool = new MemorySpool();
       const { recorder, advance } = recorderOnClock(spool);
@@ -271,8 +276,8 @@ describe('CallRecorder and finalizeRecordings', () => {
       const files = (await finalizeRecordings(spool, { format: 'wav' }))!;
       expect(probe(files.combined.path)).toMatchObject({ codec: 'pcm_s16le', channels: 2 });
       expect(spawn).not.toHaveBeenCalled();
-      // Referenced only while a command runs: the thread's port is not among what keeps the process alive.
-      expect(process.getActiveResourcesInfo()).not.toContain('MessagePort');
+      // Referenced only while a command runs: the idle thread adds no port to what keeps the process alive.
+      expect(ports()).toBe(before);
     } finally {
       spawn.mockRestore();
     }

@@ -70,7 +70,6 @@ export class SileroModel {
       p = new Promise<SileroModel>((resolve, reject) => {
         if (!fs.existsSync(file)) return reject(new Error(`Silero VAD model not found at ${file} (npm run models:fetch)`));
         const worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { file, rate: SILERO_RATE, ortPath: require.resolve('onnxruntime-node') } });
-        worker.unref();
         const model = new SileroModel(worker, file);
         worker.on('message', (m: { id: number; error?: string; p: number; state: Float32Array }) => {
           if (m.id === 0) return m.error ? (void worker.terminate(), reject(new Error(`Silero VAD could not be loaded: ${m.error}`))) : resolve(model);
@@ -85,6 +84,8 @@ export class SileroModel {
           model.pending.clear();
           SileroModel.loading.delete(file);
         });
+        // After the listeners (adding one references the thread again): it never keeps the process alive.
+        worker.unref();
       });
       p.catch(() => SileroModel.loading.delete(file));
       SileroModel.loading.set(file, p);

@@ -144,7 +144,6 @@ export class SmartTurn {
 
   private constructor(readonly file: string) {
     this.worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { file, ortPath: require.resolve('onnxruntime-node') } });
-    this.worker.unref();
     this.worker.on('message', (m: { id: number; error?: string } & TurnPrediction) => {
       if (m.id === 0) {
         for (const p of this.pending.values()) p.reject(new Error(m.error));
@@ -161,6 +160,8 @@ export class SmartTurn {
       this.pending.clear();
       SmartTurn.shared.delete(file);
     });
+    // After the listeners (adding one references the thread again): it never keeps the process alive.
+    this.worker.unref();
   }
 
   /** The process's one Smart Turn for `file` (its thread started on first use); null when the file is missing. */

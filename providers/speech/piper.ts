@@ -218,8 +218,6 @@ class PiperEngine {
         scales: [this.voice.noiseScale, this.voice.lengthScale, this.voice.noiseW],
       },
     });
-    // The thread never keeps the process alive: it only serves calls that do.
-    this.worker.unref();
     let loaded: () => void;
     let notLoaded: (err: Error) => void;
     this.ready = new Promise<void>((resolve, reject) => {
@@ -243,6 +241,8 @@ class PiperEngine {
     });
     this.worker.on('error', (err) => this.fail(new Error(`the Piper voice's thread failed: ${err.message}`), notLoaded));
     this.worker.on('exit', () => this.fail(new Error("the Piper voice's thread ended"), notLoaded));
+    // The thread never keeps the process alive (it only serves calls that do): unreferenced after the listeners, as adding one references it again.
+    this.worker.unref();
   }
 
   /** The load failed (or the thread ended): every waiting job fails, and later ones at once. */

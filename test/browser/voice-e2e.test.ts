@@ -180,7 +180,11 @@ describe('a voice call from the widget in Chromium, against the real app and wor
     const { partial, final, answer } = turn(heard);
     // Whisper base sometimes wrote "opening hour are" for the espeak voice (and a model may still).
     expect(heard[final].text).toMatch(/opening hours?\b/i);
-    expect(heard[partial].text.length).toBeLessThan(heard[final].text.length);
+    // The partial is this turn's: it starts with the final's first words. (Not compared by length: once in CI a final of
+    // 82 characters, "…opening hours are during that week." as Moonshine hears it, came after a 119-character partial;
+    // why is not known yet (the frames were not kept: docs/voice.md, "Open question").)
+    const opening = (t: string) => (t.toLowerCase().match(/[a-z']+/g) ?? []).slice(0, 3).join(' ');
+    expect(opening(heard[partial].text)).toBe(opening(heard[final].text));
     expect(heard[answer].text).toBe(OPEN);
     expect(heard.slice(final, answer).some((f) => f.speaker === 'assistant' && f.partial)).toBe(true);
 

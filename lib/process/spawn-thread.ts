@@ -9,13 +9,14 @@
  * never holds a process open: Jest sees no open handle after a test). `closeSpawnThread()` ends it, killing what still
  * runs; a later command starts another.
  */
-import { Worker } from 'node:worker_threads';
+import { KILL_ALL_THEN_EXIT_SOURCE, RequestThread } from './request-thread';
 
 /** The thread's code: plain JS, so it runs under tsx, Jest and a build alike. */
 const SPAWN_THREAD = String.raw`
 const { parentPort } = require('node:worker_threads');
 const { spawn } = require('node:child_process');
 const children = new Map();
+${KILL_ALL_THEN_EXIT_SOURCE}
 // Set by shutdown: the commands still running are killed and answer nothing (the thread's exit answers them).
 let closing = false;
 
@@ -72,15 +73,7 @@ function start(m) {
 parentPort.on('message', (m) => {
   if (m.shutdown) {
     closing = true;
-    // Each child killed and reaped (no zombie left under the process), then the thread ends.
-    const running = [...children.values()].filter((e) => !e.closed);
-    let left = running.length;
-    if (!left) process.exit(0);
-    for (const e of running) {
-      e.onClose = () => --left || process.exit(0);
-      e.child.kill('SIGKILL');
-    }
-    return;
+    return killAllThenExit([...children.values()]);
   }
   if (m.kill !== undefined) {
     children.get(m.kill)?.child.kill('SIGKILL');
@@ -110,75 +103,25 @@ type ThreadAnswer = { id: number } & (
 );
 
 /** The process's one spawn thread. */
-class SpawnThread {
-  private static shared: SpawnThread | null = null;
-  private readonly worker: Worker;
-  private readonly waiting = new Map<number, (a: ThreadAnswer) => void>();
-  private next = 0;
-
-  static get(): SpawnThread {
-    return (SpawnThread.shared ??= new SpawnThread());
-  }
-
-  static async close(): Promise<void> {
-    const t = SpawnThread.shared;
-    SpawnThread.shared = null;
-    if (!t) return;
-    const exited = new Promise((resolve) => t.worker.once('exit', resolve));
-    t.worker.postMessage({ shutdown: true });
-    await exited;
-  }
-
-  private constructor() {
-    const worker = new Worker(SPAWN_THREAD, { eval: true });
-    this.worker = worker;
-    worker.on('message', (a: ThreadAnswer) => {
-      const w = this.waiting.get(a.id);
-      this.waiting.delete(a.id);
-      if (!this.waiting.size) worker.unref();
-      w?.(a);
-    });
-    const fail = (message: string) => {
-      // Every waiting command fails as a spawn failure would; the next command starts a new thread.
-      if (SpawnThread.shared === this) SpawnThread.shared = null;
-      for (const [id, w] of this.waiting) w({ id, error: { message } });
-      this.waiting.clear();
-    };
-    worker.on('error', (err) => fail(`the spawn thread failed: ${err.message}`));
-    worker.on('exit', () => fail('the spawn thread was closed'));
-    // After the listeners: adding a 'message' listener references the thread again.
-    worker.unref();
-  }
-
-  run(cmd: string, args: readonly string[], opts: CommandOptions): Promise<CommandResult> {
-    const id = ++this.next;
-    const { signal } = opts;
-    const onAbort = () => this.worker.postMessage({ kill: id });
-    const answer = new Promise<CommandResult>((resolve) =>
-      this.waiting.set(id, (a) => {
-        signal?.removeEventListener('abort', onAbort);
-        if ('error' in a) return resolve({ started: false, error: a.error });
-        resolve({ started: true, code: a.code, signal: a.signal, overflow: a.overflow, stdout: Buffer.from(a.stdout.buffer, a.stdout.byteOffset, a.stdout.byteLength), stderr: a.stderr });
-      }),
-    );
-    // Referenced while a command runs, so a process awaiting only it does not exit under it.
-    this.worker.ref();
-    this.worker.postMessage({ id, cmd, args: [...args], stderrTail: opts.stderrTail ?? 4000, maxStdoutBytes: opts.maxStdoutBytes });
-    if (signal?.aborted) onAbort();
-    else signal?.addEventListener('abort', onAbort, { once: true });
-    return answer;
-  }
-}
+const thread = new RequestThread<ThreadAnswer>({ source: SPAWN_THREAD, refWhileBusy: true, lost: (id, why) => ({ id, error: { message: `the spawn thread ${why}` } }) });
 
 /**
  * Runs `cmd` with `args` (no shell; stdin ignored) from the process's spawn thread and answers how it ended, with its
  * whole stdout and the tail of its stderr. Never rejects: a command that does not start answers `started: false`.
  */
-export function runCommand(cmd: string, args: readonly string[], opts: CommandOptions = {}): Promise<CommandResult> {
-  return SpawnThread.get().run(cmd, args, opts);
+export async function runCommand(cmd: string, args: readonly string[], opts: CommandOptions = {}): Promise<CommandResult> {
+  const { signal } = opts;
+  const { id, answer } = thread.request({ cmd, args: [...args], stderrTail: opts.stderrTail ?? 4000, maxStdoutBytes: opts.maxStdoutBytes });
+  const onAbort = () => thread.post({ kill: id });
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  const a = await answer;
+  signal?.removeEventListener('abort', onAbort);
+  if ('error' in a) return { started: false, error: a.error };
+  return { started: true, code: a.code, signal: a.signal, overflow: a.overflow, stdout: Buffer.from(a.stdout.buffer, a.stdout.byteOffset, a.stdout.byteLength), stderr: a.stderr };
 }
 
 /** Ends the process's spawn thread, killing the commands still running (their callers hear `started: false`). */
 export function closeSpawnThread(): Promise<void> {
-  return SpawnThread.close();
+  return thread.close();
 }

@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads';
+import { KILL_ALL_THEN_EXIT_SOURCE, RequestThread } from '../../lib/process/request-thread';
 import type OpenAI from 'openai';
 import { OperationalError } from '../../lib/failures';
 import { classifyOpenAiError, openAiClient, withDeadline } from '../llm/openai';
@@ -67,6 +67,7 @@ const { spawn } = require('node:child_process');
 const { fromRate } = workerData.plan;
 const children = new Map();
 ${SINC_PLAN_SOURCE}
+${KILL_ALL_THEN_EXIT_SOURCE}
 
 function pcmOf(buf) {
   if (buf.length < 12 || buf.toString('ascii', 0, 4) !== 'RIFF' || buf.toString('ascii', 8, 12) !== 'WAVE') return null;
@@ -128,15 +129,7 @@ function answer(id, run) {
 
 parentPort.on('message', (m) => {
   if (m.shutdown) {
-    // Each one killed and reaped (no zombie left under the process), then the thread ends.
-    const runs = [...spares.values(), ...children.values()].filter((run) => !run.closed);
-    let left = runs.length;
-    if (!left) process.exit(0);
-    for (const run of runs) {
-      run.onClose = () => --left || process.exit(0);
-      run.child.kill('SIGKILL');
-    }
-    return;
+    return killAllThenExit([...spares.values(), ...children.values()]);
   }
   if (m.kill !== undefined) {
     children.get(m.kill)?.child.kill('SIGKILL');
@@ -167,56 +160,14 @@ const ESPEAK_RATE = 22_050;
 
 type EspeakAnswer = { id: number } & ({ pcm: Int16Array } | { wav: Uint8Array } | { exit: number | null; stderr: string } | { spawnError: { code?: string; message: string } });
 
-/** The process's one espeak thread (started at the first synthesis, never holding the process open). */
-class EspeakThread {
-  private static shared: EspeakThread | null = null;
-  private readonly worker: Worker;
-  private readonly waiting = new Map<number, (a: EspeakAnswer) => void>();
-  private next = 0;
-
-  static get(): EspeakThread {
-    return (EspeakThread.shared ??= new EspeakThread());
-  }
-
-  /** Ends the thread and its espeak-ng processes (the spares waiting for text, any still speaking). */
-  static async close(): Promise<void> {
-    const t = EspeakThread.shared;
-    EspeakThread.shared = null;
-    if (!t) return;
-    const exited = new Promise((resolve) => t.worker.once('exit', resolve));
-    t.worker.postMessage({ shutdown: true });
-    await exited;
-  }
-
-  private constructor() {
-    const plan = sincPlan(ESPEAK_RATE, MEDIA_RATE);
-    this.worker = new Worker(ESPEAK_THREAD, { eval: true, workerData: { plan: { fromRate: ESPEAK_RATE, ...plan } } });
-    this.worker.on('message', (a: EspeakAnswer) => {
-      const w = this.waiting.get(a.id);
-      this.waiting.delete(a.id);
-      w?.(a);
-    });
-    this.worker.on('error', (err) => {
-      // The thread died (never expected): every waiting request fails as a spawn failure would, and the next starts a new thread.
-      EspeakThread.shared = null;
-      for (const [id, w] of this.waiting) w({ id, spawnError: { message: err.message } });
-      this.waiting.clear();
-    });
-    // After the listeners (adding one refs the thread again).
-    this.worker.unref();
-  }
-
-  run(executable: string, args: string[], text: string): { id: number; answer: Promise<EspeakAnswer> } {
-    const id = ++this.next;
-    const answer = new Promise<EspeakAnswer>((resolve) => this.waiting.set(id, resolve));
-    this.worker.postMessage({ id, executable, args, text });
-    return { id, answer };
-  }
-
-  kill(id: number): void {
-    this.worker.postMessage({ kill: id });
-  }
-}
+/** The process's one espeak thread (started at the first synthesis, never holding the process open: a call that waits on it does). */
+const espeakThread = new RequestThread<EspeakAnswer>({
+  source: ESPEAK_THREAD,
+  workerData: () => ({ plan: { fromRate: ESPEAK_RATE, ...sincPlan(ESPEAK_RATE, MEDIA_RATE) } }),
+  refWhileBusy: false,
+  // The thread died (never expected): the request fails as a spawn failure would.
+  lost: (id, why) => ({ id, spawnError: { message: `the espeak thread ${why}` } }),
+});
 
 /**
  * The embedded synthesizer: Debian's espeak-ng, one process per utterance, started from the process's espeak thread
@@ -235,19 +186,18 @@ export class EspeakSynthesizer implements SpeechSynthesizer {
 
   /** Ends the process's espeak thread and its espeak-ng processes (a later synthesis starts them again). */
   static unloadAll(): Promise<void> {
-    return EspeakThread.close();
+    return espeakThread.close();
   }
 
   async synthesize(text: string, signal?: AbortSignal): Promise<Int16Array> {
     if (signal?.aborted) throw abortReason(signal);
     const { voice = 'en-us', wordsPerMinute = 160, pitch, executable = 'espeak-ng', timeoutMs = 30_000 } = this.opts;
     const args = ['--stdout', '--stdin', '-v', voice, '-s', String(wordsPerMinute), ...(pitch !== undefined ? ['-p', String(pitch)] : [])];
-    const thread = EspeakThread.get();
-    const { id, answer } = thread.run(executable, args, text);
+    const { id, answer } = espeakThread.request({ executable, args, text });
     let failure: unknown = null;
     const stop = (why: unknown) => {
       failure ??= why;
-      thread.kill(id);
+      espeakThread.post({ kill: id });
     };
     const onAbort = () => stop(abortReason(signal!));
     signal?.addEventListener('abort', onAbort, { once: true });

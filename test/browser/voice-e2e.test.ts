@@ -177,14 +177,13 @@ describe('a voice call from the widget in Chromium, against the real app and wor
     await until(frames, (fs) => fs.some((f) => f.speaker === 'user' && !f.partial), 'the first final user frame', 60_000);
     expect(await page.evaluate(() => window.remotePeak as number)).toBeLessThan(0.01);
     const heard = await until(frames, (fs) => turn(fs).answer > 0, 'a turn with a partial, its final and the answer', 60_000);
-    const { partial, final, answer } = turn(heard);
+    const { final, answer } = turn(heard);
     // Whisper base sometimes wrote "opening hour are" for the espeak voice (and a model may still).
     expect(heard[final].text).toMatch(/opening hours?\b/i);
-    // The partial is this turn's: it starts with the final's first words. (Not compared by length: once in CI a final of
-    // 82 characters, "…opening hours are during that week." as Moonshine hears it, came after a 119-character partial;
-    // why is not known yet (the frames were not kept: docs/voice.md, "Open question").)
-    const opening = (t: string) => (t.toLowerCase().match(/[a-z']+/g) ?? []).slice(0, 3).join(' ');
-    expect(opening(heard[partial].text)).toBe(opening(heard[final].text));
+    // The turn had a partial before its final: the wait above finds no turn without one. Its text is not compared with
+    // the final's: the model hears a turn's start differently with more or less of it ("so nair i" in a partial, "so
+    // there i" in its final), and once in CI a final of 82 characters came after a 119-character partial
+    // (docs/voice.md, "Open question").
     expect(heard[answer].text).toBe(OPEN);
     expect(heard.slice(final, answer).some((f) => f.speaker === 'assistant' && f.partial)).toBe(true);
 

@@ -31,9 +31,9 @@
  *   answers nothing for audio that is mostly quiet).
  */
 import fs from 'node:fs';
-import { definedBy } from '../../lib/process/plain-source';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { definedBy } from '../../lib/process/plain-source';
 import { ExtractionError, MediaTooLong, TranscriberError } from '../../lib/extract/types';
 import { upsample, upsamplePlan, UPSAMPLE_SOURCE, type UpsamplePlan } from '../../lib/audio/audio';
 import { padded, PEAK_WINDOW_SOURCE, peakWindowDbfs, SAMPLE_RATE, SILENCE_DBFS } from './whisper';
@@ -42,11 +42,6 @@ import { padded, PEAK_WINDOW_SOURCE, peakWindowDbfs, SAMPLE_RATE, SILENCE_DBFS }
 export const MAX_TOKENS_PER_SECOND = 6.5;
 /** Tokens allowed on top of the cap, so a one-word turn is never cut. */
 const EXTRA_TOKENS = 6;
-
-/** Greedy decoding's token cap for this much speech. */
-function maxTokensFor(audioSeconds: number): number {
-  return Math.ceil(audioSeconds * MAX_TOKENS_PER_SECOND) + EXTRA_TOKENS;
-}
 
 /** The files `npm run models:fetch` writes into `<models dir>/moonshine/base-en/`. */
 export const MOONSHINE_FILES = ['encoder_model.onnx', 'decoder_model_merged.onnx', 'tokenizer.bin'] as const;
@@ -300,7 +295,6 @@ function serialized<T>(fn: () => Promise<T>): Promise<T> {
 const KEEP_MS = 600;
 const WINDOW = (SAMPLE_RATE * 30) / 1000;
 
-
 /** trimSilence (below) as plain JavaScript for the model thread (lib/process/plain-source.ts): defines `trimSilence(samples)` and `maxTokensFor(audioSeconds)`. */
 export const TRIM_SILENCE_SOURCE = String.raw`
 function trimSilence(samples) {
@@ -333,6 +327,9 @@ function maxTokensFor(audioSeconds) {
  * whole sentence). The quiet around the speech is cut; the pauses inside it are kept.
  */
 export const trimSilence = definedBy<(samples: Float32Array) => Float32Array>(TRIM_SILENCE_SOURCE, 'trimSilence');
+
+/** Greedy decoding's token cap for this much speech (TRIM_SILENCE_SOURCE's, which the thread uses too). */
+const maxTokensFor = definedBy<(audioSeconds: number) => number>(TRIM_SILENCE_SOURCE, 'maxTokensFor');
 
 /** Moonshine's text, tidied: spaces collapsed, no space before punctuation. */
 function tidy(text: string): string {

@@ -21,9 +21,9 @@
  *   a running `full()`; the next transcription starts a fresh thread.
  */
 import fs from 'node:fs';
-import { definedBy } from '../../lib/process/plain-source';
 import { Worker } from 'node:worker_threads';
 import { ExtractionError, MediaTooLong, TranscriberError } from '../../lib/extract/types';
+import { definedBy } from '../../lib/process/plain-source';
 import { runCommand } from '../../lib/process/spawn-thread';
 import { upsample, upsamplePlan, UPSAMPLE_SOURCE, type UpsamplePlan } from '../../lib/audio/audio';
 
@@ -57,7 +57,6 @@ export interface TranscriptionStats {
   loaded: boolean;
   silent: boolean;
 }
-
 
 /** The loudest 30 ms window of the samples in dBFS (-Infinity for digital silence), as plain JavaScript for the model threads (lib/process/plain-source.ts): defines `peakWindowDbfs(samples)`. */
 export const PEAK_WINDOW_SOURCE = String.raw`

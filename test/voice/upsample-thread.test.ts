@@ -1,6 +1,8 @@
 // The speech threads upsample a call's 8 kHz turn themselves (lib/audio/audio.ts UPSAMPLE_SOURCE), and check its
-// loudness and trim it there (PEAK_WINDOW_SOURCE, TRIM_SILENCE_SOURCE): what they compute must be what the
-// TypeScript functions compute on the main thread, bit for bit, so a model hears the same turn either way.
+// loudness and trim it there (PEAK_WINDOW_SOURCE, TRIM_SILENCE_SOURCE). The main thread's upsample, peakWindowDbfs
+// and trimSilence are defined from the same sources (lib/process/plain-source.ts); what is checked here is what
+// crosses to a thread (the transferred turn, the filter's plan) and the models' answers: a model must hear the same
+// turn either way, bit for bit.
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { upsample, upsamplePlan, UPSAMPLE_SOURCE } from '../../lib/audio/audio';

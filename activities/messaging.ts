@@ -44,14 +44,16 @@ export function messagingActivities(deps: ActivityDeps) {
      * answers it, unless the number's agent does not answer (then why).
      */
     async handInboundToAgent(input: { providerMessageId: string; messageId: string; party: InboundParty }): Promise<{ answered: boolean; reason?: string }> {
-      const silence = await deps.services.providerEvents.agentSilence(input.party);
-      if (silence) return { answered: false, reason: silence };
-      if (!deps.conversations) throw new OperationalError('NoWorkflowClient', 'this worker has no Temporal client to reach the conversation actor', true);
-      await deps.conversations.customerMessage(
-        { id: input.party.conversationId, workspaceId: input.party.workspaceId, channel: 'msgapp' },
-        { providerMessageId: input.providerMessageId, messageId: input.messageId },
+      const { conversations } = deps;
+      return deps.services.providerEvents.handToAgent(
+        {
+          customerMessage: (conv, m) => {
+            if (!conversations) throw new OperationalError('NoWorkflowClient', 'this worker has no Temporal client to reach the conversation actor', true);
+            return conversations.customerMessage(conv, m);
+          },
+        },
+        input,
       );
-      return { answered: true };
     },
 
     /** Inbound, step 3: the message, its event and `message.inbound`, once. */

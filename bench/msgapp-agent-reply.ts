@@ -34,12 +34,9 @@ const settings = () => ({
 
 /** The steps of one subject sample, in path order (performance.now() of each, first occurrence). */
 const STEPS = [
-  ['webhookStored', 'webhook: event stored (accept returned)'], ['webhook200', 'webhook 200 at the provider'],
-  ['relayStart', 'relay: workflow.start called'], ['relayStarted', 'relay: workflow.start returned'],
-  ['partyStart', 'inbound wf: resolve party starts'], ['partyEnd', 'inbound wf: party resolved'],
-  ['recordStart', 'inbound wf: record starts'], ['recordEnd', 'inbound wf: recorded (+ message.inbound)'],
-  ['handStart', 'inbound wf: hand to actor starts (agentSilence)'],
-  ['updateStart', 'update-with-start of the actor called'], ['updateEnd', 'update-with-start returned (actor took it)'],
+  ['webhookStored', 'webhook: message recorded, message.inbound emitted (accept returned)'], ['webhook200', 'webhook 200 at the provider'],
+  ['handStart', 'relay: hand to the actor starts (agentSilence)'],
+  ['signalStart', 'signal-with-start of the actor called'], ['signalEnd', 'signal-with-start returned (the actor has it)'],
   ['turnStart', 'actor: agent turn starts'], ['modelRequest', 'model: request arrives at the fake LLM'], ['turnEnd', 'actor: agent turn ends'],
   ['planStart', 'actor: reply send planned (starts)'], ['planEnd', 'actor: reply send planned (ends)'],
   ['sendRecord', 'message-send child: record activity starts'], ['providerCall', 'message-send child: provider call starts'],
@@ -87,25 +84,17 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     if (!m && wamid.startsWith('wamid.')) marks.set(wamid, (m = {}));
     if (m) m[step] ??= now();
   };
-  const wamidInWorkflowId = (id: string) => (id.startsWith('msgapp-inbound:') ? id.slice('msgapp-inbound:'.length) : undefined);
   const instrument = (c: Composition) => {
     const { providerEvents, turns, messages } = c.services;
     around(providerEvents, 'accept', () => undefined, (_r, msg) => mark(msg.providerMessageId, 'webhookStored'));
-    around(providerEvents, 'inboundParty', (id) => mark(id, 'partyStart'), (party: InboundParty | null, id) => {
-      mark(id, 'partyEnd');
-      if (party) {
-        wamidOf.set(party.conversationId, id);
-        conversationOf.set(id, party.conversationId);
-      }
-    });
-    around(providerEvents, 'recordInbound', (id) => mark(id, 'recordStart'), (r, id) => {
-      mark(id, 'recordEnd');
-      if (r.messageId) {
-        wamidOf.set(r.messageId, id);
-        wamidOf.set(agentReplyId(r.messageId), id);
-      }
-    });
-    around(providerEvents, 'agentSilence', (party) => mark(party.conversationId, 'handStart'), () => undefined);
+    // A text message is recorded by the webhook (accept); the relay hands it to the conversation's actor.
+    around(providerEvents, 'handToAgent', (_actor, input: { providerMessageId: string; messageId: string; party: InboundParty }) => {
+      wamidOf.set(input.messageId, input.providerMessageId);
+      wamidOf.set(agentReplyId(input.messageId), input.providerMessageId);
+      wamidOf.set(input.party.conversationId, input.providerMessageId);
+      conversationOf.set(input.providerMessageId, input.party.conversationId);
+      mark(input.providerMessageId, 'handStart');
+    }, () => undefined);
     around(turns, 'run', (input) => mark(input.messageId, 'turnStart'), (_r, input) => mark(input.messageId, 'turnEnd'));
     around(messages, 'planReply', (_conv, replyId) => mark(replyId, 'planStart'), (_r, _conv, replyId) => mark(replyId, 'planEnd'));
     around(messages, 'record', (plan: SendPlan) => mark(plan.messageId, 'sendRecord'), () => undefined);
@@ -113,9 +102,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     around(messages, 'markSent', () => undefined, (_r, plan: SendPlan) => mark(plan.messageId, 'sendMarked'));
     const wf = c.temporal?.client.workflow;
     if (wf) {
-      around(wf, 'start', (_t, o) => mark(wamidInWorkflowId(String(o.workflowId)), 'relayStart'), (_h, _t, o) => mark(wamidInWorkflowId(String(o.workflowId)), 'relayStarted'));
-      const messageIdOf = (o: { args?: unknown }) => ((o.args as Array<{ messageId?: string }> | undefined)?.[0]?.messageId);
-      around(wf, 'executeUpdateWithStart', (_u, o) => mark(messageIdOf(o), 'updateStart'), (_r, _u, o) => mark(messageIdOf(o), 'updateEnd'));
+      const messageIdOf = (o: { signalArgs?: unknown }) => (o.signalArgs as Array<{ messageId?: string }> | undefined)?.[0]?.messageId;
+      around(wf, 'signalWithStart', (_w, o) => mark(messageIdOf(o), 'signalStart'), (_r, _w, o) => mark(messageIdOf(o), 'signalEnd'));
     }
   };
 

@@ -2,7 +2,8 @@ import type { Client } from '@temporalio/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { KB_INDEX_OUTBOX_CHANNEL } from '../domain/kb/files';
 import { KnowledgeBaseRepository } from '../domain/kb/repository';
-import { MSGAPP_INBOUND_CHANNEL, type ProviderEventService } from '../domain/messaging/provider-events';
+import { MSGAPP_INBOUND_CHANNEL, type InboundItem, type ProviderEventService } from '../domain/messaging/provider-events';
+import type { ConversationRuns } from '../domain/ports/workflow-runs';
 import type { Logger } from 'pino';
 import type { DeliveryService } from '../domain/webhooks/deliveries';
 import { kbIndexWorkflow, msgappInboundWorkflow } from '../workflows';
@@ -49,21 +50,29 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
   });
 }
 
-interface InboundItem {
-  provider_message_id: string;
-  workspace_id: string;
-  kind: string | null;
-  from: string | null;
-  media: boolean;
-}
-
-/** Inbound msgapp messages the webhook stored: one `msgapp-inbound:<provider message id>` workflow each. */
-export function msgappInbound(events: ProviderEventService, client: Client, s: { taskQueue: string; eager?: boolean }): OutboxSource {
+/**
+ * Inbound msgapp messages the webhook stored: a message it recorded (no media) goes straight to its conversation's
+ * actor (`actor`, the agent's turn; its `message.inbound` left with the webhook's transaction), a media message
+ * becomes its `msgapp-inbound:<provider message id>` workflow (download, record, read, then the actor). Handing on
+ * twice (a crash before the mark) changes nothing: the actor takes a provider message id once, and a workflow id once.
+ */
+export function msgappInbound(
+  events: ProviderEventService,
+  client: Client,
+  s: { taskQueue: string; eager?: boolean; actor: Pick<ConversationRuns, 'customerMessage'>; log?: Pick<Logger, 'info'> },
+): OutboxSource {
   return startsWorkflows<InboundItem>({
     name: 'msgapp-inbound',
     channel: MSGAPP_INBOUND_CHANNEL,
     pending: (limit) => events.undispatchedInbound(limit),
     start: async (item) => {
+      if (item.recorded) {
+        const { messageId, party } = item.recorded;
+        if (!party) return;
+        const handed = await events.handToAgent(s.actor, { providerMessageId: item.provider_message_id, messageId, party });
+        if (!handed.answered) s.log?.info({ messageId, conversationId: party.conversationId, reason: handed.reason }, 'inbound message recorded; the agent does not answer it');
+        return;
+      }
       await client.workflow.start(msgappInboundWorkflow, {
         workflowId: msgappInboundWorkflowId(item.provider_message_id),
         taskQueue: s.taskQueue,

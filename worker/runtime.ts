@@ -110,7 +110,7 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
           c.log,
         ),
         kbIndexing(c.em, client, { taskQueue, eager }),
-        msgappInbound(c.services.providerEvents, client, { taskQueue, eager }),
+        msgappInbound(c.services.providerEvents, client, { taskQueue, eager, actor: conversations, log: c.log }),
       ],
       c.log,
     );

@@ -36,8 +36,9 @@ export type MsgappInboundResult =
   | { status: 'gone' };
 
 /**
- * One inbound msgapp message (`msgapp-inbound:<provider message id>`), stored by the
- * webhook: its customer and conversation (found or created), its media (if any: a
+ * One inbound msgapp message with media (`msgapp-inbound:<provider message id>`), stored by
+ * the webhook (a message without media is recorded by the webhook itself and handed to its
+ * actor by the relay; runs started for one before that, with `media: false`, still work): its customer and conversation (found or created), its media (if any: a
  * message without media skips the step) downloaded (kept in the history once stored, so a worker lost later never downloads again; a
  * worker lost during the download is replaced and the download runs again), then the
  * message, its conversation event and `message.inbound` in one transaction, once; its

@@ -42,15 +42,16 @@ export class AgentRepository {
    * that can run (no invalid_reasons) naming it — at most one (agents_msgapp_claim_uq).
    * `exceptId`: another agent than this one. Null when none does.
    */
-  async agentClaimingNumber(em: EntityManager, phoneNumberId: string, exceptId?: string): Promise<{ id: string; workspaceId: string } | null> {
+  /** `number`: the display number the agent's msgapp trigger names (what its messages come from and go to). */
+  async agentClaimingNumber(em: EntityManager, phoneNumberId: string, exceptId?: string): Promise<{ id: string; workspaceId: string; number: string | null } | null> {
     // raw SQL: the expression and predicate are those of the partial unique index agents_msgapp_claim_uq, so this
     // installation-wide look-up uses it.
     // eslint-disable-next-line no-restricted-syntax
-    const [row] = await em.execute<{ id: string; workspace_id: string }[]>(
-      `select id, workspace_id from agents where status = 'published' and cardinality(invalid_reasons) = 0
+    const [row] = await em.execute<{ id: string; workspace_id: string; number: string | null }[]>(
+      `select id, workspace_id, spec #>> '{triggers,msgapp,number}' as number from agents where status = 'published' and cardinality(invalid_reasons) = 0
        and spec #>> '{triggers,msgapp,phone_number_id}' = ?${exceptId !== undefined ? ' and id <> ?' : ''}`,
       exceptId !== undefined ? [phoneNumberId, exceptId] : [phoneNumberId],
     );
-    return row ? { id: row.id, workspaceId: row.workspace_id } : null;
+    return row ? { id: row.id, workspaceId: row.workspace_id, number: row.number ?? null } : null;
   }
 }

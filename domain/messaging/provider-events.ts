@@ -14,6 +14,7 @@ import { statusSupersedes, type DeliveryStatus } from '../ports/msgapp';
 import type { BlobStore } from '../ports/blob-store';
 import { signLink } from '../storage/signed-links';
 import type { ChatTranscript } from '../chat/transcript';
+import type { ConversationRuns } from '../ports/workflow-runs';
 
 const MAX_MEDIA_BYTES = 64 * 1024 * 1024;
 /** Characters of a media item's text kept for the agent (as a widget upload's attachment text). */
@@ -34,6 +35,16 @@ export interface InboundParty {
   agentId: string;
   customerId: string;
   conversationId: string;
+}
+/** A stored inbound message the worker's relay hands on (worker/outbox-sources.ts msgappInbound). */
+export interface InboundItem {
+  provider_message_id: string;
+  workspace_id: string;
+  kind: string | null;
+  from: string | null;
+  media: boolean;
+  /** Recorded by the webhook: the message and its party, for the conversation's actor (party null: the conversation is gone). */
+  recorded: { messageId: string; party: InboundParty | null } | null;
 }
 const nowIso = () => new Date().toISOString();
 
@@ -109,21 +120,32 @@ export class ProviderEventService {
   }
 
   /**
-   * The webhook's part of an inbound message: stored once per provider message id for the
-   * agent that claims the number (at most one: a unique index), with a NOTIFY that wakes
-   * the worker's relay, which starts its `msgapp-inbound:<provider message id>` workflow.
-   * Nothing slow happens here: the provider gets its 200 as soon as the row commits.
+   * The webhook's part of an inbound message, once per provider message id for the agent
+   * that claims the number (at most one: a unique index), in one transaction: the stored
+   * event and, for a message without media, the whole record — its customer and
+   * conversation (found or created), the message, its conversation event, its transcript
+   * line and `message.inbound` — so the subscriber's event does not wait for a workflow
+   * (the contract: the subscriber path and the agent path are independent). A media
+   * message is recorded by its `msgapp-inbound:<provider message id>` workflow after its
+   * download (its event carries the media's links, or `media_error`). Either way a NOTIFY
+   * at commit wakes the worker's relay: it hands a recorded message to its conversation's
+   * actor (the agent's turn), and starts a media message's workflow. Nothing slow happens
+   * here: the provider gets its 200 as soon as the transaction commits.
    */
   async accept(msg: InboundMessage): Promise<'accepted' | 'duplicate' | 'no_agent'> {
-    const agent = await this.repos.agents.agentClaimingNumber(this.em.fork(), msg.phoneNumberId);
-    if (!agent) return 'no_agent';
     return this.em.fork().transactional(async (em) => {
+      const agent = await this.repos.agents.agentClaimingNumber(em, msg.phoneNumberId);
+      if (!agent) return 'no_agent' as const;
       const inserted = await em
         .createQueryBuilder(MsgappInboundEvent)
         .insert({ providerMessageId: msg.providerMessageId, workspaceId: agent.workspaceId, agentId: agent.id, message: msg as unknown as Record<string, unknown> })
         .onConflict('providerMessageId')
         .ignore();
       if (!inserted.affectedRows) return 'duplicate' as const;
+      if (!msg.media) {
+        const party = await this.partyIn(em, agent.workspaceId, agent.id, msg);
+        await this.recordIn(em, msg, party, {}, agent.number ?? msg.displayPhoneNumber);
+      }
       // raw SQL: pg_notify has no ORM form; in this transaction it is sent at its commit.
       // eslint-disable-next-line no-restricted-syntax
       await em.execute('select pg_notify(?, ?)', [MSGAPP_INBOUND_CHANNEL, msg.providerMessageId]);
@@ -131,21 +153,37 @@ export class ProviderEventService {
     });
   }
 
-  /** Stored inbound messages whose workflow has not been started (the outbox relay's query). */
-  /** Stored inbound messages not yet handed to a workflow; `kind` and `from` only label the workflow in the Temporal UI. */
-  /** `media`: whether the message carries media to download (its workflow skips the download step when it does not). */
-  async undispatchedInbound(limit: number): Promise<Array<{ provider_message_id: string; workspace_id: string; kind: string | null; from: string | null; media: boolean }>> {
-    const rows = await this.em
-      .fork()
-      .find(MsgappInboundEvent, { dispatchedAt: null }, { fields: ['providerMessageId', 'workspaceId', 'message'], orderBy: { receivedAt: 'asc', providerMessageId: 'asc' }, limit });
+  /**
+   * Stored inbound messages the relay has not handed on: `recorded` when the webhook recorded it (a message without
+   * media: it goes to the agent), else its workflow is to start; `kind` and `from` only label the workflow in the
+   * Temporal UI, `media` whether it has media to download (its workflow skips the download step when it does not).
+   */
+  async undispatchedInbound(limit: number): Promise<InboundItem[]> {
+    const em = this.em.fork();
+    const rows = await em.find(
+      MsgappInboundEvent,
+      { dispatchedAt: null },
+      { fields: ['providerMessageId', 'workspaceId', 'agentId', 'message', 'recordedMessageId'], orderBy: { receivedAt: 'asc', providerMessageId: 'asc' }, limit },
+    );
+    const recordedIds = rows.map((r) => r.recordedMessageId).filter((id): id is string => !!id);
+    const messages = recordedIds.length ? await em.find(Message, { id: { $in: recordedIds } }, { fields: ['id', 'conversationId', 'customerId'] }) : [];
+    const byId = new Map(messages.map((m) => [m.id, m]));
     return rows.map((r) => {
       const m = (r.message ?? {}) as { kind?: unknown; from?: unknown; media?: unknown };
+      const recorded = r.recordedMessageId ? byId.get(r.recordedMessageId) : undefined;
       return {
         provider_message_id: r.providerMessageId,
         workspace_id: r.workspaceId,
         kind: typeof m.kind === 'string' ? m.kind : null,
         from: typeof m.from === 'string' ? m.from : null,
         media: m.media !== undefined && m.media !== null,
+        recorded: r.recordedMessageId
+          ? {
+              messageId: r.recordedMessageId,
+              // A message (or its conversation) deleted since has no actor to go to: nothing to hand on.
+              party: recorded?.conversationId ? { workspaceId: r.workspaceId, agentId: r.agentId, customerId: recorded.customerId ?? '', conversationId: recorded.conversationId } : null,
+            }
+          : null,
       };
     });
   }
@@ -163,11 +201,14 @@ export class ProviderEventService {
     const event = await this.inboundEvent(providerMessageId);
     if (!event) return null;
     const { msg, workspaceId, agentId } = event;
-    return this.em.fork().transactional(async (em) => {
-      const customerId = await this.repos.customers.customerForPhone(em, workspaceId, msg.from, { name: msg.profileName });
-      const conversationId = await this.repos.conversations.openMsgappConversation(em, { workspaceId, customerId, agentId }, { inbound: true });
-      return { workspaceId, agentId, customerId, conversationId };
-    });
+    return this.em.fork().transactional((em) => this.partyIn(em, workspaceId, agentId, msg));
+  }
+
+  /** The customer (by phone, in the agent's workspace) and open msgapp conversation with the agent, found or created in `em`'s transaction. */
+  private async partyIn(em: EntityManager, workspaceId: string, agentId: string, msg: InboundMessage): Promise<InboundParty> {
+    const customerId = await this.repos.customers.customerForPhone(em, workspaceId, msg.from, { name: msg.profileName });
+    const conversationId = await this.repos.conversations.openMsgappConversation(em, { workspaceId, customerId, agentId }, { inbound: true });
+    return { workspaceId, agentId, customerId, conversationId };
   }
 
   /**
@@ -202,52 +243,61 @@ export class ProviderEventService {
     const event = await this.inboundEvent(providerMessageId);
     if (!event) return { outcome: 'duplicate', messageId: null };
     const { msg } = event;
-    const media = download.media ? [download.media] : undefined;
-    const mediaError = download.error;
     // The event's agent, of the event's workspace (the party's).
     const agent = await this.repos.agents.findAgent(this.em.fork(), party.workspaceId, party.agentId);
     const number = agent?.spec.triggers.msgapp?.number ?? msg.displayPhoneNumber;
-    return this.em.fork().transactional(async (em) => {
-      const messageId = newId('msg');
-      const kind = msg.kind === 'location' ? 'location' : ['image', 'audio', 'video', 'document'].includes(msg.kind) ? msg.kind : msg.kind === 'voice' ? 'audio' : 'text';
-      // raw SQL: the conflict target is the partial unique index on (workspace_id, provider_message_id) where
-      // provider_message_id is not null; the ORM's onConflict cannot name its predicate.
-      // eslint-disable-next-line no-restricted-syntax
-      const inserted = await em.execute(
-        `insert into messages (id, workspace_id, conversation_id, customer_id, agent_id, direction, source, channel, from_number, to_number, kind, text, content, status, provider_message_id)
-         values (?, ?, ?, ?, ?, 'inbound', 'customer', 'msgapp', ?, ?, ?, ?, ?::jsonb, 'received', ?)
-         on conflict (workspace_id, provider_message_id) where provider_message_id is not null do nothing returning id`,
-        [messageId, party.workspaceId, party.conversationId, party.customerId, party.agentId, msg.from, number, kind, msg.text, JSON.stringify({ media, media_error: mediaError, location: msg.location, raw_type: msg.rawType }), msg.providerMessageId],
-      );
-      if (!inserted.length) return { outcome: 'duplicate' as const, messageId: null };
-      // The 24-hour window opens with the customer's message.
-      await this.repos.conversations.markInboundReceived(em, party.conversationId);
-      await em.nativeUpdate(MsgappInboundEvent, { providerMessageId }, { recordedMessageId: messageId });
-      await this.repos.conversations.addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
-      // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
-      await this.transcript.appendIn(em, {
-        id: messageId,
-        workspaceId: party.workspaceId,
-        conversationId: party.conversationId,
-        role: 'user',
-        clientMessageId: msg.providerMessageId,
-        text: transcriptText(msg),
-        attachments: media ?? [],
-      });
-      await this.repos.webhooks.emitEvent(em, party.workspaceId, 'message.inbound', {
-        message_id: messageId,
-        channel: 'msgapp',
-        from: msg.from,
-        to: number,
-        text: msg.text,
-        profile_name: msg.profileName,
-        received_at: msg.timestamp.toISOString(),
-        ...(media ? { media } : {}),
-        ...(mediaError ? { media_error: mediaError } : {}),
-        ...(msg.location ? { location: msg.location } : {}),
-      });
-      return { outcome: 'recorded' as const, messageId };
+    return this.em.fork().transactional((em) => this.recordIn(em, msg, party, download, number));
+  }
+
+  /** Step 3 in `em`'s transaction (the webhook's own for a message without media); `number`: the agent's number, the message's `to`. */
+  private async recordIn(
+    em: EntityManager,
+    msg: InboundMessage,
+    party: InboundParty,
+    download: { media?: Record<string, unknown>; error?: string },
+    number: string,
+  ): Promise<{ outcome: 'recorded' | 'duplicate'; messageId: string | null }> {
+    const media = download.media ? [download.media] : undefined;
+    const mediaError = download.error;
+    const messageId = newId('msg');
+    const kind = msg.kind === 'location' ? 'location' : ['image', 'audio', 'video', 'document'].includes(msg.kind) ? msg.kind : msg.kind === 'voice' ? 'audio' : 'text';
+    // raw SQL: the conflict target is the partial unique index on (workspace_id, provider_message_id) where
+    // provider_message_id is not null; the ORM's onConflict cannot name its predicate.
+    // eslint-disable-next-line no-restricted-syntax
+    const inserted = await em.execute(
+      `insert into messages (id, workspace_id, conversation_id, customer_id, agent_id, direction, source, channel, from_number, to_number, kind, text, content, status, provider_message_id)
+       values (?, ?, ?, ?, ?, 'inbound', 'customer', 'msgapp', ?, ?, ?, ?, ?::jsonb, 'received', ?)
+       on conflict (workspace_id, provider_message_id) where provider_message_id is not null do nothing returning id`,
+      [messageId, party.workspaceId, party.conversationId, party.customerId, party.agentId, msg.from, number, kind, msg.text, JSON.stringify({ media, media_error: mediaError, location: msg.location, raw_type: msg.rawType }), msg.providerMessageId],
+    );
+    if (!inserted.length) return { outcome: 'duplicate' as const, messageId: null };
+    // The 24-hour window opens with the customer's message.
+    await this.repos.conversations.markInboundReceived(em, party.conversationId);
+    await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: msg.providerMessageId }, { recordedMessageId: messageId });
+    await this.repos.conversations.addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
+    // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
+    await this.transcript.appendIn(em, {
+      id: messageId,
+      workspaceId: party.workspaceId,
+      conversationId: party.conversationId,
+      role: 'user',
+      clientMessageId: msg.providerMessageId,
+      text: transcriptText(msg),
+      attachments: media ?? [],
     });
+    await this.repos.webhooks.emitEvent(em, party.workspaceId, 'message.inbound', {
+      message_id: messageId,
+      channel: 'msgapp',
+      from: msg.from,
+      to: number,
+      text: msg.text,
+      profile_name: msg.profileName,
+      received_at: msg.timestamp.toISOString(),
+      ...(media ? { media } : {}),
+      ...(mediaError ? { media_error: mediaError } : {}),
+      ...(msg.location ? { location: msg.location } : {}),
+    });
+    return { outcome: 'recorded' as const, messageId };
   }
 
   /**
@@ -262,6 +312,21 @@ export class ProviderEventService {
     if (!agent.spec.actions.some((a) => a.type === 'sender')) return 'the agent has no sender action';
     if (agent.invalidReasons.length) return `the agent cannot run: ${agent.invalidReasons.join('; ')}`;
     return null;
+  }
+
+  /**
+   * Step 4: a recorded message to its conversation's actor (`actor`), which answers it,
+   * unless the number's agent does not answer (then why). The actor takes a provider
+   * message id once, so handing the same message on again changes nothing.
+   */
+  async handToAgent(actor: Pick<ConversationRuns, 'customerMessage'>, input: { providerMessageId: string; messageId: string; party: InboundParty }): Promise<{ answered: boolean; reason?: string }> {
+    const silence = await this.agentSilence(input.party);
+    if (silence) return { answered: false, reason: silence };
+    await actor.customerMessage(
+      { id: input.party.conversationId, workspaceId: input.party.workspaceId, channel: 'msgapp' },
+      { providerMessageId: input.providerMessageId, messageId: input.messageId },
+    );
+    return { answered: true };
   }
 
   /**

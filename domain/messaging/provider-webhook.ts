@@ -5,8 +5,9 @@ import type { ProviderEventService } from './provider-events';
 /**
  * POST /webhooks/msgapp once its signature is checked and its payload parsed: statuses
  * applied inline (one idempotent transaction each); inbound messages stored once per
- * provider message id, each then its own `msgapp-inbound:<wamid>` workflow (the worker's
- * relay). A message for a number no published agent owns is logged and dropped.
+ * provider message id — one without media recorded there with its `message.inbound`, one
+ * with media by its own `msgapp-inbound:<wamid>` workflow (the worker's relay starts it).
+ * A message for a number no published agent owns is logged and dropped.
  */
 export class ProviderWebhook {
   constructor(private readonly events: Pick<ProviderEventService, 'applyStatus' | 'accept'>) {}

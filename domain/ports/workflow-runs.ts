@@ -47,6 +47,8 @@ export interface ConversationRuns {
   closed(conversationIds: string[]): Promise<void>;
   /** Cancels a background task of the conversation; false when the actor does not know it. */
   cancelTask(conversationId: string, taskKey: string): Promise<boolean>;
+  /** A customer's recorded message on a messaging channel, signalled to its actor (started if not running): one turn per provider message id. */
+  customerMessage(conv: { id: string; workspaceId: string; channel: 'msgapp' }, m: { providerMessageId: string; messageId: string }): Promise<void>;
   /** A person's action from the console's inbox, through the actor (started when none runs): its outcome. */
   operatorAction(conv: { id: string; workspaceId: string; channel: 'web' | 'msgapp' | 'voice' }, action: OperatorAction): Promise<OperatorActionResult>;
 }

@@ -40,32 +40,53 @@ const inbound = (id: string, from = '+15557770001'): InboundMessage =>
     timestamp: new Date('2026-01-01T00:00:00Z'),
   }) as InboundMessage;
 
-test('an inbound message is accepted once; its party is a named customer and a conversation whose window is open; it is recorded once', async () => {
+test('a text message is accepted once and recorded by the webhook itself: a named customer, a conversation whose window is open, the message, its timeline and message.inbound', async () => {
   const events = c.services.providerEvents;
   expect(await events.accept(inbound('wamid.1'))).toBe('accepted');
   expect(await events.accept(inbound('wamid.1'))).toBe('duplicate');
   expect(await events.accept({ ...inbound('wamid.x'), phoneNumberId: 'unclaimed' })).toBe('no_agent');
-  expect(await events.undispatchedInbound(10)).toEqual([{ provider_message_id: 'wamid.1', workspace_id: ws, kind: 'text', from: '+15557770001', media: false }]);
+  const [pending] = await events.undispatchedInbound(10);
+  expect(pending).toEqual({
+    provider_message_id: 'wamid.1',
+    workspace_id: ws,
+    kind: 'text',
+    from: '+15557770001',
+    media: false,
+    recorded: { messageId: expect.stringMatching(/^msg_/), party: { workspaceId: ws, agentId, customerId: expect.stringMatching(/^cus_/), conversationId: expect.stringMatching(/^conv_/) } },
+  });
+  const { messageId, party } = pending.recorded! as { messageId: string; party: { customerId: string; conversationId: string } };
   await events.markInboundDispatched('wamid.1');
   expect(await events.undispatchedInbound(10)).toEqual([]);
 
-  const party = (await events.inboundParty('wamid.1'))!;
-  expect(party).toMatchObject({ workspaceId: ws, agentId });
-  expect(await events.inboundParty('wamid.1')).toEqual(party);
   const [customer] = await q('select name, phone from customers where id = ?', [party.customerId]);
   expect(customer).toEqual({ name: 'Dana', phone: '+15557770001' });
   const [conv] = await q('select channel, status, last_inbound_at from conversations where id = ?', [party.conversationId]);
   expect(conv).toMatchObject({ channel: 'msgapp', status: 'open', last_inbound_at: expect.anything() });
-
-  const first = await events.recordInbound('wamid.1', party, {});
-  expect(first.outcome).toBe('recorded');
-  expect(await events.recordInbound('wamid.1', party, {})).toEqual({ outcome: 'duplicate', messageId: null });
-  const [msg] = await q('select to_number, status, direction from messages where id = ?', [first.messageId]);
-  expect(msg).toEqual({ to_number: '+15550001111', status: 'received', direction: 'inbound' });
+  const [msg] = await q('select to_number, status, direction, conversation_id from messages where id = ?', [messageId]);
+  expect(msg).toEqual({ to_number: '+15550001111', status: 'received', direction: 'inbound', conversation_id: party.conversationId });
   const [ev] = await q('select recorded_message_id from msgapp_inbound_events where provider_message_id = ?', ['wamid.1']);
+  expect(ev.recorded_message_id).toBe(messageId);
+  expect(await q('select type from conversation_events where conversation_id = ?', [party.conversationId])).toEqual([{ type: 'message.received' }]);
+  expect(await q(`select 1 from webhook_events where type = 'message.inbound' and payload::jsonb #>> '{data,message_id}' = ?`, [messageId])).toHaveLength(1);
+  // The workflow's steps find it recorded: the same party, and nothing recorded twice.
+  expect(await events.inboundParty('wamid.1')).toEqual({ workspaceId: ws, agentId, customerId: party.customerId, conversationId: party.conversationId });
+  expect(await events.recordInbound('wamid.1', pending.recorded!.party!, {})).toEqual({ outcome: 'duplicate', messageId: null });
+});
+
+test('a message with media is stored, not recorded, by the webhook: its workflow records it once, after the download', async () => {
+  const events = c.services.providerEvents;
+  const photo = { ...inbound('wamid.media', '+15557770002'), kind: 'image', rawType: 'image', text: null, media: { mediaId: 'media-1', mimeType: 'image/jpeg' } } as unknown as InboundMessage;
+  expect(await events.accept(photo)).toBe('accepted');
+  expect(await events.undispatchedInbound(10)).toEqual([{ provider_message_id: 'wamid.media', workspace_id: ws, kind: 'image', from: '+15557770002', media: true, recorded: null }]);
+  expect(await q('select 1 from messages where provider_message_id = ?', ['wamid.media'])).toEqual([]);
+  await events.markInboundDispatched('wamid.media');
+  const party = (await events.inboundParty('wamid.media'))!;
+  expect(await events.inboundParty('wamid.media')).toEqual(party);
+  const first = await events.recordInbound('wamid.media', party, { error: 'the attachment could not be downloaded: gone' });
+  expect(first.outcome).toBe('recorded');
+  expect(await events.recordInbound('wamid.media', party, {})).toEqual({ outcome: 'duplicate', messageId: null });
+  const [ev] = await q('select recorded_message_id from msgapp_inbound_events where provider_message_id = ?', ['wamid.media']);
   expect(ev.recorded_message_id).toBe(first.messageId);
-  const timeline = await q('select type from conversation_events where conversation_id = ?', [party.conversationId]);
-  expect(timeline).toEqual([{ type: 'message.received' }]);
 });
 
 test('statuses move forward only; a replay is not appended; a late one is kept without touching updated_at', async () => {

@@ -1,4 +1,5 @@
 import { agentReplyId } from '../../app/temporal-clients/conversations';
+import { Message, MsgappInboundEvent } from '../../db/entities';
 import type { Orm } from '../../db/orm';
 import { messageSendWorkflowId } from '../../workflows/message-send';
 import { msgappInboundWorkflowId, type MsgappInboundResult } from '../../workflows/msgapp-inbound';
@@ -10,24 +11,47 @@ import { workflowResult, type TestWorker } from './temporal';
 
 /**
  * The worker's relay of inbound msgapp messages (as worker/runtime.ts runs it), with a
- * short sweep: what the webhook stores becomes `msgapp-inbound:<wamid>` workflows.
+ * short sweep: a message the webhook recorded goes to its conversation's actor, a media
+ * message becomes its `msgapp-inbound:<wamid>` workflow.
  */
 export async function startInboundDispatcher(tw: TestWorker): Promise<OutboxDispatcher> {
-  const d = new OutboxDispatcher(tw.composition.notifications!, [msgappInbound(tw.composition.services.providerEvents, tw.client, { taskQueue: tw.taskQueue })], testLogger(), 500);
+  const source = msgappInbound(tw.composition.services.providerEvents, tw.client, { taskQueue: tw.taskQueue, actor: tw.composition.workflows!.conversations });
+  const d = new OutboxDispatcher(tw.composition.notifications!, [source], testLogger(), 500);
   await d.start();
   return d;
 }
 
 /**
- * Waits for an inbound message's workflow (started by the relay) to finish and, when the
- * agent answers it, for the reply's send (`message-send:<reply id>`) too, so what a test
- * sends next is not overtaken by the agent. `reply: false`: the agent will not send (a
- * human has the conversation).
+ * Waits for an inbound message to be handed on — a text message (recorded by the webhook)
+ * to its conversation's actor by the relay, a media message through its workflow — and,
+ * when the agent answers it, for the reply's send (`message-send:<reply id>`) too, so what
+ * a test sends next is not overtaken by the agent. `reply: false`: the agent will not send
+ * (a human has the conversation).
  */
 export async function inboundDone(tw: TestWorker, providerMessageId: string, opts: { reply?: boolean } = {}): Promise<MsgappInboundResult> {
-  const done = await workflowResult<MsgappInboundResult>(tw.client, msgappInboundWorkflowId(providerMessageId));
+  const done = await handedOn(tw, providerMessageId);
   if (done.status === 'recorded' && done.answered && opts.reply !== false) await workflowResult(tw.client, messageSendWorkflowId(agentReplyId(done.messageId)), 30_000);
   return done;
+}
+
+/** An inbound message's outcome once the relay (or its workflow) handed it on: as the inbound workflow answers it. */
+async function handedOn(tw: TestWorker, providerMessageId: string): Promise<MsgappInboundResult> {
+  const em = tw.composition.em;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const event = await em.fork().findOne(MsgappInboundEvent, { providerMessageId }, { refresh: true });
+    if (event && (event.message as { media?: unknown }).media) return workflowResult<MsgappInboundResult>(tw.client, msgappInboundWorkflowId(providerMessageId));
+    if (event?.dispatchedAt) {
+      if (!event.recordedMessageId) return { status: 'duplicate' };
+      const message = await em.fork().findOneOrFail(Message, { id: event.recordedMessageId });
+      if (!message.conversationId) return { status: 'recorded', messageId: message.id };
+      const party = { workspaceId: event.workspaceId, agentId: event.agentId, customerId: message.customerId ?? '', conversationId: message.conversationId };
+      const silence = await tw.composition.services.providerEvents.agentSilence(party);
+      return { status: 'recorded', messageId: message.id, answered: !silence, ...(silence ? { silence } : {}) };
+    }
+    if (Date.now() > deadline) throw new Error(`inbound message ${providerMessageId} was not handed on within 15 s (${event ? 'stored' : 'not stored'})`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 /**

@@ -128,7 +128,7 @@ beforeAll(async () => {
     tw.composition.notifications!,
     [
       kbIndexing(tw.composition.em, tw.client, { taskQueue: tw.taskQueue }),
-      msgappInbound(tw.composition.services.providerEvents, tw.client, { taskQueue: tw.taskQueue }),
+      msgappInbound(tw.composition.services.providerEvents, tw.client, { taskQueue: tw.taskQueue, actor: tw.composition.workflows!.conversations }),
       webhookDeliveries(t.services.deliveries, tw.client, { taskQueue: tw.taskQueue, backoffMs: BACKOFF, timeoutMs: 2_000 }),
     ],
     testLogger(),
@@ -243,10 +243,16 @@ describe('search attributes', () => {
     // Knowledge base: kb-index.
     const file = (await kbUpload(t.app, auth, { filename: 'returns-policy.txt', content: 'Returns are accepted within 30 days of delivery.' })).json();
     expect(await workflowResult(tw.client, indexWorkflowId(file.id))).toEqual({ status: 'active', outcome: 'succeeded' });
-    // msgapp: message-send, msgapp-inbound, and the retry workflow of its message.inbound's delivery.
+    // msgapp: message-send, msgapp-inbound (a message with media: a text message is recorded by the webhook, with no
+    // workflow of its own), and the retry workflow of its message.inbound's delivery.
     const sent = await sendTemplate('+15557771234');
     expect(sent.statusCode).toBe(201);
-    const { providerMessageId } = await sandbox.injectInbound({ from: '+15557771234', to: PHONE_NUMBER_ID, text: 'thanks' });
+    const { providerMessageId } = await sandbox.injectInbound({
+      from: '+15557771234',
+      to: PHONE_NUMBER_ID,
+      text: 'thanks',
+      media: { kind: 'document', mimeType: 'text/plain', bytes: Buffer.from('Receipt for order 1234.'), filename: 'receipt.txt' },
+    });
     expect((await inboundDone(tw, providerMessageId)).status).toBe('recorded');
     await until('the delivery', () => row<{ status: string }>('select status from webhook_deliveries where subscription_id = ?', [subscriptionId]), (r) => r?.status === 'delivered');
     failFirstAttempts = false;
@@ -295,7 +301,7 @@ describe('search attributes', () => {
     const summary = async (workflowId: string) => (await tw.client.workflow.getHandle(workflowId).describe()).staticSummary();
     expect(await summary(indexWorkflowId(file.id))).toBe('returns-policy.txt');
     expect(await summary(messageSendWorkflowId(sent.json().id))).toBe('template order_update → …1234');
-    expect(await summary(`msgapp-inbound:${providerMessageId}`)).toBe('inbound text from …1234');
+    expect(await summary(`msgapp-inbound:${providerMessageId}`)).toBe('inbound document from …1234');
     expect(await summary(widgetUploadWorkflowId(up.json().upload_id))).toBe('notes.txt (text)');
     expect(await summary(`conversation:${conv.conversation_id}:task:index:${longId}`)).toBe('Reading lease.txt');
     expect(await summary(`conversation:${conv.conversation_id}`)).toBe('web chat conversation');

@@ -11,6 +11,7 @@ import { benchKbIndexing } from './kb-indexing';
 import { benchKbSearch } from './kb-search';
 import { benchKbUploadRss } from './kb-upload-rss';
 import { benchMsgappAgentReply } from './msgapp-agent-reply';
+import { benchMsgappInbound } from './msgapp-inbound';
 import { benchMsgappSend } from './msgapp-send';
 import { benchTranscribe } from './transcribe';
 import { benchVoice } from './voice';
@@ -28,6 +29,7 @@ const SECTIONS: Array<{ name: string; run: (log: (line: string) => void) => Prom
   { name: 'kb-upload-rss', run: benchKbUploadRss },
   { name: 'msgapp-send', run: benchMsgappSend },
   { name: 'msgapp-agent-reply', run: benchMsgappAgentReply },
+  { name: 'msgapp-inbound', run: benchMsgappInbound },
   { name: 'widget-reply', run: benchWidgetReply },
   { name: 'widget-sockets', run: benchWidgetSockets },
   { name: 'analytics', run: benchAnalytics },

@@ -4,7 +4,8 @@ import { p } from './common';
 /**
  * Transcript messages per workspace, UTC hour, channel and direction (`in`: the
  * customer's, `out`: the agent's and human agents'), kept by a trigger on chat_messages
- * (Migration20261125174000AnalyticsRollups): analytics read full hours here.
+ * (Migration20261125174000AnalyticsRollups): analytics read full hours here, summing the
+ * key's shards.
  */
 export const AnalyticsMessageHour = defineEntity({
   name: 'AnalyticsMessageHour',
@@ -14,6 +15,8 @@ export const AnalyticsMessageHour = defineEntity({
     hour: p.datetime().primary(),
     channel: p.text().primary(),
     direction: p.enum(['in', 'out'] as const).columnType('text').primary(),
+    /** One of 16 rows per key, by the writing connection (Migration20261129120000AnalyticsShards): readers sum them. */
+    shard: p.smallint().primary().default(0),
     messages: p.bigint('number').default(0),
   },
 });
@@ -55,6 +58,8 @@ export const AnalyticsConversationSlot = defineEntity({
   properties: {
     workspaceId: p.text().primary(),
     slot: p.datetime().primary(),
+    /** One of 16 rows per key, by the writing connection (Migration20261129120000AnalyticsShards): readers sum them. */
+    shard: p.smallint().primary().default(0),
     conversations: p.bigint('number').default(0),
   },
 });

@@ -40,6 +40,7 @@ import { Migration20261128233000InboxTimes } from './Migration20261128233000Inbo
 import { Migration20261129003000InboxMsgappFiles } from './Migration20261129003000InboxMsgappFiles';
 import { Migration20261129020000VoiceWorkers } from './Migration20261129020000VoiceWorkers';
 import { Migration20261129030000CallAnsweredBy } from './Migration20261129030000CallAnsweredBy';
+import { Migration20261129120000AnalyticsShards } from './Migration20261129120000AnalyticsShards';
 
 /** Every migration, in order. Listed explicitly so no file glob is needed at run time. */
 export const migrations = [
@@ -85,4 +86,5 @@ export const migrations = [
   { name: 'Migration20261129003000InboxMsgappFiles', class: Migration20261129003000InboxMsgappFiles },
   { name: 'Migration20261129020000VoiceWorkers', class: Migration20261129020000VoiceWorkers },
   { name: 'Migration20261129030000CallAnsweredBy', class: Migration20261129030000CallAnsweredBy },
+  { name: 'Migration20261129120000AnalyticsShards', class: Migration20261129120000AnalyticsShards },
 ];

@@ -8,4 +8,5 @@ runSuites([
   'api/msgapp-claim-migration',
   'api/credentials-migration',
   'db/entities-schema',
+  'db/analytics-shards',
 ]);

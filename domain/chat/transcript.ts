@@ -182,35 +182,37 @@ export class ChatTranscript {
    * `touchEm` while the row is read back.
    */
   async appendIn(em: EntityManager, m: NewChatMessage, touchEm: EntityManager = em): Promise<{ row: ChatMessageRow; created: boolean }> {
-    // Strictly increasing per conversation (1 ms after the newest), so `before` never splits a tie.
-    const newest = await em.findOne(ChatMessage, { conversationId: m.conversationId }, { orderBy: { createdAt: 'desc' }, fields: ['createdAt'] });
-    const createdAt = new Date(Math.max(Date.now(), newest ? newest.createdAt.getTime() + 1 : 0));
-    // Without a conflict target: a second insert of the id, or of the client message id
-    // (the partial unique index chat_messages_client_uq), does nothing.
-    const inserted = await em
-      .createQueryBuilder(ChatMessage)
-      .insert({
-        id: m.id,
-        workspaceId: m.workspaceId,
-        conversationId: m.conversationId,
-        role: m.role,
-        clientMessageId: m.clientMessageId ?? null,
-        replyTo: m.replyTo ?? null,
-        text: m.text,
-        attachments: m.attachments ?? [],
-        extras: compactExtras(m.extras ?? {}) as Record<string, unknown>,
-        unsolicited: m.unsolicited ?? false,
-        createdAt,
-      })
-      .onConflict()
-      .ignore();
-    if (inserted.affectedRows) {
-      // The conversation's clock and title, and the stored row read back, at once (a visitor's send waits for this).
-      const [row] = await Promise.all([
-        em.findOneOrFail(ChatMessage, { id: m.id }),
-        this.conversations.touchConversation(touchEm, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null),
-      ]);
-      return { row: rowOf(row), created: true };
+    // One statement: the row and its time, strictly increasing per conversation (1 ms after the newest, so `before`
+    // never splits a tie), read back as stored. raw SQL: the time is computed from the conversation's newest row in
+    // the insert itself, and the row comes back with RETURNING (the ORM's insert neither computes a value from a
+    // subquery nor returns the row): one round trip where there were three (a voice turn and a msgapp webhook wait on it).
+    // Without a conflict target: a second insert of the id, or of the client message id (the partial unique index
+    // chat_messages_client_uq), does nothing and returns nothing.
+    // eslint-disable-next-line no-restricted-syntax
+    const [inserted] = await em.execute<Record<string, unknown>[]>(
+      `insert into chat_messages (id, workspace_id, conversation_id, role, client_message_id, reply_to, text, attachments, extras, unsolicited, created_at)
+       values (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?,
+               greatest(?::timestamptz, (select max(created_at) + interval '1 millisecond' from chat_messages where conversation_id = ?)))
+       on conflict do nothing
+       returning *`,
+      [
+        m.id,
+        m.workspaceId,
+        m.conversationId,
+        m.role,
+        m.clientMessageId ?? null,
+        m.replyTo ?? null,
+        m.text,
+        JSON.stringify(m.attachments ?? []),
+        JSON.stringify(compactExtras(m.extras ?? {})),
+        m.unsolicited ?? false,
+        new Date(),
+        m.conversationId,
+      ],
+    );
+    if (inserted) {
+      await this.conversations.touchConversation(touchEm, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null);
+      return { row: rowOf(em.map(ChatMessage, inserted)), created: true };
     }
     const existing =
       (await em.findOne(ChatMessage, { id: m.id })) ??

@@ -136,15 +136,19 @@ export class ProviderEventService {
     return this.em.fork().transactional(async (em) => {
       const agent = await this.repos.agents.agentClaimingNumber(em, msg.phoneNumberId);
       if (!agent) return 'no_agent' as const;
+      // A message without media is recorded below under this id: the event names it from its insert.
+      const messageId = msg.media ? null : newId('msg');
       const inserted = await em
         .createQueryBuilder(MsgappInboundEvent)
-        .insert({ providerMessageId: msg.providerMessageId, workspaceId: agent.workspaceId, agentId: agent.id, message: msg as unknown as Record<string, unknown> })
+        .insert({ providerMessageId: msg.providerMessageId, workspaceId: agent.workspaceId, agentId: agent.id, message: msg as unknown as Record<string, unknown>, recordedMessageId: messageId })
         .onConflict('providerMessageId')
         .ignore();
       if (!inserted.affectedRows) return 'duplicate' as const;
-      if (!msg.media) {
+      if (messageId) {
         const party = await this.partyIn(em, agent.workspaceId, agent.id, msg);
-        await this.recordIn(em, msg, party, {}, agent.number ?? msg.displayPhoneNumber);
+        const recorded = await this.recordIn(em, msg, party, {}, agent.number ?? msg.displayPhoneNumber, messageId);
+        // The provider message id was recorded before without an event of its own (never expected): the event names that one.
+        if (recorded.outcome === 'duplicate') await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: msg.providerMessageId }, { recordedMessageId: null });
       }
       // raw SQL: pg_notify has no ORM form; in this transaction it is sent at its commit.
       // eslint-disable-next-line no-restricted-syntax
@@ -256,10 +260,12 @@ export class ProviderEventService {
     party: InboundParty,
     download: { media?: Record<string, unknown>; error?: string },
     number: string,
+    /** Set: the id the event already names (the webhook's record); else a new one, marked on the event here. */
+    namedId?: string,
   ): Promise<{ outcome: 'recorded' | 'duplicate'; messageId: string | null }> {
     const media = download.media ? [download.media] : undefined;
     const mediaError = download.error;
-    const messageId = newId('msg');
+    const messageId = namedId ?? newId('msg');
     const kind = msg.kind === 'location' ? 'location' : ['image', 'audio', 'video', 'document'].includes(msg.kind) ? msg.kind : msg.kind === 'voice' ? 'audio' : 'text';
     // raw SQL: the conflict target is the partial unique index on (workspace_id, provider_message_id) where
     // provider_message_id is not null; the ORM's onConflict cannot name its predicate.
@@ -273,7 +279,7 @@ export class ProviderEventService {
     if (!inserted.length) return { outcome: 'duplicate' as const, messageId: null };
     // The 24-hour window opens with the customer's message.
     await this.repos.conversations.markInboundReceived(em, party.conversationId);
-    await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: msg.providerMessageId }, { recordedMessageId: messageId });
+    if (!namedId) await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: msg.providerMessageId }, { recordedMessageId: messageId });
     await this.repos.conversations.addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
     // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
     await this.transcript.appendIn(em, {

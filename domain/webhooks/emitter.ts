@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { WebhookDelivery, WebhookEvent, WebhookSubscription } from '../../db/entities';
+import { WebhookDelivery } from '../../db/entities';
 import { newId } from '../../lib/ids';
 import { OUTBOX_CHANNEL, type EventEnvelope, type SubscribableEvent } from './events';
 import type { SubscriptionHealth } from './deliveries';
@@ -30,15 +30,28 @@ export class WebhookRepository {
     const eventId = newId('evt');
     const createdAt = new Date();
     const envelope: EventEnvelope = { id: eventId, event: type, created_at: createdAt.toISOString(), data };
-    await em.insert(WebhookEvent, { id: eventId, workspaceId, type, payload: JSON.stringify(envelope), createdAt });
-    const subs = await em.find(WebhookSubscription, { workspaceId, status: 'active', events: { $contains: [type] } }, { orderBy: { id: 'asc' }, fields: ['id'] });
+    // Two statements at most (an event is emitted inside request transactions: the msgapp webhook records one per
+    // inbound message and status). raw SQL: the event's insert and the read of its subscriptions in one statement,
+    // then the deliveries' insert and the NOTIFY in another; the ORM sends each of them on its own.
+    // eslint-disable-next-line no-restricted-syntax
+    const subs = await em.execute<{ id: string }[]>(
+      `with event as (insert into webhook_events (id, workspace_id, type, payload, created_at) values (?, ?, ?, ?, ?))
+       select id from webhook_subscriptions where workspace_id = ? and status = 'active' and events @> array[?]::text[] order by id`,
+      [eventId, workspaceId, type, JSON.stringify(envelope), createdAt, workspaceId, type],
+    );
     const deliveryIds = subs.map(() => newId('dlv'));
     if (subs.length) {
-      await em.insertMany(
-        WebhookDelivery,
-        subs.map((s, i) => ({ id: deliveryIds[i], workspaceId, eventId, subscriptionId: s.id, eventType: type, status: 'pending' as const })),
+      // Ids are prefix and hex: safe inside an array literal.
+      const array = (xs: string[]) => `{${xs.join(',')}}`;
+      // eslint-disable-next-line no-restricted-syntax
+      await em.execute(
+        `with deliveries as (
+           insert into webhook_deliveries (id, workspace_id, event_id, subscription_id, event_type, status)
+           select d.id, ?, ?, d.subscription_id, ?, 'pending' from unnest(?::text[], ?::text[]) as d (id, subscription_id)
+         )
+         select pg_notify(?, ?)`,
+        [workspaceId, eventId, type, array(deliveryIds), array(subs.map((x) => x.id)), OUTBOX_CHANNEL, workspaceId],
       );
-      await this.notifyOutbox(em, workspaceId);
     }
     return { eventId, deliveryIds };
   }

@@ -112,3 +112,43 @@ test('statuses move forward only; a replay is not appended; a late one is kept w
   const timeline = await q(`select data from conversation_events where conversation_id = ? and type = 'message.status'`, [party.conversationId]);
   expect(timeline).toEqual([{ data: { message_id: id, status: 'read' } }]);
 });
+
+test('concurrent, out-of-order and repeated status callbacks never move a message backwards: every callback is in the history once, the status ends at the highest, and each message.status event moves forward', async () => {
+  const events = c.services.providerEvents;
+  const party = (await events.inboundParty('wamid.1'))!;
+  const ids = [newId('msg'), newId('msg')];
+  for (const [i, id] of ids.entries()) {
+    await q(
+      `insert into messages (id, workspace_id, conversation_id, customer_id, agent_id, direction, source, channel, from_number, to_number, kind, text, content, status, provider_message_id)
+       values (?, ?, ?, ?, ?, 'outbound', 'api', 'msgapp', '+15550001111', '+15557770001', 'text', 'hi', '{}'::jsonb, 'sending', ?)`,
+      [id, ws, party.conversationId, party.customerId, agentId, `wamid.race.${i}`],
+    );
+  }
+  const at = (s: number) => new Date(Date.UTC(2026, 0, 2, 0, 0, s));
+  const update = (i: number, status: 'sent' | 'delivered' | 'read' | 'failed', second: number) =>
+    events.applyStatus({ providerMessageId: `wamid.race.${i}`, clientMessageId: ids[i], phoneNumberId: PHONE_NUMBER_ID, status, timestamp: at(second), recipient: '+15557770001' });
+  // Message 0: sent, delivered, read, each sent twice by the provider, all at once in an order that is not theirs.
+  // Message 1: the same with a failure at the end (final: nothing after it counts, and it counts after read).
+  const calls = [
+    ...(['read', 'sent', 'delivered', 'read', 'delivered', 'sent'] as const).map((s) => () => update(0, s, { sent: 1, delivered: 2, read: 3 }[s])),
+    ...(['read', 'failed', 'sent', 'delivered', 'failed'] as const).map((s) => () => update(1, s, { sent: 1, delivered: 2, read: 3, failed: 4 }[s])),
+  ];
+  for (let round = 0; round < 3; round++) await Promise.all([...calls].sort(() => Math.random() - 0.5).map((call) => call()));
+  const rows = await q<{ id: string; status: string; status_history: Array<{ status: string; at: string }> }>(`select id, status, status_history from messages where id in (?, ?)`, ids);
+  const row = (id: string) => rows.find((r) => r.id === id)!;
+  expect(row(ids[0]).status).toBe('read');
+  expect(row(ids[1]).status).toBe('failed');
+  // Each distinct callback (status and time) once, however often and in whatever order it came.
+  expect(row(ids[0]).status_history.map((h) => h.status).sort()).toEqual(['delivered', 'read', 'sent']);
+  expect(row(ids[1]).status_history.map((h) => h.status).sort()).toEqual(['delivered', 'failed', 'read', 'sent']);
+  const RANK: Record<string, number> = { sent: 1, delivered: 2, read: 3, failed: 4 };
+  for (const id of ids) {
+    const emitted = (await q<{ payload: string }>(`select payload from webhook_events where type = 'message.status' and payload::jsonb #>> '{data,message_id}' = ?`, [id])).map(
+      (e) => JSON.parse(e.payload).data.status as string,
+    );
+    // An event per change only: no status twice (a repeat or a late one emits nothing), the highest the message's.
+    expect(emitted.length).toBeGreaterThan(0);
+    expect(new Set(emitted).size).toBe(emitted.length);
+    expect(emitted.reduce((a, b) => (RANK[b] > RANK[a] ? b : a))).toBe(row(id).status);
+  }
+});

@@ -9,16 +9,10 @@ import { Migration } from '@mikro-orm/migrations';
  * `shard` chosen by the writing connection (`pg_backend_pid() % 16`): concurrent transactions are on different
  * connections, so they seldom share a row; readers add the shards up (they already summed by key). The counts stay exact.
  */
-export class Migration20261129120000AnalyticsShards extends Migration {
-  override async up(): Promise<void> {
-    this.addSql('alter table analytics_message_hours add column shard smallint not null default 0');
-    this.addSql('alter table analytics_message_hours drop constraint analytics_message_hours_pkey');
-    this.addSql('alter table analytics_message_hours add primary key (workspace_id, hour, channel, direction, shard)');
-    this.addSql('alter table analytics_conversation_slots add column shard smallint not null default 0');
-    this.addSql('alter table analytics_conversation_slots drop constraint analytics_conversation_slots_pkey');
-    this.addSql('alter table analytics_conversation_slots add primary key (workspace_id, slot, shard)');
-    this.addSql(`create function analytics_shard() returns smallint language sql volatile as $$ select (pg_backend_pid() % 16)::smallint $$`);
-    this.addSql(`
+/** The triggers' functions, with the counters' shard (up) or without it (down): the rest as Migration20261128221000AgentTry left them. */
+function chatMessageFunction(sharded: boolean): string {
+  const shard = (list: string, value: string) => (sharded ? `${list}, ${value}` : list);
+  return `
       create or replace function analytics_chat_message() returns trigger language plpgsql as $$
       declare
         msg chat_messages;
@@ -29,10 +23,10 @@ export class Migration20261129120000AnalyticsShards extends Migration {
         -- A test conversation's messages count nowhere either (as a conversation being deleted: no channel).
         select channel into ch from conversations where id = msg.conversation_id and not is_test;
         if ch is null then return null; end if;
-        insert into analytics_message_hours as h (workspace_id, hour, channel, direction, shard, messages)
+        insert into analytics_message_hours as h (${shard('workspace_id, hour, channel, direction', 'shard')}, messages)
         values (msg.workspace_id, date_trunc('hour', msg.created_at at time zone 'UTC') at time zone 'UTC', ch,
-                case when msg.role = 'user' then 'in' else 'out' end, analytics_shard(), case when tg_op = 'DELETE' then -1 else 1 end)
-        on conflict (workspace_id, hour, channel, direction, shard) do update set messages = h.messages + excluded.messages;
+                ${shard("case when msg.role = 'user' then 'in' else 'out' end", 'analytics_shard()')}, case when tg_op = 'DELETE' then -1 else 1 end)
+        on conflict (${shard('workspace_id, hour, channel, direction', 'shard')}) do update set messages = h.messages + excluded.messages;
         if tg_op = 'DELETE' then
           update analytics_conversations a set
             first_in_at = (select min(created_at) from chat_messages where conversation_id = a.conversation_id and role = 'user'),
@@ -51,70 +45,43 @@ export class Migration20261129120000AnalyticsShards extends Migration {
                  or (first_in_at is not null and msg.created_at > first_in_at and (first_reply_at is null or first_reply_at > msg.created_at)));
         end if;
         return null;
-      end $$`);
-    this.addSql(`
+      end $$`;
+}
+
+function conversationSlotFunction(sharded: boolean): string {
+  const shard = (list: string, value: string) => (sharded ? `${list}, ${value}` : list);
+  return `
       create or replace function analytics_conversation_slot() returns trigger language plpgsql as $$
       declare
         r analytics_conversations;
       begin
         r := case when tg_op = 'DELETE' then old else new end;
-        insert into analytics_conversation_slots as s (workspace_id, slot, shard, conversations)
-        values (r.workspace_id, date_bin('15 minutes', r.created_at, timestamptz '2000-01-01 00:00:00+00'), analytics_shard(), case when tg_op = 'DELETE' then -1 else 1 end)
-        on conflict (workspace_id, slot, shard) do update set conversations = s.conversations + excluded.conversations;
+        insert into analytics_conversation_slots as s (${shard('workspace_id, slot', 'shard')}, conversations)
+        values (${shard("r.workspace_id, date_bin('15 minutes', r.created_at, timestamptz '2000-01-01 00:00:00+00')", 'analytics_shard()')}, case when tg_op = 'DELETE' then -1 else 1 end)
+        on conflict (${shard('workspace_id, slot', 'shard')}) do update set conversations = s.conversations + excluded.conversations;
         return null;
       exception when foreign_key_violation then
         return null; -- the workspace is being deleted with everything in it
-      end $$`);
+      end $$`;
+}
+
+export class Migration20261129120000AnalyticsShards extends Migration {
+  override async up(): Promise<void> {
+    this.addSql('alter table analytics_message_hours add column shard smallint not null default 0');
+    this.addSql('alter table analytics_message_hours drop constraint analytics_message_hours_pkey');
+    this.addSql('alter table analytics_message_hours add primary key (workspace_id, hour, channel, direction, shard)');
+    this.addSql('alter table analytics_conversation_slots add column shard smallint not null default 0');
+    this.addSql('alter table analytics_conversation_slots drop constraint analytics_conversation_slots_pkey');
+    this.addSql('alter table analytics_conversation_slots add primary key (workspace_id, slot, shard)');
+    this.addSql(`create function analytics_shard() returns smallint language sql volatile as $$ select (pg_backend_pid() % 16)::smallint $$`);
+    this.addSql(chatMessageFunction(true));
+    this.addSql(conversationSlotFunction(true));
   }
 
   override async down(): Promise<void> {
     // Back to one row per key: the shards summed first.
-    this.addSql(`
-      create or replace function analytics_conversation_slot() returns trigger language plpgsql as $$
-      declare
-        r analytics_conversations;
-      begin
-        r := case when tg_op = 'DELETE' then old else new end;
-        insert into analytics_conversation_slots as s (workspace_id, slot, conversations)
-        values (r.workspace_id, date_bin('15 minutes', r.created_at, timestamptz '2000-01-01 00:00:00+00'), case when tg_op = 'DELETE' then -1 else 1 end)
-        on conflict (workspace_id, slot) do update set conversations = s.conversations + excluded.conversations;
-        return null;
-      exception when foreign_key_violation then
-        return null;
-      end $$`);
-    this.addSql(`
-      create or replace function analytics_chat_message() returns trigger language plpgsql as $$
-      declare
-        msg chat_messages;
-        ch text;
-      begin
-        msg := case when tg_op = 'DELETE' then old else new end;
-        if msg.role = 'tool' then return null; end if;
-        select channel into ch from conversations where id = msg.conversation_id and not is_test;
-        if ch is null then return null; end if;
-        insert into analytics_message_hours as h (workspace_id, hour, channel, direction, messages)
-        values (msg.workspace_id, date_trunc('hour', msg.created_at at time zone 'UTC') at time zone 'UTC', ch,
-                case when msg.role = 'user' then 'in' else 'out' end, case when tg_op = 'DELETE' then -1 else 1 end)
-        on conflict (workspace_id, hour, channel, direction) do update set messages = h.messages + excluded.messages;
-        if tg_op = 'DELETE' then
-          update analytics_conversations a set
-            first_in_at = (select min(created_at) from chat_messages where conversation_id = a.conversation_id and role = 'user'),
-            answered = exists (select 1 from chat_messages where conversation_id = a.conversation_id and role = 'assistant')
-          where a.conversation_id = msg.conversation_id;
-        elsif msg.role = 'user' then
-          update analytics_conversations set first_in_at = msg.created_at
-          where conversation_id = msg.conversation_id and (first_in_at is null or first_in_at > msg.created_at);
-        else
-          update analytics_conversations set
-            answered = answered or msg.role = 'assistant',
-            first_reply_at = case when first_in_at is not null and msg.created_at > first_in_at and (first_reply_at is null or first_reply_at > msg.created_at)
-                                  then msg.created_at else first_reply_at end
-          where conversation_id = msg.conversation_id
-            and ((msg.role = 'assistant' and not answered)
-                 or (first_in_at is not null and msg.created_at > first_in_at and (first_reply_at is null or first_reply_at > msg.created_at)));
-        end if;
-        return null;
-      end $$`);
+    this.addSql(conversationSlotFunction(false));
+    this.addSql(chatMessageFunction(false));
     this.addSql('drop function analytics_shard()');
     for (const [table, key] of [
       ['analytics_message_hours', 'workspace_id, hour, channel, direction'],

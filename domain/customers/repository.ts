@@ -22,7 +22,7 @@ export class CustomerRepository {
    * winner's is returned.
    */
   async customerForPhone(em: EntityManager, workspaceId: string, phone: string, opts: { name?: string | null } = {}): Promise<string> {
-    const held = await em.findOne(CustomerIdentity, { workspaceId, kind: 'phone', value: phone });
+    const held = await em.findOne(CustomerIdentity, { workspaceId, kind: 'phone', value: phone }, { fields: ['customerId'] });
     if (held) return held.customerId;
     const id = newId('cus');
     await em.insert(Customer, { id, workspaceId, phone, ...(opts.name !== undefined ? { name: opts.name } : {}) });

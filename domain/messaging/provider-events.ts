@@ -87,7 +87,8 @@ export class ProviderEventService {
       const m = await em.findOne(
         Message,
         { direction: 'outbound', agentId: agent.id, $or: [{ providerMessageId: update.providerMessageId }, { id: update.clientMessageId ?? '' }] },
-        { orderBy: { id: 'asc' }, lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true },
+        // Only what a status reads (not the message's content): 300 statuses a second at a carrier's full speed.
+        { orderBy: { id: 'asc' }, lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true, fields: ['id', 'workspaceId', 'conversationId', 'status', 'statusHistory', 'error'] },
       );
       if (!m) return 'unknown';
       // The provider re-sends callbacks it thinks were lost: the same status at the same time is recorded once.

@@ -368,8 +368,7 @@ export class VoiceAgent {
 
   /** The turn's transcript: its phrases' and then `tail`'s, with one space between. */
   private async withPhrases(tail: Promise<string>): Promise<string> {
-    // The phrases as they are now: one cut while this waits is not part of this transcript.
-    const phrases = [...this.phrases];
+    const phrases = this.phrases;
     const parts = await Promise.all([...phrases.map((p) => p.text), tail]);
     return joinPhrases(parts.map((text, i) => ({ text, midSentence: phrases[i]?.midSentence ?? false })));
   }
@@ -437,14 +436,11 @@ export class VoiceAgent {
 
   private partial(): void {
     const turn = this.utterance;
-    // The turn is probably ending (its final is about to start, which a partial would only delay), or held, or ending.
-    if (!turn || this.early || this.holding || this.vad.trailingSilenceMs >= SPECULATE_AFTER_MS) return;
-    // A long stretch without a pause becomes a phrase whether or not the last partial is still being transcribed (on a
-    // busy machine every tick could find one running).
+    if (!turn || this.partialRunning || this.early || this.holding || turn.length * FRAME_MS < PARTIAL_MIN_MS) return;
+    // The turn is probably ending: its final is about to start, which a partial would only delay.
+    if (this.vad.trailingSilenceMs >= SPECULATE_AFTER_MS) return;
     if ((turn.length - this.phraseEnd) * FRAME_MS >= PHRASE_FORCE_MS) this.cutPhrase(turn);
-    if (this.partialRunning || turn.length * FRAME_MS < PARTIAL_MIN_MS) return;
     const samples = concatFrames(turn.slice(this.phraseEnd));
-    const phrases = this.phrases.length;
     const queued = new AbortController();
     const stop = new AbortController();
     const running = {
@@ -452,8 +448,7 @@ export class VoiceAgent {
       running: stop,
       done: this.withPhrases(this.o.stt.transcribe(samples, stop.signal, { partial: true, whileQueued: queued.signal }))
         .then((text) => {
-          // A phrase cut since it started covers part of its audio: the next partial shows the words, not this one twice.
-          if (text && this.utterance === turn && this.phrases.length === phrases) this.frame('user', text, true);
+          if (text && this.utterance === turn) this.frame('user', text, true);
         })
         .catch((err) => {
           if (!queued.signal.aborted && !stop.signal.aborted) this.o.log?.warn({ err }, 'voice partial transcription failed');

@@ -34,21 +34,15 @@ const PARTIAL_MIN_MS = 600;
 const PHRASE_MIN_MS = 1000;
 /**
  * A caller who speaks on without a pause: once the audio not yet in a phrase is this long, a phrase is cut at the
- * quietest 60 ms between two words in its last PHRASE_CUT_WINDOW_MS (short of the last 200 ms, a word still being
+ * quietest 40 ms between two words in its last PHRASE_CUT_WINDOW_MS (short of the last 200 ms, a word still being
  * said) and transcribed while they go on, so a long sentence's final transcribes its last seconds only (a 7.1 s
  * sentence read without a pause: its final 0.95 s after the turn end when transcribed whole). The partials then
  * transcribe only what follows the phrase too.
  */
 const PHRASE_FORCE_MS = 3000;
 const PHRASE_CUT_WINDOW_MS = 1500;
-/**
- * The quietest 60 ms is taken as a gap between words only when this much quieter than the speech around it (RMS
- * ratio). Stricter cuts cost nothing in words: on the five librivox sentences (Moonshine base, cut as the agent cuts:
- * bench/lib/phrase-cuts.ts) 40 ms at 0.3 made 5 cuts and raised the word error rate 5.6 → 7.0 % (a cut in a stop
- * consonant's closure, inside a word, reads as a gap), 60 ms at 0.12 made 2 and kept 5.6 %, the 7.1 s sentence cut at 4.2 s.
- */
-const PHRASE_CUT_MAX_RATIO = 0.12;
-const PHRASE_CUT_FRAMES = 3;
+/** The quietest stretch is a gap between words only when this much quieter than the speech around it (RMS ratio). */
+const PHRASE_CUT_MAX_RATIO = 0.3;
 /** No audio from the caller for this long (a browser or phone that went away without a word): the session ends. */
 const MEDIA_SILENCE_TIMEOUT_MS = 20_000;
 /** Longest a goodbye may play before the leg closes anyway. */
@@ -360,7 +354,7 @@ export class VoiceAgent {
   private cutPhrase(turn: Int16Array[]): void {
     const start = this.phraseEnd;
     const from = Math.max(start + PHRASE_MIN_MS / FRAME_MS, turn.length - PHRASE_CUT_WINDOW_MS / FRAME_MS);
-    const gap = quietestRun(turn, from, turn.length - 200 / FRAME_MS, PHRASE_CUT_FRAMES);
+    const gap = quietestRun(turn, from, turn.length - 200 / FRAME_MS, 2);
     if (!gap || gap.ratio > PHRASE_CUT_MAX_RATIO) return;
     const text = this.o.stt.transcribe(concatFrames(turn.slice(start, gap.at))).catch(() => '');
     this.phrases.push({ frames: gap.at, text, midSentence: true });
@@ -620,7 +614,7 @@ export class VoiceAgent {
 
 /**
  * A turn's phrases as one transcript, one space between them. The speech-to-text model ends whatever it is given as a
- * sentence: where a phrase was cut between two words (`midSentence`), its closing punctuation (a comma too) goes and the next phrase
+ * sentence: where a phrase was cut between two words (`midSentence`), its closing punctuation goes and the next phrase
  * does not start with a capital ("had then. Leisure to" → "had then leisure to"; "I" stays).
  */
 export function joinPhrases(parts: Array<{ text: string; midSentence: boolean }>): string {
@@ -630,7 +624,7 @@ export function joinPhrases(parts: Array<{ text: string; midSentence: boolean }>
     let text = part.text.trim();
     if (!text) continue;
     if (lowerNext && !/^I\b/.test(text)) text = text[0].toLowerCase() + text.slice(1);
-    if (part.midSentence) text = text.replace(/[.?!,;:]+$/, '');
+    if (part.midSentence) text = text.replace(/[.?!]+$/, '');
     lowerNext = part.midSentence;
     out.push(text);
   }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { concatFrames, quietestRun } from '../../lib/audio/audio';
+import { concatFrames } from '../../lib/audio/audio';
 import type { CallRecorder } from './recorder';
 import type { SpeechRecognizer } from '../ports/speech';
 import type { SpeechSynthesizer } from '../ports/speech';
@@ -32,17 +32,6 @@ const PARTIAL_MIN_MS = 600;
  * 0.5-0.6 s after the turn end; its last phrase, a fraction). Shorter ones are transcribed again with what follows.
  */
 const PHRASE_MIN_MS = 1000;
-/**
- * A caller who speaks on without a pause: once the audio not yet in a phrase is this long, a phrase is cut at the
- * quietest 40 ms between two words in its last PHRASE_CUT_WINDOW_MS (short of the last 200 ms, a word still being
- * said) and transcribed while they go on, so a long sentence's final transcribes its last seconds only (a 7.1 s
- * sentence read without a pause: its final 0.95 s after the turn end when transcribed whole). The partials then
- * transcribe only what follows the phrase too.
- */
-const PHRASE_FORCE_MS = 3000;
-const PHRASE_CUT_WINDOW_MS = 1500;
-/** The quietest stretch is a gap between words only when this much quieter than the speech around it (RMS ratio). */
-const PHRASE_CUT_MAX_RATIO = 0.3;
 /** No audio from the caller for this long (a browser or phone that went away without a word): the session ends. */
 const MEDIA_SILENCE_TIMEOUT_MS = 20_000;
 /** Longest a goodbye may play before the leg closes anyway. */
@@ -165,8 +154,7 @@ export class VoiceAgent {
   private partialRunning: { done: Promise<void>; queued: AbortController; running: AbortController } | null = null;
   private early: Speculation | null = null;
   /** The turn's phrases so far (PHRASE_MIN_MS): the utterance's frames up to each one's end, and its transcript. */
-  /** `midSentence`: cut between two words with no pause (cutPhrase), so the punctuation the model ends it with is not the speaker's. */
-  private phrases: Array<{ frames: number; text: Promise<string>; midSentence?: boolean }> = [];
+  private phrases: Array<{ frames: number; text: Promise<string> }> = [];
   private overlap: Overlap | null = null;
   private frames: Promise<void> = Promise.resolve();
   /** Agent audio handed to the leg and not yet played (frames of each piece played so far), so a pause can resume it. */
@@ -350,21 +338,13 @@ export class VoiceAgent {
     this.early = null;
   }
 
-  /** A phrase cut in speech without a pause, at a gap between words (PHRASE_FORCE_MS); none when no clear gap is found yet. */
-  private cutPhrase(turn: Int16Array[]): void {
-    const start = this.phraseEnd;
-    const from = Math.max(start + PHRASE_MIN_MS / FRAME_MS, turn.length - PHRASE_CUT_WINDOW_MS / FRAME_MS);
-    const gap = quietestRun(turn, from, turn.length - 200 / FRAME_MS, 2);
-    if (!gap || gap.ratio > PHRASE_CUT_MAX_RATIO) return;
-    const text = this.o.stt.transcribe(concatFrames(turn.slice(start, gap.at))).catch(() => '');
-    this.phrases.push({ frames: gap.at, text, midSentence: true });
-  }
-
   /** The turn's transcript: its phrases' and then `tail`'s, with one space between. */
   private async withPhrases(tail: Promise<string>): Promise<string> {
-    const phrases = this.phrases;
-    const parts = await Promise.all([...phrases.map((p) => p.text), tail]);
-    return joinPhrases(parts.map((text, i) => ({ text, midSentence: phrases[i]?.midSentence ?? false })));
+    const parts = await Promise.all([...this.phrases.map((p) => p.text), tail]);
+    return parts
+      .map((t) => t.trim())
+      .filter(Boolean)
+      .join(' ');
   }
 
   private speechStarted(): void {
@@ -433,7 +413,6 @@ export class VoiceAgent {
     if (!turn || this.partialRunning || this.early || this.holding || turn.length * FRAME_MS < PARTIAL_MIN_MS) return;
     // The turn is probably ending: its final is about to start, which a partial would only delay.
     if (this.vad.trailingSilenceMs >= SPECULATE_AFTER_MS) return;
-    if ((turn.length - this.phraseEnd) * FRAME_MS >= PHRASE_FORCE_MS) this.cutPhrase(turn);
     const samples = concatFrames(turn.slice(this.phraseEnd));
     const queued = new AbortController();
     const stop = new AbortController();
@@ -610,25 +589,6 @@ export class VoiceAgent {
   private frame(speaker: TranscriptFrame['speaker'], text: string, partial: boolean): void {
     this.o.leg.sendTranscript({ type: 'transcript', speaker, text, timestamp: this.now(), partial });
   }
-}
-
-/**
- * A turn's phrases as one transcript, one space between them. The speech-to-text model ends whatever it is given as a
- * sentence: where a phrase was cut between two words (`midSentence`), its closing punctuation goes and the next phrase
- * does not start with a capital ("had then. Leisure to" → "had then leisure to"; "I" stays).
- */
-export function joinPhrases(parts: Array<{ text: string; midSentence: boolean }>): string {
-  const out: string[] = [];
-  let lowerNext = false;
-  for (const part of parts) {
-    let text = part.text.trim();
-    if (!text) continue;
-    if (lowerNext && !/^I\b/.test(text)) text = text[0].toLowerCase() + text.slice(1);
-    if (part.midSentence) text = text.replace(/[.?!]+$/, '');
-    lowerNext = part.midSentence;
-    out.push(text);
-  }
-  return out.join(' ');
 }
 
 /** Markdown and links read aloud badly: what a voice says of a chat reply. */

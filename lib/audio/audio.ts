@@ -127,28 +127,6 @@ export function rms(samples: Int16Array): number {
   return Math.sqrt(sum / samples.length) / 32768;
 }
 
-/**
- * The quietest run of `width` consecutive frames among frames[from, to) — in read or conversational speech, a gap
- * between two words — and how loud it is against the median frame of frames[from, to) (its RMS ÷ the median's: 0.1
- * is a clear gap, near 1 none). `at`: the frame index in the middle of the run. Null when the range is too short.
- */
-export function quietestRun(frames: Int16Array[], from: number, to: number, width: number): { at: number; ratio: number } | null {
-  if (to - from < width + 2) return null;
-  const levels = frames.slice(from, to).map((f) => rms(f));
-  const median = [...levels].sort((a, b) => a - b)[Math.floor(levels.length / 2)];
-  let best = -1;
-  let bestSum = Infinity;
-  for (let i = 0; i + width <= levels.length; i++) {
-    let sum = 0;
-    for (let j = i; j < i + width; j++) sum += levels[j];
-    if (sum < bestSum) {
-      bestSum = sum;
-      best = i;
-    }
-  }
-  return { at: from + best + Math.floor(width / 2), ratio: median > 0 ? bestSum / width / median : 1 };
-}
-
 /** Loudness in dBFS (RMS relative to full scale: a full-scale sine is about -3 dBFS; digital silence is -Infinity). */
 export function dbfs(samples: Int16Array): number {
   return 20 * Math.log10(rms(samples));

@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, defineUpdate, proxyActivities, setCurrentDetails, setHandler, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, allHandlersFinished, ApplicationFailure, CancellationScope, condition, defineQuery, defineUpdate, proxyActivities, setCurrentDetails, setHandler, TimeoutFailure } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { RecordingView } from '../domain/voice/sessions';
 import { recordOutcome, type Outcome } from './outcome';
@@ -93,6 +93,8 @@ export async function voiceSessionWorkflow(input: VoiceSessionInput): Promise<Vo
   phase = 'ended';
   finished = true;
   setCurrentDetails(`Voice session ${id} ended (${reason}); ${recordings.length} recordings saved.`);
+  // A stop waiting on `finished` answers before the run closes (an update left open when a run closes fails, as not found).
+  await condition(allHandlersFinished);
   return { outcome: recordOutcome(voiceOutcome(reason, stopRequested)), reason, recordings };
 }
 

@@ -37,9 +37,14 @@ export class VoiceWorkflows implements CallRuns, VoiceSessionRuns {
       if (status.name !== 'RUNNING') return { ended: true, recordings: (await handle.result()).recordings };
       return await handle.executeUpdate(stopVoiceUpdate);
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) throw new DomainError('not_found', `No voice session '${voiceSessionId}'`);
+      // An update to a run that closed meanwhile fails as not found: only a run that does not exist is a 404.
+      const state = await handle.describe().then(
+        (d) => d.status.name,
+        (e: unknown) => (e instanceof WorkflowNotFoundError ? 'NOT_FOUND' : null),
+      );
+      if (state === 'NOT_FOUND') throw new DomainError('not_found', `No voice session '${voiceSessionId}'`);
       // Ended between the two calls: its result has the recordings.
-      const done = await handle.result().catch(() => null);
+      const done = state && state !== 'RUNNING' ? await handle.result().catch(() => null) : null;
       if (done) return { ended: true, recordings: done.recordings };
       throw workflowUnavailable(`The voice session could not be reached (${(err as Error).message.slice(0, 200)})`);
     }

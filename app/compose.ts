@@ -29,10 +29,11 @@ import { BacklogReader } from './metrics-backlog';
 
 /**
  * What a process is: `api` serves HTTP (key cache, chat sockets), `worker` runs workflows
- * and activities (outbox relay, schedules), `both` is `npm start`, `cli` the admin
- * commands (no notifications, no Temporal).
+ * and activities (outbox relay, schedules), `both` is `npm start`'s main process, `relay`
+ * the outbox relay alone (worker/relay-main.ts: `npm start`'s second process), `cli` the
+ * admin commands (no notifications, no Temporal).
  */
-export type Role = 'api' | 'worker' | 'both' | 'cli';
+export type Role = 'api' | 'worker' | 'both' | 'relay' | 'cli';
 
 /** What tests and benchmarks replace; anything given here is the caller's, and `close()` leaves it open. */
 export interface ComposeOverrides {
@@ -306,7 +307,8 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       // Metrics (app/metrics.ts): the database gauges read at scrape time, and METRICS_PORT's listener when set.
       const backlog = new BacklogReader(orm.em, { webhooks: services.repos.webhooks, kb: services.repos.kb, voice: services.voice });
       onClose(setBacklogSource(() => backlog.read(), (err) => log.warn({ err }, 'metrics: backlog gauges not read')), 'metrics backlog gauges');
-      if (config.METRICS_PORT !== undefined) onClose((await serveMetrics(config.METRICS_HOST, config.METRICS_PORT, config.METRICS_TOKEN ?? null)).close, 'metrics listener');
+      // One metrics listener per installation's process group: a relay beside `npm start`'s main process does not take its port.
+      if (config.METRICS_PORT !== undefined && opts.role !== 'relay') onClose((await serveMetrics(config.METRICS_HOST, config.METRICS_PORT, config.METRICS_TOKEN ?? null)).close, 'metrics listener');
     }
 
     // Every client and worker of the process encrypts what it hands Temporal (lib/crypto/payload-codec.ts).

@@ -111,6 +111,11 @@ export const configSchema = z.object({
   CONCIERGE_WEBHOOK_INLINE_CONCURRENCY: nonNegativeInt(64),
   /** Of those, at most this many to one subscription: a slow endpoint holds only its own deliveries. */
   CONCIERGE_WEBHOOK_INLINE_PER_SUBSCRIPTION: positiveInt(16),
+  /**
+   * `npm start` only: `on` runs the outbox relay (webhook deliveries' first attempts, KB indexing starts, inbound msgapp
+   * hand-offs) in a second process (worker/relay-main.ts), so both cores of a small machine run Node; `off`: one process.
+   */
+  CONCIERGE_RELAY_PROCESS: z.preprocess(emptyToUndefined, z.enum(['on', 'off']).default('on')),
   /** Uploaded bytes (content-addressed). Unset: <data dir>/blobs. With the s3 driver only temporary files (uploads being staged, files being extracted) live here. */
   CONCIERGE_STORAGE_DIR: optionalString,
   /** Where uploaded bytes are kept: `local` (CONCIERGE_STORAGE_DIR) or `s3` (an S3-compatible bucket, S3_*). */

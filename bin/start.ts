@@ -1,5 +1,5 @@
-// `npm start`: the whole service in one process on embedded defaults, no configuration
-// needed. API + worker here; Temporal dev server and (if needed) PostgreSQL as children.
+// `npm start`: the whole service on embedded defaults, no configuration needed. API + worker
+// here, the outbox relay in a second process; Temporal dev server and (if needed) PostgreSQL as children.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,6 +12,7 @@ import { pickPort } from '../dev/embedded/ports';
 import { findTemporalCli, startDevServer, type DevServer } from '../dev/embedded/temporal';
 import { connectWorker, installRuntimeFor } from '../worker/connection';
 import { startWorker } from '../worker/runtime';
+import { startRelayProcess } from '../worker/relay-process';
 import { preloadModels } from '../worker/preload';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/namespace-attributes';
 import { localIceCidrs } from '../providers/webrtc/ice';
@@ -62,15 +63,17 @@ export interface Started {
   composition: Composition;
   /** The API's origin. */
   base: string;
+  /** The outbox relay's process, when it runs apart (CONCIERGE_RELAY_PROCESS=on). */
+  relayPid: () => number | undefined;
   /** Stops everything started, last first. */
   stop(): Promise<void>;
 }
 
 /**
- * The whole service in this process: PostgreSQL (the configured one, or an embedded one),
- * Temporal (the configured one, or an embedded dev server), the msgapp sandbox when no
- * provider is configured, then one composition (role `both`) serving the API and
- * running the worker.
+ * The whole service: PostgreSQL (the configured one, or an embedded one), Temporal (the
+ * configured one, or an embedded dev server), the msgapp sandbox when no provider is
+ * configured, then one composition (role `both`) serving the API and running the worker
+ * in this process, and the outbox relay in a second one (CONCIERGE_RELAY_PROCESS).
  */
 export async function startAll(config: Config, onWorkerStopped: (err: unknown) => void): Promise<Started> {
   const dir = dataDir(config);
@@ -140,8 +143,18 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     stops.push(() => c.close());
     // The voice turn's models load while the worker starts (the first call is then as fast as the rest).
     void preloadModels(c);
-    const worker = await startWorker(c);
+    // The outbox relay in a second process by default (CONCIERGE_RELAY_PROCESS), so its deliveries run on the other core.
+    const relayApart = config.CONCIERGE_RELAY_PROCESS === 'on';
+    const worker = await startWorker(c, { dispatcher: !relayApart });
     worker.running.catch(onWorkerStopped);
+    let relayPid = () => undefined as number | undefined;
+    if (relayApart) {
+      const relay = await startRelayProcess({ config, databaseUrl: db.url, temporalAddress });
+      // Stopped before the composition closes (stops run last first): no relayed work is cut off by a closed pool.
+      stops.push(() => relay.stop());
+      relayPid = relay.pid;
+      say(`relay:       outbox relay in process ${relay.pid()} (webhook deliveries, KB indexing starts, inbound msgapp hand-offs; CONCIERGE_RELAY_PROCESS=off keeps it here)`);
+    }
     const rateStore = rateLimitStoreKind(config, 'memory');
     const { app } = await startApi(c, { rateStore });
     await app.listen({ host: config.HOST, port });
@@ -155,7 +168,7 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     const claim = await claimFreshInstall(c);
     if (claim) say(`console:     ${config.PUBLIC_BASE_URL}/console/   first owner ${claim.user.email}: sign in once at ${claim.link.url} (valid until ${claim.link.expires_at}; choose a password there)`);
     else say(`console:     ${config.PUBLIC_BASE_URL}/console/`);
-    return { composition: c, base, stop };
+    return { composition: c, base, relayPid, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -89,35 +89,46 @@ export async function startWorker(c: Composition, opts: WorkerRuntimeOptions = {
     if (worker.getState() === 'RUNNING') worker.shutdown();
     await running.catch(() => undefined);
   }, 'Temporal worker (drain)');
-  let dispatcher: OutboxDispatcher | null = null;
-  if (opts.dispatcher !== false) {
-    const config = c.config;
-    // The relay's starts are eager when its client shares this worker's native connection: the first workflow task comes back with the start.
-    const eager = c.temporal.native !== null;
-    dispatcher = new OutboxDispatcher(
-      c.notifications,
-      [
-        webhookDeliveries(
-          c.services.deliveries,
-          client,
-          {
-            taskQueue,
-            backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS,
-            timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS,
-            inline: { overall: config.CONCIERGE_WEBHOOK_INLINE_CONCURRENCY, perSubscription: config.CONCIERGE_WEBHOOK_INLINE_PER_SUBSCRIPTION },
-            eager,
-          },
-          c.log,
-        ),
-        kbIndexing(c.em, client, { taskQueue, eager }),
-        msgappInbound(c.services.providerEvents, client, { taskQueue, eager, actor: conversations, log: c.log }),
-      ],
-      c.log,
-    );
-    await dispatcher.start();
-    c.onClose(() => dispatcher!.stop(), 'outbox relay');
-  }
+  const dispatcher = opts.dispatcher === false ? null : await startRelay(c);
   return { worker, running, dispatcher };
+}
+
+/**
+ * The outbox relay on a composition's LISTEN connection: webhook deliveries' first attempts (a retry workflow for
+ * those that fail), knowledge-base indexing starts and inbound msgapp messages' hand-offs. In the worker process, or
+ * a process of its own (worker/relay-main.ts: `npm start` runs one beside its API and worker). It stops with the
+ * composition's `close()`. Its starts are eager when its client shares a worker's native connection (the first
+ * workflow task comes back with the start).
+ */
+export async function startRelay(c: Composition): Promise<OutboxDispatcher> {
+  if (!c.temporal) throw new Error('the outbox relay needs a composition connected to Temporal (temporalAddress)');
+  if (!c.notifications || !c.workflows) throw new Error('the outbox relay needs a composition with notifications (role worker, both or relay)');
+  const { client, taskQueue } = c.temporal;
+  const config = c.config;
+  const eager = c.temporal.native !== null;
+  const dispatcher = new OutboxDispatcher(
+    c.notifications,
+    [
+      webhookDeliveries(
+        c.services.deliveries,
+        client,
+        {
+          taskQueue,
+          backoffMs: config.CONCIERGE_WEBHOOK_BACKOFF_MS,
+          timeoutMs: config.CONCIERGE_WEBHOOK_TIMEOUT_MS,
+          inline: { overall: config.CONCIERGE_WEBHOOK_INLINE_CONCURRENCY, perSubscription: config.CONCIERGE_WEBHOOK_INLINE_PER_SUBSCRIPTION },
+          eager,
+        },
+        c.log,
+      ),
+      kbIndexing(c.em, client, { taskQueue, eager }),
+      msgappInbound(c.services.providerEvents, client, { taskQueue, eager, actor: c.workflows.conversations, log: c.log }),
+    ],
+    c.log,
+  );
+  await dispatcher.start();
+  c.onClose(() => dispatcher.stop(), 'outbox relay');
+  return dispatcher;
 }
 
 /** The worker's voice media runner (null when speech is missing either way: /voice/start answers 503 then). */

@@ -20,6 +20,7 @@ import type { Services } from '../../app/services';
 import { findTemporalCli, startDevServer, type DevServer } from '../../dev/embedded/temporal';
 import { connectWorker } from '../../worker/connection';
 import { installRuntime, startWorker } from '../../worker/runtime';
+import { startRelayProcess } from '../../worker/relay-process';
 import { lastUserText, startFakeLlm, type FakeLlmOptions } from '../../dev/fakes/fake-llm';
 import { OpenAiCompatibleModel } from '../../providers/llm/model';
 import type { Cleanup } from './child';
@@ -140,6 +141,8 @@ export interface StackSettings extends ComposeSettings {
   oneProcess?: boolean;
   /** The API's overrides when apart (default: the worker's). */
   apiOverrides?: ComposeOverrides;
+  /** With `oneProcess`: the outbox relay in a process of its own, as `npm start` runs it (CONCIERGE_RELAY_PROCESS=on). */
+  relayApart?: boolean;
   /** Runs on the worker's composition before the worker starts. */
   instrument?: (c: Composition) => void;
   onVoiceTurn?: NonNullable<Parameters<typeof startWorker>[1]>['onVoiceTurn'];
@@ -155,7 +158,12 @@ export async function benchStack(b: Bench, s: StackSettings = {}): Promise<{ dev
   }
   const c = await benchCompose(b, 'both', { ...s, temporalAddress: dev.address, connectWorker });
   s.instrument?.(c);
-  await startWorker(c, run);
+  await startWorker(c, { ...run, dispatcher: !s.relayApart });
+  if (s.relayApart) {
+    // As bin/start.ts: worker/relay-main.ts forked with this composition's configuration (overrides stay here).
+    const relay = await startRelayProcess({ config: c.config, databaseUrl: b.db.url, temporalAddress: dev.address });
+    b.cleanup.push(['relay process', () => relay.stop()]);
+  }
   return { dev, worker: c, api: await serveApi(c) };
 }
 

@@ -1,6 +1,6 @@
-// `npm start`'s process (bin/start.ts startAll, in this process) builds one service graph:
+// `npm start`'s main process (bin/start.ts startAll, in this process) builds one service graph:
 // one ORM, one LISTEN connection, one embedder, one extraction pool whose cap holds across
-// the API and the worker.
+// the API and the worker; the outbox relay runs in a second process, started again when it dies.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -75,7 +75,7 @@ afterAll(async () => {
   fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
-test('npm start holds one ORM, one LISTEN connection, one embedder and one extraction pool, whose cap holds', async () => {
+test("npm start's main process holds one ORM, one LISTEN connection, one embedder and one extraction pool, whose cap holds", async () => {
   const c = started.composition;
   const ws = await createWorkspace(db.orm);
   const { key } = await c.services.apiKeys.create(ws, 'one process', ['kb:read', 'kb:write']);
@@ -122,7 +122,8 @@ test('npm start holds one ORM, one LISTEN connection, one embedder and one extra
   const listening = await db.orm.em
     .fork()
     .execute<{ n: string }[]>(`select count(*) as n from pg_stat_activity where datname = current_database() and application_name = 'concierge notifications'`);
-  expect(Number(listening[0].n)).toBe(1);
+  // This process's, and the relay process's.
+  expect(Number(listening[0].n)).toBe(2);
   // The API's widget uploads and the worker's indexing draw on that one pool.
   expect(c.indexing).toBeDefined();
   expect((c.services.uploads as unknown as { deps: { extract: unknown } }).deps.extract).toBe(c.extract);
@@ -160,5 +161,33 @@ test("npm start's msgapp sandbox: a customer writes, the agent's reply reaches t
     (await db.orm.em.fork().execute<Array<{ status: string }>>(`select status from messages where workspace_id = ? and source = 'agent'`, [ws])).map((r) => r.status);
   while (!(await statuses()).includes('read') && Date.now() < deadline + 10_000) await sleep(100);
   expect(await statuses()).toEqual(['read']);
+  expect(workerStopped).toEqual([]);
+}, 90_000);
+
+test('the outbox relay runs in a process of its own; killed, it is started again and relays what waited', async () => {
+  const c = started.composition;
+  const first = started.relayPid();
+  expect(first).toBeDefined();
+  expect(first).not.toBe(process.pid);
+  expect(fs.readFileSync(`/proc/${first}/cmdline`, 'utf8')).toMatch(/relay-main/);
+  process.kill(first!, 'SIGKILL');
+  // A file uploaded while no relay runs: its indexing start waits in the outbox for the next relay.
+  const ws = await createWorkspace(db.orm);
+  const { key } = await c.services.apiKeys.create(ws, 'relay', ['kb:read', 'kb:write']);
+  recordSecret('api key', key);
+  const auth = { authorization: `Bearer ${key}` };
+  const body = multipart([{ name: 'file', value: '# Shipping\n\nOrders ship within two days.', filename: 'shipping.md', type: 'text/markdown' }]);
+  const res = await fetch(`${started.base}/api/v1/kb/files`, { method: 'POST', headers: { ...auth, ...body.headers }, body: body.payload });
+  expect(res.status).toBe(201);
+  const id = ((await res.json()) as { id: string }).id;
+  const deadline = Date.now() + 60_000;
+  let status = '';
+  while (Date.now() < deadline) {
+    status = ((await (await fetch(`${started.base}/api/v1/kb/files/${id}`, { headers: auth })).json()) as { status: string }).status;
+    if (status === 'active') break;
+    await sleep(100);
+  }
+  expect(status).toBe('active');
+  expect(started.relayPid()).not.toBe(first);
   expect(workerStopped).toEqual([]);
 }, 90_000);

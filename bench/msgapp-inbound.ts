@@ -62,7 +62,7 @@ const inboundBody = (wamid: string, from: string, text: string) =>
 const statusBody = (wamid: string, status: 'sent' | 'delivered' | 'read', recipient: string) =>
   envelope({ statuses: [{ id: wamid, status, timestamp: unix(), recipient_id: recipient, ...(status === 'read' ? {} : { pricing: { billable: false, pricing_model: 'PMP', type: 'free_customer_service', category: 'service' } }) }] });
 
-// ---- The carrier: a process of its own POSTing to the webhook (the measuring process serves it and the receiver).
+// ---- The carrier: a process of its own POSTing to the webhook (the measuring process serves it).
 
 /** `schedule`: each body at its offset (ms) from the start, whatever the answers (open loop); `lanes`: `concurrency` at a time. */
 type CarrierRequest = { kind: 'schedule'; posts: Array<{ at: number; body: string }> } | { kind: 'lanes'; bodies: string[]; concurrency: number };
@@ -106,53 +106,102 @@ const carrierRole = () =>
     return { handle };
   });
 
+// ---- The subscriber: a process of its own (a customer's backend), HTTPS with the test certificate, 200 at once.
+
+type SubscriberRequest = { kind: 'take' } | { kind: 'verify'; secret: string };
+/** Receipts since the last take: message.inbound events by their text and plain POSTs by their id, with when (epoch ms). */
+type SubscriberTake = { events: Array<[text: string, at: number]>; plain: Array<[id: string, at: number]>; duplicates: number };
+/** Events whose signature does not verify with the subscription's secret, of all received. */
+type SubscriberVerdict = { bad: number; checked: number };
+type SubscriberAnswer = SubscriberTake | SubscriberVerdict;
+
+const subscriberRole = () =>
+  serveRole<SubscriberRequest, SubscriberAnswer>(async () => {
+    const pki = JSON.parse(fs.readFileSync(process.env[PKI_FILE_ENV]!, 'utf8')) as TestPki;
+    const epoch = () => performance.timeOrigin + performance.now();
+    const seen = new Set<string>();
+    const signed: Array<{ body: Buffer; signature: string }> = [];
+    let events: SubscriberTake['events'] = [];
+    let plain: SubscriberTake['plain'] = [];
+    let duplicates = 0;
+    const receiver = await startHttpsReceiver({
+      pki,
+      handler: (req, res) => {
+        const at = epoch();
+        res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+        receiver.hits.length = 0; // its record of every request is not needed here
+        const id = String(req.headers['x-concierge-delivery'] ?? '');
+        if (!id.startsWith('dlv_')) return void plain.push([id, at]);
+        const text = String((JSON.parse(req.rawBody.toString('utf8')) as { data?: { text?: unknown } }).data?.text ?? '');
+        if (seen.has(text)) return void duplicates++;
+        seen.add(text);
+        events.push([text, at]);
+        signed.push({ body: req.rawBody, signature: String(req.headers['x-concierge-signature'] ?? '') });
+      },
+    });
+    const handle = async (r: SubscriberRequest): Promise<SubscriberAnswer> => {
+      if (r.kind === 'take') {
+        const got = { events, plain, duplicates };
+        events = [];
+        plain = [];
+        return got;
+      }
+      let bad = 0;
+      for (const { body, signature } of signed) {
+        try {
+          verifyWebhook(body, signature, r.secret);
+        } catch {
+          bad++;
+        }
+      }
+      return { bad, checked: signed.length };
+    };
+    return { ready: { url: receiver.url, port: receiver.port }, handle, stop: () => receiver.close() };
+  });
+
 /** A check with an inclusive goal (`<=` or `>=`). */
 const within = (name: string, value: number, unit: string, op: '<=' | '>=', limit: number): Check => ({ name, value, unit, goal: `${op} ${limit}`, pass: op === '<=' ? value <= limit : value >= limit });
 
 async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<Result> {
   const s = loadInboundSettings();
-  const pki = JSON.parse(fs.readFileSync(process.env[PKI_FILE_ENV]!, 'utf8')) as TestPki;
   const epochToLocal = (at: number) => at - performance.timeOrigin;
   const customerNumber = (i: number) => `155530${String(i % s.customers).padStart(5, '0')}`;
 
-  // ---- The subscriber: HTTPS with the test certificate, 200 at once; each message.inbound's receipt by its text.
-  const receipts = new Map<string, { at: number; body: Buffer; signature: string }>();
+  // ---- The subscriber: a process of its own (the customer's backend); each message.inbound's receipt by its text.
+  const subscriber = await forkRole<SubscriberRequest, SubscriberAnswer, { url: string; port: number }>(__filename, 'subscriber', cleanup);
+  const receipts = new Map<string, number>();
   const plainReceived = new Map<string, number>();
   let duplicates = 0;
-  const receiver = await startHttpsReceiver({
-    pki,
-    handler: (req, res) => {
-      const at = now();
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
-      receiver.hits.length = 0; // its record of every request is not needed here
-      const id = String(req.headers['x-concierge-delivery'] ?? '');
-      if (!id.startsWith('dlv_')) return void plainReceived.set(id, at);
-      const text = String((JSON.parse(req.rawBody.toString('utf8')) as { data?: { text?: unknown } }).data?.text ?? '');
-      if (receipts.has(text)) duplicates++;
-      else receipts.set(text, { at, body: req.rawBody, signature: String(req.headers['x-concierge-signature'] ?? '') });
-    },
-  });
-  cleanup.push(['receiver', () => receiver.close()]);
-  const hookUrl = `${receiver.url}/hook`;
+  /** What the subscriber received since the last call, its times made this process's. */
+  const sync = async () => {
+    const got = (await subscriber.call({ kind: 'take' })) as SubscriberTake;
+    for (const [text, at] of got.events) receipts.set(text, epochToLocal(at));
+    for (const [id, at] of got.plain) plainReceived.set(id, epochToLocal(at));
+    duplicates = got.duplicates;
+  };
+  const hookUrl = `${subscriber.ready.url}/hook`;
 
-  // ---- One composition (role both) as `npm start`, its relay delivering to loopback; the sandbox is the provider it would call.
+  // ---- As `npm start`: one composition (role both) and the outbox relay in a process of its own, delivering to loopback; the sandbox is the provider it would call.
   const bench = await setUpBench(cleanup);
   const numbers = [{ phoneNumberId: NUMBER.id, displayPhoneNumber: NUMBER.display, accessToken: 'bench-token' }];
   const sandbox = await startMsgappSandbox({ appSecret: APP_SECRET, numbers });
   cleanup.push(['msgapp sandbox', () => sandbox.close()]);
   const config = { MSGAPP_API_BASE: sandbox.url, MSGAPP_APP_SECRET: APP_SECRET, MSGAPP_VERIFY_TOKEN: 'bench-verify', CONCIERGE_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8' };
-  // The service's own time per item (the webhook's transaction), beside the carrier's: a slow answer is slow work or a queue.
-  const inService = { accept: [] as number[], applyStatus: [] as number[] };
+  // The service's own time per transaction (the webhook batches what arrives together) and the batches' sizes,
+  // beside the carrier's: a slow answer is slow work or a queue.
+  const inService = { acceptMany: [] as number[], applyStatuses: [] as number[] };
+  const batchSizes = { acceptMany: [] as number[], applyStatuses: [] as number[] };
   const instrument = (c: Composition) => {
-    for (const method of ['accept', 'applyStatus'] as const) {
+    for (const method of ['acceptMany', 'applyStatuses'] as const) {
       const started = new Map<object, number>();
-      around(c.services.providerEvents as Pick<typeof c.services.providerEvents, typeof method>, method, (item: object) => void started.set(item, now()), (_r, item: object) => {
-        inService[method].push(now() - started.get(item)!);
-        started.delete(item);
+      around(c.services.providerEvents as Pick<typeof c.services.providerEvents, typeof method>, method, (items: unknown[]) => void started.set(items, now()), (_r, items: unknown[]) => {
+        inService[method].push(now() - started.get(items)!);
+        batchSizes[method].push(items.length);
+        started.delete(items);
       });
     }
   };
-  const { dev, api } = await benchStack(bench, { oneProcess: true, config, instrument });
+  const { dev, api } = await benchStack(bench, { oneProcess: true, relayApart: true, config, instrument });
   const subscription = await api.c.services.subscriptions.create(bench.workspaceId, hookUrl, ['message.inbound']);
   const credentialId = (await api.c.services.credentials.create(bench.workspaceId, 'msgapp_access_token', 'bench number', 'bench-token')).id;
   // No sender action: the agent does not answer, so no agent turn runs and the subscriber path is measured alone.
@@ -165,8 +214,8 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const webhookUrl = `${api.url}/webhooks/msgapp`;
   const carrier = await forkRole<CarrierRequest, Ack[]>(__filename, 'carrier', cleanup, { BENCH_MSGAPP_INBOUND_URL: webhookUrl });
   log(
-    `  setup: one composition (role both, outbox relay running, as npm start) at ${webhookUrl}, Temporal dev server ${dev.address}, ` +
-      `agent ${agentId} without a sender action (no agent turn), subscriber ${hookUrl} (message.inbound), carrier process with ${CARRIER_SOCKETS} keep-alive connections, messages from ${s.customers} customers in turn`,
+    `  setup: as npm start, one composition (role both) at ${webhookUrl} and the outbox relay in a process of its own, Temporal dev server ${dev.address}, ` +
+      `agent ${agentId} without a sender action (no agent turn), subscriber process ${hookUrl} (message.inbound), carrier process with ${CARRIER_SOCKETS} keep-alive connections, messages from ${s.customers} customers in turn`,
   );
 
   // ---- Messages: a unique text each, from the customers in turn.
@@ -181,7 +230,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const db = bench.db.orm.em.fork();
   /** Every message's event received, and nothing left for the relay (inbound hand-offs, deliveries): the next phase starts clean. */
   async function settle(msgs: Msg[], what: string): Promise<void> {
-    await waitFor(() => received(msgs) === msgs.length, s.timeoutSeconds * 1000, () => `${what}: ${received(msgs)} of ${msgs.length} message.inbound events received`);
+    await waitFor(async () => (await sync(), received(msgs) === msgs.length), s.timeoutSeconds * 1000, () => `${what}: ${received(msgs)} of ${msgs.length} message.inbound events received`);
     const pending = async () => {
       const [{ n }] = await db.execute<Array<{ n: string }>>(
         `select (select count(*) from msgapp_inbound_events where dispatched_at is null) + (select count(*) from webhook_deliveries where status <> 'delivered') as n`,
@@ -193,7 +242,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const non200 = (acks: Ack[]) => acks.filter((a) => a.status !== 200).length;
   const statusCounts = (acks: Ack[]) => acks.reduce<Record<string, number>>((c, a) => ({ ...c, [String(a.status)]: (c[String(a.status)] ?? 0) + 1 }), {});
   /** POST start -> receipt of each message's event (ms), in the order of `msgs`. */
-  const toReceipt = (msgs: Msg[], acks: Ack[]) => msgs.map((m, i) => receipts.get(m.text)!.at - epochToLocal(acks[i].start));
+  const toReceipt = (msgs: Msg[], acks: Ack[]) => msgs.map((m, i) => receipts.get(m.text)! - epochToLocal(acks[i].start));
   /** Messages whose provider id does not have exactly one row in `messages`. */
   async function notStoredOnce(wamids: string[]): Promise<number> {
     const rows = await db.execute<Array<{ n: string }>>('select count(*) as n from messages where provider_message_id in (?) group by provider_message_id having count(*) = 1', [wamids]);
@@ -239,8 +288,10 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     posts.push({ at: i * step, body: inbound ? loadMsgs[m++].body : statusPosts[st++] });
   }
   log(`  (A) offering ${INBOUND_PER_SEC} messages/s + ${STATUSES_PER_SEC} statuses/s for ${s.seconds} s (${posts.length} POSTs on schedule, one item each)...`);
-  const resetInService = () => Object.values(inService).forEach((xs) => (xs.length = 0));
-  const inServiceLine = () => `in the service: accept ${p50p99(spread(inService.accept))}` + (inService.applyStatus.length ? `; applyStatus ${p50p99(spread(inService.applyStatus))}` : '');
+  const resetInService = () => [...Object.values(inService), ...Object.values(batchSizes)].forEach((xs) => (xs.length = 0));
+  const batchLine = (method: keyof typeof inService) =>
+    `${method} ${p50p99(spread(inService[method]))} per transaction, ${inService[method].length} transactions of ${mean(batchSizes[method]).toFixed(1)} on average (largest ${Math.max(...batchSizes[method])})`;
+  const inServiceLine = () => `in the service: ${batchLine('acceptMany')}` + (inService.applyStatuses.length ? `; ${batchLine('applyStatuses')}` : '');
   resetInService();
   const loadAcks = await carrier.call({ kind: 'schedule', posts });
   const loadInService = inServiceLine();
@@ -285,7 +336,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     const acks = await carrier.call({ kind: 'lanes', bodies: msgs.map((m) => m.body), concurrency: s.concurrency });
     if (non200(acks)) throw new Error(`(B2) round ${round}: the webhook answered ${JSON.stringify(statusCounts(acks))}`);
     await settle(msgs, `(B2) round ${round}`);
-    const seconds = (Math.max(...msgs.map((m) => receipts.get(m.text)!.at)) - Math.min(...acks.map((a) => epochToLocal(a.start)))) / 1000;
+    const seconds = (Math.max(...msgs.map((m) => receipts.get(m.text)!)) - Math.min(...acks.map((a) => epochToLocal(a.start)))) / 1000;
     return runStats('msgapp-inbound', round, seconds, s.events, toReceipt(msgs, acks), s.concurrency, { '200': s.events });
   }
   // The baseline, as webhook-fanout's `plain`: a similar signed body straight to the subscriber, a fresh TLS connection per POST.
@@ -299,13 +350,14 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
         const data = { message_id: `msg_${id}`, channel: 'msgapp', from: `+${customerNumber(i)}`, to: NUMBER.display, text: `[${id}] ${TEXT}`, profile_name: 'Bench Customer', received_at: new Date().toISOString() };
         const body = Buffer.from(JSON.stringify({ id: `evt_${id}`, event: 'message.inbound', created_at: new Date().toISOString(), data }));
         const headers = { 'Content-Type': 'application/json', 'X-Concierge-Signature': signatureHeader(subscription.secret, body, Math.floor(Date.now() / 1000)), 'X-Concierge-Event': 'message.inbound', 'X-Concierge-Delivery': id, 'User-Agent': USER_AGENT, 'Content-Length': String(body.length) };
-        const req = https.request({ method: 'POST', hostname: '127.0.0.1', port: receiver.port, path: '/hook', agent: false, headers });
+        const req = https.request({ method: 'POST', hostname: '127.0.0.1', port: subscriber.ready.port, path: '/hook', agent: false, headers });
         req.on('error', reject);
         req.on('response', (res) => res.resume().on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`plain POST answered ${res.statusCode}`)))));
         req.end(body);
       }),
     );
     const ids = [...starts.keys()];
+    await sync();
     if (ids.some((id) => !plainReceived.has(id))) throw new Error('plain: POSTs answered but not recorded by the receiver');
     const seconds = (Math.max(...ids.map((id) => plainReceived.get(id)!)) - Math.min(...starts.values())) / 1000;
     const latencies = ids.map((id) => plainReceived.get(id)! - starts.get(id)!);
@@ -327,7 +379,9 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   }
 
   // ---- Every event delivered once, signed with the subscription's secret.
-  for (const { body, signature } of receipts.values()) verifyWebhook(body, signature, subscription.secret);
+  await sync();
+  const signatures = (await subscriber.call({ kind: 'verify', secret: subscription.secret })) as SubscriberVerdict;
+  if (signatures.bad) throw new Error(`${signatures.bad} of ${signatures.checked} message.inbound events were not signed with the subscription's secret`);
   if (duplicates) throw new Error(`the subscriber got ${duplicates} duplicate message.inbound events`);
 
   // ---- Figures.
@@ -359,7 +413,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   return {
     section: 'msgapp-inbound',
     description:
-      `msgapp webhook (one composition as npm start, agent without a sender action: the subscriber path alone) under ${INBOUND_PER_SEC} messages/s + ${STATUSES_PER_SEC} statuses/s; ` +
+      `msgapp webhook (as npm start: one composition and the relay apart; agent without a sender action: the subscriber path alone) under ${INBOUND_PER_SEC} messages/s + ${STATUSES_PER_SEC} statuses/s; ` +
       `message -> message.inbound at a local HTTPS subscriber at ${INBOUND_PER_SEC}/s and at full speed vs plain signed HTTPS POSTs to it`,
     settings: { ...s, inboundPerSec: INBOUND_PER_SEC, statusesPerSec: STATUSES_PER_SEC, carrierSockets: CARRIER_SOCKETS, loadAverage: os.loadavg().map((x) => Math.round(x * 10) / 10) },
     runs,
@@ -371,7 +425,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   };
 }
 
-const inChild = section(module, 'msgapp-inbound', measure, { roles: { carrier: carrierRole } });
+const inChild = section(module, 'msgapp-inbound', measure, { roles: { carrier: carrierRole, subscriber: subscriberRole } });
 
 /** The subscriber path of inbound msgapp messages under a carrier's load (issue 33). */
 export async function benchMsgappInbound(log: (line: string) => void = console.log): Promise<Result> {

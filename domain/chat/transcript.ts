@@ -182,43 +182,75 @@ export class ChatTranscript {
    * `touchEm` while the row is read back.
    */
   async appendIn(em: EntityManager, m: NewChatMessage, touchEm: EntityManager = em): Promise<{ row: ChatMessageRow; created: boolean }> {
-    // One statement: the row and its time, strictly increasing per conversation (1 ms after the newest, so `before`
-    // never splits a tie), read back as stored. raw SQL: the time is computed from the conversation's newest row in
-    // the insert itself, and the row comes back with RETURNING (the ORM's insert neither computes a value from a
-    // subquery nor returns the row): one round trip where there were three (a voice turn and a msgapp webhook wait on it).
-    // Without a conflict target: a second insert of the id, or of the client message id (the partial unique index
+    return (await this.appendManyIn(em, [m], touchEm))[0];
+  }
+
+  /**
+   * `appendIn` for several messages (the msgapp webhook's batch), in one insert: each row's time is strictly
+   * increasing per conversation (1 ms after the newest, and a conversation's later rows of the batch 1 ms apart),
+   * so `before` never splits a tie. Answers in the order given.
+   */
+  async appendManyIn(em: EntityManager, ms: NewChatMessage[], touchEm: EntityManager = em): Promise<Array<{ row: ChatMessageRow; created: boolean }>> {
+    if (!ms.length) return [];
+    const now = new Date().toISOString();
+    const nth = new Map<string, number>();
+    const given = ms.map((m) => {
+      const k = nth.get(m.conversationId) ?? 0;
+      nth.set(m.conversationId, k + 1);
+      return {
+        id: m.id,
+        workspace_id: m.workspaceId,
+        conversation_id: m.conversationId,
+        role: m.role,
+        client_message_id: m.clientMessageId ?? null,
+        reply_to: m.replyTo ?? null,
+        text: m.text,
+        attachments: m.attachments ?? [],
+        extras: compactExtras(m.extras ?? {}),
+        unsolicited: m.unsolicited ?? false,
+        k,
+      };
+    });
+    // One statement: the rows and their times, read back as stored. raw SQL: the time is computed from the
+    // conversation's newest row in the insert itself, and the rows come back with RETURNING (the ORM's insert neither
+    // computes a value from a subquery nor returns the rows): one round trip (a voice turn and a msgapp webhook wait
+    // on it). Without a conflict target: a second insert of an id, or of a client message id (the partial unique index
     // chat_messages_client_uq), does nothing and returns nothing.
     // eslint-disable-next-line no-restricted-syntax
-    const [inserted] = await em.execute<Record<string, unknown>[]>(
+    const inserted = await em.execute<Record<string, unknown>[]>(
       `insert into chat_messages (id, workspace_id, conversation_id, role, client_message_id, reply_to, text, attachments, extras, unsolicited, created_at)
-       values (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?,
-               greatest(?::timestamptz, (select max(created_at) + interval '1 millisecond' from chat_messages where conversation_id = ?)))
+       select g.id, g.workspace_id, g.conversation_id, g.role, g.client_message_id, g.reply_to, g.text, g.attachments, g.extras, g.unsolicited,
+              greatest(?::timestamptz, (select max(c.created_at) + interval '1 millisecond' from chat_messages c where c.conversation_id = g.conversation_id))
+                + g.k * interval '1 millisecond'
+       from jsonb_to_recordset(?::jsonb) as g (id text, workspace_id text, conversation_id text, role text, client_message_id text, reply_to text, text text,
+                                             attachments jsonb, extras jsonb, unsolicited boolean, k int)
        on conflict do nothing
        returning *`,
-      [
-        m.id,
-        m.workspaceId,
-        m.conversationId,
-        m.role,
-        m.clientMessageId ?? null,
-        m.replyTo ?? null,
-        m.text,
-        JSON.stringify(m.attachments ?? []),
-        JSON.stringify(compactExtras(m.extras ?? {})),
-        m.unsolicited ?? false,
-        new Date(),
-        m.conversationId,
-      ],
+      [now, JSON.stringify(given)],
     );
-    if (inserted) {
-      await this.conversations.touchConversation(touchEm, m.conversationId, m.role === 'user' && m.text ? m.text.slice(0, 80) : null);
-      return { row: rowOf(em.map(ChatMessage, inserted)), created: true };
+    const byId = new Map(inserted.map((r) => [r.id as string, r]));
+    // Touched once per conversation, titled by its first customer line.
+    const touched = new Map<string, string | null>();
+    for (const m of ms) {
+      if (!byId.has(m.id)) continue;
+      const title = m.role === 'user' && m.text ? m.text.slice(0, 80) : null;
+      touched.set(m.conversationId, touched.get(m.conversationId) ?? title);
     }
-    const existing =
-      (await em.findOne(ChatMessage, { id: m.id })) ??
-      (m.clientMessageId ? await em.findOne(ChatMessage, { conversationId: m.conversationId, clientMessageId: m.clientMessageId }) : null);
-    if (!existing) throw new Error(`chat message ${m.id} was neither inserted nor found`);
-    return { row: rowOf(existing), created: false };
+    await this.conversations.touchConversations(touchEm, [...touched].map(([id, title]) => ({ id, title })));
+    const out: Array<{ row: ChatMessageRow; created: boolean }> = [];
+    for (const m of ms) {
+      const row = byId.get(m.id);
+      if (row) {
+        out.push({ row: rowOf(em.map(ChatMessage, row)), created: true });
+        continue;
+      }
+      const existing =
+        (await em.findOne(ChatMessage, { id: m.id })) ??
+        (m.clientMessageId ? await em.findOne(ChatMessage, { conversationId: m.conversationId, clientMessageId: m.clientMessageId }) : null);
+      if (!existing) throw new Error(`chat message ${m.id} was neither inserted nor found`);
+      out.push({ row: rowOf(existing), created: false });
+    }
+    return out;
   }
 
   /**

@@ -38,7 +38,32 @@ export class ConversationRepository {
 
   /** One entry of a conversation's timeline, in the caller's transaction. */
   async addConversationEvent(em: EntityManager, conversationId: string, type: string, data: Record<string, unknown>): Promise<void> {
-    await em.insert(ConversationEvent, { id: newId('evt'), conversationId, type, data });
+    await this.addConversationEvents(em, [{ conversationId, type, data }]);
+  }
+
+  /**
+   * Several timeline entries in one statement (the msgapp webhook's batch of statuses). The timeline is read in
+   * created_at order (milliseconds, then the random id): a conversation's entries of one batch are a millisecond
+   * apart on the database's clock, so they keep the order given.
+   */
+  async addConversationEvents(em: EntityManager, events: Array<{ conversationId: string; type: string; data: Record<string, unknown> }>): Promise<void> {
+    if (events.length <= 1) {
+      for (const e of events) await em.insert(ConversationEvent, { id: newId('evt'), conversationId: e.conversationId, type: e.type, data: e.data });
+      return;
+    }
+    const nth = new Map<string, number>();
+    const rows = events.map((e) => {
+      const k = nth.get(e.conversationId) ?? 0;
+      nth.set(e.conversationId, k + 1);
+      return { id: newId('evt'), conversation_id: e.conversationId, type: e.type, data: e.data, k };
+    });
+    // raw SQL: many rows from one JSON document, each its own offset on the database's clock; the ORM's insertMany takes one default for all.
+    // eslint-disable-next-line no-restricted-syntax
+    await em.execute(
+      `insert into conversation_events (id, conversation_id, type, data, created_at)
+       select id, conversation_id, type, data, clock_timestamp() + k * interval '1 millisecond' from jsonb_to_recordset(?::jsonb) as e (id text, conversation_id text, type text, data jsonb, k int)`,
+      [JSON.stringify(rows)],
+    );
   }
 
   /**
@@ -51,29 +76,51 @@ export class ConversationRepository {
     c: { workspaceId: string; customerId: string; agentId: string },
     opts: { inbound?: boolean } = {},
   ): Promise<string> {
-    const open = await em.findOne(
-      Conversation,
-      { workspaceId: c.workspaceId, customerId: c.customerId, agentId: c.agentId, channel: 'msgapp', status: 'open' },
-      { orderBy: { createdAt: 'desc' }, lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id'] },
-    );
-    if (open) return open.id;
-    const id = newId('conv');
-    await em.insert(Conversation, {
-      id,
-      workspaceId: c.workspaceId,
-      customerId: c.customerId,
-      agentId: c.agentId,
-      channel: 'msgapp',
-      status: 'open',
-      ...(opts.inbound ? { lastInboundAt: new Date() } : {}),
-    });
-    return id;
+    return (await this.openMsgappConversations(em, c, [c.customerId], opts)).get(c.customerId)!;
   }
 
-  /** A customer's message arrived: the 24-hour window opens again from now. */
-  async markInboundReceived(em: EntityManager, id: string): Promise<void> {
+  /**
+   * `openMsgappConversation` for several customers of one agent at once (the msgapp webhook's batch): one select
+   * locking the open ones, one insert of those to open.
+   */
+  async openMsgappConversations(
+    em: EntityManager,
+    c: { workspaceId: string; agentId: string },
+    customerIds: string[],
+    opts: { inbound?: boolean } = {},
+  ): Promise<Map<string, string>> {
+    const ids = [...new Set(customerIds)];
+    const found = new Map<string, string>();
+    if (!ids.length) return found;
+    const open = await em.find(
+      Conversation,
+      { workspaceId: c.workspaceId, customerId: ids.length === 1 ? ids[0] : { $in: ids }, agentId: c.agentId, channel: 'msgapp', status: 'open' },
+      { orderBy: { createdAt: 'desc', id: 'asc' }, lockMode: LockMode.PESSIMISTIC_WRITE, fields: ['id', 'customerId'] },
+    );
+    // Newest first: a customer's first row is its newest open conversation.
+    for (const row of open) if (row.customerId && !found.has(row.customerId)) found.set(row.customerId, row.id);
+    const created = ids
+      .filter((customerId) => !found.has(customerId))
+      .map((customerId) => ({
+        id: newId('conv'),
+        workspaceId: c.workspaceId,
+        customerId,
+        agentId: c.agentId,
+        channel: 'msgapp' as const,
+        status: 'open' as const,
+        ...(opts.inbound ? { lastInboundAt: new Date() } : {}),
+      }));
+    if (created.length) await em.createQueryBuilder(Conversation).insert(created);
+    for (const row of created) found.set(row.customerId, row.id);
+    return found;
+  }
+
+  /** A customer's message arrived: the 24-hour window opens again from now (one conversation or several). */
+  async markInboundReceived(em: EntityManager, id: string | string[]): Promise<void> {
+    const ids = typeof id === 'string' ? [id] : [...new Set(id)];
+    if (!ids.length) return;
     const now = new Date();
-    await em.nativeUpdate(Conversation, { id }, { lastInboundAt: now, updatedAt: now });
+    await em.nativeUpdate(Conversation, { id: ids.length === 1 ? ids[0] : { $in: ids } }, { lastInboundAt: now, updatedAt: now });
   }
 
   /** A merged customer's conversations follow it to the customer it was merged into. */
@@ -110,8 +157,24 @@ export class ConversationRepository {
 
   /** A new message in the transcript: the conversation is touched, and a visitor's first words become its title. */
   async touchConversation(em: EntityManager, id: string, title: string | null): Promise<void> {
-    await em.nativeUpdate(Conversation, { id }, { updatedAt: new Date() });
-    if (title) await em.nativeUpdate(Conversation, { id, title: null }, { title });
+    await this.touchConversations(em, [{ id, title }]);
+  }
+
+  /** `touchConversation` for several conversations (the msgapp webhook's batch): two statements at most. */
+  async touchConversations(em: EntityManager, items: Array<{ id: string; title: string | null }>): Promise<void> {
+    const ids = [...new Set(items.map((i) => i.id))];
+    if (!ids.length) return;
+    await em.nativeUpdate(Conversation, { id: ids.length === 1 ? ids[0] : { $in: ids } }, { updatedAt: new Date() });
+    const titled = items.filter((i): i is { id: string; title: string } => !!i.title);
+    if (titled.length === 1) await em.nativeUpdate(Conversation, { id: titled[0].id, title: null }, { title: titled[0].title });
+    else if (titled.length) {
+      // raw SQL: each row its own title (one JSON document), only where it has none; the ORM sends one update per row.
+      // eslint-disable-next-line no-restricted-syntax
+      await em.execute(
+        `update conversations as c set title = t.title from jsonb_to_recordset(?::jsonb) as t (id text, title text) where c.id = t.id and c.title is null`,
+        [JSON.stringify(titled.map((t) => ({ id: t.id, title: t.title })))],
+      );
+    }
   }
 
   /** Flags the conversation for a human (a case) and records why on its timeline, in one transaction. */

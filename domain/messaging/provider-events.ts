@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Repositories } from '../repositories';
-import { Message, MsgappInboundEvent } from '../../db/entities';
+import { Message, MsgappInboundEvent, type StatusChange } from '../../db/entities';
 import { ExtractionError, NoTextExtracted, sniffType, TranscriberError } from '../../lib/extract';
 import type { ExtractFn } from '../kb/indexing';
 import { describeVisual, type ImageDescriber } from '../../lib/visual';
@@ -48,6 +48,11 @@ export interface InboundItem {
 }
 const nowIso = () => new Date().toISOString();
 
+/** What a status update did: moved the message on, kept in its history only, already recorded, or not ours. */
+export type StatusOutcome = 'changed' | 'kept' | 'replayed' | 'unknown';
+/** What the webhook did with an inbound message: stored it, had it already, or found no agent for its number. */
+export type AcceptOutcome = 'accepted' | 'duplicate' | 'no_agent';
+
 /**
  * What the provider tells us (its webhook): delivery statuses of our messages and
  * messages customers send. Statuses only move forward (sent < delivered < read; failed
@@ -66,7 +71,7 @@ export class ProviderEventService {
   constructor(
     private readonly em: EntityManager,
     private readonly repos: Pick<Repositories, 'conversations' | 'agents' | 'customers' | 'credentials' | 'webhooks'>,
-    private readonly transcript: Pick<ChatTranscript, 'appendIn' | 'get' | 'replaceAttachments'>,
+    private readonly transcript: Pick<ChatTranscript, 'appendIn' | 'appendManyIn' | 'get' | 'replaceAttachments'>,
     private readonly box: SecretBox,
     private readonly blobs: BlobStore,
     private readonly provider: MsgappProvider | null,
@@ -78,45 +83,79 @@ export class ProviderEventService {
     private readonly vision: ImageDescriber | null = null,
   ) {}
 
-  async applyStatus(update: StatusUpdate): Promise<'changed' | 'kept' | 'replayed' | 'unknown'> {
+  async applyStatus(update: StatusUpdate): Promise<StatusOutcome> {
+    return (await this.applyStatuses([update]))[0];
+  }
+
+  /**
+   * Status updates applied in one transaction, in the order given (the msgapp webhook batches those that arrive
+   * together: 300 a second at a carrier's full speed), in a handful of statements whatever their number: the
+   * claiming agents, the messages locked in id order (two batches never wait on each other in a cycle), their new
+   * histories and statuses in one update, the timeline entries in one insert and the `message.status` events in
+   * two. Each update as `applyStatus` alone would apply it after the ones before it.
+   */
+  async applyStatuses(updates: StatusUpdate[]): Promise<StatusOutcome[]> {
+    if (!updates.length) return [];
     return this.em.fork().transactional(async (em) => {
-      const at = update.timestamp.toISOString();
       // Only the agent that claims the number: an outbound message of any other agent is not this callback's.
-      const agent = await this.repos.agents.agentClaimingNumber(em, update.phoneNumberId);
-      if (!agent) return 'unknown';
-      const m = await em.findOne(
-        Message,
-        { direction: 'outbound', agentId: agent.id, $or: [{ providerMessageId: update.providerMessageId }, { id: update.clientMessageId ?? '' }] },
-        // Only what a status reads (not the message's content): 300 statuses a second at a carrier's full speed.
-        { orderBy: { id: 'asc' }, lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true, fields: ['id', 'workspaceId', 'conversationId', 'status', 'statusHistory', 'error'] },
-      );
-      if (!m) return 'unknown';
-      // The provider re-sends callbacks it thinks were lost: the same status at the same time is recorded once.
-      if (m.statusHistory.some((h) => h.status === update.status && h.at === at)) return 'replayed';
-      const entry = { status: update.status, at, ...(update.error ? { error: update.error } : {}) };
-      // A callback can beat our own record of the provider's acceptance ('sending'): it counts from there.
-      const status = m.status as DeliveryStatus;
-      const changes = statusSupersedes(status === ('sending' as string) ? null : status, update.status);
-      // The row is locked: the history is appended to as read. A kept update leaves updated_at as it was.
-      await em.nativeUpdate(
-        Message,
-        { id: m.id },
-        { statusHistory: [...m.statusHistory, entry], ...(changes ? { status: update.status, error: update.error ?? m.error ?? null, updatedAt: new Date() } : {}) },
-      );
-      if (!changes) return 'kept';
-      // A message outlives its conversation (on delete set null): then there is no timeline to add to.
-      if (m.conversationId) {
-        await this.repos.conversations.addConversationEvent(em, m.conversationId, 'message.status', { message_id: m.id, status: update.status, ...(update.error ? { error: update.error } : {}) });
+      const agents = new Map<string, string | null>();
+      for (const phoneNumberId of new Set(updates.map((u) => u.phoneNumberId))) {
+        agents.set(phoneNumberId, (await this.repos.agents.agentClaimingNumber(em, phoneNumberId))?.id ?? null);
       }
-      await this.repos.webhooks.emitEvent(em, m.workspaceId, 'message.status', {
-        message_id: m.id,
-        channel: 'msgapp',
-        status: update.status,
-        conversation_id: m.conversationId ?? null,
-        occurred_at: update.timestamp.toISOString(),
-        ...(update.error ? { error: update.error } : {}),
+      const agentIds = [...new Set([...agents.values()].filter((id): id is string => !!id))];
+      if (!agentIds.length) return updates.map(() => 'unknown' as const);
+      const providerIds = updates.map((u) => u.providerMessageId);
+      const clientIds = updates.map((u) => u.clientMessageId).filter((id): id is string => !!id);
+      const rows = await em.find(
+        Message,
+        { direction: 'outbound', agentId: { $in: agentIds }, $or: [{ providerMessageId: { $in: providerIds } }, ...(clientIds.length ? [{ id: { $in: clientIds } }] : [])] },
+        // Only what a status reads (not the message's content); locked in id order.
+        { orderBy: { id: 'asc' }, lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true, fields: ['id', 'workspaceId', 'conversationId', 'agentId', 'providerMessageId', 'status', 'statusHistory', 'error'] },
+      );
+      type Row = (typeof rows)[number];
+      const state = new Map<string, { row: Row; history: StatusChange[]; status: string; error: string | null; changed: boolean }>();
+      const timeline: Array<{ conversationId: string; type: string; data: Record<string, unknown> }> = [];
+      const events: Array<{ workspaceId: string; type: 'message.status'; data: Record<string, unknown> }> = [];
+      const outcomes = updates.map((update): StatusOutcome => {
+        const agentId = agents.get(update.phoneNumberId);
+        // As one select ordered by id would find it: the lowest id of the agent's message with that provider id or client id.
+        const m = rows.find((r) => r.agentId === agentId && (r.providerMessageId === update.providerMessageId || (!!update.clientMessageId && r.id === update.clientMessageId)));
+        if (!agentId || !m) return 'unknown';
+        const s = state.get(m.id) ?? { row: m, history: [...m.statusHistory], status: m.status, error: m.error ?? null, changed: false };
+        state.set(m.id, s);
+        const at = update.timestamp.toISOString();
+        // The provider re-sends callbacks it thinks were lost: the same status at the same time is recorded once.
+        if (s.history.some((h) => h.status === update.status && h.at === at)) return 'replayed';
+        s.history.push({ status: update.status, at, ...(update.error ? { error: update.error } : {}) });
+        // A callback can beat our own record of the provider's acceptance ('sending'): it counts from there.
+        const current = s.status as DeliveryStatus;
+        if (!statusSupersedes(current === ('sending' as string) ? null : current, update.status)) return 'kept';
+        s.status = update.status;
+        s.error = update.error ?? s.error ?? null;
+        s.changed = true;
+        // A message outlives its conversation (on delete set null): then there is no timeline to add to.
+        if (m.conversationId) timeline.push({ conversationId: m.conversationId, type: 'message.status', data: { message_id: m.id, status: update.status, ...(update.error ? { error: update.error } : {}) } });
+        events.push({
+          workspaceId: m.workspaceId,
+          type: 'message.status',
+          data: { message_id: m.id, channel: 'msgapp', status: update.status, conversation_id: m.conversationId ?? null, occurred_at: at, ...(update.error ? { error: update.error } : {}) },
+        });
+        return 'changed';
       });
-      return 'changed';
+      const touched = [...state.values()].filter((s) => s.history.length > s.row.statusHistory.length);
+      if (touched.length) {
+        // raw SQL: one update of many rows, each with its own values (one JSON document); the ORM sends one per row.
+        // The rows are locked: the histories are appended to as read. A kept update leaves updated_at as it was.
+        // eslint-disable-next-line no-restricted-syntax
+        await em.execute(
+          `update messages as m set status_history = u.history, status = u.status, error = u.error, updated_at = case when u.changed then now() else m.updated_at end
+           from jsonb_to_recordset(?::jsonb) as u (id text, history jsonb, status text, error text, changed boolean) where m.id = u.id`,
+          [JSON.stringify(touched.map((s) => ({ id: s.row.id, history: s.history, status: s.status, error: s.error, changed: s.changed })))],
+        );
+      }
+      await this.repos.conversations.addConversationEvents(em, timeline);
+      await this.repos.webhooks.emitEvents(em, events);
+      return outcomes;
     });
   }
 
@@ -133,28 +172,66 @@ export class ProviderEventService {
    * actor (the agent's turn), and starts a media message's workflow. Nothing slow happens
    * here: the provider gets its 200 as soon as the transaction commits.
    */
-  async accept(msg: InboundMessage): Promise<'accepted' | 'duplicate' | 'no_agent'> {
+  async accept(msg: InboundMessage): Promise<AcceptOutcome> {
+    return (await this.acceptMany([msg]))[0];
+  }
+
+  /**
+   * `accept` for the inbound messages that arrive together (the msgapp webhook batches them: 100 a second at a
+   * carrier's full speed), in one transaction and a fixed number of statements whatever their number: the claiming
+   * agents, the stored events (one insert), the customers and conversations of the text messages (a read and a
+   * locked read, inserts for the new ones), their messages, timeline entries, transcript lines and `message.inbound`
+   * events (one insert each), one NOTIFY. Answers in the order given; a provider message id given twice is a
+   * duplicate the second time.
+   */
+  async acceptMany(msgs: InboundMessage[]): Promise<AcceptOutcome[]> {
+    if (!msgs.length) return [];
     return this.em.fork().transactional(async (em) => {
-      const agent = await this.repos.agents.agentClaimingNumber(em, msg.phoneNumberId);
-      if (!agent) return 'no_agent' as const;
-      // A message without media is recorded below under this id: the event names it from its insert.
-      const messageId = msg.media ? null : newId('msg');
-      const inserted = await em
-        .createQueryBuilder(MsgappInboundEvent)
-        .insert({ providerMessageId: msg.providerMessageId, workspaceId: agent.workspaceId, agentId: agent.id, message: msg as unknown as Record<string, unknown>, recordedMessageId: messageId })
-        .onConflict('providerMessageId')
-        .ignore();
-      if (!inserted.affectedRows) return 'duplicate' as const;
-      if (messageId) {
-        const party = await this.partyIn(em, agent.workspaceId, agent.id, msg);
-        const recorded = await this.recordIn(em, msg, party, {}, agent.number ?? msg.displayPhoneNumber, messageId);
-        // The provider message id was recorded before without an event of its own (never expected): the event names that one.
-        if (recorded.outcome === 'duplicate') await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: msg.providerMessageId }, { recordedMessageId: null });
+      const agents = new Map<string, Awaited<ReturnType<typeof this.repos.agents.agentClaimingNumber>>>();
+      for (const phoneNumberId of new Set(msgs.map((m) => m.phoneNumberId))) agents.set(phoneNumberId, await this.repos.agents.agentClaimingNumber(em, phoneNumberId));
+      const outcomes: AcceptOutcome[] = msgs.map((m) => (agents.get(m.phoneNumberId) ? 'duplicate' : 'no_agent'));
+      // The first of each provider message id with an agent; a message without media is recorded below under its id, which the event names from its insert.
+      const firsts = new Map<string, { i: number; msg: InboundMessage; agent: NonNullable<ReturnType<typeof agents.get>>; messageId: string | null }>();
+      msgs.forEach((msg, i) => {
+        const agent = agents.get(msg.phoneNumberId);
+        if (agent && !firsts.has(msg.providerMessageId)) firsts.set(msg.providerMessageId, { i, msg, agent, messageId: msg.media ? null : newId('msg') });
+      });
+      if (!firsts.size) return outcomes;
+      // raw SQL: many rows from one JSON document, those inserted read back (the ORM's insert of many does not say which were ignored).
+      // eslint-disable-next-line no-restricted-syntax
+      const inserted = await em.execute<{ provider_message_id: string }[]>(
+        `insert into msgapp_inbound_events (provider_message_id, workspace_id, agent_id, message, recorded_message_id)
+         select provider_message_id, workspace_id, agent_id, message, recorded_message_id
+         from jsonb_to_recordset(?::jsonb) as e (provider_message_id text, workspace_id text, agent_id text, message jsonb, recorded_message_id text)
+         on conflict (provider_message_id) do nothing
+         returning provider_message_id`,
+        [
+          JSON.stringify(
+            // In key order: two batches that share ids wait on each other in one order only, never in a cycle.
+            [...firsts.values()].sort((a, b) => (a.msg.providerMessageId < b.msg.providerMessageId ? -1 : 1)).map((f) => ({ provider_message_id: f.msg.providerMessageId, workspace_id: f.agent.workspaceId, agent_id: f.agent.id, message: f.msg, recorded_message_id: f.messageId })),
+          ),
+        ],
+      );
+      const accepted = inserted.map((r) => firsts.get(r.provider_message_id)!);
+      for (const a of accepted) outcomes[a.i] = 'accepted';
+      // Messages without media: their customers and conversations, per agent, then their records.
+      const texts = accepted.filter((a) => a.messageId);
+      const byAgent = new Map<string, typeof texts>();
+      for (const t of texts) byAgent.set(t.agent.id, [...(byAgent.get(t.agent.id) ?? []), t]);
+      const records: Array<Parameters<ProviderEventService['recordManyIn']>[1][number]> = [];
+      for (const group of byAgent.values()) {
+        const parties = await this.partiesIn(em, group[0].agent.workspaceId, group[0].agent.id, group.map((t) => t.msg));
+        group.forEach((t, k) => records.push({ msg: t.msg, party: parties[k], download: {}, number: t.agent.number ?? t.msg.displayPhoneNumber, namedId: t.messageId! }));
+      }
+      const recorded = await this.recordManyIn(em, records);
+      // A provider message id recorded before without an event of its own (never expected): the event names that one.
+      for (const [k, r] of recorded.entries()) {
+        if (r.outcome === 'duplicate') await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: records[k].msg.providerMessageId }, { recordedMessageId: null });
       }
       // raw SQL: pg_notify has no ORM form; in this transaction it is sent at its commit.
       // eslint-disable-next-line no-restricted-syntax
-      await em.execute('select pg_notify(?, ?)', [MSGAPP_INBOUND_CHANNEL, msg.providerMessageId]);
-      return 'accepted' as const;
+      if (accepted.length) await em.execute('select pg_notify(?, ?)', [MSGAPP_INBOUND_CHANNEL, accepted[0].msg.providerMessageId]);
+      return outcomes;
     });
   }
 
@@ -211,9 +288,17 @@ export class ProviderEventService {
 
   /** The customer (by phone, in the agent's workspace) and open msgapp conversation with the agent, found or created in `em`'s transaction. */
   private async partyIn(em: EntityManager, workspaceId: string, agentId: string, msg: InboundMessage): Promise<InboundParty> {
-    const customerId = await this.repos.customers.customerForPhone(em, workspaceId, msg.from, { name: msg.profileName });
-    const conversationId = await this.repos.conversations.openMsgappConversation(em, { workspaceId, customerId, agentId }, { inbound: true });
-    return { workspaceId, agentId, customerId, conversationId };
+    return (await this.partiesIn(em, workspaceId, agentId, [msg]))[0];
+  }
+
+  /** `partyIn` for several messages to one agent, in the order given (a customer's messages share its conversation). */
+  private async partiesIn(em: EntityManager, workspaceId: string, agentId: string, msgs: InboundMessage[]): Promise<InboundParty[]> {
+    const customers = await this.repos.customers.customersForPhones(em, workspaceId, msgs.map((m) => ({ phone: m.from, name: m.profileName })));
+    const conversations = await this.repos.conversations.openMsgappConversations(em, { workspaceId, agentId }, [...customers.values()], { inbound: true });
+    return msgs.map((m) => {
+      const customerId = customers.get(m.from)!;
+      return { workspaceId, agentId, customerId, conversationId: conversations.get(customerId)! };
+    });
   }
 
   /**
@@ -264,47 +349,98 @@ export class ProviderEventService {
     /** Set: the id the event already names (the webhook's record); else a new one, marked on the event here. */
     namedId?: string,
   ): Promise<{ outcome: 'recorded' | 'duplicate'; messageId: string | null }> {
-    const media = download.media ? [download.media] : undefined;
-    const mediaError = download.error;
-    const messageId = namedId ?? newId('msg');
-    const kind = msg.kind === 'location' ? 'location' : ['image', 'audio', 'video', 'document'].includes(msg.kind) ? msg.kind : msg.kind === 'voice' ? 'audio' : 'text';
+    return (await this.recordManyIn(em, [{ msg, party, download, number, namedId }]))[0];
+  }
+
+  /**
+   * `recordIn` for several messages (the webhook's batch), in one statement per table: the messages (those whose
+   * provider id is on record already are duplicates), the conversations' windows, the timeline entries, the
+   * transcript lines and the `message.inbound` events. Answers in the order given.
+   */
+  private async recordManyIn(
+    em: EntityManager,
+    items: Array<{ msg: InboundMessage; party: InboundParty; download: { media?: Record<string, unknown>; error?: string }; number: string; namedId?: string }>,
+  ): Promise<Array<{ outcome: 'recorded' | 'duplicate'; messageId: string | null }>> {
+    if (!items.length) return [];
+    const rows = items.map((it) => {
+      const { msg } = it;
+      const media = it.download.media ? [it.download.media] : undefined;
+      const kind = msg.kind === 'location' ? 'location' : ['image', 'audio', 'video', 'document'].includes(msg.kind) ? msg.kind : msg.kind === 'voice' ? 'audio' : 'text';
+      return { ...it, media, mediaError: it.download.error, kind, messageId: it.namedId ?? newId('msg') };
+    });
     // raw SQL: the conflict target is the partial unique index on (workspace_id, provider_message_id) where
-    // provider_message_id is not null; the ORM's onConflict cannot name its predicate.
+    // provider_message_id is not null (the ORM's onConflict cannot name its predicate); many rows from one JSON document.
     // eslint-disable-next-line no-restricted-syntax
-    const inserted = await em.execute(
+    const inserted = await em.execute<{ id: string }[]>(
       `insert into messages (id, workspace_id, conversation_id, customer_id, agent_id, direction, source, channel, from_number, to_number, kind, text, content, status, provider_message_id)
-       values (?, ?, ?, ?, ?, 'inbound', 'customer', 'msgapp', ?, ?, ?, ?, ?::jsonb, 'received', ?)
+       select id, workspace_id, conversation_id, customer_id, agent_id, 'inbound', 'customer', 'msgapp', from_number, to_number, kind, text, content, 'received', provider_message_id
+       from jsonb_to_recordset(?::jsonb) as m (id text, workspace_id text, conversation_id text, customer_id text, agent_id text, from_number text, to_number text, kind text, text text, content jsonb, provider_message_id text)
        on conflict (workspace_id, provider_message_id) where provider_message_id is not null do nothing returning id`,
-      [messageId, party.workspaceId, party.conversationId, party.customerId, party.agentId, msg.from, number, kind, msg.text, JSON.stringify({ media, media_error: mediaError, location: msg.location, raw_type: msg.rawType }), msg.providerMessageId],
+      [
+        JSON.stringify(
+          // In key order (provider message id), as the events' insert.
+          [...rows].sort((a, b) => (a.msg.providerMessageId < b.msg.providerMessageId ? -1 : 1)).map((r) => ({
+            id: r.messageId,
+            workspace_id: r.party.workspaceId,
+            conversation_id: r.party.conversationId,
+            customer_id: r.party.customerId,
+            agent_id: r.party.agentId,
+            from_number: r.msg.from,
+            to_number: r.number,
+            kind: r.kind,
+            text: r.msg.text ?? null,
+            content: { media: r.media, media_error: r.mediaError, location: r.msg.location, raw_type: r.msg.rawType },
+            provider_message_id: r.msg.providerMessageId,
+          })),
+        ),
+      ],
     );
-    if (!inserted.length) return { outcome: 'duplicate' as const, messageId: null };
-    // The 24-hour window opens with the customer's message.
-    await this.repos.conversations.markInboundReceived(em, party.conversationId);
-    if (!namedId) await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: msg.providerMessageId }, { recordedMessageId: messageId });
-    await this.repos.conversations.addConversationEvent(em, party.conversationId, 'message.received', { message_id: messageId, kind, text: msg.text });
-    // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
-    await this.transcript.appendIn(em, {
-      id: messageId,
-      workspaceId: party.workspaceId,
-      conversationId: party.conversationId,
-      role: 'user',
-      clientMessageId: msg.providerMessageId,
-      text: transcriptText(msg),
-      attachments: media ?? [],
-    });
-    await this.repos.webhooks.emitEvent(em, party.workspaceId, 'message.inbound', {
-      message_id: messageId,
-      channel: 'msgapp',
-      from: msg.from,
-      to: number,
-      text: msg.text,
-      profile_name: msg.profileName,
-      received_at: msg.timestamp.toISOString(),
-      ...(media ? { media } : {}),
-      ...(mediaError ? { media_error: mediaError } : {}),
-      ...(msg.location ? { location: msg.location } : {}),
-    });
-    return { outcome: 'recorded' as const, messageId };
+    const stored = new Set(inserted.map((r) => r.id));
+    const recorded = rows.filter((r) => stored.has(r.messageId));
+    if (recorded.length) {
+      // The 24-hour window opens with the customer's message.
+      await this.repos.conversations.markInboundReceived(em, recorded.map((r) => r.party.conversationId));
+      for (const r of recorded) {
+        if (!r.namedId) await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: r.msg.providerMessageId }, { recordedMessageId: r.messageId });
+      }
+      await this.repos.conversations.addConversationEvents(
+        em,
+        recorded.map((r) => ({ conversationId: r.party.conversationId, type: 'message.received', data: { message_id: r.messageId, kind: r.kind, text: r.msg.text } })),
+      );
+      // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
+      await this.transcript.appendManyIn(
+        em,
+        recorded.map((r) => ({
+          id: r.messageId,
+          workspaceId: r.party.workspaceId,
+          conversationId: r.party.conversationId,
+          role: 'user' as const,
+          clientMessageId: r.msg.providerMessageId,
+          text: transcriptText(r.msg),
+          attachments: r.media ?? [],
+        })),
+      );
+      await this.repos.webhooks.emitEvents(
+        em,
+        recorded.map((r) => ({
+          workspaceId: r.party.workspaceId,
+          type: 'message.inbound' as const,
+          data: {
+            message_id: r.messageId,
+            channel: 'msgapp',
+            from: r.msg.from,
+            to: r.number,
+            text: r.msg.text,
+            profile_name: r.msg.profileName,
+            received_at: r.msg.timestamp.toISOString(),
+            ...(r.media ? { media: r.media } : {}),
+            ...(r.mediaError ? { media_error: r.mediaError } : {}),
+            ...(r.msg.location ? { location: r.msg.location } : {}),
+          },
+        })),
+      );
+    }
+    return rows.map((r) => (stored.has(r.messageId) ? { outcome: 'recorded' as const, messageId: r.messageId } : { outcome: 'duplicate' as const, messageId: null }));
   }
 
   /**

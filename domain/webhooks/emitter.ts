@@ -27,33 +27,50 @@ export class WebhookRepository {
    * `em` must be inside a transaction (e.g. `em.transactional(tx => webhooks.emitEvent(tx, ...))`).
    */
   async emitEvent(em: EntityManager, workspaceId: string, type: SubscribableEvent, data: Record<string, unknown>): Promise<EmittedEvent> {
-    const eventId = newId('evt');
-    const createdAt = new Date();
-    const envelope: EventEnvelope = { id: eventId, event: type, created_at: createdAt.toISOString(), data };
-    // Two statements at most (an event is emitted inside request transactions: the msgapp webhook records one per
-    // inbound message and status). raw SQL: the event's insert and the read of its subscriptions in one statement,
-    // then the deliveries' insert and the NOTIFY in another; the ORM sends each of them on its own.
+    return (await this.emitEvents(em, [{ workspaceId, type, data }]))[0];
+  }
+
+  /**
+   * Several events at once (the msgapp webhook's batch of statuses), as `emitEvent` each, in two statements
+   * whatever their number: the events' insert with the read of their subscriptions, then every delivery's
+   * insert with one NOTIFY per workspace. Answers in the order given.
+   */
+  async emitEvents(em: EntityManager, events: Array<{ workspaceId: string; type: SubscribableEvent; data: Record<string, unknown> }>): Promise<EmittedEvent[]> {
+    if (!events.length) return [];
+    const createdAt = new Date().toISOString();
+    const rows = events.map((e, n) => {
+      const id = newId('evt');
+      const envelope: EventEnvelope = { id, event: e.type, created_at: createdAt, data: e.data };
+      return { n, id, workspace_id: e.workspaceId, type: e.type, payload: JSON.stringify(envelope), created_at: createdAt };
+    });
+    // raw SQL: the events' insert and the read of their subscriptions in one statement (rows as one JSON document), the
+    // deliveries' insert and the NOTIFY in another; the ORM would send one statement per row.
     // eslint-disable-next-line no-restricted-syntax
-    const subs = await em.execute<{ id: string }[]>(
-      `with event as (insert into webhook_events (id, workspace_id, type, payload, created_at) values (?, ?, ?, ?, ?))
-       select id from webhook_subscriptions where workspace_id = ? and status = 'active' and events @> array[?]::text[] order by id`,
-      [eventId, workspaceId, type, JSON.stringify(envelope), createdAt, workspaceId, type],
+    const subs = await em.execute<{ n: number; subscription_id: string }[]>(
+      `with given as (select * from jsonb_to_recordset(?::jsonb) as e (n int, id text, workspace_id text, type text, payload text, created_at timestamptz)),
+       inserted as (insert into webhook_events (id, workspace_id, type, payload, created_at) select id, workspace_id, type, payload, created_at from given)
+       select g.n, s.id as subscription_id from given g
+       join webhook_subscriptions s on s.workspace_id = g.workspace_id and s.status = 'active' and s.events @> array[g.type]::text[]
+       order by g.n, s.id`,
+      [JSON.stringify(rows)],
     );
-    const deliveryIds = subs.map(() => newId('dlv'));
-    if (subs.length) {
-      // Ids are prefix and hex: safe inside an array literal.
-      const array = (xs: string[]) => `{${xs.join(',')}}`;
+    const emitted: EmittedEvent[] = rows.map((r) => ({ eventId: r.id, deliveryIds: [] }));
+    const deliveries = subs.map((s) => {
+      const r = rows[s.n];
+      const id = newId('dlv');
+      emitted[s.n].deliveryIds.push(id);
+      return { id, workspace_id: r.workspace_id, event_id: r.id, subscription_id: s.subscription_id, event_type: r.type };
+    });
+    if (deliveries.length) {
       // eslint-disable-next-line no-restricted-syntax
       await em.execute(
-        `with deliveries as (
-           insert into webhook_deliveries (id, workspace_id, event_id, subscription_id, event_type, status)
-           select d.id, ?, ?, d.subscription_id, ?, 'pending' from unnest(?::text[], ?::text[]) as d (id, subscription_id)
-         )
-         select pg_notify(?, ?)`,
-        [workspaceId, eventId, type, array(deliveryIds), array(subs.map((x) => x.id)), OUTBOX_CHANNEL, workspaceId],
+        `with given as (select * from jsonb_to_recordset(?::jsonb) as d (id text, workspace_id text, event_id text, subscription_id text, event_type text)),
+         inserted as (insert into webhook_deliveries (id, workspace_id, event_id, subscription_id, event_type, status) select id, workspace_id, event_id, subscription_id, event_type, 'pending' from given)
+         select pg_notify(?, w.workspace_id) from (select distinct workspace_id from given) as w`,
+        [JSON.stringify(deliveries), OUTBOX_CHANNEL],
       );
     }
-    return { eventId, deliveryIds };
+    return emitted;
   }
 
   /** Wakes the worker's outbox dispatcher when the caller's transaction commits. */

@@ -113,20 +113,75 @@ test('statuses move forward only; a replay is not appended; a late one is kept w
   expect(timeline).toEqual([{ data: { message_id: id, status: 'read' } }]);
 });
 
-test('concurrent, out-of-order and repeated status callbacks never move a message backwards: every callback is in the history once, the status ends at the highest, and each message.status event moves forward', async () => {
+test('a batch of status updates applies each as it would alone, after the ones before it: outcomes, histories, timeline and events', async () => {
   const events = c.services.providerEvents;
+  const party = (await events.inboundParty('wamid.1'))!;
+  const [a, b] = [newId('msg'), newId('msg')];
+  for (const [id, wamid] of [[a, 'wamid.batch.a'], [b, null]] as const) {
+    await q(
+      `insert into messages (id, workspace_id, conversation_id, customer_id, agent_id, direction, source, channel, from_number, to_number, kind, text, content, status, provider_message_id)
+       values (?, ?, ?, ?, ?, 'outbound', 'api', 'msgapp', '+15550001111', '+15557770001', 'text', 'hi', '{}'::jsonb, 'sending', ?)`,
+      [id, ws, party.conversationId, party.customerId, agentId, wamid],
+    );
+  }
+  const at = (s: number) => new Date(Date.UTC(2026, 0, 3, 0, 0, s));
+  const u = (wamid: string, status: 'sent' | 'delivered' | 'read' | 'failed', second: number, more: { clientMessageId?: string; phoneNumberId?: string; error?: string } = {}) => ({
+    providerMessageId: wamid,
+    phoneNumberId: more.phoneNumberId ?? PHONE_NUMBER_ID,
+    status,
+    timestamp: at(second),
+    recipient: '+15557770001',
+    ...(more.clientMessageId ? { clientMessageId: more.clientMessageId } : {}),
+    ...(more.error ? { error: more.error } : {}),
+  });
+  const outcomes = await events.applyStatuses([
+    u('wamid.batch.a', 'read', 3, { phoneNumberId: 'someone-else' }),
+    u('wamid.batch.a', 'sent', 1),
+    u('wamid.batch.a', 'delivered', 2),
+    u('wamid.batch.a', 'delivered', 2),
+    // Message b is found by the id we sent it with (biz_opaque_callback_data): the provider's id is not on record yet.
+    u('wamid.batch.b', 'failed', 4, { clientMessageId: b, error: '(#131026) Message undeliverable' }),
+    u('wamid.batch.a', 'read', 3),
+    u('wamid.batch.a', 'sent', 1),
+    u('wamid.batch.b', 'delivered', 5, { clientMessageId: b }),
+    u('wamid.nobody', 'read', 3),
+  ]);
+  expect(outcomes).toEqual(['unknown', 'changed', 'changed', 'replayed', 'changed', 'changed', 'replayed', 'kept', 'unknown']);
+  const rows = await q<{ id: string; status: string; error: string | null; status_history: Array<{ status: string }> }>(`select id, status, error, status_history from messages where id in (?, ?)`, [a, b]);
+  const row = (id: string) => rows.find((r) => r.id === id)!;
+  expect(row(a)).toMatchObject({ status: 'read', error: null });
+  expect(row(a).status_history.map((h) => h.status)).toEqual(['sent', 'delivered', 'read']);
+  expect(row(b)).toMatchObject({ status: 'failed', error: '(#131026) Message undeliverable' });
+  expect(row(b).status_history.map((h) => h.status)).toEqual(['failed', 'delivered']);
+  const timeline = await q<{ data: { message_id: string; status: string } }>(
+    `select data from conversation_events where conversation_id = ? and type = 'message.status' and data->>'message_id' in (?, ?) order by created_at, id`,
+    [party.conversationId, a, b],
+  );
+  expect(timeline.map((t) => `${t.data.message_id === a ? 'a' : 'b'}:${t.data.status}`)).toEqual(['a:sent', 'a:delivered', 'b:failed', 'a:read']);
+  const emitted = await q<{ payload: string }>(`select payload from webhook_events where type = 'message.status' and payload::jsonb #>> '{data,message_id}' in (?, ?) order by created_at, id`, [a, b]);
+  expect(emitted.map((e) => JSON.parse(e.payload).data).map((d: { message_id: string; status: string }) => `${d.message_id === a ? 'a' : 'b'}:${d.status}`).sort()).toEqual(['a:delivered', 'a:read', 'a:sent', 'b:failed']);
+  expect(await events.applyStatuses([])).toEqual([]);
+});
+
+test.each([
+  ['applied one by one', 'service'],
+  ["through the webhook's batches", 'webhook'],
+] as const)('concurrent, out-of-order and repeated status callbacks (%s) never move a message backwards: every callback is in the history once, the status ends at the highest, and each message.status event moves forward', async (_how, via) => {
+  const events = c.services.providerEvents;
+  const webhook = c.services.providerWebhook;
+  const apply = (u: Parameters<typeof events.applyStatus>[0]) => (via === 'service' ? events.applyStatus(u) : webhook.receive({ statuses: [u], inbound: [] }, { warn: () => undefined }));
   const party = (await events.inboundParty('wamid.1'))!;
   const ids = [newId('msg'), newId('msg')];
   for (const [i, id] of ids.entries()) {
     await q(
       `insert into messages (id, workspace_id, conversation_id, customer_id, agent_id, direction, source, channel, from_number, to_number, kind, text, content, status, provider_message_id)
        values (?, ?, ?, ?, ?, 'outbound', 'api', 'msgapp', '+15550001111', '+15557770001', 'text', 'hi', '{}'::jsonb, 'sending', ?)`,
-      [id, ws, party.conversationId, party.customerId, agentId, `wamid.race.${i}`],
+      [id, ws, party.conversationId, party.customerId, agentId, `wamid.race.${via}.${i}`],
     );
   }
   const at = (s: number) => new Date(Date.UTC(2026, 0, 2, 0, 0, s));
   const update = (i: number, status: 'sent' | 'delivered' | 'read' | 'failed', second: number) =>
-    events.applyStatus({ providerMessageId: `wamid.race.${i}`, clientMessageId: ids[i], phoneNumberId: PHONE_NUMBER_ID, status, timestamp: at(second), recipient: '+15557770001' });
+    apply({ providerMessageId: `wamid.race.${via}.${i}`, clientMessageId: ids[i], phoneNumberId: PHONE_NUMBER_ID, status, timestamp: at(second), recipient: '+15557770001' });
   // Message 0: sent, delivered, read, each sent twice by the provider, all at once in an order that is not theirs.
   // Message 1: the same with a failure at the end (final: nothing after it counts, and it counts after read).
   const calls = [

@@ -11,5 +11,6 @@ runSuites([
   'unit/site-appearance',
   'unit/team-availability',
   'unit/fair-pool',
+  'unit/batcher',
   'unit/workflow-client-errors',
 ]);

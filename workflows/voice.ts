@@ -93,9 +93,10 @@ export async function voiceSessionWorkflow(input: VoiceSessionInput): Promise<Vo
   phase = 'ended';
   finished = true;
   setCurrentDetails(`Voice session ${id} ended (${reason}); ${recordings.length} recordings saved.`);
+  const result = { outcome: recordOutcome(voiceOutcome(reason, stopRequested)), reason, recordings };
   // A stop waiting on `finished` answers before the run closes (an update left open when a run closes fails, as not found).
   await condition(allHandlersFinished);
-  return { outcome: recordOutcome(voiceOutcome(reason, stopRequested)), reason, recordings };
+  return result;
 }
 
 /** A lost worker or a media failure failed the session; a cancel not asked for by a stop cancelled it; any other end (left, stopped, out of credits) is a session that ran. */

@@ -179,7 +179,9 @@ describe('the agent builder workbench', () => {
     const confirm = page.getByRole('dialog', { name: 'Delete shipping.md?' });
     await confirm.getByText('This deletes version 2; version 1 becomes current again.').waitFor();
     await confirm.getByRole('button', { name: 'Delete file' }).click();
-    await row.getByRole('cell', { name: '1', exact: true }).waitFor();
+    // Version 1 again (its passage count is 1 too: the version's cell is the row's first '1').
+    await row.getByRole('cell', { name: '2', exact: true }).waitFor({ state: 'detached' });
+    await row.getByRole('cell', { name: '1', exact: true }).first().waitFor();
 
     // Moved to the top level: gone from /Policies, listed there.
     await row.getByRole('button', { name: 'Move shipping.md' }).click();

@@ -69,6 +69,8 @@ export interface ComposeOptions {
    * the client gets a plain gRPC connection and the worker connects on its own.
    */
   connectWorker?: (address: string, logLevel: string) => Promise<NativeConnection>;
+  /** False: another process serves this one's metrics (app/metrics.ts setPeerMetrics), so no database gauges or listener here. */
+  servesMetrics?: boolean;
   overrides?: ComposeOverrides;
 }
 
@@ -303,12 +305,12 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
     // Schema validation threads (started by the worker's extraction steps) stop with the process.
     onClose(() => services.structured.close(), 'schema validation threads');
     const indexing = new IndexingService({ em: orm.em, kb: services.repos.kb, blobs, extract, embedder });
-    if (opts.role !== 'cli') {
+    // A relay beside `npm start`'s main process reports through it (worker/relay-main.ts): no database gauges of its own, no listener.
+    if (opts.role !== 'cli' && opts.servesMetrics !== false) {
       // Metrics (app/metrics.ts): the database gauges read at scrape time, and METRICS_PORT's listener when set.
       const backlog = new BacklogReader(orm.em, { webhooks: services.repos.webhooks, kb: services.repos.kb, voice: services.voice });
       onClose(setBacklogSource(() => backlog.read(), (err) => log.warn({ err }, 'metrics: backlog gauges not read')), 'metrics backlog gauges');
-      // One metrics listener per installation's process group: a relay beside `npm start`'s main process does not take its port.
-      if (config.METRICS_PORT !== undefined && opts.role !== 'relay') onClose((await serveMetrics(config.METRICS_HOST, config.METRICS_PORT, config.METRICS_TOKEN ?? null)).close, 'metrics listener');
+      if (config.METRICS_PORT !== undefined) onClose((await serveMetrics(config.METRICS_HOST, config.METRICS_PORT, config.METRICS_TOKEN ?? null)).close, 'metrics listener');
     }
 
     // Every client and worker of the process encrypts what it hands Temporal (lib/crypto/payload-codec.ts).

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Counter, Gauge, Histogram } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 
 /**
  * The process's Prometheus metrics (issue 28 item 5): one registry per process, in the
@@ -109,9 +109,30 @@ dbGauge('concierge_voice_sessions', 'Voice sessions open now, by state (starting
   g.set({ state: 'live' }, b.voice.live);
 });
 
+type PeerMetrics = () => Promise<Array<MetricObjectWithValues<MetricValue<string>>>>;
+let peerMetrics: PeerMetrics | null = null;
+
+/**
+ * Another process's metrics served with this one's (`npm start`'s relay process, which has no listener of its own):
+ * merged as prom-client merges a cluster's workers (counters summed, Node's own gauges by their own rule).
+ */
+export function setPeerMetrics(source: PeerMetrics): () => void {
+  peerMetrics = source;
+  return () => {
+    if (peerMetrics === source) peerMetrics = null;
+  };
+}
+
+/** This process's metrics as JSON, for the process that serves them (its peer). */
+export function metricsJson(): Promise<Array<MetricObjectWithValues<MetricValue<string>>>> {
+  return registry.getMetricsAsJSON();
+}
+
 /** The exposition text and its content type. */
 export async function renderMetrics(): Promise<{ contentType: string; body: string }> {
-  return { contentType: registry.contentType, body: await registry.metrics() };
+  if (!peerMetrics) return { contentType: registry.contentType, body: await registry.metrics() };
+  const [own, peer] = await Promise.all([registry.getMetricsAsJSON(), peerMetrics().catch(() => [])]);
+  return { contentType: registry.contentType, body: await AggregatorRegistry.aggregate([own, peer]).metrics() };
 }
 
 /** Whether an Authorization header carries the token: compared in constant time, digests first so the length does not leak either. */

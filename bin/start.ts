@@ -13,6 +13,7 @@ import { findTemporalCli, startDevServer, type DevServer } from '../dev/embedded
 import { connectWorker, installRuntimeFor } from '../worker/connection';
 import { startWorker } from '../worker/runtime';
 import { startRelayProcess } from '../worker/relay-process';
+import { setPeerMetrics } from '../app/metrics';
 import { preloadModels } from '../worker/preload';
 import { SEARCH_ATTRIBUTE_FLAGS } from '../worker/namespace-attributes';
 import { localIceCidrs } from '../providers/webrtc/ice';
@@ -152,6 +153,9 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
       const relay = await startRelayProcess({ config, databaseUrl: db.url, temporalAddress });
       // Stopped before the composition closes (stops run last first): no relayed work is cut off by a closed pool.
       stops.push(() => relay.stop());
+      // Its counters (webhook attempts) are served with this process's metrics.
+      const unsetPeer = setPeerMetrics(() => relay.metrics());
+      stops.push(async () => unsetPeer());
       relayPid = relay.pid;
       say(`relay:       outbox relay in process ${relay.pid()} (webhook deliveries, KB indexing starts, inbound msgapp hand-offs; CONCIERGE_RELAY_PROCESS=off keeps it here)`);
     }

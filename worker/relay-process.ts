@@ -1,6 +1,11 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import type { RelayReport, RelayStart } from './relay-main';
+import type { metricsJson } from '../app/metrics';
+import type { RelayMetricsRequest, RelayReport, RelayStart } from './relay-main';
+
+type Metrics = Awaited<ReturnType<typeof metricsJson>>;
+/** How long a scrape waits for the relay's metrics (then it is served without them). */
+const METRICS_TIMEOUT_MS = 2_000;
 
 /** How long the relay process may take to compose and subscribe. */
 const READY_TIMEOUT_MS = 60_000;
@@ -12,6 +17,8 @@ const RESTART_MAX_MS = 60_000;
 
 export interface RelayProcess {
   pid: () => number | undefined;
+  /** The relay's metrics (empty when it does not answer in time, or does not run). */
+  metrics(): Promise<Metrics>;
   stop(): Promise<void>;
 }
 
@@ -31,6 +38,8 @@ export async function startRelayProcess(
   let stopping = false;
   let restartTimer: NodeJS.Timeout | undefined;
   let delay = RESTART_MIN_MS;
+  let nextReq = 0;
+  const waiting = new Map<number, (m: Metrics) => void>();
 
   const spawn = () =>
     new Promise<void>((resolve, reject) => {
@@ -51,7 +60,10 @@ export async function startRelayProcess(
       c.on('message', (m: RelayReport) => {
         // Asked once it listens (a message sent while it still loads its modules could be lost).
         if (m.kind === 'hello') c.send({ kind: 'start', ...start } satisfies RelayStart);
-        else if (m.kind === 'ready') {
+        else if (m.kind === 'metrics') {
+          waiting.get(m.req)?.(m.metrics);
+          waiting.delete(m.req);
+        } else if (m.kind === 'ready') {
           ready = true;
           readyAt = Date.now();
           clearTimeout(timer);
@@ -91,6 +103,22 @@ export async function startRelayProcess(
   await spawn();
   return {
     pid: () => child?.pid,
+    metrics() {
+      const c = child;
+      if (!c?.connected) return Promise.resolve([]);
+      const req = nextReq++;
+      return new Promise<Metrics>((resolve) => {
+        const timer = setTimeout(() => {
+          waiting.delete(req);
+          resolve([]);
+        }, METRICS_TIMEOUT_MS);
+        waiting.set(req, (m) => {
+          clearTimeout(timer);
+          resolve(m);
+        });
+        c.send({ kind: 'metrics', req } satisfies RelayMetricsRequest);
+      });
+    },
     async stop() {
       stopping = true;
       clearTimeout(restartTimer);

@@ -20,9 +20,10 @@ export interface MsgappWebhookOptions {
  * key: the verification handshake, then signed notifications of statuses and inbound
  * messages. A bad or missing signature is 401 and nothing is recorded. The body is
  * read raw (this plugin's own JSON parser) because the signature covers the bytes.
- * The answer comes fast: statuses are applied inline, inbound messages only stored
- * (once per provider message id); the worker relays each to its `msgapp-inbound:<id>`
- * workflow (customer and conversation, media download, `message.inbound`).
+ * The answer comes fast and only once everything is committed: statuses applied and
+ * inbound messages stored (once per provider message id; one without media recorded
+ * with its `message.inbound`), batched with the callbacks that arrive together
+ * (domain/messaging/provider-webhook.ts); the relay hands each on.
  */
 export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = async (app, opts) => {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
@@ -59,7 +60,7 @@ export const msgappWebhookRoutes: FastifyPluginAsync<MsgappWebhookOptions> = asy
         if (err instanceof SyntaxError || err instanceof WebhookPayloadError) throw new ApiError(400, 'invalid_request', `body: ${(err as Error).message}`);
         throw err;
       }
-      // Statuses inline (one idempotent transaction each); messages stored once, each then its own workflow.
+      // Statuses applied and messages stored, in batches with the callbacks that arrive meanwhile.
       await opts.services.providerWebhook.receive(parsed, request.log);
       return reply.code(200).send({ received: true });
     },

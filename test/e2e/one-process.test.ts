@@ -13,6 +13,7 @@ import { MODELS_DIR } from '../support/app';
 import { multipart } from '../support/kb';
 import { recordSecret } from '../support/secret-log';
 import { WorkerProcesses } from '../support/worker-process';
+import { registry, renderMetrics } from '../../app/metrics';
 import { startFakeLlm, type FakeLlm } from '../../dev/fakes/fake-llm';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -63,6 +64,9 @@ beforeAll(async () => {
     LOG_LEVEL: 'warn',
     LLM_BASE_URL: llm.url,
     LLM_MODEL: 'fake-model',
+    // A webhook to a closed loopback port fails its first attempt (the relay's), and its retry waits a minute.
+    CONCIERGE_WEBHOOK_ALLOW_CIDRS: '127.0.0.0/8',
+    CONCIERGE_WEBHOOK_BACKOFF_MS: '60000,60000,60000,60000,60000',
   });
   started = await startAll(config, (err) => workerStopped.push(err));
 }, 120_000);
@@ -191,3 +195,22 @@ test('the outbox relay runs in a process of its own; killed, it is started again
   expect(started.relayPid()).not.toBe(first);
   expect(workerStopped).toEqual([]);
 }, 90_000);
+
+test("the relay process's counters are served with the main process's metrics", async () => {
+  const c = started.composition;
+  const ws = await createWorkspace(db.orm);
+  // Nothing listens on port 1: the first attempt (the relay's, the main process has no relay) fails.
+  await c.services.subscriptions.create(ws, 'https://127.0.0.1:1/hook', ['message.inbound']);
+  const em = db.orm.em.fork();
+  const attempts = async () => (await em.execute<{ n: string }[]>(`select coalesce(sum(attempt_count), 0) as n from webhook_deliveries where workspace_id = ?`, [ws]))[0].n;
+  const failedAttempts = (text: string) => Number(/^concierge_webhook_attempts_total\{outcome="failed"\} (\d+)/m.exec(text)?.[1] ?? 0);
+  const before = failedAttempts((await renderMetrics()).body);
+  const own = failedAttempts(await registry.metrics());
+  await c.em.fork().transactional((em) => c.services.repos.webhooks.emitEvent(em, ws, 'message.inbound', { message_id: 'msg_metrics', text: 'hi' }));
+  const deadline = Date.now() + 30_000;
+  while (Number(await attempts()) < 1 && Date.now() < deadline) await sleep(50);
+  expect(Number(await attempts())).toBe(1);
+  expect(failedAttempts((await renderMetrics()).body)).toBe(before + 1);
+  // This process made no attempt: the one counted is the relay's.
+  expect(failedAttempts(await registry.metrics())).toBe(own);
+}, 60_000);

@@ -26,7 +26,8 @@ export interface WorkflowStartSource<T> {
   channel: string;
   pending(limit: number): Promise<T[]>;
   start(item: T): Promise<void>;
-  markDispatched(item: T): Promise<void>;
+  /** Marks the pass's started rows, in one statement. */
+  markDispatched(items: T[]): Promise<void>;
 }
 
 const BATCH = 100;
@@ -42,16 +43,20 @@ export function startsWorkflows<T>(source: WorkflowStartSource<T>): OutboxSource
     async drain() {
       for (;;) {
         const batch = await source.pending(BATCH);
-        await Promise.all(
+        const settled = await Promise.allSettled(
           batch.map(async (item) => {
             try {
               await source.start(item);
             } catch (err) {
               if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
             }
-            await source.markDispatched(item);
           }),
         );
+        // The rows started (or started before) are marked together; a row whose start failed stays for the next pass.
+        const started = batch.filter((_, i) => settled[i].status === 'fulfilled');
+        if (started.length) await source.markDispatched(started);
+        const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (failed) throw failed.reason;
         if (batch.length < BATCH) return;
       }
     },

@@ -46,7 +46,7 @@ export function kbIndexing(em: EntityManager, client: Client, s: { taskQueue: st
         staticSummary: item.name,
       });
     },
-    markDispatched: (item) => kb.markIndexDispatched(em.fork(), item.id),
+    markDispatched: (items) => kb.markIndexDispatched(em.fork(), items.map((i) => i.id)),
   });
 }
 
@@ -61,15 +61,23 @@ export function msgappInbound(
   client: Client,
   s: { taskQueue: string; eager?: boolean; actor: Pick<ConversationRuns, 'customerMessage'>; log?: Pick<Logger, 'info'> },
 ): OutboxSource {
+  // Whether an agent answers, read once per pass for all its messages (a burst is many messages to one agent).
+  let silences = new Map<string, Promise<string | null>>();
   return startsWorkflows<InboundItem>({
     name: 'msgapp-inbound',
     channel: MSGAPP_INBOUND_CHANNEL,
-    pending: (limit) => events.undispatchedInbound(limit),
+    pending: (limit) => {
+      silences = new Map();
+      return events.undispatchedInbound(limit);
+    },
     start: async (item) => {
       if (item.recorded) {
         const { messageId, party } = item.recorded;
         if (!party) return;
-        const handed = await events.handToAgent(s.actor, { providerMessageId: item.provider_message_id, messageId, party });
+        const memo = silences;
+        const key = `${party.workspaceId}/${party.agentId}`;
+        if (!memo.has(key)) memo.set(key, events.agentSilence(party));
+        const handed = await events.handToAgent(s.actor, { providerMessageId: item.provider_message_id, messageId, party }, memo.get(key));
         if (!handed.answered) s.log?.info({ messageId, conversationId: party.conversationId, reason: handed.reason }, 'inbound message recorded; the agent does not answer it');
         return;
       }
@@ -83,6 +91,6 @@ export function msgappInbound(
         staticSummary: `inbound ${item.kind ?? 'message'} from …${(item.from ?? '').replace(/\D/g, '').slice(-4)}`,
       });
     },
-    markDispatched: (item) => events.markInboundDispatched(item.provider_message_id),
+    markDispatched: (items) => events.markInboundDispatched(items.map((i) => i.provider_message_id)),
   });
 }

@@ -46,7 +46,8 @@ export async function startRelayProcess(
       const c = fork(script, [], {
         cwd: path.resolve(__dirname, '..'),
         // From source (npm start), the child loads TypeScript as its parent does; compiled, it runs the .js beside this file.
-        execArgv: ext === '.ts' ? ['--import', 'tsx'] : [],
+        // A profiled parent (node --cpu-prof …) has its relay profiled too.
+        execArgv: [...(ext === '.ts' ? ['--import', 'tsx'] : []), ...process.execArgv.filter((a) => /^--(cpu|heap)-prof/.test(a))],
         env: { ...process.env, CONCIERGE_RELAY_FORKED: '1' },
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });

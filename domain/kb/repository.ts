@@ -125,8 +125,10 @@ export class KnowledgeBaseRepository {
     return rows.map((r) => ({ id: r.id, workspace_id: r.workspaceId, name: r.name }));
   }
 
-  async markIndexDispatched(em: EntityManager, fileId: string): Promise<void> {
-    await em.nativeUpdate(KbFile, { id: fileId }, { indexDispatchedAt: new Date() });
+  async markIndexDispatched(em: EntityManager, fileId: string | string[]): Promise<void> {
+    const ids = typeof fileId === 'string' ? [fileId] : fileId;
+    if (!ids.length) return;
+    await em.nativeUpdate(KbFile, { id: ids.length === 1 ? ids[0] : { $in: ids } }, { indexDispatchedAt: new Date() });
   }
 
   /**

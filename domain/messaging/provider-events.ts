@@ -270,8 +270,11 @@ export class ProviderEventService {
     });
   }
 
-  async markInboundDispatched(providerMessageId: string): Promise<void> {
-    await this.em.fork().nativeUpdate(MsgappInboundEvent, { providerMessageId }, { dispatchedAt: new Date() });
+  /** The relay handed these on (one provider message id, or a pass's). */
+  async markInboundDispatched(providerMessageId: string | string[]): Promise<void> {
+    const ids = typeof providerMessageId === 'string' ? [providerMessageId] : providerMessageId;
+    if (!ids.length) return;
+    await this.em.fork().nativeUpdate(MsgappInboundEvent, { providerMessageId: ids.length === 1 ? ids[0] : { $in: ids } }, { dispatchedAt: new Date() });
   }
 
   /**
@@ -462,8 +465,13 @@ export class ProviderEventService {
    * unless the number's agent does not answer (then why). The actor takes a provider
    * message id once, so handing the same message on again changes nothing.
    */
-  async handToAgent(actor: Pick<ConversationRuns, 'customerMessage'>, input: { providerMessageId: string; messageId: string; party: InboundParty }): Promise<{ answered: boolean; reason?: string }> {
-    const silence = await this.agentSilence(input.party);
+  async handToAgent(
+    actor: Pick<ConversationRuns, 'customerMessage'>,
+    input: { providerMessageId: string; messageId: string; party: InboundParty },
+    /** The agent's `agentSilence`, when the caller read it already (the relay: once per pass and agent). */
+    silenceRead?: Promise<string | null>,
+  ): Promise<{ answered: boolean; reason?: string }> {
+    const silence = await (silenceRead ?? this.agentSilence(input.party));
     if (silence) return { answered: false, reason: silence };
     await actor.customerMessage(
       { id: input.party.conversationId, workspaceId: input.party.workspaceId, channel: 'msgapp' },

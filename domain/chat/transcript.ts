@@ -148,6 +148,11 @@ export interface NewChatMessage {
   unsolicited?: boolean;
 }
 
+/** The title a customer's line gives its conversation while it has none (`touchConversation`). */
+export function transcriptTitle(m: Pick<NewChatMessage, 'role' | 'text'>): string | null {
+  return m.role === 'user' && m.text ? m.text.slice(0, 80) : null;
+}
+
 /**
  * The transcript of conversations, on every channel: what the agent reads and the
  * conversation shows. Every message (visitor or customer, agent, human agent, tool
@@ -190,7 +195,13 @@ export class ChatTranscript {
    * increasing per conversation (1 ms after the newest, and a conversation's later rows of the batch 1 ms apart),
    * so `before` never splits a tie. Answers in the order given.
    */
-  async appendManyIn(em: EntityManager, ms: NewChatMessage[], touchEm: EntityManager = em): Promise<Array<{ row: ChatMessageRow; created: boolean }>> {
+  async appendManyIn(
+    em: EntityManager,
+    ms: NewChatMessage[],
+    touchEm: EntityManager = em,
+    /** False: the caller touches the conversations itself (`transcriptTitle` gives their titles). */
+    opts: { touch?: boolean } = {},
+  ): Promise<Array<{ row: ChatMessageRow; created: boolean }>> {
     if (!ms.length) return [];
     const now = new Date().toISOString();
     const nth = new Map<string, number>();
@@ -230,13 +241,11 @@ export class ChatTranscript {
     );
     const byId = new Map(inserted.map((r) => [r.id as string, r]));
     // Touched once per conversation, titled by its first customer line.
-    const touched = new Map<string, string | null>();
-    for (const m of ms) {
-      if (!byId.has(m.id)) continue;
-      const title = m.role === 'user' && m.text ? m.text.slice(0, 80) : null;
-      touched.set(m.conversationId, touched.get(m.conversationId) ?? title);
+    if (opts.touch !== false) {
+      const touched = new Map<string, string | null>();
+      for (const m of ms) if (byId.has(m.id)) touched.set(m.conversationId, touched.get(m.conversationId) ?? transcriptTitle(m));
+      await this.conversations.touchConversations(touchEm, [...touched].map(([id, title]) => ({ id, title })));
     }
-    await this.conversations.touchConversations(touchEm, [...touched].map(([id, title]) => ({ id, title })));
     const out: Array<{ row: ChatMessageRow; created: boolean }> = [];
     for (const m of ms) {
       const row = byId.get(m.id);

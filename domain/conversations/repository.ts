@@ -115,12 +115,25 @@ export class ConversationRepository {
     return found;
   }
 
-  /** A customer's message arrived: the 24-hour window opens again from now (one conversation or several). */
-  async markInboundReceived(em: EntityManager, id: string | string[]): Promise<void> {
+  /**
+   * A customer's message arrived: the 24-hour window opens again from now (one conversation or several). `titles`:
+   * the conversations' titles where they have none yet (as `touchConversation` gives them), in the same statement.
+   */
+  async markInboundReceived(em: EntityManager, id: string | string[], titles: Map<string, string | null> = new Map()): Promise<void> {
     const ids = typeof id === 'string' ? [id] : [...new Set(id)];
     if (!ids.length) return;
     const now = new Date();
-    await em.nativeUpdate(Conversation, { id: ids.length === 1 ? ids[0] : { $in: ids } }, { lastInboundAt: now, updatedAt: now });
+    if (![...titles.values()].some(Boolean)) {
+      await em.nativeUpdate(Conversation, { id: ids.length === 1 ? ids[0] : { $in: ids } }, { lastInboundAt: now, updatedAt: now });
+      return;
+    }
+    // raw SQL: each row its own title where it has none (one JSON document); the ORM sends one update per row.
+    // eslint-disable-next-line no-restricted-syntax
+    await em.execute(
+      `update conversations as c set last_inbound_at = ?, updated_at = ?, title = coalesce(c.title, t.title)
+       from jsonb_to_recordset(?::jsonb) as t (id text, title text) where c.id = t.id`,
+      [now, now, JSON.stringify(ids.map((i) => ({ id: i, title: titles.get(i) ?? null })))],
+    );
   }
 
   /** A merged customer's conversations follow it to the customer it was merged into. */

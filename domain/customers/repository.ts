@@ -22,40 +22,43 @@ export class CustomerRepository {
    * winner's is returned.
    */
   async customerForPhone(em: EntityManager, workspaceId: string, phone: string, opts: { name?: string | null } = {}): Promise<string> {
-    return (await this.customersForPhones(em, workspaceId, [{ phone, ...(opts.name !== undefined ? { name: opts.name } : {}) }])).get(phone)!;
+    return (await this.customersForPhones(em, workspaceId, [{ phone, name: opts.name }])).get(phone)!;
   }
 
   /**
-   * `customerForPhone` for several phones at once (the msgapp webhook's batch), in one read when every phone has its
-   * customer and three more statements when some do not: their customers, their identities (a race lost as above),
-   * the owners read back. A phone given twice is one customer, named by its first entry.
+   * `customerForPhone` for several phones at once (the msgapp webhook's batch), in one statement: the phones' owners
+   * read, and for the others a customer and its identity created. A creation that loses a race (another transaction
+   * took the phone meanwhile) reads the winner back in a second statement. A phone given twice is one customer,
+   * named by its first entry.
    */
   async customersForPhones(em: EntityManager, workspaceId: string, entries: Array<{ phone: string; name?: string | null }>): Promise<Map<string, string>> {
-    const phones = [...new Set(entries.map((e) => e.phone))];
-    const owners = new Map<string, string>();
-    if (!phones.length) return owners;
-    const held = await em.find(CustomerIdentity, { workspaceId, kind: 'phone', value: { $in: phones } }, { fields: ['customerId', 'value'] });
-    for (const h of held) owners.set(h.value, h.customerId);
-    // In key order: two batches creating the same phones wait on each other in one order only, never in a cycle.
-    const missing = phones.filter((phone) => !owners.has(phone)).sort();
-    if (!missing.length) return owners;
     const first = new Map<string, { phone: string; name?: string | null }>();
     for (const e of entries) if (!first.has(e.phone)) first.set(e.phone, e);
-    const created = missing.map((phone) => {
-      const e = first.get(phone)!;
-      return { id: newId('cus'), workspaceId, phone, ...(e.name !== undefined ? { name: e.name } : {}) };
-    });
-    // One insert per shape (with or without a name): the query builder takes the columns of the first row.
-    for (const rows of [created.filter((c) => 'name' in c), created.filter((c) => !('name' in c))]) {
-      if (rows.length) await em.createQueryBuilder(Customer).insert(rows);
+    const owners = new Map<string, string>();
+    if (!first.size) return owners;
+    // In key order: two batches creating the same phones wait on each other in one order only, never in a cycle.
+    const given = [...first.values()].sort((a, b) => (a.phone < b.phone ? -1 : a.phone > b.phone ? 1 : 0)).map((e) => ({ phone: e.phone, name: e.name ?? null, id: newId('cus') }));
+    // raw SQL: the read, the customers' and the identities' inserts in one round trip (rows as one JSON document); the
+    // ORM sends each on its own.
+    // eslint-disable-next-line no-restricted-syntax
+    const rows = await em.execute<{ value: string; customer_id: string }[]>(
+      `with given as (select * from jsonb_to_recordset(?::jsonb) as g (phone text, name text, id text)),
+       held as (select value, customer_id from customer_identities where workspace_id = ? and kind = 'phone' and value in (select phone from given)),
+       fresh as (select * from given where phone not in (select value from held)),
+       customers_made as (insert into customers (id, workspace_id, phone, name) select id, ?, phone, name from fresh),
+       identities_made as (
+         insert into customer_identities (workspace_id, kind, value, customer_id) select ?, 'phone', phone, id from fresh order by phone
+         on conflict (workspace_id, kind, value) do nothing returning value, customer_id
+       )
+       select value, customer_id from held union all select value, customer_id from identities_made`,
+      [JSON.stringify(given), workspaceId, workspaceId, workspaceId],
+    );
+    for (const r of rows) owners.set(r.value, r.customer_id);
+    const lost = given.map((g) => g.phone).filter((phone) => !owners.has(phone));
+    if (lost.length) {
+      const won = await em.find(CustomerIdentity, { workspaceId, kind: 'phone', value: { $in: lost } }, { refresh: true, fields: ['customerId', 'value'] });
+      for (const w of won) owners.set(w.value, w.customerId);
     }
-    await em
-      .createQueryBuilder(CustomerIdentity)
-      .insert(created.map((c) => ({ workspaceId, kind: 'phone' as const, value: c.phone, customerId: c.id })))
-      .onConflict(['workspaceId', 'kind', 'value'])
-      .ignore();
-    const won = await em.find(CustomerIdentity, { workspaceId, kind: 'phone', value: { $in: missing } }, { refresh: true, fields: ['customerId', 'value'] });
-    for (const w of won) owners.set(w.value, w.customerId);
     return owners;
   }
 

@@ -13,7 +13,7 @@ import { ProviderError, type InboundMessage, type MsgappProvider, type StatusUpd
 import { statusSupersedes, type DeliveryStatus } from '../ports/msgapp';
 import type { BlobStore } from '../ports/blob-store';
 import { signLink } from '../storage/signed-links';
-import type { ChatTranscript } from '../chat/transcript';
+import { transcriptTitle, type ChatTranscript } from '../chat/transcript';
 import type { ConversationRuns } from '../ports/workflow-runs';
 
 const MAX_MEDIA_BYTES = 64 * 1024 * 1024;
@@ -200,16 +200,21 @@ export class ProviderEventService {
       // raw SQL: many rows from one JSON document, those inserted read back (the ORM's insert of many does not say which were ignored).
       // eslint-disable-next-line no-restricted-syntax
       const inserted = await em.execute<{ provider_message_id: string }[]>(
-        `insert into msgapp_inbound_events (provider_message_id, workspace_id, agent_id, message, recorded_message_id)
-         select provider_message_id, workspace_id, agent_id, message, recorded_message_id
-         from jsonb_to_recordset(?::jsonb) as e (provider_message_id text, workspace_id text, agent_id text, message jsonb, recorded_message_id text)
-         on conflict (provider_message_id) do nothing
-         returning provider_message_id`,
+        `with stored as (
+           insert into msgapp_inbound_events (provider_message_id, workspace_id, agent_id, message, recorded_message_id)
+           select provider_message_id, workspace_id, agent_id, message, recorded_message_id
+           from jsonb_to_recordset(?::jsonb) as e (provider_message_id text, workspace_id text, agent_id text, message jsonb, recorded_message_id text)
+           on conflict (provider_message_id) do nothing
+           returning provider_message_id
+         )
+         -- The relay's wake-up, sent at commit (only when something was stored; identical ones in a transaction are one).
+         select provider_message_id, pg_notify(?, 'stored') from stored`,
         [
           JSON.stringify(
             // In key order: two batches that share ids wait on each other in one order only, never in a cycle.
             [...firsts.values()].sort((a, b) => (a.msg.providerMessageId < b.msg.providerMessageId ? -1 : 1)).map((f) => ({ provider_message_id: f.msg.providerMessageId, workspace_id: f.agent.workspaceId, agent_id: f.agent.id, message: f.msg, recorded_message_id: f.messageId })),
           ),
+          MSGAPP_INBOUND_CHANNEL,
         ],
       );
       const accepted = inserted.map((r) => firsts.get(r.provider_message_id)!);
@@ -228,9 +233,6 @@ export class ProviderEventService {
       for (const [k, r] of recorded.entries()) {
         if (r.outcome === 'duplicate') await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: records[k].msg.providerMessageId }, { recordedMessageId: null });
       }
-      // raw SQL: pg_notify has no ORM form; in this transaction it is sent at its commit.
-      // eslint-disable-next-line no-restricted-syntax
-      if (accepted.length) await em.execute('select pg_notify(?, ?)', [MSGAPP_INBOUND_CHANNEL, accepted[0].msg.providerMessageId]);
       return outcomes;
     });
   }
@@ -401,8 +403,19 @@ export class ProviderEventService {
     const stored = new Set(inserted.map((r) => r.id));
     const recorded = rows.filter((r) => stored.has(r.messageId));
     if (recorded.length) {
-      // The 24-hour window opens with the customer's message.
-      await this.repos.conversations.markInboundReceived(em, recorded.map((r) => r.party.conversationId));
+      // The 24-hour window opens with the customer's message; the conversation is touched (and titled) as its transcript line's.
+      const lines = recorded.map((r) => ({
+        id: r.messageId,
+        workspaceId: r.party.workspaceId,
+        conversationId: r.party.conversationId,
+        role: 'user' as const,
+        clientMessageId: r.msg.providerMessageId,
+        text: transcriptText(r.msg),
+        attachments: r.media ?? [],
+      }));
+      const titles = new Map<string, string | null>();
+      for (const l of lines) titles.set(l.conversationId, titles.get(l.conversationId) ?? transcriptTitle(l));
+      await this.repos.conversations.markInboundReceived(em, [...titles.keys()], titles);
       for (const r of recorded) {
         if (!r.namedId) await em.nativeUpdate(MsgappInboundEvent, { providerMessageId: r.msg.providerMessageId }, { recordedMessageId: r.messageId });
       }
@@ -411,18 +424,7 @@ export class ProviderEventService {
         recorded.map((r) => ({ conversationId: r.party.conversationId, type: 'message.received', data: { message_id: r.messageId, kind: r.kind, text: r.msg.text } })),
       );
       // The conversation's transcript (what the agent reads), under the same id; the provider's id dedupes it too.
-      await this.transcript.appendManyIn(
-        em,
-        recorded.map((r) => ({
-          id: r.messageId,
-          workspaceId: r.party.workspaceId,
-          conversationId: r.party.conversationId,
-          role: 'user' as const,
-          clientMessageId: r.msg.providerMessageId,
-          text: transcriptText(r.msg),
-          attachments: r.media ?? [],
-        })),
-      );
+      await this.transcript.appendManyIn(em, lines, em, { touch: false });
       await this.repos.webhooks.emitEvents(
         em,
         recorded.map((r) => ({

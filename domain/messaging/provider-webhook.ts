@@ -8,7 +8,7 @@ const STATUS_BATCH = 100;
 /** Inbound messages stored in one transaction at most. */
 const INBOUND_BATCH = 50;
 /** Transactions of each kind at once: while they run, the next batch gathers. */
-const FLUSHES = 2;
+const FLUSHES = 1;
 
 /** `apply` on the whole batch; if it fails, on each item alone, so only the item that fails fails. */
 async function eachAlone<I, R>(items: I[], apply: (items: I[]) => Promise<R[]>): Promise<Array<R | Error>> {

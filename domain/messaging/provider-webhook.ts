@@ -7,7 +7,11 @@ import type { AcceptOutcome, ProviderEventService } from './provider-events';
 const STATUS_BATCH = 100;
 /** Inbound messages stored in one transaction at most. */
 const INBOUND_BATCH = 50;
-/** Transactions of each kind at once: while they run, the next batch gathers. */
+/**
+ * Transactions of each kind at once: while it runs, the next batch gathers. One: on a 2-core machine fewer, larger
+ * transactions answer sooner than more, smaller ones (the msgapp-inbound bench: ack p50 108 ms with one, 488 ms with
+ * two, 1.9 s with four, under 100 messages and 300 statuses a second).
+ */
 const FLUSHES = 1;
 
 /** `apply` on the whole batch; if it fails, on each item alone, so only the item that fails fails. */

@@ -2,10 +2,9 @@
 import { randomBytes } from 'node:crypto';
 import { CloudApiProvider } from '../providers/msgapp/cloud-api';
 import { startMsgappSandbox } from '../dev/fake-msgapp';
-import { connectWorker } from '../worker/connection';
 import { section, type Cleanup } from './lib/child';
 import { envInt, loadSettings } from './lib/load';
-import { benchApi, benchTemporal, benchWorker, setUpBench } from './lib/setup';
+import { benchApi, benchStack, benchTemporal, benchWorker, setUpBench } from './lib/setup';
 import { compareTargets, inLanes, now, percentile, runStats, summarizeTarget } from './lib/stats';
 import type { Result, RunStats } from './lib/types';
 import { publishAgent } from './lib/widget';
@@ -41,10 +40,12 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   cleanup.push(['msgapp sandbox', () => sandbox.close()]);
   const provider = new CloudApiProvider({ baseUrl: sandbox.url, timeoutMs: 10_000 });
   const overrides = { services: { msgapp: provider } };
-  const dev = await benchTemporal(bench);
-  const worker = await benchWorker(bench, dev, { overrides, ...(s.oneProcess ? { connectWorker } : {}) });
-  const shared = { client: worker.temporal!.client, taskQueue: worker.temporal!.taskQueue, eagerStart: true };
-  const api = await benchApi(bench, s.oneProcess ? { overrides: { ...overrides, temporal: shared } } : { overrides, temporalAddress: dev.address });
+  // One process: one composition (role both) as `npm start` (its client on the worker's native connection: eager starts).
+  const { dev, api } = s.oneProcess ? await benchStack(bench, { oneProcess: true, overrides }) : await (async () => {
+    const dev = await benchTemporal(bench);
+    await benchWorker(bench, dev, { overrides });
+    return { dev, api: await benchApi(bench, { overrides, temporalAddress: dev.address }) };
+  })();
   const apiUrl = api.url;
   const apiServices = api.c.services;
   const credentialId = (await apiServices.credentials.create(bench.workspaceId, 'msgapp_access_token', 'n', ACCESS_TOKEN)).id;
@@ -52,7 +53,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   const templates = [{ name: 'hello', body: 'Hello', status: 'approved' }];
   const { agentId, key } = await publishAgent(api, bench.workspaceId, { name: 'Bench sender', instructions: 'x', triggers, actions: [{ type: 'sender' }], templates }, ['conversations:write']);
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-  log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), one worker${s.oneProcess ? " whose native connection the API's client shares (eager starts)" : ''}, agent ${agentId}`);
+  log(`  setup: API ${apiUrl}, msgapp sandbox ${sandbox.url}, Temporal dev server ${dev.address} (SQLite file), ${s.oneProcess ? 'one composition (role both, as npm start: eager starts)' : 'a worker and an API apart'}, agent ${agentId}`);
 
   // ---- The two sides. Recipients cycle through +1555777NNNN.
   let seq = 0;

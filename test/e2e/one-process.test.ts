@@ -139,7 +139,7 @@ test("npm start's msgapp sandbox: a customer writes, the agent's reply reaches t
   // No provider configured: npm start runs the sandbox and points MSGAPP_API_BASE at it.
   const sandbox = new URL(c.config.MSGAPP_API_BASE!).origin;
   const ws = await createWorkspace(db.orm);
-  const { key } = await c.services.apiKeys.create(ws, 'msgapp', ['workflows:read', 'workflows:write', 'workflows:publish', 'conversations:read']);
+  const { key } = await c.services.apiKeys.create(ws, 'msgapp', ['workflows:read', 'workflows:write', 'workflows:publish', 'conversations:read', 'conversations:write']);
   recordSecret('api key', key);
   const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const cred = await c.services.credentials.create(ws, 'msgapp_access_token', 'sandbox', 'sandbox-token');
@@ -165,6 +165,11 @@ test("npm start's msgapp sandbox: a customer writes, the agent's reply reaches t
     (await db.orm.em.fork().execute<Array<{ status: string }>>(`select status from messages where workspace_id = ? and source = 'agent'`, [ws])).map((r) => r.status);
   while (!(await statuses()).includes('read') && Date.now() < deadline + 10_000) await sleep(100);
   expect(await statuses()).toEqual(['read']);
+
+  // The business writes through the API (POST /api/v1/messages): its workflow starts eagerly on this process's worker.
+  const human = await fetch(`${started.base}/api/v1/messages`, { method: 'POST', headers: auth, body: JSON.stringify({ agent_id: agentId, to: '+15557090909', text: 'Sam here: your order left today.' }) });
+  expect({ status: human.status, body: human.status === 201 ? null : await human.text() }).toEqual({ status: 201, body: null });
+  expect((await sentTo()).map((s) => s.body.text?.body)).toContain('Sam here: your order left today.');
   expect(workerStopped).toEqual([]);
 }, 90_000);
 

@@ -146,7 +146,9 @@ export async function startAll(config: Config, onWorkerStopped: (err: unknown) =
     void preloadModels(c);
     // The outbox relay in a second process by default (CONCIERGE_RELAY_PROCESS), so its deliveries run on the other core.
     const relayApart = config.CONCIERGE_RELAY_PROCESS === 'on';
-    const worker = await startWorker(c, { dispatcher: !relayApart });
+    // A prebuilt workflow bundle when one is given (as worker/main.ts takes it), else bundled at start.
+    const workflowBundle = config.TEMPORAL_WORKFLOW_BUNDLE ? { codePath: config.TEMPORAL_WORKFLOW_BUNDLE } : undefined;
+    const worker = await startWorker(c, { dispatcher: !relayApart, workflowBundle });
     worker.running.catch(onWorkerStopped);
     let relayPid = () => undefined as number | undefined;
     if (relayApart) {

@@ -173,21 +173,16 @@ export class ConversationRepository {
     await this.touchConversations(em, [{ id, title }]);
   }
 
-  /** `touchConversation` for several conversations (the msgapp webhook's batch): two statements at most. */
+  /** `touchConversation` for several conversations (the msgapp webhook's batch), in one statement. */
   async touchConversations(em: EntityManager, items: Array<{ id: string; title: string | null }>): Promise<void> {
-    const ids = [...new Set(items.map((i) => i.id))];
-    if (!ids.length) return;
-    await em.nativeUpdate(Conversation, { id: ids.length === 1 ? ids[0] : { $in: ids } }, { updatedAt: new Date() });
-    const titled = items.filter((i): i is { id: string; title: string } => !!i.title);
-    if (titled.length === 1) await em.nativeUpdate(Conversation, { id: titled[0].id, title: null }, { title: titled[0].title });
-    else if (titled.length) {
-      // raw SQL: each row its own title (one JSON document), only where it has none; the ORM sends one update per row.
-      // eslint-disable-next-line no-restricted-syntax
-      await em.execute(
-        `update conversations as c set title = t.title from jsonb_to_recordset(?::jsonb) as t (id text, title text) where c.id = t.id and c.title is null`,
-        [JSON.stringify(titled.map((t) => ({ id: t.id, title: t.title })))],
-      );
-    }
+    if (!items.length) return;
+    // raw SQL: each row its own title, only where it has none, with the touch (one JSON document); the ORM sends two
+    // updates per row (a widget send and a voice turn wait on it).
+    // eslint-disable-next-line no-restricted-syntax
+    await em.execute(
+      `update conversations as c set updated_at = ?, title = coalesce(c.title, t.title) from jsonb_to_recordset(?::jsonb) as t (id text, title text) where c.id = t.id`,
+      [new Date(), JSON.stringify(items.map((t) => ({ id: t.id, title: t.title })))],
+    );
   }
 
   /** Flags the conversation for a human (a case) and records why on its timeline, in one transaction. */

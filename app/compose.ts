@@ -292,6 +292,7 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       box,
       blobs,
       embedder,
+      turnsHere: opts.role === 'both',
       extract,
       denseIndex,
       keyCache: keyCache ?? undefined,

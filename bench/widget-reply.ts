@@ -62,7 +62,14 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
   // ---- The embedding model the turn's retrieval uses, loaded up front; a worker whose turns call the fake model; the API.
   const embedder = benchEmbedder(bench);
   await embedder.load();
-  const { dev, api } = await benchStack(bench, { overrides: { embedder: async () => embedder, services: { llm: llm.settings } }, apiOverrides: { embedder: async () => embedder } });
+  // As `npm start` runs it (the issue's figures are through it): one composition, role both, the relay apart.
+  const oneProcess = process.env.BENCH_WIDGET_SPLIT !== '1';
+  const { dev, api } = await benchStack(bench, {
+    oneProcess,
+    relayApart: oneProcess,
+    overrides: { embedder: async () => embedder, services: { llm: llm.settings } },
+    apiOverrides: { embedder: async () => embedder },
+  });
   const { siteId } = await createWidgetSite(api, bench.workspaceId, INSTRUCTIONS);
   const clock = new ReplyClock();
   const conversations: string[] = [];
@@ -72,7 +79,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     conversations.push(id);
   }
   log(
-    `  setup: API ${api.url} with a ChatHub, Temporal dev server ${dev.address} (SQLite file), one worker, ` +
+    `  setup: API ${api.url} with a ChatHub, Temporal dev server ${dev.address} (SQLite file), ${oneProcess ? 'one composition as npm start (role both, the relay apart)' : 'an API and a worker composition (BENCH_WIDGET_SPLIT=1)'}, ` +
       `fake model ${llm.url} (first byte after ${s.llmDelayMs} ms, ${s.llmChunkMs} ms between events), ${s.conversations} conversations with open sockets`,
   );
 

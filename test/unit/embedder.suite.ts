@@ -300,3 +300,64 @@ describe('OpenAiEmbedder against a fake /v1/embeddings', () => {
     await expect(e.embed(['x', 'y'])).rejects.toThrow(/expected 2 embeddings/);
   });
 });
+
+describe('queryVector: a query asked again within 30 s is embedded once (a widget send starts it, the turn finds it)', () => {
+  /** An embedder counting its calls; `fail` makes the next call fail. */
+  function counting() {
+    const calls: string[] = [];
+    let fail = false;
+    const e = {
+      modelId: 'counting',
+      dimension: 2,
+      embed: async (texts: string[]) => texts.map(() => new Float32Array([1, 0])),
+      embedQuery: async (text: string) => {
+        calls.push(text);
+        if (fail) {
+          fail = false;
+          throw new Error('model server down');
+        }
+        return new Float32Array([calls.length, 0]);
+      },
+    };
+    return { e, calls, failNext: () => (fail = true) };
+  }
+
+  it('shares one computation between a prefetch under way and the turn, per embedder and text', async () => {
+    const { e, calls } = counting();
+    const [a, b] = await Promise.all([queryVector(e, 'where is my order'), queryVector(e, 'where is my order')]);
+    expect(a).toBe(b);
+    expect(await queryVector(e, 'where is my order')).toBe(a);
+    expect(calls).toEqual(['where is my order']);
+    await queryVector(e, 'another question');
+    expect(calls).toEqual(['where is my order', 'another question']);
+    // Another embedder (another model) computes its own.
+    const other = counting();
+    await queryVector(other.e, 'where is my order');
+    expect(other.calls).toEqual(['where is my order']);
+  });
+
+  it('keeps no failure: the next asker embeds again', async () => {
+    const { e, calls, failNext } = counting();
+    failNext();
+    await expect(queryVector(e, 'hello')).rejects.toThrow('model server down');
+    expect(await queryVector(e, 'hello')).toEqual(new Float32Array([2, 0]));
+    expect(calls).toEqual(['hello', 'hello']);
+  });
+
+  it('forgets after 30 s', async () => {
+    const { e, calls } = counting();
+    const now = jest.spyOn(Date, 'now');
+    try {
+      now.mockReturnValue(1_000_000);
+      await queryVector(e, 'opening hours');
+      now.mockReturnValue(1_000_000 + 29_000);
+      await queryVector(e, 'opening hours');
+      expect(calls).toHaveLength(1);
+      now.mockReturnValue(1_000_000 + 31_000);
+      await queryVector(e, 'opening hours');
+      expect(calls).toHaveLength(2);
+    } finally {
+      now.mockRestore();
+    }
+  });
+});

@@ -292,7 +292,6 @@ export async function compose(config: Config, opts: ComposeOptions): Promise<Com
       box,
       blobs,
       embedder,
-      turnsHere: opts.role === 'both',
       extract,
       denseIndex,
       keyCache: keyCache ?? undefined,

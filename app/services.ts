@@ -56,7 +56,6 @@ import type { SecretBox } from '../lib/crypto/secret-box';
 import { IdempotencyStore } from '../domain/idempotency/store';
 import type { DenseIndex } from '../domain/kb/dense-index';
 import type { Embedder } from '../providers/embeddings/embedder';
-import { queryVector } from '../domain/ports/embedder';
 import { FileService } from '../domain/kb/files';
 import { FolderService } from '../domain/kb/folders';
 import { SearchService } from '../domain/kb/search';
@@ -174,8 +173,6 @@ export interface ServiceOptions {
   blobs: BlobStore;
   /** Loaded on first use: a process that never searches never loads the model. */
   embedder: () => Promise<Embedder>;
-  /** The API and the worker share this process (`npm start`): a widget send starts its turn's query embedding (WidgetChat prefetchQuery). */
-  turnsHere?: boolean;
   /** The dense index of this process (its cache is cleared by knowledge-base change notices). */
   denseIndex: DenseIndex;
   llm?: LlmSettings | null;
@@ -296,24 +293,7 @@ export function createServices(em: EntityManager, opts: ServiceOptions): Service
     inbox,
     sites,
     widget,
-    widgetChat: new WidgetChat({
-      widget,
-      ...uploadParts,
-      transcript,
-      tasks,
-      feedback,
-      conversations: () => workflows()?.conversations ?? null,
-      // Only where this process's worker runs the turn, and the turn would embed it (a workspace with a searchable file).
-      ...(opts.turnsHere
-        ? {
-            prefetchQuery: (workspaceId: string, text: string) =>
-              void (async () => {
-                if (!(await repos.kb.hasSearchableFiles(em.fork(), workspaceId))) return;
-                await queryVector(await opts.embedder(), text);
-              })().catch(() => undefined),
-          }
-        : {}),
-    }),
+    widgetChat: new WidgetChat({ widget, ...uploadParts, transcript, tasks, feedback, conversations: () => workflows()?.conversations ?? null }),
     widgetFiles: new WidgetFiles({ widget, blobs: opts.blobs, ...uploadParts, runs: workflows }),
     dialOut,
     widgetVoice: new WidgetVoice({ widget, sessions: voice, calls, dialOut, transport: () => opts.voiceTransport ?? null, runs: () => workflows()?.voice ?? null }),

@@ -1,10 +1,17 @@
 // What this measures and how to read it: docs/benchmarks.md#widget-reply
 import { section, type Cleanup } from './lib/child';
 import { envInt, envNumber } from './lib/load';
-import { benchEmbedder, benchLlm, benchStack, setUpBench } from './lib/setup';
+import { benchEmbedder, benchLlm, benchStack, createKey, setUpBench } from './lib/setup';
 import { alternate, below, ms, now, overhead, p50p99, round1, sequentialRun, spread, summarizeTarget, waitFor, type Spread } from './lib/stats';
 import type { Result } from './lib/types';
 import { createWidgetSite, initConversation, openReplySocket, WIDGET_ORIGIN } from './lib/widget';
+
+/** The shop's knowledge base: each sample's question retrieves from it. */
+const KNOWLEDGE: Array<[string, string]> = [
+  ['shipping.md', '# Shipping\n\nOrders ship within two working days. Standard delivery takes three to five days; express delivery arrives the next working day when ordered before 2 pm.'],
+  ['returns.md', '# Returns\n\nUnworn items can be returned within 30 days of delivery for a full refund. Start a return from your account page; the return label is free.'],
+  ['opening-hours.md', '# Opening hours\n\nOur shop is open Monday to Saturday from nine to six. Customer service answers by chat every day from eight to eight.'],
+];
 
 const GOAL_OVERHEAD_P50_MS = 20;
 const INSTRUCTIONS = 'Help shoppers with their orders.';
@@ -70,6 +77,23 @@ async function measure(log: (line: string) => void, cleanup: Cleanup): Promise<R
     overrides: { embedder: async () => embedder, services: { llm: llm.settings } },
     apiOverrides: { embedder: async () => embedder },
   });
+  // A small knowledge base, so each turn retrieves (embeds its query, searches) as an agent with one does.
+  const { key } = await createKey(api.c.services, bench.workspaceId, ['kb:write']);
+  const kbFiles: string[] = [];
+  for (const [name, text] of KNOWLEDGE) {
+    const form = new FormData();
+    form.append('file', new Blob([text], { type: 'text/markdown' }), name);
+    const res = await fetch(`${api.url}/api/v1/kb/files`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+    if (res.status !== 201) throw new Error(`upload of ${name} answered ${res.status}: ${await res.text()}`);
+    kbFiles.push(((await res.json()) as { id: string }).id);
+  }
+  const db = bench.db.orm.em.fork();
+  await waitFor(
+    async () => (await db.execute<Array<{ n: string }>>(`select count(*) as n from kb_files where id in (?) and status = 'active'`, [kbFiles]))[0].n === String(kbFiles.length),
+    120_000,
+    () => 'the knowledge base still indexing',
+    100,
+  );
   const { siteId } = await createWidgetSite(api, bench.workspaceId, INSTRUCTIONS);
   const clock = new ReplyClock();
   const conversations: string[] = [];

@@ -21,31 +21,11 @@ export interface Embedder {
   embedPassages?(texts: string[]): Promise<Float32Array[]>;
 }
 
-/** How long a query's vector is kept for the next asker of the same text, and how many are kept. */
-const RECENT_QUERY_MS = 30_000;
-const RECENT_QUERIES = 256;
-const recentQueries = new WeakMap<Embedder, Map<string, { at: number; vector: Promise<Float32Array> }>>();
-
-/**
- * The vector of a search query: `embedQuery` where the embedder has it, else `embed`. The same text asked again
- * within 30 s (of the same embedder, in this process) gets the same vector, computed once: a widget send starts its
- * query's embedding while the message is stored and handed to the actor (`prefetchQuery`), and the actor's turn,
- * in the same process, finds it under way or ready. Callers only read the vector.
- */
-export function queryVector(e: Embedder, text: string): Promise<Float32Array> {
-  let recent = recentQueries.get(e);
-  if (!recent) recentQueries.set(e, (recent = new Map()));
-  const now = Date.now();
-  const hit = recent.get(text);
-  if (hit && now - hit.at < RECENT_QUERY_MS) return hit.vector;
-  const vector = e.embedQuery ? e.embedQuery(text) : e.embed([text]).then(([v]) => v);
-  recent.delete(text);
-  recent.set(text, { at: now, vector });
-  // A failure is not kept: the next asker tries again.
-  vector.catch(() => recent.get(text)?.vector === vector && recent.delete(text));
-  // The oldest first out (a Map iterates in insertion order).
-  while (recent.size > RECENT_QUERIES) recent.delete(recent.keys().next().value!);
-  return vector;
+/** The vector of a search query: `embedQuery` where the embedder has it, else `embed`. */
+export async function queryVector(e: Embedder, text: string): Promise<Float32Array> {
+  if (e.embedQuery) return e.embedQuery(text);
+  const [v] = await e.embed([text]);
+  return v;
 }
 
 /** The vectors of passages to index: `embedPassages` where the embedder has it, else `embed`. */

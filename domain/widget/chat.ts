@@ -36,11 +36,6 @@ export interface WidgetChatDeps {
   feedback: Pick<FeedbackService, 'rateReply' | 'rateConversation'>;
   /** The conversation actors' client; null in a process without a workflow service. */
   conversations: () => ConversationRuns | null;
-  /**
-   * Starts the embedding of a message's text as the agent's retrieval will ask for it (ports/embedder.ts
-   * queryVector), while the message is stored and handed to the actor; never fails the send.
-   */
-  prefetchQuery?: (workspaceId: string, text: string) => void;
 }
 
 /**
@@ -72,8 +67,6 @@ export class WidgetChat {
     const refs = [...new Set(body.file_refs ?? [])];
     if (!body.text.trim() && !refs.length) throw new DomainError('invalid_request', 'text: may be empty only when file_refs is present');
     const uploads = refs.length ? await this.deps.uploads.forSend(site, conv.id, refs) : [];
-    // The turn's retrieval embeds the text: started now, it overlaps the store and the actor's update.
-    if (body.text.trim()) this.deps.prefetchQuery?.(site.workspace_id, body.text);
 
     // Stored, then handed to the actor, whose validator answers 409 task_in_progress while a blocking task runs.
     const clientMessageId = body.client_message_id ?? newId('msg');
